@@ -74,4 +74,40 @@ int boot_cmdline_build(char *buf, size_t size, const char *base,
 #define BOOT_SEL_TSS    0x20
 #define BOOT_STACK      0x6FF0ULL /* initial RSP for Linux entries */
 
+/* ---- Additions (boot/ helper; docs/boot.md) ---- */
+
+/* Like boot_probe / boot_load, and on failure *why (if why is not NULL) is
+ * set to a static, human-readable reason; on success it is set to "ok". */
+int boot_probe_why(const uint8_t *img, size_t len, bool prefer_pvh,
+                   enum boot_kind *kind, const char **why);
+int boot_load_why(const struct gmem *m, const struct boot_config *cfg,
+                  struct boot_info *out, const char **why);
+
+/* The boot GDT at LAYOUT_GDT: 6 eight-byte slots (the TSS descriptor takes
+ * two), so it spans LAYOUT_GDT .. LAYOUT_GDT + 47. boot_gdt_entry(i) is the
+ * raw descriptor value in slot i (0 for i >= BOOT_GDT_ENTRIES), for the vCPU
+ * code that fills KVM segment registers. */
+#define BOOT_GDT_ENTRIES 6
+#define BOOT_GDT_LIMIT   (BOOT_GDT_ENTRIES * 8 - 1)
+uint64_t boot_gdt_entry(unsigned index);
+
+/* The MP configuration table does not fit in the 1 KiB at LAYOUT_EBDA for
+ * 64 CPUs: the floating pointer stays at LAYOUT_EBDA, the table goes to the
+ * BIOS area (e820-reserved [0xF0000, 0x100000)). */
+#define BOOT_MP_CONFIG   0xF0000ULL
+#define BOOT_BIOS_START  0xF0000ULL
+#define BOOT_IOAPIC_ADDR 0xFEC00000ULL
+#define BOOT_LAPIC_ADDR  0xFEE00000ULL
+#define BOOT_IOAPIC_PINS 24
+
+/* PVH: the module list (one entry, the initrd) follows start_info. */
+#define BOOT_PVH_MODLIST 0x7040ULL
+
+/* Control-register values of the entry states (docs/boot.md). */
+#define BOOT_CR0_LONG   0x80050033ULL /* PE|MP|ET|NE|WP|PG */
+#define BOOT_CR4_LINUX  0x00000020ULL /* PAE */
+#define BOOT_CR4_ELF    0x00000620ULL /* PAE|OSFXSR|OSXMMEXCPT (SSE usable) */
+#define BOOT_EFER_LONG  0x00000500ULL /* LME|LMA */
+#define BOOT_CR0_PVH    0x00000011ULL /* PE|ET */
+
 #endif

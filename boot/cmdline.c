@@ -1,0 +1,88 @@
+/* Kernel command line assembly (contract in boot/boot.h). */
+#include "boot/boot.h"
+
+#include <errno.h>
+#include <string.h>
+
+struct sb {
+    char *buf;
+    size_t size, len;
+    bool over;
+};
+
+static void sb_put(struct sb *b, const char *s, size_t n)
+{
+    if (b->over || n >= b->size - b->len) { /* keep room for the NUL */
+        b->over = true;
+        return;
+    }
+    memcpy(b->buf + b->len, s, n);
+    b->len += n;
+}
+
+static void sb_sep(struct sb *b)
+{
+    if (b->len > 0)
+        sb_put(b, " ", 1);
+}
+
+/* 1: needs quotes, 0: as is, -EINVAL: not representable. */
+static int arg_class(const char *a)
+{
+    if (!*a)
+        return -EINVAL;
+    bool space = false;
+    for (const unsigned char *c = (const unsigned char *)a; *c; c++) {
+        if (*c == '"' || *c < 0x20 || *c == 0x7f)
+            return -EINVAL;
+        if (*c == ' ')
+            space = true;
+    }
+    return space;
+}
+
+int boot_cmdline_build(char *buf, size_t size, const char *base,
+                       const char *const *extras, size_t nextras,
+                       const char *const *argv, size_t argc)
+{
+    if (!buf || (nextras && !extras) || (argc && !argv))
+        return -EINVAL;
+    if (size == 0)
+        return -E2BIG;
+    buf[0] = '\0';
+    for (size_t i = 0; i < argc; i++)
+        if (!argv[i] || arg_class(argv[i]) < 0)
+            return -EINVAL;
+    for (size_t i = 0; i < nextras; i++)
+        if (!extras[i])
+            return -EINVAL;
+
+    struct sb b = { buf, size, 0, false };
+    if (base && *base)
+        sb_put(&b, base, strlen(base));
+    for (size_t i = 0; i < nextras; i++) {
+        if (!*extras[i])
+            continue;
+        sb_sep(&b);
+        sb_put(&b, extras[i], strlen(extras[i]));
+    }
+    if (argc > 0) {
+        sb_sep(&b);
+        sb_put(&b, "--", 2);
+        for (size_t i = 0; i < argc; i++) {
+            sb_put(&b, " ", 1);
+            bool quote = arg_class(argv[i]) == 1;
+            if (quote)
+                sb_put(&b, "\"", 1);
+            sb_put(&b, argv[i], strlen(argv[i]));
+            if (quote)
+                sb_put(&b, "\"", 1);
+        }
+    }
+    if (b.over) {
+        buf[0] = '\0';
+        return -E2BIG;
+    }
+    buf[b.len] = '\0';
+    return 0;
+}
