@@ -1,0 +1,211 @@
+/* moat guest /init: PID 1 of the default guest (see docs/guest.md).
+ *
+ * Protocol with the VMM (the moat control device, devices/moatdev.h):
+ *   1. mount /proc, /sys, /dev (devtmpfs), /dev/pts, /dev/shm, /tmp; set
+ *      PATH, HOME; bring up lo; hostname "moat".
+ *   2. ioperm(0x0F40, 2) and write event byte 1 ("init reached") to port
+ *      0x0F41. If ioperm fails (not root, no X86_IOPL_IOPERM) nothing is
+ *      written; under QEMU the ports are unassigned and writes are ignored.
+ *   3. Run the command: argv[1..] as Linux hands it to init (everything after
+ *      " -- " on the kernel command line, plus any unknown option without
+ *      '='). With no arguments, run an interactive /bin/sh. The command runs
+ *      in a new session with the console tty (/sys/class/tty/console/active,
+ *      else /dev/console) as stdin/stdout/stderr and controlling terminal.
+ *      Event byte 2 ("command started") goes to port 0x0F41 after the fork.
+ *      The child drops the port permission before exec.
+ *   4. Reap every child (orphans are reparented to PID 1) until the command
+ *      itself exits. Status: its exit code, or 128 + signal number if it was
+ *      killed; 127 if the command was not found, 126 if it could not be
+ *      executed, 125 if /init could not start it (fork failed).
+ *   5. sync(), write the status byte to port 0x0F40, reboot(RB_AUTOBOOT).
+ *      The default command line has reboot=k, so the kernel resets through
+ *      the i8042 (port 0x64 <- 0xFE) and the VMM exits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/io.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PORT_STATUS   0x0F40
+#define PORT_EVENT    0x0F41
+#define EV_INIT       1
+#define EV_CMD        2
+#define ST_NOSTART    125
+#define ST_NOEXEC     126
+#define ST_NOTFOUND   127
+
+static int have_ports;
+
+static void port_write(unsigned char off, unsigned char v)
+{
+    if (have_ports)
+        outb(v, PORT_STATUS + off);
+}
+
+static void warn(const char *what, const char *arg)
+{
+    fprintf(stderr, "moat-init: %s%s%s: %s\n", what, arg ? " " : "",
+            arg ? arg : "", strerror(errno));
+}
+
+static void mnt(const char *src, const char *dst, const char *type,
+                unsigned long flags, const char *data)
+{
+    mkdir(dst, 0755);
+    if (mount(src, dst, type, flags, data) != 0 && errno != EBUSY)
+        warn("mount", dst);
+}
+
+static void lo_up(void)
+{
+    struct ifreq ifr;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    if (s < 0)
+        return;
+    memset(&ifr, 0, sizeof(ifr));
+    strcpy(ifr.ifr_name, "lo");
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+        ifr.ifr_flags |= IFF_UP;
+        ioctl(s, SIOCSIFFLAGS, &ifr);
+    }
+    close(s);
+}
+
+/* The tty behind /dev/console, e.g. "/dev/ttyS0", which (unlike
+ * /dev/console) can be a controlling terminal. Empty if unknown. */
+static void console_tty(char *path, size_t len)
+{
+    char buf[128], *name;
+    ssize_t n;
+    int fd = open("/sys/class/tty/console/active", O_RDONLY | O_CLOEXEC);
+
+    path[0] = 0;
+    if (fd < 0)
+        return;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return;
+    buf[n] = 0;
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        buf[--n] = 0;
+    name = strrchr(buf, ' ');   /* the last one is /dev/console */
+    name = name ? name + 1 : buf;
+    for (char *p = name; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+              (*p >= '0' && *p <= '9')))
+            return;
+    if (*name)
+        snprintf(path, len, "/dev/%s", name);
+}
+
+/* In the child: new session, console as fds 0-2 and controlling tty. */
+static void setup_child_tty(void)
+{
+    char path[160];
+    int fd = -1;
+
+    setsid();
+    console_tty(path, sizeof(path));
+    if (path[0])
+        fd = open(path, O_RDWR | O_NOCTTY);
+    if (fd < 0)
+        fd = open("/dev/console", O_RDWR | O_NOCTTY);
+    if (fd < 0)
+        return;             /* keep the fds the kernel gave us */
+    ioctl(fd, TIOCSCTTY, 0);
+    for (int i = 0; i < 3; i++)
+        dup2(fd, i);
+    if (fd > 2)
+        close(fd);
+}
+
+static void finish(int status)
+{
+    sync();
+    port_write(0, (unsigned char)status);
+    reboot(RB_AUTOBOOT);
+    reboot(RB_POWER_OFF);
+    for (;;)
+        pause();
+}
+
+int main(int argc, char **argv)
+{
+    static char *shell[] = { "/bin/sh", NULL };
+    char **cmd = argc > 1 ? argv + 1 : shell;
+    int status = ST_NOSTART;
+    pid_t pid;
+
+    if (getpid() != 1) {
+        fprintf(stderr, "moat-init: must run as PID 1\n");
+        return 1;
+    }
+    mnt("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    mnt("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    mnt("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+    mnt("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+        "gid=5,mode=0620,ptmxmode=0666");
+    mnt("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+    mnt("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+    setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+    setenv("HOME", "/root", 1);
+    if (!getenv("TERM"))
+        setenv("TERM", "linux", 1);
+    sethostname("moat", 4);
+    lo_up();
+    chdir("/root");
+
+    have_ports = ioperm(PORT_STATUS, 2, 1) == 0;
+    port_write(1, EV_INIT);
+
+    pid = fork();
+    if (pid == 0) {
+        if (have_ports)
+            ioperm(PORT_STATUS, 2, 0);
+        setup_child_tty();
+        execvp(cmd[0], cmd);
+        status = errno == ENOENT ? ST_NOTFOUND : ST_NOEXEC;
+        fprintf(stderr, "moat-init: %s: %s\n", cmd[0],
+                errno == ENOENT ? "command not found" : strerror(errno));
+        _exit(status);
+    }
+    if (pid < 0) {
+        warn("fork", NULL);
+        finish(ST_NOSTART);
+    }
+    port_write(1, EV_CMD);
+
+    for (;;) {
+        int st;
+        pid_t w = waitpid(-1, &st, 0);
+
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            warn("waitpid", NULL);  /* ECHILD: cannot happen, child is ours */
+            break;
+        }
+        if (w != pid)
+            continue;               /* a reaped orphan */
+        if (WIFEXITED(st))
+            status = WEXITSTATUS(st);
+        else if (WIFSIGNALED(st))
+            status = 128 + WTERMSIG(st);
+        break;
+    }
+    finish(status);
+    return 0;
+}
