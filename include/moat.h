@@ -1,0 +1,137 @@
+/* libmoat — embed the moat microVM monitor.
+ *
+ * One opaque handle per VM; any number of VMs per process. Every fallible
+ * call returns 0 or a negative errno. The library never calls exit(), never
+ * installs signal handlers except the one documented below, and keeps no
+ * process-global VM state.
+ *
+ * ABI rule: this header grows by new functions, or by new fields at the end
+ * of structs that carry their own size; signatures never change.
+ *
+ * Signals: to take vCPU threads out of KVM_RUN, moat sends them
+ * MOAT_KICK_SIGNAL (SIGRTMIN + 7 unless moat_config.kick_signal says
+ * otherwise). moat_start() installs a no-op handler for that signal if the
+ * process has none (SIG_DFL). The signal is only ever sent to moat's own
+ * vCPU threads. */
+#ifndef MOAT_H
+#define MOAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MOAT_API_VERSION 1
+
+struct moat_vm;
+
+/* Boot flags. */
+#define MOAT_F_PVH            (1u << 0)  /* enter a vmlinux through its PVH note */
+#define MOAT_F_NO_PVM_COMPAT  (1u << 1)  /* never apply the PVM workarounds */
+#define MOAT_F_CONSOLE_ESCAPE (1u << 2)  /* Ctrl-A x on console input stops the VM */
+
+struct moat_config {
+    size_t size;              /* sizeof(struct moat_config); set by moat_config_init */
+    const char *kernel;       /* path: bzImage, vmlinux, or any static ELF64 */
+    const char *initrd;       /* path or NULL */
+    const char *cmdline;      /* kernel command line; NULL: moat's default */
+    const char *const *argv;  /* command for the guest's /init (after " -- "); may be NULL */
+    size_t argc;
+    uint32_t mem_mib;         /* guest RAM, MiB (default 256) */
+    uint32_t cpus;            /* vCPUs (default 1) */
+    int console_in;           /* fd read for UART input, or -1 */
+    int console_out;          /* fd the UART writes to, or -1 to discard */
+    uint32_t flags;           /* MOAT_F_* */
+    int kick_signal;          /* 0: SIGRTMIN + 7 */
+};
+
+/* Fill *cfg with defaults (256 MiB, 1 vCPU, console on -1/-1). */
+void moat_config_init(struct moat_config *cfg);
+
+/* Why a VM stopped. */
+enum moat_exit_reason {
+    MOAT_EXIT_NONE = 0,      /* still running */
+    MOAT_EXIT_RESET,         /* the guest reset or powered off */
+    MOAT_EXIT_CRASH,         /* triple fault, KVM internal/emulation error */
+    MOAT_EXIT_STOPPED,       /* moat_stop() or the console escape */
+    MOAT_EXIT_ERROR,         /* a VMM error while running */
+};
+
+struct moat_exit {
+    enum moat_exit_reason reason;
+    int status;              /* exit status reported by the guest (0..255), or -1 */
+    char detail[160];        /* human-readable, one line */
+};
+
+/* Phase timestamps in microseconds since the process started (see
+ * moat_timings_set_origin); -1 when the phase has not happened. */
+struct moat_timings {
+    int64_t kvm_ready;       /* VM created, memory, irqchip and vCPUs set up */
+    int64_t first_run;       /* first KVM_RUN entered */
+    int64_t init_reached;    /* the guest signalled "init reached" */
+    int64_t cmd_finished;    /* the guest reported its exit status */
+    int64_t exit;            /* the VM stopped */
+};
+
+/* Errors from moat_create: a one-line message, and whether the fault is in
+ * the configuration (bad file, bad size, not a kernel) rather than the host. */
+struct moat_error {
+    int is_config;
+    char msg[256];
+};
+
+/* Create a VM: validate the configuration, load the kernel, set up KVM.
+ * Does not run it. err may be NULL. */
+int moat_create(const struct moat_config *cfg, struct moat_vm **out, struct moat_error *err);
+
+/* Start the vCPU threads. Non-blocking. */
+int moat_start(struct moat_vm *vm);
+
+/* Wait up to timeout_ms (-1: forever) for the VM to stop. 0 and *ex filled
+ * when it stopped, -ETIMEDOUT if it still runs. */
+int moat_wait(struct moat_vm *vm, int timeout_ms, struct moat_exit *ex);
+
+/* Ask the VM to stop (asynchronous; moat_wait sees MOAT_EXIT_STOPPED). */
+int moat_stop(struct moat_vm *vm);
+
+/* An eventfd that becomes readable once the VM has stopped. Owned by vm. */
+int moat_exit_fd(const struct moat_vm *vm);
+
+/* What moat made of the configuration. */
+struct moat_vm_info {
+    size_t size;             /* sizeof(struct moat_vm_info) */
+    int is_linux;            /* the kernel is Linux (bzImage or vmlinux) */
+    int pvm_compat;          /* the PVM workarounds are applied */
+    char cmdline[4096];      /* the kernel command line (truncated if longer) */
+};
+int moat_get_info(const struct moat_vm *vm, struct moat_vm_info *info);
+
+/* Timestamps of the boot phases. */
+int moat_get_timings(const struct moat_vm *vm, struct moat_timings *t);
+
+/* Stop (if running), join every thread, free everything. NULL is a no-op. */
+void moat_destroy(struct moat_vm *vm);
+
+/* The process-start reference for moat_timings, as CLOCK_MONOTONIC
+ * nanoseconds. Defaults to the first moat call; the CLI sets it to its own
+ * start. Returns the origin in use. */
+uint64_t moat_timings_set_origin(uint64_t monotonic_ns);
+
+/* Host facts. */
+struct moat_host_info {
+    size_t size;             /* sizeof(struct moat_host_info) */
+    int kvm_available;       /* /dev/kvm opened and API version 12 */
+    int kvm_errno;           /* why not, when not */
+    int is_pvm;              /* KVM is PVM (software virtualization) */
+    int max_vcpus;
+};
+int moat_host_info(struct moat_host_info *info);
+
+const char *moat_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

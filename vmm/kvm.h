@@ -1,0 +1,41 @@
+/* The host side of KVM: /dev/kvm, API version, capabilities, supported
+ * CPUID and MSRs, and whether the host is PVM. One struct kvm_host per VM
+ * (each VM opens /dev/kvm itself; no process-global state). */
+#ifndef MOAT_KVM_H
+#define MOAT_KVM_H
+
+#include <linux/kvm.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kvm_host {
+    int fd;                       /* /dev/kvm */
+    int run_size;                 /* KVM_GET_VCPU_MMAP_SIZE */
+    int max_vcpus;
+    bool is_pvm;
+    struct kvm_cpuid2 *cpuid;     /* KVM_GET_SUPPORTED_CPUID, malloc'ed */
+    uint32_t *msrs;               /* KVM_GET_MSR_INDEX_LIST */
+    unsigned nmsrs;
+};
+
+/* Open /dev/kvm (path from $MOAT_KVM_DEV if set) and check the API version
+ * and every capability moat needs. On failure returns -errno and writes a
+ * one-line reason into why. */
+int kvm_host_open(struct kvm_host *h, char *why, size_t whylen);
+void kvm_host_close(struct kvm_host *h);
+bool kvm_host_has_msr(const struct kvm_host *h, uint32_t msr);
+
+/* Is this host's KVM PVM (kvm_pvm, no vmx/svm)? Looks at /sys/module and
+ * /proc/cpuinfo; MOAT_FORCE_PVM=0/1 overrides (for tests). */
+bool kvm_host_detect_pvm(void);
+
+/* Filter KVM's supported CPUID for one vCPU (pure, unit-tested): APIC ids,
+ * hypervisor bit, no nested virtualization or PMU, and with pvm set the
+ * features that fail at ring 0 under PVM. */
+void cpuid_filter(struct kvm_cpuid_entry2 *e, unsigned n, unsigned cpu, unsigned ncpus, bool pvm);
+
+/* The command-line words PVM compatibility adds (NULL-terminated list). */
+extern const char *const pvm_cmdline_extras[];
+
+#endif

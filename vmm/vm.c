@@ -1,0 +1,684 @@
+/* The VM: creation from a moat_config, devices, threads, stop and wait.
+ * This file implements the public API in include/moat.h. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vmm/layout.h"
+#include "vmm/log.h"
+#include "vmm/vm.h"
+
+#define KERNEL_MAX_BYTES (512ull << 20)
+#define INITRD_MAX_BYTES (2048ull << 20)
+#define MEM_MIN_MIB 2
+#define MEM_MAX_MIB (1u << 20)  /* 1 TiB */
+#define DEFAULT_KICK_SIGNAL (SIGRTMIN + 7)
+#define TSS_ADDR 0xfffbd000ul
+#define IDENTITY_MAP_ADDR 0xfffbc000ull
+
+/* The default Linux command line; reboot=k makes every VMM exit on reboot. */
+static const char default_linux_cmdline[] = "console=ttyS0 reboot=k panic=-1 8250.nr_uarts=1 quiet";
+
+/* The process-start reference for timings (process-wide by definition). */
+static _Atomic uint64_t timing_origin_ns;
+
+uint64_t moat_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t moat_timings_set_origin(uint64_t ns)
+{
+    if (ns) {
+        atomic_store(&timing_origin_ns, ns);
+        return ns;
+    }
+    uint64_t zero = 0;
+    uint64_t now = moat_now_ns();
+    if (atomic_compare_exchange_strong(&timing_origin_ns, &zero, now))
+        return now;
+    return atomic_load(&timing_origin_ns);
+}
+
+const char *moat_version(void) { return MOAT_VERSION; }
+
+void moat_config_init(struct moat_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->size = sizeof(*cfg);
+    cfg->mem_mib = 256;
+    cfg->cpus = 1;
+    cfg->console_in = -1;
+    cfg->console_out = -1;
+}
+
+static int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
+{
+    if (err) {
+        err->is_config = is_config;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
+
+struct file_buf {
+    uint8_t *data;
+    size_t len;
+};
+
+static int read_file(const char *path, uint64_t max, struct file_buf *out)
+{
+    out->data = NULL;
+    out->len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int e = errno;
+        close(fd);
+        return -e;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        close(fd);
+        return -EISDIR;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size <= 0) {
+        close(fd);
+        return st.st_size == 0 ? -ENODATA : -EINVAL;
+    }
+    if ((uint64_t)st.st_size > max) {
+        close(fd);
+        return -EFBIG;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (p == MAP_FAILED)
+        return -e;
+    out->data = p;
+    out->len = (size_t)st.st_size;
+    return 0;
+}
+
+static void free_file(struct file_buf *f)
+{
+    if (f->data)
+        munmap(f->data, f->len);
+    f->data = NULL;
+}
+
+static const char *file_errstr(int e)
+{
+    switch (e) {
+    case -ENODATA: return "file is empty";
+    case -EFBIG: return "file is too large";
+    case -EINVAL: return "not a regular file";
+    default: return strerror(-e);
+    }
+}
+
+/* ---- device callbacks ---- */
+
+static void uart_tx(void *opaque, uint8_t byte)
+{
+    struct moat_vm *vm = opaque;
+    if (vm->console_out < 0)
+        return;
+    ssize_t r;
+    do {
+        r = write(vm->console_out, &byte, 1);
+    } while (r < 0 && errno == EINTR);
+}
+
+static void uart_irq(void *opaque, int level)
+{
+    struct moat_vm *vm = opaque;
+    struct kvm_irq_level l = { .irq = PORT_COM1_IRQ, .level = (uint32_t)level };
+    if (ioctl(vm->vm_fd, KVM_IRQ_LINE, &l) < 0)
+        log_guest("KVM_IRQ_LINE(%d): %s", PORT_COM1_IRQ, strerror(errno));
+}
+
+static const struct serial_ops uart_ops = { uart_tx, uart_irq };
+
+static void ctl_exit_status(void *opaque, uint8_t status)
+{
+    struct moat_vm *vm = opaque;
+    pthread_mutex_lock(&vm->lock);
+    vm->guest_status = status;
+    pthread_mutex_unlock(&vm->lock);
+    atomic_store(&vm->t_cmd_done, moat_now_ns());
+}
+
+static void ctl_event(void *opaque, uint8_t ev)
+{
+    struct moat_vm *vm = opaque;
+    uint64_t zero = 0;
+    if (ev == MOATDEV_EV_INIT)
+        atomic_compare_exchange_strong(&vm->t_init, &zero, moat_now_ns());
+}
+
+static const struct moatdev_ops ctl_ops = { ctl_exit_status, ctl_event };
+
+static void kbd_reset(void *opaque)
+{
+    vm_request_exit(opaque, MOAT_EXIT_RESET, "guest reset");
+}
+
+static const struct i8042_ops kbd_ops = { kbd_reset };
+
+/* ---- stop ---- */
+
+static void kick_vcpus(struct moat_vm *vm)
+{
+    for (unsigned i = 0; i < vm->ncpus; i++) {
+        struct vcpu *v = &vm->vcpus[i];
+        if (!v->thread_started)
+            continue;
+        v->run->immediate_exit = 1;
+        pthread_kill(v->thread, vm->kick_signal);
+    }
+}
+
+void vm_request_exit(struct moat_vm *vm, enum moat_exit_reason reason, const char *fmt, ...)
+{
+    pthread_mutex_lock(&vm->lock);
+    if (vm->exited) {
+        pthread_mutex_unlock(&vm->lock);
+        return;
+    }
+    vm->exited = true;
+    vm->exit.reason = reason;
+    vm->exit.status = vm->guest_status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(vm->exit.detail, sizeof(vm->exit.detail), fmt, ap);
+    va_end(ap);
+    atomic_store(&vm->t_exit, moat_now_ns());
+    atomic_store(&vm->stopping, true);
+    pthread_cond_broadcast(&vm->cond);
+    pthread_mutex_unlock(&vm->lock);
+    kick_vcpus(vm);
+    uint64_t one = 1;
+    if (write(vm->stop_efd, &one, sizeof(one)) < 0)
+        log_debug("stop eventfd: %s", strerror(errno));
+    if (write(vm->exit_efd, &one, sizeof(one)) < 0)
+        log_debug("exit eventfd: %s", strerror(errno));
+}
+
+int moat_stop(struct moat_vm *vm)
+{
+    if (!vm)
+        return -EINVAL;
+    vm_request_exit(vm, MOAT_EXIT_STOPPED, "stopped by request");
+    return 0;
+}
+
+/* ---- console input ---- */
+
+static void *console_thread(void *arg)
+{
+    struct moat_vm *vm = arg;
+    bool escape = false, in_open = true;
+    while (!atomic_load(&vm->stopping)) {
+        size_t space = serial_rx_space(&vm->uart);
+        struct pollfd p[2] = {
+            { .fd = vm->stop_efd, .events = POLLIN },
+            { .fd = vm->console_in, .events = POLLIN },
+        };
+        /* With a full FIFO, wait for the guest to drain it. */
+        int nfds = (in_open && space > 0) ? 2 : 1;
+        int r = poll(p, (nfds_t)nfds, space > 0 ? -1 : 10);
+        if (r < 0 && errno != EINTR)
+            break;
+        if (r <= 0 || p[0].revents)
+            continue;
+        if (!(p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        uint8_t buf[SERIAL_FIFO];
+        ssize_t n = read(vm->console_in, buf, space < sizeof(buf) ? space : sizeof(buf));
+        if (n <= 0) {
+            if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                continue;
+            in_open = false;  /* EOF: keep running, stop reading */
+            continue;
+        }
+        size_t o = 0;
+        for (ssize_t i = 0; i < n; i++) {
+            uint8_t c = buf[i];
+            if (vm->flags & MOAT_F_CONSOLE_ESCAPE) {
+                if (escape) {
+                    escape = false;
+                    if (c == 'x' || c == 'X') {
+                        vm_request_exit(vm, MOAT_EXIT_STOPPED, "console escape (Ctrl-A x)");
+                        return NULL;
+                    }
+                    if (c != 0x01)
+                        buf[o++] = 0x01;
+                } else if (c == 0x01) {
+                    escape = true;
+                    continue;
+                }
+            }
+            buf[o++] = c;
+        }
+        size_t done = 0;
+        while (done < o && !atomic_load(&vm->stopping)) {
+            done += serial_rx(&vm->uart, buf + done, o - done);
+            if (done < o)
+                poll(NULL, 0, 5);
+        }
+    }
+    return NULL;
+}
+
+/* ---- create ---- */
+
+static int setup_memory(struct moat_vm *vm)
+{
+    uint64_t size = vm->ram_size;
+    uint64_t low = size < LAYOUT_MMIO_START ? size : LAYOUT_MMIO_START;
+    uint64_t high = size - low;
+    /* One mapping; the part above 3 GiB is placed at 4 GiB in the guest. */
+    vm->ram_map_size = (size_t)size;
+    void *p = mmap(NULL, vm->ram_map_size, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    vm->ram = p;
+    madvise(p, vm->ram_map_size, MADV_DONTDUMP);
+    vm->mem.n = 0;
+    vm->mem.r[vm->mem.n++] = (struct gmem_region){ 0, low, vm->ram };
+    if (high)
+        vm->mem.r[vm->mem.n++] = (struct gmem_region){ LAYOUT_4G, high, vm->ram + low };
+    for (unsigned i = 0; i < vm->mem.n; i++) {
+        struct kvm_userspace_memory_region reg = {
+            .slot = i,
+            .guest_phys_addr = vm->mem.r[i].gpa,
+            .memory_size = vm->mem.r[i].size,
+            .userspace_addr = (uint64_t)(uintptr_t)vm->mem.r[i].host,
+        };
+        if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &reg) < 0)
+            return -errno;
+    }
+    return 0;
+}
+
+static int setup_devices(struct moat_vm *vm)
+{
+    bus_init(&vm->pio);
+    bus_init(&vm->mmio);
+    serial_init(&vm->uart, &uart_ops, vm);
+    moatdev_init(&vm->ctl, &ctl_ops, vm);
+    i8042_init(&vm->kbd, &kbd_ops, vm);
+    int r;
+    if ((r = bus_register(&vm->pio, PORT_COM1, 8, &serial_bus_ops, &vm->uart)) < 0 ||
+        (r = bus_register(&vm->pio, PORT_MOATDEV, 16, &moatdev_pio_ops, &vm->ctl)) < 0 ||
+        (r = bus_register(&vm->pio, PORT_I8042_DATA, 1, &i8042_data_ops, &vm->kbd)) < 0 ||
+        (r = bus_register(&vm->pio, PORT_I8042_CMD, 1, &i8042_cmd_ops, &vm->kbd)) < 0 ||
+        (r = bus_register(&vm->mmio, LAYOUT_MOATDEV_MMIO, 0x1000, &moatdev_mmio_ops, &vm->ctl)) < 0)
+        return r;
+    return 0;
+}
+
+static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum boot_kind kind,
+                         char *buf, size_t size)
+{
+    const char *base = cfg->cmdline;
+    const char *extras[8];
+    size_t nx = 0;
+    bool linux_kind = kind != BOOT_ELF;
+    if (!base)
+        base = linux_kind ? default_linux_cmdline : "";
+    if (linux_kind && vm->pvm_compat)
+        for (const char *const *e = pvm_cmdline_extras; *e && nx < 8; e++)
+            extras[nx++] = *e;
+    return boot_cmdline_build(buf, size, base, extras, nx, cfg->argv, cfg->argv ? cfg->argc : 0);
+}
+
+static void vm_free(struct moat_vm *vm)
+{
+    if (vm->vcpus) {
+        for (unsigned i = 0; i < vm->ncpus; i++)
+            if (vm->vcpus[i].fd > 0 || vm->vcpus[i].run)
+                vcpu_destroy(&vm->vcpus[i]);
+        free(vm->vcpus);
+    }
+    if (vm->ram)
+        munmap(vm->ram, vm->ram_map_size);
+    if (vm->vm_fd >= 0)
+        close(vm->vm_fd);
+    if (vm->stop_efd >= 0)
+        close(vm->stop_efd);
+    if (vm->exit_efd >= 0)
+        close(vm->exit_efd);
+    kvm_host_close(&vm->host);
+    free(vm->cmdline);
+    pthread_mutex_destroy(&vm->lock);
+    pthread_cond_destroy(&vm->cond);
+    free(vm);
+}
+
+int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct moat_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+    if (!cfg_in || !out || cfg_in->size < offsetof(struct moat_config, kick_signal))
+        return seterr(err, 1, -EINVAL, "invalid configuration structure");
+    moat_timings_set_origin(0);
+    struct moat_config cfg;
+    moat_config_init(&cfg);
+    memcpy(&cfg, cfg_in, cfg_in->size < sizeof(cfg) ? cfg_in->size : sizeof(cfg));
+
+    if (!cfg.kernel || !*cfg.kernel)
+        return seterr(err, 1, -EINVAL, "no kernel given");
+    if (cfg.mem_mib < MEM_MIN_MIB || cfg.mem_mib > MEM_MAX_MIB)
+        return seterr(err, 1, -EINVAL, "memory size %u MiB out of range (%u..%u)",
+                      cfg.mem_mib, MEM_MIN_MIB, MEM_MAX_MIB);
+    if (cfg.cpus < 1 || cfg.cpus > LAYOUT_MAX_CPUS)
+        return seterr(err, 1, -EINVAL, "vCPU count %u out of range (1..%d)", cfg.cpus, LAYOUT_MAX_CPUS);
+
+    struct moat_vm *vm = calloc(1, sizeof(*vm));
+    if (!vm)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    vm->vm_fd = vm->stop_efd = vm->exit_efd = -1;
+    vm->host.fd = -1;
+    vm->guest_status = -1;
+    vm->ncpus = cfg.cpus;
+    vm->ram_size = (uint64_t)cfg.mem_mib << 20;
+    vm->console_in = cfg.console_in;
+    vm->console_out = cfg.console_out;
+    vm->flags = cfg.flags;
+    vm->kick_signal = cfg.kick_signal ? cfg.kick_signal : DEFAULT_KICK_SIGNAL;
+    pthread_mutex_init(&vm->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&vm->cond, &ca);
+    pthread_condattr_destroy(&ca);
+
+    struct file_buf kernel = { 0 }, initrd = { 0 };
+    char *cmdline = NULL;
+    int r = read_file(cfg.kernel, KERNEL_MAX_BYTES, &kernel);
+    if (r < 0) {
+        seterr(err, 1, r, "kernel %s: %s", cfg.kernel, file_errstr(r));
+        goto fail;
+    }
+    if (cfg.initrd && (r = read_file(cfg.initrd, INITRD_MAX_BYTES, &initrd)) < 0) {
+        seterr(err, 1, r, "initrd %s: %s", cfg.initrd, file_errstr(r));
+        goto fail;
+    }
+    enum boot_kind kind;
+    r = boot_probe(kernel.data, kernel.len, cfg.flags & MOAT_F_PVH, &kind);
+    if (r < 0) {
+        seterr(err, 1, r, "kernel %s: %s", cfg.kernel,
+               r == -ENOEXEC ? "neither an ELF64 x86-64 executable nor a bzImage"
+                             : "malformed kernel image");
+        goto fail;
+    }
+    bool pvm = kvm_host_detect_pvm();
+    vm->pvm_compat = pvm && !(cfg.flags & MOAT_F_NO_PVM_COMPAT);
+    cmdline = malloc(LAYOUT_CMDLINE_MAX);
+    if (!cmdline) {
+        r = seterr(err, 0, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    r = build_cmdline(vm, &cfg, kind, cmdline, LAYOUT_CMDLINE_MAX);
+    if (r < 0) {
+        seterr(err, 1, r, "%s", r == -E2BIG ? "kernel command line too long"
+                                            : "guest command arguments cannot be passed on the kernel command line "
+                                              "(empty, or containing a double quote or control character)");
+        goto fail;
+    }
+
+    /* KVM. */
+    char why[200];
+    r = kvm_host_open(&vm->host, why, sizeof(why));
+    if (r < 0) {
+        seterr(err, 0, r, "%s", why);
+        goto fail;
+    }
+    if ((int)cfg.cpus > vm->host.max_vcpus) {
+        r = seterr(err, 1, -EINVAL, "%u vCPUs requested, KVM allows %d", cfg.cpus, vm->host.max_vcpus);
+        goto fail;
+    }
+    vm->vm_fd = ioctl(vm->host.fd, KVM_CREATE_VM, 0);
+    if (vm->vm_fd < 0) {
+        r = seterr(err, 0, -errno, "KVM_CREATE_VM: %s", strerror(errno));
+        goto fail;
+    }
+    /* Memory slots before the irqchip: the other order is slow on PVM. */
+    if ((r = setup_memory(vm)) < 0) {
+        seterr(err, r == -ENOMEM, r, "guest memory (%u MiB): %s", cfg.mem_mib, strerror(-r));
+        goto fail;
+    }
+    if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, TSS_ADDR) < 0)
+        log_debug("KVM_SET_TSS_ADDR: %s", strerror(errno));
+    uint64_t idmap = IDENTITY_MAP_ADDR;
+    if (ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap) < 0)
+        log_debug("KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
+    if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
+        r = seterr(err, 0, -errno, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+        goto fail;
+    }
+    struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
+    if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
+        r = seterr(err, 0, -errno, "KVM_CREATE_PIT2: %s", strerror(errno));
+        goto fail;
+    }
+
+    /* The guest image. */
+    struct boot_config bc = {
+        .kernel = kernel.data, .kernel_len = kernel.len,
+        .initrd = initrd.data, .initrd_len = initrd.len,
+        .cmdline = cmdline, .ncpus = cfg.cpus, .prefer_pvh = cfg.flags & MOAT_F_PVH,
+    };
+    r = boot_load(&vm->mem, &bc, &vm->boot);
+    if (r < 0) {
+        seterr(err, 1, r, "loading %s: %s", cfg.kernel,
+               r == -ENOMEM ? "kernel or initrd does not fit in guest memory (try a larger --mem)"
+               : r == -E2BIG ? "kernel command line too long for this kernel"
+                             : "malformed kernel image");
+        goto fail;
+    }
+
+    if ((r = setup_devices(vm)) < 0) {
+        seterr(err, 0, r, "device setup: %s", strerror(-r));
+        goto fail;
+    }
+    vm->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    vm->exit_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (vm->stop_efd < 0 || vm->exit_efd < 0) {
+        r = seterr(err, 0, -errno, "eventfd: %s", strerror(errno));
+        goto fail;
+    }
+    vm->vcpus = calloc(cfg.cpus, sizeof(*vm->vcpus));
+    if (!vm->vcpus) {
+        r = seterr(err, 0, -ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (unsigned i = 0; i < cfg.cpus; i++)
+        vm->vcpus[i].fd = -1;
+    for (unsigned i = 0; i < cfg.cpus; i++) {
+        if ((r = vcpu_create(vm, &vm->vcpus[i], i)) < 0) {
+            seterr(err, 0, r, "KVM_CREATE_VCPU %u: %s", i, strerror(-r));
+            goto fail;
+        }
+        if ((r = vcpu_setup(vm, &vm->vcpus[i])) < 0) {
+            seterr(err, 0, r, "vCPU %u setup: %s", i, strerror(-r));
+            goto fail;
+        }
+    }
+    atomic_store(&vm->t_kvm_ready, moat_now_ns());
+    vm->cmdline = cmdline;
+    free_file(&kernel);
+    free_file(&initrd);
+    *out = vm;
+    return 0;
+
+fail:
+    free(cmdline);
+    free_file(&kernel);
+    free_file(&initrd);
+    vm_free(vm);
+    return r < 0 ? r : -EINVAL;
+}
+
+int moat_get_info(const struct moat_vm *vm, struct moat_vm_info *info)
+{
+    if (!vm || !info || info->size < sizeof(*info))
+        return -EINVAL;
+    info->is_linux = vm->boot.kind != BOOT_ELF;
+    info->pvm_compat = vm->pvm_compat;
+    snprintf(info->cmdline, sizeof(info->cmdline), "%s", vm->cmdline ? vm->cmdline : "");
+    return 0;
+}
+
+static void noop_handler(int sig) { (void)sig; }
+
+int moat_start(struct moat_vm *vm)
+{
+    if (!vm)
+        return -EINVAL;
+    pthread_mutex_lock(&vm->lock);
+    if (vm->started) {
+        pthread_mutex_unlock(&vm->lock);
+        return -EALREADY;
+    }
+    vm->started = true;
+    pthread_mutex_unlock(&vm->lock);
+
+    struct sigaction old;
+    if (sigaction(vm->kick_signal, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+        !(old.sa_flags & SA_SIGINFO)) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = noop_handler;
+        sigemptyset(&sa.sa_mask);
+        sigaction(vm->kick_signal, &sa, NULL);
+    }
+    int r = 0;
+    for (unsigned i = 0; i < vm->ncpus; i++) {
+        r = -pthread_create(&vm->vcpus[i].thread, NULL, vcpu_thread, &vm->vcpus[i]);
+        if (r < 0)
+            break;
+        vm->vcpus[i].thread_started = true;
+    }
+    if (r == 0 && vm->console_in >= 0) {
+        r = -pthread_create(&vm->console_thread, NULL, console_thread, vm);
+        if (r == 0)
+            vm->console_started = true;
+    }
+    if (r < 0)
+        vm_request_exit(vm, MOAT_EXIT_ERROR, "starting threads: %s", strerror(-r));
+    return r;
+}
+
+int moat_wait(struct moat_vm *vm, int timeout_ms, struct moat_exit *ex)
+{
+    if (!vm)
+        return -EINVAL;
+    struct timespec deadline;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += timeout_ms / 1000;
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+            deadline.tv_sec++;
+            deadline.tv_nsec -= 1000000000L;
+        }
+    }
+    pthread_mutex_lock(&vm->lock);
+    while (!vm->exited) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&vm->cond, &vm->lock);
+        } else if (pthread_cond_timedwait(&vm->cond, &vm->lock, &deadline) == ETIMEDOUT) {
+            break;
+        }
+    }
+    bool done = vm->exited;
+    if (done && ex)
+        *ex = vm->exit;
+    pthread_mutex_unlock(&vm->lock);
+    return done ? 0 : -ETIMEDOUT;
+}
+
+int moat_exit_fd(const struct moat_vm *vm) { return vm ? vm->exit_efd : -EINVAL; }
+
+static int64_t rel_us(uint64_t t)
+{
+    if (!t)
+        return -1;
+    uint64_t o = atomic_load(&timing_origin_ns);
+    return t >= o ? (int64_t)((t - o) / 1000) : 0;
+}
+
+int moat_get_timings(const struct moat_vm *vm, struct moat_timings *t)
+{
+    if (!vm || !t)
+        return -EINVAL;
+    t->kvm_ready = rel_us(atomic_load(&vm->t_kvm_ready));
+    t->first_run = rel_us(atomic_load(&vm->t_first_run));
+    t->init_reached = rel_us(atomic_load(&vm->t_init));
+    t->cmd_finished = rel_us(atomic_load(&vm->t_cmd_done));
+    t->exit = rel_us(atomic_load(&vm->t_exit));
+    return 0;
+}
+
+void moat_destroy(struct moat_vm *vm)
+{
+    if (!vm)
+        return;
+    if (vm->started)
+        vm_request_exit(vm, MOAT_EXIT_STOPPED, "destroyed");
+    for (unsigned i = 0; i < vm->ncpus; i++) {
+        if (vm->vcpus[i].thread_started) {
+            pthread_join(vm->vcpus[i].thread, NULL);
+            vm->vcpus[i].thread_started = false;
+        }
+    }
+    if (vm->console_started)
+        pthread_join(vm->console_thread, NULL);
+    serial_destroy(&vm->uart);
+    moatdev_destroy(&vm->ctl);
+    vm_free(vm);
+}
+
+int moat_host_info(struct moat_host_info *info)
+{
+    if (!info || info->size < sizeof(*info))
+        return -EINVAL;
+    size_t size = info->size;
+    memset(info, 0, size);
+    info->size = size;
+    struct kvm_host h;
+    char why[200];
+    int r = kvm_host_open(&h, why, sizeof(why));
+    info->is_pvm = kvm_host_detect_pvm();
+    if (r < 0) {
+        info->kvm_errno = -r;
+        return 0;
+    }
+    info->kvm_available = 1;
+    info->max_vcpus = h.max_vcpus;
+    kvm_host_close(&h);
+    return 0;
+}

@@ -1,0 +1,86 @@
+/* Internal VM state: one struct moat_vm per VM, no globals. */
+#ifndef MOAT_VM_H
+#define MOAT_VM_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "boot/boot.h"
+#include "devices/moatdev.h"
+#include "devices/serial.h"
+#include "include/moat.h"
+#include "vmm/bus.h"
+#include "vmm/gmem.h"
+#include "vmm/kvm.h"
+
+struct moat_vm;
+
+struct vcpu {
+    struct moat_vm *vm;
+    unsigned index;
+    int fd;
+    struct kvm_run *run;
+    size_t run_size;
+    pthread_t thread;
+    bool thread_started;
+    _Atomic bool in_run;          /* inside (or about to enter) KVM_RUN */
+};
+
+struct moat_vm {
+    struct kvm_host host;         /* /dev/kvm fd and capabilities */
+    int vm_fd;
+    bool pvm_compat;              /* PVM workarounds applied */
+
+    /* guest RAM */
+    uint8_t *ram;
+    uint64_t ram_size;            /* bytes requested */
+    size_t ram_map_size;
+    struct gmem mem;
+
+    struct bus pio, mmio;
+    struct serial uart;
+    struct moatdev ctl;
+    struct i8042 kbd;
+
+    unsigned ncpus;
+    struct vcpu *vcpus;
+    struct boot_info boot;
+    char *cmdline;                /* as given to the guest */
+
+    int console_in, console_out;
+    uint32_t flags;
+    int kick_signal;
+    pthread_t console_thread;
+    bool console_started;
+    int stop_efd;                 /* wakes the console thread on stop */
+    int exit_efd;                 /* readable once the VM has stopped */
+
+    /* exit state */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    _Atomic bool stopping;
+    bool started, exited;
+    struct moat_exit exit;
+    int guest_status;             /* last status written to the control port, -1 */
+    unsigned running_vcpus;
+
+    /* timings, CLOCK_MONOTONIC ns; 0 = not yet */
+    _Atomic uint64_t t_kvm_ready, t_first_run, t_init, t_cmd_done, t_exit;
+};
+
+/* Stop the VM with a reason (first caller wins) and kick every vCPU. */
+void vm_request_exit(struct moat_vm *vm, enum moat_exit_reason reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* vCPU setup and the run loop (vmm/vcpu.c). */
+int vcpu_create(struct moat_vm *vm, struct vcpu *v, unsigned index);
+int vcpu_setup(struct moat_vm *vm, struct vcpu *v);
+void *vcpu_thread(void *arg);
+void vcpu_destroy(struct vcpu *v);
+
+uint64_t moat_now_ns(void);
+
+#endif
