@@ -1,0 +1,47 @@
+# Test guests (tests/guests/*.c) and the integration test program.
+# Included by the top-level Makefile; uses its B, CC, VERSION, CHECK_CFLAGS,
+# CHECK_LIBS, CFLAGS_COMMON.
+#
+#   make test-guests                 build every guest into $(B)/guests/NAME.elf
+#   make $(B)/tests/test_integration the Check program that runs them
+#
+# See docs/testing.md.
+
+GUEST_DIR     := tests/guests
+GUEST_SRCS    := $(sort $(wildcard $(GUEST_DIR)/*.c))
+GUEST_NAMES   := $(GUEST_SRCS:$(GUEST_DIR)/%.c=%)
+GUEST_ELFS    := $(GUEST_NAMES:%=$(B)/guests/%.elf)
+GUEST_RT_OBJS := $(B)/guests/rt/start.o $(B)/guests/rt/rt.o
+GUEST_LDS     := $(GUEST_DIR)/rt/guest.ld
+GUEST_HDRS    := $(GUEST_DIR)/rt/rt.h $(GUEST_DIR)/expect.h
+
+GUEST_CC     ?= gcc
+GUEST_CFLAGS := -std=gnu11 -ffreestanding -fno-pic -no-pie -nostdlib -static \
+                -mgeneral-regs-only -mno-red-zone -fno-stack-protector -O2 \
+                -Wall -Wextra -Werror -fno-asynchronous-unwind-tables \
+                -fno-tree-loop-distribute-patterns -fcf-protection=none \
+                -I$(GUEST_DIR) -I$(GUEST_DIR)/rt
+GUEST_LDFLAGS := -Wl,-T,$(GUEST_LDS) -Wl,--build-id=none -z max-page-size=4096 \
+                 -z noexecstack
+
+.PHONY: test-guests
+.SECONDARY: $(GUEST_RT_OBJS)
+test-guests: $(GUEST_ELFS)
+
+$(B)/guests/rt/%.o: $(GUEST_DIR)/rt/%.S
+	@mkdir -p $(dir $@)
+	$(GUEST_CC) $(GUEST_CFLAGS) -c $< -o $@
+
+$(B)/guests/rt/%.o: $(GUEST_DIR)/rt/%.c $(GUEST_HDRS)
+	@mkdir -p $(dir $@)
+	$(GUEST_CC) $(GUEST_CFLAGS) -c $< -o $@
+
+$(B)/guests/%.elf: $(GUEST_DIR)/%.c $(GUEST_RT_OBJS) $(GUEST_LDS) $(GUEST_HDRS)
+	@mkdir -p $(dir $@)
+	$(GUEST_CC) $(GUEST_CFLAGS) $(GUEST_LDFLAGS) -o $@ $(GUEST_RT_OBJS) $<
+
+# The integration test: a normal hosted Check program (no libmoat; it runs
+# the moat binary). Explicit, so the tests/unit pattern rule does not apply.
+$(B)/tests/test_integration: tests/integration/test_integration.c $(GUEST_DIR)/expect.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)

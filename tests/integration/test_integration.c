@@ -1,0 +1,822 @@
+/* Integration tests: run the test guests (tests/guests) through the moat
+ * binary and check exit status, console output and --timings; plus CLI
+ * tests that need no /dev/kvm. See docs/testing.md.
+ *
+ * Environment:
+ *   MOAT_BIN          moat binary to test (default build/moat)
+ *   MOAT_GUESTS       directory with the guest ELFs (default build/guests)
+ *   MOAT_TEST_SLOW    multiply every time limit by this (e.g. 10 under TCG)
+ *   MOAT_REQUIRE_KVM  if 1, a missing /dev/kvm is a failure, not a skip
+ */
+#include <check.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/guests/expect.h"
+
+#ifndef MOAT_VERSION
+#define MOAT_VERSION ""
+#endif
+
+#define OUT_CAP (1u << 20)
+
+#ifndef KVM_DEV
+#define KVM_DEV "/dev/kvm"   /* overridable only to self-test this harness */
+#endif
+
+struct run {
+    int status;        /* exit status, or 128 + signal */
+    int sig;           /* terminating signal, 0 if it exited */
+    bool timed_out;    /* killed by us at the cap */
+    double secs;       /* wall-clock time */
+    char *out, *err;   /* NUL-terminated captures */
+    size_t outlen, errlen;
+    char cmd[512];     /* for messages */
+};
+
+static const char *env_or(const char *name, const char *def)
+{
+    const char *v = getenv(name);
+    return v && *v ? v : def;
+}
+
+static const char *moat_bin(void) { return env_or("MOAT_BIN", "build/moat"); }
+static const char *guests_dir(void) { return env_or("MOAT_GUESTS", "build/guests"); }
+
+static double slow(void)
+{
+    double f = atof(env_or("MOAT_TEST_SLOW", "1"));
+    return f >= 1 ? f : 1;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void require_moat(void)
+{
+    if (access(moat_bin(), X_OK) != 0)
+        ck_abort_msg("moat binary '%s' is missing or not executable (%s): build it with "
+                     "`make` or point MOAT_BIN at it", moat_bin(), strerror(errno));
+}
+
+/* Path of a guest ELF; aborts the test with a clear message if absent. */
+static const char *guest(const char *name)
+{
+    static char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/%s.elf", guests_dir(), name);
+    if (access(path, R_OK) != 0)
+        ck_abort_msg("test guest '%s' is missing (%s): run `make test-guests` or point "
+                     "MOAT_GUESTS at the directory", path, strerror(errno));
+    return path;
+}
+
+static void append(char **buf, size_t *len, const char *data, size_t n)
+{
+    if (*len + n > OUT_CAP)
+        n = OUT_CAP - *len;
+    memcpy(*buf + *len, data, n);
+    *len += n;
+    (*buf)[*len] = 0;
+}
+
+/* Run moat with args (NULL-terminated, without argv[0]); kill it after
+ * cap_s seconds (times MOAT_TEST_SLOW). stdin is /dev/null. */
+static void run_moatv(struct run *r, double cap_s, const char *const *args)
+{
+    const char *argv[64];
+    size_t n = 0;
+    memset(r, 0, sizeof(*r));
+    argv[n++] = moat_bin();
+    size_t cl = (size_t)snprintf(r->cmd, sizeof(r->cmd), "%s", moat_bin());
+    for (; args[n - 1] && n < 63; n++) {
+        argv[n] = args[n - 1];
+        if (cl < sizeof(r->cmd))
+            cl += (size_t)snprintf(r->cmd + cl, sizeof(r->cmd) - cl, " %s", argv[n]);
+    }
+    argv[n] = NULL;
+    require_moat();
+
+    r->out = calloc(1, OUT_CAP + 1);
+    r->err = calloc(1, OUT_CAP + 1);
+    ck_assert_ptr_nonnull(r->out);
+    ck_assert_ptr_nonnull(r->err);
+    int po[2], pe[2];
+    ck_assert_int_eq(pipe2(po, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(pe, O_CLOEXEC), 0);
+    double t0 = now(), deadline = t0 + cap_s * slow();
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0)
+            dup2(nul, 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        execv(argv[0], (char *const *)argv);
+        dprintf(2, "test_integration: exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    close(po[1]);
+    close(pe[1]);
+    struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+    int open_fds = 2, st = 0;
+    bool reaped = false;
+    for (;;) {
+        double left = deadline - now();
+        if (left <= 0) {
+            r->timed_out = true;
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            break;
+        }
+        if (open_fds == 0) {
+            /* Output closed; wait for the exit itself. */
+            pid_t w = waitpid(pid, &st, WNOHANG);
+            if (w == pid) {
+                reaped = true;
+                break;
+            }
+            usleep(5000);
+            continue;
+        }
+        int rc = poll(pf, 2, (int)(left * 1000) + 1);
+        if (rc < 0 && errno != EINTR)
+            ck_abort_msg("poll: %s", strerror(errno));
+        for (int i = 0; i < 2; i++) {
+            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char buf[65536];
+            ssize_t got = read(pf[i].fd, buf, sizeof(buf));
+            if (got > 0) {
+                if (i == 0)
+                    append(&r->out, &r->outlen, buf, (size_t)got);
+                else
+                    append(&r->err, &r->errlen, buf, (size_t)got);
+            } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+                close(pf[i].fd);
+                pf[i].fd = -1;
+                open_fds--;
+            }
+        }
+    }
+    if (!reaped)
+        waitpid(pid, &st, 0);
+    for (int i = 0; i < 2; i++)
+        if (pf[i].fd >= 0)
+            close(pf[i].fd);
+    r->secs = now() - t0;
+    if (WIFSIGNALED(st)) {
+        r->sig = WTERMSIG(st);
+        r->status = 128 + r->sig;
+    } else {
+        r->status = WEXITSTATUS(st);
+    }
+}
+
+#define run_moat(r, cap, ...) \
+    run_moatv((r), (cap), (const char *const[]){ __VA_ARGS__, NULL })
+
+static void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Fail with everything needed to debug the run. */
+#define RUN_FAIL(r, fmt, ...)                                                       \
+    ck_abort_msg("`%s`: " fmt " [exit %d%s%s, %.2f s]\n--- stdout ---\n%.1500s\n"   \
+                 "--- stderr ---\n%.1500s", (r)->cmd, __VA_ARGS__, (r)->status,      \
+                 (r)->sig ? " (signal)" : "", (r)->timed_out ? ", killed at cap" : "", \
+                 (r)->secs, (r)->out, (r)->err)
+
+static void expect_status(const struct run *r, int want)
+{
+    if (r->timed_out)
+        RUN_FAIL(r, "did not finish (want exit %d)", want);
+    if (r->status != want)
+        RUN_FAIL(r, "exit status %d, want %d", r->status, want);
+}
+
+static void expect_out(const struct run *r, const char *text)
+{
+    if (!strstr(r->out, text))
+        RUN_FAIL(r, "stdout lacks \"%s\"", text);
+}
+
+static unsigned count_lines(const char *s)
+{
+    unsigned n = 0;
+    for (; *s; s++)
+        n += *s == '\n';
+    return n;
+}
+
+/* A usage error: exit 2, exactly one non-empty line on stderr. */
+static void expect_usage_error(const struct run *r)
+{
+    expect_status(r, MOAT_EXIT_USAGE);
+    if (r->errlen < 2 || r->err[r->errlen - 1] != '\n' || count_lines(r->err) != 1)
+        RUN_FAIL(r, "%s", "want exactly one line on stderr");
+}
+
+/* ---- a flat JSON object parser for --timings -------------------------- */
+
+#define JMAX 32
+struct jobj { unsigned n; char key[JMAX][64]; double num[JMAX]; bool is_num[JMAX]; };
+
+static const char *jws(const char *p)
+{
+    while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n')
+        p++;
+    return p;
+}
+
+static const char *jstring(const char *p, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (*p++ != '"')
+        return NULL;
+    while (*p && *p != '"') {
+        if (*p == '\\') {
+            p++;
+            if (!*p)
+                return NULL;
+        }
+        if ((unsigned char)*p < 0x20)
+            return NULL;
+        if (n + 1 < cap)
+            out[n++] = *p;
+        p++;
+    }
+    if (*p != '"')
+        return NULL;
+    out[n] = 0;
+    return p + 1;
+}
+
+/* Parses exactly one object of scalar values; returns false if malformed
+ * or followed by anything but whitespace. */
+static bool json_parse(const char *p, struct jobj *o)
+{
+    memset(o, 0, sizeof(*o));
+    p = jws(p);
+    if (*p++ != '{')
+        return false;
+    p = jws(p);
+    if (*p == '}')
+        return *jws(p + 1) == 0;
+    for (;;) {
+        if (o->n == JMAX)
+            return false;
+        char *key = o->key[o->n];
+        if (!(p = jstring(jws(p), key, sizeof(o->key[0]))))
+            return false;
+        for (unsigned i = 0; i < o->n; i++)
+            if (!strcmp(o->key[i], key))
+                return false;               /* duplicate key */
+        p = jws(p);
+        if (*p++ != ':')
+            return false;
+        p = jws(p);
+        if (*p == '"') {
+            char tmp[256];
+            if (!(p = jstring(p, tmp, sizeof(tmp))))
+                return false;
+        } else if (!strncmp(p, "true", 4) || !strncmp(p, "null", 4)) {
+            p += 4;
+        } else if (!strncmp(p, "false", 5)) {
+            p += 5;
+        } else {
+            char *end;
+            if (!(*p == '-' || (*p >= '0' && *p <= '9')))
+                return false;
+            o->num[o->n] = strtod(p, &end);
+            if (end == p)
+                return false;
+            o->is_num[o->n] = true;
+            p = end;
+        }
+        o->n++;
+        p = jws(p);
+        if (*p == '}')
+            return *jws(p + 1) == 0;
+        if (*p++ != ',')
+            return false;
+    }
+}
+
+static int jfind(const struct jobj *o, const char *key)
+{
+    for (unsigned i = 0; i < o->n; i++)
+        if (!strcmp(o->key[i], key))
+            return (int)i;
+    return -1;
+}
+
+/* The one line of stderr that is a JSON object, parsed. */
+static void timings_of(const struct run *r, struct jobj *o)
+{
+    unsigned found = 0;
+    char *copy = strdup(r->err), *save = NULL;
+    ck_assert_ptr_nonnull(copy);
+    for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        if (*jws(line) != '{')
+            continue;
+        found++;
+        if (!json_parse(line, o)) {
+            free(copy);
+            RUN_FAIL(r, "%s", "--timings line is not a flat JSON object");
+        }
+    }
+    free(copy);
+    if (found != 1)
+        RUN_FAIL(r, "want one JSON object line on stderr, found %u", found);
+}
+
+/* Keys in the order their values must not decrease; init_reached optional. */
+static void check_timings(const struct run *r, bool want_init)
+{
+    static const char *const keys[] = { "process_start", "kvm_ready", "first_run",
+                                        "init_reached", "exit" };
+    struct jobj o;
+    timings_of(r, &o);
+    double prev = -1e300, first = 0, last = 0;
+    for (unsigned k = 0; k < sizeof(keys) / sizeof(keys[0]); k++) {
+        int i = jfind(&o, keys[k]);
+        if (i < 0) {
+            if (!strcmp(keys[k], "init_reached") && !want_init)
+                continue;
+            RUN_FAIL(r, "--timings lacks \"%s\"", keys[k]);
+        }
+        if (!o.is_num[i])
+            RUN_FAIL(r, "--timings \"%s\" is not a number", keys[k]);
+        if (o.num[i] < prev)
+            RUN_FAIL(r, "--timings \"%s\" = %.0f is before the previous key (%.0f)",
+                     keys[k], o.num[i], prev);
+        if (k == 0)
+            first = o.num[i];
+        prev = last = o.num[i];
+    }
+    /* Microseconds: the span fits in what we measured from outside (+0.5 s
+     * for process start-up before moat's first timestamp). */
+    if (last - first > (r->secs + 0.5) * 1e6)
+        RUN_FAIL(r, "--timings span %.0f us exceeds the %.0f us the run took",
+                 last - first, r->secs * 1e6);
+}
+
+/* ---- CLI tests: no /dev/kvm needed --------------------------------------- */
+
+static char tmpdir[PATH_MAX];
+
+/* Files the CLI tests hand to moat live in tmpdir, made by main() (so the
+ * forked tests share it and main removes it). */
+static const char *tmpfile_with(const char *name, const void *data, size_t len)
+{
+    static char path[PATH_MAX + 64];
+    ck_assert_msg(tmpdir[0] != 0, "no temporary directory");
+    snprintf(path, sizeof(path), "%s/%s", tmpdir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+/* A kernel argument for tests where the kernel is not the point; the flags
+ * under test must be rejected before it matters. */
+static const char *some_kernel(void)
+{
+    static char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/exitcode.elf", guests_dir());
+    return path;
+}
+
+START_TEST(cli_unknown_flag)
+{
+    struct run r;
+    run_moat(&r, 10, "run", "--no-such-flag", "--kernel", some_kernel());
+    expect_usage_error(&r);
+    run_free(&r);
+    run_moat(&r, 10, "--no-such-flag");
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(cli_unknown_command)
+{
+    struct run r;
+    run_moat(&r, 10, "no-such-command");
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(cli_bad_numbers)
+{
+    static const char *const bad[][2] = {
+        { "--mem", "abc" }, { "--mem", "0" }, { "--mem", "12abc" }, { "--mem", "-5" },
+        { "--cpus", "0" }, { "--cpus", "abc" }, { "--cpus", "65" }, { "--cpus", "-1" },
+        { "--cpus", "99999999999999999999" }, { "--timeout", "abc" }, { "--timeout", "-3" },
+    };
+    for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct run r;
+        run_moat(&r, 10, "run", "--kernel", some_kernel(), bad[i][0], bad[i][1]);
+        expect_usage_error(&r);
+        run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(cli_missing_flag_value)
+{
+    struct run r;
+    run_moat(&r, 10, "run", "--kernel", some_kernel(), "--mem");
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(cli_kernel_missing)
+{
+    struct run r;
+    run_moat(&r, 10, "run", "--kernel", "/nonexistent/moat-test-kernel");
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(cli_kernel_directory)
+{
+    struct run r;
+    run_moat(&r, 10, "run", "--kernel", "/");
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(cli_kernel_empty)
+{
+    struct run r;
+    run_moat(&r, 10, "run", "--kernel", tmpfile_with("empty", "", 0));
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(cli_kernel_text)
+{
+    static const char text[] = "#!/bin/sh\necho this is not a kernel\n";
+    struct run r;
+    run_moat(&r, 10, "run", "--kernel", tmpfile_with("text", text, sizeof(text) - 1));
+    expect_usage_error(&r);
+    if (!strcasestr(r.err, "neither ELF nor bzImage"))
+        RUN_FAIL(&r, "%s", "stderr should say \"neither ELF nor bzImage\"");
+    run_free(&r);
+}
+END_TEST
+
+/* An ELF64 x86-64 executable header whose program headers lie past the end
+ * of the file, and the same header cut short. */
+START_TEST(cli_kernel_truncated_elf)
+{
+    Elf64_Ehdr eh;
+    memset(&eh, 0, sizeof(eh));
+    memcpy(eh.e_ident, ELFMAG, SELFMAG);
+    eh.e_ident[EI_CLASS] = ELFCLASS64;
+    eh.e_ident[EI_DATA] = ELFDATA2LSB;
+    eh.e_ident[EI_VERSION] = EV_CURRENT;
+    eh.e_type = ET_EXEC;
+    eh.e_machine = EM_X86_64;
+    eh.e_version = EV_CURRENT;
+    eh.e_entry = 0x100000;
+    eh.e_phoff = sizeof(eh);
+    eh.e_ehsize = sizeof(eh);
+    eh.e_phentsize = sizeof(Elf64_Phdr);
+    eh.e_phnum = 2;
+    const size_t lens[] = { sizeof(eh), 40, 16, 4 };
+    for (unsigned i = 0; i < sizeof(lens) / sizeof(lens[0]); i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "trunc%zu.elf", lens[i]);
+        struct run r;
+        run_moat(&r, 10, "run", "--kernel", tmpfile_with(name, &eh, lens[i]));
+        expect_usage_error(&r);
+        run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(cli_version)
+{
+    struct run r;
+    run_moat(&r, 10, "--version");
+    expect_status(&r, 0);
+    if (!strpbrk(r.out, "0123456789"))
+        RUN_FAIL(&r, "%s", "--version printed no version number on stdout");
+    if (MOAT_VERSION[0] && !strstr(r.out, MOAT_VERSION))
+        RUN_FAIL(&r, "--version does not print the Makefile's version %s", MOAT_VERSION);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(cli_help)
+{
+    struct run r;
+    run_moat(&r, 10, "--help");
+    expect_status(&r, 0);
+    if (!strstr(r.out, "run") && !strstr(r.err, "run"))
+        RUN_FAIL(&r, "%s", "--help does not mention the run command");
+    run_free(&r);
+    run_moat(&r, 10, "run", "--help");
+    expect_status(&r, 0);
+    if (!strstr(r.out, "--kernel") && !strstr(r.err, "--kernel"))
+        RUN_FAIL(&r, "%s", "run --help does not mention --kernel");
+    run_free(&r);
+}
+END_TEST
+
+/* ---- KVM tests: the guests ------------------------------------------------ */
+
+#define CAP 60   /* seconds per guest run, before MOAT_TEST_SLOW */
+
+START_TEST(guest_exitcode)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", guest("exitcode"));
+    expect_status(&r, EXITCODE_STATUS);
+    if (r.outlen != 0)
+        RUN_FAIL(&r, "%s", "a guest that prints nothing produced stdout");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(guest_exitcpus)
+{
+    static const unsigned cpus[] = { 1, 3 };
+    for (unsigned i = 0; i < 2; i++) {
+        char n[8];
+        snprintf(n, sizeof(n), "%u", cpus[i]);
+        struct run r;
+        run_moat(&r, CAP, "run", "--kernel", guest("exitcpus"), "--cpus", n);
+        expect_status(&r, EXITCPUS_BASE + (int)cpus[i]);
+        run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(guest_serial)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", guest("serial"));
+    expect_status(&r, 0);
+    if (strcmp(r.out, SERIAL_TEXT) != 0)
+        RUN_FAIL(&r, "stdout is not exactly the guest's text:\n%s", SERIAL_TEXT);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(guest_arith)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", guest("arith"), "--mem", "64");
+    expect_status(&r, 0);
+    expect_out(&r, "arith: ok\n");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(guest_ports)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", guest("ports"));
+    if (r.status == PORTS_STALE_STATUS)
+        RUN_FAIL(&r, "%s", "status port: the last (32-bit) write did not win");
+    expect_status(&r, 0);
+    expect_out(&r, "ports: ok\n");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(guest_mmio)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", guest("mmio"));
+    expect_status(&r, 0);
+    expect_out(&r, "mmio: ok\n");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(guest_smp)
+{
+    static const unsigned cpus[] = { 1, 2, 4 };
+    for (unsigned i = 0; i < sizeof(cpus) / sizeof(cpus[0]); i++) {
+        char n[8], line[64];
+        snprintf(n, sizeof(n), "%u", cpus[i]);
+        struct run r;
+        run_moat(&r, CAP, "run", "--kernel", guest("smp"), "--cpus", n);
+        expect_status(&r, 0);
+        for (unsigned c = 0; c < cpus[i]; c++) {
+            snprintf(line, sizeof(line), SMP_FMT, c, cpus[i]);
+            expect_out(&r, line);
+        }
+        snprintf(line, sizeof(line), SMP_FMT, cpus[i], cpus[i]);
+        if (strstr(r.out, line))
+            RUN_FAIL(&r, "%s", "a vCPU index out of range printed");
+        expect_out(&r, "smp: all arrived\n");
+        run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(guest_entry_state)
+{
+    static const char *const cpus[] = { "1", "2" };
+    for (unsigned i = 0; i < 2; i++) {
+        struct run r;
+        run_moat(&r, CAP, "run", "--kernel", guest("entry"), "--cpus", cpus[i]);
+        expect_status(&r, 0);
+        expect_out(&r, "entry: ok\n");
+        run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(guest_memsize)
+{
+    static const unsigned mib[] = { 64, 130 };
+    for (unsigned i = 0; i < 2; i++) {
+        char m[16], want[64];
+        snprintf(m, sizeof(m), "%u", mib[i]);
+        snprintf(want, sizeof(want), MEMSIZE_PREFIX "%llx\n", (unsigned long long)mib[i] << 20);
+        struct run r;
+        run_moat(&r, CAP, "run", "--kernel", guest("memsize"), "--mem", m);
+        expect_status(&r, 0);
+        expect_out(&r, want);
+        run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(guest_timeout)
+{
+    struct run r;
+    run_moat(&r, 20, "run", "--kernel", guest("timeout"), "--timeout", "1");
+    expect_status(&r, MOAT_EXIT_TIMEOUT);
+    expect_out(&r, TIMEOUT_TEXT);
+    if (r.secs > 3.0 * slow())
+        RUN_FAIL(&r, "--timeout 1 took %.2f s (limit %.1f s)", r.secs, 3.0 * slow());
+    if (r.secs < 0.9)
+        RUN_FAIL(&r, "--timeout 1 ended after only %.2f s", r.secs);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(guest_triplefault)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", guest("triplefault"));
+    expect_status(&r, MOAT_EXIT_CRASH);
+    expect_out(&r, TRIPLEFAULT_TEXT);
+    if (strstr(r.out, TRIPLEFAULT_AFTER))
+        RUN_FAIL(&r, "%s", "the guest ran past its ud2");
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(guest_noreport)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", guest("noreport"));
+    expect_status(&r, MOAT_EXIT_CRASH);
+    expect_out(&r, NOREPORT_TEXT);
+    run_free(&r);
+}
+END_TEST
+
+START_TEST(guest_hostile)
+{
+    static const char *const cpus[] = { "1", "2" };
+    for (unsigned i = 0; i < 2; i++) {
+        struct run r;
+        run_moat(&r, CAP, "run", "--kernel", guest("hostile"), "--cpus", cpus[i], "--mem", "256");
+        expect_status(&r, HOSTILE_STATUS);
+        expect_out(&r, HOSTILE_TEXT);
+        run_free(&r);
+    }
+}
+END_TEST
+
+START_TEST(guest_timings)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", guest("exitcode"), "--timings");
+    expect_status(&r, EXITCODE_STATUS);
+    check_timings(&r, false);
+    run_free(&r);
+    /* serial reports "init reached" on the event port first thing. */
+    run_moat(&r, CAP, "run", "--kernel", guest("serial"), "--timings");
+    expect_status(&r, 0);
+    check_timings(&r, true);
+    if (strcmp(r.out, SERIAL_TEXT) != 0)
+        RUN_FAIL(&r, "%s", "--timings changed stdout");
+    run_free(&r);
+}
+END_TEST
+
+/* ---- main ------------------------------------------------------------------- */
+
+static void cleanup_tmp(void)
+{
+    if (!tmpdir[0])
+        return;
+    static const char *const names[] = { "empty", "text", "trunc64.elf", "trunc40.elf",
+                                         "trunc16.elf", "trunc4.elf" };
+    char p[PATH_MAX + 64];
+    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(p, sizeof(p), "%s/%s", tmpdir, names[i]);
+        unlink(p);
+    }
+    rmdir(tmpdir);
+}
+
+int main(void)
+{
+    const TTest *cli[] = {
+        cli_unknown_flag, cli_unknown_command, cli_bad_numbers, cli_missing_flag_value,
+        cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
+        cli_kernel_truncated_elf, cli_version, cli_help,
+    };
+    const TTest *kvm[] = {
+        guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,
+        guest_smp, guest_entry_state, guest_memsize, guest_timeout, guest_triplefault,
+        guest_noreport, guest_hostile, guest_timings,
+    };
+    const unsigned ncli = sizeof(cli) / sizeof(cli[0]), nkvm = sizeof(kvm) / sizeof(kvm[0]);
+    int timeout = (int)(8 * CAP * slow());
+
+    printf("integration: MOAT_BIN=%s MOAT_GUESTS=%s\n", moat_bin(), guests_dir());
+    if (access(moat_bin(), X_OK) != 0)
+        printf("integration: WARNING: %s is missing or not executable (%s); every test "
+               "will fail\n", moat_bin(), strerror(errno));
+    fflush(stdout);
+
+    snprintf(tmpdir, sizeof(tmpdir), "%s/moat-it-XXXXXX", env_or("TMPDIR", "/tmp"));
+    if (!mkdtemp(tmpdir)) {
+        printf("integration: mkdtemp %s: %s\n", tmpdir, strerror(errno));
+        tmpdir[0] = 0;
+    }
+
+    Suite *s = suite_create("integration");
+    TCase *tc = tcase_create("cli");
+    tcase_set_timeout(tc, timeout);
+    for (unsigned i = 0; i < ncli; i++)
+        tcase_add_test(tc, cli[i]);
+    suite_add_tcase(s, tc);
+
+    bool kvm_missing = false;
+    int fd = open(KVM_DEV, O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        kvm_missing = true;
+        printf("SKIPPED: integration: /dev/kvm not available (%s) — %u KVM tests not run\n",
+               strerror(errno), nkvm);
+        fflush(stdout);
+    } else {
+        close(fd);
+        tc = tcase_create("kvm");
+        tcase_set_timeout(tc, timeout);
+        for (unsigned i = 0; i < nkvm; i++)
+            tcase_add_test(tc, kvm[i]);
+        suite_add_tcase(s, tc);
+    }
+
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    cleanup_tmp();
+    if (kvm_missing && !strcmp(env_or("MOAT_REQUIRE_KVM", "0"), "1")) {
+        printf("FAILED: integration: MOAT_REQUIRE_KVM=1 but /dev/kvm is not available\n");
+        return 1;
+    }
+    return failed == 0 ? 0 : 1;
+}
