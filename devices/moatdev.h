@@ -9,6 +9,16 @@
  *   port +8  (read, 32 bit)       magic 0x54414F4D ("MOAT")
  *   mmio +0  (read, 32 bit)       magic 0x54414F4D
  *   mmio +8  (read/write, 64 bit) scratch register (separate from the port one)
+ *
+ * Registers are little-endian byte lanes: a naturally aligned access of
+ * 1, 2 or 4 bytes (ports) or 1, 2, 4 or 8 bytes (MMIO) reads or writes the
+ * bytes it covers (e.g. a 16-bit read of port +6 gives scratch bits 31:16).
+ * Any other access reads zero and writes are ignored; unassigned bytes
+ * read zero. The exit status port takes a write of any width at +0 and
+ * records its low byte; the event port takes 8-bit writes at +1 and passes
+ * every value on (the VMM decides what it knows). ops callbacks are called
+ * without the device lock held (they may be NULL); the lock only guards
+ * the scratch registers. Docs: docs/devices.md ("Legacy devices").
  */
 #ifndef MOAT_MOATDEV_H
 #define MOAT_MOATDEV_H
@@ -25,6 +35,10 @@
 #define MOATDEV_PORT_MAGIC  8
 #define MOATDEV_EV_INIT     1
 #define MOATDEV_EV_CMD      2
+#define MOATDEV_PIO_LEN     16
+#define MOATDEV_MMIO_LEN    0x1000
+#define MOATDEV_MMIO_MAGIC  0
+#define MOATDEV_MMIO_SCRATCH 8
 
 struct moatdev_ops {
     void (*exit_status)(void *opaque, uint8_t status);
@@ -45,9 +59,24 @@ extern const struct bus_ops moatdev_pio_ops;   /* 16 ports */
 extern const struct bus_ops moatdev_mmio_ops;  /* 4 KiB */
 
 /* i8042 keyboard controller: just enough for Linux's probe and for reset
- * (command 0xFE on port 0x64 calls reset). Registered at 0x60 and 0x64. */
+ * (command 0xFE on port 0x64 calls reset). Registered at 0x60 and 0x64.
+ *
+ * Port 0x64 reads I8042_STATUS: input buffer empty (IBF=0), so Linux's
+ * reboot=k kb_wait() loop ends at once and its 0xFE write follows; output
+ * buffer "full" (OBF=1) with port 0x60 reading 0, so Linux's i8042 driver
+ * gives up in its first flush ("i8042: No controller found", about 1 ms)
+ * instead of waiting 0.5 s per unanswered command. There is no keyboard.
+ * Every write of 0xFE to port 0x64 calls ops->reset once (the VMM's
+ * callback should be idempotent: Linux writes 0xFE up to 10 times);
+ * other commands are recorded in cmd and otherwise ignored, as are writes
+ * to port 0x60. The callback runs on the vCPU thread, without locks. */
+#define I8042_STATUS_OBF  0x01
+#define I8042_STATUS_IBF  0x02
+#define I8042_STATUS_SYS  0x04
+#define I8042_STATUS      (I8042_STATUS_OBF | I8042_STATUS_SYS)
+#define I8042_CMD_RESET   0xFE
 struct i8042_ops { void (*reset)(void *opaque); };
-struct i8042 { const struct i8042_ops *ops; void *opaque; uint8_t cmd; };
+struct i8042 { const struct i8042_ops *ops; void *opaque; uint8_t cmd; /* last command, atomic */ };
 void i8042_init(struct i8042 *k, const struct i8042_ops *ops, void *opaque);
 extern const struct bus_ops i8042_data_ops;    /* port 0x60, len 1 */
 extern const struct bus_ops i8042_cmd_ops;     /* port 0x64, len 1 */
