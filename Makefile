@@ -63,8 +63,8 @@ $(B)/libmoat-san.a: $(SAN_LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(B)/libmoat.so: $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libmoat.so.0 -Wl,--version-script=vmm/libmoat.map -o $@ $^ $(LDLIBS)
+$(B)/libmoat.so: $(LIB_OBJS) vmm/libmoat.map
+	$(CC) -shared -Wl,-soname,libmoat.so.0 -Wl,--version-script=vmm/libmoat.map -o $@ $(LIB_OBJS) $(LDLIBS)
 
 $(B)/moat: $(CLI_OBJS) $(B)/libmoat.a
 	$(CC) -o $@ $(CLI_OBJS) $(B)/libmoat.a $(LDLIBS)

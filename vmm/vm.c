@@ -157,7 +157,7 @@ static void uart_irq(void *opaque, int level)
         log_guest("KVM_IRQ_LINE(%d): %s", PORT_COM1_IRQ, strerror(errno));
 }
 
-static const struct serial_ops uart_ops = { uart_tx, uart_irq };
+static const struct serial_ops uart_ops = { .tx = uart_tx, .set_irq = uart_irq, .rx_ready = NULL };
 
 static void ctl_exit_status(void *opaque, uint8_t status)
 {
@@ -176,14 +176,14 @@ static void ctl_event(void *opaque, uint8_t ev)
         atomic_compare_exchange_strong(&vm->t_init, &zero, moat_now_ns());
 }
 
-static const struct moatdev_ops ctl_ops = { ctl_exit_status, ctl_event };
+static const struct moatdev_ops ctl_ops = { .exit_status = ctl_exit_status, .event = ctl_event };
 
 static void kbd_reset(void *opaque)
 {
     vm_request_exit(opaque, MOAT_EXIT_RESET, "guest reset");
 }
 
-static const struct i8042_ops kbd_ops = { kbd_reset };
+static const struct i8042_ops kbd_ops = { .reset = kbd_reset };
 
 /* ---- stop ---- */
 
