@@ -427,11 +427,12 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
         goto fail;
     }
     enum boot_kind kind;
-    r = boot_probe(kernel.data, kernel.len, cfg.flags & MOAT_F_PVH, &kind);
+    const char *why_probe = NULL;
+    r = boot_probe_why(kernel.data, kernel.len, cfg.flags & MOAT_F_PVH, &kind, &why_probe);
     if (r < 0) {
         seterr(err, 1, r, "kernel %s: %s", cfg.kernel,
                r == -ENOEXEC ? "neither an ELF64 x86-64 executable nor a bzImage"
-                             : "malformed kernel image");
+                             : why_probe ? why_probe : "malformed kernel image");
         goto fail;
     }
     bool pvm = kvm_host_detect_pvm();
@@ -491,12 +492,11 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
         .initrd = initrd.data, .initrd_len = initrd.len,
         .cmdline = cmdline, .ncpus = cfg.cpus, .prefer_pvh = cfg.flags & MOAT_F_PVH,
     };
-    r = boot_load(&vm->mem, &bc, &vm->boot);
+    const char *why_load = NULL;
+    r = boot_load_why(&vm->mem, &bc, &vm->boot, &why_load);
     if (r < 0) {
-        seterr(err, 1, r, "loading %s: %s", cfg.kernel,
-               r == -ENOMEM ? "kernel or initrd does not fit in guest memory (try a larger --mem)"
-               : r == -E2BIG ? "kernel command line too long for this kernel"
-                             : "malformed kernel image");
+        seterr(err, 1, r, "loading %s: %s%s", cfg.kernel, why_load ? why_load : strerror(-r),
+               r == -ENOMEM ? " (try a larger --mem)" : "");
         goto fail;
     }
 
