@@ -1,0 +1,70 @@
+# Fuzzing (included by the top Makefile). See docs/fuzzing.md.
+#
+#   make fuzz               build every tests/fuzz/fuzz_X.c with clang + libFuzzer
+#                           (ASan/UBSan) into build/fuzz/fuzz_X
+#   make fuzz-run           run each for FUZZ_SECONDS (default 30) on its corpus
+#                           tests/fuzz/corpus/X/ (new inputs go to build/fuzz/corpus/X/)
+#   make test-fuzz-replay   build build/tests/replay_X (gcc + ASan/UBSan + Check):
+#                           one test per corpus file, fails on an empty corpus; run them
+#   make fuzz-seeds         regenerate the hand-made seeds (deterministic)
+#
+# Every tests/fuzz/fuzz_*.c defines LLVMFuzzerTestOneInput and is picked up by
+# wildcard; it may use any library source (they are all linked in, as an archive).
+
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 30
+FUZZ_ARGS    ?=
+FUZZ_SRCS    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_NAMES   := $(FUZZ_SRCS:tests/fuzz/fuzz_%.c=%)
+FUZZ_BINS    := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
+FUZZ_OBJS    := $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o)
+REPLAY_BINS  := $(FUZZ_NAMES:%=$(B)/tests/replay_%)
+FUZZ_SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+# Library code is built by clang here; clang-only warnings stay warnings so a
+# new clang diagnostic in someone's device does not break the fuzz build.
+FUZZ_CFLAGS  := $(CFLAGS_COMMON) -Wno-error -O1 -g -MMD -MP -DMOAT_FUZZING=1
+
+.PHONY: fuzz fuzz-run fuzz-seeds test-fuzz-replay
+
+fuzz: $(FUZZ_BINS)
+
+$(B)/fuzz/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link $(FUZZ_SAN) -c $< -o $@
+
+$(B)/fuzz/libmoat-fuzz.a: $(FUZZ_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BINS): $(B)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(B)/fuzz/libmoat-fuzz.a
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< $(B)/fuzz/libmoat-fuzz.a $(LDLIBS)
+
+fuzz-run: $(FUZZ_BINS)
+	@set -e; for n in $(FUZZ_NAMES); do \
+	    mkdir -p $(B)/fuzz/corpus/$$n $(B)/fuzz/artifacts tests/fuzz/corpus/$$n; \
+	    echo "== fuzz_$$n for $(FUZZ_SECONDS)s"; \
+	    $(B)/fuzz/fuzz_$$n -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	        -artifact_prefix=$(B)/fuzz/artifacts/$$n- $(FUZZ_ARGS) \
+	        $(B)/fuzz/corpus/$$n tests/fuzz/corpus/$$n; \
+	done
+
+# Replay: the same targets, built with gcc + ASan/UBSan against the sanitizer
+# library, driven by Check (tests/fuzz/replay_main.c).
+$(REPLAY_BINS): $(B)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.c $(B)/libmoat-san.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -DFUZZ_NAME='"$*"' \
+	    -DFUZZ_CORPUS_DIR='"$(CURDIR)/tests/fuzz/corpus/$*"' \
+	    -o $@ $< tests/fuzz/replay_main.c $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
+
+test-fuzz-replay: $(REPLAY_BINS)
+	tests/run-unit.sh $(REPLAY_BINS)
+
+$(B)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) -O1 -o $@ $<
+
+fuzz-seeds: $(B)/fuzz/gen_seeds
+	$(B)/fuzz/gen_seeds tests/fuzz/corpus
+
+-include $(FUZZ_OBJS:.o=.d) $(REPLAY_BINS:=.d)
