@@ -101,8 +101,10 @@ test-unit: $(UNIT_BINS)
 test-san: $(UNIT_SAN_BINS)
 	tests/run-unit.sh $(UNIT_SAN_BINS)
 
-test-integration: $(B)/moat $(B)/moat-san test-guests
-	tests/integration/run.sh
+test-integration: $(B)/moat $(B)/moat-san test-guests $(B)/tests/test_integration
+	@rc=0; for bin in $(B)/moat $(B)/moat-san; do \
+	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_integration || rc=1; \
+	done; exit $$rc
 
 test-linux: $(B)/moat guest
 	tests/linux/run.sh
