@@ -85,6 +85,7 @@ $(B)/tests-san/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat-san.a
 -include guest/guest.mk
 -include tests/guests/guests.mk
 -include tests/fuzz/fuzz.mk
+-include bench/bench.mk
 
 run: deps
 	$(MAKE) all guest

@@ -1,0 +1,12 @@
+# Benchmark helpers (included by the top-level Makefile).
+$(B)/bench/runstat: bench/runstat.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+
+$(B)/bench/tiny.elf: bench/guest/tiny.S bench/guest/tiny.ld
+	@mkdir -p $(dir $@)
+	as --64 $< -o $(B)/bench/tiny.o
+	ld -m elf_x86_64 -z max-page-size=4096 -T bench/guest/tiny.ld -o $@ $(B)/bench/tiny.o
+
+.PHONY: bench-tools
+bench-tools: $(B)/bench/runstat $(B)/bench/tiny.elf
