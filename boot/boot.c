@@ -233,6 +233,8 @@ static int bz_parse(const uint8_t *img, size_t len, struct bz_info *bi, const ch
     bi->pm_len = (uint64_t)h->syssize * 16;
     if (bi->pm_len == 0 || bi->pm_len > len - bi->setup_len)
         return fail(why, "bzImage syssize disagrees with the file size", -EINVAL);
+    if (bi->pm_len <= 0x200)
+        return fail(why, "bzImage kernel too small to hold the 64-bit entry", -EINVAL);
     uint64_t e;
     if (__builtin_add_overflow(h->pref_address, (uint64_t)h->init_size, &e))
         return fail(why, "bzImage pref_address + init_size overflows", -EINVAL);

@@ -401,6 +401,10 @@ START_TEST(malformed_bzimage)
     uint32_t z = 0;
     memcpy(img + SH_OFF(syssize), &z, 4);
     expect_probe(img, n, -EINVAL);                        /* syssize 0 */
+    o.pm_len = 0x200;
+    n = build_bz(img, &o);
+    expect_probe(img, n, -EINVAL);                        /* no room for startup_64 */
+    o = bz_default;
     n = build_bz(img, &o);
     img[0x201] = 0x10;
     expect_probe(img, n, -EINVAL);                        /* header shorter than 2.12's */
