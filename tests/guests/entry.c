@@ -3,9 +3,10 @@
  *   10 RDI >= RSI, or RSI is 0 or above 64
  *   11 RSP at entry != 0x40000 + (index + 1) * 0x1000
  *   12 RFLAGS.IF set at entry
- *   13 CS != 0x10, or DS/ES/SS != 0x18
+ *   13 CS != 0x10, or DS/ES/SS/FS/GS != 0x18
  *   14 CR0.PE/PG or CR4.PAE clear
  *   15 the page tables at CR3 do not identity-map the first 4 GiB
+ *   17 the local APIC ID (xAPIC at 0xFEE00000) differs from RDI
  *   20 not all vCPUs arrived */
 #include "rt.h"
 
@@ -40,10 +41,12 @@ static int check(uint64_t cpu, uint64_t ncpus)
         return 11;
     if (rt_entry_rflags[cpu] & 0x200)
         return 12;
-    uint16_t cs, ds, es, ss;
+    uint16_t cs, ds, es, ss, fs, gs;
     __asm__ volatile("mov %%cs, %0; mov %%ds, %1; mov %%es, %2; mov %%ss, %3"
                      : "=r"(cs), "=r"(ds), "=r"(es), "=r"(ss));
-    if (cs != SEL_CODE64 || ds != SEL_DATA || es != SEL_DATA || ss != SEL_DATA)
+    __asm__ volatile("mov %%fs, %0; mov %%gs, %1" : "=r"(fs), "=r"(gs));
+    if (cs != SEL_CODE64 || ds != SEL_DATA || es != SEL_DATA || ss != SEL_DATA ||
+        fs != SEL_DATA || gs != SEL_DATA)
         return 13;
     uint64_t cr0, cr3, cr4;
     __asm__ volatile("mov %%cr0, %0; mov %%cr3, %1; mov %%cr4, %2"
@@ -57,6 +60,8 @@ static int check(uint64_t cpu, uint64_t ncpus)
         if (walk(cr3, 0xFFFFF000ull) != 0xFFFFF000ull)
             return 15;
     }
+    if ((mmio_read32(LAPIC_BASE + 0x20) >> 24) != cpu)
+        return 17;
     return 0;
 }
 

@@ -24,6 +24,8 @@
 /* triplefault / noreport: text printed before the crash / bare reset. */
 #define TRIPLEFAULT_TEXT  "triplefault: faulting now\n"
 #define TRIPLEFAULT_AFTER "triplefault: NOT REACHED"
+/* faultafter: reports this status, then triple faults. */
+#define FAULTAFTER_STATUS 43
 #define NOREPORT_TEXT     "noreport: resetting without a status\n"
 /* memsize: prints "mem 0x<RAM bytes in lowercase hex>\n". */
 #define MEMSIZE_PREFIX    "mem 0x"

@@ -6,6 +6,7 @@
  *   MOAT_BIN          moat binary to test (default build/moat)
  *   MOAT_GUESTS       directory with the guest ELFs (default build/guests)
  *   MOAT_TEST_SLOW    multiply every time limit by this (e.g. 10 under TCG)
+ *   MOAT_KVM_DEV      the KVM device moat uses (default /dev/kvm; docs/cli.md)
  *   MOAT_REQUIRE_KVM  if 1, a missing /dev/kvm is a failure, not a skip
  */
 #include <check.h>
@@ -703,6 +704,61 @@ START_TEST(guest_triplefault)
 }
 END_TEST
 
+START_TEST(guest_status_then_fault)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", guest("faultafter"));
+    expect_status(&r, FAULTAFTER_STATUS);
+    run_free(&r);
+}
+END_TEST
+
+/* A copy of a guest with every PT_LOAD moved to paddr; moat must refuse it
+ * as a usage error (below 1 MiB: moat's own structures; above RAM). */
+static void expect_refused_at(const char *name, uint64_t paddr, const char *mem)
+{
+    static unsigned char img[1 << 20];
+    int fd = open(guest("exitcode"), O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ssize_t n = read(fd, img, sizeof(img));
+    close(fd);
+    ck_assert_int_gt(n, (ssize_t)sizeof(Elf64_Ehdr));
+    Elf64_Ehdr eh;
+    memcpy(&eh, img, sizeof(eh));
+    ck_assert_uint_eq(eh.e_phentsize, sizeof(Elf64_Phdr));
+    ck_assert_uint_le(eh.e_phoff + (uint64_t)eh.e_phnum * sizeof(Elf64_Phdr), (uint64_t)n);
+    uint64_t base = UINT64_MAX;
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, img + eh.e_phoff + i * sizeof(ph), sizeof(ph));
+        if (ph.p_type == PT_LOAD && ph.p_paddr < base)
+            base = ph.p_paddr;
+    }
+    ck_assert_uint_ne(base, UINT64_MAX);
+    for (unsigned i = 0; i < eh.e_phnum; i++) {
+        Elf64_Phdr ph;
+        memcpy(&ph, img + eh.e_phoff + i * sizeof(ph), sizeof(ph));
+        if (ph.p_type != PT_LOAD)
+            continue;
+        ph.p_paddr = ph.p_paddr - base + paddr;
+        ph.p_vaddr = ph.p_paddr;
+        memcpy(img + eh.e_phoff + i * sizeof(ph), &ph, sizeof(ph));
+    }
+    eh.e_entry = eh.e_entry - base + paddr;
+    memcpy(img, &eh, sizeof(eh));
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", tmpfile_with(name, img, (size_t)n), "--mem", mem);
+    expect_usage_error(&r);
+    run_free(&r);
+}
+
+START_TEST(guest_elf_outside_ram)
+{
+    expect_refused_at("low.elf", 0x8000, "64");          /* over moat's page tables */
+    expect_refused_at("high.elf", 0x10000000, "64");     /* 256 MiB, RAM is 64 MiB */
+}
+END_TEST
+
 START_TEST(guest_noreport)
 {
     struct run r;
@@ -750,7 +806,8 @@ static void cleanup_tmp(void)
     if (!tmpdir[0])
         return;
     static const char *const names[] = { "empty", "text", "trunc64.elf", "trunc40.elf",
-                                         "trunc16.elf", "trunc4.elf" };
+                                         "trunc16.elf", "trunc4.elf", "low.elf",
+                                         "high.elf" };
     char p[PATH_MAX + 64];
     for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
         snprintf(p, sizeof(p), "%s/%s", tmpdir, names[i]);
@@ -769,7 +826,8 @@ int main(void)
     const TTest *kvm[] = {
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,
         guest_smp, guest_entry_state, guest_memsize, guest_timeout, guest_triplefault,
-        guest_noreport, guest_hostile, guest_timings,
+        guest_noreport, guest_status_then_fault, guest_elf_outside_ram, guest_hostile,
+        guest_timings,
     };
     const unsigned ncli = sizeof(cli) / sizeof(cli[0]), nkvm = sizeof(kvm) / sizeof(kvm[0]);
     int timeout = (int)(8 * CAP * slow());
@@ -794,11 +852,12 @@ int main(void)
     suite_add_tcase(s, tc);
 
     bool kvm_missing = false;
-    int fd = open(KVM_DEV, O_RDWR | O_CLOEXEC);
+    const char *kvm_dev = env_or("MOAT_KVM_DEV", KVM_DEV);
+    int fd = open(kvm_dev, O_RDWR | O_CLOEXEC);
     if (fd < 0) {
         kvm_missing = true;
-        printf("SKIPPED: integration: /dev/kvm not available (%s) — %u KVM tests not run\n",
-               strerror(errno), nkvm);
+        printf("SKIPPED: integration: %s not available (%s) — %u KVM tests not run\n",
+               kvm_dev, strerror(errno), nkvm);
         fflush(stdout);
     } else {
         close(fd);
