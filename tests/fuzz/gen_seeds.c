@@ -178,11 +178,59 @@ static void seeds_blk(void)
     bq_put("unsupported");
 }
 
+
+/* ---- virtio_mmio: 7-byte records {op, le16 off, le32 val} ---- */
+static uint8_t mm[7 * 64];
+static size_t mm_len;
+
+static void mm_op(uint8_t op, uint16_t off, uint32_t v)
+{
+    uint8_t *r = mm + mm_len;
+    r[0] = op; le(r + 1, off, 2); le(r + 3, v, 4);
+    mm_len += 7;
+}
+static void mm_w(uint16_t off, uint32_t v) { mm_op(1 | 4, off, v); }   /* 32-bit write */
+static void mm_r(uint16_t off) { mm_op(4, off, 0); }                   /* 32-bit read */
+
+static void seeds_mmio(void)
+{
+    mm_len = 0;
+    mm_r(0x000); mm_r(0x004); mm_r(0x008);
+    mm_w(0x070, 1); mm_w(0x070, 3);
+    mm_w(0x014, 0); mm_r(0x010); mm_w(0x014, 1); mm_r(0x010);
+    mm_w(0x024, 0); mm_w(0x020, 0x30000000u | 0x3f);
+    mm_w(0x024, 1); mm_w(0x020, 1);
+    mm_w(0x070, 11); mm_r(0x070);
+    mm_w(0x030, 0); mm_r(0x034); mm_w(0x038, 16);
+    mm_w(0x080, 0x1000); mm_w(0x084, 0);
+    mm_w(0x090, 0x2000); mm_w(0x094, 0);
+    mm_w(0x0a0, 0x3000); mm_w(0x0a4, 0);
+    mm_w(0x044, 1); mm_r(0x044);
+    mm_w(0x070, 15);
+    mm_w(0x050, 0);
+    mm_op(8, 0, 1);                 /* device raises a used-buffer interrupt */
+    mm_r(0x060); mm_w(0x064, 1);
+    mm_op(8, 1, 0);                 /* config change */
+    mm_r(0x0fc); mm_op(2, 0x100, 0);  /* 16-bit config read */
+    mm_op(8, 2, 0);                 /* needs reset */
+    mm_w(0x070, 0);
+    put("virtio_mmio", "bring-up", mm, mm_len);
+
+    mm_len = 0;
+    mm_w(0x070, 2); mm_w(0x070, 1); mm_w(0x070, 15);    /* skips */
+    mm_w(0x070, 3); mm_w(0x020, 0xffffffffu); mm_w(0x070, 11);   /* unoffered */
+    mm_w(0x038, 0x10010); mm_w(0x044, 1);                         /* before FEATURES_OK */
+    mm_op(1, 0x070, 0); mm_op(3, 0x071, 0);                      /* narrow writes */
+    mm_w(0x070, 0x83);
+    put("virtio_mmio", "illegal", mm, mm_len);
+}
+
 int main(int argc, char **argv)
 {
     root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
     mkdir(root, 0755);
     seeds_virtq();
     seeds_blk();
+    seeds_mmio();
     return 0;
 }
