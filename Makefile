@@ -94,7 +94,7 @@ run: deps
 # make test: everything, in order; fails if any part fails.
 test: deps
 	$(MAKE) all guest test-guests
-	$(MAKE) test-unit test-san test-integration test-linux
+	$(MAKE) test-unit test-san test-fuzz-replay test-integration test-linux
 
 test-unit: $(UNIT_BINS)
 	tests/run-unit.sh $(UNIT_BINS)

@@ -89,21 +89,20 @@ static int set_msrs(struct moat_vm *vm, struct vcpu *v)
         { MSR_IA32_MISC_ENABLE, 1 },                 /* fast strings */
         { MSR_MTRR_DEF_TYPE, (1u << 11) | 6 },       /* MTRRs on, default write-back */
     };
-    struct {
-        struct kvm_msrs h;
-        struct kvm_msr_entry e[sizeof(want) / sizeof(want[0])];
-    } m;
-    memset(&m, 0, sizeof(m));
+    enum { NWANT = sizeof(want) / sizeof(want[0]) };
+    _Alignas(8) uint8_t raw[sizeof(struct kvm_msrs) + NWANT * sizeof(struct kvm_msr_entry)];
+    memset(raw, 0, sizeof(raw));
+    struct kvm_msrs *m = (struct kvm_msrs *)raw;
     unsigned n = 0;
-    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+    for (size_t i = 0; i < NWANT; i++) {
         if (!kvm_host_has_msr(&vm->host, want[i].idx))
             continue;
-        m.e[n].index = want[i].idx;
-        m.e[n].data = want[i].val;
+        m->entries[n].index = want[i].idx;
+        m->entries[n].data = want[i].val;
         n++;
     }
-    m.h.nmsrs = n;
-    int r = ioctl(v->fd, KVM_SET_MSRS, &m);
+    m->nmsrs = n;
+    int r = ioctl(v->fd, KVM_SET_MSRS, m);
     if (r < 0)
         return -errno;
     if ((unsigned)r != n)
@@ -331,13 +330,11 @@ void *vcpu_thread(void *arg)
     sigdelset(&runmask, vm->kick_signal);
     /* struct kvm_signal_mask is a u32 length followed by the kernel's
      * 8-byte sigset; build it byte-wise to avoid padding. */
-    union {
-        struct kvm_signal_mask m;
-        uint8_t raw[sizeof(struct kvm_signal_mask) + 8];
-    } km;
-    km.m.len = 8;
-    memcpy(km.raw + sizeof(struct kvm_signal_mask), &runmask, 8);
-    if (ioctl(v->fd, KVM_SET_SIGNAL_MASK, &km.m) < 0) {
+    _Alignas(8) uint8_t raw[sizeof(struct kvm_signal_mask) + 8];
+    struct kvm_signal_mask *km = (struct kvm_signal_mask *)raw;
+    km->len = 8;
+    memcpy(raw + sizeof(struct kvm_signal_mask), &runmask, 8);
+    if (ioctl(v->fd, KVM_SET_SIGNAL_MASK, km) < 0) {
         vm_request_exit(vm, MOAT_EXIT_ERROR, "vcpu%u: KVM_SET_SIGNAL_MASK: %s", v->index, strerror(errno));
         return NULL;
     }

@@ -22,7 +22,7 @@ REPLAY_BINS  := $(FUZZ_NAMES:%=$(B)/tests/replay_%)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 # Library code is built by clang here; clang-only warnings stay warnings so a
 # new clang diagnostic in someone's device does not break the fuzz build.
-FUZZ_CFLAGS  := $(CFLAGS_COMMON) -Wno-error -O1 -g -MMD -MP -DMOAT_FUZZING=1
+FUZZ_CFLAGS  := $(CFLAGS_COMMON) -O1 -g -MMD -MP -DMOAT_FUZZING=1
 
 .PHONY: fuzz fuzz-run fuzz-seeds test-fuzz-replay
 
