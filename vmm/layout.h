@@ -4,8 +4,8 @@
 #define MOAT_LAYOUT_H
 
 /* Low memory (all below 1 MiB), written by boot/ before the first vCPU run. */
-#define LAYOUT_GDT          0x0500ULL   /* boot GDT, 4 entries */
-#define LAYOUT_IDT          0x0520ULL   /* empty IDT (limit 0) */
+#define LAYOUT_GDT          0x0500ULL   /* boot GDT, 6 slots (48 bytes) */
+#define LAYOUT_IDT          0x0540ULL   /* empty IDT (limit 0) */
 #define LAYOUT_ZERO_PAGE    0x7000ULL   /* Linux boot_params / PVH start_info */
 #define LAYOUT_PVH_MEMMAP   0x8000ULL   /* PVH memory map entries */
 #define LAYOUT_PML4         0x9000ULL   /* identity page tables: PML4 */
@@ -17,7 +17,7 @@
 #define LAYOUT_ELF_STACKS   0x40000ULL  /* plain ELF: 4 KiB stack per vCPU */
 #define LAYOUT_ELF_STACK_SZ 0x1000ULL
 #define LAYOUT_MAX_CPUS     64
-#define LAYOUT_EBDA         0x9FC00ULL  /* MP floating pointer + table */
+#define LAYOUT_EBDA         0x9FC00ULL  /* MP floating pointer (table at 0xF0000) */
 #define LAYOUT_LOWMEM_END   0xA0000ULL  /* 640 KiB: VGA/BIOS hole above */
 #define LAYOUT_HIMEM        0x100000ULL /* 1 MiB: bzImage protected-mode kernel */
 

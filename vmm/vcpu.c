@@ -26,15 +26,6 @@
 #define MSR_SYSCALL_MASK       0xc0000084
 #define MSR_KERNEL_GS_BASE     0xc0000102
 
-#define CR0_PE (1ull << 0)
-#define CR0_MP (1ull << 1)
-#define CR0_ET (1ull << 4)
-#define CR0_NE (1ull << 5)
-#define CR0_WP (1ull << 16)
-#define CR0_PG (1ull << 31)
-#define CR4_PAE (1ull << 5)
-#define EFER_LME (1ull << 8)
-#define EFER_LMA (1ull << 10)
 
 int vcpu_create(struct moat_vm *vm, struct vcpu *v, unsigned index)
 {
@@ -141,7 +132,7 @@ static struct kvm_segment seg(uint16_t sel, uint8_t type, bool code64, bool db)
     return s;
 }
 
-static int set_long_mode(struct vcpu *v, uint64_t rip, uint64_t rsp,
+static int set_long_mode(struct vcpu *v, uint64_t cr4, uint64_t rip, uint64_t rsp,
                          uint64_t rdi, uint64_t rsi, uint64_t rdx)
 {
     struct kvm_sregs sr;
@@ -153,13 +144,13 @@ static int set_long_mode(struct vcpu *v, uint64_t rip, uint64_t rsp,
                                   .type = 0xb, .present = 1 };
     sr.ldt = (struct kvm_segment){ .type = 0x2, .present = 1, .unusable = 1 };
     sr.gdt.base = LAYOUT_GDT;
-    sr.gdt.limit = 6 * 8 - 1;  /* null, code32, code64, data, TSS (16 bytes) */
+    sr.gdt.limit = BOOT_GDT_LIMIT;  /* null, code32, code64, data, TSS (16 bytes) */
     sr.idt.base = LAYOUT_IDT;
     sr.idt.limit = 0;
     sr.cr3 = LAYOUT_PML4;
-    sr.cr4 = CR4_PAE;
-    sr.cr0 = CR0_PE | CR0_MP | CR0_ET | CR0_NE | CR0_WP | CR0_PG;
-    sr.efer = EFER_LME | EFER_LMA;
+    sr.cr4 = cr4;
+    sr.cr0 = BOOT_CR0_LONG;
+    sr.efer = BOOT_EFER_LONG;
     if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0)
         return -errno;
     struct kvm_regs r;
@@ -184,10 +175,10 @@ static int set_pvh_mode(struct vcpu *v, uint64_t rip, uint64_t start_info)
     sr.tr = (struct kvm_segment){ .base = 0, .limit = 0x67, .selector = BOOT_SEL_TSS,
                                   .type = 0xb, .present = 1 };
     sr.gdt.base = LAYOUT_GDT;
-    sr.gdt.limit = 6 * 8 - 1;
+    sr.gdt.limit = BOOT_GDT_LIMIT;
     sr.idt.base = LAYOUT_IDT;
     sr.idt.limit = 0;
-    sr.cr0 = CR0_PE | CR0_ET;
+    sr.cr0 = BOOT_CR0_PVH;
     sr.cr3 = 0;
     sr.cr4 = 0;
     sr.efer = 0;
@@ -218,7 +209,7 @@ int vcpu_setup(struct moat_vm *vm, struct vcpu *v)
     case BOOT_LINUX_ELF:
         /* Application processors wait for INIT/SIPI from the BSP. */
         if (v->index == 0)
-            r = set_long_mode(v, b->entry, BOOT_STACK, 0, b->zero_page, 0);
+            r = set_long_mode(v, BOOT_CR4_LINUX, b->entry, BOOT_STACK, 0, b->zero_page, 0);
         break;
     case BOOT_LINUX_PVH:
         if (v->index == 0)
@@ -226,7 +217,7 @@ int vcpu_setup(struct moat_vm *vm, struct vcpu *v)
         break;
     case BOOT_ELF:
         /* Every vCPU enters at the entry point (docs/boot.md). */
-        r = set_long_mode(v, b->entry, LAYOUT_ELF_STACKS + (v->index + 1) * LAYOUT_ELF_STACK_SZ,
+        r = set_long_mode(v, BOOT_CR4_ELF, b->entry, LAYOUT_ELF_STACKS + (v->index + 1) * LAYOUT_ELF_STACK_SZ,
                           v->index, vm->ncpus, vm->ram_size);
         if (r == 0 && v->index > 0) {
             struct kvm_mp_state mp = { .mp_state = KVM_MP_STATE_RUNNABLE };
