@@ -102,9 +102,21 @@ test-unit: $(UNIT_BINS)
 test-san: $(UNIT_SAN_BINS)
 	tests/run-unit.sh $(UNIT_SAN_BINS)
 
-test-integration: $(B)/moat $(B)/moat-san test-guests $(B)/tests/test_integration
+# libmoat through its public header (two VMs in one process, stop, exit fd).
+$(B)/tests/test_api: tests/integration/test_api.c tests/guests/expect.h $(B)/libmoat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat.a $(CHECK_LIBS) $(LDLIBS)
+
+$(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h $(B)/libmoat-san.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
+
+test-integration: $(B)/moat $(B)/moat-san test-guests $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api
 	@rc=0; for bin in $(B)/moat $(B)/moat-san; do \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_integration || rc=1; \
+	done; \
+	for t in $(B)/tests/test_api $(B)/tests-san/test_api; do \
+	    MOAT_GUESTS=$(B)/guests $$t || rc=1; \
 	done; exit $$rc
 
 test-linux: $(B)/moat guest

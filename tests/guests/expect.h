@@ -36,9 +36,9 @@
 
 /* Exit status moat uses for a crashed guest, an expired --timeout and a
  * usage error (docs/testing.md). */
-#define MOAT_EXIT_USAGE   2
-#define MOAT_EXIT_TIMEOUT 124
-#define MOAT_EXIT_VMM     125
-#define MOAT_EXIT_CRASH   126
+#define CLI_EXIT_USAGE   2
+#define CLI_EXIT_TIMEOUT 124
+#define CLI_EXIT_VMM     125
+#define CLI_EXIT_CRASH   126
 
 #endif

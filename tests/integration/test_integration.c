@@ -234,7 +234,7 @@ static unsigned count_lines(const char *s)
 /* A usage error: exit 2, exactly one non-empty line on stderr. */
 static void expect_usage_error(const struct run *r)
 {
-    expect_status(r, MOAT_EXIT_USAGE);
+    expect_status(r, CLI_EXIT_USAGE);
     if (r->errlen < 2 || r->err[r->errlen - 1] != '\n' || count_lines(r->err) != 1)
         RUN_FAIL(r, "%s", "want exactly one line on stderr");
 }
@@ -682,7 +682,7 @@ START_TEST(guest_timeout)
 {
     struct run r;
     run_moat(&r, 20, "run", "--kernel", guest("timeout"), "--timeout", "1");
-    expect_status(&r, MOAT_EXIT_TIMEOUT);
+    expect_status(&r, CLI_EXIT_TIMEOUT);
     expect_out(&r, TIMEOUT_TEXT);
     if (r.secs > 3.0 * slow())
         RUN_FAIL(&r, "--timeout 1 took %.2f s (limit %.1f s)", r.secs, 3.0 * slow());
@@ -696,7 +696,7 @@ START_TEST(guest_triplefault)
 {
     struct run r;
     run_moat(&r, CAP, "run", "--kernel", guest("triplefault"));
-    expect_status(&r, MOAT_EXIT_CRASH);
+    expect_status(&r, CLI_EXIT_CRASH);
     expect_out(&r, TRIPLEFAULT_TEXT);
     if (strstr(r.out, TRIPLEFAULT_AFTER))
         RUN_FAIL(&r, "%s", "the guest ran past its ud2");
@@ -763,7 +763,7 @@ START_TEST(guest_noreport)
 {
     struct run r;
     run_moat(&r, CAP, "run", "--kernel", guest("noreport"));
-    expect_status(&r, MOAT_EXIT_CRASH);
+    expect_status(&r, CLI_EXIT_CRASH);
     expect_out(&r, NOREPORT_TEXT);
     run_free(&r);
 }

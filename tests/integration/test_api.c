@@ -1,0 +1,210 @@
+/* libmoat through its public header only: two VMs in one process at once,
+ * console capture, moat_stop on a spinning guest, the exit eventfd, timings,
+ * configuration errors. KVM tests skip loudly without /dev/kvm.
+ *
+ * Environment: MOAT_GUESTS (default build/guests), MOAT_TEST_SLOW. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "include/moat.h"
+#include "tests/guests/expect.h"
+
+static char guest_path[4096];
+
+static const char *guest(const char *name)
+{
+    const char *dir = getenv("MOAT_GUESTS");
+    snprintf(guest_path, sizeof(guest_path), "%s/%s.elf", dir && *dir ? dir : "build/guests", name);
+    return guest_path;
+}
+
+static int slow(void)
+{
+    const char *s = getenv("MOAT_TEST_SLOW");
+    int v = s ? atoi(s) : 1;
+    return v > 0 ? v : 1;
+}
+
+struct capture {
+    int rfd;
+    char buf[8192];
+    size_t len;
+    pthread_t thr;
+};
+
+static void *reader(void *arg)
+{
+    struct capture *c = arg;
+    for (;;) {
+        ssize_t n = read(c->rfd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+        if (n <= 0)
+            break;
+        c->len += (size_t)n;
+        if (c->len >= sizeof(c->buf) - 1)
+            break;
+    }
+    c->buf[c->len] = 0;
+    return NULL;
+}
+
+/* A VM running `name` with its console captured through a pipe. */
+static struct moat_vm *make_vm(const char *name, struct capture *cap, int *wfd, uint32_t cpus)
+{
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    cap->rfd = p[0];
+    cap->len = 0;
+    *wfd = p[1];
+    struct moat_config cfg;
+    moat_config_init(&cfg);
+    cfg.kernel = guest(name);
+    cfg.mem_mib = 64;
+    cfg.cpus = cpus;
+    cfg.console_out = p[1];
+    struct moat_vm *vm = NULL;
+    struct moat_error err;
+    int r = moat_create(&cfg, &vm, &err);
+    ck_assert_msg(r == 0, "moat_create(%s): %d %s", name, r, err.msg);
+    ck_assert_int_eq(pthread_create(&cap->thr, NULL, reader, cap), 0);
+    return vm;
+}
+
+static void finish_capture(struct capture *cap, int wfd)
+{
+    close(wfd);
+    pthread_join(cap->thr, NULL);
+    close(cap->rfd);
+}
+
+START_TEST(two_vms_in_one_process)
+{
+    struct capture c1, c2;
+    int w1, w2;
+    struct moat_vm *a = make_vm("serial", &c1, &w1, 1);
+    struct moat_vm *b = make_vm("exitcode", &c2, &w2, 1);
+    ck_assert_int_eq(moat_start(a), 0);
+    ck_assert_int_eq(moat_start(b), 0);
+    ck_assert_int_eq(moat_start(a), -EALREADY);
+    struct moat_exit ea, eb;
+    ck_assert_int_eq(moat_wait(a, 20000 * slow(), &ea), 0);
+    ck_assert_int_eq(moat_wait(b, 20000 * slow(), &eb), 0);
+    ck_assert_int_eq(ea.reason, MOAT_EXIT_RESET);
+    ck_assert_int_eq(ea.status, 0);
+    ck_assert_int_eq(eb.reason, MOAT_EXIT_RESET);
+    ck_assert_int_eq(eb.status, EXITCODE_STATUS);
+    moat_destroy(a);
+    moat_destroy(b);
+    finish_capture(&c1, w1);
+    finish_capture(&c2, w2);
+    ck_assert_str_eq(c1.buf, SERIAL_TEXT);
+    ck_assert_uint_eq(c2.len, 0);  /* each VM's UART goes to its own fd */
+}
+END_TEST
+
+START_TEST(stop_a_spinning_guest_and_exit_fd)
+{
+    struct capture c;
+    int w;
+    struct moat_vm *vm = make_vm("timeout", &c, &w, 2);
+    int efd = moat_exit_fd(vm);
+    ck_assert_int_ge(efd, 0);
+    ck_assert_int_eq(moat_start(vm), 0);
+    struct moat_exit ex;
+    ck_assert_int_eq(moat_wait(vm, 200, &ex), -ETIMEDOUT);
+    struct pollfd p = { .fd = efd, .events = POLLIN };
+    ck_assert_int_eq(poll(&p, 1, 0), 0);           /* not readable while running */
+    ck_assert_int_eq(moat_stop(vm), 0);
+    ck_assert_int_eq(poll(&p, 1, 5000 * slow()), 1);
+    ck_assert_int_eq(moat_wait(vm, 5000 * slow(), &ex), 0);
+    ck_assert_int_eq(ex.reason, MOAT_EXIT_STOPPED);
+    ck_assert_int_eq(ex.status, -1);
+    struct moat_timings t;
+    ck_assert_int_eq(moat_get_timings(vm, &t), 0);
+    ck_assert_int_ge(t.kvm_ready, 0);
+    ck_assert_int_ge(t.first_run, t.kvm_ready);
+    ck_assert_int_ge(t.exit, t.first_run);
+    moat_destroy(vm);                                /* joins both vCPU threads */
+    finish_capture(&c, w);
+}
+END_TEST
+
+START_TEST(destroy_without_start)
+{
+    struct capture c;
+    int w;
+    struct moat_vm *vm = make_vm("serial", &c, &w, 1);
+    struct moat_vm_info info = { .size = sizeof(info) };
+    ck_assert_int_eq(moat_get_info(vm, &info), 0);
+    ck_assert_int_eq(info.is_linux, 0);
+    moat_destroy(vm);
+    finish_capture(&c, w);
+    ck_assert_uint_eq(c.len, 0);
+}
+END_TEST
+
+/* No KVM needed: configuration errors come before /dev/kvm is opened. */
+START_TEST(config_errors)
+{
+    struct moat_config cfg;
+    struct moat_vm *vm = (struct moat_vm *)0x1;
+    struct moat_error err;
+    moat_config_init(&cfg);
+    ck_assert_int_eq(cfg.size, sizeof(cfg));
+    ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EINVAL);      /* no kernel */
+    ck_assert(err.is_config);
+    cfg.kernel = "/nonexistent/kernel";
+    ck_assert_int_eq(moat_create(&cfg, &vm, &err), -ENOENT);
+    ck_assert(err.is_config);
+    ck_assert_ptr_nonnull(strstr(err.msg, "/nonexistent/kernel"));
+    cfg.kernel = "/etc/hostname";
+    cfg.mem_mib = 0;
+    ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EINVAL);
+    cfg.mem_mib = 64;
+    cfg.cpus = 65;
+    ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EINVAL);
+    cfg.cpus = 1;
+    cfg.kernel = "/etc";
+    ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EISDIR);
+    ck_assert_ptr_eq(vm, (struct moat_vm *)0x1);                  /* untouched on error */
+    ck_assert_int_eq(moat_create(NULL, &vm, NULL), -EINVAL);
+    moat_destroy(NULL);
+    ck_assert_int_eq(moat_stop(NULL), -EINVAL);
+    ck_assert_str_eq(moat_version(), MOAT_VERSION);
+    struct moat_host_info hi = { .size = sizeof(hi) };
+    ck_assert_int_eq(moat_host_info(&hi), 0);
+    ck_assert(hi.kvm_available || hi.kvm_errno != 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("api");
+    TCase *cfg = tcase_create("config");
+    tcase_add_test(cfg, config_errors);
+    suite_add_tcase(s, cfg);
+    struct moat_host_info hi = { .size = sizeof(hi) };
+    moat_host_info(&hi);
+    if (hi.kvm_available) {
+        TCase *kvm = tcase_create("kvm");
+        tcase_set_timeout(kvm, 60 * slow());
+        tcase_add_test(kvm, two_vms_in_one_process);
+        tcase_add_test(kvm, stop_a_spinning_guest_and_exit_fd);
+        tcase_add_test(kvm, destroy_without_start);
+        suite_add_tcase(s, kvm);
+    } else {
+        printf("SKIPPED: api: /dev/kvm not available (%s) — 3 KVM tests not run\n", strerror(hi.kvm_errno));
+    }
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
