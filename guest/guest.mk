@@ -6,40 +6,47 @@
 # Each output is rebuilt only when its inputs change: the kernel on the
 # config fragment, the build/check scripts or the source tarball; the
 # initramfs on /init, busybox, the rootfs files or its script.
+#
+# Internal variables are prefixed DGUEST_ ("default guest") so they cannot
+# clash with tests/guests/guests.mk's GUEST_*; recipes use only DGUEST_*
+# and automatic variables, since they are expanded after every makefile is
+# read. Public: GUEST_KERNEL, GUEST_VMLINUX, GUEST_INITRD.
 
-GUEST_DIR      := $(B)/guest
-GUEST_KERNEL   := $(GUEST_DIR)/bzImage
-GUEST_VMLINUX  := $(GUEST_DIR)/vmlinux
-GUEST_INITRD   := $(GUEST_DIR)/initramfs.cpio
-GUEST_INIT     := $(GUEST_DIR)/init
-GUEST_KSRC_TAR ?= /usr/src/linux-source-6.1.tar.xz
-GUEST_KSRC     := $(GUEST_DIR)/linux-6.1
-GUEST_BUSYBOX  ?= /bin/busybox
-GUEST_JOBS     ?= 2
-GUEST_ROOTFS   := $(sort $(shell find guest/rootfs -type f 2>/dev/null))
-GUEST_INIT_CFLAGS := -std=gnu11 -O2 -static -s -Wall -Wextra -Werror -Wshadow
+DGUEST_OUT      := $(B)/guest
+DGUEST_KSRC_TAR ?= /usr/src/linux-source-6.1.tar.xz
+DGUEST_KSRC     := $(DGUEST_OUT)/linux-6.1
+DGUEST_BUSYBOX  ?= /bin/busybox
+DGUEST_JOBS     ?= 2
+DGUEST_ROOTFS   := $(sort $(shell find guest/rootfs -type f 2>/dev/null))
+DGUEST_INIT     := $(DGUEST_OUT)/init
+DGUEST_GENCPIO  := $(DGUEST_OUT)/gen_init_cpio
+DGUEST_CFLAGS   := -std=gnu11 -O2 -static -s -Wall -Wextra -Werror -Wshadow
+
+GUEST_KERNEL    := $(DGUEST_OUT)/bzImage
+GUEST_VMLINUX   := $(DGUEST_OUT)/vmlinux
+GUEST_INITRD    := $(DGUEST_OUT)/initramfs.cpio
 
 .PHONY: guest guest-clean
-guest: $(GUEST_KERNEL) $(GUEST_VMLINUX) $(GUEST_INITRD)
+guest: $(DGUEST_OUT)/bzImage $(DGUEST_OUT)/vmlinux $(DGUEST_OUT)/initramfs.cpio
 
-$(GUEST_KSRC)/.moat-extracted: $(GUEST_KSRC_TAR)
-	guest/kernel/build.sh --extract $(GUEST_KSRC_TAR) $(GUEST_DIR)
+$(DGUEST_KSRC)/.moat-extracted: $(DGUEST_KSRC_TAR)
+	guest/kernel/build.sh --extract $< $(DGUEST_OUT)
 	touch $@
 
-$(GUEST_KERNEL) $(GUEST_VMLINUX) &: guest/kernel/moat.config guest/kernel/build.sh \
-		guest/kernel/check-config.sh $(GUEST_KSRC)/.moat-extracted
-	guest/kernel/build.sh $(GUEST_KSRC_TAR) guest/kernel/moat.config $(GUEST_DIR) $(GUEST_JOBS)
+$(DGUEST_OUT)/bzImage $(DGUEST_OUT)/vmlinux &: guest/kernel/moat.config guest/kernel/build.sh \
+		guest/kernel/check-config.sh $(DGUEST_KSRC)/.moat-extracted
+	guest/kernel/build.sh $(DGUEST_KSRC_TAR) $< $(DGUEST_OUT) $(DGUEST_JOBS)
 
-$(GUEST_INIT): guest/init/init.c
+$(DGUEST_INIT): guest/init/init.c
 	@mkdir -p $(dir $@)
-	$(CC) $(GUEST_INIT_CFLAGS) -o $@ $<
+	$(CC) $(DGUEST_CFLAGS) -o $@ $<
 
-$(GUEST_DIR)/gen_init_cpio: $(GUEST_KSRC)/.moat-extracted
-	$(CC) -O2 -o $@ $(GUEST_KSRC)/usr/gen_init_cpio.c
+$(DGUEST_GENCPIO): $(DGUEST_KSRC)/.moat-extracted
+	$(CC) -O2 -o $@ $(DGUEST_KSRC)/usr/gen_init_cpio.c
 
-$(GUEST_INITRD): $(GUEST_INIT) $(GUEST_BUSYBOX) $(GUEST_DIR)/gen_init_cpio \
-		guest/mkinitramfs.sh $(GUEST_ROOTFS)
-	guest/mkinitramfs.sh $@ $(GUEST_INIT) $(GUEST_BUSYBOX) $(GUEST_DIR)/gen_init_cpio guest/rootfs
+$(DGUEST_OUT)/initramfs.cpio: guest/mkinitramfs.sh $(DGUEST_INIT) $(DGUEST_BUSYBOX) \
+		$(DGUEST_GENCPIO) $(DGUEST_ROOTFS)
+	$< $@ $(DGUEST_INIT) $(DGUEST_BUSYBOX) $(DGUEST_GENCPIO) guest/rootfs
 
 guest-clean:
-	rm -rf $(GUEST_DIR)
+	rm -rf $(DGUEST_OUT)

@@ -17,7 +17,10 @@
  *      itself exits. Status: its exit code, or 128 + signal number if it was
  *      killed; 127 if the command was not found, 126 if it could not be
  *      executed, 125 if /init could not start it (fork failed).
- *   5. sync(), write the status byte to port 0x0F40, reboot(RB_AUTOBOOT).
+ *   5. Wait (at most 5 s) until the console tty has sent everything the
+ *      command wrote (tty output is asynchronous; rebooting at once would
+ *      lose the tail), sync(), write the status byte to port 0x0F40,
+ *      reboot(RB_AUTOBOOT).
  *      The default command line has reboot=k, so the kernel resets through
  *      the i8042 (port 0x64 <- 0xFE) and the VMM exits.
  */
@@ -35,6 +38,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #define PORT_STATUS   0x0F40
@@ -132,8 +136,28 @@ static void setup_child_tty(void)
         close(fd);
 }
 
+static void on_alarm(int sig)
+{
+    (void)sig;
+}
+
+/* Wait until the console has transmitted everything queued on it, giving
+ * up after 5 s (a UART that never drains must not keep the VM alive). */
+static void drain_console(void)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_alarm;   /* no SA_RESTART: tcdrain gets EINTR */
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(5);
+    tcdrain(STDOUT_FILENO);
+    alarm(0);
+}
+
 static void finish(int status)
 {
+    drain_console();
     sync();
     port_write(0, (unsigned char)status);
     reboot(RB_AUTOBOOT);
