@@ -96,6 +96,13 @@ int moat_wait(struct moat_vm *vm, int timeout_ms, struct moat_exit *ex);
 /* Ask the VM to stop (asynchronous; moat_wait sees MOAT_EXIT_STOPPED). */
 int moat_stop(struct moat_vm *vm);
 
+/* Pause every vCPU (each leaves KVM_RUN with its pending exit completed)
+ * and return once all are parked; resume continues exactly there.
+ * -EALREADY if already paused (pause) or not paused (resume), -ESRCH if the
+ * VM has stopped, -EINVAL if it was never started. */
+int moat_pause(struct moat_vm *vm);
+int moat_resume(struct moat_vm *vm);
+
 /* An eventfd that becomes readable once the VM has stopped. Owned by vm. */
 int moat_exit_fd(const struct moat_vm *vm);
 

@@ -305,6 +305,40 @@ static void describe_internal_error(struct kvm_run *run, char *buf, size_t len)
         n += snprintf(buf + n, len - (size_t)n, " 0x%llx", (unsigned long long)run->internal.data[i]);
 }
 
+/* A kick signal that hit the thread outside KVM_RUN stays pending (it is
+ * blocked in user space) and would make every later KVM_RUN return EINTR at
+ * once. Consume it; the reason for the kick (stopping, pause_req) is always
+ * set before the signal is sent, so the loop still sees it. */
+static void eat_kicks(int sig)
+{
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    const struct timespec zero = { 0, 0 };
+    while (sigtimedwait(&s, NULL, &zero) > 0) {
+    }
+}
+
+/* Pause: complete any half-done exit (a port read's data is consumed by the
+ * next KVM_RUN), so that the state userspace can read is exact, then wait
+ * until resumed or stopped. */
+static void vcpu_park(struct moat_vm *vm, struct vcpu *v)
+{
+    v->run->immediate_exit = 1;
+    if (ioctl(v->fd, KVM_RUN, 0) < 0 && errno != EINTR && errno != EAGAIN)
+        log_warn("vcpu%u: completing pending I/O before pause: %s", v->index, strerror(errno));
+    v->run->immediate_exit = 0;
+    eat_kicks(vm->kick_signal);
+    pthread_mutex_lock(&vm->lock);
+    vm->parked_vcpus++;
+    pthread_cond_broadcast(&vm->cond);
+    while (atomic_load(&vm->pause_req) && !atomic_load(&vm->stopping))
+        pthread_cond_wait(&vm->cond, &vm->lock);
+    vm->parked_vcpus--;
+    pthread_cond_broadcast(&vm->cond);
+    pthread_mutex_unlock(&vm->lock);
+}
+
 void *vcpu_thread(void *arg)
 {
     struct vcpu *v = arg;
@@ -331,6 +365,10 @@ void *vcpu_thread(void *arg)
     }
 
     while (!atomic_load(&vm->stopping)) {
+        if (atomic_load(&vm->pause_req)) {
+            vcpu_park(vm, v);
+            continue;
+        }
         atomic_store(&v->in_run, true);
         if (atomic_load(&vm->stopping))
             run->immediate_exit = 1;
@@ -342,6 +380,7 @@ void *vcpu_thread(void *arg)
         if (r < 0) {
             if (err == EINTR || err == EAGAIN) {
                 run->immediate_exit = 0;
+                eat_kicks(vm->kick_signal);
                 continue;
             }
             vm_request_exit(vm, MOAT_EXIT_ERROR, "vcpu%u: KVM_RUN: %s", v->index, strerror(err));

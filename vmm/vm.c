@@ -232,6 +232,54 @@ int moat_stop(struct moat_vm *vm)
     return 0;
 }
 
+/* ---- pause / resume ---- */
+
+int moat_pause(struct moat_vm *vm)
+{
+    if (!vm)
+        return -EINVAL;
+    pthread_mutex_lock(&vm->lock);
+    if (!vm->started || vm->exited) {
+        pthread_mutex_unlock(&vm->lock);
+        return vm->exited ? -ESRCH : -EINVAL;
+    }
+    if (vm->paused || atomic_load(&vm->pause_req)) {
+        pthread_mutex_unlock(&vm->lock);
+        return -EALREADY;
+    }
+    atomic_store(&vm->pause_req, true);
+    pthread_mutex_unlock(&vm->lock);
+    kick_vcpus(vm);
+    pthread_mutex_lock(&vm->lock);
+    while (vm->parked_vcpus < vm->ncpus && !vm->exited)
+        pthread_cond_wait(&vm->cond, &vm->lock);
+    int r = 0;
+    if (vm->exited) {
+        atomic_store(&vm->pause_req, false);
+        r = -ESRCH;
+    } else {
+        vm->paused = true;
+    }
+    pthread_mutex_unlock(&vm->lock);
+    return r;
+}
+
+int moat_resume(struct moat_vm *vm)
+{
+    if (!vm)
+        return -EINVAL;
+    pthread_mutex_lock(&vm->lock);
+    if (!vm->paused) {
+        pthread_mutex_unlock(&vm->lock);
+        return vm->exited ? -ESRCH : -EALREADY;
+    }
+    vm->paused = false;
+    atomic_store(&vm->pause_req, false);
+    pthread_cond_broadcast(&vm->cond);
+    pthread_mutex_unlock(&vm->lock);
+    return 0;
+}
+
 /* ---- console input ---- */
 
 static void *console_thread(void *arg)

@@ -62,6 +62,9 @@ struct moat_vm {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     _Atomic bool stopping;
+    _Atomic bool pause_req;       /* vCPUs park at the top of their loop */
+    bool paused;                  /* every vCPU parked (moat_pause returned) */
+    unsigned parked_vcpus;
     bool started, exited;
     struct moat_exit exit;
     int guest_status;             /* last status written to the control port, -1 */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "include/moat.h"
@@ -35,36 +36,68 @@ static int slow(void)
 
 struct capture {
     int rfd;
-    char buf[8192];
+    char buf[65536];
     size_t len;
+    pthread_mutex_t lock;
     pthread_t thr;
 };
+
+static size_t cap_len(struct capture *c)
+{
+    pthread_mutex_lock(&c->lock);
+    size_t n = c->len;
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+/* Wait until the output contains needle; false after timeout_ms. */
+static int cap_wait_for(struct capture *c, const char *needle, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        pthread_mutex_lock(&c->lock);
+        int found = strstr(c->buf, needle) != NULL;
+        pthread_mutex_unlock(&c->lock);
+        if (found)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
 
 static void *reader(void *arg)
 {
     struct capture *c = arg;
+    char tmp[4096];
     for (;;) {
-        ssize_t n = read(c->rfd, c->buf + c->len, sizeof(c->buf) - 1 - c->len);
+        ssize_t n = read(c->rfd, tmp, sizeof(tmp));
         if (n <= 0)
             break;
-        c->len += (size_t)n;
-        if (c->len >= sizeof(c->buf) - 1)
-            break;
+        pthread_mutex_lock(&c->lock);
+        size_t room = sizeof(c->buf) - 1 - c->len;
+        size_t k = (size_t)n < room ? (size_t)n : room;
+        memcpy(c->buf + c->len, tmp, k);
+        c->len += k;
+        c->buf[c->len] = 0;
+        pthread_mutex_unlock(&c->lock);
     }
-    c->buf[c->len] = 0;
     return NULL;
 }
 
 /* A VM running `name` with its console captured through a pipe. */
-static struct moat_vm *make_vm(const char *name, struct capture *cap, int *wfd, uint32_t cpus)
+static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wfd, uint32_t cpus,
+                                  const char *cmdline, int console_in)
 {
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
     cap->rfd = p[0];
     cap->len = 0;
+    cap->buf[0] = 0;
+    pthread_mutex_init(&cap->lock, NULL);
     *wfd = p[1];
     struct moat_config cfg;
     moat_config_init(&cfg);
+    cfg.cmdline = cmdline;
+    cfg.console_in = console_in;
     cfg.kernel = guest(name);
     cfg.mem_mib = 64;
     cfg.cpus = cpus;
@@ -75,6 +108,11 @@ static struct moat_vm *make_vm(const char *name, struct capture *cap, int *wfd, 
     ck_assert_msg(r == 0, "moat_create(%s): %d %s", name, r, err.msg);
     ck_assert_int_eq(pthread_create(&cap->thr, NULL, reader, cap), 0);
     return vm;
+}
+
+static struct moat_vm *make_vm(const char *name, struct capture *cap, int *wfd, uint32_t cpus)
+{
+    return make_vm_in(name, cap, wfd, cpus, NULL, -1);
 }
 
 static void finish_capture(struct capture *cap, int wfd)
@@ -150,6 +188,65 @@ START_TEST(destroy_without_start)
 }
 END_TEST
 
+/* Pause three times mid-count: nothing runs while paused, and after the
+ * last resume the guest's ticks are consecutive and its register and
+ * memory counts agree. Console input (the 'q') goes through the UART. */
+START_TEST(pause_resume_continues_exactly)
+{
+    int in[2];
+    ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+    struct capture c;
+    int w;
+    struct moat_vm *vm = make_vm_in("counter", &c, &w, 1, "spin=20000", in[0]);
+    ck_assert_int_eq(moat_pause(vm), -EINVAL);             /* not started */
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert_msg(cap_wait_for(&c, "tick 3\n", 20000 * slow()), "no tick 3: %s", c.buf);
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(moat_pause(vm), 0);
+        ck_assert_int_eq(moat_pause(vm), -EALREADY);
+        /* Let the reader drain what was written before the pause. */
+        int pending = 1;
+        for (int i = 0; i < 500 && pending; i++) {
+            ck_assert_int_eq(ioctl(c.rfd, FIONREAD, &pending), 0);
+            usleep(2000);
+        }
+        usleep(20000);
+        size_t before = cap_len(&c);
+        usleep(200000);
+        ck_assert_uint_eq(cap_len(&c), before);             /* frozen */
+        ck_assert_int_eq(moat_resume(vm), 0);
+        ck_assert_int_eq(moat_resume(vm), -EALREADY);
+        char want[32];
+        snprintf(want, sizeof(want), "tick %d\n", 6 + 3 * k);
+        ck_assert_msg(cap_wait_for(&c, want, 20000 * slow()), "no %s after resume", want);
+    }
+    ck_assert_int_eq(write(in[1], "q", 1), 1);
+    struct moat_exit ex;
+    ck_assert_int_eq(moat_wait(vm, 20000 * slow(), &ex), 0);
+    ck_assert_int_eq(ex.reason, MOAT_EXIT_RESET);
+    ck_assert_int_eq(ex.status, 0);
+    ck_assert_int_eq(moat_pause(vm), -ESRCH);
+    moat_destroy(vm);
+    finish_capture(&c, w);
+    close(in[0]);
+    close(in[1]);
+    /* ticks 0..n-1 in order, then "final n" */
+    const char *p = c.buf;
+    unsigned n = 0, fin = 0;
+    while (!strncmp(p, "tick ", 5)) {
+        unsigned t = (unsigned)strtoul(p + 5, NULL, 10);
+        ck_assert_uint_eq(t, n);
+        n++;
+        p = strchr(p, '\n');
+        ck_assert_ptr_nonnull(p);
+        p++;
+    }
+    ck_assert_int_eq(sscanf(p, "final %u", &fin), 1);
+    ck_assert_uint_eq(fin, n);
+    ck_assert_uint_ge(n, 13);
+}
+END_TEST
+
 /* No KVM needed: configuration errors come before /dev/kvm is opened. */
 START_TEST(config_errors)
 {
@@ -198,9 +295,10 @@ int main(void)
         tcase_add_test(kvm, two_vms_in_one_process);
         tcase_add_test(kvm, stop_a_spinning_guest_and_exit_fd);
         tcase_add_test(kvm, destroy_without_start);
+        tcase_add_test(kvm, pause_resume_continues_exactly);
         suite_add_tcase(s, kvm);
     } else {
-        printf("SKIPPED: api: /dev/kvm not available (%s) — 3 KVM tests not run\n", strerror(hi.kvm_errno));
+        printf("SKIPPED: api: /dev/kvm not available (%s) — 4 KVM tests not run\n", strerror(hi.kvm_errno));
     }
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
