@@ -65,9 +65,7 @@ void moat_config_init(struct moat_config *cfg)
     cfg->console_out = -1;
 }
 
-static int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
+int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
 {
     if (err) {
         err->is_config = is_config;
@@ -340,15 +338,19 @@ static void *console_thread(void *arg)
 
 /* ---- create ---- */
 
-static int setup_memory(struct moat_vm *vm)
+/* Guest RAM: anonymous, or (restore) a memory file mapped MAP_PRIVATE, so
+ * pages load lazily and stay shared with other restores until written. */
+static int setup_memory(struct moat_vm *vm, int mem_fd)
 {
     uint64_t size = vm->ram_size;
     uint64_t low = size < LAYOUT_MMIO_START ? size : LAYOUT_MMIO_START;
     uint64_t high = size - low;
     /* One mapping; the part above 3 GiB is placed at 4 GiB in the guest. */
     vm->ram_map_size = (size_t)size;
-    void *p = mmap(NULL, vm->ram_map_size, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    void *p = mem_fd >= 0
+        ? mmap(NULL, vm->ram_map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_NORESERVE, mem_fd, 0)
+        : mmap(NULL, vm->ram_map_size, PROT_READ | PROT_WRITE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return -errno;
     vm->ram = p;
@@ -402,7 +404,7 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
     return boot_cmdline_build(buf, size, base, extras, nx, cfg->argv, cfg->argv ? cfg->argc : 0);
 }
 
-static void vm_free(struct moat_vm *vm)
+void vm_free(struct moat_vm *vm)
 {
     if (vm->vcpus) {
         for (unsigned i = 0; i < vm->ncpus; i++)
@@ -425,6 +427,86 @@ static void vm_free(struct moat_vm *vm)
     free(vm);
 }
 
+/* A VM with no KVM objects yet. */
+struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int console_out,
+                                uint32_t flags, int kick_signal)
+{
+    struct moat_vm *vm = calloc(1, sizeof(*vm));
+    if (!vm)
+        return NULL;
+    vm->vm_fd = vm->stop_efd = vm->exit_efd = -1;
+    vm->host.fd = -1;
+    vm->guest_status = -1;
+    vm->ncpus = ncpus;
+    vm->ram_size = ram_size;
+    vm->console_in = console_in;
+    vm->console_out = console_out;
+    vm->flags = flags;
+    vm->kick_signal = kick_signal ? kick_signal : DEFAULT_KICK_SIGNAL;
+    pthread_mutex_init(&vm->lock, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&vm->cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return vm;
+}
+
+/* /dev/kvm, the VM, guest RAM (anonymous, or the memory file mapped
+ * MAP_PRIVATE when mem_fd >= 0), TSS, irqchip and PIT. */
+int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err)
+{
+    char why[200];
+    int r = kvm_host_open(&vm->host, why, sizeof(why));
+    if (r < 0)
+        return seterr(err, 0, r, "%s", why);
+    if ((int)vm->ncpus > vm->host.max_vcpus)
+        return seterr(err, 1, -EINVAL, "%u vCPUs requested, KVM allows %d", vm->ncpus, vm->host.max_vcpus);
+    vm->vm_fd = ioctl(vm->host.fd, KVM_CREATE_VM, 0);
+    if (vm->vm_fd < 0)
+        return seterr(err, 0, -errno, "KVM_CREATE_VM: %s", strerror(errno));
+    /* Memory slots before the irqchip: the other order is slow on PVM. */
+    if ((r = setup_memory(vm, mem_fd)) < 0)
+        return seterr(err, r == -ENOMEM, r, "guest memory (%llu MiB): %s",
+                      (unsigned long long)(vm->ram_size >> 20), strerror(-r));
+    if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, TSS_ADDR) < 0)
+        log_debug("KVM_SET_TSS_ADDR: %s", strerror(errno));
+    uint64_t idmap = IDENTITY_MAP_ADDR;
+    if (ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap) < 0)
+        log_debug("KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
+    if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0)
+        return seterr(err, 0, -errno, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
+    struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
+    if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0)
+        return seterr(err, 0, -errno, "KVM_CREATE_PIT2: %s", strerror(errno));
+    return 0;
+}
+
+/* Devices, eventfds and vCPUs; with boot set, the vCPUs get their boot
+ * state (restore sets theirs from the snapshot instead). */
+int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err)
+{
+    int r;
+    if ((r = setup_devices(vm)) < 0)
+        return seterr(err, 0, r, "device setup: %s", strerror(-r));
+    vm->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    vm->exit_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (vm->stop_efd < 0 || vm->exit_efd < 0)
+        return seterr(err, 0, -errno, "eventfd: %s", strerror(errno));
+    vm->vcpus = calloc(vm->ncpus, sizeof(*vm->vcpus));
+    if (!vm->vcpus)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    for (unsigned i = 0; i < vm->ncpus; i++)
+        vm->vcpus[i].fd = -1;
+    for (unsigned i = 0; i < vm->ncpus; i++) {
+        if ((r = vcpu_create(vm, &vm->vcpus[i], i)) < 0)
+            return seterr(err, 0, r, "KVM_CREATE_VCPU %u: %s", i, strerror(-r));
+        if (boot && (r = vcpu_setup(vm, &vm->vcpus[i])) < 0)
+            return seterr(err, 0, r, "vCPU %u setup: %s", i, strerror(-r));
+    }
+    return 0;
+}
+
 int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct moat_error *err)
 {
     if (err)
@@ -444,24 +526,10 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     if (cfg.cpus < 1 || cfg.cpus > LAYOUT_MAX_CPUS)
         return seterr(err, 1, -EINVAL, "vCPU count %u out of range (1..%d)", cfg.cpus, LAYOUT_MAX_CPUS);
 
-    struct moat_vm *vm = calloc(1, sizeof(*vm));
+    struct moat_vm *vm = vm_alloc(cfg.cpus, (uint64_t)cfg.mem_mib << 20, cfg.console_in,
+                                  cfg.console_out, cfg.flags, cfg.kick_signal);
     if (!vm)
         return seterr(err, 0, -ENOMEM, "out of memory");
-    vm->vm_fd = vm->stop_efd = vm->exit_efd = -1;
-    vm->host.fd = -1;
-    vm->guest_status = -1;
-    vm->ncpus = cfg.cpus;
-    vm->ram_size = (uint64_t)cfg.mem_mib << 20;
-    vm->console_in = cfg.console_in;
-    vm->console_out = cfg.console_out;
-    vm->flags = cfg.flags;
-    vm->kick_signal = cfg.kick_signal ? cfg.kick_signal : DEFAULT_KICK_SIGNAL;
-    pthread_mutex_init(&vm->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&vm->cond, &ca);
-    pthread_condattr_destroy(&ca);
 
     struct file_buf kernel = { 0 }, initrd = { 0 };
     char *cmdline = NULL;
@@ -497,42 +565,8 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
                                               "(empty, or containing a double quote or control character)");
         goto fail;
     }
-
-    /* KVM. */
-    char why[200];
-    r = kvm_host_open(&vm->host, why, sizeof(why));
-    if (r < 0) {
-        seterr(err, 0, r, "%s", why);
+    if ((r = vm_setup_kvm(vm, -1, err)) < 0)
         goto fail;
-    }
-    if ((int)cfg.cpus > vm->host.max_vcpus) {
-        r = seterr(err, 1, -EINVAL, "%u vCPUs requested, KVM allows %d", cfg.cpus, vm->host.max_vcpus);
-        goto fail;
-    }
-    vm->vm_fd = ioctl(vm->host.fd, KVM_CREATE_VM, 0);
-    if (vm->vm_fd < 0) {
-        r = seterr(err, 0, -errno, "KVM_CREATE_VM: %s", strerror(errno));
-        goto fail;
-    }
-    /* Memory slots before the irqchip: the other order is slow on PVM. */
-    if ((r = setup_memory(vm)) < 0) {
-        seterr(err, r == -ENOMEM, r, "guest memory (%u MiB): %s", cfg.mem_mib, strerror(-r));
-        goto fail;
-    }
-    if (ioctl(vm->vm_fd, KVM_SET_TSS_ADDR, TSS_ADDR) < 0)
-        log_debug("KVM_SET_TSS_ADDR: %s", strerror(errno));
-    uint64_t idmap = IDENTITY_MAP_ADDR;
-    if (ioctl(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &idmap) < 0)
-        log_debug("KVM_SET_IDENTITY_MAP_ADDR: %s", strerror(errno));
-    if (ioctl(vm->vm_fd, KVM_CREATE_IRQCHIP, 0) < 0) {
-        r = seterr(err, 0, -errno, "KVM_CREATE_IRQCHIP: %s", strerror(errno));
-        goto fail;
-    }
-    struct kvm_pit_config pit = { .flags = KVM_PIT_SPEAKER_DUMMY };
-    if (ioctl(vm->vm_fd, KVM_CREATE_PIT2, &pit) < 0) {
-        r = seterr(err, 0, -errno, "KVM_CREATE_PIT2: %s", strerror(errno));
-        goto fail;
-    }
 
     /* The guest image. */
     struct boot_config bc = {
@@ -547,34 +581,8 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
                r == -ENOMEM ? " (try a larger --mem)" : "");
         goto fail;
     }
-
-    if ((r = setup_devices(vm)) < 0) {
-        seterr(err, 0, r, "device setup: %s", strerror(-r));
+    if ((r = vm_setup_rest(vm, true, err)) < 0)
         goto fail;
-    }
-    vm->stop_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    vm->exit_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (vm->stop_efd < 0 || vm->exit_efd < 0) {
-        r = seterr(err, 0, -errno, "eventfd: %s", strerror(errno));
-        goto fail;
-    }
-    vm->vcpus = calloc(cfg.cpus, sizeof(*vm->vcpus));
-    if (!vm->vcpus) {
-        r = seterr(err, 0, -ENOMEM, "out of memory");
-        goto fail;
-    }
-    for (unsigned i = 0; i < cfg.cpus; i++)
-        vm->vcpus[i].fd = -1;
-    for (unsigned i = 0; i < cfg.cpus; i++) {
-        if ((r = vcpu_create(vm, &vm->vcpus[i], i)) < 0) {
-            seterr(err, 0, r, "KVM_CREATE_VCPU %u: %s", i, strerror(-r));
-            goto fail;
-        }
-        if ((r = vcpu_setup(vm, &vm->vcpus[i])) < 0) {
-            seterr(err, 0, r, "vCPU %u setup: %s", i, strerror(-r));
-            goto fail;
-        }
-    }
     atomic_store(&vm->t_kvm_ready, moat_now_ns());
     vm->cmdline = cmdline;
     free_file(&kernel);

@@ -86,4 +86,14 @@ void vcpu_destroy(struct vcpu *v);
 
 uint64_t moat_now_ns(void);
 
+/* Creation stages shared by moat_create and moat_restore (vmm/vm.c). */
+struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int console_out,
+                         uint32_t flags, int kick_signal);
+int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err);
+int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err);
+void vm_free(struct moat_vm *vm);
+/* Fill *err (if not NULL) and return code. */
+int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 #endif
