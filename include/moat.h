@@ -126,6 +126,32 @@ void moat_destroy(struct moat_vm *vm);
  * start. Returns the origin in use. */
 uint64_t moat_timings_set_origin(uint64_t monotonic_ns);
 
+/* ---- snapshots (docs/snapshot-format.md) ----
+ *
+ * moat_snapshot writes guest RAM to mem_path (sparse: zero pages are holes)
+ * and every vCPU's, the VM's and the devices' state to state_path (a
+ * versioned, checksummed file). A running VM is paused for the copy and
+ * resumed after; a paused one stays paused. Files are written under a
+ * temporary name, fsync'ed and renamed, memory first.
+ *
+ * moat_restore creates a VM from those files: the memory file is mapped
+ * MAP_PRIVATE (lazy, copy-on-write: many restores of one file share its
+ * pages until they write), its size is checked against the state file
+ * first, and the state file's size cap, checksum and version are checked
+ * before anything is used. moat_start then runs it from where it stopped. */
+int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_path);
+
+struct moat_restore_config {
+    size_t size;              /* sizeof(struct moat_restore_config) */
+    const char *state_path;
+    const char *mem_path;
+    int console_in, console_out;  /* as in moat_config */
+    uint32_t flags;           /* MOAT_F_* */
+    int kick_signal;
+};
+void moat_restore_config_init(struct moat_restore_config *rc);
+int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);
+
 /* Host facts. */
 struct moat_host_info {
     size_t size;             /* sizeof(struct moat_host_info) */

@@ -5,6 +5,10 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/signalfd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -38,6 +42,7 @@ static const char usage_main[] =
     "\n"
     "commands:\n"
     "  run       boot a guest and run a command in it\n"
+    "  restore   restore a snapshot and run it\n"
     "\n"
     "options:\n"
     "  --version  print the version\n"
@@ -58,6 +63,8 @@ static const char usage_run[] =
     "  --cpus N         vCPUs (default 1)\n"
     "  --timeout SEC    hard time limit; exit 124 when reached\n"
     "  --timings        print phase timestamps as one JSON object on stderr\n"
+    "  --snapshot-dir D SIGUSR1: snapshot into D/state + D/memory and go on;\n"
+    "                   SIGUSR2: snapshot and stop (exit 0)\n"
     "  --pvh            enter a vmlinux through its PVH entry point\n"
     "  --no-pvm-compat  do not apply the PVM workarounds on a PVM host\n"
     "  -v, --verbose    more log output (repeat for debug)\n"
@@ -77,6 +84,16 @@ static void die_usage(const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, " (see moat run --help)\n");
     exit(EXIT_USAGE);
+}
+
+static double parse_timeout(const char *s)
+{
+    char *end;
+    errno = 0;
+    double t = strtod(s, &end);
+    if (errno || *end || !*s || !(t > 0) || t > 1e6 || isnan(t))
+        die_usage("invalid --timeout %s", s);
+    return t;
 }
 
 static unsigned long parse_uint(const char *s, const char *what, unsigned long max)
@@ -151,6 +168,9 @@ static void print_timings(const struct moat_vm *vm)
     fprintf(stderr, ", \"origin_monotonic_ns\": %llu}\n", (unsigned long long)cli_start_ns);
 }
 
+static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
+                  int timings, int verbose);
+
 static int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -161,6 +181,7 @@ static int cmd_run(int argc, char **argv)
         { "cpus", required_argument, NULL, 'n' },
         { "timeout", required_argument, NULL, 't' },
         { "timings", no_argument, NULL, 'T' },
+        { "snapshot-dir", required_argument, NULL, 'S' },
         { "pvh", no_argument, NULL, 'P' },
         { "no-pvm-compat", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
@@ -169,7 +190,7 @@ static int cmd_run(int argc, char **argv)
     };
     struct moat_config cfg;
     moat_config_init(&cfg);
-    const char *kernel = NULL, *initrd = NULL;
+    const char *kernel = NULL, *initrd = NULL, *snapdir = NULL;
     double timeout = 0;
     int timings = 0, verbose = 0;
     opterr = 0;
@@ -182,14 +203,8 @@ static int cmd_run(int argc, char **argv)
         case 'c': cfg.cmdline = optarg; break;
         case 'm': cfg.mem_mib = (uint32_t)parse_uint(optarg, "--mem (MiB)", 1u << 20); break;
         case 'n': cfg.cpus = (uint32_t)parse_uint(optarg, "--cpus", 64); break;
-        case 't': {
-            char *end;
-            errno = 0;
-            timeout = strtod(optarg, &end);
-            if (errno || *end || !*optarg || !(timeout > 0) || timeout > 1e6 || isnan(timeout))
-                die_usage("invalid --timeout %s", optarg);
-            break;
-        }
+        case 't': timeout = parse_timeout(optarg); break;
+        case 'S': snapdir = optarg; break;
         case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
@@ -245,7 +260,25 @@ static int cmd_run(int argc, char **argv)
                         "applied; Linux boots to /init but cannot reach user space here "
                         "(it needs hardware KVM)\n");
 
-    if (cfg.flags & MOAT_F_CONSOLE_ESCAPE) {
+    return run_vm(vm, cfg.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose);
+}
+
+/* Snapshot into dir/state and dir/memory. */
+static int snapshot_to(struct moat_vm *vm, const char *dir)
+{
+    char st[PATH_MAX], mem[PATH_MAX];
+    if ((size_t)snprintf(st, sizeof(st), "%s/state", dir) >= sizeof(st) ||
+        (size_t)snprintf(mem, sizeof(mem), "%s/memory", dir) >= sizeof(mem))
+        return -ENAMETOOLONG;
+    return moat_snapshot(vm, st, mem);
+}
+
+/* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
+ * stop, when snapdir is set), map the outcome to an exit code, destroy vm. */
+static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
+                  int timings, int verbose)
+{
+    if (raw_tty) {
         struct termios raw;
         if (tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
             tio_saved = 1;
@@ -261,51 +294,174 @@ static int cmd_run(int argc, char **argv)
         signal(SIGALRM, on_alarm);
         alarm((unsigned)ceil(timeout) + 3);
     }
+    /* Snapshot requests arrive as signals, read through a signalfd; block
+     * them before the vCPU threads exist so those inherit the mask. */
+    int sfd = -1;
+    if (snapdir) {
+        sigset_t ss;
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGUSR1);
+        sigaddset(&ss, SIGUSR2);
+        pthread_sigmask(SIG_BLOCK, &ss, NULL);
+        sfd = signalfd(-1, &ss, SFD_CLOEXEC);
+    }
 
-    r = moat_start(vm);
+    int r = moat_start(vm);
     struct moat_exit ex = { 0 };
     int code;
     if (r < 0) {
         fprintf(stderr, "moat: starting the VM: %s\n", strerror(-r));
         code = EXIT_VMM_ERROR;
-    } else {
-        r = moat_wait(vm, timeout > 0 ? (int)(timeout * 1000) : -1, &ex);
-        if (r == -ETIMEDOUT) {
-            moat_stop(vm);
-            moat_wait(vm, -1, &ex);
-            fprintf(stderr, "moat: timeout after %gs\n", timeout);
-            code = EXIT_TIMEOUT;
-        } else {
-            switch (ex.reason) {
-            case MOAT_EXIT_RESET:
-            case MOAT_EXIT_CRASH:
-            case MOAT_EXIT_STOPPED:
-                if (ex.status >= 0) {
-                    code = ex.status;
-                } else if (ex.reason == MOAT_EXIT_STOPPED) {
-                    code = 0;
-                } else {
-                    code = EXIT_GUEST_CRASH;
-                    fprintf(stderr, "moat: guest %s without reporting an exit status (%s)\n",
-                            ex.reason == MOAT_EXIT_CRASH ? "crashed" : "stopped", ex.detail);
-                }
-                if (ex.reason == MOAT_EXIT_CRASH && ex.status < 0)
-                    break;
-                if (verbose)
-                    fprintf(stderr, "moat: %s\n", ex.detail);
-                break;
-            default:
-                fprintf(stderr, "moat: VMM error: %s\n", ex.detail);
-                code = EXIT_VMM_ERROR;
+        goto done;
+    }
+    uint64_t deadline = timeout > 0 ? cli_start_ns + (uint64_t)(timeout * 1e9) : 0;
+    bool timed_out = false;
+    for (;;) {
+        int wait_ms = -1;
+        if (deadline) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+            if (now >= deadline) {
+                timed_out = true;
                 break;
             }
+            wait_ms = (int)((deadline - now) / 1000000) + 1;
+        }
+        struct pollfd p[2] = { { .fd = moat_exit_fd(vm), .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+        int n = poll(p, sfd >= 0 ? 2 : 1, wait_ms);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (n > 0 && p[0].revents)
+            break;
+        if (n > 0 && sfd >= 0 && p[1].revents) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) != sizeof(si))
+                continue;
+            r = snapshot_to(vm, snapdir);
+            if (r < 0)
+                fprintf(stderr, "moat: snapshot to %s failed: %s\n", snapdir, strerror(-r));
+            else
+                fprintf(stderr, "moat: snapshot written to %s\n", snapdir);
+            if (si.ssi_signo == SIGUSR2 && r == 0)
+                moat_stop(vm);
         }
     }
+    if (timed_out) {
+        moat_stop(vm);
+        moat_wait(vm, -1, &ex);
+        fprintf(stderr, "moat: timeout after %gs\n", timeout);
+        code = EXIT_TIMEOUT;
+        goto done;
+    }
+    moat_wait(vm, -1, &ex);
+    switch (ex.reason) {
+    case MOAT_EXIT_RESET:
+    case MOAT_EXIT_CRASH:
+    case MOAT_EXIT_STOPPED:
+        if (ex.status >= 0) {
+            code = ex.status;
+        } else if (ex.reason == MOAT_EXIT_STOPPED) {
+            code = 0;
+        } else {
+            code = EXIT_GUEST_CRASH;
+            fprintf(stderr, "moat: guest %s without reporting an exit status (%s)\n",
+                    ex.reason == MOAT_EXIT_CRASH ? "crashed" : "stopped", ex.detail);
+            break;
+        }
+        if (verbose)
+            fprintf(stderr, "moat: %s\n", ex.detail);
+        break;
+    default:
+        fprintf(stderr, "moat: VMM error: %s\n", ex.detail);
+        code = EXIT_VMM_ERROR;
+        break;
+    }
+done:
     if (timings)
         print_timings(vm);
     moat_destroy(vm);
+    if (sfd >= 0)
+        close(sfd);
     restore_tty();
     return code;
+}
+
+static const char usage_restore[] =
+    "usage: moat restore [options] DIR\n"
+    "\n"
+    "Restore a snapshot (DIR/state and DIR/memory, as written by\n"
+    "`moat run --snapshot-dir DIR`) and run it to the end, like moat run.\n"
+    "\n"
+    "  --state FILE     the state file (default DIR/state)\n"
+    "  --mem FILE       the memory file (default DIR/memory)\n"
+    "  --timeout SEC    hard time limit; exit 124 when reached\n"
+    "  --timings        print phase timestamps as JSON on stderr\n"
+    "  --snapshot-dir D SIGUSR1: snapshot into D; SIGUSR2: snapshot into D and stop\n"
+    "  -v, --verbose    more log output\n"
+    "  -h, --help       this help\n";
+
+static int cmd_restore(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "state", required_argument, NULL, 's' },
+        { "mem", required_argument, NULL, 'm' },
+        { "timeout", required_argument, NULL, 't' },
+        { "timings", no_argument, NULL, 'T' },
+        { "snapshot-dir", required_argument, NULL, 'S' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 },
+    };
+    const char *state = NULL, *mem = NULL, *snapdir = NULL;
+    double timeout = 0;
+    int timings = 0, verbose = 0, c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': state = optarg; break;
+        case 'm': mem = optarg; break;
+        case 't': timeout = parse_timeout(optarg); break;
+        case 'T': timings = 1; break;
+        case 'S': snapdir = optarg; break;
+        case 'v': verbose++; break;
+        case 'h': fputs(usage_restore, stdout); return 0;
+        case ':': die_usage("option %s needs a value", argv[optind - 1]);
+        default: die_usage("unknown option %s", argv[optind - 1]);
+        }
+    }
+    char st[PATH_MAX], mm[PATH_MAX];
+    if (optind < argc) {
+        if (optind + 1 != argc)
+            die_usage("unexpected argument '%s'", argv[optind + 1]);
+        snprintf(st, sizeof(st), "%s/state", argv[optind]);
+        snprintf(mm, sizeof(mm), "%s/memory", argv[optind]);
+        if (!state)
+            state = st;
+        if (!mem)
+            mem = mm;
+    }
+    if (!state || !mem)
+        die_usage("%s", "restore needs a snapshot directory (or --state and --mem)");
+    moat_log_set_level(LOG_WARN + verbose);
+    struct moat_restore_config rc;
+    moat_restore_config_init(&rc);
+    rc.state_path = state;
+    rc.mem_path = mem;
+    rc.console_out = STDOUT_FILENO;
+    rc.console_in = fcntl(STDIN_FILENO, F_GETFD) >= 0 ? STDIN_FILENO : -1;
+    if (rc.console_in >= 0 && isatty(STDIN_FILENO))
+        rc.flags |= MOAT_F_CONSOLE_ESCAPE;
+    moat_timings_set_origin(cli_start_ns);
+    struct moat_vm *vm = NULL;
+    struct moat_error err;
+    int r = moat_restore(&rc, &vm, &err);
+    if (r < 0) {
+        fprintf(stderr, "moat: %s\n", err.msg[0] ? err.msg : strerror(-r));
+        return err.is_config ? EXIT_USAGE : EXIT_VMM_ERROR;
+    }
+    return run_vm(vm, rc.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose);
 }
 
 int main(int argc, char **argv)
@@ -325,6 +481,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "run"))
         return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "restore"))
+        return cmd_restore(argc - 1, argv + 1);
     fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);
     return EXIT_USAGE;
 }

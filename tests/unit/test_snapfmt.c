@@ -1,0 +1,173 @@
+/* The snapshot state-file format: round trip, and every corruption the
+ * issue names (any single-bit flip, truncation, wrong version, oversize)
+ * rejected cleanly. Pure; no KVM. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "vmm/snapfmt.h"
+
+static struct snap_section secs[SNAP_MAX_SECTIONS];
+
+/* A small but realistic file: meta + a few sections of odd lengths. */
+static uint8_t *build(size_t *len, struct snap_writer *w)
+{
+    snapw_init(w);
+    struct snap_meta meta = { .mem_size = 64 << 20, .ncpus = 2, .boot_kind = 4, .guest_status = -1 };
+    snapw_section(w, SNAP_META, 0, &meta, sizeof(meta));
+    uint8_t regs[144];
+    for (size_t i = 0; i < sizeof(regs); i++)
+        regs[i] = (uint8_t)(i * 7);
+    snapw_section(w, SNAP_VCPU_REGS, 0, regs, sizeof(regs));
+    snapw_section(w, SNAP_VCPU_REGS, 1, regs, 13);   /* unpadded length */
+    snapw_section(w, SNAP_DEV_MOATDEV, 0, "", 0);    /* empty section */
+    const uint8_t *out;
+    ck_assert_int_eq(snapw_finish(w, &out, len), 0);
+    return (uint8_t *)out;
+}
+
+START_TEST(round_trip)
+{
+    struct snap_writer w;
+    size_t len, n;
+    uint8_t *f = build(&len, &w);
+    const char *why;
+    ck_assert_int_eq(snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, &why), 0);
+    ck_assert_uint_eq(n, 4);
+    const struct snap_section *s = snap_find(secs, n, SNAP_VCPU_REGS, 1);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_uint_eq(s->len, 13);
+    ck_assert_uint_eq(s->data[12], (uint8_t)(12 * 7));
+    struct snap_meta m;
+    s = snap_find(secs, n, SNAP_META, 0);
+    ck_assert_uint_eq(s->len, sizeof(m));
+    memcpy(&m, s->data, sizeof(m));
+    ck_assert_uint_eq(m.mem_size, 64 << 20);
+    ck_assert_ptr_null(snap_find(secs, n, SNAP_VCPU_REGS, 2));
+    ck_assert_uint_eq(snap_find(secs, n, SNAP_DEV_MOATDEV, 0)->len, 0);
+    snapw_free(&w);
+}
+END_TEST
+
+START_TEST(every_bit_flip_rejected)
+{
+    struct snap_writer w;
+    size_t len, n;
+    uint8_t *f = build(&len, &w);
+    for (size_t bit = 0; bit < len * 8; bit++) {
+        f[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        const char *why = NULL;
+        int r = snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, &why);
+        ck_assert_msg(r < 0, "bit %zu flipped and still accepted", bit);
+        ck_assert_ptr_nonnull(why);
+        f[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    ck_assert_int_eq(snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, NULL), 0);
+    snapw_free(&w);
+}
+END_TEST
+
+START_TEST(every_truncation_rejected)
+{
+    struct snap_writer w;
+    size_t len, n;
+    uint8_t *f = build(&len, &w);
+    for (size_t l = 0; l < len; l++) {
+        uint8_t *copy = malloc(l ? l : 1);
+        memcpy(copy, f, l);
+        ck_assert_int_eq(snap_parse(copy, l, secs, SNAP_MAX_SECTIONS, &n, NULL), -EINVAL);
+        free(copy);
+    }
+    snapw_free(&w);
+}
+END_TEST
+
+/* Re-seal a modified file with a valid checksum, as a careful attacker would. */
+static void reseal(uint8_t *f, size_t len)
+{
+    memset(f + 24, 0, 8);
+    uint64_t sum = XXH3_64bits(f, len);
+    memcpy(f + 24, &sum, 8);
+}
+
+START_TEST(wrong_version_and_framing)
+{
+    struct snap_writer w;
+    size_t len, n;
+    uint8_t *f = build(&len, &w);
+    const char *why;
+    uint32_t v = 2;
+    memcpy(f + 8, &v, 4);
+    reseal(f, len);
+    ck_assert_int_eq(snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, &why), -EPROTONOSUPPORT);
+    v = SNAP_VERSION;
+    memcpy(f + 8, &v, 4);
+    /* a section length that runs past the end, checksum valid */
+    uint64_t huge = 1ull << 40;
+    memcpy(f + SNAP_HEADER_SIZE + 8, &huge, 8);
+    reseal(f, len);
+    ck_assert_int_eq(snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, &why), -EINVAL);
+    huge = UINT64_MAX;                       /* padding overflow */
+    memcpy(f + SNAP_HEADER_SIZE + 8, &huge, 8);
+    reseal(f, len);
+    ck_assert_int_eq(snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, &why), -EINVAL);
+    snapw_free(&w);
+    f = build(&len, &w);
+    /* duplicate section: make section 2 (regs/1) claim index 0 */
+    size_t off2 = SNAP_HEADER_SIZE + 16 + ((sizeof(struct snap_meta) + 7) & ~7u) + 16 + 144;
+    uint32_t idx = 0;
+    memcpy(f + off2 + 4, &idx, 4);
+    reseal(f, len);
+    ck_assert_int_eq(snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, &why), -EINVAL);
+    ck_assert_str_eq(why, "duplicate section");
+    snapw_free(&w);
+    f = build(&len, &w);
+    ck_assert_int_eq(snap_parse(f, len, secs, 2, &n, &why), -E2BIG);
+    f[40] = 1;                               /* reserved header byte */
+    reseal(f, len);
+    ck_assert_int_eq(snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, &why), -EINVAL);
+    snapw_free(&w);
+}
+END_TEST
+
+START_TEST(size_cap)
+{
+    uint8_t hdr[SNAP_HEADER_SIZE] = { 0 };
+    memcpy(hdr, SNAP_MAGIC, 8);
+    uint32_t v = SNAP_VERSION, hs = SNAP_HEADER_SIZE;
+    memcpy(hdr + 8, &v, 4);
+    memcpy(hdr + 12, &hs, 4);
+    uint64_t plen = (uint64_t)SNAP_MAX_PAYLOAD + 1;
+    memcpy(hdr + 16, &plen, 8);
+    size_t n;
+    ck_assert_int_eq(snap_parse(hdr, sizeof(hdr), secs, SNAP_MAX_SECTIONS, &n, NULL), -EFBIG);
+    struct snap_writer w;
+    snapw_init(&w);
+    static uint8_t big[SNAP_MAX_PAYLOAD];
+    snapw_section(&w, SNAP_META, 0, big, sizeof(big));   /* + header > cap */
+    const uint8_t *out;
+    size_t len;
+    ck_assert_int_eq(snapw_finish(&w, &out, &len), -EFBIG);
+    snapw_free(&w);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("snapfmt");
+    TCase *tc = tcase_create("format");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, round_trip);
+    tcase_add_test(tc, every_bit_flip_rejected);
+    tcase_add_test(tc, every_truncation_rejected);
+    tcase_add_test(tc, wrong_version_and_framing);
+    tcase_add_test(tc, size_cap);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}

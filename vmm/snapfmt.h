@@ -1,0 +1,97 @@
+/* The snapshot state-file format (docs/snapshot-format.md): a 64-byte
+ * header (magic, version, payload length, XXH3-64 checksum over the whole
+ * file with the checksum field zeroed) and a payload of typed sections.
+ * Pure: no KVM headers; parsing checks every length before using it and
+ * the size cap before any allocation, so it is unit-tested and fuzzed. */
+#ifndef MOAT_SNAPFMT_H
+#define MOAT_SNAPFMT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SNAP_MAGIC        "MOATSNAP"
+#define SNAP_VERSION      1u
+#define SNAP_HEADER_SIZE  64u
+#define SNAP_MAX_PAYLOAD  (16u << 20)   /* 16 MiB */
+#define SNAP_MAX_SECTIONS 1024u
+
+/* Section types. index: vCPU number, or 0. */
+enum snap_type {
+    SNAP_META = 1,       /* struct snap_meta */
+    SNAP_VCPU_REGS = 16, /* struct kvm_regs */
+    SNAP_VCPU_SREGS,     /* struct kvm_sregs */
+    SNAP_VCPU_FPU,       /* struct kvm_fpu */
+    SNAP_VCPU_XSAVE,     /* struct kvm_xsave (4096 bytes) */
+    SNAP_VCPU_XCRS,      /* struct kvm_xcrs */
+    SNAP_VCPU_MSRS,      /* array of struct snap_msr */
+    SNAP_VCPU_LAPIC,     /* struct kvm_lapic_state */
+    SNAP_VCPU_MP_STATE,  /* struct kvm_mp_state */
+    SNAP_VCPU_EVENTS,    /* struct kvm_vcpu_events */
+    SNAP_VCPU_DEBUGREGS, /* struct kvm_debugregs */
+    SNAP_VM_PIC_MASTER = 48, /* struct kvm_irqchip */
+    SNAP_VM_PIC_SLAVE,
+    SNAP_VM_IOAPIC,
+    SNAP_VM_PIT,         /* struct kvm_pit_state2 */
+    SNAP_VM_CLOCK,       /* struct kvm_clock_data */
+    SNAP_DEV_SERIAL = 80,/* struct snap_serial */
+    SNAP_DEV_MOATDEV,    /* struct snap_moatdev */
+};
+
+struct snap_meta {
+    uint64_t mem_size;       /* bytes; the memory file must be exactly this */
+    uint32_t ncpus;
+    uint32_t boot_kind;
+    uint32_t flags;          /* SNAP_META_* */
+    int32_t guest_status;    /* -1: none reported yet */
+    uint64_t created_unix_ns;
+};
+#define SNAP_META_PVM 1u
+
+struct snap_msr {
+    uint32_t index;
+    uint32_t reserved;
+    uint64_t data;
+};
+
+struct snap_serial {
+    uint8_t ier, iir, lcr, mcr, lsr, msr, scr, dll, dlm, fcr, thr_ipending;
+    uint8_t irq_level;
+    uint8_t rx_len, rx_head, pad[2];
+    uint8_t rx[64];
+};
+
+struct snap_moatdev {
+    uint32_t pio_scratch;
+    uint32_t pad;
+    uint64_t mmio_scratch;
+};
+
+/* Building a state file. Errors are sticky: snapw_finish reports them. */
+struct snap_writer {
+    uint8_t *buf;
+    size_t len, cap;
+    int err;
+};
+void snapw_init(struct snap_writer *w);
+void snapw_section(struct snap_writer *w, uint32_t type, uint32_t index, const void *data, uint64_t len);
+/* Fill in the header; out and outlen get the whole file (owned by w). */
+int snapw_finish(struct snap_writer *w, const uint8_t **out, size_t *outlen);
+void snapw_free(struct snap_writer *w);
+
+struct snap_section {
+    uint32_t type, index;
+    uint64_t len;
+    const uint8_t *data;
+};
+
+/* Check a whole state file: header, version, length, checksum, section
+ * framing. 0 and the sections (pointing into buf) on success; -EINVAL
+ * (malformed or corrupted), -EPROTONOSUPPORT (other version), -EFBIG (over
+ * the cap), -E2BIG (more than max sections); *why says which. */
+int snap_parse(const uint8_t *buf, size_t len, struct snap_section *secs, size_t max,
+               size_t *n, const char **why);
+/* The section (type, index), or NULL. */
+const struct snap_section *snap_find(const struct snap_section *secs, size_t n,
+                                     uint32_t type, uint32_t index);
+
+#endif
