@@ -20,6 +20,8 @@
 
 #include "include/moat.h"
 #include "vmm/log.h"
+#include "vmm/vhost_user.h"
+#include "vmm/vhost_user_fbblk.h"
 
 enum {
     EXIT_USAGE = 2,
@@ -43,6 +45,7 @@ static const char usage_main[] =
     "commands:\n"
     "  run       boot a guest and run a command in it\n"
     "  restore   restore a snapshot and run it\n"
+    "  device    serve a moat device to another VMM (vhost-user)\n"
     "\n"
     "options:\n"
     "  --version  print the version\n"
@@ -464,6 +467,104 @@ static int cmd_restore(int argc, char **argv)
     return run_vm(vm, rc.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose);
 }
 
+/* ---- moat device: serve a moat device over vhost-user (docs/vhost-user.md) */
+
+static const char usage_device[] =
+    "usage: moat device blk --socket PATH --disk FILE [--ro] [-v]\n"
+    "\n"
+    "Serve moat's virtio-blk on a vhost-user socket: a frontend such as QEMU\n"
+    "(-device vhost-user-blk,chardev=...) connects to PATH and its guest sees\n"
+    "FILE as a virtio block device. Runs until SIGINT/SIGTERM; frontends may\n"
+    "disconnect and reconnect.\n"
+    "\n"
+    "  --socket PATH  Unix socket to listen on (replaced if it exists)\n"
+    "  --disk FILE    disk image (raw)\n"
+    "  --ro           read-only: the guest sees a read-only disk, writes fail\n"
+    "  -v, --verbose  more log output (repeat for debug)\n"
+    "\n"
+    "exit status: 0 after a signal; 2 usage error; 125 runtime error.\n";
+
+static struct vhu_server *device_server;    /* for the signal handler only */
+
+static void device_on_signal(int sig)
+{
+    (void)sig;
+    if (device_server)
+        vhu_server_stop(device_server);
+}
+
+static int cmd_device(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "socket", required_argument, NULL, 's' },
+        { "disk", required_argument, NULL, 'd' },
+        { "ro", no_argument, NULL, 'r' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { 0, 0, 0, 0 },
+    };
+    const char *sock = NULL, *disk = NULL;
+    bool ro = false;
+    int verbose = 0, c;
+
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage_device, stdout);
+        return 0;
+    }
+    if (argc < 2 || strcmp(argv[1], "blk") != 0) {
+        fprintf(stderr, "moat: device: unknown or missing device type (only 'blk')\n%s",
+                usage_device);
+        return EXIT_USAGE;
+    }
+    argc--;
+    argv++;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': sock = optarg; break;
+        case 'd': disk = optarg; break;
+        case 'r': ro = true; break;
+        case 'v': verbose++; break;
+        case 'h': fputs(usage_device, stdout); return 0;
+        default: fputs(usage_device, stderr); return EXIT_USAGE;
+        }
+    }
+    if (optind < argc || !sock || !disk) {
+        fprintf(stderr, "moat: device blk: --socket and --disk are required\n%s", usage_device);
+        return EXIT_USAGE;
+    }
+    moat_log_set_level(LOG_WARN + verbose);
+
+    void *dev;
+    const struct virtio_dev_ops *ops = &vhu_fbblk_ops;
+    int r = vhu_fbblk_open(disk, ro, &dev);
+    if (r < 0) {
+        fprintf(stderr, "moat: device blk: %s: %s\n", disk, strerror(-r));
+        return EXIT_VMM_ERROR;
+    }
+    r = vhu_server_create(sock, ops, dev, &device_server);
+    if (r < 0) {
+        fprintf(stderr, "moat: device blk: socket %s: %s\n", sock, strerror(-r));
+        ops->destroy(dev);
+        return EXIT_VMM_ERROR;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = device_on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    r = vhu_server_run(device_server);
+    vhu_server_destroy(device_server);
+    device_server = NULL;
+    ops->destroy(dev);
+    if (r < 0) {
+        fprintf(stderr, "moat: device blk: %s\n", strerror(-r));
+        return EXIT_VMM_ERROR;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -479,6 +580,8 @@ int main(int argc, char **argv)
         fputs(usage_main, stdout);
         return 0;
     }
+    if (!strcmp(cmd, "device"))
+        return cmd_device(argc - 1, argv + 1);
     if (!strcmp(cmd, "run"))
         return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "restore"))

@@ -433,6 +433,13 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         close_fd(&v->kick_fd);
         v->kick_fd = fds[0];
         fds[0] = -1;
+        /* Devices wait on kick fds with blocking reads (io_uring); the
+         * frontend only ever writes them. */
+        {
+            int fl = fcntl(v->kick_fd, F_GETFL);
+            if (fl >= 0 && (fl & O_NONBLOCK))
+                fcntl(v->kick_fd, F_SETFL, fl & ~O_NONBLOCK);
+        }
         if (!(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
             v->enabled = true;
         reconcile(s);
