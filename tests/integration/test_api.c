@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "include/moat.h"
@@ -188,6 +189,299 @@ START_TEST(destroy_without_start)
 }
 END_TEST
 
+
+/* Wait until the reader has consumed everything written so far (the VM is
+ * paused or stopped, so nothing new arrives). */
+static void cap_drain(struct capture *c)
+{
+    int pending = 1;
+    for (int i = 0; i < 500 && pending; i++) {
+        ck_assert_int_eq(ioctl(c->rfd, FIONREAD, &pending), 0);
+        usleep(2000);
+    }
+    usleep(20000);
+}
+
+static char *cap_copy(struct capture *c)
+{
+    pthread_mutex_lock(&c->lock);
+    char *t = strdup(c->buf);
+    pthread_mutex_unlock(&c->lock);
+    ck_assert_ptr_nonnull(t);
+    return t;
+}
+
+static unsigned count_lines(struct capture *c)
+{
+    pthread_mutex_lock(&c->lock);
+    unsigned n = 0;
+    for (const char *p = c->buf; *p; p++)
+        n += *p == '\n';
+    pthread_mutex_unlock(&c->lock);
+    return n;
+}
+
+static int cap_wait_lines(struct capture *c, unsigned lines, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 10) {
+        if (count_lines(c) >= lines)
+            return 1;
+        usleep(10000);
+    }
+    return 0;
+}
+
+/* The counter guest's whole output: "tick 0" .. "tick n-1", "final n". */
+static unsigned check_sequence(const char *text)
+{
+    const char *p = text;
+    unsigned n = 0, fin = 0;
+    while (!strncmp(p, "tick ", 5)) {
+        unsigned t = (unsigned)strtoul(p + 5, NULL, 10);
+        ck_assert_msg(t == n, "tick %u where %u was due in: %s", t, n, text);
+        n++;
+        p = strchr(p, '\n');
+        ck_assert_ptr_nonnull(p);
+        p++;
+    }
+    ck_assert_msg(sscanf(p, "final %u", &fin) == 1, "no final line at: %.40s", p);
+    ck_assert_uint_eq(fin, n);
+    return n;
+}
+
+static char *cat(char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    char *r = realloc(a, la + lb + 1);
+    ck_assert_ptr_nonnull(r);
+    memcpy(r + la, b, lb + 1);
+    return r;
+}
+
+struct snapfiles { char state[256], mem[256]; };
+
+static void snap_names(struct snapfiles *f, const char *dir, int k)
+{
+    snprintf(f->state, sizeof(f->state), "%s/state%d", dir, k);
+    snprintf(f->mem, sizeof(f->mem), "%s/memory%d", dir, k);
+}
+
+static struct moat_vm *restore_vm(const struct snapfiles *f, struct capture *cap, int *wfd, int console_in)
+{
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    cap->rfd = p[0];
+    cap->len = 0;
+    cap->buf[0] = 0;
+    pthread_mutex_init(&cap->lock, NULL);
+    *wfd = p[1];
+    struct moat_restore_config rc;
+    moat_restore_config_init(&rc);
+    rc.state_path = f->state;
+    rc.mem_path = f->mem;
+    rc.console_out = p[1];
+    rc.console_in = console_in;
+    struct moat_vm *vm = NULL;
+    struct moat_error err;
+    int r = moat_restore(&rc, &vm, &err);
+    ck_assert_msg(r == 0, "moat_restore: %d %s", r, err.msg);
+    ck_assert_int_eq(pthread_create(&cap->thr, NULL, reader, cap), 0);
+    return vm;
+}
+
+/* Run the counter to a few ticks, pause, and snapshot it into k=1 files;
+ * returns the exact output so far. */
+static char *counter_snapshot(const char *dir)
+{
+    struct capture c;
+    int w, in[2];
+    ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+    struct moat_vm *vm = make_vm_in("counter", &c, &w, 1, "spin=20000", in[0]);
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert(cap_wait_for(&c, "tick 2\n", 20000 * slow()));
+    ck_assert_int_eq(moat_pause(vm), 0);
+    cap_drain(&c);
+    char *prefix = cap_copy(&c);
+    struct snapfiles f;
+    snap_names(&f, dir, 1);
+    ck_assert_int_eq(moat_snapshot(vm, f.state, f.mem), 0);
+    ck_assert_int_eq(moat_resume(vm), 0);            /* still paused after a snapshot */
+    moat_destroy(vm);
+    finish_capture(&c, w);
+    close(in[0]);
+    close(in[1]);
+    return prefix;
+}
+
+/* Snapshot, restore, run, snapshot again — three deep; the concatenated
+ * console output is one unbroken count and the final count matches. */
+START_TEST(snapshot_restore_chain_three_deep)
+{
+    char dir[] = "/tmp/moat-snap-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *text = counter_snapshot(dir);
+    for (int depth = 1; depth <= 3; depth++) {
+        struct snapfiles f, next;
+        snap_names(&f, dir, depth);
+        snap_names(&next, dir, depth + 1);
+        int in[2];
+        ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+        struct capture c;
+        int w;
+        struct moat_vm *vm = restore_vm(&f, &c, &w, in[0]);
+        ck_assert_int_eq(moat_start(vm), 0);
+        ck_assert(cap_wait_lines(&c, 3, 20000 * slow()));
+        if (depth < 3) {
+            ck_assert_int_eq(moat_pause(vm), 0);
+            cap_drain(&c);
+            ck_assert_int_eq(moat_snapshot(vm, next.state, next.mem), 0);
+            moat_destroy(vm);
+            finish_capture(&c, w);
+        } else {
+            ck_assert_int_eq(write(in[1], "q", 1), 1);
+            struct moat_exit ex;
+            ck_assert_int_eq(moat_wait(vm, 20000 * slow(), &ex), 0);
+            ck_assert_int_eq(ex.reason, MOAT_EXIT_RESET);
+            ck_assert_int_eq(ex.status, 0);            /* register and memory counts agree */
+            moat_destroy(vm);
+            finish_capture(&c, w);
+        }
+        text = cat(text, c.buf);
+        close(in[0]);
+        close(in[1]);
+    }
+    ck_assert_uint_ge(check_sequence(text), 9);
+    free(text);
+}
+END_TEST
+
+/* 20 restores of one snapshot at once: each continues the same count, they
+ * diverge (each stops at its own time), and they share the memory file's
+ * pages: each mapping's private dirty memory stays small. */
+START_TEST(twenty_forks)
+{
+    enum { N = 20 };
+    char dir[] = "/tmp/moat-fork-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char *prefix = counter_snapshot(dir);
+    struct snapfiles f;
+    snap_names(&f, dir, 1);
+    struct moat_vm *vm[N];
+    struct capture *c = calloc(N, sizeof(*c));
+    int w[N], in[N][2];
+    ck_assert_ptr_nonnull(c);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(pipe2(in[i], O_CLOEXEC), 0);
+        vm[i] = restore_vm(&f, &c[i], &w[i], in[i][0]);
+    }
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(moat_start(vm[i]), 0);
+    /* Fork i stops after i % 4 + 1 more ticks. */
+    for (int i = 0; i < N; i++) {
+        ck_assert(cap_wait_lines(&c[i], (unsigned)(i % 4 + 1), 60000 * slow()));
+        ck_assert_int_eq(write(in[i][1], "q", 1), 1);
+    }
+    struct moat_exit ex;
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(moat_wait(vm[i], 60000 * slow(), &ex), 0);
+        ck_assert_int_eq(ex.status, 0);
+    }
+    /* Memory sharing, while the mappings still exist. */
+    FILE *sm = fopen("/proc/self/smaps", "r");
+    ck_assert_ptr_nonnull(sm);
+    char line[512];
+    int in_map = 0, maps = 0;
+    long total_dirty_kb = 0;
+    while (fgets(line, sizeof(line), sm)) {
+        if (strchr(line, '-') && strchr(line, '/') && strstr(line, " "))
+            in_map = strstr(line, f.mem) != NULL;
+        if (in_map && !strncmp(line, "Private_Dirty:", 14)) {
+            long kb = strtol(line + 14, NULL, 10);
+            maps++;
+            total_dirty_kb += kb;
+        }
+    }
+    fclose(sm);
+    ck_assert_int_ge(maps, N);          /* each fork maps the file (KVM may split the VMA) */
+    ck_assert_msg(total_dirty_kb / N < 2048, "forks dirtied %ld KiB each of a 64 MiB snapshot",
+                  total_dirty_kb / N);
+    printf("twenty_forks: %d mappings, %ld KiB private dirty per fork\n", maps, total_dirty_kb / N);
+    unsigned lens[N];
+    for (int i = 0; i < N; i++) {
+        moat_destroy(vm[i]);
+        finish_capture(&c[i], w[i]);
+        char *t = cat(strdup(prefix), c[i].buf);
+        lens[i] = check_sequence(t);
+        free(t);
+        close(in[i][0]);
+        close(in[i][1]);
+    }
+    int differ = 0;
+    for (int i = 1; i < N; i++)
+        differ |= lens[i] != lens[0];
+    ck_assert_msg(differ, "all forks ended at the same count: they did not diverge");
+    free(c);
+    free(prefix);
+}
+END_TEST
+
+/* Bad snapshot files: flipped bits (a sample through the file), truncation,
+ * a memory file of the wrong size — each a clean error before any guest runs. */
+START_TEST(bad_snapshot_files)
+{
+    char dir[] = "/tmp/moat-bad-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    free(counter_snapshot(dir));
+    struct snapfiles f, bad;
+    snap_names(&f, dir, 1);
+    snprintf(bad.state, sizeof(bad.state), "%s/bad-state", dir);
+    snprintf(bad.mem, sizeof(bad.mem), "%s", f.mem);
+    FILE *fp = fopen(f.state, "rb");
+    ck_assert_ptr_nonnull(fp);
+    static uint8_t buf[1 << 20];
+    size_t len = fread(buf, 1, sizeof(buf), fp);
+    fclose(fp);
+    ck_assert_uint_gt(len, 64);
+    struct moat_restore_config rc;
+    moat_restore_config_init(&rc);
+    rc.state_path = bad.state;
+    rc.mem_path = bad.mem;
+    struct moat_vm *vm = NULL;
+    struct moat_error err;
+    for (size_t bit = 0; bit < len * 8; bit += 61) {
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        fp = fopen(bad.state, "wb");
+        ck_assert_uint_eq(fwrite(buf, 1, len, fp), len);
+        fclose(fp);
+        ck_assert_msg(moat_restore(&rc, &vm, &err) < 0, "bit %zu flipped: restored", bit);
+        ck_assert(err.is_config);
+        buf[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+    }
+    for (size_t l = 0; l < len; l += len / 7 + 1) {
+        fp = fopen(bad.state, "wb");
+        ck_assert_uint_eq(fwrite(buf, 1, l, fp), l);
+        fclose(fp);
+        ck_assert_int_lt(moat_restore(&rc, &vm, &err), 0);
+    }
+    /* memory file one page short */
+    char shortmem[300];
+    snprintf(shortmem, sizeof(shortmem), "%s/short-memory", dir);
+    struct stat st;
+    ck_assert_int_eq(stat(f.mem, &st), 0);
+    int fd = open(shortmem, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, st.st_size - 4096), 0);
+    close(fd);
+    rc.state_path = f.state;
+    rc.mem_path = shortmem;
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(err.msg, "memory file"));
+    rc.mem_path = f.mem;                     /* and the good pair still works */
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), 0);
+    moat_destroy(vm);
+}
+END_TEST
+
 /* Pause three times mid-count: nothing runs while paused, and after the
  * last resume the guest's ticks are consecutive and its register and
  * memory counts agree. Console input (the 'q') goes through the UART. */
@@ -291,14 +585,17 @@ int main(void)
     moat_host_info(&hi);
     if (hi.kvm_available) {
         TCase *kvm = tcase_create("kvm");
-        tcase_set_timeout(kvm, 60 * slow());
+        tcase_set_timeout(kvm, 120 * slow());
         tcase_add_test(kvm, two_vms_in_one_process);
         tcase_add_test(kvm, stop_a_spinning_guest_and_exit_fd);
         tcase_add_test(kvm, destroy_without_start);
         tcase_add_test(kvm, pause_resume_continues_exactly);
+        tcase_add_test(kvm, snapshot_restore_chain_three_deep);
+        tcase_add_test(kvm, twenty_forks);
+        tcase_add_test(kvm, bad_snapshot_files);
         suite_add_tcase(s, kvm);
     } else {
-        printf("SKIPPED: api: /dev/kvm not available (%s) — 4 KVM tests not run\n", strerror(hi.kvm_errno));
+        printf("SKIPPED: api: /dev/kvm not available (%s) — 7 KVM tests not run\n", strerror(hi.kvm_errno));
     }
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
