@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifdef MOAT_HAVE_URING
@@ -135,6 +136,15 @@ static void finish(struct blk_engine *e, struct blk_io *io)
     e->cb->done(e->opaque, io);
 }
 
+/* At thread start, look at every queue once: requests made available while
+ * the device was stopped (pause, snapshot) are not lost for want of a kick. */
+static void initial_kicks(struct blk_engine *e)
+{
+    for (unsigned q = 0; q < e->nkick; q++)
+        e->cb->kick(e->opaque, q);
+    e->cb->batch(e->opaque, false);
+}
+
 /* ---------------- thread pool ---------------- */
 
 static int64_t exec_once(int fd, struct blk_io *io)
@@ -193,6 +203,7 @@ static void *pool_thread(void *arg)
     struct blk_engine *e = arg;
     bool stopping = false;
     struct pollfd p[2 + BLK_ENGINE_MAX_KICK];
+    initial_kicks(e);
     for (;;) {
         p[0] = (struct pollfd){ .fd = e->stop_fd, .events = POLLIN };
         p[1] = (struct pollfd){ .fd = e->done_fd, .events = POLLIN };
@@ -385,6 +396,7 @@ static void *uring_thread(void *arg)
     uring_arm(e, FIXED_STOP, &e->stop_buf, TAG_STOP);
     for (unsigned q = 0; q < e->nkick; q++)
         uring_arm(e, FIXED_KICK0 + q, &e->kick_buf[q], (uint64_t)q << 8 | TAG_KICK);
+    initial_kicks(e);
     for (;;) {
         int r = io_uring_submit_and_wait(&e->ring, 1);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
@@ -404,6 +416,12 @@ static void *uring_thread(void *arg)
             break;
     }
     return NULL;
+}
+
+static int uring_register(struct io_uring *ring, unsigned op, void *arg, unsigned n)
+{
+    long r = syscall(__NR_io_uring_register, ring->ring_fd, op, arg, n);
+    return r < 0 ? -errno : 0;
 }
 
 static int uring_setup(struct blk_engine *e, char *why, size_t wlen)
@@ -442,11 +460,13 @@ static int uring_setup(struct blk_engine *e, char *why, size_t wlen)
     res[n++].sqe_flags = IOSQE_FIXED_FILE;
     res[n].opcode = IORING_RESTRICTION_SQE_FLAGS_REQUIRED;
     res[n++].sqe_flags = IOSQE_FIXED_FILE;
-    if ((r = io_uring_register_restrictions(&e->ring, res, n)) < 0) {
+    /* Raw io_uring_register(2): liburing 2.3 as packaged in Debian 12 does
+     * not export io_uring_register_restrictions/io_uring_enable_rings. */
+    if ((r = uring_register(&e->ring, IORING_REGISTER_RESTRICTIONS, res, n)) < 0) {
         snprintf(why, wlen, "io_uring restrictions: %s", strerror(-r));
         return r;
     }
-    if ((r = io_uring_enable_rings(&e->ring)) < 0) {
+    if ((r = uring_register(&e->ring, IORING_REGISTER_ENABLE_RINGS, NULL, 0)) < 0) {
         snprintf(why, wlen, "io_uring enable: %s", strerror(-r));
         return r;
     }
@@ -572,13 +592,14 @@ int blk_engine_start(const struct blk_engine_cfg *c, struct blk_engine **out)
     if (kind == BLK_ENGINE_URING)
         fn = uring_thread;
 #endif
+    *out = e;       /* before the thread exists: its first callbacks may use it */
     r = pthread_create(&e->thread, NULL, fn, e);
     if (r) {
+        *out = NULL;
         engine_free(e);
         return -r;
     }
     e->thread_started = true;
-    *out = e;
     return 0;
 }
 

@@ -55,8 +55,9 @@ struct blk_io {
 };
 
 struct blk_engine_cb {
-    /* Queue q was kicked (its eventfd fired): pop and submit. Not called
-     * once the engine is stopping. */
+    /* Queue q was kicked (its eventfd fired): pop and submit. Also called
+     * once per queue when the thread starts (*out of blk_engine_start is
+     * set by then). Not called once the engine is stopping. */
     void (*kick)(void *opaque, unsigned q);
     /* The request in this slot, if gen still matches; NULL: stale. */
     struct blk_io *(*lookup)(void *opaque, uint32_t slot, uint32_t gen);

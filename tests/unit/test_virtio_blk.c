@@ -1,0 +1,517 @@
+/* virtio-blk driven through a real virtqueue in fake guest memory, backed by
+ * a temporary file, with the I/O engine doing real I/O. Every test runs with
+ * the io_uring engine (loop index 0; skipped loudly if the host refuses
+ * io_uring) and the thread pool (index 1). */
+#include <check.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices/blk_uring.h"
+#include "devices/virtio_blk.h"
+#include "devices/virtio_blk_req.h"
+#include "devices/virtq.h"
+#include "vmm/gmem.h"
+
+#define MEM_SIZE   (4u << 20)
+#define QSIZE      128u
+#define DESC_GPA   0x1000u
+#define AVAIL_GPA  0x2000u
+#define USED_GPA   0x3000u
+#define HDR_GPA    0x10000u     /* per-head: HDR_GPA + 32 * head */
+#define STAT_GPA   0x14000u     /* per-head: one byte */
+#define DATA_GPA   0x100000u    /* data buffers */
+#define DISK_SECTORS 256u
+
+struct rig {
+    uint8_t *ram;
+    struct gmem mem;
+    struct virtq q;
+    struct virtio_dev_env env;
+    struct virtio_blk *blk;
+    char path[64];
+    uint16_t avail_idx, next_desc;
+    _Atomic unsigned notifies, resets;
+    bool started;
+    int kfd;
+};
+
+static void on_notify(void *o, unsigned q) { (void)q; atomic_fetch_add(&((struct rig *)o)->notifies, 1); }
+static void on_reset(void *o) { atomic_fetch_add(&((struct rig *)o)->resets, 1); }
+
+static enum blk_engine_kind engine_for(int i) { return i == 0 ? BLK_ENGINE_URING : BLK_ENGINE_POOL; }
+
+/* Skip (loudly) the io_uring half where the host has none. */
+static bool engine_ok(int i)
+{
+    char why[160];
+    if (i == 0 && !blk_uring_available(why, sizeof why)) {
+        printf("SKIPPED: test_virtio_blk io_uring variant: %s\n", why);
+        return false;
+    }
+    return true;
+}
+
+static uint8_t pattern(uint64_t byte_off) { return (uint8_t)(byte_off * 7 + (byte_off >> 9) * 13 + 1); }
+
+static void make_file(struct rig *r, uint64_t bytes)
+{
+    snprintf(r->path, sizeof r->path, "/tmp/moat-vblk-XXXXXX");
+    int fd = mkstemp(r->path);
+    ck_assert_int_ge(fd, 0);
+    uint8_t *buf = malloc(bytes);
+    for (uint64_t i = 0; i < bytes; i++)
+        buf[i] = pattern(i);
+    ck_assert_int_eq(pwrite(fd, buf, bytes, 0), (ssize_t)bytes);
+    free(buf);
+    close(fd);
+}
+
+static void rig_queue(struct rig *r, uint64_t features)
+{
+    ck_assert_int_eq(virtq_init(&r->q, QSIZE), 0);
+    r->q.size = QSIZE;
+    r->q.desc = DESC_GPA;
+    r->q.avail = AVAIL_GPA;
+    r->q.used = USED_GPA;
+    virtq_set_features(&r->q, features);
+    ck_assert_int_eq(virtq_enable(&r->q, &r->mem), 0);
+    r->avail_idx = 0;
+    r->next_desc = 0;
+    memset(r->ram + AVAIL_GPA, 0, 0x1000);
+    memset(r->ram + USED_GPA, 0, 0x1000);
+}
+
+static int rig_start(struct rig *r, uint64_t features)
+{
+    rig_queue(r, features);
+    memset(&r->env, 0, sizeof r->env);
+    r->env.mem = &r->mem;
+    r->env.queues = &r->q;
+    r->env.nqueues = 1;
+    r->env.features = features;
+    r->env.kick_fd[0] = r->kfd;
+    r->env.notify_used = on_notify;
+    r->env.needs_reset = on_reset;
+    r->env.opaque = r;
+    int e = virtio_blk_ops.start(r->blk, &r->env);
+    r->started = e == 0;
+    return e;
+}
+
+static void rig_init(struct rig *r, int loop, bool ro, const char *id, uint64_t file_bytes)
+{
+    memset(r, 0, sizeof *r);
+    r->ram = calloc(1, MEM_SIZE);
+    r->mem.n = 1;
+    r->mem.r[0] = (struct gmem_region){ 0, MEM_SIZE, r->ram };
+    make_file(r, file_bytes);
+    r->kfd = eventfd(0, EFD_CLOEXEC);
+    struct virtio_blk_opts o = { .path = r->path, .read_only = ro, .id = id,
+                                 .engine = engine_for(loop), .name = "vtest" };
+    char why[200];
+    ck_assert_int_eq(virtio_blk_create(&o, &r->blk, why, sizeof why), 0);
+    uint64_t f = virtio_blk_ops.features(r->blk) | (1ull << VIRTIO_F_VERSION_1);
+    ck_assert_int_eq(rig_start(r, f), 0);
+}
+
+static void rig_fini(struct rig *r)
+{
+    virtio_blk_ops.destroy(r->blk);
+    close(r->kfd);
+    unlink(r->path);
+    free(r->ram);
+}
+
+static void put_desc(struct rig *r, uint16_t i, uint64_t addr, uint32_t len, uint16_t flags, uint16_t next)
+{
+    uint8_t *d = r->ram + DESC_GPA + 16u * i;
+    uint64_t a = htole64(addr); uint32_t l = htole32(len); uint16_t f = htole16(flags), n = htole16(next);
+    memcpy(d, &a, 8); memcpy(d + 8, &l, 4); memcpy(d + 12, &f, 2); memcpy(d + 14, &n, 2);
+}
+
+static uint16_t ld16(struct rig *r, uint64_t gpa) { uint16_t v; memcpy(&v, r->ram + gpa, 2); return le16toh(v); }
+static uint32_t ld32(struct rig *r, uint64_t gpa) { uint32_t v; memcpy(&v, r->ram + gpa, 4); return le32toh(v); }
+
+static void make_avail(struct rig *r, uint16_t head)
+{
+    uint16_t v = htole16(head);
+    memcpy(r->ram + AVAIL_GPA + 4 + 2u * (r->avail_idx % QSIZE), &v, 2);
+    r->avail_idx++;
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    v = htole16(r->avail_idx);
+    memcpy(r->ram + AVAIL_GPA + 2, &v, 2);
+}
+
+static void kick(struct rig *r)
+{
+    uint64_t one = 1;
+    ck_assert_int_eq(write(r->env.kick_fd[0], &one, 8), 8);
+}
+
+/* Wait until used->idx reaches want (5 s cap). */
+static void wait_used(struct rig *r, uint16_t want)
+{
+    for (int i = 0; i < 5000; i++) {
+        if (__atomic_load_n((uint16_t *)(r->ram + USED_GPA + 2), __ATOMIC_ACQUIRE) == want)
+            return;
+        usleep(1000);
+    }
+    ck_abort_msg("used idx %u, want %u", ld16(r, USED_GPA + 2), want);
+}
+
+/* Used element for used slot i. */
+static void used_elem(struct rig *r, uint16_t i, uint32_t *id, uint32_t *len)
+{
+    *id = ld32(r, USED_GPA + 4 + 8u * (i % QSIZE));
+    *len = ld32(r, USED_GPA + 8 + 8u * (i % QSIZE));
+}
+
+/* A standard request: header, data split in nseg pieces (0 = none), status.
+ * Returns the head. Descriptors are taken from r->next_desc on. */
+static uint16_t req(struct rig *r, uint32_t type, uint64_t sector, uint64_t data_gpa,
+                    uint32_t data_len, unsigned nseg, bool data_writable)
+{
+    uint16_t head = r->next_desc;
+    uint16_t d = head;
+    uint64_t hdr = HDR_GPA + 32u * head;
+    uint32_t t = htole32(type), z = 0; uint64_t s = htole64(sector);
+    memcpy(r->ram + hdr, &t, 4); memcpy(r->ram + hdr + 4, &z, 4); memcpy(r->ram + hdr + 8, &s, 8);
+    r->ram[STAT_GPA + head] = 0xee;
+    put_desc(r, d, hdr, 16, VIRTQ_DESC_F_NEXT, (uint16_t)(d + 1));
+    d++;
+    for (unsigned i = 0; i < nseg; i++) {
+        uint32_t piece = data_len / nseg, off = piece * i;
+        if (i == nseg - 1)
+            piece = data_len - off;
+        put_desc(r, d, data_gpa + off, piece,
+                 VIRTQ_DESC_F_NEXT | (data_writable ? VIRTQ_DESC_F_WRITE : 0), (uint16_t)(d + 1));
+        d++;
+    }
+    put_desc(r, d, STAT_GPA + head, 1, VIRTQ_DESC_F_WRITE, 0);
+    d++;
+    r->next_desc = d % QSIZE;
+    make_avail(r, head);
+    return head;
+}
+
+static void read_file_at(struct rig *r, uint64_t off, void *buf, size_t len)
+{
+    int fd = open(r->path, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pread(fd, buf, len, (off_t)off), (ssize_t)len);
+    close(fd);
+}
+
+START_TEST(read_write_flush)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, false, NULL, DISK_SECTORS * 512);
+    /* Read sectors 3..10 in three segments. */
+    uint16_t h = req(&r, VIRTIO_BLK_T_IN, 3, DATA_GPA, 8 * 512, 3, true);
+    kick(&r);
+    wait_used(&r, 1);
+    uint32_t id, len;
+    used_elem(&r, 0, &id, &len);
+    ck_assert_uint_eq(id, h);
+    ck_assert_uint_eq(len, 8 * 512 + 1);
+    ck_assert_uint_eq(r.ram[STAT_GPA + h], VIRTIO_BLK_S_OK);
+    for (uint32_t i = 0; i < 8 * 512; i++)
+        ck_assert_uint_eq(r.ram[DATA_GPA + i], pattern(3 * 512 + i));
+    /* Write 4 sectors at 100 with a new pattern, then flush. */
+    for (uint32_t i = 0; i < 4 * 512; i++)
+        r.ram[DATA_GPA + 0x10000 + i] = (uint8_t)(i ^ 0x5a);
+    uint16_t w = req(&r, VIRTIO_BLK_T_OUT, 100, DATA_GPA + 0x10000, 4 * 512, 2, false);
+    uint16_t f = req(&r, VIRTIO_BLK_T_FLUSH, 0, 0, 0, 0, false);
+    kick(&r);
+    wait_used(&r, 3);
+    ck_assert_uint_eq(r.ram[STAT_GPA + w], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[STAT_GPA + f], VIRTIO_BLK_S_OK);
+    uint8_t buf[4 * 512];
+    read_file_at(&r, 100 * 512, buf, sizeof buf);
+    for (uint32_t i = 0; i < sizeof buf; i++)
+        ck_assert_uint_eq(buf[i], (uint8_t)(i ^ 0x5a));
+    /* Neighbours untouched. */
+    read_file_at(&r, 99 * 512, buf, 512);
+    for (uint32_t i = 0; i < 512; i++)
+        ck_assert_uint_eq(buf[i], pattern(99 * 512 + i));
+    struct virtio_blk_stats st;
+    virtio_blk_get_stats(r.blk, &st);
+    ck_assert_uint_eq(st.completed, 3);
+    ck_assert_uint_eq(st.failed, 0);
+    ck_assert_int_eq(st.engine, engine_for(_i));
+    ck_assert_uint_ge(atomic_load(&r.notifies), 1);
+    rig_fini(&r);
+}
+END_TEST
+
+START_TEST(get_id_and_config)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    /* Not a multiple of 512: the tail is not addressable. */
+    rig_init(&r, _i, false, "moat-disk-7", DISK_SECTORS * 512 + 100);
+    uint8_t c[8];
+    virtio_blk_ops.config_read(r.blk, 0, c, 8);
+    uint64_t cap; memcpy(&cap, c, 8);
+    ck_assert_uint_eq(le64toh(cap), DISK_SECTORS);
+    ck_assert_uint_eq(virtio_blk_capacity(r.blk), DISK_SECTORS);
+    virtio_blk_ops.config_read(r.blk, 12, c, 4);
+    ck_assert_uint_eq(ld32(&(struct rig){ .ram = c }, 0), VIRTIO_BLK_SEG_MAX);
+    virtio_blk_ops.config_read(r.blk, 0xf00, c, 4);     /* beyond: zeroes */
+    ck_assert_uint_eq(c[0] | c[1] | c[2] | c[3], 0);
+    ck_assert_uint_eq(virtio_blk_ops.config_size(r.blk), VIRTIO_BLK_CONFIG_SIZE);
+
+    memset(r.ram + DATA_GPA, 0xcc, 64);
+    uint16_t h = req(&r, VIRTIO_BLK_T_GET_ID, 0, DATA_GPA, VIRTIO_BLK_ID_BYTES, 1, true);
+    /* Last sector readable, one past it is not. */
+    uint16_t ok = req(&r, VIRTIO_BLK_T_IN, DISK_SECTORS - 1, DATA_GPA + 0x1000, 512, 1, true);
+    uint16_t bad = req(&r, VIRTIO_BLK_T_IN, DISK_SECTORS, DATA_GPA + 0x2000, 512, 1, true);
+    kick(&r);
+    wait_used(&r, 3);
+    ck_assert_uint_eq(r.ram[STAT_GPA + h], VIRTIO_BLK_S_OK);
+    ck_assert_mem_eq(r.ram + DATA_GPA, "moat-disk-7\0\0\0\0\0\0\0\0\0", VIRTIO_BLK_ID_BYTES);
+    ck_assert_uint_eq(r.ram[DATA_GPA + VIRTIO_BLK_ID_BYTES], 0xcc);
+    ck_assert_uint_eq(r.ram[STAT_GPA + ok], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[DATA_GPA + 0x1000], pattern((DISK_SECTORS - 1) * 512));
+    ck_assert_uint_eq(r.ram[STAT_GPA + bad], VIRTIO_BLK_S_IOERR);
+    rig_fini(&r);
+}
+END_TEST
+
+START_TEST(read_only_drive)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, true, NULL, DISK_SECTORS * 512);
+    uint64_t f = virtio_blk_ops.features(r.blk);
+    ck_assert(f & (1ull << VIRTIO_BLK_F_RO));
+    ck_assert(!(f & (1ull << VIRTIO_BLK_F_DISCARD)));
+    struct stat before, after;
+    ck_assert_int_eq(stat(r.path, &before), 0);
+    memset(r.ram + DATA_GPA, 0x77, 512);
+    uint16_t w = req(&r, VIRTIO_BLK_T_OUT, 0, DATA_GPA, 512, 1, false);
+    uint16_t d = req(&r, VIRTIO_BLK_T_DISCARD, 0, DATA_GPA, 16, 1, false);
+    uint16_t rd = req(&r, VIRTIO_BLK_T_IN, 5, DATA_GPA + 0x1000, 512, 1, true);
+    uint16_t fl = req(&r, VIRTIO_BLK_T_FLUSH, 0, 0, 0, 0, false);
+    kick(&r);
+    wait_used(&r, 4);
+    ck_assert_uint_eq(r.ram[STAT_GPA + w], VIRTIO_BLK_S_IOERR);
+    ck_assert_uint_eq(r.ram[STAT_GPA + d], VIRTIO_BLK_S_UNSUPP);
+    ck_assert_uint_eq(r.ram[STAT_GPA + rd], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[STAT_GPA + fl], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[DATA_GPA + 0x1000], pattern(5 * 512));
+    uint8_t buf[512];
+    read_file_at(&r, 0, buf, 512);
+    for (int i = 0; i < 512; i++)
+        ck_assert_uint_eq(buf[i], pattern((uint64_t)i));
+    ck_assert_int_eq(stat(r.path, &after), 0);
+    ck_assert_int_eq(after.st_size, before.st_size);
+    rig_fini(&r);
+}
+END_TEST
+
+START_TEST(bad_chains_fail_alone)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, false, NULL, DISK_SECTORS * 512);
+    /* 1: header only, no status byte: used length 0. */
+    uint16_t h1 = r.next_desc;
+    put_desc(&r, h1, HDR_GPA, 16, 0, 0);
+    make_avail(&r, h1);
+    /* 2: next out of range. */
+    uint16_t h2 = (uint16_t)(h1 + 1);
+    put_desc(&r, h2, HDR_GPA, 16, VIRTQ_DESC_F_NEXT, 500);
+    make_avail(&r, h2);
+    /* 3: a buffer outside guest RAM. */
+    uint16_t h3 = (uint16_t)(h1 + 2);
+    put_desc(&r, h3, HDR_GPA, 16, VIRTQ_DESC_F_NEXT, (uint16_t)(h3 + 1));
+    put_desc(&r, (uint16_t)(h3 + 1), MEM_SIZE - 8, 512, VIRTQ_DESC_F_NEXT | VIRTQ_DESC_F_WRITE, (uint16_t)(h3 + 2));
+    put_desc(&r, (uint16_t)(h3 + 2), STAT_GPA, 1, VIRTQ_DESC_F_WRITE, 0);
+    make_avail(&r, h3);
+    /* 4: a loop. */
+    uint16_t h4 = (uint16_t)(h1 + 5);
+    put_desc(&r, h4, HDR_GPA, 16, VIRTQ_DESC_F_NEXT, h4);
+    make_avail(&r, h4);
+    /* 5: unknown type -> UNSUPP; 6: data length not a sector multiple -> IOERR. */
+    r.next_desc = (uint16_t)(h1 + 6);
+    uint16_t h5 = req(&r, 99, 0, 0, 0, 0, false);
+    uint16_t h6 = req(&r, VIRTIO_BLK_T_IN, 0, DATA_GPA, 100, 1, true);
+    /* 7: a good read afterwards still works. */
+    uint16_t h7 = req(&r, VIRTIO_BLK_T_IN, 1, DATA_GPA, 512, 1, true);
+    kick(&r);
+    wait_used(&r, 7);
+    uint32_t id, len;
+    used_elem(&r, 0, &id, &len); ck_assert_uint_eq(id, h1); ck_assert_uint_eq(len, 0);
+    used_elem(&r, 1, &id, &len); ck_assert_uint_eq(id, h2); ck_assert_uint_eq(len, 0);
+    used_elem(&r, 2, &id, &len); ck_assert_uint_eq(id, h3); ck_assert_uint_eq(len, 0);
+    used_elem(&r, 3, &id, &len); ck_assert_uint_eq(id, h4); ck_assert_uint_eq(len, 0);
+    ck_assert_uint_eq(r.ram[STAT_GPA + h5], VIRTIO_BLK_S_UNSUPP);
+    ck_assert_uint_eq(r.ram[STAT_GPA + h6], VIRTIO_BLK_S_IOERR);
+    ck_assert_uint_eq(r.ram[STAT_GPA + h7], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[DATA_GPA], pattern(512));
+    struct virtio_blk_stats st;
+    virtio_blk_get_stats(r.blk, &st);
+    ck_assert_uint_eq(st.bad_chains, 6);
+    ck_assert_uint_eq(st.completed, 1);
+    ck_assert_uint_eq(atomic_load(&r.resets), 0);
+    rig_fini(&r);
+}
+END_TEST
+
+START_TEST(broken_queue_needs_reset)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, false, NULL, DISK_SECTORS * 512);
+    /* avail->idx jumps by more than the queue size: head unknown. */
+    uint16_t v = htole16(QSIZE + 5);
+    memcpy(r.ram + AVAIL_GPA + 2, &v, 2);
+    kick(&r);
+    for (int i = 0; i < 5000 && atomic_load(&r.resets) == 0; i++)
+        usleep(1000);
+    ck_assert_uint_eq(atomic_load(&r.resets), 1);
+    ck_assert_uint_eq(ld16(&r, USED_GPA + 2), 0);
+    /* The device recovers after a reset (stop, fresh queue, start). */
+    virtio_blk_ops.stop(r.blk);
+    virtio_blk_ops.stop(r.blk);     /* idempotent */
+    ck_assert_int_eq(rig_start(&r, r.env.features), 0);
+    uint16_t h = req(&r, VIRTIO_BLK_T_IN, 2, DATA_GPA, 512, 1, true);
+    kick(&r);
+    wait_used(&r, 1);
+    ck_assert_uint_eq(r.ram[STAT_GPA + h], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[DATA_GPA + 5], pattern(2 * 512 + 5));
+    rig_fini(&r);
+}
+END_TEST
+
+START_TEST(many_in_flight_and_stop_drains)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, false, NULL, DISK_SECTORS * 512);
+    /* 40 writes of one sector each (3 descriptors each: 120 <= 128). */
+    for (unsigned i = 0; i < 40; i++) {
+        memset(r.ram + DATA_GPA + 512u * i, (int)(i + 1), 512);
+        req(&r, VIRTIO_BLK_T_OUT, 10 + i, DATA_GPA + 512u * i, 512, 1, false);
+    }
+    kick(&r);
+    /* Stop at once: every request popped must complete and be published
+     * (the rest stays in the avail ring)... */
+    virtio_blk_ops.stop(r.blk);
+    ck_assert_uint_eq(r.q.inflight, 0);
+    ck_assert_uint_eq(ld16(&r, USED_GPA + 2), r.q.last_avail_idx);
+    /* ... and a restart picks up what was left, without a new kick. */
+    ck_assert_int_eq(virtio_blk_ops.start(r.blk, &r.env), 0);
+    wait_used(&r, 40);
+    virtio_blk_ops.stop(r.blk);
+    struct virtio_blk_stats st;
+    virtio_blk_get_stats(r.blk, &st);
+    ck_assert_uint_eq(st.completed, 40);
+    ck_assert_uint_le(st.notifies, st.batches);
+    ck_assert_uint_ge(st.max_inflight, 1);
+    uint8_t buf[512];
+    for (unsigned i = 0; i < 40; i++) {
+        read_file_at(&r, (10 + i) * 512ull, buf, 512);
+        ck_assert_uint_eq(buf[0], i + 1);
+        ck_assert_uint_eq(buf[511], i + 1);
+    }
+    rig_fini(&r);
+}
+END_TEST
+
+START_TEST(discard_and_write_zeroes)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, false, NULL, DISK_SECTORS * 512);
+    uint8_t range[16];
+    uint64_t s = htole64(16); uint32_t n = htole32(8), fl = 0;
+    memcpy(range, &s, 8); memcpy(range + 8, &n, 4); memcpy(range + 12, &fl, 4);
+    memcpy(r.ram + DATA_GPA, range, 16);
+    s = htole64(40); n = htole32(3);
+    memcpy(range, &s, 8); memcpy(range + 8, &n, 4);
+    memcpy(r.ram + DATA_GPA + 16, range, 16);
+    uint16_t d = req(&r, VIRTIO_BLK_T_DISCARD, 0, DATA_GPA, 16, 1, false);
+    uint16_t z = req(&r, VIRTIO_BLK_T_WRITE_ZEROES, 0, DATA_GPA + 16, 16, 1, false);
+    kick(&r);
+    wait_used(&r, 2);
+    ck_assert_uint_eq(r.ram[STAT_GPA + d], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[STAT_GPA + z], VIRTIO_BLK_S_OK);
+    uint8_t buf[8 * 512];
+    read_file_at(&r, 16 * 512, buf, sizeof buf);
+    for (size_t i = 0; i < sizeof buf; i++)
+        ck_assert_uint_eq(buf[i], 0);
+    read_file_at(&r, 40 * 512, buf, 3 * 512);
+    for (size_t i = 0; i < 3 * 512; i++)
+        ck_assert_uint_eq(buf[i], 0);
+    read_file_at(&r, 43 * 512, buf, 512);
+    ck_assert_uint_eq(buf[0], pattern(43 * 512));
+    rig_fini(&r);
+}
+END_TEST
+
+START_TEST(create_errors)
+{
+    struct virtio_blk *b = NULL;
+    char why[200];
+    struct virtio_blk_opts o = { .path = "/nonexistent/moat-disk.img", .engine = engine_for(_i) };
+    ck_assert_int_eq(virtio_blk_create(&o, &b, why, sizeof why), -ENOENT);
+    ck_assert_ptr_null(b);
+    ck_assert(strstr(why, "/nonexistent/moat-disk.img") != NULL);
+    o.path = "/tmp";
+    ck_assert_int_eq(virtio_blk_create(&o, &b, why, sizeof why), -EISDIR);
+    struct rig r;
+    memset(&r, 0, sizeof r);
+    make_file(&r, 4096);
+    o.path = r.path;
+    o.id = "this id is longer than twenty bytes";
+    ck_assert_int_eq(virtio_blk_create(&o, &b, why, sizeof why), -EINVAL);
+    o.id = NULL;
+    ck_assert_int_eq(virtio_blk_create(&o, &b, why, sizeof why), 0);
+    struct virtio_blk *b2 = NULL;
+    ck_assert_int_eq(virtio_blk_create(&o, &b2, why, sizeof why), -EWOULDBLOCK);
+    ck_assert(strstr(why, "in use") != NULL);
+    virtio_blk_ops.destroy(b);
+    ck_assert_int_eq(truncate(r.path, 100), 0);
+    ck_assert_int_eq(virtio_blk_create(&o, &b, why, sizeof why), -EINVAL);
+    unlink(r.path);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("virtio_blk");
+    TCase *tc = tcase_create("device");
+    tcase_set_timeout(tc, 30);
+    tcase_add_loop_test(tc, read_write_flush, 0, 2);
+    tcase_add_loop_test(tc, get_id_and_config, 0, 2);
+    tcase_add_loop_test(tc, read_only_drive, 0, 2);
+    tcase_add_loop_test(tc, bad_chains_fail_alone, 0, 2);
+    tcase_add_loop_test(tc, broken_queue_needs_reset, 0, 2);
+    tcase_add_loop_test(tc, many_in_flight_and_stop_drains, 0, 2);
+    tcase_add_loop_test(tc, discard_and_write_zeroes, 0, 2);
+    tcase_add_loop_test(tc, create_errors, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
