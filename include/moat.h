@@ -45,6 +45,20 @@ struct moat_config {
     int console_out;          /* fd the UART writes to, or -1 to discard */
     uint32_t flags;           /* MOAT_F_* */
     int kick_signal;          /* 0: SIGRTMIN + 7 */
+    /* virtio-blk drives, in order: the first is /dev/vda in a Linux guest
+     * (virtio-mmio slot 0). Copied during moat_create. */
+    const struct moat_drive *drives;
+    size_t ndrives;           /* at most MOAT_MAX_DRIVES */
+};
+
+#define MOAT_MAX_DRIVES 16
+
+/* A disk image (or block device) the guest sees as a virtio-blk drive. The
+ * file is locked while the VM lives (exclusive; shared when read_only). */
+struct moat_drive {
+    const char *path;
+    const char *id;           /* serial (VIRTIO_BLK_T_GET_ID), <= 20 bytes, or NULL */
+    int read_only;            /* writes fail with an I/O error; the file is opened O_RDONLY */
 };
 
 /* Fill *cfg with defaults (256 MiB, 1 vCPU, console on -1/-1). */

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devices/virtio_blk.h"
 #include "vmm/layout.h"
 #include "vmm/log.h"
 #include "vmm/vm.h"
@@ -389,6 +390,57 @@ static int setup_devices(struct moat_vm *vm)
     return 0;
 }
 
+/* ---- virtio-blk drives (slots 0 .. ndrives-1, in order) ---- */
+
+/* The kernel parameters announcing the drives' virtio-mmio slots. */
+static int drives_cmdline(const struct moat_config *cfg, char *buf, size_t size)
+{
+    size_t n = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i < cfg->ndrives && i < VIRTIO_MMIO_KVM_MAX_SLOTS; i++) {
+        if (n && n + 1 < size)
+            buf[n++] = ' ';
+        int r = virtio_mmio_kvm_cmdline((unsigned)i, buf + n, size - n);
+        if (r < 0)
+            return r;
+        n += (size_t)r;
+    }
+    return (int)n;
+}
+
+static int setup_drives(struct moat_vm *vm, const struct moat_config *cfg, struct moat_error *err)
+{
+    if (cfg->ndrives && !cfg->drives)
+        return seterr(err, 1, -EINVAL, "drive list missing");
+    if (cfg->ndrives > MOAT_MAX_DRIVES || cfg->ndrives > VIRTIO_MMIO_KVM_MAX_SLOTS)
+        return seterr(err, 1, -EINVAL, "too many drives (%zu, at most %d)", cfg->ndrives, MOAT_MAX_DRIVES);
+    for (size_t i = 0; i < cfg->ndrives; i++) {
+        const struct moat_drive *d = &cfg->drives[i];
+        char name[16], why[256];
+        snprintf(name, sizeof(name), "vd%c", (char)('a' + i));
+        struct virtio_blk_opts o = { .path = d->path, .read_only = d->read_only != 0, .id = d->id,
+                                     .engine = BLK_ENGINE_AUTO, .name = name };
+        struct virtio_blk *blk;
+        int r = virtio_blk_create(&o, &blk, why, sizeof(why));
+        if (r < 0)
+            return seterr(err, 1, r, "%s", why);
+        unsigned slot = vm->nvdev;
+        r = virtio_mmio_kvm_create(&vm->vdev[slot], vm->vm_fd, &vm->mmio, &vm->mem, slot,
+                                   &virtio_blk_ops, blk);
+        if (r < 0)
+            return seterr(err, 0, r, "drive %s: virtio-mmio slot %u: %s", d->path, slot, strerror(-r));
+        vm->nvdev++;
+    }
+    return 0;
+}
+
+static void destroy_vdevs(struct moat_vm *vm)
+{
+    for (unsigned i = 0; i < vm->nvdev; i++)
+        virtio_mmio_kvm_destroy(vm->vdev[i]);
+    vm->nvdev = 0;
+}
+
 static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum boot_kind kind,
                          char *buf, size_t size)
 {
@@ -399,13 +451,17 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
     if (!base)
         base = linux_kind ? default_linux_cmdline : "";
     if (linux_kind && vm->pvm_compat)
-        for (const char *const *e = pvm_cmdline_extras; *e && nx < 8; e++)
+        for (const char *const *e = pvm_cmdline_extras; *e && nx < 7; e++)
             extras[nx++] = *e;
+    char drives[VIRTIO_MMIO_KVM_MAX_SLOTS * 48];
+    if (linux_kind && drives_cmdline(cfg, drives, sizeof(drives)) > 0)
+        extras[nx++] = drives;
     return boot_cmdline_build(buf, size, base, extras, nx, cfg->argv, cfg->argv ? cfg->argc : 0);
 }
 
 void vm_free(struct moat_vm *vm)
 {
+    destroy_vdevs(vm);      /* before guest RAM goes: device threads drain */
     if (vm->vcpus) {
         for (unsigned i = 0; i < vm->ncpus; i++)
             if (vm->vcpus[i].fd > 0 || vm->vcpus[i].run)
@@ -582,6 +638,8 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
         goto fail;
     }
     if ((r = vm_setup_rest(vm, true, err)) < 0)
+        goto fail;
+    if ((r = setup_drives(vm, &cfg, err)) < 0)
         goto fail;
     atomic_store(&vm->t_kvm_ready, moat_now_ns());
     vm->cmdline = cmdline;

@@ -15,6 +15,7 @@
 #include "vmm/bus.h"
 #include "vmm/gmem.h"
 #include "vmm/kvm.h"
+#include "vmm/virtio_mmio_kvm.h"
 
 struct moat_vm;
 
@@ -44,6 +45,8 @@ struct moat_vm {
     struct serial uart;
     struct moatdev ctl;
     struct i8042 kbd;
+    struct virtio_mmio_kvm *vdev[VIRTIO_MMIO_KVM_MAX_SLOTS];  /* virtio-mmio slots in use */
+    unsigned nvdev;
 
     unsigned ncpus;
     struct vcpu *vcpus;
