@@ -70,6 +70,8 @@ static const char usage_run[] =
     "                   SIGUSR2: snapshot and stop (exit 0)\n"
     "  --pvh            enter a vmlinux through its PVH entry point\n"
     "  --no-pvm-compat  do not apply the PVM workarounds on a PVM host\n"
+    "  --drive PATH[,ro][,id=NAME]\n"
+    "                   a virtio-blk disk (repeatable; the first is /dev/vda)\n"
     "  -v, --verbose    more log output (repeat for debug)\n"
     "  -h, --help       this help\n"
     "\n"
@@ -174,6 +176,31 @@ static void print_timings(const struct moat_vm *vm)
 static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
                   int timings, int verbose);
 
+/* --drive PATH[,ro][,id=NAME]: the path cannot contain a comma. */
+static void parse_drive(char *spec, struct moat_drive *d)
+{
+    char orig[256];
+    snprintf(orig, sizeof(orig), "%s", spec);
+    memset(d, 0, sizeof(*d));
+    char *save = NULL, *tok = strtok_r(spec, ",", &save);
+    if (!tok || spec[0] == ',')
+        die_usage("invalid --drive '%s': no path", orig);
+    d->path = tok;
+    while ((tok = strtok_r(NULL, ",", &save))) {
+        if (!strcmp(tok, "ro")) {
+            d->read_only = 1;
+        } else if (!strcmp(tok, "rw")) {
+            d->read_only = 0;
+        } else if (!strncmp(tok, "id=", 3)) {
+            if (!tok[3] || strlen(tok + 3) > 20)
+                die_usage("invalid --drive '%s': id must be 1 to 20 bytes", orig);
+            d->id = tok + 3;
+        } else {
+            die_usage("invalid --drive '%s': unknown option '%s' (ro, id=NAME)", orig, tok);
+        }
+    }
+}
+
 static int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -185,6 +212,7 @@ static int cmd_run(int argc, char **argv)
         { "timeout", required_argument, NULL, 't' },
         { "timings", no_argument, NULL, 'T' },
         { "snapshot-dir", required_argument, NULL, 'S' },
+        { "drive", required_argument, NULL, 'D' },
         { "pvh", no_argument, NULL, 'P' },
         { "no-pvm-compat", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
@@ -194,6 +222,8 @@ static int cmd_run(int argc, char **argv)
     struct moat_config cfg;
     moat_config_init(&cfg);
     const char *kernel = NULL, *initrd = NULL, *snapdir = NULL;
+    static struct moat_drive drives[MOAT_MAX_DRIVES];
+    size_t ndrives = 0;
     double timeout = 0;
     int timings = 0, verbose = 0;
     opterr = 0;
@@ -208,6 +238,11 @@ static int cmd_run(int argc, char **argv)
         case 'n': cfg.cpus = (uint32_t)parse_uint(optarg, "--cpus", 64); break;
         case 't': timeout = parse_timeout(optarg); break;
         case 'S': snapdir = optarg; break;
+        case 'D':
+            if (ndrives >= MOAT_MAX_DRIVES)
+                die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
+            parse_drive(optarg, &drives[ndrives++]);
+            break;
         case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
@@ -229,6 +264,8 @@ static int cmd_run(int argc, char **argv)
     moat_log_set_level(LOG_WARN + verbose);
     cfg.argv = (const char *const *)&argv[optind];
     cfg.argc = (size_t)(argc - optind);
+    cfg.drives = drives;
+    cfg.ndrives = ndrives;
 
     char dk[PATH_MAX], di[PATH_MAX];
     if (!kernel) {

@@ -408,12 +408,25 @@ static int drives_cmdline(const struct moat_config *cfg, char *buf, size_t size)
     return (int)n;
 }
 
-static int setup_drives(struct moat_vm *vm, const struct moat_config *cfg, struct moat_error *err)
+/* Before any KVM work, so that a bad drive is reported as such. */
+static int check_drives(const struct moat_config *cfg, struct moat_error *err)
 {
     if (cfg->ndrives && !cfg->drives)
         return seterr(err, 1, -EINVAL, "drive list missing");
     if (cfg->ndrives > MOAT_MAX_DRIVES || cfg->ndrives > VIRTIO_MMIO_KVM_MAX_SLOTS)
         return seterr(err, 1, -EINVAL, "too many drives (%zu, at most %d)", cfg->ndrives, MOAT_MAX_DRIVES);
+    for (size_t i = 0; i < cfg->ndrives; i++) {
+        const struct moat_drive *d = &cfg->drives[i];
+        if (!d->path || !*d->path)
+            return seterr(err, 1, -EINVAL, "drive %zu: no path", i);
+        if (access(d->path, d->read_only ? R_OK : R_OK | W_OK) < 0)
+            return seterr(err, 1, -errno, "drive %s: %s", d->path, strerror(errno));
+    }
+    return 0;
+}
+
+static int setup_drives(struct moat_vm *vm, const struct moat_config *cfg, struct moat_error *err)
+{
     for (size_t i = 0; i < cfg->ndrives; i++) {
         const struct moat_drive *d = &cfg->drives[i];
         char name[16], why[256];
@@ -581,6 +594,9 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
                       cfg.mem_mib, MEM_MIN_MIB, MEM_MAX_MIB);
     if (cfg.cpus < 1 || cfg.cpus > LAYOUT_MAX_CPUS)
         return seterr(err, 1, -EINVAL, "vCPU count %u out of range (1..%d)", cfg.cpus, LAYOUT_MAX_CPUS);
+    int dr = check_drives(&cfg, err);
+    if (dr < 0)
+        return dr;
 
     struct moat_vm *vm = vm_alloc(cfg.cpus, (uint64_t)cfg.mem_mib << 20, cfg.console_in,
                                   cfg.console_out, cfg.flags, cfg.kick_signal);
