@@ -378,6 +378,10 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) != sizeof(si))
                 continue;
+            /* SIGUSR2 stops after the snapshot: pause first so the guest
+             * cannot run (and print) between the snapshot and the stop. */
+            if (si.ssi_signo == SIGUSR2)
+                moat_pause(vm);
             r = snapshot_to(vm, snapdir);
             if (r < 0)
                 fprintf(stderr, "moat: snapshot to %s failed: %s\n", snapdir, strerror(-r));

@@ -801,6 +801,143 @@ END_TEST
 
 /* ---- main ------------------------------------------------------------------- */
 
+
+/* A moat process with piped stdin/stdout, for interactive tests. */
+struct live { pid_t pid; int in, out; char buf[65536]; size_t len; };
+
+static void live_start(struct live *l, const char *const *args)
+{
+    const char *argv[32];
+    size_t n = 0;
+    argv[n++] = moat_bin();
+    for (; args[n - 1] && n < 31; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    require_moat();
+    int pi[2], po[2];
+    ck_assert_int_eq(pipe2(pi, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(po, O_CLOEXEC), 0);
+    memset(l, 0, sizeof(*l));
+    l->pid = fork();
+    ck_assert_int_ge(l->pid, 0);
+    if (l->pid == 0) {
+        dup2(pi[0], 0);
+        dup2(po[1], 1);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pi[0]);
+    close(po[1]);
+    l->in = pi[1];
+    l->out = po[0];
+}
+
+/* Read until the output has `lines` newlines (or EOF / the cap). */
+static bool live_wait_lines(struct live *l, unsigned lines, double cap_s)
+{
+    double deadline = now() + cap_s * slow();
+    while (count_lines(l->buf) < lines && now() < deadline) {
+        struct pollfd p = { .fd = l->out, .events = POLLIN };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t k = read(l->out, l->buf + l->len, sizeof(l->buf) - 1 - l->len);
+        if (k <= 0)
+            break;
+        l->len += (size_t)k;
+        l->buf[l->len] = 0;
+    }
+    return count_lines(l->buf) >= lines;
+}
+
+static int live_finish(struct live *l, double cap_s)
+{
+    close(l->in);
+    double deadline = now() + cap_s * slow();
+    int st = 0;
+    for (;;) {
+        pid_t w = waitpid(l->pid, &st, WNOHANG);
+        if (w == l->pid)
+            break;
+        if (now() > deadline) {
+            kill(l->pid, SIGKILL);
+            waitpid(l->pid, &st, 0);
+            break;
+        }
+        usleep(20000);
+    }
+    ssize_t k;
+    while ((k = read(l->out, l->buf + l->len, sizeof(l->buf) - 1 - l->len)) > 0)
+        l->len += (size_t)k;
+    l->buf[l->len] = 0;
+    close(l->out);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* moat run --snapshot-dir + SIGUSR2 (snapshot and stop), then moat restore:
+ * the two outputs together are one unbroken count. */
+START_TEST(cli_snapshot_restore)
+{
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/snap", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    struct live a, b;
+    const char *run_args[] = { "run", "--kernel", guest("counter"), "--mem", "64", "--cmdline",
+                               "spin=20000", "--snapshot-dir", dir, NULL };
+    live_start(&a, run_args);
+    ck_assert_msg(live_wait_lines(&a, 3, CAP), "no ticks: %s", a.buf);
+    kill(a.pid, SIGUSR2);
+    ck_assert_int_eq(live_finish(&a, CAP), 0);
+    const char *restore_args[] = { "restore", dir, NULL };
+    live_start(&b, restore_args);
+    ck_assert_msg(live_wait_lines(&b, 2, CAP), "restored guest silent: %s", b.buf);
+    ck_assert_int_eq(write(b.in, "q", 1), 1);
+    ck_assert_int_eq(live_finish(&b, CAP), 0);
+    char all[2 * 65536];
+    snprintf(all, sizeof(all), "%s%s", a.buf, b.buf);
+    unsigned n = 0, fin = 0;
+    const char *p = all;
+    while (!strncmp(p, "tick ", 5)) {
+        ck_assert_msg(strtoul(p + 5, NULL, 10) == n, "count broken at tick %u: %s", n, all);
+        n++;
+        p = strchr(p, '\n');
+        ck_assert_ptr_nonnull(p);
+        p++;
+    }
+    ck_assert_msg(sscanf(p, "final %u", &fin) == 1 && fin == n, "bad ending: %s", p);
+    ck_assert_uint_ge(n, 5);
+}
+END_TEST
+
+START_TEST(cli_restore_errors)
+{
+    struct run r;
+    const char *missing[] = { "restore", "/nonexistent-snapshot", NULL };
+    run_moatv(&r, CAP, missing);
+    expect_usage_error(&r);
+    run_free(&r);
+    const char *noarg[] = { "restore", NULL };
+    run_moatv(&r, CAP, noarg);
+    expect_usage_error(&r);
+    run_free(&r);
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/garbage", tmpdir);
+    mkdir(dir, 0700);
+    char st[PATH_MAX + 32], mem[PATH_MAX + 32];
+    snprintf(st, sizeof(st), "%s/state", dir);
+    snprintf(mem, sizeof(mem), "%s/memory", dir);
+    FILE *f = fopen(st, "w");
+    fputs("MOATSNAP but not really a snapshot", f);
+    fclose(f);
+    f = fopen(mem, "w");
+    fclose(f);
+    const char *garbage[] = { "restore", dir, NULL };
+    run_moatv(&r, CAP, garbage);
+    expect_usage_error(&r);
+    ck_assert_ptr_nonnull(strstr(r.err, "state file"));
+    run_free(&r);
+}
+END_TEST
+
 static void cleanup_tmp(void)
 {
     if (!tmpdir[0])
@@ -821,13 +958,13 @@ int main(void)
     const TTest *cli[] = {
         cli_unknown_flag, cli_unknown_command, cli_bad_numbers, cli_missing_flag_value,
         cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
-        cli_kernel_truncated_elf, cli_version, cli_help,
+        cli_kernel_truncated_elf, cli_version, cli_help, cli_restore_errors,
     };
     const TTest *kvm[] = {
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,
         guest_smp, guest_entry_state, guest_memsize, guest_timeout, guest_triplefault,
         guest_noreport, guest_status_then_fault, guest_elf_outside_ram, guest_hostile,
-        guest_timings,
+        guest_timings, cli_snapshot_restore,
     };
     const unsigned ncli = sizeof(cli) / sizeof(cli[0]), nkvm = sizeof(kvm) / sizeof(kvm[0]);
     int timeout = (int)(8 * CAP * slow());
