@@ -1,16 +1,18 @@
 /* moat guest /init: PID 1 of the default guest (see docs/guest.md).
  *
  * Protocol with the VMM (the moat control device, devices/moatdev.h):
- *   1. mount /proc, /sys, /dev (devtmpfs), /dev/pts, /dev/shm, /tmp; set
+ *   1. chmod / to 0755; mount /proc, /sys, /dev (devtmpfs), /dev/pts, /dev/shm, /tmp; set
  *      PATH, HOME; bring up lo; hostname "moat".
  *   2. ioperm(0x0F40, 2) and write event byte 1 ("init reached") to port
  *      0x0F41. If ioperm fails (not root, no X86_IOPL_IOPERM) nothing is
  *      written; under QEMU the ports are unassigned and writes are ignored.
  *   3. Run the command: argv[1..] as Linux hands it to init (everything after
  *      " -- " on the kernel command line, plus any unknown option without
- *      '='). With no arguments, run an interactive /bin/sh. The command runs
- *      in a new session with the console tty (/sys/class/tty/console/active,
- *      else /dev/console) as stdin/stdout/stderr and controlling terminal.
+ *      '='). With no arguments, run an interactive /bin/sh. /init leads a
+ *      session whose controlling tty is the console (the tty named in
+ *      /sys/class/tty/console/active, else /dev/console); the command runs
+ *      in its own process group in the foreground of that tty, which is its
+ *      stdin, stdout and stderr.
  *      Event byte 2 ("command started") goes to port 0x0F41 after the fork.
  *      The child drops the port permission before exec.
  *   4. Reap every child (orphans are reparented to PID 1) until the command
@@ -115,25 +117,43 @@ static void console_tty(char *path, size_t len)
         snprintf(path, len, "/dev/%s", name);
 }
 
-/* In the child: new session, console as fds 0-2 and controlling tty. */
-static void setup_child_tty(void)
+/* In /init: become a session leader and make the console tty our
+ * controlling terminal. /init, not the command, leads the session: when a
+ * session leader exits, the kernel hangs its controlling tty up, which
+ * throws away output still queued for the UART. -1 if there is no tty. */
+static int open_ctty(void)
 {
     char path[160];
     int fd = -1;
 
-    setsid();
     console_tty(path, sizeof(path));
     if (path[0])
-        fd = open(path, O_RDWR | O_NOCTTY);
+        fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
-        fd = open("/dev/console", O_RDWR | O_NOCTTY);
+        fd = open("/dev/console", O_RDWR | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
-        return;             /* keep the fds the kernel gave us */
-    ioctl(fd, TIOCSCTTY, 0);
-    for (int i = 0; i < 3; i++)
-        dup2(fd, i);
-    if (fd > 2)
+        return -1;
+    if (setsid() < 0 || ioctl(fd, TIOCSCTTY, 0) < 0) {
         close(fd);
+        return -1;
+    }
+    /* /init stays in a background process group: ignoring SIGTTOU lets it
+     * still use tcsetpgrp() and tcdrain() on the tty. */
+    signal(SIGTTOU, SIG_IGN);
+    return fd;
+}
+
+/* In the child: own process group, in the foreground of the tty, which
+ * becomes stdin, stdout and stderr. */
+static void setup_child_tty(int tty)
+{
+    setpgid(0, 0);
+    if (tty < 0)
+        return;             /* keep the fds the kernel gave us */
+    tcsetpgrp(tty, getpid());
+    signal(SIGTTOU, SIG_DFL);   /* SIG_IGN would survive exec */
+    for (int i = 0; i < 3; i++)
+        dup2(tty, i);
 }
 
 static void on_alarm(int sig)
@@ -143,7 +163,7 @@ static void on_alarm(int sig)
 
 /* Wait until the console has transmitted everything queued on it, giving
  * up after 5 s (a UART that never drains must not keep the VM alive). */
-static void drain_console(void)
+static void drain_console(int tty)
 {
     struct sigaction sa;
 
@@ -151,13 +171,13 @@ static void drain_console(void)
     sa.sa_handler = on_alarm;   /* no SA_RESTART: tcdrain gets EINTR */
     sigaction(SIGALRM, &sa, NULL);
     alarm(5);
-    tcdrain(STDOUT_FILENO);
+    tcdrain(tty >= 0 ? tty : STDOUT_FILENO);
     alarm(0);
 }
 
-static void finish(int status)
+static void finish(int tty, int status)
 {
-    drain_console();
+    drain_console(tty);
     sync();
     port_write(0, (unsigned char)status);
     reboot(RB_AUTOBOOT);
@@ -171,12 +191,14 @@ int main(int argc, char **argv)
     static char *shell[] = { "/bin/sh", NULL };
     char **cmd = argc > 1 ? argv + 1 : shell;
     int status = ST_NOSTART;
+    int tty;
     pid_t pid;
 
     if (getpid() != 1) {
         fprintf(stderr, "moat-init: must run as PID 1\n");
         return 1;
     }
+    chmod("/", 0755);           /* the initramfs root starts as 1777 */
     mnt("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     mnt("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     mnt("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
@@ -192,6 +214,7 @@ int main(int argc, char **argv)
     lo_up();
     chdir("/root");
 
+    tty = open_ctty();
     have_ports = ioperm(PORT_STATUS, 2, 1) == 0;
     port_write(1, EV_INIT);
 
@@ -199,7 +222,7 @@ int main(int argc, char **argv)
     if (pid == 0) {
         if (have_ports)
             ioperm(PORT_STATUS, 2, 0);
-        setup_child_tty();
+        setup_child_tty(tty);
         execvp(cmd[0], cmd);
         status = errno == ENOENT ? ST_NOTFOUND : ST_NOEXEC;
         fprintf(stderr, "moat-init: %s: %s\n", cmd[0],
@@ -208,7 +231,7 @@ int main(int argc, char **argv)
     }
     if (pid < 0) {
         warn("fork", NULL);
-        finish(ST_NOSTART);
+        finish(tty, ST_NOSTART);
     }
     port_write(1, EV_CMD);
 
@@ -230,6 +253,6 @@ int main(int argc, char **argv)
             status = 128 + WTERMSIG(st);
         break;
     }
-    finish(status);
+    finish(tty, status);
     return 0;
 }

@@ -12,10 +12,12 @@
 #             exit code is status*2+1), for exit 3, not-found, SIGKILL
 #   smp       2 vCPUs come up from the MP table (no ACPI in the guest)
 #   shell     no command: interactive /bin/sh on the console, its exit status
+#   virtio    virtio-mmio devices from the command line: virtio-blk with an
+#             ext4 image (read and write), virtio-net (link present)
 #
-# microvm is used with auto-kernel-cmdline=off so the command line is exactly
-# ours; its qboot firmware provides the MP table, and ACPI tables are ignored
-# (the guest kernel has no ACPI), as with moat. microvm has no keyboard
+# microvm is used with acpi=off (moat provides no ACPI tables either; the
+# guest kernel has no ACPI anyway) and auto-kernel-cmdline=off so the command
+# line is exactly ours; its qboot firmware provides the MP table. microvm has no keyboard
 # controller, so `-device i8042` is added: reboot=k resets through it, as
 # it does on moat's minimal i8042 (without it, reboot=k falls back to a BIOS
 # restart that QEMU does not treat as a reset and the test would hang).
@@ -62,7 +64,7 @@ boot() {
         qpid=$!
         exec 3> "$tmp/fifo"
         i=0
-        while [ $i -lt $((TIMEOUT * 10)) ] && ! grep -q '/root # ' "$tmp/$name.raw"; do
+        while [ $i -lt $((TIMEOUT * 10)) ] && ! grep -qE '(~|/root) # ' "$tmp/$name.raw"; do
             sleep 0.1
             i=$((i + 1))
         done
@@ -81,7 +83,7 @@ boot() {
 }
 qemu_run() {    # KERNEL EXTRA_QEMU_ARGS CMDLINE_TAIL
     # shellcheck disable=SC2086
-    timeout "$TIMEOUT" "$QEMU" -M microvm,auto-kernel-cmdline=off -accel tcg \
+    timeout "$TIMEOUT" "$QEMU" -M microvm,acpi=off,auto-kernel-cmdline=off -accel tcg \
         -m 256 -nographic -no-reboot -device i8042 $2 \
         -kernel "$1" -initrd "$INITRD" -append "$BASE $3"
 }
@@ -152,6 +154,33 @@ if [ "$rc" -eq 11 ] && has_line shell 42; then
     pass "shell: interactive /bin/sh ran input and reported status 5"
 else
     fail "shell: wanted a '42' line and QEMU exit 11 (status 5), got rc $rc" shell
+fi
+
+# virtio: QEMU's microvm puts virtio-mmio transports at 0xfeb00000 + 512*n
+# with IRQ 5 + n (acpi=off); the last created device gets the lowest slot
+# in use, hence 0xe00/12 for the first and 0xc00/11 for the second.
+if command -v mke2fs >/dev/null 2>&1; then
+    mkdir -p "$tmp/fs"
+    echo "from ext4" > "$tmp/fs/hello.txt"
+    mke2fs -q -t ext4 -d "$tmp/fs" -F "$tmp/disk.img" 16M
+    VIRTIO="-drive id=d0,file=$tmp/disk.img,format=raw,if=none -device virtio-blk-device,drive=d0
+            -netdev user,id=n0 -device virtio-net-device,netdev=n0"
+    MMIO="virtio_mmio.device=512@0xfeb00e00:12 virtio_mmio.device=512@0xfeb00c00:11"
+    boot virtio "$BZ" /dev/null "$VIRTIO" "$MMIO -- /bin/sh -c \"mkdir /mnt && mount -t ext4 /dev/vda /mnt && cat /mnt/hello.txt && echo written > /mnt/new && umount /mnt && ip link show eth0\""
+    if [ "$rc" -ne 0 ]; then
+        fail "virtio: QEMU exited with $rc" virtio
+    elif ! has_line virtio "from ext4"; then
+        fail "virtio: could not read the ext4 file over virtio-blk" virtio
+    elif ! grep -q "^2: eth0:" "$tmp/virtio.out"; then
+        fail "virtio: no eth0 (virtio-net)" virtio
+    elif command -v debugfs >/dev/null 2>&1 &&
+         [ "$(debugfs -R "cat /new" "$tmp/disk.img" 2>/dev/null)" != written ]; then
+        fail "virtio: the file written by the guest is not on the disk image" virtio
+    else
+        pass "virtio: virtio-blk + ext4 read/write, virtio-net"
+    fi
+else
+    echo "SKIPPED: qemu-smoke: virtio: mke2fs not installed"
 fi
 
 exit "$failed"
