@@ -1,8 +1,8 @@
 /* moat guest /init: PID 1 of the default guest (see docs/guest.md).
  *
  * Protocol with the VMM (the moat control device, devices/moatdev.h):
- *   1. chmod / to 0755; mount /proc, /sys, /dev (devtmpfs), /dev/pts, /dev/shm, /tmp; set
- *      PATH, HOME; bring up lo; hostname "moat".
+ *   1. chmod / 0755; mount /proc, /sys, /dev (devtmpfs), /dev/pts,
+ *      /dev/shm, /tmp; set PATH, HOME; bring up lo; hostname "moat".
  *   2. ioperm(0x0F40, 2) and write event byte 1 ("init reached") to port
  *      0x0F41. If ioperm fails (not root, no X86_IOPL_IOPERM) nothing is
  *      written; under QEMU the ports are unassigned and writes are ignored.
