@@ -463,6 +463,10 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
     bool linux_kind = kind != BOOT_ELF;
     if (!base)
         base = linux_kind ? default_linux_cmdline : "";
+    /* Linux hands init at most MAX_INIT_ARGS (32) argv entries, argv[0]
+     * included, and panics past that. */
+    if (linux_kind && cfg->argv && cfg->argc > 31)
+        return -E2BIG;
     if (linux_kind && vm->pvm_compat)
         for (const char *const *e = pvm_cmdline_extras; *e && nx < 7; e++)
             extras[nx++] = *e;
@@ -632,7 +636,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     }
     r = build_cmdline(vm, &cfg, kind, cmdline, LAYOUT_CMDLINE_MAX);
     if (r < 0) {
-        seterr(err, 1, r, "%s", r == -E2BIG ? "kernel command line too long"
+        seterr(err, 1, r, "%s", r == -E2BIG ? "kernel command line too long (or more than 31 guest command arguments)"
                                             : "guest command arguments cannot be passed on the kernel command line "
                                               "(empty, or containing a double quote or control character)");
         goto fail;
