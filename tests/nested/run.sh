@@ -5,7 +5,7 @@
 #
 #   tests/nested/run.sh [options] PAYLOAD_DIR -- COMMAND [ARG...]
 #
-# PAYLOAD_DIR is copied (symlinks followed) to /payload in L1, together with
+# PAYLOAD_DIR ("-" for none) is copied (symlinks followed) to /payload in L1, together with
 # the shared libraries its ELF files need (found with ldd on this host), and
 # COMMAND runs there with cwd /payload and PATH starting with /payload.
 # L1's console is streamed to stdout; the exit status is COMMAND's.
@@ -13,9 +13,11 @@
 #
 # Options:
 #   --timeout S    kill QEMU after S seconds (default 600)
-#   --smp N        L1 vCPUs (default 2)
+#   --smp N        L1 vCPUs (default 1). N>1 uses tcg,thread=single: with
+#                  multi-threaded TCG an L1 with 2 vCPUs froze in ~1 of 4 runs
 #   --mem MB       L1 memory (default 2048)
 #   --cpu MODEL    QEMU -cpu model (default max; must include svm)
+#   --accel A      QEMU -accel value (default tcg, or tcg,thread=single if N>1)
 #   --append ARGS  extra kernel command line (e.g. kvm_amd.npt=0)
 #   --log FILE     also write L1's console to FILE
 #   --no-libs      do not copy shared libraries (payload is static)
@@ -23,7 +25,7 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 NESTED=${NESTED_DIR:-$ROOT/build/nested}
-timeout_s=600 smp=2 mem=2048 cpu=${NESTED_CPU:-max} append="" log="" libs=1 verbose=0
+timeout_s=600 smp=${NESTED_SMP:-1} mem=2048 cpu=${NESTED_CPU:-max} accel=${NESTED_ACCEL:-} append="" log="" libs=1 verbose=0
 
 die() { echo "nested: $*" >&2; exit 125; }
 while [ $# -gt 0 ]; do
@@ -32,6 +34,7 @@ while [ $# -gt 0 ]; do
         --smp) smp=$2; shift 2 ;;
         --mem) mem=$2; shift 2 ;;
         --cpu) cpu=$2; shift 2 ;;
+        --accel) accel=$2; shift 2 ;;
         --append) append="$append $2"; shift 2 ;;
         --log) log=$2; shift 2 ;;
         --no-libs) libs=0; shift ;;
@@ -45,7 +48,7 @@ done
 [ $# -ge 3 ] && [ "$2" = "--" ] || die "usage: run.sh [options] PAYLOAD_DIR -- COMMAND [ARG...]"
 payload=$1
 shift 2
-[ -d "$payload" ] || die "payload dir $payload not found"
+[ "$payload" = - ] || [ -d "$payload" ] || die "payload dir $payload not found"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not installed"
 
 "$ROOT/scripts/nested-setup.sh" 2>/dev/null || "$ROOT/scripts/nested-setup.sh" ||
@@ -58,7 +61,7 @@ trap 'exit 130' INT TERM
 
 st=$work/root
 mkdir -p "$st/payload" "$st/nested"
-cp -rL "$payload/." "$st/payload/"
+[ "$payload" = - ] || cp -rL "$payload/." "$st/payload/"
 
 # Shared libraries (and the ELF interpreter) of every dynamic ELF in the payload.
 if [ "$libs" = 1 ]; then
@@ -85,7 +88,11 @@ fi
 cat "$NESTED/base.cpio" "$work/payload.cpio" > "$work/initrd"
 rm -rf "$st"
 
-qemu=(qemu-system-x86_64 -accel tcg -cpu "$cpu" -m "$mem" -smp "$smp"
+if [ -z "$accel" ]; then
+    accel=tcg
+    [ "$smp" -gt 1 ] && accel=tcg,thread=single
+fi
+qemu=(qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -m "$mem" -smp "$smp"
       -nodefaults -no-reboot -display none -monitor none -serial stdio
       -kernel "$NESTED/vmlinuz" -initrd "$work/initrd"
       -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off$append")
@@ -99,14 +106,18 @@ qrc=${PIPESTATUS[0]}
 set -e
 secs=$(echo "$(date +%s.%N) - $start" | bc)
 
-rc=$(sed -n 's/^NESTED-EXIT=\([0-9]*\)$/\1/p' "$out" | tail -1)
+rc=$(sed -n 's/^NESTED-EXIT=\([0-9]*\)$/\1/p' "$out" | head -1)
 if [ -n "$rc" ]; then
     echo "nested: L1 done in ${secs}s, command exit status $rc" >&2
     exit "$rc"
 fi
-if [ "$qrc" = 124 ] || [ "$qrc" = 137 ]; then
+if [ "$qrc" = 124 ] || { [ "$qrc" = 137 ] && [ "${secs%.*}" -ge "$timeout_s" ]; }; then
     echo "nested: TIMEOUT after ${timeout_s}s (no NESTED-EXIT marker)" >&2
     exit 124
 fi
-echo "nested: L1 ended without NESTED-EXIT marker (qemu status $qrc)" >&2
+if [ "$qrc" -gt 128 ]; then
+    echo "nested: QEMU killed by signal $((qrc - 128)) after ${secs}s (OOM? someone else's pkill?)" >&2
+else
+    echo "nested: L1 ended after ${secs}s without NESTED-EXIT marker (qemu status $qrc)" >&2
+fi
 exit 125

@@ -1,0 +1,58 @@
+#!/bin/bash
+# tests/nested/test-moat.sh: run moat's KVM tests inside the nested (QEMU TCG)
+# L1 guest, where /dev/kvm exists, on a host that has none.
+#   - kvmprobe (real + long mode, 2 vCPUs);
+#   - tests/integration (build/tests/test_integration) with build/moat and
+#     build/moat-san, MOAT_REQUIRE_KVM=1, MOAT_TEST_SLOW=10;
+#   - if build/guest/{bzImage,initramfs.cpio} exist: the default Linux guest
+#     (echo, exit status, 2 vCPUs).
+# Needs `make all test-guests build/tests/test_integration` first (and
+# `make guest` for the Linux part). Prints "N passed, N failed".
+# Usage: tests/nested/test-moat.sh [run.sh options, e.g. --timeout 1200]
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+for f in build/moat build/moat-san build/tests/test_integration build/guests; do
+    [ -e "$f" ] || { echo "test-moat: $f missing (make all test-guests build/tests/test_integration)" >&2; exit 2; }
+done
+pl=$(mktemp -d "${TMPDIR:-/tmp}/nested-pl.XXXXXX")
+log=$(mktemp "${TMPDIR:-/tmp}/nested-log.XXXXXX")
+trap 'rm -rf "$pl" "$log"' EXIT
+mkdir -p "$pl/build/tests" "$pl/build/guests"
+cp build/moat build/moat-san "$pl/build/"
+cp build/tests/test_integration "$pl/build/tests/"
+cp build/guests/*.elf "$pl/build/guests/"
+linux=0
+if [ -f build/guest/bzImage ] && [ -f build/guest/initramfs.cpio ]; then
+    mkdir -p "$pl/build/guest"
+    cp build/guest/bzImage build/guest/initramfs.cpio "$pl/build/guest/"
+    linux=1
+fi
+
+# The script that runs in L1 (busybox sh). Each check prints
+# "NESTED-CHECK PASS|FAIL name".
+cat > "$pl/checks.sh" <<'EOF'
+t() { name=$1; shift; if "$@"; then echo "NESTED-CHECK PASS $name"; else echo "NESTED-CHECK FAIL $name"; fi; }
+export MOAT_REQUIRE_KVM=1 MOAT_TEST_SLOW=10 CK_FORK=yes
+t kvmprobe kvmprobe -c 2 -n 2000
+t integration env MOAT_BIN=build/moat ./build/tests/test_integration
+t integration-san env MOAT_BIN=build/moat-san ./build/tests/test_integration
+if [ -f build/guest/bzImage ]; then
+    o=/tmp/linux.out
+    t linux-echo sh -c './build/moat run --timeout 300 -- /bin/echo hello-from-l2 >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && grep -q hello-from-l2 $0' $o
+    t linux-exit-status sh -c './build/moat run --timeout 300 -- /bin/sh -c "exit 7"; [ $? = 7 ]'
+    t linux-two-vcpus sh -c './build/moat run --timeout 300 --cpus 2 -- /bin/sh -c "nproc" >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && tr -d "\\r" <$0 | grep -qx 2' $o
+fi
+exit 0
+EOF
+tests/nested/run.sh "$@" "$pl" -- sh checks.sh 2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+pass=$(grep -c '^NESTED-CHECK PASS' "$log")
+fail=$(grep -c '^NESTED-CHECK FAIL' "$log")
+[ "$linux" = 1 ] || echo "SKIPPED: nested: linux guest checks (build/guest not built; make guest)"
+if [ "$rc" != 0 ]; then
+    echo "test-moat: L1 run failed (status $rc)"
+    fail=$((fail + 1))
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
