@@ -41,7 +41,7 @@ while [ $# -gt 0 ]; do
         -v) verbose=1; shift ;;
         -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
         --) break ;;
-        -*) die "unknown option $1" ;;
+        -?*) die "unknown option $1" ;;
         *) break ;;
     esac
 done
