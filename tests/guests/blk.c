@@ -71,7 +71,10 @@ static int dev_init(struct dev *d, unsigned slot)
 {
     memset(d, 0, sizeof *d);
     d->base = VBASE(slot);
-    if (rd(d, R_MAGIC) != 0x74726976u || rd(d, R_VERSION) != 2)
+    uint32_t magic = rd(d, R_MAGIC);
+    if (magic == 0xffffffffu)
+        return BLK_NODEV;               /* nothing mapped: all ones */
+    if (magic != 0x74726976u || rd(d, R_VERSION) != 2)
         return 10;
     if (rd(d, R_DEVICE_ID) != 2)
         return BLK_NODEV;

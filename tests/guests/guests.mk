@@ -45,3 +45,8 @@ $(B)/guests/%.elf: $(GUEST_DIR)/%.c $(GUEST_RT_OBJS) $(GUEST_LDS) $(GUEST_HDRS)
 $(B)/tests/test_integration: tests/integration/test_integration.c $(GUEST_DIR)/expect.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
+
+# virtio-blk through moat (tests/integration/test_blk.c; docs/devices.md).
+$(B)/tests/test_blk: tests/integration/test_blk.c $(GUEST_DIR)/expect.h $(GUEST_DIR)/blk_proto.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)

@@ -1,0 +1,547 @@
+/* virtio-blk through the moat binary on /dev/kvm:
+ *  - the tiny polling driver guest (tests/guests/blk.c): read, write, flush,
+ *    GET_ID, a malformed chain, read-only drive, two drives, no drive,
+ *    an image locked by another VM;
+ *  - the default Linux guest: mount an ext4 image from /dev/vda, read a
+ *    file, write one (checked on the host with debugfs); a read-only drive;
+ *    boot with root=/dev/vda (ext4 root made from the guest's initramfs);
+ *  - durability: the guest writes flushed, numbered records and acknowledges
+ *    each on the console; moat is SIGKILLed at random moments; every
+ *    acknowledged record must be in the image.
+ *
+ * Environment: MOAT_BIN (build/moat), MOAT_GUESTS (build/guests),
+ * MOAT_LINUX_DIR (build/guest: bzImage, initramfs.cpio), MOAT_TEST_SLOW
+ * (time limits x N), MOAT_REQUIRE_KVM (fail instead of skip without KVM),
+ * MOAT_BLK_KILL_RUNS (durability runs in the suite, default 3).
+ * Standalone: test_blk --durability N  runs only the durability test, N runs.
+ * Needs mke2fs, debugfs and cpio in PATH for the Linux part (skipped loudly
+ * otherwise). */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../guests/blk_proto.h"
+#include "../guests/expect.h"
+
+#define OUT_CAP (1u << 20)
+
+static const char *env_or(const char *n, const char *d)
+{
+    const char *v = getenv(n);
+    return v && *v ? v : d;
+}
+static const char *moat_bin(void) { return env_or("MOAT_BIN", "build/moat"); }
+static const char *guests(void) { return env_or("MOAT_GUESTS", "build/guests"); }
+static const char *linux_dir(void) { return env_or("MOAT_LINUX_DIR", "build/guest"); }
+static double slow(void)
+{
+    double f = atof(env_or("MOAT_TEST_SLOW", "1"));
+    return f > 0 ? f : 1;
+}
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static char tmpdir[256];
+
+static const char *tpath(const char *name)
+{
+    static char bufs[8][512];
+    static unsigned k;
+    char *b = bufs[k++ % 8];
+    snprintf(b, 512, "%s/%s", tmpdir, name);
+    return b;
+}
+
+struct run {
+    char *out;          /* stdout + stderr */
+    size_t len;
+    int status;         /* exit status, 128 + signal */
+};
+
+/* Run argv; kill_after_acks >= 0: SIGKILL moat once that many "ack " lines
+ * were seen plus a random pause up to 3 ms (durability). */
+static void run_argv(struct run *r, double cap_s, const char *const *argv, long kill_after_acks)
+{
+    memset(r, 0, sizeof *r);
+    r->out = calloc(1, OUT_CAP + 1);
+    ck_assert_ptr_nonnull(r->out);
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0)
+            dup2(nul, 0);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        execvp(argv[0], (char *const *)argv);
+        dprintf(2, "test_blk: exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(p[1]);
+    double deadline = now() + cap_s * slow();
+    long acks = 0;
+    bool killed = false;
+    for (;;) {
+        double left = deadline - now();
+        if (left <= 0 && !killed) {
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        struct pollfd pf = { p[0], POLLIN, 0 };
+        int n = poll(&pf, 1, killed ? 1000 : (int)(left * 1000) + 1);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (n <= 0)
+            continue;
+        char buf[4096];
+        ssize_t got = read(p[0], buf, sizeof buf);
+        if (got <= 0)
+            break;
+        for (ssize_t i = 0; i < got; i++)
+            if (!buf[i])
+                buf[i] = '?';   /* keep the text searchable */
+        if (r->len + (size_t)got <= OUT_CAP) {
+            memcpy(r->out + r->len, buf, (size_t)got);
+            r->len += (size_t)got;
+        }
+        if (kill_after_acks >= 0 && !killed) {
+            for (ssize_t i = 0; i < got; i++)
+                if (buf[i] == '\n')
+                    acks++;
+            if (acks >= kill_after_acks) {
+                usleep((useconds_t)(rand() % 3000));
+                kill(pid, SIGKILL);
+                killed = true;
+            }
+        }
+    }
+    close(p[0]);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    r->status = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+#define RUN(r, cap, ...) run_argv((r), (cap), (const char *const[]){ __VA_ARGS__, NULL }, -1)
+
+static void show(const struct run *r, const char *what)
+{
+    fprintf(stderr, "---- %s: status %d, output:\n%.*s\n----\n", what, r->status,
+            (int)(r->len > 4000 ? 4000 : r->len), r->out);
+}
+
+static bool kvm_ok(void)
+{
+    int fd = open(env_or("MOAT_KVM_DEV", "/dev/kvm"), O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+        close(fd);
+        return true;
+    }
+    return false;
+}
+
+static const char *blk_elf(void)
+{
+    static char p[512];
+    snprintf(p, sizeof p, "%s/blk.elf", guests());
+    return p;
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, data, len), (ssize_t)len);
+    close(fd);
+}
+
+static uint8_t *read_all(const char *path, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    struct stat st;
+    ck_assert_int_eq(fstat(fd, &st), 0);
+    uint8_t *b = malloc((size_t)st.st_size + 1);
+    ck_assert_int_eq(pread(fd, b, (size_t)st.st_size, 0), st.st_size);
+    close(fd);
+    *len = (size_t)st.st_size;
+    return b;
+}
+
+static void pattern_image(const char *path, unsigned sectors)
+{
+    size_t n = sectors * 512u;
+    uint8_t *b = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        b[i] = BLK_PAT(i);
+    write_file(path, b, n);
+    free(b);
+}
+
+/* ---- the polling driver guest ---- */
+
+START_TEST(elf_rw_two_drives)
+{
+    const char *d1 = tpath("rw.img"), *d2 = tpath("second.img");
+    pattern_image(d1, BLK_SECTORS);
+    uint8_t zero[BLK_SECTORS2 * 512] = { 0 };
+    write_file(d2, zero, sizeof zero);
+    char a1[600], a2[600];
+    snprintf(a1, sizeof a1, "%s,id=%s", d1, BLK_ID);
+    snprintf(a2, sizeof a2, "%s", d2);
+    struct run r;
+    RUN(&r, 60, moat_bin(), "run", "--kernel", blk_elf(), "--drive", a1, "--drive", a2);
+    show(&r, "blk rw");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, BLK_OK_RW));
+    ck_assert(strstr(r.out, BLK_TWO));
+    size_t len;
+    uint8_t *img = read_all(d1, &len);
+    ck_assert_uint_eq(len, BLK_SECTORS * 512u);
+    size_t w0 = BLK_W_FIRST * 512u, w1 = w0 + BLK_W_COUNT * 512u;
+    for (size_t i = 0; i < len; i++)
+        ck_assert_uint_eq(img[i], (i >= w0 && i < w1) ? BLK_PAT2(i) : BLK_PAT(i));
+    free(img);
+    free(r.out);
+}
+END_TEST
+
+START_TEST(elf_read_only)
+{
+    const char *d1 = tpath("ro.img");
+    pattern_image(d1, BLK_SECTORS);
+    char a1[600];
+    snprintf(a1, sizeof a1, "%s,ro,id=%s", d1, BLK_ID);
+    struct run r;
+    RUN(&r, 60, moat_bin(), "run", "--kernel", blk_elf(), "--drive", a1);
+    show(&r, "blk ro");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, BLK_OK_RO));
+    size_t len;
+    uint8_t *img = read_all(d1, &len);
+    ck_assert_uint_eq(len, BLK_SECTORS * 512u);
+    for (size_t i = 0; i < len; i++)
+        ck_assert_uint_eq(img[i], BLK_PAT(i));
+    free(img);
+    free(r.out);
+}
+END_TEST
+
+START_TEST(elf_no_drive_and_locked)
+{
+    struct run r;
+    RUN(&r, 60, moat_bin(), "run", "--kernel", blk_elf());
+    ck_assert_int_eq(r.status, BLK_NODEV);
+    free(r.out);
+    /* The same image twice: the second open finds it locked (usage error). */
+    const char *d1 = tpath("twice.img");
+    pattern_image(d1, BLK_SECTORS);
+    RUN(&r, 60, moat_bin(), "run", "--kernel", blk_elf(), "--drive", d1, "--drive", d1);
+    show(&r, "blk twice");
+    ck_assert_int_eq(r.status, CLI_EXIT_USAGE);
+    ck_assert(strstr(r.out, "in use"));
+    free(r.out);
+}
+END_TEST
+
+/* ---- durability ---- */
+
+#define DUR_SECTORS 4096u
+
+/* n runs; returns the number of lost acknowledged records. */
+static unsigned durability(unsigned runs, unsigned *acked_total, unsigned *kills)
+{
+    const char *img = tpath("dur.img");
+    unsigned lost = 0;
+    *acked_total = *kills = 0;
+    for (unsigned k = 0; k < runs; k++) {
+        uint8_t *zero = calloc(DUR_SECTORS, 512);
+        write_file(img, zero, DUR_SECTORS * 512u);
+        free(zero);
+        char d[600];
+        snprintf(d, sizeof d, "%s", img);
+        long kill_at = rand() % 400;
+        struct run r;
+        run_argv(&r, 120, (const char *const[]){ moat_bin(), "run", "--kernel", blk_elf(), "--drive", d,
+                                                 "--", "blkdur", NULL }, kill_at);
+        if (r.status == 128 + SIGKILL)
+            (*kills)++;
+        /* The highest acknowledged record. */
+        unsigned long maxn = 0;
+        for (char *p = r.out; (p = strstr(p, BLK_ACK)); p += 4) {
+            unsigned long n = strtoul(p + 4, NULL, 10);
+            if (n > maxn && strchr(p, '\n'))
+                maxn = n;
+        }
+        size_t len;
+        uint8_t *b = read_all(img, &len);
+        unsigned bad = 0;
+        for (unsigned long n = 1; n <= maxn && n < DUR_SECTORS; n++) {
+            const uint8_t *s = b + n * 512;
+            uint64_t got;
+            memcpy(&got, s + 8, 8);
+            bool ok = !memcmp(s, BLK_REC_MAGIC, 8) && got == n;
+            for (unsigned j = 16; ok && j < 512; j++)
+                ok = s[j] == BLK_REC(n, j);
+            if (!ok)
+                bad++;
+        }
+        if (bad)
+            fprintf(stderr, "durability run %u: %u of %lu acknowledged records missing\n", k, bad, maxn);
+        lost += bad;
+        *acked_total += (unsigned)maxn;
+        free(b);
+        free(r.out);
+    }
+    return lost;
+}
+
+START_TEST(durability_sigkill)
+{
+    unsigned runs = (unsigned)atoi(env_or("MOAT_BLK_KILL_RUNS", "3")), acked, kills;
+    unsigned lost = durability(runs, &acked, &kills);
+    printf("durability: %u runs, %u killed mid-run, %u acknowledged records, %u lost\n",
+           runs, kills, acked, lost);
+    ck_assert_uint_eq(lost, 0);
+    ck_assert_uint_gt(acked, 0);
+}
+END_TEST
+
+/* ---- Linux ---- */
+
+/* Absolute paths of the e2fsprogs tools (a busybox shell would otherwise
+ * prefer its own, incompatible mke2fs applet). */
+static char mke2fs[512], debugfs[512];
+
+static bool find_tool(const char *t, char *out, size_t len)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s:/sbin:/usr/sbin", env_or("PATH", "/bin:/usr/bin"));
+    for (char *save = NULL, *d = strtok_r(path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(out, len, "%s/%s", d, t);
+        struct stat st;
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0) {
+            /* Not busybox itself (its applet links resolve to it). */
+            if (st.st_size > 0 && !strstr(out, "busybox")) {
+                char real[512];
+                if (realpath(out, real) && strstr(real, "busybox"))
+                    continue;
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+static bool have_tool(const char *t)   /* any kind, busybox applets included */
+{
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", t);
+    return system(cmd) == 0;
+}
+
+static bool linux_ready(void)
+{
+    char k[512], i[512];
+    snprintf(k, sizeof k, "%s/bzImage", linux_dir());
+    snprintf(i, sizeof i, "%s/initramfs.cpio", linux_dir());
+    if (access(k, R_OK) || access(i, R_OK)) {
+        printf("SKIPPED: test_blk Linux tests: %s not built (make guest)\n", k);
+        return false;
+    }
+    if (!find_tool("mke2fs", mke2fs, sizeof mke2fs) || !find_tool("debugfs", debugfs, sizeof debugfs) ||
+        !have_tool("cpio")) {
+        printf("SKIPPED: test_blk Linux tests: mke2fs, debugfs or cpio missing\n");
+        return false;
+    }
+    return true;
+}
+
+static char *sh_out(const char *cmd)
+{
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    char *b = calloc(1, 65536);
+    size_t n = fread(b, 1, 65535, f);
+    b[n] = 0;
+    pclose(f);
+    return b;
+}
+
+__attribute__((format(printf, 1, 2)))
+static int sh(const char *fmt, ...)
+{
+    char cmd[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    return system(cmd);
+}
+
+START_TEST(linux_mount_read_write)
+{
+    if (!linux_ready())
+        return;
+    const char *dir = tpath("fsdir"), *img = tpath("ext4.img");
+    ck_assert_int_eq(sh("mkdir -p %s && echo moat-disk-hello > %s/hello.txt", dir, dir), 0);
+    ck_assert_int_eq(sh("%s -q -F -t ext4 -d %s %s 16M", mke2fs, dir, img), 0);
+    char k[512], i[512];
+    snprintf(k, sizeof k, "%s/bzImage", linux_dir());
+    snprintf(i, sizeof i, "%s/initramfs.cpio", linux_dir());
+    struct run r;
+    RUN(&r, 120, moat_bin(), "run", "--timeout", "100", "--kernel", k, "--initrd", i, "--drive", img,
+        "--", "/bin/sh", "-c",
+        "mkdir -p /mnt && mount -t ext4 /dev/vda /mnt && cat /mnt/hello.txt && "
+        "echo written-by-guest > /mnt/new.txt && sync && umount /mnt && echo guest-done");
+    show(&r, "linux mount");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, "moat-disk-hello"));
+    ck_assert(strstr(r.out, "guest-done"));
+    free(r.out);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s -R 'cat /new.txt' %s 2>/dev/null", debugfs, img);
+    char *o = sh_out(cmd);
+    ck_assert_msg(strstr(o, "written-by-guest"), "debugfs: %s", o);
+    free(o);
+}
+END_TEST
+
+START_TEST(linux_read_only_drive)
+{
+    if (!linux_ready())
+        return;
+    const char *dir = tpath("rodir"), *img = tpath("ro-ext4.img");
+    ck_assert_int_eq(sh("mkdir -p %s && echo ro-content > %s/f.txt", dir, dir), 0);
+    ck_assert_int_eq(sh("%s -q -F -t ext4 -d %s %s 8M", mke2fs, dir, img), 0);
+    size_t len0, len1;
+    uint8_t *before = read_all(img, &len0);
+    char k[512], i[512], d[600];
+    snprintf(k, sizeof k, "%s/bzImage", linux_dir());
+    snprintf(i, sizeof i, "%s/initramfs.cpio", linux_dir());
+    snprintf(d, sizeof d, "%s,ro", img);
+    struct run r;
+    RUN(&r, 120, moat_bin(), "run", "--timeout", "100", "--kernel", k, "--initrd", i, "--drive", d,
+        "--", "/bin/sh", "-c",
+        "cat /sys/block/vda/ro; mkdir -p /mnt && mount -o ro /dev/vda /mnt && cat /mnt/f.txt; "
+        "umount /mnt; if dd if=/dev/zero of=/dev/vda bs=512 count=1 2>/dev/null; then echo dd-ok; "
+        "else echo dd-refused; fi");
+    show(&r, "linux ro");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, "ro-content"));
+    ck_assert(strstr(r.out, "dd-refused"));
+    uint8_t *after = read_all(img, &len1);
+    ck_assert_uint_eq(len0, len1);
+    ck_assert(memcmp(before, after, len0) == 0);
+    free(before);
+    free(after);
+    free(r.out);
+}
+END_TEST
+
+START_TEST(linux_root_on_vda)
+{
+    if (!linux_ready())
+        return;
+    const char *dir = tpath("rootdir"), *img = tpath("root.img");
+    char cpio[600];
+    snprintf(cpio, sizeof cpio, "%s/initramfs.cpio", linux_dir());
+    char abs[700];
+    ck_assert_ptr_nonnull(realpath(cpio, abs));
+    ck_assert_int_eq(sh("mkdir -p %s%s", dir, ""), 0);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cd %s && cpio -idm < %s 2>/dev/null && %s -q -F -t ext4 -d %s %s 32M",
+             dir, abs, mke2fs, dir, img);
+    ck_assert_int_eq(system(cmd), 0);
+    char k[512];
+    snprintf(k, sizeof k, "%s/bzImage", linux_dir());
+    struct run r;
+    RUN(&r, 120, moat_bin(), "run", "--timeout", "100", "--kernel", k, "--cmdline",
+        "console=ttyS0 reboot=k panic=-1 8250.nr_uarts=1 root=/dev/vda rw init=/init", "--drive", img,
+        "--", "/bin/sh", "-c", "grep ' / ' /proc/mounts; echo root-on-vda > /rootfile; sync");
+    show(&r, "linux root=/dev/vda");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, "Mounted root (ext4 filesystem)"));
+    ck_assert(strstr(r.out, "/dev/root / ext4 rw"));
+    free(r.out);
+    snprintf(cmd, sizeof cmd, "%s -R 'cat /rootfile' %s 2>/dev/null", debugfs, img);
+    char *o = sh_out(cmd);
+    ck_assert_msg(strstr(o, "root-on-vda"), "debugfs: %s", o);
+    free(o);
+}
+END_TEST
+
+static pid_t main_pid;
+
+static void cleanup(void)
+{
+    if (getpid() != main_pid)
+        return;                 /* a CK_FORK child */
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "test_blk: could not remove %s\n", tmpdir);
+}
+
+int main(int argc, char **argv)
+{
+    snprintf(tmpdir, sizeof tmpdir, "%s/moat-blk-XXXXXX", env_or("TMPDIR", "/tmp"));
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    main_pid = getpid();
+    atexit(cleanup);
+    unsigned seed = (unsigned)time(NULL) ^ (unsigned)getpid();
+    srand(seed);
+    bool kvm = kvm_ok();
+    if (!kvm) {
+        const char *why = "/dev/kvm not available";
+        if (getenv("MOAT_REQUIRE_KVM")) {
+            printf("FAILED: test_blk: %s and MOAT_REQUIRE_KVM is set\n", why);
+            return 1;
+        }
+        printf("SKIPPED: test_blk: %s — virtio-blk KVM tests not run\n", why);
+        return 0;
+    }
+    if (argc == 3 && !strcmp(argv[1], "--durability")) {
+        unsigned acked, kills, runs = (unsigned)atoi(argv[2]);
+        unsigned lost = durability(runs, &acked, &kills);
+        printf("durability (seed %u): %u runs, %u killed mid-run, %u acknowledged records, %u lost\n",
+               seed, runs, kills, acked, lost);
+        return lost || !acked ? 1 : 0;
+    }
+    Suite *s = suite_create("blk");
+    TCase *tc = tcase_create("kvm");
+    tcase_set_timeout(tc, 600 * slow());
+    tcase_add_test(tc, elf_rw_two_drives);
+    tcase_add_test(tc, elf_read_only);
+    tcase_add_test(tc, elf_no_drive_and_locked);
+    tcase_add_test(tc, durability_sigkill);
+    tcase_add_test(tc, linux_mount_read_write);
+    tcase_add_test(tc, linux_read_only_drive);
+    tcase_add_test(tc, linux_root_on_vda);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
