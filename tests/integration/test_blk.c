@@ -13,7 +13,8 @@
  * MOAT_LINUX_DIR (build/guest: bzImage, initramfs.cpio), MOAT_TEST_SLOW
  * (time limits x N), MOAT_REQUIRE_KVM (fail instead of skip without KVM),
  * MOAT_BLK_KILL_RUNS (durability runs in the suite, default 3).
- * Standalone: test_blk --durability N  runs only the durability test, N runs.
+ * test_blk --durability N  runs only the durability test, N runs, no time
+ * limit (tests/integration/blk-durability.sh).
  * Needs mke2fs, debugfs and cpio in PATH for the Linux part (skipped loudly
  * otherwise). */
 #include <check.h>
@@ -521,23 +522,23 @@ int main(int argc, char **argv)
         printf("SKIPPED: test_blk: %s — virtio-blk KVM tests not run\n", why);
         return 0;
     }
-    if (argc == 3 && !strcmp(argv[1], "--durability")) {
-        unsigned acked, kills, runs = (unsigned)atoi(argv[2]);
-        unsigned lost = durability(runs, &acked, &kills);
-        printf("durability (seed %u): %u runs, %u killed mid-run, %u acknowledged records, %u lost\n",
-               seed, runs, kills, acked, lost);
-        return lost || !acked ? 1 : 0;
-    }
+    bool only_durability = argc == 3 && !strcmp(argv[1], "--durability");
+    if (only_durability)
+        setenv("MOAT_BLK_KILL_RUNS", argv[2], 1);
+    printf("test_blk: random seed %u\n", seed);
     Suite *s = suite_create("blk");
     TCase *tc = tcase_create("kvm");
-    tcase_set_timeout(tc, 600 * slow());
+    tcase_set_timeout(tc, only_durability ? 0 : 600 * slow());
+    tcase_add_test(tc, durability_sigkill);
+    if (only_durability)
+        goto run;
     tcase_add_test(tc, elf_rw_two_drives);
     tcase_add_test(tc, elf_read_only);
     tcase_add_test(tc, elf_no_drive_and_locked);
-    tcase_add_test(tc, durability_sigkill);
     tcase_add_test(tc, linux_mount_read_write);
     tcase_add_test(tc, linux_read_only_drive);
     tcase_add_test(tc, linux_root_on_vda);
+run:
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
