@@ -474,6 +474,7 @@ static int uring_setup(struct blk_engine *e, char *why, size_t wlen)
 }
 #endif
 
+__attribute__((unused))
 static int read_disabled_sysctl(void)
 {
     int fd = open("/proc/sys/kernel/io_uring_disabled", O_RDONLY | O_CLOEXEC);
