@@ -26,7 +26,8 @@ struct vhu_vring {
     uint16_t base;          /* SET_VRING_BASE: next avail index */
     bool addr_set;
     uint64_t desc_uva, avail_uva, used_uva;
-    int kick_fd, err_fd;
+    int kick_fd, err_fd;    /* the frontend's */
+    int dev_kick_fd;        /* ours, blocking, handed to the device (see kick_forward) */
     bool enabled;           /* SET_VRING_ENABLE (implicit without PROTOCOL_FEATURES) */
     bool live;              /* struct virtq enabled and its indices valid */
     pthread_mutex_t call_lock;
@@ -80,6 +81,26 @@ static void needs_reset(void *opaque)
 {
     (void)opaque;
     log_guest("vhost-user: device found a broken queue (needs reset)");
+}
+
+static void kick_dev(struct vhu_server *s, unsigned i)
+{
+    uint64_t one = 1;
+    ssize_t n = write(s->vr[i].dev_kick_fd, &one, sizeof one);
+    (void)n;
+}
+
+/* The frontend's kick eventfds are usually O_NONBLOCK (QEMU's are), and the
+ * frontend reads them itself when it takes a queue back, so we must not
+ * change their flags; devices may wait on their kick fds with blocking
+ * io_uring reads, which a non-blocking eventfd would fail with -EAGAIN. So
+ * the device gets our own blocking eventfd per queue, and the server's poll
+ * loop forwards each frontend kick to it. */
+static void kick_forward(struct vhu_server *s, unsigned i)
+{
+    uint64_t v;
+    if (read(s->vr[i].kick_fd, &v, sizeof v) == (ssize_t)sizeof v)
+        kick_dev(s, i);
 }
 
 static void dev_stop(struct vhu_server *s)
@@ -157,7 +178,7 @@ static void reconcile(struct vhu_server *s)
     env.nqueues = n;
     env.features = s->acked & ~(1ull << VHU_F_PROTOCOL_FEATURES);
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++)
-        env.kick_fd[i] = i < n ? s->vr[i].kick_fd : -1;
+        env.kick_fd[i] = i < n ? s->vr[i].dev_kick_fd : -1;
     env.notify_used = notify_used;
     env.needs_reset = needs_reset;
     env.opaque = s;
@@ -167,6 +188,8 @@ static void reconcile(struct vhu_server *s)
         return;
     }
     s->running = n;
+    for (unsigned i = 0; i < n; i++)
+        kick_dev(s, i);
     log_info("vhost-user: %s device started with %u queue(s)", s->ops->name, n);
 }
 
@@ -433,13 +456,6 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         close_fd(&v->kick_fd);
         v->kick_fd = fds[0];
         fds[0] = -1;
-        /* Devices wait on kick fds with blocking reads (io_uring); the
-         * frontend only ever writes them. */
-        {
-            int fl = fcntl(v->kick_fd, F_GETFL);
-            if (fl >= 0 && (fl & O_NONBLOCK))
-                fcntl(v->kick_fd, F_SETFL, fl & ~O_NONBLOCK);
-        }
         if (!(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
             v->enabled = true;
         reconcile(s);
@@ -610,8 +626,12 @@ int vhu_server_create(const char *path, const struct virtio_dev_ops *ops, void *
                        (1ull << VHU_PROTOCOL_F_RESET_DEVICE);
     if (s->nq > 1)
         s->proto_offered |= 1ull << VHU_PROTOCOL_F_MQ;
+    bool efd_ok = true;
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
         s->vr[i].kick_fd = s->vr[i].err_fd = s->vr[i].call_fd = -1;
+        s->vr[i].dev_kick_fd = eventfd(0, EFD_CLOEXEC);
+        if (s->vr[i].dev_kick_fd < 0)
+            efd_ok = false;
         pthread_mutex_init(&s->vr[i].call_lock, NULL);
         virtq_init(&s->queues[i], ops->queue_max);
     }
@@ -621,7 +641,7 @@ int vhu_server_create(const char *path, const struct virtio_dev_ops *ops, void *
     int r;
     s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s->stop_fd < 0 || s->listen_fd < 0) {
+    if (s->stop_fd < 0 || s->listen_fd < 0 || !efd_ok) {
         r = -errno;
         goto fail;
     }
@@ -640,8 +660,10 @@ fail:
         close(s->stop_fd);
     if (s->listen_fd >= 0)
         close(s->listen_fd);
-    for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++)
+    for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
         pthread_mutex_destroy(&s->vr[i].call_lock);
+        close_fd(&s->vr[i].dev_kick_fd);
+    }
     free(s);
     return r;
 }
@@ -649,17 +671,27 @@ fail:
 int vhu_server_run(struct vhu_server *s)
 {
     for (;;) {
-        struct pollfd p[2] = {
-            { .fd = s->stop_fd, .events = POLLIN },
-            { .fd = s->conn_fd >= 0 ? s->conn_fd : s->listen_fd, .events = POLLIN },
-        };
-        if (poll(p, 2, -1) < 0) {
+        struct pollfd p[2 + VIRTIO_DEV_MAX_QUEUES];
+        unsigned np = 2, kq[VIRTIO_DEV_MAX_QUEUES];
+        p[0] = (struct pollfd){ .fd = s->stop_fd, .events = POLLIN };
+        p[1] = (struct pollfd){ .fd = s->conn_fd >= 0 ? s->conn_fd : s->listen_fd,
+                                .events = POLLIN };
+        for (unsigned i = 0; i < s->nq; i++) {
+            if (s->vr[i].kick_fd >= 0) {
+                kq[np - 2] = i;
+                p[np++] = (struct pollfd){ .fd = s->vr[i].kick_fd, .events = POLLIN };
+            }
+        }
+        if (poll(p, np, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return -errno;
         }
         if (p[0].revents)
             return 0;
+        for (unsigned k = 2; k < np; k++)
+            if (p[k].revents & POLLIN)
+                kick_forward(s, kq[k - 2]);
         if (!p[1].revents)
             continue;
         if (s->conn_fd < 0) {
@@ -701,7 +733,9 @@ void vhu_server_destroy(struct vhu_server *s)
     close_fd(&s->listen_fd);
     close_fd(&s->stop_fd);
     unlink(s->path);
-    for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++)
+    for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
         pthread_mutex_destroy(&s->vr[i].call_lock);
+        close_fd(&s->vr[i].dev_kick_fd);
+    }
     free(s);
 }
