@@ -15,7 +15,10 @@ RUNS=${RUNS:-20}
 B=build/bench
 MOAT=${MOAT_BIN:-build/moat}
 mkdir -p "$B"
-make -s "$B/runstat" "$B/tiny.elf" build/moat >/dev/null || exit 1
+# BENCH_NO_BUILD=1: use what is there (e.g. inside the nested-KVM L1, which has no make).
+[ -n "${BENCH_NO_BUILD:-}" ] || make -s "$B/runstat" "$B/tiny.elf" build/moat >/dev/null || exit 1
+QEMU=${QEMU:-qemu-system-x86_64}
+read -r -a QEMU_EXTRA <<< "${QEMU_ARGS:-}"   # e.g. QEMU_ARGS="-L /path/to/firmware"
 json="$B/boot.json"
 
 if ! [ -w /dev/kvm ]; then
@@ -40,7 +43,7 @@ timing_median() {  # file, key
 
 # 1. tiny guest
 run_set moat-tiny "$MOAT" run --pvh --mem 256 --timings --kernel "$B/tiny.elf"
-QEMU_TINY=(qemu-system-x86_64 -M microvm -enable-kvm -cpu host -m 256 -nodefaults -no-user-config
+QEMU_TINY=("$QEMU" "${QEMU_EXTRA[@]}" -M microvm -enable-kvm -cpu host -m 256 -nodefaults -no-user-config
            -display none -kernel "$B/tiny.elf" -device isa-debug-exit,iobase=0xf4,iosize=0x04)
 run_set qemu-tiny "${QEMU_TINY[@]}"
 m_wall=$(col 1 < "$B/moat-tiny.runs" | median); q_wall=$(col 1 < "$B/qemu-tiny.runs" | median)
@@ -61,7 +64,7 @@ if [ "$pvm" = 0 ] && [ -r build/guest/bzImage ] && [ -r build/guest/initramfs.cp
     CMDL="console=ttyS0 reboot=k panic=-1 8250.nr_uarts=1 quiet"
     run_set moat-linux "$MOAT" run --timings --kernel build/guest/bzImage --initrd build/guest/initramfs.cpio \
         --cmdline "$CMDL" -- /bin/true
-    run_set qemu-linux qemu-system-x86_64 -M microvm,auto-kernel-cmdline=off -enable-kvm -cpu host -m 256 \
+    run_set qemu-linux "$QEMU" "${QEMU_EXTRA[@]}" -M microvm,auto-kernel-cmdline=off -enable-kvm -cpu host -m 256 \
         -nodefaults -no-user-config -display none -no-reboot -serial null \
         -kernel build/guest/bzImage -initrd build/guest/initramfs.cpio -append "$CMDL -- /bin/true"
     ml=$(col 1 < "$B/moat-linux.runs" | median); ql=$(col 1 < "$B/qemu-linux.runs" | median)

@@ -12,15 +12,16 @@
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$ROOT"
-for f in build/moat build/moat-san build/tests/test_integration build/guests; do
-    [ -e "$f" ] || { echo "test-moat: $f missing (make all test-guests build/tests/test_integration)" >&2; exit 2; }
+for f in build/moat build/moat-san build/tests/test_integration build/tests/test_api build/tests-san/test_api build/guests; do
+    [ -e "$f" ] || { echo "test-moat: $f missing (make all test-guests build/tests/test_integration build/tests/test_api build/tests-san/test_api)" >&2; exit 2; }
 done
 pl=$(mktemp -d "${TMPDIR:-/tmp}/nested-pl.XXXXXX")
 log=$(mktemp "${TMPDIR:-/tmp}/nested-log.XXXXXX")
 trap 'rm -rf "$pl" "$log"' EXIT
-mkdir -p "$pl/build/tests" "$pl/build/guests"
+mkdir -p "$pl/build/tests" "$pl/build/tests-san" "$pl/build/guests"
 cp build/moat build/moat-san "$pl/build/"
-cp build/tests/test_integration "$pl/build/tests/"
+cp build/tests/test_integration build/tests/test_api "$pl/build/tests/"
+cp build/tests-san/test_api "$pl/build/tests-san/"
 cp build/guests/*.elf "$pl/build/guests/"
 linux=0
 if [ -f build/guest/bzImage ] && [ -f build/guest/initramfs.cpio ]; then
@@ -37,10 +38,14 @@ export MOAT_REQUIRE_KVM=1 MOAT_TEST_SLOW=10 CK_FORK=yes
 t kvmprobe kvmprobe -c 2 -n 2000
 t integration env MOAT_BIN=build/moat ./build/tests/test_integration
 t integration-san env MOAT_BIN=build/moat-san ./build/tests/test_integration
+t api env MOAT_GUESTS=build/guests ./build/tests/test_api
+t api-san env MOAT_GUESTS=build/guests ./build/tests-san/test_api
 if [ -f build/guest/bzImage ]; then
     o=/tmp/linux.out
     t linux-echo sh -c './build/moat run --timeout 300 -- /bin/echo hello-from-l2 >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && grep -q hello-from-l2 $0' $o
     t linux-exit-status sh -c './build/moat run --timeout 300 -- /bin/sh -c "exit 7"; [ $? = 7 ]'
+    t linux-initrd sh -c './build/moat run --timeout 300 -- /bin/sh -c "test -x /init && test -x /bin/busybox && echo initrd-ok" >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && grep -q initrd-ok $0' $o
+    t linux-timings sh -c './build/moat run --timeout 300 --timings -- /bin/true 2>$0; r=$?; cat $0; [ $r = 0 ] && grep -q "\"init_reached\"" $0 && grep -q "\"cmd_finished\"" $0' $o
     t linux-two-vcpus sh -c './build/moat run --timeout 300 --cpus 2 -- /bin/sh -c "nproc" >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && tr -d "\\r" <$0 | grep -qx 2' $o
 fi
 exit 0
