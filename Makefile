@@ -126,7 +126,7 @@ test-linux: $(B)/moat guest
 # The KVM suites again, inside a Linux that QEMU emulates with SVM (TCG), for
 # hosts with no usable /dev/kvm (tests/nested/README.md). Where /dev/kvm
 # works, the suites above already ran on it.
-test-nested: all test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api
+test-nested: all test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk
 	@if [ -r /dev/kvm ] && [ -w /dev/kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
 	    echo "SKIPPED: nested: /dev/kvm is usable here; the KVM suites ran on it directly"; \
 	else tests/nested/test-moat.sh --timeout 1500; fi

@@ -145,7 +145,8 @@ uint64_t moat_timings_set_origin(uint64_t monotonic_ns);
  * moat_snapshot writes guest RAM to mem_path (sparse: zero pages are holes)
  * and every vCPU's, the VM's and the devices' state to state_path (a
  * versioned, checksummed file). A running VM is paused for the copy and
- * resumed after; a paused one stays paused. Files are written under a
+ * resumed after; a paused one stays paused. -ENOTSUP for a VM with virtio
+ * devices (drives): their state is not in the format yet. Files are written under a
  * temporary name, fsync'ed and renamed, memory first.
  *
  * moat_restore creates a VM from those files: the memory file is mapped

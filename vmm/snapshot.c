@@ -213,6 +213,10 @@ int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_pa
     pthread_mutex_unlock(&vm->lock);
     if (exited)
         return -ESRCH;
+    /* Virtio device and queue state is not in the format yet: refuse
+     * rather than write a snapshot that would restore broken devices. */
+    if (vm->nvdev > 0)
+        return -ENOTSUP;
     if (started && !was_paused) {
         int r = moat_pause(vm);
         if (r < 0)

@@ -22,6 +22,16 @@ mkdir -p "$pl/build/tests" "$pl/build/tests-san" "$pl/build/guests"
 cp build/moat build/moat-san "$pl/build/"
 cp build/tests/test_integration build/tests/test_api "$pl/build/tests/"
 cp build/tests-san/test_api "$pl/build/tests-san/"
+# virtio-blk suite: the test program and the host tools it drives (real
+# e2fsprogs and cpio; L1 only has busybox).
+blk=0
+if [ -x build/tests/test_blk ]; then
+    cp build/tests/test_blk "$pl/build/tests/"
+    for tool in mke2fs debugfs cpio; do
+        p=$(command -v "$tool" || PATH=/sbin:/usr/sbin:$PATH command -v "$tool") && cp "$p" "$pl/"
+    done
+    blk=1
+fi
 cp build/guests/*.elf "$pl/build/guests/"
 linux=0
 if [ -f build/guest/bzImage ] && [ -f build/guest/initramfs.cpio ]; then
@@ -40,6 +50,10 @@ t integration env MOAT_BIN=build/moat ./build/tests/test_integration
 t integration-san env MOAT_BIN=build/moat-san ./build/tests/test_integration
 t api env MOAT_GUESTS=build/guests ./build/tests/test_api
 t api-san env MOAT_GUESTS=build/guests ./build/tests-san/test_api
+if [ -x build/tests/test_blk ]; then
+    t blk env MOAT_BIN=build/moat MOAT_GUESTS=build/guests ./build/tests/test_blk
+    t blk-moat-san env MOAT_BIN=build/moat-san MOAT_GUESTS=build/guests ./build/tests/test_blk
+fi
 if [ -f build/guest/bzImage ]; then
     o=/tmp/linux.out
     t linux-echo sh -c './build/moat run --timeout 300 -- /bin/echo hello-from-l2 >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && grep -q hello-from-l2 $0' $o
