@@ -60,7 +60,9 @@ echo "  moat/qemu wall: ${ratio}"
 
 # 2. Linux, hardware KVM only
 linux='"skipped": "PVM host: Linux cannot reach user space"'
-if [ "$pvm" = 0 ] && [ -r build/guest/bzImage ] && [ -r build/guest/initramfs.cpio ]; then
+if [ "${BENCH_LINUX:-1}" = 0 ]; then
+    linux='"skipped": "BENCH_LINUX=0"'
+elif [ "$pvm" = 0 ] && [ -r build/guest/bzImage ] && [ -r build/guest/initramfs.cpio ]; then
     CMDL="console=ttyS0 reboot=k panic=-1 8250.nr_uarts=1 quiet"
     run_set moat-linux "$MOAT" run --timings --kernel build/guest/bzImage --initrd build/guest/initramfs.cpio \
         --cmdline "$CMDL" -- /bin/true

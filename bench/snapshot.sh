@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Snapshot benchmark (issue 5): a 256 MiB counter test guest.
+#  - snapshot time (moat's own measurement, SIGUSR2 = pause + snapshot);
+#  - restore latency: moat process start -> first KVM_RUN (--timings
+#    first_run) and wall time of `moat restore` until the guest exits,
+#    median and p99 over RUNS;
+#  - 20 forks: 20 `moat restore` of the same snapshot started together,
+#    total wall time until all have exited.
+# QEMU's own savevm/loadvm of the same guest is not measured here (yet).
+# Results: build/bench/snapshot.json. Needs /dev/kvm (SKIPPED otherwise).
+set -u
+cd "$(dirname "$0")/.."
+RUNS=${RUNS:-20}
+FORKS=${FORKS:-20}
+B=build/bench
+MOAT=${MOAT_BIN:-build/moat}
+GUEST=${GUEST:-build/guests/counter.elf}
+mkdir -p "$B"
+[ -n "${BENCH_NO_BUILD:-}" ] || make -s "$B/runstat" build/moat test-guests >/dev/null || exit 1
+json="$B/snapshot.json"
+if ! [ -w /dev/kvm ]; then
+    echo "SKIPPED: bench/snapshot: /dev/kvm not available on this host; nothing measured"
+    printf '{"skipped": "/dev/kvm not available"}\n' > "$json"
+    exit 0
+fi
+median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "null"; exit} m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}'; }
+p99() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.99+0.999); if(i<1)i=1; if (NR==0) print "null"; else print a[i]}'; }
+now_us() { date +%s%6N; }
+
+snap=$(mktemp -d "${TMPDIR:-/tmp}/moat-bench-snap.XXXXXX")
+trap 'rm -rf "$snap"' EXIT
+# The guest ticks every 1000 iterations and stops at a 'q' on its console.
+"$MOAT" run --mem 256 --kernel "$GUEST" --cmdline spin=1000 --snapshot-dir "$snap" \
+    </dev/null >"$snap/run.out" 2>"$snap/run.err" &
+pid=$!
+for _ in $(seq 1 600); do grep -q "tick 3" "$snap/run.out" 2>/dev/null && break; sleep 0.05; done
+kill -USR2 "$pid"; wait "$pid"
+snap_ms=$(grep -o 'in [0-9.]* ms' "$snap/run.err" | awk '{print $2}')
+mem_alloc_kib=$(du -k "$snap/memory" | awk '{print $1}')
+printf q > "$snap/q"
+
+: > "$snap/restore.runs"
+for _ in $(seq 1 "$RUNS"); do
+    t0=$(now_us)
+    "$MOAT" restore --timings "$snap" <"$snap/q" >/dev/null 2>"$snap/restore.err"; rc=$?
+    t1=$(now_us)
+    fr=$(grep -o '"first_run": [0-9]*' "$snap/restore.err" | awk '{print $2}')
+    echo "$((t1 - t0)) ${fr:-0} $rc" >> "$snap/restore.runs"
+done
+r_wall=$(awk '{print $1}' "$snap/restore.runs" | median)
+r_first=$(awk '{print $2}' "$snap/restore.runs" | median)
+r_first99=$(awk '{print $2}' "$snap/restore.runs" | p99)
+r_bad=$(awk '$3 != 0' "$snap/restore.runs" | wc -l)
+
+t0=$(now_us)
+pids=()
+for i in $(seq 1 "$FORKS"); do
+    "$MOAT" restore "$snap" <"$snap/q" >/dev/null 2>&1 & pids+=($!)
+done
+fbad=0
+for p in "${pids[@]}"; do wait "$p" || fbad=$((fbad + 1)); done
+t1=$(now_us)
+forks_ms=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", (b-a)/1000}')
+
+echo "snapshot (256 MiB counter guest): write ${snap_ms} ms, memory file ${mem_alloc_kib} KiB allocated (sparse)"
+echo "restore, $RUNS runs: process start -> first KVM_RUN median ${r_first} us, p99 ${r_first99} us; wall to guest exit median ${r_wall} us; failed ${r_bad}"
+echo "$FORKS forks started together: all exited after ${forks_ms} ms; failed ${fbad}"
+cat > "$json" <<EOF2
+{"runs": $RUNS, "mem_mib": 256, "snapshot_ms": ${snap_ms:-null}, "memory_file_kib": $mem_alloc_kib,
+ "restore_first_run_us_median": $r_first, "restore_first_run_us_p99": $r_first99,
+ "restore_wall_us_median": $r_wall, "restore_failed": $r_bad,
+ "forks": $FORKS, "forks_total_ms": $forks_ms, "forks_failed": $fbad}
+EOF2
+echo "results: $json"
