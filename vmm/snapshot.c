@@ -152,9 +152,9 @@ static bool page_is_zero(const uint8_t *p)
     return true;
 }
 
-/* Guest RAM to a sparse file: runs of non-zero pages are written, zero
- * pages stay holes. Written to a temporary name, fsync'ed, then renamed. */
-static int save_memory(struct moat_vm *vm, const char *path)
+/* Write a file under path.tmp with fill(fd, arg), fsync it, rename it to
+ * path: a reader never sees a half-written file. */
+static int write_atomically(const char *path, int (*fill)(int fd, void *arg), void *arg)
 {
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
@@ -162,8 +162,26 @@ static int save_memory(struct moat_vm *vm, const char *path)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
-    int r = ftruncate(fd, (off_t)vm->ram_size) < 0 ? -errno : 0;
+    int r = fill(fd, arg);
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    close(fd);
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+/* Guest RAM to a sparse file: runs of non-zero pages are written, zero
+ * pages stay holes. */
+static int fill_memory(int fd, void *arg)
+{
+    struct moat_vm *vm = arg;
+    if (ftruncate(fd, (off_t)vm->ram_size) < 0)
+        return -errno;
     size_t npages = vm->ram_size / PAGE;
+    int r = 0;
     for (size_t i = 0; r == 0 && i < npages;) {
         if (page_is_zero(vm->ram + i * PAGE)) {
             i++;
@@ -175,33 +193,15 @@ static int save_memory(struct moat_vm *vm, const char *path)
         r = write_all(fd, vm->ram + i * PAGE, (j - i) * PAGE, (off_t)(i * PAGE));
         i = j;
     }
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
-    close(fd);
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
-    if (r < 0)
-        unlink(tmp);
     return r;
 }
 
-static int save_state_file(const char *path, const uint8_t *buf, size_t len)
+struct bytes { const uint8_t *buf; size_t len; };
+
+static int fill_bytes(int fd, void *arg)
 {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
-        return -ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -errno;
-    int r = write_all(fd, buf, len, 0);
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
-    close(fd);
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
-    if (r < 0)
-        unlink(tmp);
-    return r;
+    const struct bytes *b = arg;
+    return write_all(fd, b->buf, b->len, 0);
 }
 
 int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_path)
@@ -245,9 +245,10 @@ int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_pa
         r = snapw_finish(&w, &buf, &len);
     /* Memory first, state last: a state file implies its memory file. */
     if (r == 0)
-        r = save_memory(vm, mem_path);
+        r = write_atomically(mem_path, fill_memory, vm);
+    struct bytes state = { buf, len };
     if (r == 0)
-        r = save_state_file(state_path, buf, len);
+        r = write_atomically(state_path, fill_bytes, &state);
     snapw_free(&w);
     if (started && !was_paused)
         moat_resume(vm);

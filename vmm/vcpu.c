@@ -132,13 +132,19 @@ static struct kvm_segment seg(uint16_t sel, uint8_t type, bool code64, bool db)
     return s;
 }
 
-static int set_long_mode(struct vcpu *v, uint64_t cr4, uint64_t rip, uint64_t rsp,
-                         uint64_t rdi, uint64_t rsi, uint64_t rdx)
+/* The architectural state a boot kind enters with (docs/boot.md). */
+struct entry_state {
+    bool long_mode;          /* 64-bit code segment, paging on; else 32-bit, paging off */
+    uint64_t cr0, cr3, cr4, efer;
+    uint64_t rip, rsp, rdi, rsi, rdx, rbx;
+};
+
+static int set_entry_state(struct vcpu *v, const struct entry_state *e)
 {
     struct kvm_sregs sr;
     if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
         return -errno;
-    sr.cs = seg(BOOT_SEL_CODE64, 0xb, true, false);
+    sr.cs = e->long_mode ? seg(BOOT_SEL_CODE64, 0xb, true, false) : seg(BOOT_SEL_CODE32, 0xb, false, true);
     sr.ds = sr.es = sr.fs = sr.gs = sr.ss = seg(BOOT_SEL_DATA, 0x3, false, true);
     sr.tr = (struct kvm_segment){ .base = 0, .limit = 0x67, .selector = BOOT_SEL_TSS,
                                   .type = 0xb, .present = 1 };
@@ -147,48 +153,21 @@ static int set_long_mode(struct vcpu *v, uint64_t cr4, uint64_t rip, uint64_t rs
     sr.gdt.limit = BOOT_GDT_LIMIT;  /* null, code32, code64, data, TSS (16 bytes) */
     sr.idt.base = LAYOUT_IDT;
     sr.idt.limit = 0;
-    sr.cr3 = LAYOUT_PML4;
-    sr.cr4 = cr4;
-    sr.cr0 = BOOT_CR0_LONG;
-    sr.efer = BOOT_EFER_LONG;
+    sr.cr0 = e->cr0;
+    sr.cr3 = e->cr3;
+    sr.cr4 = e->cr4;
+    sr.efer = e->efer;
     if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0)
         return -errno;
     struct kvm_regs r;
     memset(&r, 0, sizeof(r));
     r.rflags = 0x2;
-    r.rip = rip;
-    r.rsp = r.rbp = rsp;
-    r.rdi = rdi;
-    r.rsi = rsi;
-    r.rdx = rdx;
-    return ioctl(v->fd, KVM_SET_REGS, &r) < 0 ? -errno : 0;
-}
-
-/* PVH: 32-bit protected mode, paging off, EBX = start_info. */
-static int set_pvh_mode(struct vcpu *v, uint64_t rip, uint64_t start_info)
-{
-    struct kvm_sregs sr;
-    if (ioctl(v->fd, KVM_GET_SREGS, &sr) < 0)
-        return -errno;
-    sr.cs = seg(BOOT_SEL_CODE32, 0xb, false, true);
-    sr.ds = sr.es = sr.fs = sr.gs = sr.ss = seg(BOOT_SEL_DATA, 0x3, false, true);
-    sr.tr = (struct kvm_segment){ .base = 0, .limit = 0x67, .selector = BOOT_SEL_TSS,
-                                  .type = 0xb, .present = 1 };
-    sr.gdt.base = LAYOUT_GDT;
-    sr.gdt.limit = BOOT_GDT_LIMIT;
-    sr.idt.base = LAYOUT_IDT;
-    sr.idt.limit = 0;
-    sr.cr0 = BOOT_CR0_PVH;
-    sr.cr3 = 0;
-    sr.cr4 = 0;
-    sr.efer = 0;
-    if (ioctl(v->fd, KVM_SET_SREGS, &sr) < 0)
-        return -errno;
-    struct kvm_regs r;
-    memset(&r, 0, sizeof(r));
-    r.rflags = 0x2;
-    r.rip = rip;
-    r.rbx = start_info;
+    r.rip = e->rip;
+    r.rsp = r.rbp = e->rsp;
+    r.rdi = e->rdi;
+    r.rsi = e->rsi;
+    r.rdx = e->rdx;
+    r.rbx = e->rbx;
     return ioctl(v->fd, KVM_SET_REGS, &r) < 0 ? -errno : 0;
 }
 
@@ -209,16 +188,23 @@ int vcpu_setup(struct moat_vm *vm, struct vcpu *v)
     case BOOT_LINUX_ELF:
         /* Application processors wait for INIT/SIPI from the BSP. */
         if (v->index == 0)
-            r = set_long_mode(v, BOOT_CR4_LINUX, b->entry, BOOT_STACK, 0, b->zero_page, 0);
+            r = set_entry_state(v, &(struct entry_state){
+                .long_mode = true, .cr0 = BOOT_CR0_LONG, .cr3 = LAYOUT_PML4, .cr4 = BOOT_CR4_LINUX,
+                .efer = BOOT_EFER_LONG, .rip = b->entry, .rsp = BOOT_STACK, .rsi = b->zero_page });
         break;
     case BOOT_LINUX_PVH:
+        /* PVH: 32-bit protected mode, paging off, EBX = start_info. */
         if (v->index == 0)
-            r = set_pvh_mode(v, b->entry, b->zero_page);
+            r = set_entry_state(v, &(struct entry_state){
+                .cr0 = BOOT_CR0_PVH, .rip = b->entry, .rbx = b->zero_page });
         break;
     case BOOT_ELF:
         /* Every vCPU enters at the entry point (docs/boot.md). */
-        r = set_long_mode(v, BOOT_CR4_ELF, b->entry, LAYOUT_ELF_STACKS + (v->index + 1) * LAYOUT_ELF_STACK_SZ,
-                          v->index, vm->ncpus, vm->ram_size);
+        r = set_entry_state(v, &(struct entry_state){
+            .long_mode = true, .cr0 = BOOT_CR0_LONG, .cr3 = LAYOUT_PML4, .cr4 = BOOT_CR4_ELF,
+            .efer = BOOT_EFER_LONG, .rip = b->entry,
+            .rsp = LAYOUT_ELF_STACKS + (v->index + 1) * LAYOUT_ELF_STACK_SZ,
+            .rdi = v->index, .rsi = vm->ncpus, .rdx = vm->ram_size });
         if (r == 0 && v->index > 0) {
             struct kvm_mp_state mp = { .mp_state = KVM_MP_STATE_RUNNABLE };
             if (ioctl(v->fd, KVM_SET_MP_STATE, &mp) < 0)
