@@ -21,7 +21,7 @@
 #include "include/moat.h"
 #include "vmm/log.h"
 #include "vmm/vhost_user.h"
-#include "vmm/vhost_user_fbblk.h"
+#include "devices/virtio_blk.h"
 
 enum {
     EXIT_USAGE = 2,
@@ -382,11 +382,15 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
              * cannot run (and print) between the snapshot and the stop. */
             if (si.ssi_signo == SIGUSR2)
                 moat_pause(vm);
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
             r = snapshot_to(vm, snapdir);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
             if (r < 0)
                 fprintf(stderr, "moat: snapshot to %s failed: %s\n", snapdir, strerror(-r));
             else
-                fprintf(stderr, "moat: snapshot written to %s\n", snapdir);
+                fprintf(stderr, "moat: snapshot written to %s in %.3f ms\n", snapdir,
+                        (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
             if (si.ssi_signo == SIGUSR2 && r == 0)
                 moat_stop(vm);
         }
@@ -576,11 +580,14 @@ static int cmd_device(int argc, char **argv)
     }
     moat_log_set_level(LOG_WARN + verbose);
 
-    void *dev;
-    const struct virtio_dev_ops *ops = &vhu_fbblk_ops;
-    int r = vhu_fbblk_open(disk, ro, &dev);
+    struct virtio_blk *dev;
+    const struct virtio_dev_ops *ops = &virtio_blk_ops;
+    struct virtio_blk_opts bo = { .path = disk, .read_only = ro, .id = "moat-vhost-blk",
+                                  .engine = BLK_ENGINE_AUTO, .name = "vhost-user-blk" };
+    char why[256] = "";
+    int r = virtio_blk_create(&bo, &dev, why, sizeof why);
     if (r < 0) {
-        fprintf(stderr, "moat: device blk: %s: %s\n", disk, strerror(-r));
+        fprintf(stderr, "moat: device blk: %s: %s\n", disk, why[0] ? why : strerror(-r));
         return EXIT_VMM_ERROR;
     }
     r = vhu_server_create(sock, ops, dev, &device_server);
