@@ -4,6 +4,9 @@
 #   - kvmprobe (real + long mode, 2 vCPUs);
 #   - tests/integration (build/tests/test_integration) with build/moat and
 #     build/moat-san, MOAT_REQUIRE_KVM=1, MOAT_TEST_SLOW=10;
+#   - build/tests/test_api and build/tests-san/test_api (libmoat: two VMs,
+#     pause/resume, snapshot chain, 20 forks, bad snapshot files);
+#   - build/tests/test_blk with build/moat and build/moat-san (virtio-blk);
 #   - if build/guest/{bzImage,initramfs.cpio} exist: the default Linux guest
 #     (echo, exit status, 2 vCPUs).
 # Needs `make all test-guests build/tests/test_integration` first (and
