@@ -260,6 +260,11 @@ int moat_pause(struct moat_vm *vm)
         vm->paused = true;
     }
     pthread_mutex_unlock(&vm->lock);
+    /* Devices quiesce after the vCPUs: in-flight I/O drains and completes
+     * into the used rings, and no device touches guest memory until resume. */
+    if (r == 0)
+        for (unsigned i = 0; i < vm->nvdev; i++)
+            virtio_mmio_kvm_stop(vm->vdev[i]);
     return r;
 }
 
@@ -273,10 +278,18 @@ int moat_resume(struct moat_vm *vm)
         return vm->exited ? -ESRCH : -EALREADY;
     }
     vm->paused = false;
+    pthread_mutex_unlock(&vm->lock);
+    int r = 0;
+    for (unsigned i = 0; i < vm->nvdev; i++) {
+        int e = virtio_mmio_kvm_resume(vm->vdev[i]);
+        if (e < 0 && r == 0)
+            r = e;
+    }
+    pthread_mutex_lock(&vm->lock);
     atomic_store(&vm->pause_req, false);
     pthread_cond_broadcast(&vm->cond);
     pthread_mutex_unlock(&vm->lock);
-    return 0;
+    return r;
 }
 
 /* ---- console input ---- */
