@@ -50,3 +50,8 @@ $(DGUEST_OUT)/initramfs.cpio: guest/mkinitramfs.sh $(DGUEST_INIT) $(DGUEST_BUSYB
 
 guest-clean:
 	rm -rf $(DGUEST_OUT)
+
+# Guest disk images (docs/guest.md, "Disk images").
+.PHONY: rootfs-debian
+rootfs-debian:
+	guest/images/rootfs-debian.sh $(DGUEST_OUT)
