@@ -1,0 +1,476 @@
+/* Guest agent protocol (devices/agent_proto.h): round trips of every
+ * message and every malformed case the decoders must refuse. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "devices/agent_proto.h"
+
+static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }   /* x86: LE */
+
+/* Payload of the first frame in b; checks its header. */
+static const uint8_t *only_frame(struct agent_buf *b, uint32_t type, uint32_t id, size_t *len)
+{
+    struct agent_hdr h;
+    enum agent_err e;
+    ck_assert_int_eq(agent_hdr_decode(b->p, b->len, &h, &e), 0);
+    ck_assert_int_eq(e, AGENT_E_OK);
+    ck_assert_uint_eq(h.type, type);
+    ck_assert_uint_eq(h.id, id);
+    ck_assert_uint_eq(h.len + AGENT_HDR_SIZE, b->len);
+    *len = h.len;
+    return b->p + AGENT_HDR_SIZE;
+}
+
+START_TEST(hdr_round_trip_and_errors)
+{
+    uint8_t p[AGENT_HDR_SIZE];
+    struct agent_hdr h;
+    enum agent_err e;
+    agent_hdr_encode(p, AGENT_T_PING, 7, 3);
+    ck_assert_int_eq(agent_hdr_decode(p, sizeof p, &h, &e), 0);
+    ck_assert_uint_eq(h.type, AGENT_T_PING);
+    ck_assert_uint_eq(h.id, 7);
+    ck_assert_uint_eq(h.len, 3);
+    ck_assert_int_eq(agent_hdr_decode(p, sizeof p - 1, &h, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    ck_assert_int_eq(agent_hdr_decode(NULL, 0, &h, &e), -EINVAL);
+    p[0] ^= 1;
+    ck_assert_int_eq(agent_hdr_decode(p, sizeof p, &h, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_MAGIC);
+    agent_hdr_encode(p, AGENT_T_PING, 7, AGENT_MAX_PAYLOAD);
+    ck_assert_int_eq(agent_hdr_decode(p, sizeof p, &h, &e), 0);
+    agent_hdr_encode(p, AGENT_T_PING, 7, AGENT_MAX_PAYLOAD + 1);
+    ck_assert_int_eq(agent_hdr_decode(p, sizeof p, &h, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_TOOBIG);
+    agent_hdr_encode(p, AGENT_T_PING, 7, 0xffffffffu);
+    ck_assert_int_eq(agent_hdr_decode(p, sizeof p, &h, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_TOOBIG);
+}
+END_TEST
+
+START_TEST(exec_round_trip)
+{
+    char *argv[] = { "sh", "-c", "echo hi", NULL };
+    char *env[] = { "A=1", "B=", NULL };
+    struct agent_exec in = { .flags = AGENT_EXEC_STDIN, .timeout_ms = 1500, .argc = 3,
+                             .envc = 2, .cwd = "/tmp", .argv = argv, .env = env };
+    struct agent_buf b = { 0 };
+    ck_assert_int_eq(agent_put_exec(&b, 42, &in), 0);
+    size_t n;
+    const uint8_t *pl = only_frame(&b, AGENT_T_EXEC, 42, &n);
+    struct agent_exec out;
+    enum agent_err e;
+    ck_assert_int_eq(agent_exec_decode(pl, n, &out, &e), 0);
+    ck_assert_uint_eq(out.flags, AGENT_EXEC_STDIN);
+    ck_assert_uint_eq(out.timeout_ms, 1500);
+    ck_assert_uint_eq(out.argc, 3);
+    ck_assert_uint_eq(out.envc, 2);
+    ck_assert_str_eq(out.cwd, "/tmp");
+    for (int i = 0; i < 3; i++)
+        ck_assert_str_eq(out.argv[i], argv[i]);
+    ck_assert_ptr_null(out.argv[3]);
+    ck_assert_str_eq(out.env[0], "A=1");
+    ck_assert_str_eq(out.env[1], "B=");
+    ck_assert_ptr_null(out.env[2]);
+    agent_exec_free(&out);
+    /* Every truncation of the payload is refused. */
+    for (size_t k = 0; k < n; k++) {
+        ck_assert_int_eq(agent_exec_decode(pl, k, &out, &e), -EINVAL);
+        ck_assert_int_ne(e, AGENT_E_OK);
+    }
+    agent_buf_free(&b);
+}
+END_TEST
+
+/* A raw exec payload builder for malformed cases. */
+struct raw { uint8_t b[512]; size_t n; };
+static void raw_u32(struct raw *r, uint32_t v) { put32(r->b + r->n, v); r->n += 4; }
+static void raw_str(struct raw *r, const char *s, size_t l)
+{
+    raw_u32(r, (uint32_t)l);
+    memcpy(r->b + r->n, s, l);
+    r->n += l;
+}
+static struct raw exec_raw(uint32_t flags, uint32_t argc, uint32_t envc)
+{
+    struct raw r = { .n = 0 };
+    raw_u32(&r, flags);
+    raw_u32(&r, 0);
+    raw_u32(&r, argc);
+    raw_u32(&r, envc);
+    return r;
+}
+static enum agent_err exec_err(struct raw *r)
+{
+    struct agent_exec out;
+    enum agent_err e = AGENT_E_OK;
+    ck_assert_int_eq(agent_exec_decode(r->b, r->n, &out, &e), -EINVAL);
+    return e;
+}
+
+START_TEST(exec_malformed)
+{
+    struct raw r;
+    r = exec_raw(2, 1, 0); raw_str(&r, "", 0); raw_str(&r, "ls", 2);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* unknown flag */
+    r = exec_raw(0, 0, 0); raw_str(&r, "", 0);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* argc 0 */
+    r = exec_raw(0, AGENT_MAX_ARGS + 1, 0); raw_str(&r, "", 0);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* argc too big */
+    r = exec_raw(0, 1, AGENT_MAX_ENV + 1); raw_str(&r, "", 0);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* envc too big */
+    r = exec_raw(0, 3, 0); raw_str(&r, "", 0); raw_str(&r, "ls", 2);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_SHORT);              /* counts > strings */
+    r = exec_raw(0, 1, 0); raw_str(&r, "", 0); raw_str(&r, "", 0);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* empty argv[0] */
+    r = exec_raw(0, 1, 0); raw_str(&r, "", 0); raw_str(&r, "l\0s", 3);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* NUL in arg */
+    r = exec_raw(0, 1, 0); raw_str(&r, "/t\0", 3); raw_str(&r, "ls", 2);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* NUL in cwd */
+    r = exec_raw(0, 1, 1); raw_str(&r, "", 0); raw_str(&r, "ls", 2); raw_str(&r, "NOEQ", 4);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* env without = */
+    r = exec_raw(0, 1, 1); raw_str(&r, "", 0); raw_str(&r, "ls", 2); raw_str(&r, "=v", 2);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* env empty key */
+    r = exec_raw(0, 1, 1); raw_str(&r, "", 0); raw_str(&r, "ls", 2); raw_str(&r, "", 0);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* env empty */
+    r = exec_raw(0, 1, 0); raw_str(&r, "", 0); raw_str(&r, "ls", 2); raw_u32(&r, 0);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* trailing bytes */
+    r = exec_raw(0, 1, 0); raw_str(&r, "", 0); raw_u32(&r, 0xfffffff0u);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_SHORT);              /* huge string length */
+    r = exec_raw(0, 1, 0); raw_u32(&r, AGENT_MAX_PATH + 1);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_SHORT);              /* cwd past end */
+}
+END_TEST
+
+START_TEST(exec_cwd_too_long)
+{
+    size_t n = 16 + 4 + AGENT_MAX_PATH + 1 + 4 + 2;
+    uint8_t *p = calloc(1, n);
+    put32(p + 8, 1);
+    put32(p + 16, AGENT_MAX_PATH + 1);
+    memset(p + 20, 'a', AGENT_MAX_PATH + 1);
+    put32(p + 20 + AGENT_MAX_PATH + 1, 2);
+    memcpy(p + 24 + AGENT_MAX_PATH + 1, "ls", 2);
+    struct agent_exec out;
+    enum agent_err e;
+    ck_assert_int_eq(agent_exec_decode(p, n, &out, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    /* One byte shorter cwd is fine. */
+    put32(p + 16, AGENT_MAX_PATH);
+    memmove(p + 20 + AGENT_MAX_PATH, p + 21 + AGENT_MAX_PATH, 6);
+    ck_assert_int_eq(agent_exec_decode(p, n - 1, &out, &e), 0);
+    ck_assert_uint_eq(strlen(out.cwd), AGENT_MAX_PATH);
+    agent_exec_free(&out);
+    free(p);
+}
+END_TEST
+
+START_TEST(exec_encode_limits)
+{
+    struct agent_buf b = { 0 };
+    char *big = malloc(AGENT_MAX_PAYLOAD);
+    memset(big, 'x', AGENT_MAX_PAYLOAD - 1);
+    big[AGENT_MAX_PAYLOAD - 1] = 0;
+    char *argv[] = { big, NULL };
+    struct agent_exec in = { .argc = 1, .argv = argv };
+    ck_assert_int_eq(agent_put_exec(&b, 1, &in), -E2BIG);
+    ck_assert_uint_eq(b.len, 0);
+    in.argc = AGENT_MAX_ARGS + 1;
+    ck_assert_int_eq(agent_put_exec(&b, 1, &in), -E2BIG);
+    ck_assert_int_eq(agent_put_frame(&b, AGENT_T_STDIN, 1, big, AGENT_MAX_PAYLOAD + 1ul), -E2BIG);
+    ck_assert_int_eq(agent_put_frame(&b, AGENT_T_STDIN, 1, big, AGENT_MAX_PAYLOAD), 0);
+    ck_assert_uint_eq(b.len, AGENT_HDR_SIZE + AGENT_MAX_PAYLOAD);
+    free(big);
+    agent_buf_free(&b);
+}
+END_TEST
+
+START_TEST(exit_round_trip_and_errors)
+{
+    struct agent_buf b = { 0 };
+    struct agent_exit x = { AGENT_EXIT_SIGNAL, 9, AGENT_EXIT_TIMEDOUT }, y;
+    enum agent_err e;
+    size_t n;
+    ck_assert_int_eq(agent_put_exit(&b, 5, &x), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_EXIT, 5, &n);
+    ck_assert_int_eq(agent_exit_decode(pl, n, &y, &e), 0);
+    ck_assert_uint_eq(y.kind, x.kind);
+    ck_assert_uint_eq(y.value, x.value);
+    ck_assert_uint_eq(y.flags, x.flags);
+    ck_assert_int_eq(agent_exit_decode(pl, n - 1, &y, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    uint8_t p[13] = { 0 };
+    ck_assert_int_eq(agent_exit_decode(p, 13, &y, &e), -EINVAL);     /* too long */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    ck_assert_int_eq(agent_exit_decode(p, 12, &y, &e), 0);           /* exit 0 */
+    put32(p + 4, 256);
+    ck_assert_int_eq(agent_exit_decode(p, 12, &y, &e), -EINVAL);     /* code > 255 */
+    put32(p, AGENT_EXIT_SIGNAL); put32(p + 4, 0);
+    ck_assert_int_eq(agent_exit_decode(p, 12, &y, &e), -EINVAL);     /* signal 0 */
+    put32(p + 4, 65);
+    ck_assert_int_eq(agent_exit_decode(p, 12, &y, &e), -EINVAL);     /* signal 65 */
+    put32(p, 2); put32(p + 4, 1);
+    ck_assert_int_eq(agent_exit_decode(p, 12, &y, &e), -EINVAL);     /* bad kind */
+    put32(p, 0); put32(p + 8, 2);
+    ck_assert_int_eq(agent_exit_decode(p, 12, &y, &e), -EINVAL);     /* bad flags */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    agent_buf_free(&b);
+}
+END_TEST
+
+START_TEST(kill_and_u32)
+{
+    uint8_t p[5];
+    int sig;
+    uint32_t v;
+    enum agent_err e;
+    put32(p, 15);
+    ck_assert_int_eq(agent_kill_decode(p, 4, &sig, &e), 0);
+    ck_assert_int_eq(sig, 15);
+    ck_assert_int_eq(agent_kill_decode(p, 3, &sig, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    ck_assert_int_eq(agent_kill_decode(p, 5, &sig, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    put32(p, 0);
+    ck_assert_int_eq(agent_kill_decode(p, 4, &sig, &e), -EINVAL);
+    put32(p, 65);
+    ck_assert_int_eq(agent_kill_decode(p, 4, &sig, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    put32(p, 0xdeadbeef);
+    ck_assert_int_eq(agent_u32_decode(p, 4, &v, &e), 0);
+    ck_assert_uint_eq(v, 0xdeadbeef);
+    ck_assert_int_eq(agent_u32_decode(p, 0, &v, &e), -EINVAL);
+}
+END_TEST
+
+START_TEST(fwrite_round_trip_and_errors)
+{
+    struct agent_buf b = { 0 };
+    struct agent_fwrite w;
+    enum agent_err e;
+    size_t n;
+    ck_assert_int_eq(agent_put_fwrite(&b, 3, AGENT_FW_APPEND, 0640, "/tmp/f", "abc", 3), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_FILE_WRITE, 3, &n);
+    ck_assert_int_eq(agent_fwrite_decode(pl, n, &w, &e), 0);
+    ck_assert_uint_eq(w.flags, AGENT_FW_APPEND);
+    ck_assert_uint_eq(w.mode, 0640);
+    ck_assert_uint_eq(w.path_len, 6);
+    ck_assert_int_eq(memcmp(w.path, "/tmp/f", 6), 0);
+    ck_assert_uint_eq(w.data_len, 3);
+    ck_assert_int_eq(memcmp(w.data, "abc", 3), 0);
+    /* Truncated into the path: refused; into the data: a shorter chunk. */
+    for (size_t k = 0; k < 12 + 6; k++)
+        ck_assert_int_eq(agent_fwrite_decode(pl, k, &w, &e), -EINVAL);
+    ck_assert_int_eq(agent_fwrite_decode(pl, 12 + 6, &w, &e), 0);
+    ck_assert_uint_eq(w.data_len, 0);
+
+    uint8_t p[32] = { 0 };
+    put32(p, 2);                                        /* bad flag */
+    put32(p + 8, 1); p[12] = 'x';
+    ck_assert_int_eq(agent_fwrite_decode(p, 13, &w, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    put32(p, 0); put32(p + 4, 010000);                  /* bad mode */
+    ck_assert_int_eq(agent_fwrite_decode(p, 13, &w, &e), -EINVAL);
+    put32(p + 4, 0644); put32(p + 8, 0);                /* empty path */
+    ck_assert_int_eq(agent_fwrite_decode(p, 13, &w, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    put32(p + 8, 2); p[12] = 'a'; p[13] = 0;            /* NUL in path */
+    ck_assert_int_eq(agent_fwrite_decode(p, 14, &w, &e), -EINVAL);
+    put32(p + 8, 100);                                  /* path past end */
+    ck_assert_int_eq(agent_fwrite_decode(p, 20, &w, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    agent_buf_free(&b);
+
+    char *longp = malloc(AGENT_MAX_PATH + 2);
+    memset(longp, 'a', AGENT_MAX_PATH + 1);
+    longp[AGENT_MAX_PATH + 1] = 0;
+    ck_assert_int_eq(agent_put_fwrite(&b, 3, 0, 0644, longp, "", 0), -E2BIG);
+    free(longp);
+}
+END_TEST
+
+START_TEST(mkdir_and_path)
+{
+    struct agent_buf b = { 0 };
+    struct agent_mkdir m;
+    enum agent_err e;
+    size_t n;
+    ck_assert_int_eq(agent_put_mkdir(&b, 9, 0755, AGENT_MKDIR_PARENTS, "/a/b"), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_MKDIR, 9, &n);
+    ck_assert_int_eq(agent_mkdir_decode(pl, n, &m, &e), 0);
+    ck_assert_uint_eq(m.mode, 0755);
+    ck_assert_uint_eq(m.flags, AGENT_MKDIR_PARENTS);
+    ck_assert_uint_eq(m.path_len, 4);
+    ck_assert_int_eq(agent_mkdir_decode(pl, 8, &m, &e), -EINVAL);     /* no path */
+    ck_assert_int_eq(agent_mkdir_decode(pl, 7, &m, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    uint8_t p[12] = { 0 };
+    put32(p + 4, 2); p[8] = 'x';
+    ck_assert_int_eq(agent_mkdir_decode(p, 9, &m, &e), -EINVAL);      /* bad flag */
+    put32(p + 4, 0); put32(p, 0170000);
+    ck_assert_int_eq(agent_mkdir_decode(p, 9, &m, &e), -EINVAL);      /* bad mode */
+    agent_buf_free(&b);
+
+    char out[AGENT_MAX_PATH + 1];
+    ck_assert_int_eq(agent_path_check("/x", 2, out, &e), 0);
+    ck_assert_str_eq(out, "/x");
+    ck_assert_int_eq(agent_path_check("/x", 0, out, &e), -EINVAL);
+    ck_assert_int_eq(agent_path_check("/\0x", 3, out, &e), -EINVAL);
+    char *longp = malloc(AGENT_MAX_PATH + 1);
+    memset(longp, 'a', AGENT_MAX_PATH + 1);
+    ck_assert_int_eq(agent_path_check(longp, AGENT_MAX_PATH + 1, out, &e), -EINVAL);
+    ck_assert_int_eq(agent_path_check(longp, AGENT_MAX_PATH, out, &e), 0);
+    ck_assert_uint_eq(strlen(out), AGENT_MAX_PATH);
+    free(longp);
+}
+END_TEST
+
+START_TEST(file_end_and_error)
+{
+    struct agent_buf b = { 0 };
+    enum agent_err e;
+    size_t n;
+    uint32_t mode;
+    uint64_t size;
+    ck_assert_int_eq(agent_put_file_end(&b, 4, 0600, 0x123456789ull), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_FILE_END, 4, &n);
+    ck_assert_int_eq(agent_file_end_decode(pl, n, &mode, &size, &e), 0);
+    ck_assert_uint_eq(mode, 0600);
+    ck_assert_uint_eq(size, 0x123456789ull);
+    ck_assert_int_eq(agent_file_end_decode(pl, n - 1, &mode, &size, &e), -EINVAL);
+    uint8_t p[12] = { 0 };
+    put32(p, 0100644);
+    ck_assert_int_eq(agent_file_end_decode(p, 12, &mode, &size, &e), -EINVAL);
+    agent_buf_free(&b);
+
+    struct agent_error er;
+    ck_assert_int_eq(agent_put_error(&b, 8, AGENT_E_SYS, ENOENT, "no such"), 0);
+    pl = only_frame(&b, AGENT_T_ERROR, 8, &n);
+    ck_assert_int_eq(agent_error_decode(pl, n, &er, &e), 0);
+    ck_assert_uint_eq(er.code, AGENT_E_SYS);
+    ck_assert_uint_eq(er.sys_errno, ENOENT);
+    ck_assert_uint_eq(er.msg_len, 7);
+    ck_assert_int_eq(memcmp(er.msg, "no such", 7), 0);
+    ck_assert_int_eq(agent_error_decode(pl, 7, &er, &e), -EINVAL);
+    agent_buf_free(&b);
+    put32(p, 0);
+    ck_assert_int_eq(agent_error_decode(p, 8, &er, &e), -EINVAL);      /* code OK */
+    put32(p, AGENT_E__COUNT);
+    ck_assert_int_eq(agent_error_decode(p, 8, &er, &e), -EINVAL);      /* unknown code */
+    put32(p, AGENT_E_SYS); put32(p + 4, 5000);
+    ck_assert_int_eq(agent_error_decode(p, 8, &er, &e), -EINVAL);      /* errno range */
+    uint8_t *big = calloc(1, 8 + AGENT_MAX_MSG + 1);
+    put32(big, AGENT_E_SYS);
+    ck_assert_int_eq(agent_error_decode(big, 8 + AGENT_MAX_MSG, &er, &e), 0);
+    ck_assert_int_eq(agent_error_decode(big, 8 + AGENT_MAX_MSG + 1, &er, &e), -EINVAL);
+    free(big);
+    /* A long message is clipped, never refused. */
+    char *msg = malloc(AGENT_MAX_MSG + 100);
+    memset(msg, 'm', AGENT_MAX_MSG + 99);
+    msg[AGENT_MAX_MSG + 99] = 0;
+    ck_assert_int_eq(agent_put_error(&b, 1, AGENT_E_PAYLOAD, 0, msg), 0);
+    ck_assert_uint_eq(b.len, AGENT_HDR_SIZE + 8 + AGENT_MAX_MSG);
+    free(msg);
+    agent_buf_free(&b);
+    for (int i = 0; i <= AGENT_E__COUNT; i++)
+        ck_assert_ptr_nonnull(agent_strerror((enum agent_err)i));
+    ck_assert_str_eq(agent_type_name(AGENT_T_EXEC), "EXEC");
+    ck_assert_str_eq(agent_type_name(999), "?");
+}
+END_TEST
+
+START_TEST(rx_byte_by_byte)
+{
+    struct agent_buf b = { 0 };
+    ck_assert_int_eq(agent_put_frame(&b, AGENT_T_PING, 1, "abc", 3), 0);
+    ck_assert_int_eq(agent_put_frame(&b, AGENT_T_STDIN_EOF, 2, NULL, 0), 0);
+    ck_assert_int_eq(agent_put_u32(&b, AGENT_T_KILL, 3, 9), 0);
+    struct agent_rx rx = { 0 };
+    struct agent_hdr h;
+    const uint8_t *pl;
+    enum agent_err e;
+    uint32_t seen[3];
+    int got = 0;
+    for (size_t i = 0; i < b.len; i++) {
+        ck_assert_int_eq(agent_rx_push(&rx, b.p + i, 1), 0);
+        int r;
+        while ((r = agent_rx_next(&rx, &h, &pl, &e)) == 1) {
+            ck_assert_int_lt(got, 3);
+            seen[got++] = h.type;
+            if (h.type == AGENT_T_PING)
+                ck_assert_int_eq(memcmp(pl, "abc", 3), 0);
+        }
+        ck_assert_int_eq(r, 0);
+    }
+    ck_assert_int_eq(got, 3);
+    ck_assert_uint_eq(seen[0], AGENT_T_PING);
+    ck_assert_uint_eq(seen[1], AGENT_T_STDIN_EOF);
+    ck_assert_uint_eq(seen[2], AGENT_T_KILL);
+    agent_rx_free(&rx);
+    agent_buf_free(&b);
+}
+END_TEST
+
+START_TEST(rx_bad_magic_and_oversized)
+{
+    struct agent_rx rx = { 0 };
+    struct agent_hdr h;
+    const uint8_t *pl;
+    enum agent_err e;
+    uint8_t p[AGENT_HDR_SIZE];
+    agent_hdr_encode(p, AGENT_T_PING, 0, 0);
+    p[3] = 0;
+    ck_assert_int_eq(agent_rx_push(&rx, p, sizeof p), 0);
+    ck_assert_int_eq(agent_rx_next(&rx, &h, &pl, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_MAGIC);
+    agent_rx_free(&rx);
+    agent_hdr_encode(p, AGENT_T_STDIN, 1, AGENT_MAX_PAYLOAD + 1);
+    ck_assert_int_eq(agent_rx_push(&rx, p, sizeof p), 0);
+    ck_assert_int_eq(agent_rx_next(&rx, &h, &pl, &e), -EMSGSIZE);
+    ck_assert_int_eq(e, AGENT_E_TOOBIG);
+    agent_rx_free(&rx);
+    /* Header complete, payload not yet: wait. */
+    agent_hdr_encode(p, AGENT_T_STDIN, 1, 10);
+    ck_assert_int_eq(agent_rx_push(&rx, p, sizeof p), 0);
+    ck_assert_int_eq(agent_rx_push(&rx, "12345", 5), 0);
+    ck_assert_int_eq(agent_rx_next(&rx, &h, &pl, &e), 0);
+    ck_assert_int_eq(agent_rx_push(&rx, "67890", 5), 0);
+    ck_assert_int_eq(agent_rx_next(&rx, &h, &pl, &e), 1);
+    ck_assert_uint_eq(h.len, 10);
+    ck_assert_int_eq(memcmp(pl, "1234567890", 10), 0);
+    ck_assert_int_eq(agent_rx_next(&rx, &h, &pl, &e), 0);
+    agent_rx_free(&rx);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("agent_proto");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, hdr_round_trip_and_errors);
+    tcase_add_test(tc, exec_round_trip);
+    tcase_add_test(tc, exec_malformed);
+    tcase_add_test(tc, exec_cwd_too_long);
+    tcase_add_test(tc, exec_encode_limits);
+    tcase_add_test(tc, exit_round_trip_and_errors);
+    tcase_add_test(tc, kill_and_u32);
+    tcase_add_test(tc, fwrite_round_trip_and_errors);
+    tcase_add_test(tc, mkdir_and_path);
+    tcase_add_test(tc, file_end_and_error);
+    tcase_add_test(tc, rx_byte_by_byte);
+    tcase_add_test(tc, rx_bad_magic_and_oversized);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
