@@ -41,7 +41,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 UNIT_SAN_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests-san/%)
 UNIT_COMMON := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 
-.PHONY: all deps run test test-unit test-san test-integration test-linux test-nested guest bench clean fuzz
+.PHONY: all deps run test test-unit test-san test-integration test-linux test-vhost test-nested guest bench clean fuzz
 all: $(B)/moat $(B)/libmoat.a $(B)/libmoat.so $(B)/moat-san
 
 deps:
@@ -94,7 +94,7 @@ run: deps
 # make test: everything, in order; fails if any part fails.
 test: deps
 	$(MAKE) all guest test-guests
-	$(MAKE) test-unit test-san test-fuzz-replay test-integration test-linux test-nested
+	$(MAKE) test-unit test-san test-fuzz-replay test-integration test-linux test-vhost test-nested
 
 test-unit: $(UNIT_BINS)
 	tests/run-unit.sh $(UNIT_BINS)
@@ -122,6 +122,11 @@ test-integration: $(B)/moat $(B)/moat-san test-guests $(B)/tests/test_integratio
 
 test-linux: $(B)/moat guest
 	tests/linux/run.sh
+
+# moat's virtio-blk served over vhost-user to QEMU (TCG): Linux's driver
+# does mkfs/mount/write/sync through it (tests/vhost/run.sh).
+test-vhost: $(B)/moat guest
+	tests/vhost/run.sh
 
 # The KVM suites again, inside a Linux that QEMU emulates with SVM (TCG), for
 # hosts with no usable /dev/kvm (tests/nested/README.md). Where /dev/kvm

@@ -308,7 +308,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
         return;
     }
     uint64_t inf = blk_engine_space(b->eng);
-    inf = VIRTIO_BLK_QUEUE_MAX - inf;
+    inf = VIRTIO_BLK_INFLIGHT_MAX - inf;
     if (inf > atomic_load(&b->st_maxinf))
         atomic_store(&b->st_maxinf, inf);
 }
@@ -430,7 +430,7 @@ static int blk_start(void *dev, const struct virtio_dev_env *env)
     memset(b->broken, 0, sizeof b->broken);
     struct blk_engine_cfg ec = {
         .kind = b->engine_kind, .file_fd = b->fd, .kick_fd = env->kick_fd, .nkick = NQUEUES,
-        .max_inflight = VIRTIO_BLK_QUEUE_MAX, .cb = &engine_cb, .opaque = b, .name = b->name,
+        .max_inflight = VIRTIO_BLK_INFLIGHT_MAX, .cb = &engine_cb, .opaque = b, .name = b->name,
     };
     int r = blk_engine_start(&ec, &b->eng);
     if (r < 0) {

@@ -43,7 +43,8 @@
 #define VIRTIO_BLK_F_DISCARD       13
 #define VIRTIO_BLK_F_WRITE_ZEROES  14
 
-#define VIRTIO_BLK_QUEUE_MAX       128  /* QueueNumMax */
+#define VIRTIO_BLK_QUEUE_MAX       1024 /* QueueNumMax (QEMU's virtio-mmio always uses 1024) */
+#define VIRTIO_BLK_INFLIGHT_MAX    128  /* requests in the engine at once */
 #define VIRTIO_BLK_SEG_MAX         64   /* config seg_max: data segments per request */
 #define VIRTIO_BLK_CONFIG_SIZE     60   /* up to write_zeroes_may_unmap + padding */
 #define VIRTIO_BLK_DISCARD_MAX     0x3fffffu   /* sectors per discard/write-zeroes range */
