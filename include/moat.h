@@ -49,6 +49,10 @@ struct moat_config {
      * (virtio-mmio slot 0). Copied during moat_create. */
     const struct moat_drive *drives;
     size_t ndrives;           /* at most MOAT_MAX_DRIVES */
+    /* virtio-vsock (slot after the drives), Firecracker hybrid-vsock host
+     * side on this Unix socket path (docs/vsock.md); NULL: none. */
+    const char *vsock_uds;
+    uint32_t vsock_cid;       /* guest CID; 0: 3 */
 };
 
 #define MOAT_MAX_DRIVES 16

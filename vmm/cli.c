@@ -72,6 +72,9 @@ static const char usage_run[] =
     "  --no-pvm-compat  do not apply the PVM workarounds on a PVM host\n"
     "  --drive PATH[,ro][,id=NAME]\n"
     "                   a virtio-blk disk (repeatable; the first is /dev/vda)\n"
+    "  --vsock PATH[,cid=N]\n"
+    "                   virtio-vsock, Firecracker hybrid vsock on Unix socket PATH\n"
+    "                   (guest CID N, default 3; see docs/vsock.md)\n"
     "  -v, --verbose    more log output (repeat for debug)\n"
     "  -h, --help       this help\n"
     "\n"
@@ -201,6 +204,24 @@ static void parse_drive(char *spec, struct moat_drive *d)
     }
 }
 
+/* --vsock PATH[,cid=N]: the path cannot contain a comma. */
+static void parse_vsock(char *spec, struct moat_config *cfg)
+{
+    char *comma = strchr(spec, ',');
+    if (spec[0] == 0 || spec[0] == ',')
+        die_usage("invalid --vsock '%s': no path", spec);
+    cfg->vsock_uds = spec;
+    if (!comma)
+        return;
+    *comma = 0;
+    if (strncmp(comma + 1, "cid=", 4) != 0)
+        die_usage("invalid --vsock option '%s' (cid=N)", comma + 1);
+    unsigned long cid = parse_uint(comma + 5, "--vsock cid", 0xfffffffeul);
+    if (cid < 3)
+        die_usage("invalid --vsock cid %lu (3 .. 4294967294)", cid);
+    cfg->vsock_cid = (uint32_t)cid;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -213,6 +234,7 @@ static int cmd_run(int argc, char **argv)
         { "timings", no_argument, NULL, 'T' },
         { "snapshot-dir", required_argument, NULL, 'S' },
         { "drive", required_argument, NULL, 'D' },
+        { "vsock", required_argument, NULL, 'V' },
         { "pvh", no_argument, NULL, 'P' },
         { "no-pvm-compat", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
@@ -243,6 +265,7 @@ static int cmd_run(int argc, char **argv)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
             parse_drive(optarg, &drives[ndrives++]);
             break;
+        case 'V': parse_vsock(optarg, &cfg); break;
         case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;

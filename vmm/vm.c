@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "devices/virtio_blk.h"
+#include "devices/vsock.h"
 #include "vmm/layout.h"
 #include "vmm/log.h"
 #include "vmm/vm.h"
@@ -410,7 +411,8 @@ static int drives_cmdline(const struct moat_config *cfg, char *buf, size_t size)
 {
     size_t n = 0;
     buf[0] = 0;
-    for (size_t i = 0; i < cfg->ndrives && i < VIRTIO_MMIO_KVM_MAX_SLOTS; i++) {
+    size_t nslots = cfg->ndrives + (cfg->vsock_uds ? 1 : 0);   /* vsock: after the drives */
+    for (size_t i = 0; i < nslots && i < VIRTIO_MMIO_KVM_MAX_SLOTS; i++) {
         if (n && n + 1 < size)
             buf[n++] = ' ';
         int r = virtio_mmio_kvm_cmdline((unsigned)i, buf + n, size - n);
@@ -457,6 +459,32 @@ static int setup_drives(struct moat_vm *vm, const struct moat_config *cfg, struc
             return seterr(err, 0, r, "drive %s: virtio-mmio slot %u: %s", d->path, slot, strerror(-r));
         vm->nvdev++;
     }
+    return 0;
+}
+
+/* ---- virtio-vsock (the slot after the drives) ---- */
+
+static int setup_vsock(struct moat_vm *vm, const struct moat_config *cfg, struct moat_error *err)
+{
+    if (!cfg->vsock_uds)
+        return 0;
+    char why[256];
+    struct vsock_opts o = { .uds_path = cfg->vsock_uds,
+                            .guest_cid = cfg->vsock_cid ? cfg->vsock_cid : VSOCK_DEFAULT_CID,
+                            .name = "vsock" };
+    struct vsock_dev *dev;
+    int r = vsock_create(&o, &dev, why, sizeof(why));
+    if (r < 0)
+        return seterr(err, 1, r, "%s", why);
+    unsigned slot = vm->nvdev;
+    if (slot >= VIRTIO_MMIO_KVM_MAX_SLOTS) {
+        vsock_ops.destroy(dev);
+        return seterr(err, 1, -ENOSPC, "vsock: no free virtio-mmio slot");
+    }
+    r = virtio_mmio_kvm_create(&vm->vdev[slot], vm->vm_fd, &vm->mmio, &vm->mem, slot, &vsock_ops, dev);
+    if (r < 0)
+        return seterr(err, 0, r, "vsock: virtio-mmio slot %u: %s", slot, strerror(-r));
+    vm->nvdev++;
     return 0;
 }
 
@@ -673,6 +701,8 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     if ((r = vm_setup_rest(vm, true, err)) < 0)
         goto fail;
     if ((r = setup_drives(vm, &cfg, err)) < 0)
+        goto fail;
+    if ((r = setup_vsock(vm, &cfg, err)) < 0)
         goto fail;
     atomic_store(&vm->t_kvm_ready, moat_now_ns());
     vm->cmdline = cmdline;
