@@ -405,6 +405,7 @@ static void fill_hdr(struct vsock_dev *v, struct conn *c, struct vsock_hdr *h,
 /* Send header + payload (already at v->buf + 44) in the held RX chain. */
 static void rx_send(struct vsock_dev *v, const struct vsock_hdr *h)
 {
+    log_debug("%s: to guest op %u %u -> %u len %u", v->name, h->op, h->src_port, h->dst_port, h->len);
     vsock_hdr_encode(h, v->buf);
     int r = stream_write(v, &v->rx_chain, 0, v->buf, VSOCK_HDR_SIZE + h->len);
     push(v, Q_RX, v->rx_chain.head, r == 0 ? VSOCK_HDR_SIZE + h->len : 0);
@@ -594,6 +595,7 @@ rst:
 
 static void guest_pkt(struct vsock_dev *v, const struct vsock_hdr *h, const uint8_t *payload)
 {
+    log_debug("%s: guest op %u %u -> %u len %u", v->name, h->op, h->src_port, h->dst_port, h->len);
     struct conn *c = conn_find(v, h->dst_port, h->src_port);
     if (!c) {
         if (h->op == VSOCK_OP_REQUEST)
@@ -713,6 +715,7 @@ static void host_accept(struct vsock_dev *v)
         if (fd < 0)
             return;
         atomic_fetch_add(&v->st_acc, 1);
+        log_debug("%s: host client accepted", v->name);
         struct conn *c = conn_new(v, fd);
         if (!c) {
             if (ratelimit_ok(&v->rl))
@@ -752,6 +755,7 @@ static void host_line(struct vsock_dev *v, struct conn *c)
             c->lport = alloc_lport(v);
             c->st = C_AWAIT;
             c->deadline_ns = now_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
+            log_debug("%s: host client: CONNECT %u (host port %u)", v->name, port, c->lport);
             ctrl_push(v, c->lport, c->pport, VSOCK_OP_REQUEST, 0);
             return;
         }
@@ -776,11 +780,13 @@ static void publish(struct vsock_dev *v)
     }
 }
 
+/* Reset an eventfd that poll() found readable: one read takes the whole
+ * counter (kick eventfds may be blocking: never read twice). */
 static void drain_fd(int fd)
 {
     uint64_t x;
-    while (read(fd, &x, sizeof x) == (ssize_t)sizeof x)
-        ;
+    if (read(fd, &x, sizeof x) < 0 && errno != EAGAIN)
+        log_debug("vsock: eventfd read: %s", strerror(errno));
 }
 
 enum { P_STOP, P_LISTEN, P_KICK0, P_CONN0 = P_KICK0 + NQUEUES };
@@ -788,18 +794,23 @@ enum { P_STOP, P_LISTEN, P_KICK0, P_CONN0 = P_KICK0 + NQUEUES };
 static void *io_thread(void *arg)
 {
     struct vsock_dev *v = arg;
-    static const int nfds = P_CONN0 + VSOCK_MAX_CONNS;
-    struct pollfd *pf = calloc((size_t)nfds, sizeof *pf);
-    if (!pf) {
+    /* compact: poll()'s nfds must stay under RLIMIT_NOFILE (often 1024) */
+    struct pollfd *pf = calloc(P_CONN0 + VSOCK_MAX_CONNS, sizeof *pf);
+    unsigned *map = calloc(VSOCK_MAX_CONNS, sizeof *map);     /* pf slot -> conn */
+    if (!pf || !map) {
+        free(pf);
+        free(map);
         log_err("%s: out of memory", v->name);
         return NULL;
     }
+    log_debug("%s: I/O thread running (guest CID %llu, %s)", v->name, (unsigned long long)v->cid, v->path);
     /* picks up what arrived while stopped */
     tx_process(v);
     rx_pump(v);
     publish(v);
     for (;;) {
         uint64_t now = now_ns(), next = UINT64_MAX;
+        unsigned nc = 0;
         pf[P_STOP] = (struct pollfd){ .fd = v->stop_fd, .events = POLLIN };
         pf[P_LISTEN] = (struct pollfd){ .fd = v->nconns < VSOCK_MAX_CONNS ? v->listen_fd : -1,
                                         .events = POLLIN };
@@ -808,7 +819,8 @@ static void *io_thread(void *arg)
         for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++) {
             struct conn *c = &v->conns[i];
             short ev = 0;
-            pf[P_CONN0 + i] = (struct pollfd){ .fd = -1 };
+            if (c->st == C_FREE)
+                continue;
             if (c->st == C_LINE)
                 ev = POLLIN;
             if (c->st == C_LINE || c->st == C_AWAIT) {
@@ -826,16 +838,21 @@ static void *io_thread(void *arg)
                 if (c->pend_len)
                     ev |= POLLOUT;
             }
-            pf[P_CONN0 + i] = (struct pollfd){ .fd = c->st != C_FREE ? c->fd : -1, .events = ev };
+            if (c->st == C_FREE)    /* reset above */
+                continue;
+            map[nc] = i;
+            pf[P_CONN0 + nc++] = (struct pollfd){ .fd = c->fd, .events = ev };
         }
         if (v->ctrl_n)      /* RSTs from timeouts */
             rx_pump(v), publish(v);
         int timeout = -1;
         if (next != UINT64_MAX)
             timeout = (int)((next - now) / 1000000ull) + 1;
-        int r = poll(pf, (nfds_t)nfds, timeout);
-        if (r < 0 && errno != EINTR)
+        int r = poll(pf, (nfds_t)(P_CONN0 + nc), timeout);
+        if (r < 0 && errno != EINTR) {
+            log_err("%s: poll: %s: device stopped", v->name, strerror(errno));
             break;
+        }
         if (pf[P_STOP].revents & POLLIN)
             break;
         if (r <= 0)
@@ -852,10 +869,10 @@ static void *io_thread(void *arg)
         }
         if (pf[P_LISTEN].revents & POLLIN)
             host_accept(v);
-        for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++) {
-            struct conn *c = &v->conns[i];
-            short re = pf[P_CONN0 + i].revents;
-            if (!re || c->st == C_FREE || pf[P_CONN0 + i].fd != c->fd)
+        for (unsigned k = 0; k < nc; k++) {
+            struct conn *c = &v->conns[map[k]];
+            short re = pf[P_CONN0 + k].revents;
+            if (!re || c->st == C_FREE || pf[P_CONN0 + k].fd != c->fd)
                 continue;
             if (c->st == C_LINE) {
                 host_line(v, c);
@@ -876,6 +893,7 @@ static void *io_thread(void *arg)
         publish(v);
     }
     free(pf);
+    free(map);
     return NULL;
 }
 

@@ -50,3 +50,8 @@ $(B)/tests/test_integration: tests/integration/test_integration.c $(GUEST_DIR)/e
 $(B)/tests/test_blk: tests/integration/test_blk.c $(GUEST_DIR)/expect.h $(GUEST_DIR)/blk_proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
+
+# virtio-vsock through moat (tests/integration/test_vsock.c; docs/vsock.md).
+$(B)/tests/test_vsock: tests/integration/test_vsock.c $(GUEST_DIR)/vsock_proto.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)

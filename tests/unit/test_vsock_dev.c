@@ -88,7 +88,7 @@ static void rig_setup(void)
         R.q[q].avail = QBASE(q) + 0x1000;
         R.q[q].used = QBASE(q) + 0x2000;
         ck_assert_int_eq(virtq_enable(&R.q[q], &R.mem), 0);
-        R.env.kick_fd[q] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        R.env.kick_fd[q] = eventfd(0, EFD_CLOEXEC);   /* blocking, as the transport's */
     }
     R.env.mem = &R.mem;
     R.env.queues = R.q;
