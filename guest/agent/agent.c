@@ -1,0 +1,861 @@
+/* moat-agent: the guest agent (docs/agent-protocol.md).
+ *
+ * Listens on AF_VSOCK port N (argv "--port N", else moat.agent=N on
+ * /proc/cmdline, else 1024), or, for tests on the host, on the Unix socket
+ * given by "--unix PATH". Serves many connections and many concurrent
+ * processes from one poll() loop: exec (argv, env, cwd, stdin pipe,
+ * timeout -> SIGKILL of the process group), streamed stdout/stderr, exit
+ * status, kill; file write/read, mkdir; ping. A malformed frame gets an
+ * ERROR frame and the connection goes on; a frame with a bad magic or an
+ * oversized length gets an ERROR frame and the connection is closed (the
+ * stream cannot be resynchronised). Nothing a client sends can make it
+ * exit.
+ *
+ * Built static (gcc -static) with devices/agent_proto.c; installed in the
+ * default initramfs as /sbin/moat-agent and started by /init. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/vm_sockets.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices/agent_proto.h"
+
+#define MAX_CONNS   64
+#define MAX_PROCS   512
+#define MAX_FREADS  64
+#define OUT_HIGH    (4u << 20)   /* stop producing for a connection above this */
+#define STDIN_CAP   (8u << 20)   /* pending stdin bytes per process */
+
+struct conn {
+    int fd;
+    int closing;                 /* close once out is flushed */
+    struct agent_rx rx;
+    struct agent_buf out;
+    int pi;                      /* pollfd index or -1 */
+};
+
+struct proc {
+    struct conn *c;              /* NULL once the connection is gone */
+    uint32_t id;
+    pid_t pid;
+    int out_fd, err_fd, in_fd;
+    int pi_out, pi_err, pi_in;
+    struct agent_buf in;
+    int in_eof;
+    int64_t deadline;            /* ms, 0 = none */
+    int exited, status, timed_out, killed;
+};
+
+struct fread {
+    struct conn *c;
+    uint32_t id;
+    int fd;
+    uint32_t mode;
+    uint64_t size;
+};
+
+static struct conn *conns[MAX_CONNS];
+static struct proc *procs[MAX_PROCS];
+static struct fread *freads[MAX_FREADS];
+static uint8_t iobuf[AGENT_CHUNK];
+
+static void logmsg(const char *fmt, const char *a, int err)
+{
+    fprintf(stderr, "moat-agent: ");
+    fprintf(stderr, fmt, a);
+    if (err)
+        fprintf(stderr, ": %s", strerror(err));
+    fputc('\n', stderr);
+}
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0)
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Queue a frame; an allocation failure closes the connection. */
+static void send_frame(struct conn *c, uint32_t type, uint32_t id, const void *p, size_t n)
+{
+    if (agent_put_frame(&c->out, type, id, p, n) < 0)
+        c->closing = 1;
+}
+
+static void send_error(struct conn *c, uint32_t id, enum agent_err code, int sys_errno,
+                       const char *what)
+{
+    char msg[AGENT_MAX_MSG];
+    int k;
+    if (code == AGENT_E_SYS)
+        k = snprintf(msg, sizeof msg, "%.900s: %s", what, strerror(sys_errno));
+    else
+        k = snprintf(msg, sizeof msg, "%.900s: %s", what, agent_strerror(code));
+    (void)k;
+    if (agent_put_error(&c->out, id, code, code == AGENT_E_SYS ? (uint32_t)sys_errno : 0, msg) < 0)
+        c->closing = 1;
+}
+
+/* ---- processes -------------------------------------------------------- */
+
+static struct proc *find_proc(struct conn *c, uint32_t id)
+{
+    for (int i = 0; i < MAX_PROCS; i++)
+        if (procs[i] && procs[i]->c == c && procs[i]->id == id)
+            return procs[i];
+    return NULL;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static void proc_signal(struct proc *p, int sig)
+{
+    if (p->exited)
+        return;
+    if (kill(-p->pid, sig) < 0)
+        kill(p->pid, sig);
+}
+
+static void child_exec(struct agent_exec *e, int in, int out, int err)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_DFL);
+    setpgid(0, 0);
+    if (in < 0)
+        in = open("/dev/null", O_RDONLY);
+    if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        _exit(125);
+    for (uint32_t i = 0; i < e->envc; i++)
+        putenv(e->env[i]);
+    if (e->cwd[0] && chdir(e->cwd) < 0) {
+        dprintf(2, "moat-agent: cd %s: %s\n", e->cwd, strerror(errno));
+        _exit(126);
+    }
+    execvp(e->argv[0], e->argv);
+    int en = errno;
+    dprintf(2, "moat-agent: %s: %s\n", e->argv[0],
+            en == ENOENT ? "command not found" : strerror(en));
+    _exit(en == ENOENT ? 127 : 126);
+}
+
+static void do_exec(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    struct agent_exec e;
+    enum agent_err err;
+    int slot = -1, pin[2] = { -1, -1 }, pout[2] = { -1, -1 }, perr[2] = { -1, -1 };
+
+    if (find_proc(c, id)) {
+        send_error(c, id, AGENT_E_ID, 0, "exec");
+        return;
+    }
+    for (int i = 0; i < MAX_PROCS && slot < 0; i++)
+        if (!procs[i])
+            slot = i;
+    if (slot < 0) {
+        send_error(c, id, AGENT_E_LIMIT, 0, "exec");
+        return;
+    }
+    int r = agent_exec_decode(pl, n, &e, &err);
+    if (r < 0) {
+        if (r == -ENOMEM)
+            send_error(c, id, AGENT_E_SYS, ENOMEM, "exec");
+        else
+            send_error(c, id, err, 0, "exec");
+        return;
+    }
+    struct proc *p = calloc(1, sizeof *p);
+    if (!p || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
+        ((e.flags & AGENT_EXEC_STDIN) && pipe2(pin, O_CLOEXEC) < 0))
+        goto fail;
+    pid_t pid = fork();
+    if (pid < 0)
+        goto fail;
+    if (pid == 0)
+        child_exec(&e, pin[0], pout[1], perr[1]);
+    setpgid(pid, pid);          /* also in the child: whichever runs first */
+    close(pout[1]);
+    close(perr[1]);
+    if (pin[0] >= 0)
+        close(pin[0]);
+    p->c = c;
+    p->id = id;
+    p->pid = pid;
+    p->out_fd = pout[0];
+    p->err_fd = perr[0];
+    p->in_fd = pin[1];
+    set_nonblock(p->out_fd);
+    set_nonblock(p->err_fd);
+    if (p->in_fd >= 0)
+        set_nonblock(p->in_fd);
+    p->deadline = e.timeout_ms ? now_ms() + e.timeout_ms : 0;
+    procs[slot] = p;
+    agent_exec_free(&e);
+    return;
+fail:
+    {
+        int en = errno;
+        for (int i = 0; i < 2; i++) {
+            close_fd(&pin[i]);
+            close_fd(&pout[i]);
+            close_fd(&perr[i]);
+        }
+        free(p);
+        agent_exec_free(&e);
+        send_error(c, id, AGENT_E_SYS, en, "exec");
+    }
+}
+
+static void proc_free(int i)
+{
+    struct proc *p = procs[i];
+    close_fd(&p->out_fd);
+    close_fd(&p->err_fd);
+    close_fd(&p->in_fd);
+    agent_buf_free(&p->in);
+    free(p);
+    procs[i] = NULL;
+}
+
+/* Send EXIT once the process is reaped and both pipes hit EOF. */
+static void proc_maybe_done(int i)
+{
+    struct proc *p = procs[i];
+    if (!p->exited || p->out_fd >= 0 || p->err_fd >= 0)
+        return;
+    if (p->c) {
+        struct agent_exit x = { 0 };
+        if (WIFSIGNALED(p->status)) {
+            x.kind = AGENT_EXIT_SIGNAL;
+            x.value = (uint32_t)WTERMSIG(p->status);
+        } else {
+            x.kind = AGENT_EXIT_CODE;
+            x.value = (uint32_t)WEXITSTATUS(p->status);
+        }
+        x.flags = p->timed_out ? AGENT_EXIT_TIMEDOUT : 0;
+        if (agent_put_exit(&p->c->out, p->id, &x) < 0)
+            p->c->closing = 1;
+    }
+    proc_free(i);
+}
+
+static void reap(void)
+{
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        for (int i = 0; i < MAX_PROCS; i++) {
+            if (procs[i] && procs[i]->pid == pid && !procs[i]->exited) {
+                procs[i]->exited = 1;
+                procs[i]->status = st;
+                break;
+            }
+        }
+    }
+}
+
+/* Read one chunk of a process' stdout or stderr. */
+static void pipe_read(struct proc *p, int *fd, uint32_t type)
+{
+    ssize_t n = read(*fd, iobuf, sizeof iobuf);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        close_fd(fd);
+        return;
+    }
+    if (p->c)
+        send_frame(p->c, type, p->id, iobuf, (size_t)n);
+}
+
+static void stdin_flush(struct proc *p)
+{
+    while (p->in_fd >= 0 && p->in.len) {
+        ssize_t n = write(p->in_fd, p->in.p, p->in.len);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return;
+            close_fd(&p->in_fd);    /* EPIPE: the process closed its stdin */
+            p->in.len = 0;
+            return;
+        }
+        agent_buf_consume(&p->in, (size_t)n);
+    }
+    if (p->in_eof && p->in.len == 0)
+        close_fd(&p->in_fd);
+}
+
+/* ---- files ------------------------------------------------------------ */
+
+static int mkdir_p(char *path, mode_t mode)
+{
+    for (char *s = path + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        int r = mkdir(path, mode);
+        *s = '/';
+        if (r < 0 && errno != EEXIST)
+            return -errno;
+    }
+    if (mkdir(path, mode) < 0) {
+        struct stat st;
+        if (errno == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            return 0;
+        return -errno;
+    }
+    return 0;
+}
+
+static void do_mkdir(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    static char path[AGENT_MAX_PATH + 1];
+    struct agent_mkdir m;
+    enum agent_err err;
+    if (agent_mkdir_decode(pl, n, &m, &err) < 0) {
+        send_error(c, id, err, 0, "mkdir");
+        return;
+    }
+    agent_path_check(m.path, m.path_len, path, NULL);
+    int r = 0;
+    if (m.flags & AGENT_MKDIR_PARENTS)
+        r = mkdir_p(path, m.mode);
+    else if (mkdir(path, m.mode) < 0)
+        r = -errno;
+    if (r < 0)
+        send_error(c, id, AGENT_E_SYS, -r, path);
+    else
+        send_frame(c, AGENT_T_OK, id, NULL, 0);
+}
+
+static void do_fwrite(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    static char path[AGENT_MAX_PATH + 1];
+    struct agent_fwrite w;
+    enum agent_err err;
+    if (agent_fwrite_decode(pl, n, &w, &err) < 0) {
+        send_error(c, id, err, 0, "file write");
+        return;
+    }
+    agent_path_check(w.path, w.path_len, path, NULL);
+    int append = w.flags & AGENT_FW_APPEND;
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOCTTY | (append ? O_APPEND : O_TRUNC),
+                  w.mode);
+    if (fd < 0) {
+        send_error(c, id, AGENT_E_SYS, errno, path);
+        return;
+    }
+    if (!append && fchmod(fd, w.mode) < 0) {
+        send_error(c, id, AGENT_E_SYS, errno, path);
+        close(fd);
+        return;
+    }
+    const uint8_t *d = w.data;
+    size_t left = w.data_len;
+    while (left) {
+        ssize_t k = write(fd, d, left);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0) {
+            send_error(c, id, AGENT_E_SYS, k < 0 ? errno : EIO, path);
+            close(fd);
+            return;
+        }
+        d += k;
+        left -= (size_t)k;
+    }
+    if (close(fd) < 0) {
+        send_error(c, id, AGENT_E_SYS, errno, path);
+        return;
+    }
+    send_frame(c, AGENT_T_OK, id, NULL, 0);
+}
+
+static void do_fread(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    static char path[AGENT_MAX_PATH + 1];
+    enum agent_err err;
+    int slot = -1;
+    if (agent_path_check((const char *)pl, n, path, &err) < 0) {
+        send_error(c, id, err, 0, "file read");
+        return;
+    }
+    for (int i = 0; i < MAX_FREADS && slot < 0; i++)
+        if (!freads[i])
+            slot = i;
+    if (slot < 0) {
+        send_error(c, id, AGENT_E_LIMIT, 0, "file read");
+        return;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        send_error(c, id, AGENT_E_SYS, errno, path);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        send_error(c, id, AGENT_E_SYS, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, path);
+        close(fd);
+        return;
+    }
+    struct fread *f = calloc(1, sizeof *f);
+    if (!f) {
+        close(fd);
+        send_error(c, id, AGENT_E_SYS, ENOMEM, path);
+        return;
+    }
+    f->c = c;
+    f->id = id;
+    f->fd = fd;
+    f->mode = st.st_mode & 07777;
+    freads[slot] = f;
+}
+
+static void fread_free(int i)
+{
+    close(freads[i]->fd);
+    free(freads[i]);
+    freads[i] = NULL;
+}
+
+/* One chunk of every pending file read whose connection has room. */
+static int freads_step(void)
+{
+    int pending = 0;
+    for (int i = 0; i < MAX_FREADS; i++) {
+        struct fread *f = freads[i];
+        if (!f || f->c->out.len >= OUT_HIGH)
+            continue;
+        ssize_t n = read(f->fd, iobuf, sizeof iobuf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            send_error(f->c, f->id, AGENT_E_SYS, errno, "read");
+            fread_free(i);
+        } else if (n == 0) {
+            if (agent_put_file_end(&f->c->out, f->id, f->mode, f->size) < 0)
+                f->c->closing = 1;
+            fread_free(i);
+        } else {
+            f->size += (uint64_t)n;
+            send_frame(f->c, AGENT_T_FILE_DATA, f->id, iobuf, (size_t)n);
+            pending = 1;
+        }
+    }
+    return pending;
+}
+
+/* ---- connections ------------------------------------------------------ */
+
+static void handle_frame(struct conn *c, const struct agent_hdr *h, const uint8_t *pl)
+{
+    struct proc *p;
+    enum agent_err err;
+    int sig;
+
+    switch (h->type) {
+    case AGENT_T_PING:
+        if (h->len > 64)
+            send_error(c, h->id, AGENT_E_PAYLOAD, 0, "ping");
+        else
+            send_frame(c, AGENT_T_PONG, h->id, pl, h->len);
+        break;
+    case AGENT_T_EXEC:
+        do_exec(c, h->id, pl, h->len);
+        break;
+    case AGENT_T_STDIN:
+    case AGENT_T_STDIN_EOF:
+        p = find_proc(c, h->id);
+        if (!p) {
+            send_error(c, h->id, AGENT_E_ID, 0, agent_type_name(h->type));
+            break;
+        }
+        if (h->type == AGENT_T_STDIN_EOF) {
+            if (h->len) {
+                send_error(c, h->id, AGENT_E_PAYLOAD, 0, "stdin eof");
+                break;
+            }
+            p->in_eof = 1;
+        } else if (p->in_fd >= 0 && !p->in_eof) {
+            if (p->in.len + h->len > STDIN_CAP) {
+                send_error(c, h->id, AGENT_E_LIMIT, 0, "stdin");
+                break;
+            }
+            if (agent_buf_reserve(&p->in, h->len) < 0) {
+                send_error(c, h->id, AGENT_E_SYS, ENOMEM, "stdin");
+                break;
+            }
+            memcpy(p->in.p + p->in.len, pl, h->len);
+            p->in.len += h->len;
+        }
+        stdin_flush(p);
+        break;
+    case AGENT_T_KILL:
+        p = find_proc(c, h->id);
+        if (!p)
+            send_error(c, h->id, AGENT_E_ID, 0, "kill");
+        else if (agent_kill_decode(pl, h->len, &sig, &err) < 0)
+            send_error(c, h->id, err, 0, "kill");
+        else {
+            proc_signal(p, sig);
+            if (sig == SIGKILL)
+                p->killed = 1;
+        }
+        break;
+    case AGENT_T_FILE_WRITE:
+        do_fwrite(c, h->id, pl, h->len);
+        break;
+    case AGENT_T_FILE_READ:
+        do_fread(c, h->id, pl, h->len);
+        break;
+    case AGENT_T_MKDIR:
+        do_mkdir(c, h->id, pl, h->len);
+        break;
+    default:
+        send_error(c, h->id, AGENT_E_TYPE, 0, agent_type_name(h->type));
+        break;
+    }
+}
+
+static void conn_read(struct conn *c)
+{
+    uint8_t buf[65536];
+    ssize_t n = recv(c->fd, buf, sizeof buf, 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        c->closing = 2;          /* peer gone: close now */
+        return;
+    }
+    if (agent_rx_push(&c->rx, buf, (size_t)n) < 0) {
+        c->closing = 2;
+        return;
+    }
+    for (;;) {
+        struct agent_hdr h;
+        const uint8_t *pl;
+        enum agent_err err;
+        int r = agent_rx_next(&c->rx, &h, &pl, &err);
+        if (r == 0)
+            break;
+        if (r < 0) {
+            send_error(c, 0, err, 0, "frame");
+            c->closing = 1;
+            break;
+        }
+        handle_frame(c, &h, pl);
+        if (c->closing)
+            break;
+    }
+}
+
+static void conn_write(struct conn *c)
+{
+    while (c->out.len) {
+        ssize_t n = send(c->fd, c->out.p, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n < 0) {
+            if (errno == EAGAIN || errno == EINTR)
+                return;
+            c->closing = 2;
+            return;
+        }
+        agent_buf_consume(&c->out, (size_t)n);
+    }
+}
+
+static void conn_free(int i)
+{
+    struct conn *c = conns[i];
+    for (int k = 0; k < MAX_PROCS; k++) {
+        struct proc *p = procs[k];
+        if (p && p->c == c) {
+            proc_signal(p, SIGKILL);
+            p->c = NULL;
+            close_fd(&p->in_fd);
+        }
+    }
+    for (int k = 0; k < MAX_FREADS; k++)
+        if (freads[k] && freads[k]->c == c)
+            fread_free(k);
+    close(c->fd);
+    agent_rx_free(&c->rx);
+    agent_buf_free(&c->out);
+    free(c);
+    conns[i] = NULL;
+}
+
+static void conn_accept(int lfd)
+{
+    int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0)
+        return;
+    int slot = -1;
+    for (int i = 0; i < MAX_CONNS && slot < 0; i++)
+        if (!conns[i])
+            slot = i;
+    struct conn *c = slot >= 0 ? calloc(1, sizeof *c) : NULL;
+    if (!c) {
+        close(fd);
+        return;
+    }
+    c->fd = fd;
+    conns[slot] = c;
+    if (agent_put_u32(&c->out, AGENT_T_READY, 0, 1) < 0)
+        c->closing = 2;
+}
+
+/* ---- setup and main loop ---------------------------------------------- */
+
+static unsigned cmdline_port(void)
+{
+    char buf[4096];
+    int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    for (char *s = buf; (s = strstr(s, "moat.agent=")); s++) {
+        if (s != buf && s[-1] != ' ')
+            continue;
+        char *end;
+        unsigned long v = strtoul(s + 11, &end, 10);
+        if (end != s + 11 && v > 0 && v < UINT_MAX)
+            return (unsigned)v;
+    }
+    return 0;
+}
+
+static int listen_unix(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(path) >= sizeof sa.sun_path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    strcpy(sa.sun_path, path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0)
+        return -1;
+    unlink(path);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(fd, 64) < 0) {
+        int en = errno;
+        close(fd);
+        errno = en;
+        return -1;
+    }
+    return fd;
+}
+
+static int listen_vsock(unsigned port)
+{
+    struct sockaddr_vm sa = { .svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY,
+                              .svm_port = port };
+    /* The vsock transport may still be probing: retry for a few seconds. */
+    for (int tries = 0;; tries++) {
+        int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 && listen(fd, 64) == 0)
+            return fd;
+        int en = errno;
+        if (fd >= 0)
+            close(fd);
+        if (tries >= 50) {
+            errno = en;
+            return -1;
+        }
+        usleep(100 * 1000);
+    }
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: moat-agent [--port N | --unix PATH]\n"
+                    "  default port: moat.agent=N on /proc/cmdline, else %u\n",
+            AGENT_DEFAULT_PORT);
+}
+
+int main(int argc, char **argv)
+{
+    const char *unix_path = NULL;
+    unsigned port = 0;
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--unix") && i + 1 < argc) {
+            unix_path = argv[++i];
+        } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
+            char *end;
+            unsigned long v = strtoul(argv[++i], &end, 10);
+            if (*end || v == 0 || v >= UINT_MAX) {
+                usage();
+                return 2;
+            }
+            port = (unsigned)v;
+        } else {
+            usage();
+            return 2;
+        }
+    }
+    /* Make sure fds 0-2 exist so pipes never land on them. */
+    for (int fd = 0; fd < 3; fd++)
+        if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) < 0)
+            return 1;
+    signal(SIGPIPE, SIG_IGN);
+
+    int lfd;
+    if (unix_path) {
+        lfd = listen_unix(unix_path);
+        if (lfd < 0) {
+            logmsg("listen on %s", unix_path, errno);
+            return 1;
+        }
+    } else {
+        if (!port)
+            port = cmdline_port();
+        if (!port)
+            port = AGENT_DEFAULT_PORT;
+        lfd = listen_vsock(port);
+        if (lfd < 0) {
+            char p[16];
+            snprintf(p, sizeof p, "%u", port);
+            logmsg("listen on vsock port %s", p, errno);
+            return 1;
+        }
+    }
+
+    sigset_t chld;
+    sigemptyset(&chld);
+    sigaddset(&chld, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &chld, NULL);
+    int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        logmsg("%s", "signalfd", errno);
+        return 1;
+    }
+
+    static struct pollfd pfd[2 + MAX_CONNS + 3 * MAX_PROCS];
+    for (;;) {
+        int np = 0, timeout = -1;
+        int64_t now = now_ms();
+
+        pfd[np++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+        pfd[np++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+        for (int i = 0; i < MAX_CONNS; i++) {
+            struct conn *c = conns[i];
+            if (!c)
+                continue;
+            short ev = 0;
+            if (!c->closing && c->out.len < OUT_HIGH)
+                ev |= POLLIN;
+            if (c->out.len)
+                ev |= POLLOUT;
+            c->pi = np;
+            pfd[np++] = (struct pollfd){ .fd = c->fd, .events = ev };
+        }
+        for (int i = 0; i < MAX_PROCS; i++) {
+            struct proc *p = procs[i];
+            if (!p)
+                continue;
+            int room = !p->c || p->c->out.len < OUT_HIGH;
+            p->pi_out = p->pi_err = p->pi_in = -1;
+            if (p->out_fd >= 0 && room) {
+                p->pi_out = np;
+                pfd[np++] = (struct pollfd){ .fd = p->out_fd, .events = POLLIN };
+            }
+            if (p->err_fd >= 0 && room) {
+                p->pi_err = np;
+                pfd[np++] = (struct pollfd){ .fd = p->err_fd, .events = POLLIN };
+            }
+            if (p->in_fd >= 0 && p->in.len) {
+                p->pi_in = np;
+                pfd[np++] = (struct pollfd){ .fd = p->in_fd, .events = POLLOUT };
+            }
+            if (p->deadline && !p->exited && !p->timed_out) {
+                int64_t d = p->deadline - now;
+                if (d < 0)
+                    d = 0;
+                if (timeout < 0 || d < timeout)
+                    timeout = (int)d;
+            }
+        }
+        for (int i = 0; i < MAX_FREADS; i++)
+            if (freads[i] && freads[i]->c->out.len < OUT_HIGH)
+                timeout = 0;
+
+        if (poll(pfd, (nfds_t)np, timeout) < 0 && errno != EINTR) {
+            logmsg("%s", "poll", errno);
+            usleep(10000);
+            continue;
+        }
+
+        if (pfd[1].revents) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) > 0)
+                ;
+        }
+        reap();
+        now = now_ms();
+        for (int i = 0; i < MAX_PROCS; i++) {
+            struct proc *p = procs[i];
+            if (!p)
+                continue;
+            if (p->deadline && !p->exited && !p->timed_out && now >= p->deadline) {
+                proc_signal(p, SIGKILL);
+                p->timed_out = 1;
+            }
+            if (p->pi_out >= 0 && pfd[p->pi_out].revents)
+                pipe_read(p, &p->out_fd, AGENT_T_STDOUT);
+            if (p->pi_err >= 0 && pfd[p->pi_err].revents)
+                pipe_read(p, &p->err_fd, AGENT_T_STDERR);
+            if (p->pi_in >= 0 && pfd[p->pi_in].revents)
+                stdin_flush(p);
+            proc_maybe_done(i);
+        }
+        freads_step();
+        for (int i = 0; i < MAX_CONNS; i++) {
+            struct conn *c = conns[i];
+            if (!c)
+                continue;
+            short rev = pfd[c->pi].revents;
+            if ((rev & (POLLIN | POLLHUP | POLLERR)) && !c->closing)
+                conn_read(c);
+            if (c->out.len && c->closing != 2)
+                conn_write(c);
+            if (c->closing == 2 || (c->closing && !c->out.len))
+                conn_free(i);
+        }
+        /* A connection accepted after this round's table was built has pi
+         * unset: accept last. */
+        if (pfd[0].revents & POLLIN)
+            conn_accept(lfd);
+    }
+}
