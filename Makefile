@@ -111,10 +111,11 @@ $(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h $(B)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
 
-test-integration: $(B)/moat $(B)/moat-san test-guests $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk
+test-integration: $(B)/moat $(B)/moat-san test-guests $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock
 	@rc=0; for bin in $(B)/moat $(B)/moat-san; do \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_integration || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_blk || rc=1; \
+	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_vsock || rc=1; \
 	done; \
 	for t in $(B)/tests/test_api $(B)/tests-san/test_api; do \
 	    MOAT_GUESTS=$(B)/guests $$t || rc=1; \
@@ -131,7 +132,7 @@ test-vhost: $(B)/moat guest
 # The KVM suites again, inside a Linux that QEMU emulates with SVM (TCG), for
 # hosts with no usable /dev/kvm (tests/nested/README.md). Where /dev/kvm
 # works, the suites above already ran on it.
-test-nested: all test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk
+test-nested: all test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock
 	@if [ -r /dev/kvm ] && [ -w /dev/kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
 	    echo "SKIPPED: nested: /dev/kvm is usable here; the KVM suites ran on it directly"; \
 	else tests/nested/test-moat.sh --timeout 1500; fi

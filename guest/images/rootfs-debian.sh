@@ -2,8 +2,8 @@
 # rootfs-debian.sh OUTDIR: a Debian bookworm root filesystem (debootstrap,
 # minbase + python3 and friends) as OUTDIR/debian.ext4, for sandboxes that
 # want a real distribution:
-#   moat run --drive build/guest/debian.ext4 -- /bin/sh -c \
-#     'mount /dev/vda /mnt && chroot /mnt python3 -c "print(42)"'
+#   moat run --mem 512 --drive build/guest/debian.ext4 -- /bin/sh -c \
+#     "mkdir -p /mnt && mount /dev/vda /mnt && chroot /mnt python3 -c 'print(42)'"
 # Uses the Debian mirror apt is configured with. Needs root (debootstrap).
 set -eu
 out=${1:?usage: rootfs-debian.sh OUTDIR}

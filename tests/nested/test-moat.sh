@@ -35,6 +35,7 @@ if [ -x build/tests/test_blk ]; then
     done
     blk=1
 fi
+[ -x build/tests/test_vsock ] && cp build/tests/test_vsock "$pl/build/tests/"
 cp build/guests/*.elf "$pl/build/guests/"
 linux=0
 if [ -f build/guest/bzImage ] && [ -f build/guest/initramfs.cpio ]; then
@@ -56,6 +57,10 @@ t api-san env MOAT_GUESTS=build/guests ./build/tests-san/test_api
 if [ -x build/tests/test_blk ]; then
     t blk env MOAT_BIN=build/moat MOAT_GUESTS=build/guests ./build/tests/test_blk
     t blk-moat-san env MOAT_BIN=build/moat-san MOAT_GUESTS=build/guests ./build/tests/test_blk
+fi
+if [ -x build/tests/test_vsock ]; then
+    t vsock env MOAT_BIN=build/moat MOAT_GUESTS=build/guests ./build/tests/test_vsock
+    t vsock-moat-san env MOAT_BIN=build/moat-san MOAT_GUESTS=build/guests ./build/tests/test_vsock
 fi
 if [ -f build/guest/bzImage ]; then
     o=/tmp/linux.out
