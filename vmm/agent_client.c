@@ -271,8 +271,8 @@ static int exec_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int in_f
             case AGENT_T_STDOUT:
             case AGENT_T_STDERR:
                 r = write_all(h.type == AGENT_T_STDOUT ? out_fd : err_fd, pl, h.len);
-                if (r < 0 && r != -EPIPE)
-                    return r;
+                if (r < 0)
+                    return r;       /* -EPIPE: our reader went away */
                 break;
             case AGENT_T_EXIT:
                 if (agent_exit_decode(pl, h.len, st, NULL) < 0)

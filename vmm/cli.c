@@ -794,6 +794,8 @@ static int cmd_exec(int argc, char **argv)
     agent_client_close(&c);
     if (r == -EREMOTEIO) {
         fprintf(stderr, "moat exec: agent: %s\n", err);
+    } else if (r == -EPIPE) {
+        rc = 128 + SIGPIPE;         /* like a local command writing to a closed pipe */
     } else if (r < 0) {
         fprintf(stderr, "moat exec: %s\n", r == -EPROTO ? "protocol error" : strerror(-r));
     } else {

@@ -55,3 +55,10 @@ $(B)/tests/test_blk: tests/integration/test_blk.c $(GUEST_DIR)/expect.h $(GUEST_
 $(B)/tests/test_vsock: tests/integration/test_vsock.c $(GUEST_DIR)/vsock_proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
+
+# The guest agent and moat exec/cp on the host, over a Unix socket (no KVM):
+# tests/integration/test_agent.c; docs/agent-protocol.md.
+$(B)/tests/test_agent: tests/integration/test_agent.c devices/agent_proto.c devices/agent_proto.h \
+		$(B)/guest/agent $(B)/moat
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< devices/agent_proto.c $(CHECK_LIBS)

@@ -1,0 +1,602 @@
+/* The guest agent (guest/agent/agent.c) and `moat exec` / `moat cp`, on the
+ * host: no KVM or vsock needed. Each test starts build/guest/agent (static,
+ * but it runs fine on the host) with --unix in a temporary directory and
+ * drives it with `moat exec --unix` / `moat cp --unix`, or with raw frames
+ * (devices/agent_proto.c is compiled in) for what the CLI cannot send.
+ *
+ * Env: MOAT_BIN (default build/moat), MOAT_AGENT (default build/guest/agent).
+ * Run: make build/tests/test_agent && build/tests/test_agent */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices/agent_proto.h"
+
+static const char *moat_bin, *agent_bin;
+static char tmpdir[256], sock_path[300];
+static pid_t agent_pid;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int connect_raw(void)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(sock_path) >= sizeof sa.sun_path)
+        return -1;
+    memcpy(sa.sun_path, sock_path, strlen(sock_path) + 1);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+static void agent_start(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/moat-agent-test.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    snprintf(sock_path, sizeof sock_path, "%s/agent.sock", tmpdir);
+    agent_pid = fork();
+    ck_assert_int_ge(agent_pid, 0);
+    if (agent_pid == 0) {
+        execl(agent_bin, agent_bin, "--unix", sock_path, (char *)NULL);
+        _exit(127);
+    }
+    for (int i = 0; i < 200; i++) {
+        int fd = connect_raw();
+        if (fd >= 0) {
+            close(fd);
+            return;
+        }
+        usleep(10000);
+    }
+    ck_abort_msg("agent %s did not start listening on %s", agent_bin, sock_path);
+}
+
+/* The agent must still be running (it never exits on bad input). */
+static void agent_alive(void)
+{
+    int st;
+    ck_assert_msg(waitpid(agent_pid, &st, WNOHANG) == 0, "the agent exited");
+}
+
+static void agent_stop(void)
+{
+    if (agent_pid > 0) {
+        kill(agent_pid, SIGKILL);
+        waitpid(agent_pid, NULL, 0);
+    }
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmpdir);
+}
+
+/* Runs `moat exec --unix SOCK ARGS` through sh; captures stdout (up to
+ * cap bytes) and returns the exit status. */
+static int moat_exec(const char *args, char *out, size_t cap)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s exec --unix '%s' %s", moat_bin, sock_path, args);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = 0;
+    if (out) {
+        n = fread(out, 1, cap - 1, f);
+        out[n] = 0;
+    } else {
+        char tmp[4096];
+        while (fread(tmp, 1, sizeof tmp, f) > 0)
+            ;
+    }
+    int st = pclose(f);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+__attribute__((format(printf, 1, 2)))
+static int sh(const char *fmt, ...)
+{
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* ---- raw frames ----------------------------------------------------- */
+
+struct raw {
+    int fd;
+    struct agent_rx rx;
+};
+
+static void raw_open(struct raw *r)
+{
+    memset(r, 0, sizeof *r);
+    r->fd = connect_raw();
+    ck_assert_int_ge(r->fd, 0);
+}
+
+static void raw_send(struct raw *r, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t k = send(r->fd, b, n, MSG_NOSIGNAL);
+        ck_assert_int_gt(k, 0);
+        b += k;
+        n -= (size_t)k;
+    }
+}
+
+static void raw_frame(struct raw *r, uint32_t type, uint32_t id, const void *p, size_t n)
+{
+    struct agent_buf b = { 0 };
+    ck_assert_int_eq(agent_put_frame(&b, type, id, p, n), 0);
+    raw_send(r, b.p, b.len);
+    agent_buf_free(&b);
+}
+
+/* Next frame; returns 0, or -1 on EOF. Payload copied to pl (cap bytes). */
+static int raw_recv(struct raw *r, struct agent_hdr *h, uint8_t *pl, size_t cap)
+{
+    for (;;) {
+        const uint8_t *p;
+        enum agent_err e;
+        int k = agent_rx_next(&r->rx, h, &p, &e);
+        ck_assert_int_ge(k, 0);
+        if (k == 1) {
+            ck_assert_uint_le(h->len, cap);
+            memcpy(pl, p, h->len);
+            return 0;
+        }
+        uint8_t buf[65536];
+        ssize_t n = recv(r->fd, buf, sizeof buf, 0);
+        if (n <= 0)
+            return -1;
+        ck_assert_int_eq(agent_rx_push(&r->rx, buf, (size_t)n), 0);
+    }
+}
+
+static uint8_t rbuf[AGENT_MAX_PAYLOAD];
+
+static void raw_expect(struct raw *r, uint32_t type, uint32_t id)
+{
+    struct agent_hdr h;
+    ck_assert_int_eq(raw_recv(r, &h, rbuf, sizeof rbuf), 0);
+    ck_assert_msg(h.type == type && h.id == id, "got %s id %u, wanted %s id %u",
+                  agent_type_name(h.type), h.id, agent_type_name(type), id);
+}
+
+static void raw_expect_error(struct raw *r, uint32_t id, enum agent_err code)
+{
+    struct agent_hdr h;
+    struct agent_error er;
+    ck_assert_int_eq(raw_recv(r, &h, rbuf, sizeof rbuf), 0);
+    ck_assert_msg(h.type == AGENT_T_ERROR, "got %s, wanted ERROR", agent_type_name(h.type));
+    ck_assert_uint_eq(h.id, id);
+    ck_assert_int_eq(agent_error_decode(rbuf, h.len, &er, NULL), 0);
+    ck_assert_uint_eq(er.code, code);
+}
+
+static void raw_close(struct raw *r)
+{
+    close(r->fd);
+    agent_rx_free(&r->rx);
+}
+
+static void raw_ping(struct raw *r, uint32_t id)
+{
+    raw_frame(r, AGENT_T_PING, id, "ping", 4);
+    raw_expect(r, AGENT_T_PONG, id);
+    ck_assert_int_eq(memcmp(rbuf, "ping", 4), 0);
+}
+
+/* ---- tests ---------------------------------------------------------- */
+
+START_TEST(output_and_exit_codes)
+{
+    char out[4096];
+    ck_assert_int_eq(moat_exec("-- sh -c 'for i in 1 2 3; do echo line$i; done; echo e >&2' 2>/dev/null",
+                               out, sizeof out), 0);
+    ck_assert_str_eq(out, "line1\nline2\nline3\n");
+    ck_assert_int_eq(moat_exec("-- sh -c 'echo only-err >&2' 2>&1 >/dev/null", out, sizeof out), 0);
+    ck_assert_str_eq(out, "only-err\n");
+    ck_assert_int_eq(moat_exec("-- sh -c 'exit 3'", NULL, 0), 3);
+    ck_assert_int_eq(moat_exec("-- sh -c 'exit 255'", NULL, 0), 255);
+    ck_assert_int_eq(moat_exec("-- false", NULL, 0), 1);
+    ck_assert_int_eq(moat_exec("-- /no/such/cmd 2>/dev/null", NULL, 0), 127);
+    ck_assert_int_eq(moat_exec("-e A=1 -e B=two -w / -- sh -c 'echo $A $B $(pwd)'", out, sizeof out), 0);
+    ck_assert_str_eq(out, "1 two /\n");
+    /* Large output arrives whole. */
+    ck_assert_int_eq(moat_exec("-- sh -c 'head -c 5000000 /dev/zero' | wc -c", out, sizeof out), 0);
+    ck_assert_int_eq(atoi(out), 5000000);
+    agent_alive();
+}
+END_TEST
+
+START_TEST(streaming)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s exec --unix '%s' -- sh -c 'echo first; sleep 2; echo second'",
+             moat_bin, sock_path);
+    double t0 = now_s();
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[128];
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    double t1 = now_s();
+    ck_assert_str_eq(line, "first\n");
+    ck_assert_msg(t1 - t0 < 1.5, "first line took %.2f s: not streamed", t1 - t0);
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, f));
+    ck_assert_str_eq(line, "second\n");
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert(now_s() - t0 >= 1.9);
+}
+END_TEST
+
+START_TEST(signals)
+{
+    ck_assert_int_eq(moat_exec("-- sh -c 'kill -TERM $$'", NULL, 0), 128 + SIGTERM);
+    ck_assert_int_eq(moat_exec("-- sh -c 'kill -KILL $$'", NULL, 0), 128 + SIGKILL);
+    ck_assert_int_eq(moat_exec("-- sh -c 'kill -INT $$; sleep 5'", NULL, 0), 128 + SIGINT);
+    agent_alive();
+}
+END_TEST
+
+START_TEST(timeout_kill)
+{
+    double t0 = now_s();
+    ck_assert_int_eq(moat_exec("--timeout 0.5 -- sh -c 'sleep 30; echo no' 2>/dev/null", NULL, 0),
+                     128 + SIGKILL);
+    double dt = now_s() - t0;
+    ck_assert_msg(dt >= 0.45 && dt < 5, "timeout took %.2f s", dt);
+    /* A command that finishes first is not affected. */
+    ck_assert_int_eq(moat_exec("--timeout 5 -- true", NULL, 0), 0);
+}
+END_TEST
+
+START_TEST(concurrent_execs)
+{
+    enum { N = 20 };
+    FILE *f[N];
+    char cmd[1024];
+    double t0 = now_s();
+    for (int i = 0; i < N; i++) {
+        snprintf(cmd, sizeof cmd, "%s exec --unix '%s' -- sh -c 'sleep 1; echo job%d; exit %d'",
+                 moat_bin, sock_path, i, i);
+        f[i] = popen(cmd, "r");
+        ck_assert_ptr_nonnull(f[i]);
+    }
+    for (int i = 0; i < N; i++) {
+        char line[64] = "", want[64];
+        ck_assert_ptr_nonnull(fgets(line, sizeof line, f[i]));
+        snprintf(want, sizeof want, "job%d\n", i);
+        ck_assert_str_eq(line, want);
+        int st = pclose(f[i]);
+        ck_assert(WIFEXITED(st));
+        ck_assert_int_eq(WEXITSTATUS(st), i);
+    }
+    double dt = now_s() - t0;
+    ck_assert_msg(dt < 8, "%d one-second execs took %.1f s: not concurrent", N, dt);
+    agent_alive();
+}
+END_TEST
+
+START_TEST(concurrent_execs_one_connection)
+{
+    struct raw r;
+    struct agent_buf b = { 0 };
+    char *argv[] = { "sh", "-c", "sleep 0.5; echo x", NULL };
+    struct agent_exec e = { .argc = 3, .argv = argv, .cwd = "" };
+    raw_open(&r);
+    raw_expect(&r, AGENT_T_READY, 0);
+    for (uint32_t id = 1; id <= 10; id++)
+        ck_assert_int_eq(agent_put_exec(&b, id, &e), 0);
+    ck_assert_int_eq(agent_put_exec(&b, 3, &e), 0);     /* duplicate id */
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    int exits = 0, outs = 0, dup_errors = 0;
+    while (exits < 10) {
+        struct agent_hdr h;
+        ck_assert_int_eq(raw_recv(&r, &h, rbuf, sizeof rbuf), 0);
+        ck_assert(h.id >= 1 && h.id <= 10);
+        if (h.type == AGENT_T_EXIT)
+            exits++;
+        else if (h.type == AGENT_T_STDOUT)
+            outs++;
+        else if (h.type == AGENT_T_ERROR && h.id == 3)
+            dup_errors++;
+        else
+            ck_abort_msg("unexpected %s", agent_type_name(h.type));
+    }
+    ck_assert_int_eq(outs, 10);
+    ck_assert_int_eq(dup_errors, 1);
+    raw_close(&r);
+}
+END_TEST
+
+static uint64_t file_hash(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    ck_assert_ptr_nonnull(f);
+    uint64_t h = 1469598103934665603ull;
+    int c;
+    *len = 0;
+    while ((c = fgetc(f)) != EOF) {
+        h = (h ^ (uint64_t)c) * 1099511628211ull;
+        (*len)++;
+    }
+    fclose(f);
+    return h;
+}
+
+START_TEST(file_round_trip)
+{
+    char src[400], remote[400], back[400], cmd[2048];
+    snprintf(src, sizeof src, "%s/src.bin", tmpdir);
+    snprintf(remote, sizeof remote, "%s/remote.bin", tmpdir);
+    snprintf(back, sizeof back, "%s/back.bin", tmpdir);
+    ck_assert_int_eq(sh("head -c 3000001 /dev/urandom > '%s' && chmod 640 '%s'", src, src), 0);
+
+    snprintf(cmd, sizeof cmd, "%s cp --unix '%s' '%s' ':%s'", moat_bin, sock_path, src, remote);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "%s cp --unix '%s' ':%s' '%s'", moat_bin, sock_path, remote, back);
+    ck_assert_int_eq(system(cmd), 0);
+    size_t l1, l2, l3;
+    uint64_t h1 = file_hash(src, &l1), h2 = file_hash(remote, &l2), h3 = file_hash(back, &l3);
+    ck_assert_uint_eq(l1, 3000001);
+    ck_assert_uint_eq(l2, l1);
+    ck_assert_uint_eq(l3, l1);
+    ck_assert_uint_eq(h2, h1);
+    ck_assert_uint_eq(h3, h1);
+    struct stat st;
+    ck_assert_int_eq(stat(remote, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0640);
+    ck_assert_int_eq(stat(back, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 0777, 0640);
+
+    /* Overwrite with a smaller file: truncated, not merged. */
+    ck_assert_int_eq(sh("printf small > '%s'%s", src, ""), 0);
+    snprintf(cmd, sizeof cmd, "%s cp --unix '%s' '%s' ':%s'", moat_bin, sock_path, src, remote);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(stat(remote, &st), 0);
+    ck_assert_int_eq(st.st_size, 5);
+    /* Empty file. */
+    ck_assert_int_eq(sh(": > '%s'%s", src, ""), 0);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(stat(remote, &st), 0);
+    ck_assert_int_eq(st.st_size, 0);
+
+    /* Errors: missing remote file, remote directory, bad usage. */
+    snprintf(cmd, sizeof cmd, "%s cp --unix '%s' ':%s/nope' '%s' 2>/dev/null", moat_bin, sock_path,
+             tmpdir, back);
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 1);
+    snprintf(cmd, sizeof cmd, "%s cp --unix '%s' ':%s' '%s' 2>/dev/null", moat_bin, sock_path,
+             tmpdir, back);
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 1);
+    snprintf(cmd, sizeof cmd, "%s cp --unix '%s' '%s' '%s' 2>/dev/null", moat_bin, sock_path, src,
+             back);
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 2);
+    agent_alive();
+}
+END_TEST
+
+START_TEST(mkdir_raw)
+{
+    struct raw r;
+    struct agent_buf b = { 0 };
+    char path[400];
+    struct stat st;
+    raw_open(&r);
+    raw_expect(&r, AGENT_T_READY, 0);
+    snprintf(path, sizeof path, "%s/a/b/c", tmpdir);
+    ck_assert_int_eq(agent_put_mkdir(&b, 5, 0750, AGENT_MKDIR_PARENTS, path), 0);
+    raw_send(&r, b.p, b.len);
+    b.len = 0;
+    raw_expect(&r, AGENT_T_OK, 5);
+    ck_assert_int_eq(stat(path, &st), 0);
+    ck_assert(S_ISDIR(st.st_mode));
+    /* -p on an existing directory: fine; without -p: EEXIST. */
+    ck_assert_int_eq(agent_put_mkdir(&b, 6, 0750, AGENT_MKDIR_PARENTS, path), 0);
+    ck_assert_int_eq(agent_put_mkdir(&b, 7, 0750, 0, path), 0);
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    raw_expect(&r, AGENT_T_OK, 6);
+    struct agent_hdr h;
+    struct agent_error er;
+    ck_assert_int_eq(raw_recv(&r, &h, rbuf, sizeof rbuf), 0);
+    ck_assert_uint_eq(h.type, AGENT_T_ERROR);
+    ck_assert_int_eq(agent_error_decode(rbuf, h.len, &er, NULL), 0);
+    ck_assert_uint_eq(er.code, AGENT_E_SYS);
+    ck_assert_uint_eq(er.sys_errno, EEXIST);
+    raw_close(&r);
+}
+END_TEST
+
+START_TEST(bad_frames_connection_continues)
+{
+    struct raw r;
+    raw_open(&r);
+    raw_expect(&r, AGENT_T_READY, 0);
+    raw_ping(&r, 1);
+    raw_frame(&r, 999, 2, "x", 1);                          /* unknown type */
+    raw_expect_error(&r, 2, AGENT_E_TYPE);
+    raw_frame(&r, AGENT_T_STDOUT, 3, "x", 1);               /* wrong direction */
+    raw_expect_error(&r, 3, AGENT_E_TYPE);
+    raw_frame(&r, AGENT_T_EXEC, 4, "\1\2\3", 3);            /* short exec */
+    raw_expect_error(&r, 4, AGENT_E_SHORT);
+    uint8_t ex[24] = { 0 };
+    ex[8] = 1;                                              /* argc 1, empty argv[0] */
+    raw_frame(&r, AGENT_T_EXEC, 5, ex, sizeof ex);
+    raw_expect_error(&r, 5, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_KILL, 6, "\x09\0\0\0", 4);        /* kill unknown id */
+    raw_expect_error(&r, 6, AGENT_E_ID);
+    raw_frame(&r, AGENT_T_STDIN, 7, "abc", 3);              /* stdin unknown id */
+    raw_expect_error(&r, 7, AGENT_E_ID);
+    raw_frame(&r, AGENT_T_FILE_WRITE, 8, "\0\0\0", 3);      /* short fwrite */
+    raw_expect_error(&r, 8, AGENT_E_SHORT);
+    raw_frame(&r, AGENT_T_FILE_READ, 9, "", 0);             /* empty path */
+    raw_expect_error(&r, 9, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_MKDIR, 10, "\0\0", 2);            /* short mkdir */
+    raw_expect_error(&r, 10, AGENT_E_SHORT);
+    static uint8_t big[100];
+    raw_frame(&r, AGENT_T_PING, 11, big, sizeof big);       /* ping too long */
+    raw_expect_error(&r, 11, AGENT_E_PAYLOAD);
+    raw_ping(&r, 12);                                       /* still talking */
+    raw_close(&r);
+    agent_alive();
+}
+END_TEST
+
+START_TEST(oversized_and_bad_magic_close)
+{
+    struct raw r;
+    uint8_t h[AGENT_HDR_SIZE];
+    struct agent_hdr hd;
+
+    raw_open(&r);
+    raw_expect(&r, AGENT_T_READY, 0);
+    agent_hdr_encode(h, AGENT_T_STDIN, 1, AGENT_MAX_PAYLOAD + 1);
+    raw_send(&r, h, sizeof h);
+    raw_expect_error(&r, 0, AGENT_E_TOOBIG);
+    ck_assert_int_eq(raw_recv(&r, &hd, rbuf, sizeof rbuf), -1);     /* closed */
+    raw_close(&r);
+
+    raw_open(&r);
+    raw_expect(&r, AGENT_T_READY, 0);
+    raw_send(&r, "GET / HTTP/1.0\r\n\r\n", 18);
+    raw_expect_error(&r, 0, AGENT_E_MAGIC);
+    ck_assert_int_eq(raw_recv(&r, &hd, rbuf, sizeof rbuf), -1);
+    raw_close(&r);
+
+    /* Junk of every kind, then a hang-up mid-frame. */
+    for (int k = 0; k < 20; k++) {
+        raw_open(&r);
+        uint8_t junk[300];
+        for (size_t i = 0; i < sizeof junk; i++)
+            junk[i] = (uint8_t)(rand() >> 7);
+        if (k & 1)
+            agent_hdr_encode(junk, (uint32_t)k, 1, 200 + (uint32_t)k * 1000);
+        raw_send(&r, junk, sizeof junk);
+        raw_close(&r);
+    }
+    agent_alive();
+    char out[64];
+    ck_assert_int_eq(moat_exec("-- echo alive", out, sizeof out), 0);
+    ck_assert_str_eq(out, "alive\n");
+}
+END_TEST
+
+START_TEST(stdin_forwarding)
+{
+    char cmd[1024], out[256];
+    snprintf(cmd, sizeof cmd, "echo hello | %s exec --unix '%s' -i -- tr a-z A-Z", moat_bin,
+             sock_path);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_str_eq(out, "HELLO\n");
+    /* 4 MB through cat and back, more than any buffer on the way. */
+    snprintf(cmd, sizeof cmd, "head -c 4000000 /dev/zero | %s exec --unix '%s' -i -- cat | wc -c",
+             moat_bin, sock_path);
+    f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_int_eq(atoi(out), 4000000);
+    /* Without -i the command reads /dev/null. */
+    ck_assert_int_eq(moat_exec("-- sh -c 'cat; echo done' < /dev/zero", out, sizeof out), 0);
+    ck_assert_str_eq(out, "done\n");
+}
+END_TEST
+
+START_TEST(kill_request_and_disconnect)
+{
+    struct raw r;
+    char *argv[] = { "sleep", "30", NULL };
+    struct agent_exec e = { .argc = 2, .argv = argv, .cwd = "" };
+    struct agent_buf b = { 0 };
+    raw_open(&r);
+    raw_expect(&r, AGENT_T_READY, 0);
+    ck_assert_int_eq(agent_put_exec(&b, 1, &e), 0);
+    ck_assert_int_eq(agent_put_u32(&b, AGENT_T_KILL, 1, SIGTERM), 0);
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    raw_expect(&r, AGENT_T_EXIT, 1);
+    struct agent_exit x;
+    ck_assert_int_eq(agent_exit_decode(rbuf, 12, &x, NULL), 0);
+    ck_assert_uint_eq(x.kind, AGENT_EXIT_SIGNAL);
+    ck_assert_uint_eq(x.value, SIGTERM);
+    ck_assert_uint_eq(x.flags, 0);
+    /* Bad signal number. */
+    raw_frame(&r, AGENT_T_KILL, 1, "\0\0\0\0", 4);
+    raw_expect_error(&r, 1, AGENT_E_ID);                   /* id 1 is gone */
+    raw_close(&r);
+    agent_alive();
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("agent");
+    TCase *tc = tcase_create("agent");
+    tcase_add_checked_fixture(tc, agent_start, agent_stop);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, output_and_exit_codes);
+    tcase_add_test(tc, streaming);
+    tcase_add_test(tc, signals);
+    tcase_add_test(tc, timeout_kill);
+    tcase_add_test(tc, concurrent_execs);
+    tcase_add_test(tc, concurrent_execs_one_connection);
+    tcase_add_test(tc, file_round_trip);
+    tcase_add_test(tc, mkdir_raw);
+    tcase_add_test(tc, bad_frames_connection_continues);
+    tcase_add_test(tc, oversized_and_bad_magic_close);
+    tcase_add_test(tc, stdin_forwarding);
+    tcase_add_test(tc, kill_request_and_disconnect);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    moat_bin = getenv("MOAT_BIN") ? getenv("MOAT_BIN") : "build/moat";
+    agent_bin = getenv("MOAT_AGENT") ? getenv("MOAT_AGENT") : "build/guest/agent";
+    if (access(agent_bin, X_OK) != 0 || access(moat_bin, X_OK) != 0) {
+        fprintf(stderr, "test_agent: %s or %s missing (make build/moat build/guest/agent)\n",
+                moat_bin, agent_bin);
+        return 1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    SRunner *sr = srunner_create(suite());
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
