@@ -52,8 +52,8 @@ $(DGUEST_GENCPIO): $(DGUEST_KSRC)/.moat-extracted
 	$(CC) -O2 -o $@ $(DGUEST_KSRC)/usr/gen_init_cpio.c
 
 $(DGUEST_OUT)/initramfs.cpio: guest/mkinitramfs.sh $(DGUEST_INIT) $(DGUEST_BUSYBOX) \
-		$(DGUEST_GENCPIO) $(DGUEST_ROOTFS)
-	$< $@ $(DGUEST_INIT) $(DGUEST_BUSYBOX) $(DGUEST_GENCPIO) guest/rootfs
+		$(DGUEST_GENCPIO) $(DGUEST_ROOTFS) $(DGUEST_AGENT)
+	$< $@ $(DGUEST_INIT) $(DGUEST_BUSYBOX) $(DGUEST_GENCPIO) guest/rootfs $(DGUEST_AGENT)
 
 guest-clean:
 	rm -rf $(DGUEST_OUT)

@@ -1,5 +1,5 @@
 #!/bin/sh
-# mkinitramfs.sh OUT.cpio INIT BUSYBOX GEN_INIT_CPIO ROOTFS_DIR
+# mkinitramfs.sh OUT.cpio INIT BUSYBOX GEN_INIT_CPIO ROOTFS_DIR [AGENT]
 # Writes the default guest's initramfs (newc, uncompressed) without root and
 # without a staging tree: gen_init_cpio (from the kernel source) reads a
 # spec listing every entry with fixed owners (0:0) and modes. Deterministic:
@@ -9,13 +9,15 @@
 # Contents: /init, /bin/busybox plus one symlink per applet (from
 # `busybox --list-full`), /dev/console and /dev/null, the directories
 # /proc /sys /dev /tmp /root /etc /bin /sbin /usr/bin /usr/sbin, and the
-# files under ROOTFS_DIR (etc/passwd, etc/group, etc/hosts).
+# files under ROOTFS_DIR (etc/passwd, etc/group, etc/hosts), and, if AGENT
+# is given, the guest agent as /sbin/moat-agent (docs/agent-protocol.md).
 set -eu
 out=$1
 init=$2
 busybox=$3
 gen=$4
 rootfs=$5
+agent=${6:-}
 mtime=1420070400    # 2015-01-01, same as KBUILD_BUILD_TIMESTAMP
 
 stage=$out.stage
@@ -24,6 +26,7 @@ rm -rf "$stage"
 mkdir -p "$stage"
 cp "$init" "$stage/init"
 cp "$busybox" "$stage/busybox"
+[ -z "$agent" ] || cp "$agent" "$stage/moat-agent"
 "$stage/busybox" --list-full > "$stage/applets" 2>/dev/null || {
     echo "mkinitramfs: $busybox --list-full failed" >&2
     exit 1
@@ -42,6 +45,7 @@ cp "$busybox" "$stage/busybox"
     echo "nod /dev/null 0666 0 0 c 1 3"
     echo "file /init $stage/init 0755 0 0"
     echo "file /bin/busybox $stage/busybox 0755 0 0"
+    [ -z "$agent" ] || echo "file /sbin/moat-agent $stage/moat-agent 0755 0 0"
     (cd "$rootfs" && find . -type f | LC_ALL=C sort) | while read -r f; do
         f=${f#./}
         mkdir -p "$stage/rootfs/$(dirname "$f")"

@@ -6,6 +6,11 @@
  *   2. ioperm(0x0F40, 2) and write event byte 1 ("init reached") to port
  *      0x0F41. If ioperm fails (not root, no X86_IOPL_IOPERM) nothing is
  *      written; under QEMU the ports are unassigned and writes are ignored.
+ *   2b. If /proc/cmdline has moat.agent=PORT, start the guest agent
+ *      (/sbin/moat-agent --port PORT, docs/agent-protocol.md) in its own
+ *      session; with the agent and no command, /init does not start a
+ *      shell: it keeps the guest running for the agent, reaping orphans
+ *      and restarting the agent (after 1 s) if it exits.
  *   3. Run the command: argv[1..] as Linux hands it to init (everything after
  *      " -- " on the kernel command line, plus any unknown option without
  *      '='). With no arguments, run an interactive /bin/sh. /init leads a
@@ -186,6 +191,49 @@ static void finish(int tty, int status)
         pause();
 }
 
+/* moat.agent=PORT on the kernel command line: PORT (1..4294967294), else 0. */
+static unsigned long agent_port(void)
+{
+    char buf[4096];
+    int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    for (char *s = buf; (s = strstr(s, "moat.agent=")) != NULL; s++) {
+        char *end;
+        unsigned long v;
+
+        if (s != buf && s[-1] != ' ')
+            continue;
+        v = strtoul(s + 11, &end, 10);
+        if (end != s + 11 && v > 0 && v < 0xffffffffUL)
+            return v;
+    }
+    return 0;
+}
+
+static pid_t start_agent(unsigned long port)
+{
+    pid_t pid = fork();
+
+    if (pid == 0) {
+        char p[16];
+
+        setsid();
+        snprintf(p, sizeof(p), "%lu", port);
+        execl("/sbin/moat-agent", "moat-agent", "--port", p, (char *)NULL);
+        warn("exec", "/sbin/moat-agent");
+        _exit(127);
+    }
+    if (pid < 0)
+        warn("fork", "agent");
+    return pid;
+}
+
 int main(int argc, char **argv)
 {
     static char *shell[] = { "/bin/sh", NULL };
@@ -214,9 +262,28 @@ int main(int argc, char **argv)
     lo_up();
     chdir("/root");
 
+    /* Before ioperm: the agent must not inherit the port permission. */
+    unsigned long aport = agent_port();
+    pid_t agent = aport ? start_agent(aport) : -1;
+
     tty = open_ctty();
     have_ports = ioperm(PORT_STATUS, 2, 1) == 0;
     port_write(1, EV_INIT);
+
+    if (aport && argc <= 1) {       /* agent only: no shell, run for it */
+        for (;;) {
+            pid_t w = waitpid(-1, NULL, 0);
+
+            if (w < 0 && errno != EINTR && errno != ECHILD)
+                warn("waitpid", NULL);
+            if (w < 0 && errno == ECHILD)
+                agent = -1;
+            if ((w == agent && w > 0) || agent < 0) {
+                sleep(1);
+                agent = start_agent(aport);
+            }
+        }
+    }
 
     pid = fork();
     if (pid == 0) {
