@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -38,6 +39,7 @@
 #define MAX_FREADS  64
 #define OUT_HIGH    (4u << 20)   /* stop producing for a connection above this */
 #define STDIN_CAP   (8u << 20)   /* pending stdin bytes per process */
+#define STDIN_HIGH  (1u << 20)   /* stop reading the connection above this */
 
 struct conn {
     int fd;
@@ -45,6 +47,7 @@ struct conn {
     struct agent_rx rx;
     struct agent_buf out;
     int pi;                      /* pollfd index or -1 */
+    int stdin_full;              /* a process has STDIN_HIGH bytes pending */
 };
 
 struct proc {
@@ -730,6 +733,11 @@ int main(int argc, char **argv)
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) < 0)
             return 1;
     signal(SIGPIPE, SIG_IGN);
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;      /* 3 pipes per process */
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
 
     int lfd;
     if (unix_path) {
@@ -769,12 +777,18 @@ int main(int argc, char **argv)
 
         pfd[np++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
         pfd[np++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+        for (int i = 0; i < MAX_CONNS; i++)
+            if (conns[i])
+                conns[i]->stdin_full = 0;
+        for (int i = 0; i < MAX_PROCS; i++)
+            if (procs[i] && procs[i]->c && procs[i]->in.len >= STDIN_HIGH)
+                procs[i]->c->stdin_full = 1;
         for (int i = 0; i < MAX_CONNS; i++) {
             struct conn *c = conns[i];
             if (!c)
                 continue;
             short ev = 0;
-            if (!c->closing && c->out.len < OUT_HIGH)
+            if (!c->closing && c->out.len < OUT_HIGH && !c->stdin_full)
                 ev |= POLLIN;
             if (c->out.len)
                 ev |= POLLOUT;

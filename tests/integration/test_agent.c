@@ -529,6 +529,17 @@ START_TEST(stdin_forwarding)
     out[n] = 0;
     ck_assert_int_eq(pclose(f), 0);
     ck_assert_int_eq(atoi(out), 4000000);
+    /* A process that does not read its stdin for a while: the agent holds
+     * back (it stops reading the connection) instead of failing. */
+    snprintf(cmd, sizeof cmd,
+             "head -c 12000000 /dev/zero | %s exec --unix '%s' -i -- sh -c 'sleep 1; wc -c'",
+             moat_bin, sock_path);
+    f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    ck_assert_int_eq(pclose(f), 0);
+    ck_assert_int_eq(atoi(out), 12000000);
     /* Without -i the command reads /dev/null. */
     ck_assert_int_eq(moat_exec("-- sh -c 'cat; echo done' < /dev/zero", out, sizeof out), 0);
     ck_assert_str_eq(out, "done\n");
