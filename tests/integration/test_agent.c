@@ -9,6 +9,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -564,11 +565,95 @@ START_TEST(kill_request_and_disconnect)
     ck_assert_uint_eq(x.kind, AGENT_EXIT_SIGNAL);
     ck_assert_uint_eq(x.value, SIGTERM);
     ck_assert_uint_eq(x.flags, 0);
-    /* Bad signal number. */
+    /* KILL for a finished exec: its id is unknown again. */
     raw_frame(&r, AGENT_T_KILL, 1, "\0\0\0\0", 4);
     raw_expect_error(&r, 1, AGENT_E_ID);                   /* id 1 is gone */
     raw_close(&r);
     agent_alive();
+}
+END_TEST
+
+/* A stand-in for moat's hybrid vsock socket: accepts one connection on
+ * PATH, checks "CONNECT 1024\n", answers reply, then relays bytes to the
+ * agent's Unix socket. Runs in a child process. */
+static pid_t fake_hybrid(const char *path, const char *reply)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    ck_assert_uint_lt(strlen(path), sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(l, 0);
+    ck_assert_int_eq(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(l, 1), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid) {
+        close(l);
+        return pid;
+    }
+    int c = accept(l, NULL, NULL);
+    char line[64];
+    size_t n = 0;
+    while (n < sizeof line - 1 && read(c, line + n, 1) == 1 && line[n] != '\n')
+        n++;
+    line[n] = 0;
+    if (strcmp(line, "CONNECT 1024") != 0)
+        _exit(3);
+    if (write(c, reply, strlen(reply)) < 0)
+        _exit(4);
+    if (strncmp(reply, "OK ", 3) != 0)
+        _exit(0);
+    int a = connect_raw();
+    if (a < 0)
+        _exit(5);
+    struct pollfd p[2] = { { .fd = c, .events = POLLIN }, { .fd = a, .events = POLLIN } };
+    char buf[65536];
+    for (;;) {
+        if (poll(p, 2, -1) < 0)
+            _exit(6);
+        for (int i = 0; i < 2; i++) {
+            if (!p[i].revents)
+                continue;
+            ssize_t k = read(p[i].fd, buf, sizeof buf);
+            if (k <= 0)
+                _exit(0);
+            for (ssize_t off = 0; off < k;) {
+                ssize_t w = write(p[1 - i].fd, buf + off, (size_t)(k - off));
+                if (w <= 0)
+                    _exit(0);
+                off += w;
+            }
+        }
+    }
+}
+
+START_TEST(hybrid_vsock_handshake)
+{
+    char vpath[400], cmd[1024], out[256];
+    snprintf(vpath, sizeof vpath, "%s/v.sock", tmpdir);
+    pid_t px = fake_hybrid(vpath, "OK 1073741824\n");
+    snprintf(cmd, sizeof cmd, "%s exec --vsock '%s' -- sh -c 'echo via-vsock; exit 4'", moat_bin,
+             vpath);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    ck_assert_str_eq(out, "via-vsock\n");
+    ck_assert_int_eq(WEXITSTATUS(st), 4);
+    waitpid(px, &st, 0);
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+
+    /* The VMM refuses (nothing listening on the port): exit 125. */
+    unlink(vpath);
+    px = fake_hybrid(vpath, "ERR no listener\n");
+    snprintf(cmd, sizeof cmd, "%s exec --vsock '%s' -- true 2>/dev/null", moat_bin, vpath);
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 125);
+    waitpid(px, &st, 0);
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    /* Nothing at the path at all: 125 too. */
+    unlink(vpath);
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 125);
 }
 END_TEST
 
@@ -590,6 +675,7 @@ static Suite *suite(void)
     tcase_add_test(tc, oversized_and_bad_magic_close);
     tcase_add_test(tc, stdin_forwarding);
     tcase_add_test(tc, kill_request_and_disconnect);
+    tcase_add_test(tc, hybrid_vsock_handshake);
     suite_add_tcase(s, tc);
     return s;
 }
