@@ -112,6 +112,7 @@ int kvm_host_open(struct kvm_host *h, char *why, size_t whylen)
         return r;
     }
     h->is_pvm = kvm_host_detect_pvm();
+    h->is_svm = access("/sys/module/kvm_amd", F_OK) == 0;
     return 0;
 }
 

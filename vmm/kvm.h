@@ -14,6 +14,7 @@ struct kvm_host {
     int run_size;                 /* KVM_GET_VCPU_MMAP_SIZE */
     int max_vcpus;
     bool is_pvm;
+    bool is_svm;                  /* KVM's vendor module is kvm_amd */
     struct kvm_cpuid2 *cpuid;     /* KVM_GET_SUPPORTED_CPUID, malloc'ed */
     uint32_t *msrs;               /* KVM_GET_MSR_INDEX_LIST */
     unsigned nmsrs;

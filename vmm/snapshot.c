@@ -302,6 +302,14 @@ static int restore_vcpu(struct moat_vm *vm, struct vcpu *v, const struct snap_se
     SECTION(SNAP_VCPU_MP_STATE, i, struct kvm_mp_state, &mp);
     SECTION(SNAP_VCPU_EVENTS, i, struct kvm_vcpu_events, &ev);
     SECTION(SNAP_VCPU_DEBUGREGS, i, struct kvm_debugregs, &dr);
+    /* KVM on SVM reports TR as busy (type 11) whatever the VMCB holds,
+     * while the hidden TR of a CPU that ran ltr says "available" (9). AMD
+     * hardware ignores the difference, but an emulated SVM (QEMU TCG, our
+     * nested test bed) then refuses ring-3 port I/O through the TSS
+     * bitmap. Give back what ltr would have left. (VMX requires 11: only
+     * on SVM.) */
+    if (vm->host.is_svm && sregs.tr.type == 11)
+        sregs.tr.type = 9;
     APPLY(fd, KVM_SET_SREGS, &sregs, "KVM_SET_SREGS");
     APPLY(fd, KVM_SET_REGS, &regs, "KVM_SET_REGS");
     const struct snap_section *xs = snap_find(secs, nsecs, SNAP_VCPU_XSAVE, i);

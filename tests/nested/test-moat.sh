@@ -68,6 +68,18 @@ if [ -f build/guest/bzImage ]; then
     t linux-exit-status sh -c './build/moat run --timeout 300 -- /bin/sh -c "exit 7"; [ $? = 7 ]'
     t linux-initrd sh -c './build/moat run --timeout 300 -- /bin/sh -c "test -x /init && test -x /bin/busybox && echo initrd-ok" >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && grep -q initrd-ok $0' $o
     t linux-timings sh -c './build/moat run --timeout 300 --timings -- /bin/true 2>$0; r=$?; cat $0; [ $r = 0 ] && grep -q "\"init_reached\"" $0 && grep -q "\"cmd_finished\"" $0' $o
+    # Snapshot a Linux guest in the middle of a sleep, restore it: the
+    # restored kernel's timers, console and /init carry on, and the
+    # command's status comes back through the restored VM.
+    t linux-snapshot-restore sh -c '
+        d=/tmp/lsnap; rm -rf $d; mkdir -p $d
+        ./build/moat run --timeout 300 --snapshot-dir $d -- /bin/sh -c "echo before-sleep; sleep 3; echo after-sleep; exit 5" >$d/a.out 2>&1 &
+        p=$!; n=0
+        while ! grep -q before-sleep $d/a.out && [ $n -lt 600 ]; do sleep 0.5; n=$((n + 1)); done
+        kill -USR2 $p; wait $p; ra=$?
+        ./build/moat restore --timeout 300 $d >$d/b.out 2>&1; rb=$?
+        echo "first run ($ra):"; cat $d/a.out; echo "restored ($rb):"; cat $d/b.out
+        [ $ra = 0 ] && [ $rb = 5 ] && grep -q after-sleep $d/b.out && ! grep -q after-sleep $d/a.out'
     t linux-two-vcpus sh -c './build/moat run --timeout 300 --cpus 2 -- /bin/sh -c "nproc" >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && tr -d "\\r" <$0 | grep -qx 2' $o
 fi
 exit 0
