@@ -568,7 +568,25 @@ START_TEST(kill_request_and_disconnect)
     /* KILL for a finished exec: its id is unknown again. */
     raw_frame(&r, AGENT_T_KILL, 1, "\0\0\0\0", 4);
     raw_expect_error(&r, 1, AGENT_E_ID);                   /* id 1 is gone */
+
+    /* A connection that goes away takes its processes with it. */
+    char *argv2[] = { "sh", "-c", "echo $$; exec sleep 30", NULL };
+    struct agent_exec e2 = { .argc = 3, .argv = argv2, .cwd = "" };
+    ck_assert_int_eq(agent_put_exec(&b, 2, &e2), 0);
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    raw_expect(&r, AGENT_T_STDOUT, 2);
+    rbuf[12] = 0;
+    pid_t pid = (pid_t)atoi((char *)rbuf);
+    ck_assert_int_gt(pid, 1);
+    ck_assert_int_eq(kill(pid, 0), 0);
     raw_close(&r);
+    int gone = 0;
+    for (int i = 0; i < 200 && !gone; i++) {
+        usleep(10000);
+        gone = kill(pid, 0) < 0 && errno == ESRCH;
+    }
+    ck_assert_msg(gone, "process %d outlived its connection", (int)pid);
     agent_alive();
 }
 END_TEST
