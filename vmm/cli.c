@@ -643,8 +643,8 @@ static int cmd_device(int argc, char **argv)
 /* ---- moat exec / moat cp: the guest agent (docs/agent-protocol.md) ---- */
 
 static const char usage_exec[] =
-    "usage: moat exec (--vsock PATH [--port N] | --unix PATH) [-e K=V]... [-w DIR]\n"
-    "                 [--timeout SEC] [-i] -- CMD ARGS...\n"
+    "usage: moat exec (--vsock PATH [--port N] | --unix PATH) [--wait SEC] [-e K=V]...\n"
+    "                 [-w DIR] [--timeout SEC] [-i] -- CMD ARGS...\n"
     "\n"
     "Run CMD in a running guest through its agent (/sbin/moat-agent), streaming\n"
     "its stdout and stderr; exit with its status (128 + N if killed by signal N).\n"
@@ -652,6 +652,7 @@ static const char usage_exec[] =
     "  --vsock PATH    the VM's hybrid-vsock Unix socket (moat run --vsock PATH)\n"
     "  --port N        the agent's vsock port (default 1024)\n"
     "  --unix PATH     an agent listening on a Unix socket (moat-agent --unix PATH)\n"
+    "  --wait SEC      keep trying to connect for SEC seconds (the guest is booting)\n"
     "  -e K=V          set an environment variable (repeatable)\n"
     "  -w DIR          working directory in the guest\n"
     "  --timeout SEC   the agent kills the command (SIGKILL) after SEC seconds\n"
@@ -660,7 +661,7 @@ static const char usage_exec[] =
     "Exit: the command's status; 2 usage; 125 connection or protocol error.\n";
 
 static const char usage_cp[] =
-    "usage: moat cp (--vsock PATH [--port N] | --unix PATH) SRC DST\n"
+    "usage: moat cp (--vsock PATH [--port N] | --unix PATH) [--wait SEC] SRC DST\n"
     "\n"
     "Copy a file to or from a running guest through its agent. The guest side\n"
     "is written :PATH, e.g.  moat cp --vsock v.sock data.bin :/tmp/data.bin\n"
@@ -674,6 +675,7 @@ struct agent_target {
     const char *path;
     int hybrid;
     unsigned port;
+    double wait;        /* --wait: keep trying to connect this long */
 };
 
 /* Parses --vsock/--unix/--port at argv[*i]; 1 if consumed, 0 if not ours,
@@ -682,14 +684,22 @@ static int agent_target_opt(struct agent_target *t, int argc, char **argv, int *
 {
     const char *a = argv[*i];
     int is_v = !strcmp(a, "--vsock"), is_u = !strcmp(a, "--unix"), is_p = !strcmp(a, "--port");
-    if (!is_v && !is_u && !is_p)
+    int is_w = !strcmp(a, "--wait");
+    if (!is_v && !is_u && !is_p && !is_w)
         return 0;
     if (*i + 1 >= argc) {
         fprintf(stderr, "moat: %s needs an argument\n", a);
         return -1;
     }
     const char *v = argv[++*i];
-    if (is_p) {
+    if (is_w) {
+        char *end;
+        t->wait = strtod(v, &end);
+        if (!*v || *end || !(t->wait >= 0) || t->wait > 86400) {
+            fprintf(stderr, "moat: bad --wait '%s'\n", v);
+            return -1;
+        }
+    } else if (is_p) {
         char *end;
         unsigned long p = strtoul(v, &end, 10);
         if (!*v || *end || p == 0 || p > 0xfffffffful) {
@@ -706,7 +716,17 @@ static int agent_target_opt(struct agent_target *t, int argc, char **argv, int *
 
 static int agent_target_connect(const struct agent_target *t, struct agent_client *c)
 {
-    int r = agent_client_connect(c, t->path, t->hybrid, t->port);
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int r;
+    /* With --wait, retry while the VM or its agent is still coming up. */
+    while ((r = agent_client_connect(c, t->path, t->hybrid, t->port)) < 0 && r != -EPROTO) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        double dt = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+        if (dt + 0.1 > t->wait)
+            break;
+        usleep(100 * 1000);
+    }
     if (r < 0) {
         fprintf(stderr, "moat: agent at %s%s: %s\n", t->path, t->hybrid ? " (vsock)" : "",
                 r == -EPROTO ? "protocol error" : strerror(-r));

@@ -675,6 +675,38 @@ START_TEST(hybrid_vsock_handshake)
 }
 END_TEST
 
+START_TEST(wait_for_agent)
+{
+    char late[400], cmd[1024], out[64];
+    snprintf(late, sizeof late, "%s/late.sock", tmpdir);
+    pid_t a = fork();
+    ck_assert_int_ge(a, 0);
+    if (a == 0) {
+        usleep(700 * 1000);
+        execl(agent_bin, agent_bin, "--unix", late, (char *)NULL);
+        _exit(127);
+    }
+    double t0 = now_s();
+    snprintf(cmd, sizeof cmd, "%s exec --unix '%s' --wait 10 -- echo late", moat_bin, late);
+    FILE *f = popen(cmd, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, sizeof out - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    kill(a, SIGKILL);
+    waitpid(a, NULL, 0);
+    ck_assert_int_eq(WEXITSTATUS(st), 0);
+    ck_assert_str_eq(out, "late\n");
+    ck_assert(now_s() - t0 >= 0.6);
+    /* Without --wait (or past it) a missing agent is 125 at once. */
+    unlink(late);
+    snprintf(cmd, sizeof cmd, "%s exec --unix '%s' --wait 0.3 -- true 2>/dev/null", moat_bin, late);
+    t0 = now_s();
+    ck_assert_int_eq(WEXITSTATUS(system(cmd)), 125);
+    ck_assert(now_s() - t0 < 3);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("agent");
@@ -694,6 +726,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stdin_forwarding);
     tcase_add_test(tc, kill_request_and_disconnect);
     tcase_add_test(tc, hybrid_vsock_handshake);
+    tcase_add_test(tc, wait_for_agent);
     suite_add_tcase(s, tc);
     return s;
 }
