@@ -338,3 +338,134 @@ uint64_t virtio_mmio_features(struct virtio_mmio *vm)
     pthread_mutex_unlock(&vm->lock);
     return f;
 }
+
+/* ---- snapshot state ---- */
+
+int virtio_mmio_save(struct virtio_mmio *vm, struct virtio_mmio_state *s)
+{
+    memset(s, 0, sizeof *s);
+    pthread_mutex_lock(&vm->lock);
+    int r = 0;
+    s->device_id = vm->device_id;
+    s->nqueues = vm->nqueues;
+    s->device_features = vm->device_features;
+    s->driver_features = vm->driver_features;
+    s->driver_requested = vm->driver_requested;
+    s->device_features_sel = vm->device_features_sel;
+    s->driver_features_sel = vm->driver_features_sel;
+    s->queue_sel = vm->queue_sel;
+    s->status = vm->status;
+    s->interrupt_status = vm->interrupt_status;
+    s->config_generation = vm->config_generation;
+    for (unsigned i = 0; i < vm->nqueues; i++) {
+        const struct virtq *q = &vm->q[i];
+        if (q->inflight || q->used_idx != q->published_idx)
+            r = -EBUSY;
+        s->q[i] = (struct virtio_mmio_qstate){
+            .desc = q->desc, .driver = q->avail, .device = q->used, .num = q->size,
+            .last_avail_idx = q->last_avail_idx, .used_idx = q->used_idx,
+            .signalled_used = q->signalled_used, .ready = q->ready,
+            .signalled_valid = q->signalled_valid, .broken = q->broken, .err = (uint8_t)q->err,
+        };
+    }
+    pthread_mutex_unlock(&vm->lock);
+    return r;
+}
+
+static bool is_pow2_16(uint16_t v) { return v && !(v & (v - 1)); }
+
+#define REJECT(msg) do { if (why) *why = (msg); return -EINVAL; } while (0)
+
+/* Lock held. Check s against vm and build the queues in out. */
+static int check_state(const struct virtio_mmio *vm, const struct virtio_mmio_state *s,
+                       struct virtq *out, const char **why)
+{
+    static const uint32_t reachable[] = { 0, S_A, S_A | S_D, S_A | S_D | S_FO, S_A | S_D | S_FO | S_DOK };
+    if (s->device_id != vm->device_id)
+        REJECT("device id differs");
+    if (s->nqueues != vm->nqueues)
+        REJECT("queue count differs");
+    if (s->device_features != vm->device_features)
+        REJECT("offered features differ");
+    if (s->status & ~(DRIVER_BITS | S_NR))
+        REJECT("unknown status bits");
+    uint32_t base = s->status & ~(S_NR | S_FAIL);
+    bool ok = false;
+    for (size_t i = 0; i < sizeof reachable / sizeof reachable[0]; i++)
+        ok |= base == reachable[i];
+    if (!ok)
+        REJECT("status not reachable by legal driver steps");
+    bool fo = s->status & S_FO;
+    if (s->driver_features != (s->driver_requested & s->device_features))
+        REJECT("driver features inconsistent with the requested ones");
+    if (fo && ((s->driver_requested & ~s->device_features) ||
+               !(s->driver_requested & (1ull << VIRTIO_F_VERSION_1))))
+        REJECT("FEATURES_OK with features not offered or without VERSION_1");
+    if (s->interrupt_status & ~(VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG))
+        REJECT("unknown interrupt status bits");
+    static const struct virtio_mmio_qstate zero;
+    for (unsigned i = vm->nqueues; i < VIRTIO_MMIO_MAX_QUEUES; i++)
+        if (memcmp(&s->q[i], &zero, sizeof zero))
+            REJECT("state for a queue the device does not have");
+    for (unsigned i = 0; i < vm->nqueues; i++) {
+        const struct virtio_mmio_qstate *qs = &s->q[i];
+        struct virtq q = vm->q[i];
+        virtq_reset(&q);
+        if (qs->ready > 1 || qs->signalled_valid > 1 || qs->broken > 1 || qs->pad)
+            REJECT("queue flag not 0/1, or padding not zero");
+        if (qs->err >= VIRTQ_E__COUNT || (qs->broken && qs->err == VIRTQ_OK))
+            REJECT("queue error code out of range");
+        if (qs->num == 0 || qs->num > q.max_size)
+            REJECT("queue size 0 or above QueueNumMax");
+        q.size = qs->num;
+        q.desc = qs->desc;
+        q.avail = qs->driver;
+        q.used = qs->device;
+        if (!qs->ready) {
+            if (qs->broken)
+                REJECT("broken queue not ready");
+        } else {
+            if (!fo)
+                REJECT("ready queue before FEATURES_OK");
+            if (!is_pow2_16(qs->num))
+                REJECT("queue size not a power of two");
+            if (virtq_enable(&q, vm->mem) < 0)
+                REJECT("queue rings misaligned or outside guest RAM");
+            if ((uint16_t)(qs->last_avail_idx - qs->used_idx) > qs->num)
+                REJECT("queue indices more than a ring apart");
+        }
+        if (fo)
+            virtq_set_features(&q, s->driver_features);
+        q.last_avail_idx = qs->last_avail_idx;
+        q.used_idx = q.published_idx = qs->used_idx;
+        q.signalled_used = qs->signalled_used;
+        q.signalled_valid = qs->signalled_valid;
+        q.broken = qs->broken;
+        q.err = (enum virtq_err)qs->err;
+        q.inflight = 0;
+        out[i] = q;
+    }
+    return 0;
+}
+
+int virtio_mmio_load(struct virtio_mmio *vm, const struct virtio_mmio_state *s, const char **why)
+{
+    if (why)
+        *why = NULL;
+    struct virtq q[VIRTIO_MMIO_MAX_QUEUES];
+    pthread_mutex_lock(&vm->lock);
+    int r = check_state(vm, s, q, why);
+    if (r == 0) {
+        memcpy(vm->q, q, vm->nqueues * sizeof q[0]);
+        vm->driver_features = s->driver_features;
+        vm->driver_requested = s->driver_requested;
+        vm->device_features_sel = s->device_features_sel;
+        vm->driver_features_sel = s->driver_features_sel;
+        vm->queue_sel = s->queue_sel;
+        vm->status = s->status;
+        vm->interrupt_status = s->interrupt_status;
+        vm->config_generation = s->config_generation;
+    }
+    pthread_mutex_unlock(&vm->lock);
+    return r;
+}

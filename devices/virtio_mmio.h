@@ -142,6 +142,44 @@ void virtio_mmio_set_needs_reset(struct virtio_mmio *vm); /* NEEDS_RESET, INT_CO
 uint32_t virtio_mmio_status(struct virtio_mmio *vm);
 uint64_t virtio_mmio_features(struct virtio_mmio *vm);   /* negotiated (after FEATURES_OK) */
 
+/* Saved transport state (snapshots: docs/snapshot-format.md, section
+ * SNAP_DEV_VIRTIO_MMIO). Fixed layout, no implicit padding, little-endian
+ * host order. Only taken from a quiesced device (nothing in flight). */
+struct virtio_mmio_qstate {
+    uint64_t desc, driver, device;  /* ring addresses */
+    uint16_t num;                   /* QueueNum */
+    uint16_t last_avail_idx;        /* next avail slot to consume */
+    uint16_t used_idx;              /* shadow of used->idx (all published) */
+    uint16_t signalled_used;        /* EVENT_IDX bookkeeping */
+    uint8_t ready, signalled_valid, broken, err;  /* err: enum virtq_err */
+    uint32_t pad;                   /* 0 */
+};
+
+struct virtio_mmio_state {
+    uint32_t device_id, nqueues;
+    uint64_t device_features;       /* as offered (with VERSION_1) */
+    uint64_t driver_features;       /* masked */
+    uint64_t driver_requested;      /* as written */
+    uint32_t device_features_sel, driver_features_sel;
+    uint32_t queue_sel, status, interrupt_status, config_generation;
+    struct virtio_mmio_qstate q[VIRTIO_MMIO_MAX_QUEUES];  /* [nqueues..) zero */
+};
+
+/* Copy the state out. 0, or -EBUSY if a queue has popped requests not yet
+ * pushed and published (the device is not quiesced). */
+int virtio_mmio_save(struct virtio_mmio *vm, struct virtio_mmio_state *s);
+/* Load state saved by virtio_mmio_save() into a device created with the
+ * same parameters; no callback is called (the caller starts the device).
+ * The state is untrusted: every field is checked first (same device id,
+ * queue count and offered features; a status reachable by legal driver
+ * steps; driver features within the offered ones, and acceptable if
+ * FEATURES_OK; ready queues only after FEATURES_OK, with a power-of-two
+ * size <= QueueNumMax and rings aligned and inside guest RAM, as
+ * virtq_enable() checks; indices at most a ring apart; flags 0/1; unused
+ * queues and padding zero). 0, or -EINVAL with a static reason in *why
+ * (if not NULL) and the device unchanged. */
+int virtio_mmio_load(struct virtio_mmio *vm, const struct virtio_mmio_state *s, const char **why);
+
 /* Is status -> new_status (driver write) legal? Exposed for tests. */
 bool virtio_mmio_status_legal(uint32_t status, uint32_t new_status);
 

@@ -149,9 +149,12 @@ uint64_t moat_timings_set_origin(uint64_t monotonic_ns);
  * moat_snapshot writes guest RAM to mem_path (sparse: zero pages are holes)
  * and every vCPU's, the VM's and the devices' state to state_path (a
  * versioned, checksummed file). A running VM is paused for the copy and
- * resumed after; a paused one stays paused. -ENOTSUP for a VM with virtio
- * devices (drives): their state is not in the format yet. Files are written under a
- * temporary name, fsync'ed and renamed, memory first.
+ * resumed after; a paused one stays paused. Drives are included (their
+ * virtio transport and queue state, and their image paths; the images
+ * themselves are not copied: the guest's disk is the image file as it is at
+ * restore). -ENOTSUP for a VM with a vsock device (connection state is not
+ * in the format). Files are written under a temporary name, fsync'ed and
+ * renamed, memory first.
  *
  * moat_restore creates a VM from those files: the memory file is mapped
  * MAP_PRIVATE (lazy, copy-on-write: many restores of one file share its
@@ -167,6 +170,13 @@ struct moat_restore_config {
     int console_in, console_out;  /* as in moat_config */
     uint32_t flags;           /* MOAT_F_* */
     int kick_signal;
+    /* Drive overrides: NULL/0 reopens the images recorded in the snapshot
+     * (same slots, same order); otherwise exactly as many drives as the
+     * snapshot has, in slot order: path and read_only are taken from here
+     * (id too, when not NULL). The guest's view must match (same size and
+     * read-only-ness), or its disk state is not what it cached. */
+    const struct moat_drive *drives;
+    size_t ndrives;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);

@@ -160,3 +160,59 @@ const struct snap_section *snap_find(const struct snap_section *secs, size_t n,
             return &secs[i];
     return NULL;
 }
+
+long snap_drive_encode(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only)
+{
+    if (!path)
+        return -EINVAL;
+    size_t pl = strlen(path), il = id ? strlen(id) : 0;
+    if (pl == 0)
+        return -EINVAL;
+    if (pl > SNAP_DRIVE_PATH_MAX || il > SNAP_DRIVE_ID_MAX)
+        return -ENAMETOOLONG;
+    struct snap_drive d = { .read_only = read_only ? 1 : 0, .path_len = (uint32_t)pl, .id_len = (uint32_t)il };
+    size_t total = sizeof d + pl + il;
+    if (total > cap)
+        return -ENOSPC;
+    memcpy(buf, &d, sizeof d);
+    memcpy(buf + sizeof d, path, pl);
+    if (il)
+        memcpy(buf + sizeof d + pl, id, il);
+    return (long)total;
+}
+
+int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
+                      char *id, size_t id_cap, int *read_only, const char **why)
+{
+    struct snap_drive d;
+    *why = NULL;
+    if (len < sizeof d) {
+        *why = "drive section too short";
+        return -EINVAL;
+    }
+    memcpy(&d, data, sizeof d);
+    if (d.read_only > 1 || d.pad) {
+        *why = "drive flags or padding out of range";
+        return -EINVAL;
+    }
+    if (d.path_len == 0 || d.path_len > SNAP_DRIVE_PATH_MAX || d.path_len >= path_cap ||
+        d.id_len > SNAP_DRIVE_ID_MAX || d.id_len >= id_cap) {
+        *why = "drive path or id length out of range";
+        return -EINVAL;
+    }
+    if (len != sizeof d + (uint64_t)d.path_len + d.id_len) {
+        *why = "drive section length does not match its strings";
+        return -EINVAL;
+    }
+    const uint8_t *p = data + sizeof d;
+    if (memchr(p, 0, d.path_len) || (d.id_len && memchr(p + d.path_len, 0, d.id_len))) {
+        *why = "NUL inside the drive path or id";
+        return -EINVAL;
+    }
+    memcpy(path, p, d.path_len);
+    path[d.path_len] = 0;
+    memcpy(id, p + d.path_len, d.id_len);
+    id[d.id_len] = 0;
+    *read_only = (int)d.read_only;
+    return 0;
+}

@@ -35,6 +35,8 @@ enum snap_type {
     SNAP_VM_CLOCK,       /* struct kvm_clock_data */
     SNAP_DEV_SERIAL = 80,/* struct snap_serial */
     SNAP_DEV_MOATDEV,    /* struct snap_moatdev */
+    SNAP_DEV_VIRTIO_MMIO,/* index = slot: struct virtio_mmio_state (devices/virtio_mmio.h) */
+    SNAP_DEV_DRIVE,      /* index = slot: struct snap_drive, then path, then id bytes */
 };
 
 struct snap_meta {
@@ -65,6 +67,25 @@ struct snap_moatdev {
     uint32_t pad;
     uint64_t mmio_scratch;
 };
+
+/* A virtio-blk drive: the fixed part, followed by path_len bytes of path
+ * and id_len bytes of id (no terminating NULs, no NUL inside). */
+struct snap_drive {
+    uint32_t read_only;      /* 0 or 1 */
+    uint32_t path_len;       /* 1 .. SNAP_DRIVE_PATH_MAX */
+    uint32_t id_len;         /* 0 .. SNAP_DRIVE_ID_MAX */
+    uint32_t pad;            /* 0 */
+};
+#define SNAP_DRIVE_PATH_MAX 4095u
+#define SNAP_DRIVE_ID_MAX   20u
+
+/* Encode a drive section into buf (cap bytes): its length, or -ENAMETOOLONG
+ * / -EINVAL (path empty or too long, id too long, NUL inside) / -ENOSPC. */
+long snap_drive_encode(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only);
+/* Decode one: path (path_cap >= SNAP_DRIVE_PATH_MAX + 1) and id (id_cap >=
+ * SNAP_DRIVE_ID_MAX + 1) NUL-terminated; 0 or -EINVAL with *why. */
+int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
+                      char *id, size_t id_cap, int *read_only, const char **why);
 
 /* Building a state file. Errors are sticky: snapw_finish reports them. */
 struct snap_writer {

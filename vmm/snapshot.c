@@ -13,6 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devices/virtio_dev.h"
+#include "devices/virtio_mmio.h"
 #include "vmm/layout.h"
 #include "vmm/log.h"
 #include "vmm/snapfmt.h"
@@ -126,6 +128,26 @@ static void save_devices(struct moat_vm *vm, struct snap_writer *w)
     snapw_section(w, SNAP_DEV_MOATDEV, 0, &md, sizeof(md));
 }
 
+/* Drives: the transport/queue state and the drive's path, per slot. The
+ * devices are stopped (moat_pause drained them). */
+static int save_drives(struct moat_vm *vm, struct snap_writer *w)
+{
+    for (unsigned i = 0; i < vm->nvdev; i++) {
+        struct virtio_mmio_state st;
+        int r = virtio_mmio_kvm_save(vm->vdev[i], &st);
+        if (r < 0)
+            return r;
+        snapw_section(w, SNAP_DEV_VIRTIO_MMIO, i, &st, sizeof(st));
+        uint8_t buf[sizeof(struct snap_drive) + SNAP_DRIVE_PATH_MAX + SNAP_DRIVE_ID_MAX];
+        long n = snap_drive_encode(buf, sizeof(buf), vm->drive[i].path, vm->drive[i].id,
+                                   vm->drive[i].read_only);
+        if (n < 0)
+            return (int)n;
+        snapw_section(w, SNAP_DEV_DRIVE, i, buf, (uint64_t)n);
+    }
+    return 0;
+}
+
 static int write_all(int fd, const void *buf, size_t len, off_t off)
 {
     const uint8_t *p = buf;
@@ -213,10 +235,13 @@ int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_pa
     pthread_mutex_unlock(&vm->lock);
     if (exited)
         return -ESRCH;
-    /* Virtio device and queue state is not in the format yet: refuse
-     * rather than write a snapshot that would restore broken devices. */
-    if (vm->nvdev > 0)
+    /* Drives only: vsock connection state is not in the format, so refuse
+     * rather than write a snapshot that would restore a broken device. */
+    if (vm->has_vsock || vm->nvdev != vm->ndrives)
         return -ENOTSUP;
+    for (unsigned i = 0; i < vm->nvdev; i++)
+        if (virtio_mmio_kvm_device_id(vm->vdev[i]) != VIRTIO_ID_BLOCK)
+            return -ENOTSUP;
     if (started && !was_paused) {
         int r = moat_pause(vm);
         if (r < 0)
@@ -237,8 +262,10 @@ int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_pa
     int r = save_vm(vm, &w);
     for (unsigned i = 0; r == 0 && i < vm->ncpus; i++)
         r = save_vcpu(vm, &vm->vcpus[i], &w);
-    if (r == 0)
+    if (r == 0) {
         save_devices(vm, &w);
+        r = save_drives(vm, &w);
+    }
     const uint8_t *buf = NULL;
     size_t len = 0;
     if (r == 0)
@@ -406,6 +433,81 @@ static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs,
     return 0;
 }
 
+/* Recreate the drives recorded in the snapshot (slots 0..n-1), with the
+ * restore configuration's overrides. Config errors for anything missing. */
+static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *rc,
+                          const struct snap_section *secs, size_t nsecs, struct moat_error *err)
+{
+    unsigned n = 0;
+    while (n < VIRTIO_MMIO_KVM_MAX_SLOTS && snap_find(secs, nsecs, SNAP_DEV_DRIVE, n))
+        n++;
+    for (size_t i = 0; i < nsecs; i++) {
+        if ((secs[i].type == SNAP_DEV_DRIVE || secs[i].type == SNAP_DEV_VIRTIO_MMIO) && secs[i].index >= n)
+            return seterr(err, 1, -EINVAL, "state file: device section for slot %u without a drive before it",
+                          (unsigned)secs[i].index);
+    }
+    if (rc->ndrives && !rc->drives)
+        return seterr(err, 1, -EINVAL, "drive list missing");
+    if (rc->ndrives && rc->ndrives != n)
+        return seterr(err, 1, -EINVAL, "the snapshot has %u drive(s), %zu given", n, rc->ndrives);
+    if (n == 0)
+        return 0;
+    struct moat_drive d[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    char (*paths)[SNAP_DRIVE_PATH_MAX + 1] = calloc(n, sizeof(*paths));
+    char ids[VIRTIO_MMIO_KVM_MAX_SLOTS][SNAP_DRIVE_ID_MAX + 1];
+    if (!paths)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    int r = 0;
+    for (unsigned i = 0; i < n && r == 0; i++) {
+        const struct snap_section *ds = snap_find(secs, nsecs, SNAP_DEV_DRIVE, i);
+        const char *why = NULL;
+        int ro = 0;
+        if (snap_drive_decode(ds->data, ds->len, paths[i], sizeof(paths[i]), ids[i], sizeof(ids[i]), &ro, &why) < 0) {
+            r = seterr(err, 1, -EINVAL, "state file: drive %u: %s", i, why);
+            break;
+        }
+        d[i] = (struct moat_drive){ .path = paths[i], .id = ids[i][0] ? ids[i] : NULL, .read_only = ro };
+        if (rc->ndrives) {
+            const struct moat_drive *o = &rc->drives[i];
+            if (!o->path || !*o->path) {
+                r = seterr(err, 1, -EINVAL, "drive %u: no path", i);
+                break;
+            }
+            d[i].path = o->path;
+            d[i].read_only = o->read_only;
+            if (o->id)
+                d[i].id = o->id;
+        }
+        if (access(d[i].path, d[i].read_only ? R_OK : R_OK | W_OK) < 0)
+            r = seterr(err, 1, -errno, "drive %s: %s", d[i].path, strerror(errno));
+    }
+    if (r == 0)
+        r = vm_setup_drives(vm, d, n, err);
+    free(paths);
+    return r;
+}
+
+/* Load each drive's transport state (untrusted: virtio_mmio_load checks
+ * it) and start the live ones, before any vCPU runs. */
+static int restore_virtio(struct moat_vm *vm, const struct snap_section *secs, size_t nsecs,
+                          struct moat_error *err)
+{
+    for (unsigned i = 0; i < vm->nvdev; i++) {
+        struct virtio_mmio_state st;
+        SECTION(SNAP_DEV_VIRTIO_MMIO, i, struct virtio_mmio_state, &st);
+        const char *why = NULL;
+        int r = virtio_mmio_kvm_load(vm->vdev[i], &st, &why);
+        if (r < 0)
+            return seterr(err, 1, r, "state file: virtio slot %u: %s", i, why ? why : strerror(-r));
+    }
+    for (unsigned i = 0; i < vm->nvdev; i++) {
+        int r = virtio_mmio_kvm_resume(vm->vdev[i]);
+        if (r < 0)
+            return seterr(err, 0, r, "restore: starting virtio slot %u: %s", i, strerror(-r));
+    }
+    return 0;
+}
+
 static int read_state(const char *path, uint8_t **buf, size_t *len, struct moat_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -519,11 +621,15 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     vm->guest_status = meta.guest_status;
     if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0 || (r = vm_setup_rest(vm, false, err)) < 0)
         goto out;
+    if ((r = restore_drives(vm, &rc, secs, nsecs, err)) < 0)
+        goto out;
     if ((r = restore_vm_state(vm, secs, nsecs, err)) < 0)
         goto out;
     for (unsigned i = 0; i < vm->ncpus; i++)
         if ((r = restore_vcpu(vm, &vm->vcpus[i], secs, nsecs, err)) < 0)
             goto out;
+    if ((r = restore_virtio(vm, secs, nsecs, err)) < 0)
+        goto out;
     atomic_store(&vm->t_kvm_ready, moat_now_ns());
     *out = vm;
     vm = NULL;

@@ -321,3 +321,37 @@ void virtio_mmio_kvm_destroy(struct virtio_mmio_kvm *t)
     virtio_mmio_kvm_stop(t);
     tr_free(t, true);
 }
+
+uint32_t virtio_mmio_kvm_device_id(const struct virtio_mmio_kvm *t) { return t->ops->device_id; }
+
+int virtio_mmio_kvm_save(struct virtio_mmio_kvm *t, struct virtio_mmio_state *s)
+{
+    if (!t || !s)
+        return -EINVAL;
+    pthread_mutex_lock(&t->mmio.lock);
+    int r = t->started ? -EBUSY : virtio_mmio_save(&t->mmio, s);
+    pthread_mutex_unlock(&t->mmio.lock);
+    return r;
+}
+
+int virtio_mmio_kvm_load(struct virtio_mmio_kvm *t, const struct virtio_mmio_state *s, const char **why)
+{
+    if (why)
+        *why = NULL;
+    if (!t || !s)
+        return -EINVAL;
+    pthread_mutex_lock(&t->mmio.lock);
+    int r;
+    if (t->started) {
+        r = -EBUSY;
+        if (why)
+            *why = "device running";
+    } else {
+        r = virtio_mmio_load(&t->mmio, s, why);
+        uint32_t st = t->mmio.status;
+        if (r == 0)
+            t->quiesced = (st & VIRTIO_STATUS_DRIVER_OK) && !(st & VIRTIO_STATUS_FAILED);
+    }
+    pthread_mutex_unlock(&t->mmio.lock);
+    return r;
+}

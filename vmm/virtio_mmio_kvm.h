@@ -45,6 +45,16 @@ int virtio_mmio_kvm_create(struct virtio_mmio_kvm **out, int vm_fd, struct bus *
 void virtio_mmio_kvm_stop(struct virtio_mmio_kvm *t);
 int virtio_mmio_kvm_resume(struct virtio_mmio_kvm *t);
 
+/* Snapshots. The device must be stopped (virtio_mmio_kvm_stop, as
+ * moat_pause does): otherwise -EBUSY. save copies the transport and queue
+ * state; load checks and installs it (virtio_mmio_load: -EINVAL with *why)
+ * and marks a live (DRIVER_OK, not FAILED) device as quiesced, so that
+ * virtio_mmio_kvm_resume() starts it from the restored queues. */
+struct virtio_mmio_state;
+int virtio_mmio_kvm_save(struct virtio_mmio_kvm *t, struct virtio_mmio_state *s);
+int virtio_mmio_kvm_load(struct virtio_mmio_kvm *t, const struct virtio_mmio_state *s, const char **why);
+uint32_t virtio_mmio_kvm_device_id(const struct virtio_mmio_kvm *t);
+
 /* Stop, unhook from KVM, destroy the device. NULL is a no-op. The bus entry
  * stays (the bus is freed with the VM): call only when no vCPU runs. */
 void virtio_mmio_kvm_destroy(struct virtio_mmio_kvm *t);

@@ -440,10 +440,12 @@ static int check_drives(const struct moat_config *cfg, struct moat_error *err)
     return 0;
 }
 
-static int setup_drives(struct moat_vm *vm, const struct moat_config *cfg, struct moat_error *err)
+int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, size_t n, struct moat_error *err)
 {
-    for (size_t i = 0; i < cfg->ndrives; i++) {
-        const struct moat_drive *d = &cfg->drives[i];
+    if (n > VIRTIO_MMIO_KVM_MAX_SLOTS - vm->nvdev)
+        return seterr(err, 1, -EINVAL, "too many drives");
+    for (size_t i = 0; i < n; i++) {
+        const struct moat_drive *d = &drives[i];
         char name[16], why[256];
         snprintf(name, sizeof(name), "vd%c", (char)('a' + i));
         struct virtio_blk_opts o = { .path = d->path, .read_only = d->read_only != 0, .id = d->id,
@@ -458,6 +460,15 @@ static int setup_drives(struct moat_vm *vm, const struct moat_config *cfg, struc
         if (r < 0)
             return seterr(err, 0, r, "drive %s: virtio-mmio slot %u: %s", d->path, slot, strerror(-r));
         vm->nvdev++;
+        vm->drive[vm->ndrives].read_only = d->read_only != 0;
+        vm->drive[vm->ndrives].path = strdup(d->path);
+        vm->drive[vm->ndrives].id = d->id ? strdup(d->id) : NULL;
+        if (!vm->drive[vm->ndrives].path || (d->id && !vm->drive[vm->ndrives].id)) {
+            free(vm->drive[vm->ndrives].path);
+            vm->drive[vm->ndrives].path = NULL;
+            return seterr(err, 0, -ENOMEM, "out of memory");
+        }
+        vm->ndrives++;
     }
     return 0;
 }
@@ -485,6 +496,7 @@ static int setup_vsock(struct moat_vm *vm, const struct moat_config *cfg, struct
     if (r < 0)
         return seterr(err, 0, r, "vsock: virtio-mmio slot %u: %s", slot, strerror(-r));
     vm->nvdev++;
+    vm->has_vsock = true;
     return 0;
 }
 
@@ -520,6 +532,10 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
 void vm_free(struct moat_vm *vm)
 {
     destroy_vdevs(vm);      /* before guest RAM goes: device threads drain */
+    for (unsigned i = 0; i < vm->ndrives; i++) {
+        free(vm->drive[i].path);
+        free(vm->drive[i].id);
+    }
     if (vm->vcpus) {
         for (unsigned i = 0; i < vm->ncpus; i++)
             if (vm->vcpus[i].fd > 0 || vm->vcpus[i].run)
@@ -700,7 +716,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     }
     if ((r = vm_setup_rest(vm, true, err)) < 0)
         goto fail;
-    if ((r = setup_drives(vm, &cfg, err)) < 0)
+    if ((r = vm_setup_drives(vm, cfg.drives, cfg.ndrives, err)) < 0)
         goto fail;
     if ((r = setup_vsock(vm, &cfg, err)) < 0)
         goto fail;

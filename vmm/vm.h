@@ -47,6 +47,10 @@ struct moat_vm {
     struct i8042 kbd;
     struct virtio_mmio_kvm *vdev[VIRTIO_MMIO_KVM_MAX_SLOTS];  /* virtio-mmio slots in use */
     unsigned nvdev;
+    /* The drives in slots 0 .. ndrives-1 (for snapshots); owned copies. */
+    struct { char *path, *id; bool read_only; } drive[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    unsigned ndrives;
+    bool has_vsock;               /* a vsock device (its state is not snapshotted) */
 
     unsigned ncpus;
     struct vcpu *vcpus;
@@ -95,6 +99,8 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
 int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err);
 int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err);
 void vm_free(struct moat_vm *vm);
+/* Create virtio-blk drives in the next slots, recording their paths. */
+int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, size_t n, struct moat_error *err);
 /* Fill *err (if not NULL) and return code. */
 int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
