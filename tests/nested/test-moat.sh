@@ -8,7 +8,7 @@
 #     pause/resume, snapshot chain, 20 forks, bad snapshot files);
 #   - build/tests/test_blk with build/moat and build/moat-san (virtio-blk);
 #   - if build/guest/{bzImage,initramfs.cpio} exist: the default Linux guest
-#     (echo, exit status, 2 vCPUs).
+#     (echo, exit status, 2 vCPUs, snapshot/restore, with a drive too).
 # Needs `make all test-guests build/tests/test_integration` first (and
 # `make guest` for the Linux part). Prints "N passed, N failed".
 # Usage: tests/nested/test-moat.sh [run.sh options, e.g. --timeout 1200]
@@ -80,6 +80,23 @@ if [ -f build/guest/bzImage ]; then
         ./build/moat restore --timeout 300 $d >$d/b.out 2>&1; rb=$?
         echo "first run ($ra):"; cat $d/a.out; echo "restored ($rb):"; cat $d/b.out
         [ $ra = 0 ] && [ $rb = 5 ] && grep -q after-sleep $d/b.out && ! grep -q after-sleep $d/a.out'
+    # A Linux guest with a drive, snapshotted (SIGUSR2) between two writes
+    # to its ext4 filesystem and restored: the virtio-blk queue carries on,
+    # and both files are in the image (debugfs on the host side of L2).
+    if [ -x ./mke2fs ] && [ -x ./debugfs ]; then
+    t linux-snapshot-drive sh -c '
+        d=/tmp/dsnap; rm -rf $d; mkdir -p $d/s
+        ./mke2fs -q -F -t ext4 $d/img 16M || exit 1
+        ./build/moat run --timeout 300 --drive $d/img --snapshot-dir $d/s -- /bin/sh -c "mkdir -p /m; mount /dev/vda /m; echo one > /m/a; sync; echo snap-ready; sleep 3; echo two > /m/b; sync; umount /m" >$d/a.out 2>&1 &
+        p=$!; n=0
+        while ! grep -q snap-ready $d/a.out && [ $n -lt 600 ]; do sleep 0.5; n=$((n + 1)); done
+        kill -USR2 $p; wait $p; ra=$?
+        ./build/moat restore --timeout 300 $d/s >$d/b.out 2>&1; rb=$?
+        echo "first run ($ra):"; cat $d/a.out; echo "restored ($rb):"; cat $d/b.out
+        ./debugfs -R "cat /a" $d/img 2>/dev/null >$d/fa; ./debugfs -R "cat /b" $d/img 2>/dev/null >$d/fb
+        echo "a: $(cat $d/fa) b: $(cat $d/fb)"
+        [ $ra = 0 ] && [ $rb = 0 ] && grep -qx one $d/fa && grep -qx two $d/fb'
+    fi
     t linux-two-vcpus sh -c './build/moat run --timeout 300 --cpus 2 -- /bin/sh -c "nproc" >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && tr -d "\\r" <$0 | grep -qx 2' $o
 fi
 exit 0
