@@ -473,6 +473,9 @@ static const char usage_restore[] =
     "  --timeout SEC    hard time limit; exit 124 when reached\n"
     "  --timings        print phase timestamps as JSON on stderr\n"
     "  --snapshot-dir D SIGUSR1: snapshot into D; SIGUSR2: snapshot into D and stop\n"
+    "  --drive PATH[,ro][,id=NAME]\n"
+    "                   reopen the snapshot's drives from these images instead of\n"
+    "                   the recorded paths (repeat: one per drive, in order)\n"
     "  -v, --verbose    more log output\n"
     "  -h, --help       this help\n";
 
@@ -484,10 +487,13 @@ static int cmd_restore(int argc, char **argv)
         { "timeout", required_argument, NULL, 't' },
         { "timings", no_argument, NULL, 'T' },
         { "snapshot-dir", required_argument, NULL, 'S' },
+        { "drive", required_argument, NULL, 'D' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
     };
+    static struct moat_drive drives[MOAT_MAX_DRIVES];
+    size_t ndrives = 0;
     const char *state = NULL, *mem = NULL, *snapdir = NULL;
     double timeout = 0;
     int timings = 0, verbose = 0, c;
@@ -500,6 +506,11 @@ static int cmd_restore(int argc, char **argv)
         case 't': timeout = parse_timeout(optarg); break;
         case 'T': timings = 1; break;
         case 'S': snapdir = optarg; break;
+        case 'D':
+            if (ndrives >= MOAT_MAX_DRIVES)
+                die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
+            parse_drive(optarg, &drives[ndrives++]);
+            break;
         case 'v': verbose++; break;
         case 'h': fputs(usage_restore, stdout); return 0;
         case ':': die_usage("option %s needs a value", argv[optind - 1]);
@@ -528,6 +539,8 @@ static int cmd_restore(int argc, char **argv)
     rc.console_in = fcntl(STDIN_FILENO, F_GETFD) >= 0 ? STDIN_FILENO : -1;
     if (rc.console_in >= 0 && isatty(STDIN_FILENO))
         rc.flags |= MOAT_F_CONSOLE_ESCAPE;
+    rc.drives = ndrives ? drives : NULL;
+    rc.ndrives = ndrives;
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
     struct moat_error err;
