@@ -511,7 +511,7 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
                          char *buf, size_t size)
 {
     const char *base = cfg->cmdline;
-    const char *extras[8];
+    const char *extras[10];
     size_t nx = 0;
     bool linux_kind = kind != BOOT_ELF;
     if (!base)
@@ -526,6 +526,10 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
     char drives[VIRTIO_MMIO_KVM_MAX_SLOTS * 48];
     if (linux_kind && drives_cmdline(cfg, drives, sizeof(drives)) > 0)
         extras[nx++] = drives;
+    /* With a vsock device, /init starts the guest agent on this port
+     * (docs/agent-protocol.md) and, with no command, keeps the guest up. */
+    if (linux_kind && cfg->vsock_uds)
+        extras[nx++] = "moat.agent=1024";
     return boot_cmdline_build(buf, size, base, extras, nx, cfg->argv, cfg->argv ? cfg->argc : 0);
 }
 
