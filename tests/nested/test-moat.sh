@@ -97,6 +97,25 @@ if [ -f build/guest/bzImage ]; then
         echo "a: $(cat $d/fa) b: $(cat $d/fb)"
         [ $ra = 0 ] && [ $rb = 0 ] && grep -qx one $d/fa && grep -qx two $d/fb'
     fi
+    # The guest agent over virtio-vsock: moat run --vsock with no command
+    # keeps the guest up for the agent; moat exec and moat cp reach it
+    # through the hybrid-vsock socket.
+    t linux-agent-exec sh -c '
+        d=/tmp/lagent; rm -rf $d; mkdir -p $d
+        ./build/moat run --timeout 600 --vsock $d/v.sock >$d/guest.out 2>&1 &
+        g=$!
+        ./build/moat exec --vsock $d/v.sock --wait 300 -- /bin/sh -c "echo hello-agent; exit 7" >$d/e1.out 2>&1; r1=$?
+        ./build/moat exec --vsock $d/v.sock -- /bin/sh -c "echo to-stderr >&2; exit 0" >$d/e2.out 2>$d/e2.err; r2=$?
+        head -c 100000 /dev/urandom >$d/blob
+        ./build/moat cp --vsock $d/v.sock $d/blob :/tmp/blob; r3=$?
+        ./build/moat exec --vsock $d/v.sock -- md5sum /tmp/blob >$d/guest.md5; r4=$?
+        ./build/moat cp --vsock $d/v.sock :/tmp/blob $d/blob2; r5=$?
+        ./build/moat exec --vsock $d/v.sock --timeout 2 -- sleep 60; r6=$?
+        ./build/moat exec --vsock $d/v.sock -- /sbin/reboot -f; kill $g 2>/dev/null; wait $g
+        echo "rc: $r1 $r2 $r3 $r4 $r5 $r6"; cat $d/e1.out $d/e2.err $d/guest.md5; md5sum $d/blob $d/blob2
+        h1=$(md5sum <$d/blob | cut -d" " -f1); h2=$(md5sum <$d/blob2 | cut -d" " -f1); hg=$(cut -d" " -f1 $d/guest.md5)
+        [ $r1 = 7 ] && grep -q hello-agent $d/e1.out && [ $r2 = 0 ] && grep -q to-stderr $d/e2.err &&
+        [ $r3 = 0 ] && [ $r4 = 0 ] && [ $r5 = 0 ] && [ "$h1" = "$hg" ] && [ "$h1" = "$h2" ] && [ $r6 = 137 ]'
     t linux-two-vcpus sh -c './build/moat run --timeout 300 --cpus 2 -- /bin/sh -c "nproc" >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && tr -d "\\r" <$0 | grep -qx 2' $o
 fi
 exit 0
