@@ -226,6 +226,16 @@ static void parse_vsock(char *spec, struct moat_config *cfg)
     cfg->vsock_cid = (uint32_t)cid;
 }
 
+/* The console: the UART writes to stdout; stdin feeds it if open, and on
+ * a terminal Ctrl-A x quits. */
+static void console_fds(int *in, int *out, uint32_t *flags)
+{
+    *out = STDOUT_FILENO;
+    *in = fcntl(STDIN_FILENO, F_GETFD) >= 0 ? STDIN_FILENO : -1;
+    if (*in >= 0 && isatty(STDIN_FILENO))
+        *flags |= MOAT_F_CONSOLE_ESCAPE;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -308,10 +318,7 @@ static int cmd_run(int argc, char **argv)
     cfg.initrd = initrd;
 
     /* Console: the UART writes to stdout; stdin feeds it if open. */
-    cfg.console_out = STDOUT_FILENO;
-    cfg.console_in = fcntl(STDIN_FILENO, F_GETFD) >= 0 ? STDIN_FILENO : -1;
-    if (cfg.console_in >= 0 && isatty(STDIN_FILENO))
-        cfg.flags |= MOAT_F_CONSOLE_ESCAPE;
+    console_fds(&cfg.console_in, &cfg.console_out, &cfg.flags);
 
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
@@ -535,10 +542,7 @@ static int cmd_restore(int argc, char **argv)
     moat_restore_config_init(&rc);
     rc.state_path = state;
     rc.mem_path = mem;
-    rc.console_out = STDOUT_FILENO;
-    rc.console_in = fcntl(STDIN_FILENO, F_GETFD) >= 0 ? STDIN_FILENO : -1;
-    if (rc.console_in >= 0 && isatty(STDIN_FILENO))
-        rc.flags |= MOAT_F_CONSOLE_ESCAPE;
+    console_fds(&rc.console_in, &rc.console_out, &rc.flags);
     rc.drives = ndrives ? drives : NULL;
     rc.ndrives = ndrives;
     moat_timings_set_origin(cli_start_ns);
