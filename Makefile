@@ -133,7 +133,7 @@ test-vhost: $(B)/moat guest
 # The KVM suites again, inside a Linux that QEMU emulates with SVM (TCG), for
 # hosts with no usable /dev/kvm (tests/nested/README.md). Where /dev/kvm
 # works, the suites above already ran on it.
-test-nested: all test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock
+test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock
 	@if [ -r /dev/kvm ] && [ -w /dev/kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
 	    echo "SKIPPED: nested: /dev/kvm is usable here; the KVM suites ran on it directly"; \
 	else tests/nested/test-moat.sh --timeout 1500; fi
@@ -145,3 +145,12 @@ clean:
 	rm -rf $(B)/obj $(B)/san $(B)/tests $(B)/tests-san $(B)/moat $(B)/moat-san $(B)/libmoat.* $(B)/libmoat-san.a $(B)/guests $(B)/fuzz
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(SAN_LIB_OBJS:.o=.d) $(SAN_CLI_OBJS:.o=.d)
+
+# examples/: small programs against the public header and libmoat.a.
+EXAMPLE_SRCS := $(wildcard examples/*.c)
+EXAMPLES := $(EXAMPLE_SRCS:examples/%.c=$(B)/examples/%)
+.PHONY: examples
+examples: $(EXAMPLES)
+$(B)/examples/%: examples/%.c include/moat.h $(B)/libmoat.a
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 -Wall -Wextra -Werror -O2 -Iinclude -o $@ $< $(B)/libmoat.a $(LDLIBS)

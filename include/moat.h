@@ -181,6 +181,35 @@ struct moat_restore_config {
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);
 
+/* ---- running commands in the guest (docs/agent-protocol.md) ----
+ *
+ * moat_exec runs a command in the guest through its agent, over the VM's
+ * vsock device (moat_config.vsock_uds; the default guest's /init starts
+ * the agent when a vsock device is configured). Blocking: it returns when
+ * the command has ended. Output arrives through the callbacks, called from
+ * the calling thread (NULL discards). */
+struct moat_exec {
+    size_t size;                  /* sizeof(struct moat_exec) */
+    const char *const *argv;      /* argv[0] is looked up in the guest's PATH */
+    size_t argc;
+    const char *const *env;       /* "KEY=VALUE", added to the agent's environment */
+    size_t envc;
+    const char *cwd;              /* NULL: the agent's */
+    uint32_t timeout_ms;          /* 0: none; else the guest kills it (SIGKILL) */
+    int stdin_fd;                 /* host fd copied to the command's stdin, or -1 */
+    void (*on_stdout)(void *opaque, const void *buf, size_t len);
+    void (*on_stderr)(void *opaque, const void *buf, size_t len);
+    void *opaque;
+    unsigned port;                /* the agent's vsock port; 0: 1024 */
+    int connect_wait_ms;          /* keep retrying the connection this long (guest booting) */
+};
+
+/* 0 and *status = the command's exit code, or 128 + N if a signal N ended
+ * it. -ENOTCONN: the VM has no vsock device; -ETIMEDOUT: no agent answered
+ * within connect_wait_ms; -EPROTO: the agent broke the protocol; -EINVAL:
+ * bad arguments. */
+int moat_exec(struct moat_vm *vm, const struct moat_exec *ex, int *status);
+
 /* Host facts. */
 struct moat_host_info {
     size_t size;             /* sizeof(struct moat_host_info) */

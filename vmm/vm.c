@@ -497,7 +497,8 @@ static int setup_vsock(struct moat_vm *vm, const struct moat_config *cfg, struct
         return seterr(err, 0, r, "vsock: virtio-mmio slot %u: %s", slot, strerror(-r));
     vm->nvdev++;
     vm->has_vsock = true;
-    return 0;
+    vm->vsock_uds = strdup(cfg->vsock_uds);
+    return vm->vsock_uds ? 0 : seterr(err, 0, -ENOMEM, "out of memory");
 }
 
 static void destroy_vdevs(struct moat_vm *vm)
@@ -556,6 +557,7 @@ void vm_free(struct moat_vm *vm)
         close(vm->exit_efd);
     kvm_host_close(&vm->host);
     free(vm->cmdline);
+    free(vm->vsock_uds);
     pthread_mutex_destroy(&vm->lock);
     pthread_cond_destroy(&vm->cond);
     free(vm);

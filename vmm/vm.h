@@ -51,6 +51,7 @@ struct moat_vm {
     struct { char *path, *id; bool read_only; } drive[VIRTIO_MMIO_KVM_MAX_SLOTS];
     unsigned ndrives;
     bool has_vsock;               /* a vsock device (its state is not snapshotted) */
+    char *vsock_uds;              /* its hybrid-vsock socket path (moat_exec) */
 
     unsigned ncpus;
     struct vcpu *vcpus;

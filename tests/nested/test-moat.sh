@@ -36,6 +36,7 @@ if [ -x build/tests/test_blk ]; then
     blk=1
 fi
 [ -x build/tests/test_vsock ] && cp build/tests/test_vsock "$pl/build/tests/"
+[ -x build/examples/sandbox ] && mkdir -p "$pl/build/examples" && cp build/examples/sandbox "$pl/build/examples/"
 cp build/guests/*.elf "$pl/build/guests/"
 linux=0
 if [ -f build/guest/bzImage ] && [ -f build/guest/initramfs.cpio ]; then
@@ -116,6 +117,10 @@ if [ -f build/guest/bzImage ]; then
         h1=$(md5sum <$d/blob | cut -d" " -f1); h2=$(md5sum <$d/blob2 | cut -d" " -f1); hg=$(cut -d" " -f1 $d/guest.md5)
         [ $r1 = 7 ] && grep -q hello-agent $d/e1.out && [ $r2 = 0 ] && grep -q to-stderr $d/e2.err &&
         [ $r3 = 0 ] && [ $r4 = 0 ] && [ $r5 = 0 ] && [ "$h1" = "$hg" ] && [ "$h1" = "$h2" ] && [ $r6 = 137 ]'
+    # libmoat's moat_exec through examples/sandbox.c: boot, run, status.
+    if [ -x build/examples/sandbox ]; then
+        t example-sandbox sh -c './build/examples/sandbox build/guest/bzImage build/guest/initramfs.cpio /bin/sh -c "echo from-libmoat; echo err >&2; exit 9" >$0 2>&1; r=$?; cat $0; [ $r = 9 ] && grep -q from-libmoat $0 && grep -q err $0' $o
+    fi
     t linux-two-vcpus sh -c './build/moat run --timeout 300 --cpus 2 -- /bin/sh -c "nproc" >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && tr -d "\\r" <$0 | grep -qx 2' $o
 fi
 exit 0

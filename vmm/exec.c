@@ -1,0 +1,126 @@
+/* moat_exec: a command in the guest through its agent, over the VM's vsock
+ * device (vmm/agent_client.c does the protocol). The client writes the
+ * command's output to file descriptors; pipes turn that into the
+ * caller's callbacks, read by one helper thread per call. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vmm/agent_client.h"
+#include "vmm/vm.h"
+
+
+struct pump {
+    int fd[2];                    /* stdout, stderr read ends */
+    const struct moat_exec *ex;
+};
+
+static void *pump_thread(void *arg)
+{
+    struct pump *p = arg;
+    char buf[16384];
+    int open_fds = 2;
+    while (open_fds) {
+        struct pollfd pf[2] = { { .fd = p->fd[0], .events = POLLIN }, { .fd = p->fd[1], .events = POLLIN } };
+        if (poll(pf, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (!pf[i].revents)
+                continue;
+            ssize_t n = read(p->fd[i], buf, sizeof(buf));
+            if (n <= 0) {
+                if (n < 0 && errno == EINTR)
+                    continue;
+                close(p->fd[i]);
+                p->fd[i] = -1;   /* poll ignores negative fds */
+                open_fds--;
+                continue;
+            }
+            void (*cb)(void *, const void *, size_t) = i == 0 ? p->ex->on_stdout : p->ex->on_stderr;
+            if (cb)
+                cb(p->ex->opaque, buf, (size_t)n);
+        }
+    }
+    return NULL;
+}
+
+static int connect_agent(struct moat_vm *vm, const struct moat_exec *ex, struct agent_client *c)
+{
+    unsigned port = ex->port ? ex->port : AGENT_DEFAULT_PORT;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int r = agent_client_connect(c, vm->vsock_uds, 1, port);
+        if (r == 0)
+            return 0;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        if (waited >= ex->connect_wait_ms)
+            return ex->connect_wait_ms > 0 ? -ETIMEDOUT : r;
+        usleep(100000);
+    }
+}
+
+int moat_exec(struct moat_vm *vm, const struct moat_exec *ex_in, int *status)
+{
+    if (!vm || !ex_in || !status || ex_in->size < offsetof(struct moat_exec, connect_wait_ms))
+        return -EINVAL;
+    struct moat_exec ex;
+    memset(&ex, 0, sizeof(ex));
+    memcpy(&ex, ex_in, ex_in->size < sizeof(ex) ? ex_in->size : sizeof(ex));
+    if (!ex.argv || ex.argc == 0 || ex.argc > 4096 || ex.envc > 4096 || (ex.envc && !ex.env))
+        return -EINVAL;
+    if (!vm->vsock_uds)
+        return -ENOTCONN;
+
+    struct agent_client c;
+    int r = connect_agent(vm, &ex, &c);
+    if (r < 0)
+        return r;
+    struct agent_exec req = {
+        .timeout_ms = ex.timeout_ms,
+        .argc = (uint32_t)ex.argc,
+        .envc = (uint32_t)ex.envc,
+        .cwd = (char *)(ex.cwd ? ex.cwd : ""),
+        .argv = (char **)ex.argv,
+        .env = (char **)ex.env,
+    };
+    int out[2] = { -1, -1 }, err[2] = { -1, -1 };
+    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+        r = -errno;
+        goto done;
+    }
+    struct pump p = { { out[0], err[0] }, &ex };
+    pthread_t thr;
+    if ((r = -pthread_create(&thr, NULL, pump_thread, &p)) < 0) {
+        close(out[0]);
+        close(err[0]);
+        goto done;
+    }
+    struct agent_exit st;
+    char why[200];
+    r = agent_client_exec(&c, &req, ex.stdin_fd, out[1], err[1], &st, why, sizeof(why));
+    close(out[1]);
+    close(err[1]);
+    out[1] = err[1] = -1;
+    pthread_join(thr, NULL);   /* all output delivered before we return */
+    if (r == 0)
+        *status = agent_exit_status(&st);
+    else if (r != -ENOMEM && r != -EINVAL)
+        r = r == -EPIPE || r == -ECONNRESET ? -EPROTO : r;
+done:
+    if (out[1] >= 0)
+        close(out[1]);
+    if (err[1] >= 0)
+        close(err[1]);
+    agent_client_close(&c);
+    return r;
+}
