@@ -86,8 +86,10 @@ static void *reader(void *arg)
 }
 
 /* A VM running `name` with its console captured through a pipe. */
+/* A VM running guest `name` with its console captured through a pipe;
+ * console_in (or -1) feeds the UART; drive (or NULL) is its one drive. */
 static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wfd, uint32_t cpus,
-                                  const char *cmdline, int console_in)
+                                  const char *cmdline, int console_in, const struct moat_drive *drive)
 {
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
@@ -104,6 +106,8 @@ static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wf
     cfg.mem_mib = 64;
     cfg.cpus = cpus;
     cfg.console_out = p[1];
+    cfg.drives = drive;
+    cfg.ndrives = drive ? 1 : 0;
     struct moat_vm *vm = NULL;
     struct moat_error err;
     int r = moat_create(&cfg, &vm, &err);
@@ -114,7 +118,7 @@ static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wf
 
 static struct moat_vm *make_vm(const char *name, struct capture *cap, int *wfd, uint32_t cpus)
 {
-    return make_vm_in(name, cap, wfd, cpus, NULL, -1);
+    return make_vm_in(name, cap, wfd, cpus, NULL, -1, NULL);
 }
 
 static void finish_capture(struct capture *cap, int wfd)
@@ -297,7 +301,7 @@ static char *counter_snapshot(const char *dir)
     struct capture c;
     int w, in[2];
     ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-    struct moat_vm *vm = make_vm_in("counter", &c, &w, 1, "spin=20000", in[0]);
+    struct moat_vm *vm = make_vm_in("counter", &c, &w, 1, "spin=20000", in[0], NULL);
     ck_assert_int_eq(moat_start(vm), 0);
     ck_assert(cap_wait_for(&c, "tick 2\n", 20000 * slow()));
     ck_assert_int_eq(moat_pause(vm), 0);
@@ -492,7 +496,7 @@ START_TEST(pause_resume_continues_exactly)
     ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
     struct capture c;
     int w;
-    struct moat_vm *vm = make_vm_in("counter", &c, &w, 1, "spin=20000", in[0]);
+    struct moat_vm *vm = make_vm_in("counter", &c, &w, 1, "spin=20000", in[0], NULL);
     ck_assert_int_eq(moat_pause(vm), -EINVAL);             /* not started */
     ck_assert_int_eq(moat_start(vm), 0);
     ck_assert_msg(cap_wait_for(&c, "tick 3\n", 20000 * slow()), "no tick 3: %s", c.buf);
@@ -554,23 +558,10 @@ START_TEST(pause_resume_with_disk_io)
     int fd = mkstemp(img);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);   /* 2048 sectors */
-    int p[2];
-    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-    struct capture c = { .rfd = p[0] };
-    pthread_mutex_init(&c.lock, NULL);
+    struct capture c;
+    int w;
     struct moat_drive d = { .path = img };
-    struct moat_config cfg;
-    moat_config_init(&cfg);
-    cfg.kernel = guest("blk");
-    cfg.cmdline = "blkdur";
-    cfg.mem_mib = 64;
-    cfg.console_out = p[1];
-    cfg.drives = &d;
-    cfg.ndrives = 1;
-    struct moat_vm *vm = NULL;
-    struct moat_error err;
-    ck_assert_msg(moat_create(&cfg, &vm, &err) == 0, "moat_create: %s", err.msg);
-    ck_assert_int_eq(pthread_create(&c.thr, NULL, reader, &c), 0);
+    struct moat_vm *vm = make_vm_in("blk", &c, &w, 1, "blkdur", -1, &d);
     ck_assert_int_eq(moat_start(vm), 0);
     ck_assert_msg(cap_wait_for(&c, "ack 10\n", 30000 * slow()), "no ack 10: %s", c.buf);
     for (int k = 0; k < 4; k++) {
@@ -586,9 +577,7 @@ START_TEST(pause_resume_with_disk_io)
     struct moat_exit ex;
     ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
     moat_destroy(vm);
-    close(p[1]);
-    pthread_join(c.thr, NULL);
-    close(p[0]);
+    finish_capture(&c, w);
     /* Every acknowledged record is in the image. */
     unsigned acked = 0;
     /* Only complete lines count: the stop may cut the last one short. */
@@ -666,23 +655,10 @@ START_TEST(snapshot_restore_with_drive)
     int fd = open(img, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);   /* 2048 sectors */
-    int p[2];
-    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-    struct capture c = { .rfd = p[0] };
-    pthread_mutex_init(&c.lock, NULL);
+    struct capture c;
+    int w;
     struct moat_drive d = { .path = img };
-    struct moat_config cfg;
-    moat_config_init(&cfg);
-    cfg.kernel = guest("blk");
-    cfg.cmdline = "blkdur";
-    cfg.mem_mib = 64;
-    cfg.console_out = p[1];
-    cfg.drives = &d;
-    cfg.ndrives = 1;
-    struct moat_vm *vm = NULL;
-    struct moat_error err;
-    ck_assert_msg(moat_create(&cfg, &vm, &err) == 0, "moat_create: %s", err.msg);
-    ck_assert_int_eq(pthread_create(&c.thr, NULL, reader, &c), 0);
+    struct moat_vm *vm = make_vm_in("blk", &c, &w, 1, "blkdur", -1, &d);
     ck_assert_int_eq(moat_start(vm), 0);
     ck_assert_msg(cap_wait_for(&c, "ack 10\n", 30000 * slow()), "no ack 10: %s", c.buf);
     char *t0 = cap_copy(&c);
@@ -700,13 +676,12 @@ START_TEST(snapshot_restore_with_drive)
     struct moat_exit ex;
     ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
     moat_destroy(vm);
-    close(p[1]);
-    pthread_join(c.thr, NULL);
-    close(p[0]);
+    finish_capture(&c, w);
     unsigned first_run = check_acks(fd, c.buf, false, NULL);
     ck_assert_uint_ge(first_run, 10);
 
     /* Bad drive overrides are configuration errors. */
+    struct moat_error err;
     struct moat_restore_config rc;
     moat_restore_config_init(&rc);
     rc.state_path = state;
@@ -724,6 +699,7 @@ START_TEST(snapshot_restore_with_drive)
 
     /* The restore, with the same image path given as an override. */
     struct capture c2 = { 0 };
+    int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
     c2.rfd = p[0];
     pthread_mutex_init(&c2.lock, NULL);
