@@ -13,7 +13,7 @@ GUEST_NAMES   := $(GUEST_SRCS:$(GUEST_DIR)/%.c=%)
 GUEST_ELFS    := $(GUEST_NAMES:%=$(B)/guests/%.elf)
 GUEST_RT_OBJS := $(B)/guests/rt/start.o $(B)/guests/rt/rt.o
 GUEST_LDS     := $(GUEST_DIR)/rt/guest.ld
-GUEST_HDRS    := $(GUEST_DIR)/rt/rt.h $(GUEST_DIR)/expect.h
+GUEST_HDRS    := $(GUEST_DIR)/rt/rt.h $(GUEST_DIR)/rt/virtio_mmio.h $(GUEST_DIR)/expect.h
 
 GUEST_CC     ?= gcc
 GUEST_CFLAGS := -std=gnu11 -ffreestanding -fno-pic -no-pie -nostdlib -static \

@@ -8,31 +8,12 @@
  *   30 connect out: no RESPONSE  31 no reply data  32 reply wrong
  *   33 no RST after shutdown */
 #include "rt.h"
+#include "virtio_mmio.h"
 #include <stdbool.h>
 
 #include "vsock_proto.h"
 
-#define VBASE         0xD0001000ull
-#define R_MAGIC       0x000
-#define R_VERSION     0x004
-#define R_DEVICE_ID   0x008
-#define R_DEV_FEAT    0x010
-#define R_DEV_FEAT_SEL 0x014
-#define R_DRV_FEAT    0x020
-#define R_DRV_FEAT_SEL 0x024
-#define R_QUEUE_SEL   0x030
-#define R_QUEUE_MAX   0x034
-#define R_QUEUE_NUM   0x038
-#define R_QUEUE_READY 0x044
-#define R_QUEUE_NOTIFY 0x050
-#define R_STATUS      0x070
-#define R_DESC_LO     0x080
-#define R_DESC_HI     0x084
-#define R_AVAIL_LO    0x090
-#define R_AVAIL_HI    0x094
-#define R_USED_LO     0x0a0
-#define R_USED_HI     0x0a4
-#define R_CONFIG      0x100
+#define VBASE         VIRTIO_MMIO_SLOT(0)
 
 #define QN 8
 #define F_WRITE 2

@@ -1,0 +1,29 @@
+/* virtio-mmio (version 2) register offsets for the polling test-guest
+ * drivers (blk.c, vsock.c). Slot i of moat's virtio-mmio devices sits at
+ * 0xD0001000 + 0x1000 * i (vmm/layout.h). */
+#ifndef MOAT_GUEST_VIRTIO_MMIO_H
+#define MOAT_GUEST_VIRTIO_MMIO_H
+
+#define VIRTIO_MMIO_SLOT(i) (0xD0001000ull + 0x1000ull * (i))
+#define R_MAGIC       0x000
+#define R_VERSION     0x004
+#define R_DEVICE_ID   0x008
+#define R_DEV_FEAT    0x010
+#define R_DEV_FEAT_SEL 0x014
+#define R_DRV_FEAT    0x020
+#define R_DRV_FEAT_SEL 0x024
+#define R_QUEUE_SEL   0x030
+#define R_QUEUE_MAX   0x034
+#define R_QUEUE_NUM   0x038
+#define R_QUEUE_READY 0x044
+#define R_QUEUE_NOTIFY 0x050
+#define R_STATUS      0x070
+#define R_DESC_LO     0x080
+#define R_DESC_HI     0x084
+#define R_AVAIL_LO    0x090
+#define R_AVAIL_HI    0x094
+#define R_USED_LO     0x0a0
+#define R_USED_HI     0x0a4
+#define R_CONFIG      0x100
+
+#endif
