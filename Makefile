@@ -29,7 +29,7 @@ endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := vmm/cli.c
+CLI_SRCS := vmm/cli.c $(sort $(wildcard vmm/cli_*.c))
 LIB_SRCS := $(filter-out $(CLI_SRCS),$(sort $(wildcard vmm/*.c devices/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)

@@ -19,20 +19,10 @@
 #include <unistd.h>
 
 #include "include/moat.h"
+#include "vmm/cli.h"
 #include "vmm/log.h"
-#include "vmm/vhost_user.h"
-#include "devices/virtio_blk.h"
-#include "vmm/agent_client.h"
-#include <sys/stat.h>
 
-enum {
-    EXIT_USAGE = 2,
-    EXIT_TIMEOUT = 124,
-    EXIT_VMM_ERROR = 125,
-    EXIT_GUEST_CRASH = 126,
-};
-
-static uint64_t cli_start_ns;
+uint64_t cli_start_ns;
 
 __attribute__((constructor)) static void record_start(void)
 {
@@ -86,8 +76,7 @@ static const char usage_run[] =
     "124 timeout; 125 VMM error; 126 guest crash or no status reported.\n"
     "On a terminal, Ctrl-A x quits.\n";
 
-__attribute__((format(printf, 1, 2), noreturn))
-static void die_usage(const char *fmt, ...)
+void die_usage(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -98,7 +87,7 @@ static void die_usage(const char *fmt, ...)
     exit(EXIT_USAGE);
 }
 
-static double parse_timeout(const char *s)
+double parse_timeout(const char *s)
 {
     char *end;
     errno = 0;
@@ -108,7 +97,7 @@ static double parse_timeout(const char *s)
     return t;
 }
 
-static unsigned long parse_uint(const char *s, const char *what, unsigned long max)
+unsigned long parse_uint(const char *s, const char *what, unsigned long max)
 {
     char *end;
     errno = 0;
@@ -236,7 +225,7 @@ static void console_fds(int *in, int *out, uint32_t *flags)
         *flags |= MOAT_F_CONSOLE_ESCAPE;
 }
 
-static int cmd_run(int argc, char **argv)
+int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "kernel", required_argument, NULL, 'k' },
@@ -486,7 +475,7 @@ static const char usage_restore[] =
     "  -v, --verbose    more log output\n"
     "  -h, --help       this help\n";
 
-static int cmd_restore(int argc, char **argv)
+int cmd_restore(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "state", required_argument, NULL, 's' },
@@ -554,371 +543,6 @@ static int cmd_restore(int argc, char **argv)
         return err.is_config ? EXIT_USAGE : EXIT_VMM_ERROR;
     }
     return run_vm(vm, rc.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose);
-}
-
-/* ---- moat device: serve a moat device over vhost-user (docs/vhost-user.md) */
-
-static const char usage_device[] =
-    "usage: moat device blk --socket PATH --disk FILE [--ro] [-v]\n"
-    "\n"
-    "Serve moat's virtio-blk on a vhost-user socket: a frontend such as QEMU\n"
-    "(-device vhost-user-blk,chardev=...) connects to PATH and its guest sees\n"
-    "FILE as a virtio block device. Runs until SIGINT/SIGTERM; frontends may\n"
-    "disconnect and reconnect.\n"
-    "\n"
-    "  --socket PATH  Unix socket to listen on (replaced if it exists)\n"
-    "  --disk FILE    disk image (raw)\n"
-    "  --ro           read-only: the guest sees a read-only disk, writes fail\n"
-    "  -v, --verbose  more log output (repeat for debug)\n"
-    "\n"
-    "exit status: 0 after a signal; 2 usage error; 125 runtime error.\n";
-
-static struct vhu_server *device_server;    /* for the signal handler only */
-
-static void device_on_signal(int sig)
-{
-    (void)sig;
-    if (device_server)
-        vhu_server_stop(device_server);
-}
-
-static int cmd_device(int argc, char **argv)
-{
-    static const struct option opts[] = {
-        { "socket", required_argument, NULL, 's' },
-        { "disk", required_argument, NULL, 'd' },
-        { "ro", no_argument, NULL, 'r' },
-        { "verbose", no_argument, NULL, 'v' },
-        { "help", no_argument, NULL, 'h' },
-        { 0, 0, 0, 0 },
-    };
-    const char *sock = NULL, *disk = NULL;
-    bool ro = false;
-    int verbose = 0, c;
-
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(usage_device, stdout);
-        return 0;
-    }
-    if (argc < 2 || strcmp(argv[1], "blk") != 0) {
-        fprintf(stderr, "moat: device: unknown or missing device type (only 'blk')\n%s",
-                usage_device);
-        return EXIT_USAGE;
-    }
-    argc--;
-    argv++;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
-        switch (c) {
-        case 's': sock = optarg; break;
-        case 'd': disk = optarg; break;
-        case 'r': ro = true; break;
-        case 'v': verbose++; break;
-        case 'h': fputs(usage_device, stdout); return 0;
-        default: fputs(usage_device, stderr); return EXIT_USAGE;
-        }
-    }
-    if (optind < argc || !sock || !disk) {
-        fprintf(stderr, "moat: device blk: --socket and --disk are required\n%s", usage_device);
-        return EXIT_USAGE;
-    }
-    moat_log_set_level(LOG_WARN + verbose);
-
-    struct virtio_blk *dev;
-    const struct virtio_dev_ops *ops = &virtio_blk_ops;
-    struct virtio_blk_opts bo = { .path = disk, .read_only = ro, .id = "moat-vhost-blk",
-                                  .engine = BLK_ENGINE_AUTO, .name = "vhost-user-blk" };
-    char why[256] = "";
-    int r = virtio_blk_create(&bo, &dev, why, sizeof why);
-    if (r < 0) {
-        fprintf(stderr, "moat: device blk: %s: %s\n", disk, why[0] ? why : strerror(-r));
-        return EXIT_VMM_ERROR;
-    }
-    r = vhu_server_create(sock, ops, dev, &device_server);
-    if (r < 0) {
-        fprintf(stderr, "moat: device blk: socket %s: %s\n", sock, strerror(-r));
-        ops->destroy(dev);
-        return EXIT_VMM_ERROR;
-    }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = device_on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    r = vhu_server_run(device_server);
-    vhu_server_destroy(device_server);
-    device_server = NULL;
-    ops->destroy(dev);
-    if (r < 0) {
-        fprintf(stderr, "moat: device blk: %s\n", strerror(-r));
-        return EXIT_VMM_ERROR;
-    }
-    return 0;
-}
-
-/* ---- moat exec / moat cp: the guest agent (docs/agent-protocol.md) ---- */
-
-static const char usage_exec[] =
-    "usage: moat exec (--vsock PATH [--port N] | --unix PATH) [--wait SEC] [-e K=V]...\n"
-    "                 [-w DIR] [--timeout SEC] [-i] -- CMD ARGS...\n"
-    "\n"
-    "Run CMD in a running guest through its agent (/sbin/moat-agent), streaming\n"
-    "its stdout and stderr; exit with its status (128 + N if killed by signal N).\n"
-    "\n"
-    "  --vsock PATH    the VM's hybrid-vsock Unix socket (moat run --vsock PATH)\n"
-    "  --port N        the agent's vsock port (default 1024)\n"
-    "  --unix PATH     an agent listening on a Unix socket (moat-agent --unix PATH)\n"
-    "  --wait SEC      keep trying to connect for SEC seconds (the guest is booting)\n"
-    "  -e K=V          set an environment variable (repeatable)\n"
-    "  -w DIR          working directory in the guest\n"
-    "  --timeout SEC   the agent kills the command (SIGKILL) after SEC seconds\n"
-    "  -i              forward stdin to the command (else it reads /dev/null)\n"
-    "\n"
-    "Exit: the command's status; 2 usage; 125 connection or protocol error.\n";
-
-static const char usage_cp[] =
-    "usage: moat cp (--vsock PATH [--port N] | --unix PATH) [--wait SEC] SRC DST\n"
-    "\n"
-    "Copy a file to or from a running guest through its agent. The guest side\n"
-    "is written :PATH, e.g.  moat cp --vsock v.sock data.bin :/tmp/data.bin\n"
-    "                        moat cp --vsock v.sock :/etc/hosts hosts\n"
-    "Uploads keep the local permission bits, downloads the remote ones.\n"
-    "\n"
-    "Exit: 0 copied; 1 a file error (local or in the guest); 2 usage;\n"
-    "125 connection or protocol error.\n";
-
-struct agent_target {
-    const char *path;
-    int hybrid;
-    unsigned port;
-    double wait;        /* --wait: keep trying to connect this long */
-};
-
-/* Parses --vsock/--unix/--port at argv[*i]; 1 if consumed, 0 if not ours,
- * -1 on a usage error. */
-static int agent_target_opt(struct agent_target *t, int argc, char **argv, int *i)
-{
-    const char *a = argv[*i];
-    int is_v = !strcmp(a, "--vsock"), is_u = !strcmp(a, "--unix"), is_p = !strcmp(a, "--port");
-    int is_w = !strcmp(a, "--wait");
-    if (!is_v && !is_u && !is_p && !is_w)
-        return 0;
-    if (*i + 1 >= argc) {
-        fprintf(stderr, "moat: %s needs an argument\n", a);
-        return -1;
-    }
-    const char *v = argv[++*i];
-    if (is_w) {
-        char *end;
-        t->wait = strtod(v, &end);
-        if (!*v || *end || !(t->wait >= 0) || t->wait > 86400) {
-            fprintf(stderr, "moat: bad --wait '%s'\n", v);
-            return -1;
-        }
-    } else if (is_p) {
-        char *end;
-        unsigned long p = strtoul(v, &end, 10);
-        if (!*v || *end || p == 0 || p > 0xfffffffful) {
-            fprintf(stderr, "moat: bad --port '%s'\n", v);
-            return -1;
-        }
-        t->port = (unsigned)p;
-    } else {
-        t->path = v;
-        t->hybrid = is_v;
-    }
-    return 1;
-}
-
-static int agent_target_connect(const struct agent_target *t, struct agent_client *c)
-{
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    int r;
-    /* With --wait, retry while the VM or its agent is still coming up. */
-    while ((r = agent_client_connect(c, t->path, t->hybrid, t->port)) < 0 && r != -EPROTO) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double dt = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
-        if (dt + 0.1 > t->wait)
-            break;
-        usleep(100 * 1000);
-    }
-    if (r < 0) {
-        fprintf(stderr, "moat: agent at %s%s: %s\n", t->path, t->hybrid ? " (vsock)" : "",
-                r == -EPROTO ? "protocol error" : strerror(-r));
-        return -1;
-    }
-    return 0;
-}
-
-static int cmd_exec(int argc, char **argv)
-{
-    struct agent_target t = { .port = AGENT_DEFAULT_PORT };
-    char **env = calloc((size_t)argc, sizeof *env);
-    const char *cwd = "";
-    double timeout = 0;
-    int fwd_stdin = 0, i, rc = EXIT_USAGE;
-
-    if (!env)
-        return EXIT_VMM_ERROR;
-    uint32_t envc = 0;
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int r = agent_target_opt(&t, argc, argv, &i);
-        if (r < 0)
-            goto out;
-        if (r > 0)
-            continue;
-        if (!strcmp(a, "--")) {
-            i++;
-            break;
-        }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_exec, stdout);
-            rc = 0;
-            goto out;
-        }
-        if (!strcmp(a, "-i")) {
-            fwd_stdin = 1;
-            continue;
-        }
-        if (a[0] != '-')
-            break;
-        if (i + 1 >= argc) {
-            fprintf(stderr, "moat exec: %s needs an argument\n", a);
-            goto out;
-        }
-        const char *v = argv[++i];
-        if (!strcmp(a, "-e")) {
-            if (!strchr(v, '=') || v[0] == '=') {
-                fprintf(stderr, "moat exec: -e wants KEY=VALUE, not '%s'\n", v);
-                goto out;
-            }
-            env[envc++] = (char *)v;
-        } else if (!strcmp(a, "-w")) {
-            cwd = v;
-        } else if (!strcmp(a, "--timeout")) {
-            char *end;
-            timeout = strtod(v, &end);
-            if (!*v || *end || !(timeout > 0) || timeout > 4e6) {
-                fprintf(stderr, "moat exec: bad --timeout '%s'\n", v);
-                goto out;
-            }
-        } else {
-            fprintf(stderr, "moat exec: unknown option '%s'\n%s", a, usage_exec);
-            goto out;
-        }
-    }
-    if (!t.path || i >= argc) {
-        fputs(usage_exec, stderr);
-        goto out;
-    }
-    struct agent_exec req = {
-        .timeout_ms = timeout > 0 ? (uint32_t)ceil(timeout * 1000) : 0,
-        .argc = (uint32_t)(argc - i), .envc = envc, .cwd = (char *)cwd,
-        .argv = argv + i, .env = env,
-    };
-    struct agent_client c;
-    rc = EXIT_VMM_ERROR;
-    if (agent_target_connect(&t, &c) < 0)
-        goto out;
-    signal(SIGPIPE, SIG_IGN);
-    struct agent_exit st;
-    char err[512] = "";
-    int r = agent_client_exec(&c, &req, fwd_stdin ? STDIN_FILENO : -1, STDOUT_FILENO,
-                              STDERR_FILENO, &st, err, sizeof err);
-    agent_client_close(&c);
-    if (r == -EREMOTEIO) {
-        fprintf(stderr, "moat exec: agent: %s\n", err);
-    } else if (r == -EPIPE) {
-        rc = 128 + SIGPIPE;         /* like a local command writing to a closed pipe */
-    } else if (r < 0) {
-        fprintf(stderr, "moat exec: %s\n", r == -EPROTO ? "protocol error" : strerror(-r));
-    } else {
-        if (st.flags & AGENT_EXIT_TIMEDOUT)
-            fprintf(stderr, "moat exec: timed out after %g s; killed\n", timeout);
-        rc = agent_exit_status(&st);
-    }
-out:
-    free(env);
-    return rc;
-}
-
-static int cmd_cp(int argc, char **argv)
-{
-    struct agent_target t = { .port = AGENT_DEFAULT_PORT };
-    const char *pos[2];
-    int npos = 0;
-
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_cp, stdout);
-            return 0;
-        }
-        int r = agent_target_opt(&t, argc, argv, &i);
-        if (r < 0)
-            return EXIT_USAGE;
-        if (r > 0)
-            continue;
-        if (npos == 2 || (argv[i][0] == '-' && argv[i][1])) {
-            fputs(usage_cp, stderr);
-            return EXIT_USAGE;
-        }
-        pos[npos++] = argv[i];
-    }
-    if (!t.path || npos != 2 || (pos[0][0] == ':') == (pos[1][0] == ':') ||
-        !pos[0][0] || !pos[1][0] || !pos[0][1] || !pos[1][1]) {
-        fputs(usage_cp, stderr);
-        return EXIT_USAGE;
-    }
-    int upload = pos[1][0] == ':';
-    const char *local = upload ? pos[0] : pos[1];
-    const char *remote = (upload ? pos[1] : pos[0]) + 1;
-    int fd;
-    struct stat sb;
-    if (upload) {
-        fd = open(local, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &sb) < 0) {
-            fprintf(stderr, "moat cp: %s: %s\n", local, strerror(errno));
-            if (fd >= 0)
-                close(fd);
-            return 1;
-        }
-    } else {
-        fd = open(local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            fprintf(stderr, "moat cp: %s: %s\n", local, strerror(errno));
-            return 1;
-        }
-    }
-    struct agent_client c;
-    if (agent_target_connect(&t, &c) < 0) {
-        close(fd);
-        return EXIT_VMM_ERROR;
-    }
-    char err[512] = "";
-    uint32_t mode = 0;
-    int r = upload ? agent_client_put(&c, fd, remote, sb.st_mode & 07777, err, sizeof err)
-                   : agent_client_get(&c, remote, fd, &mode, err, sizeof err);
-    agent_client_close(&c);
-    if (r == 0 && !upload && fchmod(fd, mode & 0777) < 0)
-        r = -errno;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == -EREMOTEIO) {
-        fprintf(stderr, "moat cp: guest: %s\n", err);
-        return 1;
-    }
-    if (r == -EPROTO || r == -ECONNRESET) {
-        fprintf(stderr, "moat cp: %s\n", r == -EPROTO ? "protocol error" : strerror(-r));
-        return EXIT_VMM_ERROR;
-    }
-    if (r < 0) {
-        fprintf(stderr, "moat cp: %s\n", strerror(-r));
-        return 1;
-    }
-    return 0;
 }
 
 int main(int argc, char **argv)
