@@ -123,8 +123,19 @@ if [ -f build/guest/bzImage ]; then
     fi
     t linux-two-vcpus sh -c './build/moat run --timeout 300 --cpus 2 -- /bin/sh -c "nproc" >$0 2>&1; r=$?; cat $0; [ $r = 0 ] && tr -d "\\r" <$0 | grep -qx 2' $o
 fi
-exit 0
 EOF
+# More checks, one file per feature: tests/nested/checks.d/NAME.sh runs in
+# L1 (busybox sh, the t() helper above, cwd /payload; the Linux guest is
+# there when build/guest/bzImage is); an optional NAME.host is sourced here
+# first (bash, on the host, $pl = the payload directory) to copy in what the
+# check needs.
+for f in tests/nested/checks.d/*.sh; do
+    [ -e "$f" ] || continue
+    h=${f%.sh}.host
+    [ -f "$h" ] && . "$h"
+    { echo "# --- $f"; cat "$f"; } >> "$pl/checks.sh"
+done
+echo 'exit 0' >> "$pl/checks.sh"
 tests/nested/run.sh "$@" "$pl" -- sh checks.sh 2>&1 | tee "$log"
 rc=${PIPESTATUS[0]}
 pass=$(grep -c '^NESTED-CHECK PASS' "$log")
