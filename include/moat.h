@@ -177,6 +177,9 @@ struct moat_restore_config {
      * read-only-ness), or its disk state is not what it cached. */
     const struct moat_drive *drives;
     size_t ndrives;
+    /* The vsock device's host Unix socket: NULL reuses the path recorded
+     * in the snapshot (which must then be free again). */
+    const char *vsock_uds;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);
