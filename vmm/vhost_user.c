@@ -44,7 +44,9 @@ struct vhu_server {
     void *dev;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     int listen_fd, conn_fd, stop_fd;
-    unsigned nq;                    /* vrings we accept: min(ops->nqueues, VHU_MAX_QUEUES) */
+    unsigned nq;                    /* vrings we accept (the backend's queues, see vhu_server_opts) */
+    unsigned dev_nq;                /* ops->nqueues (capped): > nq when the frontend keeps some */
+    uint16_t queue_max;             /* largest vring size accepted */
 
     uint64_t offered, acked;        /* virtio features (acked includes PROTOCOL_FEATURES) */
     uint64_t proto_offered, proto_acked;
@@ -125,7 +127,7 @@ static int ring_enable(struct vhu_server *s, unsigned i)
     struct virtq *q = &s->queues[i];
     uint64_t d, a, u;
 
-    if (virtq_init(q, s->ops->queue_max) < 0)
+    if (virtq_init(q, s->queue_max) < 0)
         return -EINVAL;
     if (v->num > q->max_size) {
         log_err("vhost-user: vring %u size %u above the device maximum %u", i, v->num, q->max_size);
@@ -156,12 +158,17 @@ static int ring_enable(struct vhu_server *s, unsigned i)
     return 0;
 }
 
-/* Start the device on the longest prefix of ready queues, if any. */
+/* Start the device on the longest prefix of ready queues, if any. When the
+ * frontend handles some of the device's queues itself (dev_nq > nq), all of
+ * ours must be ready, and the device gets its full queue count with the
+ * frontend's queues left not ready (kick fd -1): it never sees them. */
 static void reconcile(struct vhu_server *s)
 {
     unsigned n = 0;
     while (n < s->nq && ring_ready(s, n))
         n++;
+    if (s->dev_nq > s->nq && n < s->nq)
+        n = 0;
     if (n == s->running)
         return;
     dev_stop(s);
@@ -175,7 +182,7 @@ static void reconcile(struct vhu_server *s)
     memset(&env, 0, sizeof env);
     env.mem = &s->mem;
     env.queues = s->queues;
-    env.nqueues = n;
+    env.nqueues = s->dev_nq > s->nq ? s->dev_nq : n;
     env.features = s->acked & ~(1ull << VHU_F_PROTOCOL_FEATURES);
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++)
         env.kick_fd[i] = i < n ? s->vr[i].dev_kick_fd : -1;
@@ -240,7 +247,7 @@ static void reset_state(struct vhu_server *s)
         v->addr_set = false;
         v->enabled = false;
         v->live = false;
-        virtq_init(&s->queues[i], s->ops->queue_max);
+        virtq_init(&s->queues[i], s->queue_max);
     }
     unmap_all(s);
     s->acked = 0;
@@ -605,9 +612,22 @@ out:
 int vhu_server_create(const char *path, const struct virtio_dev_ops *ops, void *dev,
                       struct vhu_server **out)
 {
+    return vhu_server_create_opts(path, ops, dev, NULL, out);
+}
+
+int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, void *dev,
+                           const struct vhu_server_opts *o, struct vhu_server **out)
+{
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (!path || !ops || !ops->start || !ops->stop || !ops->config_read || !ops->features ||
         ops->nqueues == 0)
+        return -EINVAL;
+    unsigned dev_nq = ops->nqueues < VHU_MAX_QUEUES ? ops->nqueues : VHU_MAX_QUEUES;
+    if (dev_nq > VIRTIO_DEV_MAX_QUEUES)
+        dev_nq = VIRTIO_DEV_MAX_QUEUES;
+    unsigned nq = o && o->nqueues ? o->nqueues : dev_nq;
+    uint16_t qmax = o && o->queue_max ? o->queue_max : ops->queue_max;
+    if (nq > dev_nq || qmax == 0 || qmax > VIRTQ_MAX_SIZE || (qmax & (qmax - 1)))
         return -EINVAL;
     if (strlen(path) >= sizeof sa.sun_path)
         return -ENAMETOOLONG;
@@ -617,9 +637,9 @@ int vhu_server_create(const char *path, const struct virtio_dev_ops *ops, void *
     s->ops = ops;
     s->dev = dev;
     s->conn_fd = -1;
-    s->nq = ops->nqueues < VHU_MAX_QUEUES ? ops->nqueues : VHU_MAX_QUEUES;
-    if (s->nq > VIRTIO_DEV_MAX_QUEUES)
-        s->nq = VIRTIO_DEV_MAX_QUEUES;
+    s->nq = nq;
+    s->dev_nq = dev_nq;
+    s->queue_max = qmax;
     s->offered = ops->features(dev) | (1ull << VIRTIO_F_VERSION_1) |
                  (1ull << VHU_F_PROTOCOL_FEATURES);
     s->proto_offered = (1ull << VHU_PROTOCOL_F_REPLY_ACK) | (1ull << VHU_PROTOCOL_F_CONFIG) |
@@ -633,7 +653,7 @@ int vhu_server_create(const char *path, const struct virtio_dev_ops *ops, void *
         if (s->vr[i].dev_kick_fd < 0)
             efd_ok = false;
         pthread_mutex_init(&s->vr[i].call_lock, NULL);
-        virtq_init(&s->queues[i], ops->queue_max);
+        virtq_init(&s->queues[i], qmax);
     }
     strcpy(s->path, path);
     memcpy(sa.sun_path, path, strlen(path) + 1);

@@ -25,9 +25,31 @@ struct vhu_server;
 
 /* Create the listening socket at path (an existing socket file there is
  * replaced). The device (ops, dev) stays owned by the caller and must
- * outlive the server. 0 or -errno. */
+ * outlive the server. 0 or -errno. Same as vhu_server_create_opts() with
+ * o = NULL. */
 int vhu_server_create(const char *path, const struct virtio_dev_ops *ops, void *dev,
                       struct vhu_server **out);
+
+/* Per-device-type adjustments (0 fields: the defaults). */
+struct vhu_server_opts {
+    /* Vrings the frontend hands the backend: queues 0 .. nqueues-1 of the
+     * device (default and at most ops->nqueues). Fewer when the frontend
+     * handles the device's last queues itself, as QEMU's vhost-user-vsock
+     * does with the event queue (it gives the backend rx and tx only). Then
+     * the device is started only once all nqueues rings are ready, with
+     * env.nqueues = ops->nqueues and the frontend's queues not ready
+     * (virtq_pop() finds nothing, kick_fd -1). */
+    unsigned nqueues;
+    /* Largest vring size accepted (default ops->queue_max; a power of two
+     * <= 32768). QEMU's virtio-mmio reports QueueNumMax 1024 whatever the
+     * device's queue size, and Linux uses the maximum. */
+    uint16_t queue_max;
+};
+
+/* vhu_server_create() with options (o may be NULL). -EINVAL if o asks for
+ * more queues than the device has or a bad queue_max. */
+int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, void *dev,
+                           const struct vhu_server_opts *o, struct vhu_server **out);
 
 /* Serve frontends until vhu_server_stop(): 0, or -errno on a listening
  * socket failure. A frontend's protocol error ends that connection only. */
