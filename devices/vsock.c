@@ -66,13 +66,22 @@ struct ctrl {
     uint32_t flags;
 };
 
+#define INJECT_MAX 4
+
 struct vsock_dev {
     char name[32];
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     uint64_t cid;
     int listen_fd;
     int stop_fd;
+    int wake_fd;                /* vsock_open_internal / vsock_ungate */
     uint32_t next_port;
+    /* after a restore (vsock_restored) */
+    _Atomic bool gated;         /* host clients wait in the listen backlog */
+    bool reset_pending;         /* TRANSPORT_RESET not yet on the event queue */
+    pthread_mutex_t inj_lock;
+    int inj_fd[INJECT_MAX];     /* internal clients for the I/O thread */
+    unsigned inj_n;
     struct conn conns[VSOCK_MAX_CONNS];
     unsigned nconns;
     /* run state */
@@ -83,7 +92,7 @@ struct vsock_dev {
     bool rx_starved;
     struct ctrl ctrl[CTRL_RING];
     unsigned ctrl_head, ctrl_n;
-    struct virtq_seg rx_seg[CHAIN_MAX], tx_seg[CHAIN_MAX];
+    struct virtq_seg rx_seg[CHAIN_MAX], tx_seg[CHAIN_MAX], ev_seg[CHAIN_MAX];
     struct virtq_chain rx_chain;
     bool rx_have;
     uint8_t buf[VSOCK_HDR_SIZE + VSOCK_MAX_PKT_LEN];
@@ -142,6 +151,7 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
     v->next_port = VSOCK_HOST_PORT_BASE;
     v->rl = (struct ratelimit){ 0, 10, 0 };
     v->stop_fd = -1;
+    v->wake_fd = -1;
     int r;
     struct stat st;
     if (lstat(v->path, &st) == 0) {
@@ -170,9 +180,14 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
         return r;
     }
     v->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (v->stop_fd < 0) {
+    v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (v->stop_fd < 0 || v->wake_fd < 0) {
         r = -errno;
         snprintf(why, wlen, "vsock: eventfd: %s", strerror(errno));
+        if (v->stop_fd >= 0)
+            close(v->stop_fd);
+        if (v->wake_fd >= 0)
+            close(v->wake_fd);
         close(v->listen_fd);
         unlink(v->path);
         free(v);
@@ -180,7 +195,65 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
     }
     for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
         v->conns[i].fd = -1;
+    pthread_mutex_init(&v->inj_lock, NULL);
     *out = v;
+    return 0;
+}
+
+/* ---- restore support ---- */
+
+static void wake(struct vsock_dev *v)
+{
+    uint64_t one = 1;
+    if (write(v->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        log_warn("%s: wake eventfd: %s", v->name, strerror(errno));
+}
+
+void vsock_restored(struct vsock_dev *v)
+{
+    atomic_store(&v->gated, true);
+    v->reset_pending = true;    /* read by the I/O thread, which is not running yet */
+}
+
+void vsock_ungate(struct vsock_dev *v)
+{
+    if (atomic_exchange(&v->gated, false))
+        wake(v);
+}
+
+bool vsock_is_gated(struct vsock_dev *v)
+{
+    return atomic_load(&v->gated);
+}
+
+uint64_t vsock_guest_cid(const struct vsock_dev *v)
+{
+    return v->cid;
+}
+
+int vsock_open_internal(struct vsock_dev *v, int *fd)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -errno;
+    int fl = fcntl(sv[1], F_GETFL);
+    if (fl < 0 || fcntl(sv[1], F_SETFL, fl | O_NONBLOCK) < 0) {
+        int r = -errno;
+        close(sv[0]);
+        close(sv[1]);
+        return r;
+    }
+    pthread_mutex_lock(&v->inj_lock);
+    if (v->inj_n == INJECT_MAX) {
+        pthread_mutex_unlock(&v->inj_lock);
+        close(sv[0]);
+        close(sv[1]);
+        return -EAGAIN;
+    }
+    v->inj_fd[v->inj_n++] = sv[1];
+    pthread_mutex_unlock(&v->inj_lock);
+    wake(v);
+    *fd = sv[0];
     return 0;
 }
 
@@ -708,23 +781,78 @@ static void tx_process(struct vsock_dev *v)
 
 /* ---- host clients ---- */
 
+static void host_client(struct vsock_dev *v, int fd)
+{
+    atomic_fetch_add(&v->st_acc, 1);
+    log_debug("%s: host client accepted", v->name);
+    struct conn *c = conn_new(v, fd);
+    if (!c) {
+        if (ratelimit_ok(&v->rl))
+            log_warn("%s: %d connections: refusing a host client", v->name, VSOCK_MAX_CONNS);
+        close(fd);
+        return;
+    }
+    c->st = C_LINE;
+    c->deadline_ns = now_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
+}
+
 static void host_accept(struct vsock_dev *v)
 {
     for (;;) {
         int fd = accept4(v->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        atomic_fetch_add(&v->st_acc, 1);
-        log_debug("%s: host client accepted", v->name);
-        struct conn *c = conn_new(v, fd);
-        if (!c) {
-            if (ratelimit_ok(&v->rl))
-                log_warn("%s: %d connections: refusing a host client", v->name, VSOCK_MAX_CONNS);
-            close(fd);
+        host_client(v, fd);
+    }
+}
+
+/* Internal clients (vsock_open_internal): like accepted ones, not gated. */
+static void take_injected(struct vsock_dev *v)
+{
+    pthread_mutex_lock(&v->inj_lock);
+    for (unsigned i = 0; i < v->inj_n; i++)
+        host_client(v, v->inj_fd[i]);
+    v->inj_n = 0;
+    pthread_mutex_unlock(&v->inj_lock);
+}
+
+/* After a restore: tell the driver its connections are gone
+ * (VIRTIO_VSOCK_EVENT_TRANSPORT_RESET, le32 id 0, on the event queue). If
+ * no event buffer is available yet, a kick of queue 2 retries. */
+static void deliver_reset(struct vsock_dev *v)
+{
+    if (!v->reset_pending || v->broken[Q_EV])
+        return;
+    struct virtq *q = &v->env.queues[Q_EV];
+    for (;;) {
+        struct virtq_chain ch = { .seg = v->ev_seg, .max_seg = CHAIN_MAX };
+        int r = virtq_pop(q, v->env.mem, &ch);
+        if (r == 1) {
+            static const uint8_t ev[4] = { 0, 0, 0, 0 };
+            if (ch.write_len >= sizeof ev && stream_write(v, &ch, 0, ev, sizeof ev) == 0) {
+                push(v, Q_EV, ch.head, sizeof ev);
+                v->reset_pending = false;
+                log_debug("%s: transport reset sent to the guest", v->name);
+                return;
+            }
+            push(v, Q_EV, ch.head, 0);
             continue;
         }
-        c->st = C_LINE;
-        c->deadline_ns = now_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
+        if (r == -EIO) {
+            queue_broken(v, Q_EV, virtq_strerror(ch.err));
+            return;
+        }
+        if (r < 0) {
+            push(v, Q_EV, ch.head, 0);
+            continue;
+        }
+        int n = virtq_enable_notify(q, v->env.mem);
+        if (n == -EIO) {
+            queue_broken(v, Q_EV, virtq_strerror(q->err));
+            return;
+        }
+        if (n <= 0)
+            return;
     }
 }
 
@@ -789,7 +917,7 @@ static void drain_fd(int fd)
         log_debug("vsock: eventfd read: %s", strerror(errno));
 }
 
-enum { P_STOP, P_LISTEN, P_KICK0, P_CONN0 = P_KICK0 + NQUEUES };
+enum { P_STOP, P_WAKE, P_LISTEN, P_KICK0, P_CONN0 = P_KICK0 + NQUEUES };
 
 static void *io_thread(void *arg)
 {
@@ -805,6 +933,8 @@ static void *io_thread(void *arg)
     }
     log_debug("%s: I/O thread running (guest CID %llu, %s)", v->name, (unsigned long long)v->cid, v->path);
     /* picks up what arrived while stopped */
+    deliver_reset(v);
+    take_injected(v);
     tx_process(v);
     rx_pump(v);
     publish(v);
@@ -812,7 +942,9 @@ static void *io_thread(void *arg)
         uint64_t now = now_ns(), next = UINT64_MAX;
         unsigned nc = 0;
         pf[P_STOP] = (struct pollfd){ .fd = v->stop_fd, .events = POLLIN };
-        pf[P_LISTEN] = (struct pollfd){ .fd = v->nconns < VSOCK_MAX_CONNS ? v->listen_fd : -1,
+        pf[P_WAKE] = (struct pollfd){ .fd = v->wake_fd, .events = POLLIN };
+        pf[P_LISTEN] = (struct pollfd){ .fd = v->nconns < VSOCK_MAX_CONNS && !atomic_load(&v->gated)
+                                              ? v->listen_fd : -1,
                                         .events = POLLIN };
         for (unsigned q = 0; q < NQUEUES; q++)
             pf[P_KICK0 + q] = (struct pollfd){ .fd = v->env.kick_fd[q], .events = POLLIN };
@@ -857,8 +989,14 @@ static void *io_thread(void *arg)
             break;
         if (r <= 0)
             continue;
-        if (pf[P_KICK0 + Q_EV].revents & POLLIN)
+        if (pf[P_KICK0 + Q_EV].revents & POLLIN) {
             drain_fd(v->env.kick_fd[Q_EV]);
+            deliver_reset(v);
+        }
+        if (pf[P_WAKE].revents & POLLIN) {
+            drain_fd(v->wake_fd);
+            take_injected(v);
+        }
         if (pf[P_KICK0 + Q_RX].revents & POLLIN) {
             drain_fd(v->env.kick_fd[Q_RX]);
             v->rx_starved = false;
@@ -949,6 +1087,10 @@ static void vs_destroy(void *dev)
     close(v->listen_fd);
     unlink(v->path);
     close(v->stop_fd);
+    for (unsigned i = 0; i < v->inj_n; i++)
+        close(v->inj_fd[i]);
+    close(v->wake_fd);
+    pthread_mutex_destroy(&v->inj_lock);
     free(v);
 }
 

@@ -15,13 +15,23 @@
  *    flow control (u32 counters, checked: a guest that sends beyond the
  *    credit we gave it is reset). At most 1023 connections.
  *
- * Queues: 0 rx (device -> driver), 1 tx, 2 event (unused: buffers are held).
+ * Queues: 0 rx (device -> driver), 1 tx, 2 event (buffers are held; used
+ * only for the TRANSPORT_RESET after a restore).
  * One I/O thread per device, polling the sockets, the kick eventfds and a
  * stop eventfd. stop() joins it; connections survive stop/start (pause,
- * snapshot). Everything the guest sends is parsed by devices/vsock_pkt.h. */
+ * snapshot). Everything the guest sends is parsed by devices/vsock_pkt.h.
+ *
+ * Restore (docs/vsock.md): connections are not part of a snapshot. A device
+ * recreated for a restored VM is marked with vsock_restored() before its
+ * first start: it then puts one VIRTIO_VSOCK_EVENT_TRANSPORT_RESET on the
+ * event queue (Linux drops its connected sockets; listeners survive) and
+ * is "gated": host clients wait in the listen backlog, not accepted, until
+ * vsock_ungate(). vsock_open_internal() gives the VMM its own client while
+ * gated (the post-restore fix-up through the agent). */
 #ifndef MOAT_VSOCK_H
 #define MOAT_VSOCK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,5 +69,18 @@ struct vsock_stats {
     unsigned conns;             /* live connections */
 };
 void vsock_get_stats(struct vsock_dev *v, struct vsock_stats *s);
+
+/* Mark a freshly created device as restored (see above); call before its
+ * first start. */
+void vsock_restored(struct vsock_dev *v);
+/* Accept host clients on uds_path again (idempotent, any thread). */
+void vsock_ungate(struct vsock_dev *v);
+bool vsock_is_gated(struct vsock_dev *v);
+uint64_t vsock_guest_cid(const struct vsock_dev *v);
+/* A host client that bypasses the listening socket and the gate: *fd is
+ * one end of a socketpair (blocking) that the I/O thread treats like an
+ * accepted client (write "CONNECT <port>\n", read "OK ..."). Served once
+ * the device runs. 0, -EAGAIN (too many pending) or -errno. */
+int vsock_open_internal(struct vsock_dev *v, int *fd);
 
 #endif

@@ -483,6 +483,69 @@ START_TEST(stop_and_restart_keep_connections)
 }
 END_TEST
 
+/* After a restore: one TRANSPORT_RESET on the event queue once a buffer is
+ * there; host clients held in the backlog until vsock_ungate(); the
+ * internal client passes the gate. */
+START_TEST(restored_reset_gate_internal)
+{
+    struct vsock_hdr req, h;
+    vsock_ops.stop(R.dev);
+    vsock_restored(R.dev);
+    ck_assert(vsock_is_gated(R.dev));
+    ck_assert_uint_eq(vsock_guest_cid(R.dev), GCID);
+    ck_assert_int_eq(vsock_ops.start(R.dev, &R.env), 0);
+    uint64_t evused = QBASE(2) + 0x2000;
+    usleep(50000);      /* no event buffer yet: nothing used */
+    ck_assert_uint_eq(__atomic_load_n((uint16_t *)(R.ram + evused + 2), __ATOMIC_ACQUIRE), 0);
+    memset(R.ram + 0x300000, 0xaa, 8);
+    put_desc(2, 0, 0x300000, 8, VIRTQ_DESC_F_WRITE);
+    make_avail(2, 0);
+    put_desc(2, 1, 0x300010, 8, VIRTQ_DESC_F_WRITE);
+    make_avail(2, 1);
+    kick(2);
+    uint64_t end = ms_now() + 2000;
+    while (__atomic_load_n((uint16_t *)(R.ram + evused + 2), __ATOMIC_ACQUIRE) == 0) {
+        ck_assert_msg(ms_now() < end, "no transport reset event");
+        usleep(500);
+    }
+    ck_assert_uint_eq(rd32(evused + 4), 0);         /* head 0 */
+    ck_assert_uint_eq(rd32(evused + 8), 4);         /* 4 bytes written */
+    ck_assert_uint_eq(rd32(0x300000), 0);           /* VIRTIO_VSOCK_EVENT_TRANSPORT_RESET */
+    ck_assert_uint_eq(R.ram[0x300004], 0xaa);
+    /* a host client: connect() succeeds (backlog), its CONNECT is held */
+    int fd = dial(R.path);
+    write_all(fd, "CONNECT 77\n", 11);
+    ck_assert_int_eq(rx_next(&h, NULL, 300), 0);
+    /* the internal client is served */
+    int ifd = -1;
+    ck_assert_int_eq(vsock_open_internal(R.dev, &ifd), 0);
+    ck_assert_int_ge(ifd, 0);
+    write_all(ifd, "CONNECT 88\n", 11);
+    ck_assert_int_eq(rx_next(&req, NULL, 2000), 1);
+    ck_assert_uint_eq(req.op, VSOCK_OP_REQUEST);
+    ck_assert_uint_eq(req.dst_port, 88);
+    struct vsock_hdr r = gh(88, req.src_port, VSOCK_OP_RESPONSE, 0);
+    tx_send(&r, NULL, 0);
+    char ok[32] = {0};
+    size_t okn = (size_t)snprintf(ok, sizeof ok, "OK %u\n", req.src_port);
+    char got[32] = {0};
+    ck_assert_uint_eq(read_n(ifd, got, okn), okn);
+    ck_assert_str_eq(got, ok);
+    /* only one reset, even after another kick */
+    kick(2);
+    usleep(50000);
+    ck_assert_uint_eq(__atomic_load_n((uint16_t *)(R.ram + evused + 2), __ATOMIC_ACQUIRE), 1);
+    /* ungate: the held client's CONNECT goes through */
+    vsock_ungate(R.dev);
+    ck_assert(!vsock_is_gated(R.dev));
+    ck_assert_int_eq(rx_next(&req, NULL, 2000), 1);
+    ck_assert_uint_eq(req.op, VSOCK_OP_REQUEST);
+    ck_assert_uint_eq(req.dst_port, 77);
+    close(fd);
+    close(ifd);
+}
+END_TEST
+
 START_TEST(create_rejects_bad_options)
 {
     struct vsock_dev *d = (void *)1;
@@ -517,6 +580,7 @@ int main(void)
     tcase_add_test(tc, large_transfer_with_credit);
     tcase_add_test(tc, credit_overrun_and_garbage);
     tcase_add_test(tc, stop_and_restart_keep_connections);
+    tcase_add_test(tc, restored_reset_gate_internal);
     suite_add_tcase(s, tc);
     TCase *t2 = tcase_create("create");
     tcase_add_test(t2, create_rejects_bad_options);
