@@ -10,3 +10,16 @@ $(B)/bench/tiny.elf: bench/guest/tiny.S bench/guest/tiny.ld
 
 .PHONY: bench-tools
 bench-tools: $(B)/bench/runstat $(B)/bench/tiny.elf
+
+# Guest-side block benchmark (bench/vhost-blk.sh): a static binary, packed
+# as a second cpio that is appended to the guest's initramfs.
+$(B)/bench/blkbench: bench/guest/blkbench.c
+	@mkdir -p $(dir $@)
+	$(CC) -static -O2 -Wall -Wextra -Werror -o $@ $<
+
+$(B)/bench/blkbench.cpio: $(B)/bench/blkbench tests/nested/mkcpio.sh
+	rm -rf $(B)/bench/blkbench.root && mkdir -p $(B)/bench/blkbench.root
+	cp $< $(B)/bench/blkbench.root/blkbench
+	sh tests/nested/mkcpio.sh $(B)/bench/blkbench.root $@
+
+bench-tools: $(B)/bench/blkbench.cpio

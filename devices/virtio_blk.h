@@ -55,7 +55,18 @@ struct virtio_blk_opts {
     const char *id;                 /* GET_ID serial, at most 20 bytes; NULL: none */
     enum blk_engine_kind engine;    /* BLK_ENGINE_AUTO normally */
     const char *name;               /* for logs, e.g. "vda" */
+    bool direct;                    /* O_DIRECT (bypass the host page cache), see below */
 };
+
+/* direct: reads and writes go to the file opened O_DIRECT (as QEMU's
+ * cache=none); the image stays open buffered too. The direct-I/O alignment
+ * (512, else 4096 bytes) is probed at create; a read or write whose file
+ * offset, or any guest buffer's address or length, is not aligned to it is
+ * done synchronously on the I/O thread through the buffered descriptor
+ * (correct but slow; Linux's block layer never sends such requests).
+ * Linux keeps the page cache coherent with direct I/O on the same file
+ * (write back and invalidate around each direct request). Create fails when
+ * the file system refuses O_DIRECT. Flush is fdatasync either way. */
 
 struct virtio_blk;
 
