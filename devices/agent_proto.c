@@ -2,6 +2,7 @@
 #include "devices/agent_proto.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,6 +66,8 @@ const char *agent_type_name(uint32_t t)
     case AGENT_T_FILE_DATA: return "FILE_DATA";
     case AGENT_T_FILE_END: return "FILE_END";
     case AGENT_T_MKDIR: return "MKDIR";
+    case AGENT_T_SET_TIME: return "SET_TIME";
+    case AGENT_T_ADD_ENTROPY: return "ADD_ENTROPY";
     case AGENT_T_OK: return "OK";
     case AGENT_T_ERROR: return "ERROR";
     default: return "?";
@@ -481,6 +484,56 @@ int agent_file_end_decode(const uint8_t *p, size_t n, uint32_t *mode, uint64_t *
     if (*mode & ~07777u)
         return fail(err, AGENT_E_PAYLOAD);
     *size = (uint64_t)rd32(p + 4) | (uint64_t)rd32(p + 8) << 32;
+    ok(err);
+    return 0;
+}
+
+static bool time_ok(int64_t sec, uint32_t nsec)
+{
+    return sec >= 0 && nsec < 1000000000u;
+}
+
+int agent_put_set_time(struct agent_buf *b, uint32_t id, const struct agent_time *t)
+{
+    if (!t || !time_ok(t->sec, t->nsec))
+        return -EINVAL;
+    uint8_t p[16];
+    uint64_t s = (uint64_t)t->sec;
+    wr32(p, (uint32_t)s);
+    wr32(p + 4, (uint32_t)(s >> 32));
+    wr32(p + 8, t->nsec);
+    wr32(p + 12, 0);
+    return agent_put_frame(b, AGENT_T_SET_TIME, id, p, sizeof p);
+}
+
+int agent_time_decode(const uint8_t *p, size_t n, struct agent_time *out, enum agent_err *err)
+{
+    if (n != 16)
+        return fail(err, n < 16 ? AGENT_E_SHORT : AGENT_E_PAYLOAD);
+    uint64_t s = (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+    uint32_t ns = rd32(p + 8), flags = rd32(p + 12);
+    if (s > (uint64_t)INT64_MAX || ns >= 1000000000u || flags != 0)
+        return fail(err, AGENT_E_PAYLOAD);
+    out->sec = (int64_t)s;
+    out->nsec = ns;
+    ok(err);
+    return 0;
+}
+
+int agent_put_entropy(struct agent_buf *b, uint32_t id, const void *data, size_t len)
+{
+    if (!data || len == 0 || len > AGENT_MAX_ENTROPY)
+        return -EINVAL;
+    return agent_put_frame(b, AGENT_T_ADD_ENTROPY, id, data, len);
+}
+
+int agent_entropy_check(const uint8_t *p, size_t n, enum agent_err *err)
+{
+    (void)p;
+    if (n == 0)
+        return fail(err, AGENT_E_SHORT);
+    if (n > AGENT_MAX_ENTROPY)
+        return fail(err, AGENT_E_PAYLOAD);
     ok(err);
     return 0;
 }

@@ -26,6 +26,7 @@
 #define AGENT_MAX_MSG      1024u         /* error message bytes */
 #define AGENT_CHUNK        (256u * 1024) /* data per stream/file chunk sent */
 #define AGENT_DEFAULT_PORT 1024u
+#define AGENT_MAX_ENTROPY  512u          /* ADD_ENTROPY payload bytes */
 
 enum agent_type {
     AGENT_T_PING      = 1,   /* c->a  payload: opaque (<= 64 bytes), echoed */
@@ -43,6 +44,9 @@ enum agent_type {
     AGENT_T_FILE_DATA = 34,  /* a->c  a chunk of the file being read */
     AGENT_T_FILE_END  = 35,  /* a->c  end of file: u32 mode, u64 size */
     AGENT_T_MKDIR     = 36,  /* c->a  u32 mode, u32 flags, path */
+    AGENT_T_SET_TIME  = 37,  /* c->a  set CLOCK_REALTIME: struct agent_time; OK/ERROR */
+    AGENT_T_ADD_ENTROPY = 38,/* c->a  1..AGENT_MAX_ENTROPY bytes credited to the
+                              *       guest's RNG, which is then reseeded; OK/ERROR */
     AGENT_T_OK        = 48,  /* a->c  a file write chunk / mkdir succeeded; empty */
     AGENT_T_ERROR     = 49,  /* a->c  struct agent_error */
 };
@@ -110,6 +114,12 @@ struct agent_mkdir {
     uint32_t path_len;
 };
 
+/* SET_TIME payload (16 bytes): s64 sec, u32 nsec (< 10^9), u32 flags (0). */
+struct agent_time {
+    int64_t sec;           /* seconds since the Unix epoch, >= 0 */
+    uint32_t nsec;
+};
+
 struct agent_error {
     uint32_t code;         /* enum agent_err */
     uint32_t sys_errno;    /* positive errno for AGENT_E_SYS, else 0 */
@@ -156,6 +166,10 @@ int agent_put_mkdir(struct agent_buf *b, uint32_t id, uint32_t mode, uint32_t fl
 int agent_put_file_end(struct agent_buf *b, uint32_t id, uint32_t mode, uint64_t size);
 int agent_put_error(struct agent_buf *b, uint32_t id, enum agent_err code,
                     uint32_t sys_errno, const char *msg);
+/* -EINVAL for a time the decoder would refuse / an empty or oversized
+ * entropy buffer. */
+int agent_put_set_time(struct agent_buf *b, uint32_t id, const struct agent_time *t);
+int agent_put_entropy(struct agent_buf *b, uint32_t id, const void *data, size_t len);
 
 /* Payload decoders: p/n is exactly the payload. */
 int agent_exec_decode(const uint8_t *p, size_t n, struct agent_exec *out, enum agent_err *err);
@@ -168,6 +182,9 @@ int agent_mkdir_decode(const uint8_t *p, size_t n, struct agent_mkdir *out, enum
 int agent_file_end_decode(const uint8_t *p, size_t n, uint32_t *mode, uint64_t *size,
                           enum agent_err *err);
 int agent_error_decode(const uint8_t *p, size_t n, struct agent_error *out, enum agent_err *err);
+int agent_time_decode(const uint8_t *p, size_t n, struct agent_time *out, enum agent_err *err);
+/* Checks the length (1..AGENT_MAX_ENTROPY); the bytes are p itself. */
+int agent_entropy_check(const uint8_t *p, size_t n, enum agent_err *err);
 /* A path (FILE_READ payload, or inside fwrite/mkdir): 1..AGENT_MAX_PATH
  * bytes, no NUL. Copies it NUL-terminated into out (AGENT_MAX_PATH + 1). */
 int agent_path_check(const char *p, size_t n, char *out, enum agent_err *err);

@@ -74,6 +74,16 @@ static void check_all(const struct agent_hdr *h, const uint8_t *pl, size_t n)
         FUZZ_ASSERT(er.code > 0 && er.code < AGENT_E__COUNT && er.msg_len <= AGENT_MAX_MSG);
     if (agent_path_check((const char *)pl, n, path, &err) == 0)
         FUZZ_ASSERT(strlen(path) == n);
+    struct agent_time t;
+    if (agent_time_decode(pl, n, &t, &err) == 0) {
+        struct agent_buf b = { 0 };
+        FUZZ_ASSERT(n == 16 && t.sec >= 0 && t.nsec < 1000000000u);
+        FUZZ_ASSERT(agent_put_set_time(&b, h->id, &t) == 0);
+        FUZZ_ASSERT(b.len == AGENT_HDR_SIZE + n && !memcmp(b.p + AGENT_HDR_SIZE, pl, n));
+        agent_buf_free(&b);
+    }
+    if (agent_entropy_check(pl, n, &err) == 0)
+        FUZZ_ASSERT(n >= 1 && n <= AGENT_MAX_ENTROPY);
     agent_type_name(h->type);
 }
 

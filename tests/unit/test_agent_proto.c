@@ -381,6 +381,69 @@ START_TEST(file_end_and_error)
 }
 END_TEST
 
+START_TEST(set_time_and_entropy)
+{
+    struct agent_buf b = { 0 };
+    enum agent_err e;
+    size_t n;
+    struct agent_time t = { .sec = 1764450000, .nsec = 999999999 }, got;
+    ck_assert_int_eq(agent_put_set_time(&b, 9, &t), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_SET_TIME, 9, &n);
+    ck_assert_uint_eq(n, 16);
+    ck_assert_int_eq(agent_time_decode(pl, n, &got, &e), 0);
+    ck_assert_int_eq(e, AGENT_E_OK);
+    ck_assert_int_eq(got.sec, t.sec);
+    ck_assert_uint_eq(got.nsec, t.nsec);
+    /* short, long */
+    ck_assert_int_eq(agent_time_decode(pl, 15, &got, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    uint8_t p[17] = { 0 };
+    ck_assert_int_eq(agent_time_decode(p, 17, &got, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    ck_assert_int_eq(agent_time_decode(p, 0, &got, &e), -EINVAL);
+    /* nsec out of range, negative seconds, flags set */
+    memcpy(p, pl, 16);
+    put32(p + 8, 1000000000u);
+    ck_assert_int_eq(agent_time_decode(p, 16, &got, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    memcpy(p, pl, 16);
+    put32(p + 4, 0x80000000u);
+    ck_assert_int_eq(agent_time_decode(p, 16, &got, &e), -EINVAL);
+    memcpy(p, pl, 16);
+    put32(p + 12, 1);
+    ck_assert_int_eq(agent_time_decode(p, 16, &got, &e), -EINVAL);
+    /* the encoder refuses what the decoder would */
+    agent_buf_free(&b);
+    struct agent_time bad = { .sec = -1, .nsec = 0 };
+    ck_assert_int_eq(agent_put_set_time(&b, 1, &bad), -EINVAL);
+    bad = (struct agent_time){ .sec = 1, .nsec = 1000000000u };
+    ck_assert_int_eq(agent_put_set_time(&b, 1, &bad), -EINVAL);
+    ck_assert_uint_eq(b.len, 0);
+
+    uint8_t rnd[AGENT_MAX_ENTROPY + 1];
+    for (unsigned i = 0; i < sizeof rnd; i++)
+        rnd[i] = (uint8_t)(i * 7 + 1);
+    ck_assert_int_eq(agent_put_entropy(&b, 3, rnd, 32), 0);
+    pl = only_frame(&b, AGENT_T_ADD_ENTROPY, 3, &n);
+    ck_assert_uint_eq(n, 32);
+    ck_assert_mem_eq(pl, rnd, 32);
+    ck_assert_int_eq(agent_entropy_check(pl, n, &e), 0);
+    ck_assert_int_eq(agent_entropy_check(rnd, AGENT_MAX_ENTROPY, &e), 0);
+    ck_assert_int_eq(agent_entropy_check(rnd, 0, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    ck_assert_int_eq(agent_entropy_check(rnd, AGENT_MAX_ENTROPY + 1, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    agent_buf_free(&b);
+    ck_assert_int_eq(agent_put_entropy(&b, 3, rnd, 0), -EINVAL);
+    ck_assert_int_eq(agent_put_entropy(&b, 3, rnd, AGENT_MAX_ENTROPY + 1), -EINVAL);
+    ck_assert_int_eq(agent_put_entropy(&b, 3, NULL, 4), -EINVAL);
+    ck_assert_uint_eq(b.len, 0);
+    ck_assert_str_eq(agent_type_name(AGENT_T_SET_TIME), "SET_TIME");
+    ck_assert_str_eq(agent_type_name(AGENT_T_ADD_ENTROPY), "ADD_ENTROPY");
+    agent_buf_free(&b);
+}
+END_TEST
+
 START_TEST(rx_byte_by_byte)
 {
     struct agent_buf b = { 0 };
@@ -459,6 +522,7 @@ static Suite *suite(void)
     tcase_add_test(tc, fwrite_round_trip_and_errors);
     tcase_add_test(tc, mkdir_and_path);
     tcase_add_test(tc, file_end_and_error);
+    tcase_add_test(tc, set_time_and_entropy);
     tcase_add_test(tc, rx_byte_by_byte);
     tcase_add_test(tc, rx_bad_magic_and_oversized);
     suite_add_tcase(s, tc);
