@@ -17,12 +17,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/random.h>
 #include <linux/vm_sockets.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -478,6 +480,62 @@ static int freads_step(void)
 
 /* ---- connections ------------------------------------------------------ */
 
+/* ---- post-restore fix-ups (docs/vsock.md) ----------------------------- */
+
+static void do_set_time(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    struct agent_time t;
+    enum agent_err err;
+    if (agent_time_decode(pl, n, &t, &err) < 0) {
+        send_error(c, id, err, 0, "set time");
+        return;
+    }
+    struct timespec ts = { .tv_sec = (time_t)t.sec, .tv_nsec = (long)t.nsec };
+    if (clock_settime(CLOCK_REALTIME, &ts) < 0) {
+        send_error(c, id, AGENT_E_SYS, errno, "clock_settime");
+        return;
+    }
+    send_frame(c, AGENT_T_OK, id, NULL, 0);
+}
+
+/* Credit the host's bytes to the input pool, then force the CRNG to
+ * reseed from it, so that clones of one snapshot diverge. */
+static void do_add_entropy(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    enum agent_err err;
+    if (agent_entropy_check(pl, n, &err) < 0) {
+        send_error(c, id, err, 0, "add entropy");
+        return;
+    }
+    struct {
+        struct rand_pool_info info;
+        uint8_t buf[AGENT_MAX_ENTROPY];
+    } rp;
+    memset(&rp, 0, sizeof rp);
+    rp.info.entropy_count = (int)n * 8;
+    rp.info.buf_size = (int)n;
+    memcpy(rp.buf, pl, n);
+    int fd = open("/dev/urandom", O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        send_error(c, id, AGENT_E_SYS, errno, "/dev/urandom");
+        return;
+    }
+    int e = 0;
+    if (ioctl(fd, RNDADDENTROPY, &rp.info) < 0)
+        e = errno;
+#ifdef RNDRESEEDCRNG
+    else if (ioctl(fd, RNDRESEEDCRNG) < 0)
+        e = errno;
+#endif
+    close(fd);
+    explicit_bzero(&rp, sizeof rp);
+    if (e) {
+        send_error(c, id, AGENT_E_SYS, e, "RNDADDENTROPY/RNDRESEEDCRNG");
+        return;
+    }
+    send_frame(c, AGENT_T_OK, id, NULL, 0);
+}
+
 static void handle_frame(struct conn *c, const struct agent_hdr *h, const uint8_t *pl)
 {
     struct proc *p;
@@ -541,6 +599,12 @@ static void handle_frame(struct conn *c, const struct agent_hdr *h, const uint8_
         break;
     case AGENT_T_MKDIR:
         do_mkdir(c, h->id, pl, h->len);
+        break;
+    case AGENT_T_SET_TIME:
+        do_set_time(c, h->id, pl, h->len);
+        break;
+    case AGENT_T_ADD_ENTROPY:
+        do_add_entropy(c, h->id, pl, h->len);
         break;
     default:
         send_error(c, h->id, AGENT_E_TYPE, 0, agent_type_name(h->type));
