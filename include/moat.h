@@ -63,6 +63,7 @@ struct moat_drive {
     const char *path;
     const char *id;           /* serial (VIRTIO_BLK_T_GET_ID), <= 20 bytes, or NULL */
     int read_only;            /* writes fail with an I/O error; the file is opened O_RDONLY */
+    int direct;               /* O_DIRECT: bypass the host page cache (devices/virtio_blk.h) */
 };
 
 /* Fill *cfg with defaults (256 MiB, 1 vCPU, console on -1/-1). */

@@ -65,7 +65,8 @@ static const char usage_run[] =
     "  --pvh            enter a vmlinux through its PVH entry point\n"
     "  --no-pvm-compat  do not apply the PVM workarounds on a PVM host\n"
     "  --drive PATH[,ro][,id=NAME]\n"
-    "                   a virtio-blk disk (repeatable; the first is /dev/vda)\n"
+    "                   a virtio-blk disk (repeatable; the first is /dev/vda);\n"
+    "                   ,direct: O_DIRECT, bypassing the host page cache\n"
     "  --vsock PATH[,cid=N]\n"
     "                   virtio-vsock, Firecracker hybrid vsock on Unix socket PATH\n"
     "                   (guest CID N, default 3; see docs/vsock.md)\n"
@@ -187,12 +188,14 @@ static void parse_drive(char *spec, struct moat_drive *d)
             d->read_only = 1;
         } else if (!strcmp(tok, "rw")) {
             d->read_only = 0;
+        } else if (!strcmp(tok, "direct")) {
+            d->direct = 1;
         } else if (!strncmp(tok, "id=", 3)) {
             if (!tok[3] || strlen(tok + 3) > 20)
                 die_usage("invalid --drive '%s': id must be 1 to 20 bytes", orig);
             d->id = tok + 3;
         } else {
-            die_usage("invalid --drive '%s': unknown option '%s' (ro, id=NAME)", orig, tok);
+            die_usage("invalid --drive '%s': unknown option '%s' (ro, direct, id=NAME)", orig, tok);
         }
     }
 }

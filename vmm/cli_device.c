@@ -23,7 +23,7 @@
 /* ---- moat device: serve a moat device over vhost-user (docs/vhost-user.md) */
 
 static const char usage_device[] =
-    "usage: moat device blk --socket PATH --disk FILE [--ro] [-v]\n"
+    "usage: moat device blk --socket PATH --disk FILE [--ro] [--direct] [-v]\n"
     "       moat device vsock --socket PATH --uds PATH [--cid N] [-v]\n"
     "\n"
     "Serve a moat virtio device on a vhost-user socket: a frontend such as QEMU\n"
@@ -35,6 +35,7 @@ static const char usage_device[] =
     "blk:\n"
     "  --disk FILE    disk image (raw)\n"
     "  --ro           read-only: the guest sees a read-only disk, writes fail\n"
+    "  --direct       O_DIRECT: bypass the host page cache (as QEMU's cache=none)\n"
     "vsock (the host side is Firecracker's hybrid vsock, as moat run --vsock):\n"
     "  --uds PATH     host clients connect here and write \"CONNECT <port>\\n\";\n"
     "                 guest connections to host port P go to PATH_P\n"
@@ -59,6 +60,7 @@ int cmd_device(int argc, char **argv)
         { "socket", required_argument, NULL, 's' },
         { "disk", required_argument, NULL, 'd' },
         { "ro", no_argument, NULL, 'r' },
+        { "direct", no_argument, NULL, 'D' },
         { "uds", required_argument, NULL, 'u' },
         { "cid", required_argument, NULL, 'c' },
         { "verbose", no_argument, NULL, 'v' },
@@ -67,7 +69,7 @@ int cmd_device(int argc, char **argv)
     };
     const char *sock = NULL, *disk = NULL, *uds = NULL;
     unsigned long long cid = VSOCK_DEFAULT_CID;
-    bool ro = false, have_cid = false;
+    bool ro = false, have_cid = false, direct = false;
     int verbose = 0, c;
     char *end;
 
@@ -90,6 +92,7 @@ int cmd_device(int argc, char **argv)
         case 's': sock = optarg; break;
         case 'd': disk = optarg; break;
         case 'r': ro = true; break;
+        case 'D': direct = true; break;
         case 'u': uds = optarg; break;
         case 'c':
             errno = 0;
@@ -112,9 +115,9 @@ int cmd_device(int argc, char **argv)
                 is_vsock ? "--uds" : "--disk", usage_device);
         return EXIT_USAGE;
     }
-    if (is_vsock ? (disk || ro) : (uds || have_cid)) {
+    if (is_vsock ? (disk || ro || direct) : (uds || have_cid)) {
         fprintf(stderr, "moat: device %s: %s is not an option of this device\n%s", type,
-                is_vsock ? (disk ? "--disk" : "--ro") : (uds ? "--uds" : "--cid"),
+                is_vsock ? (disk ? "--disk" : ro ? "--ro" : "--direct") : (uds ? "--uds" : "--cid"),
                 usage_device);
         return EXIT_USAGE;
     }
@@ -137,7 +140,8 @@ int cmd_device(int argc, char **argv)
         dev = vd;
     } else {
         struct virtio_blk_opts bo = { .path = disk, .read_only = ro, .id = "moat-vhost-blk",
-                                      .engine = BLK_ENGINE_AUTO, .name = "vhost-user-blk" };
+                                      .engine = BLK_ENGINE_AUTO, .name = "vhost-user-blk",
+                                      .direct = direct };
         struct virtio_blk *bd;
         ops = &virtio_blk_ops;
         r = virtio_blk_create(&bo, &bd, why, sizeof why);

@@ -475,6 +475,7 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
             }
             d[i].path = o->path;
             d[i].read_only = o->read_only;
+            d[i].direct = o->direct;
             if (o->id)
                 d[i].id = o->id;
         }

@@ -449,7 +449,8 @@ int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, size_t 
         char name[16], why[256];
         snprintf(name, sizeof(name), "vd%c", (char)('a' + i));
         struct virtio_blk_opts o = { .path = d->path, .read_only = d->read_only != 0, .id = d->id,
-                                     .engine = BLK_ENGINE_AUTO, .name = name };
+                                     .engine = BLK_ENGINE_AUTO, .name = name,
+                                     .direct = d->direct != 0 };
         struct virtio_blk *blk;
         int r = virtio_blk_create(&o, &blk, why, sizeof(why));
         if (r < 0)
