@@ -33,6 +33,8 @@ struct blk_engine {
     unsigned max_inflight, inflight;
     const struct blk_engine_cb *cb;
     void *opaque;
+    int (*exec)(void *, struct blk_io *);
+    void *exec_opaque;
     char name[32];
     pthread_t thread;
     bool thread_started;
@@ -178,8 +180,11 @@ static void *pool_worker(void *arg)
         if (!e->jobs_head)
             e->jobs_tail = NULL;
         pthread_mutex_unlock(&e->plock);
-        while (io_result(io, exec_once(e->file_fd, io)))
-            ;
+        if (e->exec)
+            io->res = e->exec(e->exec_opaque, io);
+        else
+            while (io_result(io, exec_once(e->file_fd, io)))
+                ;
         pthread_mutex_lock(&e->plock);
         io->next = e->done_head;
         e->done_head = io;
@@ -527,7 +532,7 @@ static void engine_free(struct blk_engine *e)
 int blk_engine_start(const struct blk_engine_cfg *c, struct blk_engine **out)
 {
     *out = NULL;
-    if (!c || !c->cb || c->file_fd < 0 || c->nkick == 0 || c->nkick > BLK_ENGINE_MAX_KICK ||
+    if (!c || !c->cb || (c->file_fd < 0 && !c->exec) || c->nkick == 0 || c->nkick > BLK_ENGINE_MAX_KICK ||
         c->max_inflight == 0 || c->max_inflight > 1024)
         return -EINVAL;
     struct blk_engine *e = calloc(1, sizeof *e);
@@ -540,6 +545,8 @@ int blk_engine_start(const struct blk_engine_cfg *c, struct blk_engine **out)
     e->max_inflight = c->max_inflight;
     e->cb = c->cb;
     e->opaque = c->opaque;
+    e->exec = c->exec;
+    e->exec_opaque = c->exec_opaque;
     snprintf(e->name, sizeof e->name, "%s", c->name ? c->name : "blk");
     e->stop_fd = eventfd(0, EFD_CLOEXEC);
     if (e->stop_fd < 0) {
@@ -548,7 +555,7 @@ int blk_engine_start(const struct blk_engine_cfg *c, struct blk_engine **out)
         return r;
     }
     int r = 0;
-    enum blk_engine_kind kind = c->kind;
+    enum blk_engine_kind kind = c->exec ? BLK_ENGINE_POOL : c->kind;
     char why[160] = "";
 #ifdef MOAT_HAVE_URING
     if (kind != BLK_ENGINE_POOL) {

@@ -80,6 +80,12 @@ struct blk_engine_cfg {
     const struct blk_engine_cb *cb;
     void *opaque;
     const char *name;                   /* for logs */
+    /* Optional: run each request through exec (on a pool worker; 0 or
+     * -errno for the whole transfer) instead of on file_fd. Forces the
+     * thread-pool engine; file_fd may then be -1. Used by copy-on-write
+     * overlay drives (devices/overlay_disk.h). */
+    int (*exec)(void *exec_opaque, struct blk_io *io);
+    void *exec_opaque;
 };
 
 struct blk_engine;

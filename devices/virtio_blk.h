@@ -55,6 +55,14 @@ struct virtio_blk_opts {
     const char *id;                 /* GET_ID serial, at most 20 bytes; NULL: none */
     enum blk_engine_kind engine;    /* BLK_ENGINE_AUTO normally */
     const char *name;               /* for logs, e.g. "vda" */
+    /* Copy-on-write: path is the base (opened O_RDONLY, shared lock, never
+     * written) and this the overlay (created if missing: a reflink, else
+     * moat's sparse format; exclusive lock). Requests on a moat-format
+     * overlay run on the thread-pool engine through devices/overlay_disk.h;
+     * a reflinked (raw) one is an ordinary image. NULL: none. Not with
+     * direct. */
+    const char *overlay;
+    bool overlay_no_reflink;        /* create moat's format even where reflinks work */
     bool direct;                    /* O_DIRECT (bypass the host page cache), see below */
 };
 
