@@ -127,6 +127,13 @@ int agent_client_connect(struct agent_client *c, const char *path, int hybrid, u
         close(fd);
         return r;
     }
+    return agent_client_attach(c, fd, hybrid, port, HANDSHAKE_MS);
+}
+
+int agent_client_attach(struct agent_client *c, int fd, int hybrid, unsigned port, int timeout_ms)
+{
+    memset(c, 0, sizeof *c);
+    c->next_id = 1;
     c->fd = fd;
     int r;
     if (hybrid) {
@@ -139,7 +146,7 @@ int agent_client_connect(struct agent_client *c, const char *path, int hybrid, u
         size_t len = 0;
         for (;;) {
             char ch;
-            r = wait_fd(fd, POLLIN, HANDSHAKE_MS);
+            r = wait_fd(fd, POLLIN, timeout_ms);
             if (r < 0)
                 goto fail;
             ssize_t k = read(fd, &ch, 1);
@@ -166,7 +173,7 @@ int agent_client_connect(struct agent_client *c, const char *path, int hybrid, u
     fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
     struct agent_hdr h;
     const uint8_t *pl;
-    r = next_frame(c, &h, &pl, HANDSHAKE_MS);
+    r = next_frame(c, &h, &pl, timeout_ms);
     if (r < 0)
         goto fail;
     uint32_t ver;
@@ -390,6 +397,28 @@ int agent_client_mkdir(struct agent_client *c, const char *remote, uint32_t mode
     if (r < 0 || (r = flush_out(c)) < 0)
         return r;
     return wait_ok(c, id, err, errlen);
+}
+
+int agent_client_request(struct agent_client *c, uint32_t type, const void *payload, size_t len,
+                         int timeout_ms, char *err, size_t errlen)
+{
+    uint32_t id = c->next_id++;
+    int r = agent_put_frame(&c->out, type, id, payload, len);
+    if (r < 0 || (r = flush_out(c)) < 0)
+        return r;
+    for (;;) {
+        struct agent_hdr h;
+        const uint8_t *pl;
+        if ((r = next_frame(c, &h, &pl, timeout_ms)) < 0)
+            return r;
+        if (h.id != id)
+            continue;
+        if (h.type == AGENT_T_OK)
+            return h.len ? -EPROTO : 0;
+        if (h.type == AGENT_T_ERROR)
+            return remote_error(pl, h.len, err, errlen);
+        return -EPROTO;
+    }
 }
 
 int agent_client_ping(struct agent_client *c)

@@ -28,6 +28,15 @@ struct agent_client {
  * agent. Waits for the agent's READY frame. */
 int agent_client_connect(struct agent_client *c, const char *path, int hybrid, unsigned port);
 void agent_client_close(struct agent_client *c);
+/* The same over an already connected stream fd (owned from now on, closed
+ * by agent_client_close, also on failure), waiting at most timeout_ms for
+ * the OK line and for READY. */
+int agent_client_attach(struct agent_client *c, int fd, int hybrid, unsigned port, int timeout_ms);
+/* Send one frame (type, payload) and wait for its OK (0) or ERROR
+ * (-EREMOTEIO, message in err); a wait for a frame over timeout_ms:
+ * -ETIMEDOUT (< 0: no limit). */
+int agent_client_request(struct agent_client *c, uint32_t type, const void *payload, size_t len,
+                         int timeout_ms, char *err, size_t errlen);
 
 /* Run req (its flags get AGENT_EXEC_STDIN when in_fd >= 0; in_fd is read
  * to EOF and forwarded). Remote stdout/stderr are written to out_fd/err_fd
