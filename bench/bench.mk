@@ -23,3 +23,11 @@ $(B)/bench/blkbench.cpio: $(B)/bench/blkbench tests/nested/mkcpio.sh
 	sh tests/nested/mkcpio.sh $(B)/bench/blkbench.root $@
 
 bench-tools: $(B)/bench/blkbench.cpio
+
+# `make bench` also runs these (each prints SKIPPED when it cannot run here).
+.PHONY: bench-blk bench-exec
+bench-blk: all guest bench-tools
+	sh bench/vhost-blk.sh
+bench-exec: all guest test-guests bench-tools
+	sh bench/exec.sh
+bench: bench-blk bench-exec
