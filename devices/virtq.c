@@ -108,6 +108,7 @@ static inline bool st16(const struct gmem *m, uint64_t gpa, uint16_t v)
     if (!p)
         return false;
     __atomic_store_n(p, htole16(v), __ATOMIC_RELAXED);
+    gmem_mark_dirty_host(m, p, sizeof(*p));  /* diff snapshots */
     return true;
 }
 
@@ -117,6 +118,7 @@ static inline bool st32(const struct gmem *m, uint64_t gpa, uint32_t v)
     if (!p)
         return false;
     __atomic_store_n(p, htole32(v), __ATOMIC_RELAXED);
+    gmem_mark_dirty_host(m, p, sizeof(*p));  /* diff snapshots */
     return true;
 }
 
@@ -266,6 +268,10 @@ int virtq_pop(struct virtq *q, const struct gmem *m, struct virtq_chain *c)
             return chain_error(c, VIRTQ_E_LEN_OVERFLOW);
         c->seg[c->nseg++] = (struct virtq_seg){ .gpa = d.addr, .len = d.len, .writable = w };
         if (w) {
+            /* The device may write here until it pushes the chain: mark it
+             * now, so a diff snapshot (taken with every popped chain
+             * completed) includes it whatever write path the device uses. */
+            gmem_mark_dirty(m, d.addr, d.len);
             c->write_len += d.len;
         } else {
             c->nread++;

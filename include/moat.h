@@ -31,6 +31,7 @@ struct moat_vm;
 #define MOAT_F_PVH            (1u << 0)  /* enter a vmlinux through its PVH note */
 #define MOAT_F_NO_PVM_COMPAT  (1u << 1)  /* never apply the PVM workarounds */
 #define MOAT_F_CONSOLE_ESCAPE (1u << 2)  /* Ctrl-A x on console input stops the VM */
+#define MOAT_F_DIRTY_LOG      (1u << 3)  /* track written pages: moat_snapshot_diff */
 
 struct moat_config {
     size_t size;              /* sizeof(struct moat_config); set by moat_config_init */
@@ -163,6 +164,25 @@ uint64_t moat_timings_set_origin(uint64_t monotonic_ns);
  * first, and the state file's size cap, checksum and version are checked
  * before anything is used. moat_start then runs it from where it stopped. */
 int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_path);
+
+/* moat_snapshot_diff writes a diff snapshot: the same state file, naming its
+ * parent (the VM's last snapshot: the last moat_snapshot or
+ * moat_snapshot_diff that succeeded, or the snapshot it was restored from)
+ * by absolute path and checksum, plus a page bitmap; the memory file holds
+ * only the pages written since the parent (sparse, everything else a
+ * hole). The VM must track written pages: MOAT_F_DIRTY_LOG at create, or
+ * restored from a snapshot of such a VM (restore keeps tracking). Pages
+ * written by vCPUs (KVM's dirty log) and by moat's devices are included.
+ * The written set is cleared only once both files are durable, so a failed
+ * diff loses nothing. moat_restore of a diff follows the parents down to
+ * the full snapshot (each checked: present, same checksum, same memory
+ * size) and maps the base memory file and then each diff's pages over it,
+ * all MAP_PRIVATE (lazy, copy-on-write). The parents must stay in place,
+ * unchanged. Errors: -ENOTSUP (no tracking), -ENODATA (no snapshot yet to
+ * diff against), -EMLINK (the chain would be deeper than 16 diffs: take a
+ * full snapshot), -EEXIST (the paths name the parent's own files), -EFBIG
+ * (RAM over 256 GiB), and those of moat_snapshot. */
+int moat_snapshot_diff(struct moat_vm *vm, const char *state_path, const char *mem_path);
 
 struct moat_restore_config {
     size_t size;              /* sizeof(struct moat_restore_config) */

@@ -18,6 +18,7 @@ int gmem_write(const struct gmem *m, uint64_t gpa, const void *src, uint64_t len
     if (!p)
         return -EFAULT;
     memcpy(p, src, len);
+    gmem_mark_dirty_host(m, p, len);
     return 0;
 }
 

@@ -19,6 +19,14 @@ struct gmem_region {
 struct gmem {
     struct gmem_region r[GMEM_MAX_REGIONS];
     unsigned n;
+    /* Optional tracking of the host's own writes (diff snapshots): when
+     * dirty is set, bit (host - dirty_base) / 4096 is set for every page
+     * written through gmem_write() or marked with gmem_mark_dirty(); every
+     * region must lie inside [dirty_base, dirty_base + 4096 * dirty_pages).
+     * NULL: no tracking. Bits are set atomically (device threads). */
+    uint64_t *dirty;
+    uint8_t *dirty_base;
+    uint64_t dirty_pages;
 };
 
 /* Host pointer for [gpa, gpa + len) if the whole range lies inside one
@@ -38,7 +46,32 @@ static inline void *gmem_ptr(const struct gmem *m, uint64_t gpa, uint64_t len)
     return NULL;
 }
 
-/* Copy helpers: 0 or -EFAULT. */
+/* Mark [host, host + len) (a pointer gmem_ptr() returned) as written by
+ * the host. No-op without tracking or for len 0. */
+static inline void gmem_mark_dirty_host(const struct gmem *m, const void *host, uint64_t len)
+{
+    if (!m->dirty || !len)
+        return;
+    const uint8_t *p = host;
+    if (p < m->dirty_base)
+        return;
+    uint64_t first = (uint64_t)(p - m->dirty_base) / 4096;
+    uint64_t last = ((uint64_t)(p - m->dirty_base) + len - 1) / 4096;
+    for (uint64_t pg = first; pg <= last && pg < m->dirty_pages; pg++)
+        __atomic_fetch_or(&m->dirty[pg / 64], 1ull << (pg % 64), __ATOMIC_RELAXED);
+}
+
+/* The same for a guest range (ignored if not inside one region). */
+static inline void gmem_mark_dirty(const struct gmem *m, uint64_t gpa, uint64_t len)
+{
+    if (!m->dirty || !len)
+        return;
+    const void *p = gmem_ptr(m, gpa, len);
+    if (p)
+        gmem_mark_dirty_host(m, p, len);
+}
+
+/* Copy helpers: 0 or -EFAULT (gmem_write marks the pages dirty). */
 int gmem_read(const struct gmem *m, uint64_t gpa, void *dst, uint64_t len);
 int gmem_write(const struct gmem *m, uint64_t gpa, const void *src, uint64_t len);
 

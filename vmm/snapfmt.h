@@ -18,6 +18,8 @@
 /* Section types. index: vCPU number, or 0. */
 enum snap_type {
     SNAP_META = 1,       /* struct snap_meta */
+    SNAP_DIFF_PARENT = 2,/* diff snapshots: struct snap_parent + paths (vmm/snapchain.h) */
+    SNAP_DIFF_PAGES = 3, /* diff snapshots: the page bitmap (vmm/snapchain.h) */
     SNAP_VCPU_REGS = 16, /* struct kvm_regs */
     SNAP_VCPU_SREGS,     /* struct kvm_sregs */
     SNAP_VCPU_FPU,       /* struct kvm_fpu */
@@ -49,6 +51,7 @@ struct snap_meta {
 };
 #define SNAP_META_PVM 1u
 
+#define SNAP_META_DIRTY_LOG 2u  /* the VM tracked written pages (a restore does too) */
 struct snap_msr {
     uint32_t index;
     uint32_t reserved;

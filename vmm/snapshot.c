@@ -9,14 +9,18 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "devices/virtio_dev.h"
 #include "devices/virtio_mmio.h"
+#include "devices/vsock.h"
 #include "vmm/layout.h"
 #include "vmm/log.h"
+#include "vmm/snapdiff.h"
 #include "vmm/snapfmt.h"
 #include "vmm/vm.h"
 
@@ -138,6 +142,15 @@ static int save_drives(struct moat_vm *vm, struct snap_writer *w)
         if (r < 0)
             return r;
         snapw_section(w, SNAP_DEV_VIRTIO_MMIO, i, &st, sizeof(st));
+        if (vm->vsock && i == vm->vsock_slot) {
+            /* the vsock device: its CID and socket path; no connections */
+            uint8_t vb[sizeof(struct snap_vsock) + SNAP_VSOCK_PATH_MAX];
+            long vn = snap_vsock_encode(vb, sizeof(vb), vsock_guest_cid(vm->vsock), vm->vsock_uds);
+            if (vn < 0)
+                return (int)vn;
+            snapw_section(w, SNAP_DEV_VSOCK, i, vb, (uint64_t)vn);
+            continue;
+        }
         uint8_t buf[sizeof(struct snap_drive) + SNAP_DRIVE_PATH_MAX + SNAP_DRIVE_ID_MAX];
         long n = snap_drive_encode(buf, sizeof(buf), vm->drive[i].path, vm->drive[i].id,
                                    vm->drive[i].read_only);
@@ -226,21 +239,31 @@ static int fill_bytes(int fd, void *arg)
     return write_all(fd, b->buf, b->len, 0);
 }
 
-int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_path)
+/* A full snapshot, or (diff) one of the pages written since the last. */
+static int snapshot_impl(struct moat_vm *vm, const char *state_path, const char *mem_path, bool diff)
 {
     if (!vm || !state_path || !mem_path)
         return -EINVAL;
+    if (diff) {
+        int dr = snapdiff_precheck(vm, state_path, mem_path);
+        if (dr < 0)
+            return dr;
+    }
     pthread_mutex_lock(&vm->lock);
     bool was_paused = vm->paused, exited = vm->exited, started = vm->started;
     pthread_mutex_unlock(&vm->lock);
     if (exited)
         return -ESRCH;
-    /* Drives only: vsock connection state is not in the format, so refuse
-     * rather than write a snapshot that would restore a broken device. */
-    if (vm->has_vsock || vm->nvdev != vm->ndrives)
+    /* Drives in slots 0 .. ndrives-1, then the in-process vsock device
+     * (its connections are not saved: docs/vsock.md). Anything else (a
+     * vhost-user vsock) cannot be snapshotted. */
+    if (vm->has_vsock && (!vm->vsock || vm->vsock_slot != vm->ndrives))
+        return -ENOTSUP;
+    if (vm->nvdev != vm->ndrives + (vm->vsock ? 1u : 0u))
         return -ENOTSUP;
     for (unsigned i = 0; i < vm->nvdev; i++)
-        if (virtio_mmio_kvm_device_id(vm->vdev[i]) != VIRTIO_ID_BLOCK)
+        if (virtio_mmio_kvm_device_id(vm->vdev[i]) !=
+            (vm->vsock && i == vm->vsock_slot ? VIRTIO_ID_VSOCK : VIRTIO_ID_BLOCK))
             return -ENOTSUP;
     if (started && !was_paused) {
         int r = moat_pause(vm);
@@ -254,12 +277,16 @@ int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_pa
     pthread_mutex_lock(&vm->lock);
     struct snap_meta meta = {
         .mem_size = vm->ram_size, .ncpus = vm->ncpus, .boot_kind = (uint32_t)vm->boot.kind,
-        .flags = vm->pvm_compat ? SNAP_META_PVM : 0, .guest_status = vm->guest_status,
+        .flags = (vm->pvm_compat ? SNAP_META_PVM : 0) | (vm->dirty_log ? SNAP_META_DIRTY_LOG : 0),
+        .guest_status = vm->guest_status,
         .created_unix_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
     };
     pthread_mutex_unlock(&vm->lock);
     snapw_section(&w, SNAP_META, 0, &meta, sizeof(meta));
-    int r = save_vm(vm, &w);
+    uint64_t *dirty_bm = NULL;   /* pages written since the last snapshot */
+    int r = snapdiff_sections(vm, &w, diff, &dirty_bm);
+    if (r == 0)
+        r = save_vm(vm, &w);
     for (unsigned i = 0; r == 0 && i < vm->ncpus; i++)
         r = save_vcpu(vm, &vm->vcpus[i], &w);
     if (r == 0) {
@@ -271,15 +298,31 @@ int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_pa
     if (r == 0)
         r = snapw_finish(&w, &buf, &len);
     /* Memory first, state last: a state file implies its memory file. */
+    struct snapdiff_fill_arg dfa = { vm, dirty_bm };
     if (r == 0)
-        r = write_atomically(mem_path, fill_memory, vm);
+        r = diff ? write_atomically(mem_path, snapdiff_fill, &dfa)
+                 : write_atomically(mem_path, fill_memory, vm);
     struct bytes state = { buf, len };
     if (r == 0)
         r = write_atomically(state_path, fill_bytes, &state);
+    /* Durable: only now forget the written pages. */
+    if (r == 0)
+        snapdiff_done(vm, state_path, mem_path, buf, len, diff, dirty_bm);
+    free(dirty_bm);
     snapw_free(&w);
     if (started && !was_paused)
         moat_resume(vm);
     return r;
+}
+
+int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_path)
+{
+    return snapshot_impl(vm, state_path, mem_path, false);
+}
+
+int moat_snapshot_diff(struct moat_vm *vm, const char *state_path, const char *mem_path)
+{
+    return snapshot_impl(vm, state_path, mem_path, true);
 }
 
 /* ---- restore ---- */
@@ -441,8 +484,12 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
     unsigned n = 0;
     while (n < VIRTIO_MMIO_KVM_MAX_SLOTS && snap_find(secs, nsecs, SNAP_DEV_DRIVE, n))
         n++;
+    /* a vsock device, if any, is in the slot after the drives */
+    unsigned nv = n + (n < VIRTIO_MMIO_KVM_MAX_SLOTS && snap_find(secs, nsecs, SNAP_DEV_VSOCK, n) ? 1 : 0);
     for (size_t i = 0; i < nsecs; i++) {
-        if ((secs[i].type == SNAP_DEV_DRIVE || secs[i].type == SNAP_DEV_VIRTIO_MMIO) && secs[i].index >= n)
+        if ((secs[i].type == SNAP_DEV_DRIVE && secs[i].index >= n) ||
+            (secs[i].type == SNAP_DEV_VIRTIO_MMIO && secs[i].index >= nv) ||
+            (secs[i].type == SNAP_DEV_VSOCK && secs[i].index != n))
             return seterr(err, 1, -EINVAL, "state file: device section for slot %u without a drive before it",
                           (unsigned)secs[i].index);
     }
@@ -486,6 +533,47 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
         r = vm_setup_drives(vm, d, n, err);
     free(paths);
     return r;
+}
+
+/* The vsock device (slot: after the drives), if the snapshot has one:
+ * created fresh (no connections), on the recorded socket path or
+ * rc->vsock_uds, and marked restored: its first start tells the driver
+ * TRANSPORT_RESET, and host clients wait until moat_start's fix-up
+ * (vmm/fixup.c) is done. */
+static int restore_vsock(struct moat_vm *vm, const struct moat_restore_config *rc,
+                         const struct snap_section *secs, size_t nsecs, struct moat_error *err)
+{
+    const struct snap_section *vs = snap_find(secs, nsecs, SNAP_DEV_VSOCK, vm->nvdev);
+    if (!vs) {
+        if (rc->vsock_uds)
+            return seterr(err, 1, -EINVAL, "the snapshot has no vsock device");
+        return 0;
+    }
+    char path[SNAP_VSOCK_PATH_MAX + 1];
+    uint64_t cid;
+    const char *why = NULL;
+    if (snap_vsock_decode(vs->data, vs->len, &cid, path, sizeof(path), &why) < 0)
+        return seterr(err, 1, -EINVAL, "state file: vsock: %s", why);
+    const char *uds = rc->vsock_uds ? rc->vsock_uds : path;
+    /* vsock_create replaces a stale socket file: refuse a live one (the
+     * snapshotted VM may still be running on it). */
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(uds) < sizeof(sa.sun_path)) {
+        strcpy(sa.sun_path, uds);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0) {
+            int live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+            close(fd);
+            if (live)
+                return seterr(err, 1, -EADDRINUSE, "vsock: %s is in use (give another path)", uds);
+        }
+    }
+    int r = vm_setup_vsock(vm, uds, cid, err);
+    if (r < 0)
+        return r;
+    vsock_restored(vm->vsock);
+    vm->fixup_pending = true;
+    return 0;
 }
 
 /* Load each drive's transport state (untrusted: virtio_mmio_load checks
@@ -583,6 +671,7 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     const char *why = NULL;
     struct moat_vm *vm = NULL;
     int mem_fd = -1;
+    struct snapdiff_chain chain = { 0 };   /* a diff's parents, down to the full snapshot */
     r = snap_parse(buf, len, secs, SNAP_MAX_SECTIONS, &nsecs, &why);
     if (r < 0) {
         seterr(err, 1, r, "state file %s: %s", rc.state_path, why);
@@ -601,15 +690,20 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
         r = seterr(err, 1, -EINVAL, "state file %s: metadata out of range", rc.state_path);
         goto out;
     }
-    mem_fd = open(rc.mem_path, O_RDONLY | O_CLOEXEC);
+    if ((r = snapdiff_chain_open(&chain, rc.state_path, rc.mem_path, secs, nsecs, meta.mem_size, err)) < 0)
+        goto out;
+    const char *base_mem = chain.n ? chain.base_mem : rc.mem_path;
+    if (meta.flags & SNAP_META_DIRTY_LOG)
+        rc.flags |= MOAT_F_DIRTY_LOG;   /* a tracked VM stays tracked */
+    mem_fd = open(base_mem, O_RDONLY | O_CLOEXEC);
     if (mem_fd < 0) {
-        r = seterr(err, 1, -errno, "memory file %s: %s", rc.mem_path, strerror(errno));
+        r = seterr(err, 1, -errno, "memory file %s: %s", base_mem, strerror(errno));
         goto out;
     }
     struct stat st;
     if (fstat(mem_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != meta.mem_size) {
         r = seterr(err, 1, -EINVAL, "memory file %s: size %lld, the snapshot needs %llu bytes",
-                   rc.mem_path, (long long)st.st_size, (unsigned long long)meta.mem_size);
+                   base_mem, (long long)st.st_size, (unsigned long long)meta.mem_size);
         goto out;
     }
     vm = vm_alloc(meta.ncpus, meta.mem_size, rc.console_in, rc.console_out, rc.flags, rc.kick_signal);
@@ -620,9 +714,15 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     vm->boot.kind = (enum boot_kind)meta.boot_kind;
     vm->pvm_compat = (meta.flags & SNAP_META_PVM) && !(rc.flags & MOAT_F_NO_PVM_COMPAT);
     vm->guest_status = meta.guest_status;
+    if (chain.n) {
+        vm->map_hook = snapdiff_map;
+        vm->map_hook_arg = &chain;
+    }
     if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0 || (r = vm_setup_rest(vm, false, err)) < 0)
         goto out;
     if ((r = restore_drives(vm, &rc, secs, nsecs, err)) < 0)
+        goto out;
+    if ((r = restore_vsock(vm, &rc, secs, nsecs, err)) < 0)
         goto out;
     if ((r = restore_vm_state(vm, secs, nsecs, err)) < 0)
         goto out;
@@ -631,6 +731,11 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
             goto out;
     if ((r = restore_virtio(vm, secs, nsecs, err)) < 0)
         goto out;
+    vm->map_hook = NULL;
+    /* The next diff is against this snapshot. */
+    if (vm->dirty_log && snapdiff_set_last(vm, rc.state_path, rc.mem_path, snap_file_checksum(buf, len),
+                                           chain.depth) < 0)
+        log_warn("restore: cannot resolve %s: the first snapshot must be a full one", rc.state_path);
     atomic_store(&vm->t_kvm_ready, moat_now_ns());
     *out = vm;
     vm = NULL;
@@ -638,6 +743,7 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
 out:
     if (mem_fd >= 0)
         close(mem_fd);  /* the mapping keeps the file */
+    snapdiff_chain_close(&chain);
     if (vm)
         vm_free(vm);
     free(secs);

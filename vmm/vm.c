@@ -19,6 +19,7 @@
 #include "devices/vsock.h"
 #include "vmm/layout.h"
 #include "vmm/log.h"
+#include "vmm/snapdiff.h"
 #include "vmm/vm.h"
 
 #define KERNEL_MAX_BYTES (512ull << 20)
@@ -374,9 +375,15 @@ static int setup_memory(struct moat_vm *vm, int mem_fd)
     vm->mem.r[vm->mem.n++] = (struct gmem_region){ 0, low, vm->ram };
     if (high)
         vm->mem.r[vm->mem.n++] = (struct gmem_region){ LAYOUT_4G, high, vm->ram + low };
+    /* Diff snapshots: a restored chain's pages over the base, and tracking. */
+    int r = vm->map_hook ? vm->map_hook(vm, vm->map_hook_arg) : 0;
+    int slot_flags = r < 0 ? r : snapdiff_setup(vm);
+    if (slot_flags < 0)
+        return slot_flags;
     for (unsigned i = 0; i < vm->mem.n; i++) {
         struct kvm_userspace_memory_region reg = {
             .slot = i,
+            .flags = (uint32_t)slot_flags,
             .guest_phys_addr = vm->mem.r[i].gpa,
             .memory_size = vm->mem.r[i].size,
             .userspace_addr = (uint64_t)(uintptr_t)vm->mem.r[i].host,
@@ -555,6 +562,7 @@ void vm_free(struct moat_vm *vm)
     if (vm->stop_efd >= 0)
         close(vm->stop_efd);
     if (vm->exit_efd >= 0)
+    snapdiff_free(vm);
         close(vm->exit_efd);
     kvm_host_close(&vm->host);
     free(vm->cmdline);

@@ -40,6 +40,16 @@ struct moat_vm {
     uint64_t ram_size;            /* bytes requested */
     size_t ram_map_size;
     struct gmem mem;
+    /* Diff snapshots (vmm/snapdiff.c): pages written since the last
+     * snapshot, one bit per page of ram (mem.dirty points here): the host's
+     * own writes, plus KVM's dirty log once harvested. */
+    bool dirty_log;               /* slots have KVM_MEM_LOG_DIRTY_PAGES */
+    uint64_t *dirty;
+    struct snapdiff_last *last_snap;  /* the snapshot a diff would be against, or NULL */
+    /* Restore of a diff chain: maps the diffs' pages over ram before the
+     * memory slots are registered (NULL: nothing to do). */
+    int (*map_hook)(struct moat_vm *vm, void *arg);
+    void *map_hook_arg;
 
     struct bus pio, mmio;
     struct serial uart;
