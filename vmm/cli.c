@@ -40,6 +40,8 @@ static const char usage_main[] =
     "  device    serve a moat device to another VMM (vhost-user)\n"
     "  exec      run a command in a running guest (its agent)\n"
     "  cp        copy a file to or from a running guest (its agent)\n"
+    "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
+    "            stop, start, snapshot, reset, fork; see docs/sandboxes.md)\n"
     "\n"
     "options:\n"
     "  --version  print the version\n"
@@ -70,6 +72,8 @@ static const char usage_run[] =
     "  --vsock PATH[,cid=N]\n"
     "                   virtio-vsock, Firecracker hybrid vsock on Unix socket PATH\n"
     "                   (guest CID N, default 3; see docs/vsock.md)\n"
+    "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
+    "  --console-log F  append the serial console to F instead of stdout\n"
     "  -v, --verbose    more log output (repeat for debug)\n"
     "  -h, --help       this help\n"
     "\n"
@@ -171,7 +175,16 @@ static void print_timings(const struct moat_vm *vm)
 }
 
 static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
-                  int timings, int verbose);
+                  int timings, int verbose, const char *control);
+
+/* --console-log FILE: the console is appended to FILE, no console input. */
+static void console_log_fds(const char *file, int *in, int *out)
+{
+    *in = -1;
+    *out = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (*out < 0)
+        die_usage("--console-log %s: %s", file, strerror(errno));
+}
 
 /* --drive PATH[,ro][,id=NAME]: the path cannot contain a comma. */
 static void parse_drive(char *spec, struct moat_drive *d)
@@ -241,6 +254,8 @@ int cmd_run(int argc, char **argv)
         { "snapshot-dir", required_argument, NULL, 'S' },
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
+        { "control", required_argument, NULL, 'C' },
+        { "console-log", required_argument, NULL, 'L' },
         { "pvh", no_argument, NULL, 'P' },
         { "no-pvm-compat", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
@@ -250,6 +265,7 @@ int cmd_run(int argc, char **argv)
     struct moat_config cfg;
     moat_config_init(&cfg);
     const char *kernel = NULL, *initrd = NULL, *snapdir = NULL;
+    const char *control = NULL, *conslog = NULL;
     static struct moat_drive drives[MOAT_MAX_DRIVES];
     size_t ndrives = 0;
     double timeout = 0;
@@ -272,6 +288,8 @@ int cmd_run(int argc, char **argv)
             parse_drive(optarg, &drives[ndrives++]);
             break;
         case 'V': parse_vsock(optarg, &cfg); break;
+        case 'C': control = optarg; break;
+        case 'L': conslog = optarg; break;
         case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
@@ -310,7 +328,10 @@ int cmd_run(int argc, char **argv)
     cfg.initrd = initrd;
 
     /* Console: the UART writes to stdout; stdin feeds it if open. */
-    console_fds(&cfg.console_in, &cfg.console_out, &cfg.flags);
+    if (conslog)
+        console_log_fds(conslog, &cfg.console_in, &cfg.console_out);
+    else
+        console_fds(&cfg.console_in, &cfg.console_out, &cfg.flags);
 
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
@@ -326,7 +347,8 @@ int cmd_run(int argc, char **argv)
                         "applied; Linux boots to /init but cannot reach user space here "
                         "(it needs hardware KVM)\n");
 
-    return run_vm(vm, cfg.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose);
+    return run_vm(vm, cfg.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose,
+                  control);
 }
 
 /* Snapshot into dir/state and dir/memory. */
@@ -342,8 +364,9 @@ static int snapshot_to(struct moat_vm *vm, const char *dir)
 /* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
  * stop, when snapdir is set), map the outcome to an exit code, destroy vm. */
 static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
-                  int timings, int verbose)
+                  int timings, int verbose, const char *control)
 {
+    struct ctl_server ctl = { .fd = -1 };
     if (raw_tty) {
         struct termios raw;
         if (tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
@@ -372,9 +395,13 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
         sfd = signalfd(-1, &ss, SFD_CLOEXEC);
     }
 
-    int r = moat_start(vm);
     struct moat_exit ex = { 0 };
     int code;
+    if (control && ctl_server_open(&ctl, control) < 0) {
+        code = EXIT_VMM_ERROR;
+        goto done;
+    }
+    int r = moat_start(vm);
     if (r < 0) {
         fprintf(stderr, "moat: starting the VM: %s\n", strerror(-r));
         code = EXIT_VMM_ERROR;
@@ -394,12 +421,17 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
             }
             wait_ms = (int)((deadline - now) / 1000000) + 1;
         }
-        struct pollfd p[2] = { { .fd = moat_exit_fd(vm), .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
-        int n = poll(p, sfd >= 0 ? 2 : 1, wait_ms);
+        struct pollfd p[3] = { { .fd = moat_exit_fd(vm), .events = POLLIN }, { .fd = sfd, .events = POLLIN },
+                               { .fd = ctl.fd, .events = POLLIN } };
+        int n = poll(p, 3, wait_ms);
         if (n < 0 && errno != EINTR)
             break;
         if (n > 0 && p[0].revents)
             break;
+        if (n > 0 && p[2].revents) {
+            ctl_server_serve(&ctl, vm);     /* a stop shows up on the exit fd */
+            continue;
+        }
         if (n > 0 && sfd >= 0 && p[1].revents) {
             struct signalfd_siginfo si;
             if (read(sfd, &si, sizeof(si)) != sizeof(si))
@@ -455,6 +487,7 @@ done:
     if (timings)
         print_timings(vm);
     moat_destroy(vm);
+    ctl_server_close(&ctl);
     if (sfd >= 0)
         close(sfd);
     restore_tty();
@@ -475,6 +508,10 @@ static const char usage_restore[] =
     "  --drive PATH[,ro][,id=NAME]\n"
     "                   reopen the snapshot's drives from these images instead of\n"
     "                   the recorded paths (repeat: one per drive, in order)\n"
+    "  --vsock PATH     serve the snapshot's vsock device on PATH instead of the\n"
+    "                   recorded path (guest connections are reset on restore)\n"
+    "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
+    "  --console-log F  append the serial console to F instead of stdout\n"
     "  -v, --verbose    more log output\n"
     "  -h, --help       this help\n";
 
@@ -487,6 +524,9 @@ int cmd_restore(int argc, char **argv)
         { "timings", no_argument, NULL, 'T' },
         { "snapshot-dir", required_argument, NULL, 'S' },
         { "drive", required_argument, NULL, 'D' },
+        { "vsock", required_argument, NULL, 'V' },
+        { "control", required_argument, NULL, 'C' },
+        { "console-log", required_argument, NULL, 'L' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
@@ -494,6 +534,7 @@ int cmd_restore(int argc, char **argv)
     static struct moat_drive drives[MOAT_MAX_DRIVES];
     size_t ndrives = 0;
     const char *state = NULL, *mem = NULL, *snapdir = NULL;
+    const char *vsock = NULL, *control = NULL, *conslog = NULL;
     double timeout = 0;
     int timings = 0, verbose = 0, c;
     opterr = 0;
@@ -510,6 +551,13 @@ int cmd_restore(int argc, char **argv)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
             parse_drive(optarg, &drives[ndrives++]);
             break;
+        case 'V':
+            if (!optarg[0] || strchr(optarg, ','))
+                die_usage("invalid restore --vsock '%s' (a path; the CID is the snapshot's)", optarg);
+            vsock = optarg;
+            break;
+        case 'C': control = optarg; break;
+        case 'L': conslog = optarg; break;
         case 'v': verbose++; break;
         case 'h': fputs(usage_restore, stdout); return 0;
         case ':': die_usage("option %s needs a value", argv[optind - 1]);
@@ -534,7 +582,11 @@ int cmd_restore(int argc, char **argv)
     moat_restore_config_init(&rc);
     rc.state_path = state;
     rc.mem_path = mem;
-    console_fds(&rc.console_in, &rc.console_out, &rc.flags);
+    if (conslog)
+        console_log_fds(conslog, &rc.console_in, &rc.console_out);
+    else
+        console_fds(&rc.console_in, &rc.console_out, &rc.flags);
+    rc.vsock_uds = vsock;
     rc.drives = ndrives ? drives : NULL;
     rc.ndrives = ndrives;
     moat_timings_set_origin(cli_start_ns);
@@ -545,7 +597,8 @@ int cmd_restore(int argc, char **argv)
         fprintf(stderr, "moat: %s\n", err.msg[0] ? err.msg : strerror(-r));
         return err.is_config ? EXIT_USAGE : EXIT_VMM_ERROR;
     }
-    return run_vm(vm, rc.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose);
+    return run_vm(vm, rc.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose,
+                  control);
 }
 
 int main(int argc, char **argv)
@@ -573,6 +626,8 @@ int main(int argc, char **argv)
         return cmd_exec(argc - 1, argv + 1);
     if (!strcmp(cmd, "cp"))
         return cmd_cp(argc - 1, argv + 1);
+    if (cli_is_sandbox_command(cmd))
+        return cmd_sandbox(argc - 1, argv + 1);
     fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);
     return EXIT_USAGE;
 }

@@ -4,6 +4,7 @@
 #ifndef MOAT_CLI_H
 #define MOAT_CLI_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum {
@@ -32,6 +33,30 @@ struct agent_target {
 struct agent_client;
 int agent_target_opt(struct agent_target *t, int argc, char **argv, int *i);
 int agent_target_connect(const struct agent_target *t, struct agent_client *c);
+
+/* --control PATH (vmm/cli_ctl.c): the VM's control socket, served from
+ * run_vm's loop; docs/control-socket.md. */
+struct ctl_server {
+    int fd;
+    int paused;
+    char path[108];
+};
+struct moat_vm;
+int ctl_server_open(struct ctl_server *s, const char *path);   /* prints why on failure */
+int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm); /* 1: the VM was told to stop */
+void ctl_server_close(struct ctl_server *s);                    /* closes and unlinks */
+/* Client: send one request line, read the reply line (without "\n") into
+ * reply; -errno if the socket cannot be reached or does not answer. */
+int ctl_request(const char *path, const char *req, char *reply, size_t rlen, int timeout_s);
+
+/* Sandboxes (vmm/cli_sandbox.c, docs/sandboxes.md). */
+int cli_is_sandbox_command(const char *cmd);
+int cmd_sandbox(int argc, char **argv);
+/* NAME -> its agent target (the sandbox's vsock socket); starts a stopped
+ * sandbox first. 0, or -1 after printing why. */
+int sandbox_agent_target(const char *name, struct agent_target *t);
+/* Whether NAME names an existing sandbox (for cp's NAME:PATH). */
+int sandbox_exists(const char *name);
 
 /* Commands: argv[0] is the command name. */
 int cmd_run(int argc, char **argv);

@@ -21,12 +21,13 @@
 /* ---- moat exec / moat cp: the guest agent (docs/agent-protocol.md) ---- */
 
 static const char usage_exec[] =
-    "usage: moat exec (--vsock PATH [--port N] | --unix PATH) [--wait SEC] [-e K=V]...\n"
+    "usage: moat exec (NAME | --vsock PATH [--port N] | --unix PATH) [--wait SEC] [-e K=V]...\n"
     "                 [-w DIR] [--timeout SEC] [-i] -- CMD ARGS...\n"
     "\n"
     "Run CMD in a running guest through its agent (/sbin/moat-agent), streaming\n"
     "its stdout and stderr; exit with its status (128 + N if killed by signal N).\n"
     "\n"
+    "  NAME            a sandbox (moat create NAME; a stopped one is started)\n"
     "  --vsock PATH    the VM's hybrid-vsock Unix socket (moat run --vsock PATH)\n"
     "  --port N        the agent's vsock port (default 1024)\n"
     "  --unix PATH     an agent listening on a Unix socket (moat-agent --unix PATH)\n"
@@ -40,6 +41,7 @@ static const char usage_exec[] =
 
 static const char usage_cp[] =
     "usage: moat cp (--vsock PATH [--port N] | --unix PATH) [--wait SEC] SRC DST\n"
+    "       moat cp SRC NAME:PATH | NAME:PATH DST     (sandbox NAME)\n"
     "\n"
     "Copy a file to or from a running guest through its agent. The guest side\n"
     "is written :PATH, e.g.  moat cp --vsock v.sock data.bin :/tmp/data.bin\n"
@@ -137,6 +139,14 @@ int cmd_exec(int argc, char **argv)
             fwd_stdin = 1;
             continue;
         }
+        if (a[0] != '-' && !t.path) {
+            /* moat exec NAME ... -- CMD: a sandbox (docs/sandboxes.md) */
+            if (sandbox_agent_target(a, &t) < 0) {
+                rc = EXIT_VMM_ERROR;
+                goto out;
+            }
+            continue;
+        }
         if (a[0] != '-')
             break;
         if (i + 1 >= argc) {
@@ -220,6 +230,19 @@ int cmd_cp(int argc, char **argv)
             return EXIT_USAGE;
         }
         pos[npos++] = argv[i];
+    }
+    /* NAME:PATH names a path in sandbox NAME (docs/sandboxes.md). */
+    static char names[2][80];
+    for (int k = 0; k < npos && !t.path; k++) {
+        const char *colon = strchr(pos[k], ':');
+        if (!colon || colon == pos[k] || (size_t)(colon - pos[k]) >= sizeof names[k])
+            continue;
+        snprintf(names[k], sizeof names[k], "%.*s", (int)(colon - pos[k]), pos[k]);
+        if (!sandbox_exists(names[k]))
+            continue;
+        if (sandbox_agent_target(names[k], &t) < 0)
+            return EXIT_VMM_ERROR;
+        pos[k] = colon;
     }
     if (!t.path || npos != 2 || (pos[0][0] == ':') == (pos[1][0] == ':') ||
         !pos[0][0] || !pos[1][0] || !pos[0][1] || !pos[1][1]) {

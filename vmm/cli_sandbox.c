@@ -1,0 +1,1171 @@
+/* Named, persistent sandboxes (docs/sandboxes.md): moat create, ls, rm,
+ * pause, resume, stop, start, snapshot --tag, reset --to, fork, and the
+ * sandbox-name form of exec/cp. A sandbox is a background `moat run` (or
+ * `moat restore`) process with its files in $MOAT_HOME/NAME/, steered
+ * through its control socket (vmm/cli_ctl.c, docs/control-socket.md). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "include/moat.h"
+#include "vmm/agent_client.h"
+#include "vmm/cli.h"
+#include "vmm/ctl_proto.h"
+
+#define NAME_MAX_LEN 63
+#define DEFAULT_WAIT 120.0
+
+static const char usage_sandbox[] =
+    "usage: moat create NAME [--ephemeral] [--wait SEC] [run options...] [-- CMD ARGS...]\n"
+    "       moat ls\n"
+    "       moat rm [-f] NAME...\n"
+    "       moat pause NAME | moat resume NAME\n"
+    "       moat stop NAME              (snapshot to $MOAT_HOME/NAME/snap and exit)\n"
+    "       moat start [--wait SEC] NAME\n"
+    "       moat snapshot NAME --tag T\n"
+    "       moat reset [--wait SEC] NAME --to T\n"
+    "       moat fork NAME --count N [--prefix P] [--wait SEC]\n"
+    "       moat exec NAME [exec options] -- CMD...   moat cp SRC NAME:PATH | NAME:PATH DST\n"
+    "\n"
+    "A sandbox is a background moat process with its files in $MOAT_HOME/NAME\n"
+    "($MOAT_HOME defaults to /var/lib/moat for root, ~/.local/share/moat\n"
+    "otherwise). create returns once the guest agent answers (--wait SEC, default\n"
+    "120; 0: only wait for the VMM). Run options are those of moat run, except\n"
+    "--vsock, --control and --console-log, which moat sets. See docs/sandboxes.md.\n";
+
+struct sbx {
+    char name[NAME_MAX_LEN + 1];
+    char dir[3100];         /* $MOAT_HOME (<= 3000 bytes) / NAME */
+    int dfd;                /* the directory, flock'ed while its state changes */
+    char ctl[108], vsock[108];
+    int ephemeral, rw_drive;
+};
+
+enum sbx_state { ST_RUNNING, ST_PAUSED, ST_STOPPED, ST_DEAD, ST_HUNG };
+static const char *const state_names[] = { "running", "paused", "stopped", "dead", "unresponsive" };
+
+/* ---- paths and files ---- */
+
+static int valid_name(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len > NAME_MAX_LEN || !strcmp(n, ".") || !strcmp(n, ".."))
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = n[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 (i > 0 && (c == '-' || c == '_' || c == '.'));
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static int moat_home(char *buf, size_t len)
+{
+    const char *env = getenv("MOAT_HOME");
+    int n;
+    if (env && *env)
+        n = snprintf(buf, len, "%s", env);
+    else if (geteuid() == 0)
+        n = snprintf(buf, len, "/var/lib/moat");
+    else if (getenv("XDG_DATA_HOME") && *getenv("XDG_DATA_HOME"))
+        n = snprintf(buf, len, "%s/moat", getenv("XDG_DATA_HOME"));
+    else if (getenv("HOME") && *getenv("HOME"))
+        n = snprintf(buf, len, "%s/.local/share/moat", getenv("HOME"));
+    else {
+        fprintf(stderr, "moat: no $MOAT_HOME and no $HOME: set MOAT_HOME\n");
+        return -1;
+    }
+    if (n < 0 || (size_t)n >= len || n >= 3000) {
+        fprintf(stderr, "moat: $MOAT_HOME path too long\n");
+        return -1;
+    }
+    for (const char *p = buf; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            fprintf(stderr, "moat: $MOAT_HOME contains control characters\n");
+            return -1;
+        }
+    return 0;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* dir/NAME of the sandbox into p. */
+static const char *sp(const struct sbx *s, const char *file, char *p, size_t len)
+{
+    snprintf(p, len, "%s/%s", s->dir, file);
+    return p;
+}
+
+static int sbx_paths(struct sbx *s, const char *name)
+{
+    memset(s, 0, sizeof *s);
+    s->dfd = -1;
+    if (!valid_name(name)) {
+        fprintf(stderr, "moat: invalid sandbox name '%s' (1-%d of A-Z a-z 0-9 - _ ., "
+                        "starting with a letter or digit)\n", name, NAME_MAX_LEN);
+        return -1;
+    }
+    char home[3001];
+    if (moat_home(home, sizeof home) < 0)
+        return -1;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    snprintf(s->dir, sizeof s->dir, "%s/%s", home, name);
+    if ((size_t)snprintf(s->ctl, sizeof s->ctl, "%s/ctl.sock", s->dir) >= sizeof s->ctl ||
+        (size_t)snprintf(s->vsock, sizeof s->vsock, "%s/vsock.sock", s->dir) >= sizeof s->vsock) {
+        fprintf(stderr, "moat: %s: path too long for a Unix socket (%zu bytes at most): "
+                        "use a shorter $MOAT_HOME or name\n", s->dir, sizeof s->ctl - 12);
+        return -1;
+    }
+    return 0;
+}
+
+/* Take the directory's lock, waiting up to 30 s for another moat command. */
+static int sbx_lock(struct sbx *s)
+{
+    for (int i = 0; i < 300; i++) {
+        if (flock(s->dfd, LOCK_EX | LOCK_NB) == 0)
+            return 0;
+        if (errno != EWOULDBLOCK)
+            break;
+        usleep(100 * 1000);
+    }
+    fprintf(stderr, "moat: sandbox %s is busy (another moat command is changing it)\n", s->name);
+    return -1;
+}
+
+static void sbx_close(struct sbx *s)
+{
+    if (s->dfd >= 0)
+        close(s->dfd);
+    s->dfd = -1;
+}
+
+static void read_config(struct sbx *s)
+{
+    char p[PATH_MAX], line[512];
+    FILE *f = fopen(sp(s, "config", p, sizeof p), "re");
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        if (!strcmp(line, "ephemeral=1\n"))
+            s->ephemeral = 1;
+        else if (!strcmp(line, "rw_drive=1\n"))
+            s->rw_drive = 1;
+    }
+    fclose(f);
+}
+
+/* Open an existing sandbox (and lock it when lock). */
+static int sbx_open(struct sbx *s, const char *name, int lock)
+{
+    if (sbx_paths(s, name) < 0)
+        return -1;
+    s->dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->dfd < 0) {
+        if (errno == ENOENT)
+            fprintf(stderr, "moat: no sandbox named %s (moat ls)\n", name);
+        else
+            fprintf(stderr, "moat: %s: %s\n", s->dir, strerror(errno));
+        return -1;
+    }
+    if (lock && sbx_lock(s) < 0) {
+        sbx_close(s);
+        return -1;
+    }
+    /* rm may have removed it while we waited for the lock. */
+    struct stat st;
+    if (fstat(s->dfd, &st) < 0 || st.st_nlink == 0) {
+        fprintf(stderr, "moat: sandbox %s was just removed\n", name);
+        sbx_close(s);
+        return -1;
+    }
+    read_config(s);
+    return 0;
+}
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP ? rmdir(path) : unlink(path))
+        return errno == ENOENT ? 0 : -1;
+    return 0;
+}
+
+static int rm_rf(const char *path)
+{
+    if (access(path, F_OK) != 0)
+        return 0;
+    return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    size_t len = strlen(text);
+    int r = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+/* ---- the process ---- */
+
+static pid_t read_pid(const struct sbx *s)
+{
+    char p[PATH_MAX], buf[32] = "";
+    int fd = open(sp(s, "pid", p, sizeof p), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    long v = strtol(buf, NULL, 10);
+    return v > 1 && v < INT_MAX ? (pid_t)v : -1;
+}
+
+/* Is pid a live moat serving this sandbox's control socket? (Not a zombie,
+ * not a recycled pid.) */
+static int pid_is_ours(const struct sbx *s, pid_t pid)
+{
+    if (pid <= 1)
+        return 0;
+    char p[64], buf[8192];
+    snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    for (char *a = buf; a < buf + n; a += strlen(a) + 1)
+        if (!strcmp(a, "--control") && a + strlen(a) + 1 < buf + n && !strcmp(a + strlen(a) + 1, s->ctl))
+            return 1;
+    return 0;
+}
+
+static enum sbx_state sbx_state(const struct sbx *s, pid_t *pidp, double *uptime)
+{
+    pid_t pid = read_pid(s);
+    *pidp = pid > 0 ? pid : 0;
+    *uptime = -1;
+    char p[PATH_MAX];
+    if (pid != 0) {
+        if (!pid_is_ours(s, pid))
+            return ST_DEAD;
+        char reply[256];
+        if (ctl_request(s->ctl, "status", reply, sizeof reply, 5) < 0)
+            return ST_HUNG;
+        const char *u = strstr(reply, "uptime=");
+        if (u)
+            *uptime = strtod(u + 7, NULL);
+        return !strncmp(reply, "ok paused", 9) ? ST_PAUSED : ST_RUNNING;
+    }
+    return access(sp(s, "snap/state", p, sizeof p), F_OK) == 0 ? ST_STOPPED : ST_DEAD;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Wait up to timeout s for pid to be gone (it is not our child); then
+ * SIGKILL it when force. 0 once gone. */
+static int wait_gone(const struct sbx *s, pid_t pid, double timeout, int force)
+{
+    double t0 = now_s();
+    while (pid_is_ours(s, pid)) {
+        if (now_s() - t0 > timeout) {
+            if (!force)
+                return -1;
+            kill(pid, SIGKILL);
+            force = 0;
+            t0 = now_s();
+            timeout = 5;
+        }
+        waitpid(pid, NULL, WNOHANG);    /* in case it is our child */
+        usleep(50 * 1000);
+    }
+    return 0;
+}
+
+/* Print the tail of the sandbox's moat.log to stderr. */
+static void show_log(const struct sbx *s)
+{
+    char p[PATH_MAX], buf[2048];
+    int fd = open(sp(s, "moat.log", p, sizeof p), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    off_t end = lseek(fd, 0, SEEK_END);
+    lseek(fd, end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0, SEEK_SET);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n > 0) {
+        buf[n] = 0;
+        fprintf(stderr, "moat: %s's log (%s):\n%s%s", s->name, p, buf, buf[n - 1] == '\n' ? "" : "\n");
+    }
+}
+
+/* Start `moat run|restore` in the background for s: its own session,
+ * stdin /dev/null, stdout+stderr appended to NAME/moat.log, the console
+ * to NAME/console.log. extra: the command's own arguments (NULL-ended). */
+static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, int nextra)
+{
+    char conslog[PATH_MAX], log[PATH_MAX], pidf[PATH_MAX], pidtxt[32];
+    sp(s, "console.log", conslog, sizeof conslog);
+    sp(s, "moat.log", log, sizeof log);
+    size_t n = 0;
+    char **av = calloc((size_t)nextra + 12, sizeof *av);
+    if (!av)
+        return -1;
+    av[n++] = "moat";
+    av[n++] = (char *)verb;
+    av[n++] = "--control";
+    av[n++] = (char *)s->ctl;
+    av[n++] = "--console-log";
+    av[n++] = conslog;
+    av[n++] = "--vsock";
+    av[n++] = (char *)s->vsock;
+    for (int i = 0; i < nextra; i++)
+        av[n++] = extra[i];
+    av[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "moat: fork: %s\n", strerror(errno));
+        free(av);
+        return -1;
+    }
+    if (pid == 0) {
+        setsid();
+        int in = open("/dev/null", O_RDONLY);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+            _exit(125);
+        if (in > 2)
+            close(in);
+        if (out > 2)
+            close(out);
+        signal(SIGPIPE, SIG_DFL);
+        execv("/proc/self/exe", av);
+        fprintf(stderr, "moat: exec /proc/self/exe: %s\n", strerror(errno));
+        _exit(125);
+    }
+    free(av);
+    snprintf(pidtxt, sizeof pidtxt, "%d\n", (int)pid);
+    if (write_file(sp(s, "pid", pidf, sizeof pidf), pidtxt) < 0)
+        fprintf(stderr, "moat: warning: cannot write %s\n", pidf);
+    return pid;
+}
+
+/* Wait until the control socket answers and (wait > 0) the guest agent
+ * answers a ping, or the process dies, or wait s pass. */
+static int wait_ready(const struct sbx *s, pid_t pid, double wait)
+{
+    double t0 = now_s(), limit = wait > 0 ? wait : 30;
+    int ctl_ok = 0;
+    for (;;) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "moat: sandbox %s: its moat process exited (%s %d) while starting\n",
+                    s->name, WIFEXITED(st) ? "status" : "signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            show_log(s);
+            return -1;
+        }
+        if (!ctl_ok) {
+            char reply[256];
+            ctl_ok = ctl_request(s->ctl, "status", reply, sizeof reply, 2) == 0;
+        }
+        if (ctl_ok && wait <= 0)
+            return 0;
+        if (ctl_ok) {
+            struct agent_client c;
+            if (agent_client_connect(&c, s->vsock, 1, AGENT_DEFAULT_PORT) == 0) {
+                int r = agent_client_ping(&c);
+                agent_client_close(&c);
+                if (r == 0)
+                    return 0;
+            }
+        }
+        if (now_s() - t0 > limit) {
+            fprintf(stderr, "moat: sandbox %s: %s did not answer within %g s\n", s->name,
+                    ctl_ok ? "the guest agent" : "the VMM", limit);
+            show_log(s);
+            return -1;
+        }
+        usleep(200 * 1000);
+    }
+}
+
+/* Send a request; print an error unless the reply starts with "ok". */
+static int ctl(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
+{
+    char buf[256];
+    if (!reply) {
+        reply = buf;
+        len = sizeof buf;
+    }
+    int r = ctl_request(s->ctl, req, reply, len, timeout_s);
+    if (r < 0) {
+        fprintf(stderr, "moat: sandbox %s: control socket: %s\n", s->name, strerror(-r));
+        return -1;
+    }
+    if (strncmp(reply, "ok", 2) != 0) {
+        fprintf(stderr, "moat: sandbox %s: %s\n", s->name, reply);
+        return -1;
+    }
+    return 0;
+}
+
+/* Stop s's process (stop, then SIGKILL if it does not go) and forget its pid. */
+static int kill_process(const struct sbx *s, pid_t pid)
+{
+    if (pid > 0 && pid_is_ours(s, pid)) {
+        char reply[256];
+        ctl_request(s->ctl, "stop", reply, sizeof reply, 5);
+        if (wait_gone(s, pid, 10, 1) < 0) {
+            fprintf(stderr, "moat: sandbox %s: process %d does not go away\n", s->name, (int)pid);
+            return -1;
+        }
+    }
+    char p[PATH_MAX];
+    unlink(sp(s, "pid", p, sizeof p));
+    unlink(s->ctl);
+    return 0;
+}
+
+static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
+{
+    if (st == ST_RUNNING || st == ST_PAUSED)
+        return 0;
+    fprintf(stderr, "moat: sandbox %s is %s: cannot %s it%s\n", s->name, state_names[st], what,
+            st == ST_STOPPED ? " (moat start it first)" :
+            st == ST_DEAD ? " (its process has exited; moat rm it)" : "");
+    return -1;
+}
+
+/* Restore dir (a snapshot) as s's process and wait for it. */
+static int start_from(struct sbx *s, const char *snapdir, double wait)
+{
+    char *extra[] = { (char *)snapdir };
+    pid_t pid = spawn(s, "restore", extra, 1);
+    if (pid < 0)
+        return -1;
+    if (wait_ready(s, pid, wait) < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        kill_process(s, 0);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_wait(const char *v, double *w)
+{
+    char *end;
+    *w = strtod(v, &end);
+    if (!*v || *end || !(*w >= 0) || *w > 86400) {
+        fprintf(stderr, "moat: bad --wait '%s'\n", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- commands ---- */
+
+static int cmd_create(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            fputs(usage_sandbox, stdout);
+            return 0;
+        }
+        fprintf(stderr, "moat create: the sandbox NAME comes first\n%s", usage_sandbox);
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_paths(&s, argv[1]) < 0)
+        return EXIT_USAGE;
+    double wait = DEFAULT_WAIT;
+    char **extra = calloc((size_t)argc + 1, sizeof *extra);
+    if (!extra)
+        return EXIT_VMM_ERROR;
+    int nextra = 0, after_dd = 0;
+    char *config = calloc(1, 65536);
+    if (!config) {
+        free(extra);
+        return EXIT_VMM_ERROR;
+    }
+    size_t clen = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!after_dd) {
+            if (!strcmp(a, "--")) {
+                after_dd = 1;
+            } else if (!strcmp(a, "--ephemeral")) {
+                s.ephemeral = 1;
+                continue;
+            } else if (!strcmp(a, "--wait") || !strncmp(a, "--wait=", 7)) {
+                const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : "";
+                if (parse_wait(v, &wait) < 0)
+                    goto usage;
+                continue;
+            } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+                fputs(usage_sandbox, stdout);
+                free(extra);
+                free(config);
+                return 0;
+            } else {
+                static const char *const forbidden[] = { "--vsock", "--control", "--console-log" };
+                for (size_t k = 0; k < 3; k++) {
+                    size_t kl = strlen(forbidden[k]);
+                    if (!strncmp(a, forbidden[k], kl) && (a[kl] == 0 || a[kl] == '=')) {
+                        fprintf(stderr, "moat create: %s is set by moat for a sandbox\n", forbidden[k]);
+                        goto usage;
+                    }
+                }
+                const char *d = NULL;
+                if (!strcmp(a, "--drive") && i + 1 < argc)
+                    d = argv[i + 1];
+                else if (!strncmp(a, "--drive=", 8))
+                    d = a + 8;
+                if (d) {
+                    char tmp[PATH_MAX];
+                    snprintf(tmp, sizeof tmp, ",%s,", d);
+                    if (!strstr(tmp, ",ro,"))
+                        s.rw_drive = 1;
+                }
+            }
+        }
+        if (strchr(a, '\n')) {
+            fprintf(stderr, "moat create: arguments cannot contain newlines\n");
+            goto usage;
+        }
+        extra[nextra++] = argv[i];
+        int n = snprintf(config + clen, 65536 - clen, "arg=%s\n", a);
+        if (n < 0 || clen + (size_t)n >= 65000) {
+            fprintf(stderr, "moat create: arguments too long\n");
+            goto usage;
+        }
+        clen += (size_t)n;
+    }
+    char home[PATH_MAX];
+    snprintf(home, sizeof home, "%.*s", (int)(strrchr(s.dir, '/') - s.dir), s.dir);
+    int r = mkdir_p(home, 0700);
+    if (r < 0) {
+        fprintf(stderr, "moat: %s: %s\n", home, strerror(-r));
+        goto fail_noclean;
+    }
+    if (mkdir(s.dir, 0700) < 0) {
+        if (errno == EEXIST)
+            fprintf(stderr, "moat: a sandbox named %s already exists (moat ls; moat rm %s)\n",
+                    s.name, s.name);
+        else
+            fprintf(stderr, "moat: %s: %s\n", s.dir, strerror(errno));
+        goto fail_noclean;
+    }
+    s.dfd = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s.dfd < 0 || sbx_lock(&s) < 0)
+        goto fail;
+    char p[PATH_MAX], hdr[256];
+    snprintf(hdr, sizeof hdr, "# moat sandbox %s\nephemeral=%d\nrw_drive=%d\n", s.name, s.ephemeral,
+             s.rw_drive);
+    memmove(config + strlen(hdr), config, clen + 1);
+    memcpy(config, hdr, strlen(hdr));
+    if (write_file(sp(&s, "config", p, sizeof p), config) < 0) {
+        fprintf(stderr, "moat: cannot write %s\n", p);
+        goto fail;
+    }
+    pid_t pid = spawn(&s, "run", extra, nextra);
+    if (pid < 0)
+        goto fail;
+    if (wait_ready(&s, pid, wait) < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        goto fail;
+    }
+    printf("%s\n", s.name);
+    sbx_close(&s);
+    free(extra);
+    free(config);
+    return 0;
+fail:
+    rm_rf(s.dir);
+    sbx_close(&s);
+    rmdir(home);    /* only if empty: leave nothing behind */
+fail_noclean:
+    free(extra);
+    free(config);
+    return EXIT_VMM_ERROR;
+usage:
+    free(extra);
+    free(config);
+    return EXIT_USAGE;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "moat ls: no arguments\n");
+        return EXIT_USAGE;
+    }
+    char home[PATH_MAX];
+    if (moat_home(home, sizeof home) < 0)
+        return EXIT_USAGE;
+    printf("%-24s %-12s %-8s %s\n", "NAME", "STATE", "PID", "UPTIME");
+    DIR *d = opendir(home);
+    if (!d)
+        return 0;
+    char *names[4096];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 4096)
+        if (valid_name(e->d_name))
+            names[n++] = strdup(e->d_name);
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        struct sbx s;
+        if (!names[i] || sbx_paths(&s, names[i]) < 0)
+            continue;
+        char p[PATH_MAX];
+        if (access(sp(&s, "config", p, sizeof p), F_OK) != 0)
+            continue;       /* not a sandbox directory */
+        pid_t pid;
+        double up;
+        enum sbx_state st = sbx_state(&s, &pid, &up);
+        char pidtxt[16] = "-", uptxt[32] = "-";
+        if (st != ST_STOPPED && st != ST_DEAD && pid > 0)
+            snprintf(pidtxt, sizeof pidtxt, "%d", (int)pid);
+        if (up >= 0)
+            snprintf(uptxt, sizeof uptxt, "%.0fs", up);
+        printf("%-24s %-12s %-8s %s\n", s.name, state_names[st], pidtxt, uptxt);
+        free(names[i]);
+    }
+    return 0;
+}
+
+static int cmd_rm(int argc, char **argv)
+{
+    int force = 0, rc = 0, any = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--force")) {
+            force = 1;
+            continue;
+        }
+        any = 1;
+        struct sbx s;
+        if (sbx_open(&s, argv[i], 1) < 0) {
+            rc = 1;
+            continue;
+        }
+        pid_t pid = read_pid(&s);
+        if (pid > 0 && pid_is_ours(&s, pid)) {
+            char reply[256];
+            ctl_request(s.ctl, "stop", reply, sizeof reply, 5);
+            if (wait_gone(&s, pid, 10, force) < 0) {
+                fprintf(stderr, "moat: sandbox %s does not stop; moat rm -f kills it\n", s.name);
+                sbx_close(&s);
+                rc = 1;
+                continue;
+            }
+        }
+        if (rm_rf(s.dir) < 0) {
+            fprintf(stderr, "moat: removing %s: %s\n", s.dir, strerror(errno));
+            rc = 1;
+        }
+        sbx_close(&s);
+    }
+    if (!any) {
+        fprintf(stderr, "usage: moat rm [-f] NAME...\n");
+        return EXIT_USAGE;
+    }
+    return rc;
+}
+
+static int cmd_pause_resume(int argc, char **argv, const char *verb)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: moat %s NAME\n", verb);
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, argv[1], 1) < 0)
+        return 1;
+    pid_t pid;
+    double up;
+    int rc = 1;
+    if (need_live(&s, sbx_state(&s, &pid, &up), verb) == 0 && ctl(&s, verb, NULL, 0, 10) == 0)
+        rc = 0;
+    sbx_close(&s);
+    return rc;
+}
+
+/* Snapshot into NAME/snap (via snap.new) and exit; or, ephemeral, destroy. */
+static int stop_locked(struct sbx *s)
+{
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(s, &pid, &up);
+    if (st == ST_STOPPED) {
+        fprintf(stderr, "moat: sandbox %s is already stopped\n", s->name);
+        return 0;
+    }
+    if (s->ephemeral) {
+        if (pid > 0 && kill_process(s, pid) < 0)
+            return -1;
+        return rm_rf(s->dir) < 0 ? -1 : 0;
+    }
+    if (need_live(s, st, "stop") < 0)
+        return -1;
+    char nw[PATH_MAX], snap[PATH_MAX], old[PATH_MAX], req[PATH_MAX + 32], p[PATH_MAX];
+    sp(s, "snap.new", nw, sizeof nw);
+    sp(s, "snap", snap, sizeof snap);
+    sp(s, "snap.old", old, sizeof old);
+    rm_rf(nw);
+    snprintf(req, sizeof req, "stop-snapshot %s", nw);
+    if (ctl(s, req, NULL, 0, 600) < 0)
+        return -1;
+    if (wait_gone(s, pid, 30, 1) < 0)
+        return -1;
+    unlink(sp(s, "pid", p, sizeof p));
+    rm_rf(old);
+    if (access(snap, F_OK) == 0 && rename(snap, old) < 0)
+        return -1;
+    if (rename(nw, snap) < 0) {
+        fprintf(stderr, "moat: %s: %s\n", snap, strerror(errno));
+        return -1;
+    }
+    rm_rf(old);
+    return 0;
+}
+
+static int cmd_stop(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: moat stop NAME\n");
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, argv[1], 1) < 0)
+        return 1;
+    int r = stop_locked(&s);
+    sbx_close(&s);
+    return r < 0 ? 1 : 0;
+}
+
+static int start_locked(struct sbx *s, double wait)
+{
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(s, &pid, &up);
+    if (st == ST_RUNNING || st == ST_PAUSED) {
+        fprintf(stderr, "moat: sandbox %s is already %s\n", s->name, state_names[st]);
+        return 0;
+    }
+    char snap[PATH_MAX], p[PATH_MAX];
+    if (access(sp(s, "snap/state", p, sizeof p), F_OK) != 0) {
+        fprintf(stderr, "moat: sandbox %s has no snapshot to start from (it was never stopped)%s\n",
+                s->name, st == ST_DEAD ? "; its process has exited: moat rm it" : "");
+        return -1;
+    }
+    if (kill_process(s, pid) < 0)
+        return -1;
+    return start_from(s, sp(s, "snap", snap, sizeof snap), wait);
+}
+
+static int cmd_start(int argc, char **argv)
+{
+    double wait = DEFAULT_WAIT;
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
+            if (parse_wait(argv[++i], &wait) < 0)
+                return EXIT_USAGE;
+        } else if (argv[i][0] != '-' && !name) {
+            name = argv[i];
+        } else {
+            fprintf(stderr, "usage: moat start [--wait SEC] NAME\n");
+            return EXIT_USAGE;
+        }
+    }
+    if (!name) {
+        fprintf(stderr, "usage: moat start [--wait SEC] NAME\n");
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    int r = start_locked(&s, wait);
+    sbx_close(&s);
+    return r < 0 ? 1 : 0;
+}
+
+/* Hard-link dir/state and dir/memory into to/ (snapshot files are never
+ * changed in place, only replaced, so links are safe copies). */
+static int link_snapshot(const char *from, const char *to)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    if (mkdir(to, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    static const char *const files[] = { "state", "memory" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof a, "%s/%s", from, files[i]);
+        snprintf(b, sizeof b, "%s/%s", to, files[i]);
+        if (link(a, b) < 0)
+            return -errno;
+    }
+    return 0;
+}
+
+/* A snapshot of s into dir: through the control socket when it runs, by
+ * linking its stop snapshot when stopped. */
+static int snapshot_into(struct sbx *s, const char *dir)
+{
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(s, &pid, &up);
+    char p[PATH_MAX];
+    if (st == ST_STOPPED) {
+        int r = link_snapshot(sp(s, "snap", p, sizeof p), dir);
+        if (r < 0)
+            fprintf(stderr, "moat: linking the snapshot into %s: %s\n", dir, strerror(-r));
+        return r < 0 ? -1 : 0;
+    }
+    if (need_live(s, st, "snapshot") < 0)
+        return -1;
+    char req[PATH_MAX + 16];
+    snprintf(req, sizeof req, "snapshot %s", dir);
+    return ctl(s, req, NULL, 0, 600);
+}
+
+static int cmd_snapshot(int argc, char **argv)
+{
+    const char *name = NULL, *tag = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--tag") && i + 1 < argc)
+            tag = argv[++i];
+        else if (argv[i][0] != '-' && !name)
+            name = argv[i];
+        else
+            name = tag = NULL, i = argc;
+    }
+    if (!name || !tag) {
+        fprintf(stderr, "usage: moat snapshot NAME --tag T\n");
+        return EXIT_USAGE;
+    }
+    if (!valid_name(tag)) {
+        fprintf(stderr, "moat: invalid tag '%s' (as a sandbox name)\n", tag);
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    char tags[3200], tmp[PATH_MAX], final[PATH_MAX];
+    sp(&s, "tags", tags, sizeof tags);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", tags, tag);
+    snprintf(final, sizeof final, "%s/%s", tags, tag);
+    int rc = 1;
+    if (access(final, F_OK) == 0) {
+        fprintf(stderr, "moat: sandbox %s already has a tag %s\n", s.name, tag);
+        goto out;
+    }
+    mkdir(tags, 0700);
+    rm_rf(tmp);
+    if (snapshot_into(&s, tmp) < 0) {
+        rm_rf(tmp);
+        goto out;
+    }
+    if (rename(tmp, final) < 0) {
+        fprintf(stderr, "moat: %s: %s\n", final, strerror(errno));
+        rm_rf(tmp);
+        goto out;
+    }
+    rc = 0;
+out:
+    sbx_close(&s);
+    return rc;
+}
+
+static int cmd_reset(int argc, char **argv)
+{
+    const char *name = NULL, *tag = NULL;
+    double wait = DEFAULT_WAIT;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--to") && i + 1 < argc) {
+            tag = argv[++i];
+        } else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
+            if (parse_wait(argv[++i], &wait) < 0)
+                return EXIT_USAGE;
+        } else if (argv[i][0] != '-' && !name) {
+            name = argv[i];
+        } else {
+            name = NULL;
+            break;
+        }
+    }
+    if (!name || !tag || !valid_name(tag)) {
+        fprintf(stderr, "usage: moat reset [--wait SEC] NAME --to TAG\n");
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    char dir[3300], p[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/tags/%s", s.dir, tag);
+    snprintf(p, sizeof p, "%s/state", dir);
+    int rc = 1;
+    if (access(p, F_OK) != 0) {
+        fprintf(stderr, "moat: sandbox %s has no tag %s (moat snapshot %s --tag %s)\n", s.name, tag,
+                s.name, tag);
+        goto out;
+    }
+    if (kill_process(&s, read_pid(&s)) < 0)
+        goto out;
+    rc = start_from(&s, dir, wait) < 0 ? 1 : 0;
+out:
+    sbx_close(&s);
+    return rc;
+}
+
+static int cmd_fork(int argc, char **argv)
+{
+    const char *name = NULL, *prefix = NULL;
+    unsigned long count = 0;
+    double wait = DEFAULT_WAIT;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--count") && i + 1 < argc) {
+            count = parse_uint(argv[++i], "--count", 1000);
+        } else if (!strcmp(argv[i], "--prefix") && i + 1 < argc) {
+            prefix = argv[++i];
+        } else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
+            if (parse_wait(argv[++i], &wait) < 0)
+                return EXIT_USAGE;
+        } else if (argv[i][0] != '-' && !name) {
+            name = argv[i];
+        } else {
+            name = NULL;
+            break;
+        }
+    }
+    if (!name || count == 0) {
+        fprintf(stderr, "usage: moat fork NAME --count N [--prefix P] [--wait SEC]\n");
+        return EXIT_USAGE;
+    }
+    if (!prefix)
+        prefix = name;
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    int rc = 1;
+    struct sbx *kids = calloc(count, sizeof *kids);
+    unsigned long made = 0;
+    if (!kids)
+        goto out;
+    if (s.rw_drive) {
+        fprintf(stderr, "moat: sandbox %s has a writable drive: forks would share and corrupt "
+                        "it (disk overlays are not there yet); use read-only drives (,ro)\n", s.name);
+        goto out;
+    }
+    /* Every child name is valid and free before anything happens. */
+    for (unsigned long i = 0; i < count; i++) {
+        char cn[128];
+        snprintf(cn, sizeof cn, "%s-%lu", prefix, i + 1);
+        if (sbx_paths(&kids[i], cn) < 0)
+            goto out;
+        if (access(kids[i].dir, F_OK) == 0) {
+            fprintf(stderr, "moat: a sandbox named %s already exists\n", cn);
+            goto out;
+        }
+    }
+    char parent_cfg[PATH_MAX], cfg[65536] = "", p[PATH_MAX], base0[PATH_MAX];
+    int fd = open(sp(&s, "config", parent_cfg, sizeof parent_cfg), O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, cfg, sizeof cfg - 200);
+        cfg[n > 0 ? n : 0] = 0;
+        close(fd);
+    }
+    snprintf(cfg + strlen(cfg), 200, "forked_from=%s\n", s.name);
+    for (; made < count; made++) {
+        struct sbx *k = &kids[made];
+        if (mkdir(k->dir, 0700) < 0) {
+            fprintf(stderr, "moat: %s: %s\n", k->dir, strerror(errno));
+            goto undo;
+        }
+        k->dfd = open(k->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (k->dfd < 0 || sbx_lock(k) < 0 || write_file(sp(k, "config", p, sizeof p), cfg) < 0) {
+            made++;
+            goto undo;
+        }
+        k->ephemeral = s.ephemeral;
+    }
+    /* One snapshot of the parent (it goes on running), linked into each child. */
+    sp(&kids[0], "base", base0, sizeof base0);
+    if (snapshot_into(&s, base0) < 0)
+        goto undo;
+    for (unsigned long i = 1; i < count; i++) {
+        int r = link_snapshot(base0, sp(&kids[i], "base", p, sizeof p));
+        if (r < 0) {
+            fprintf(stderr, "moat: linking the snapshot into %s: %s\n", p, strerror(-r));
+            goto undo;
+        }
+    }
+    rc = 0;
+    for (unsigned long i = 0; i < count; i++) {
+        if (start_from(&kids[i], sp(&kids[i], "base", p, sizeof p), wait) < 0) {
+            rc = 1;
+            rm_rf(kids[i].dir);
+        } else {
+            printf("%s\n", kids[i].name);
+        }
+        sbx_close(&kids[i]);
+    }
+    goto out;
+undo:
+    for (unsigned long i = 0; i < made; i++) {
+        rm_rf(kids[i].dir);
+        sbx_close(&kids[i]);
+    }
+out:
+    free(kids);
+    sbx_close(&s);
+    return rc;
+}
+
+/* ---- exec / cp by name ---- */
+
+int sandbox_exists(const char *name)
+{
+    struct sbx s;
+    char p[PATH_MAX];
+    if (!valid_name(name))
+        return 0;
+    char home[3001];
+    if (moat_home(home, sizeof home) < 0)
+        return 0;
+    snprintf(s.dir, sizeof s.dir, "%s/%s", home, name);
+    return access(sp(&s, "config", p, sizeof p), F_OK) == 0;
+}
+
+int sandbox_agent_target(const char *name, struct agent_target *t)
+{
+    static struct sbx s;
+    if (sbx_open(&s, name, 0) < 0)
+        return -1;
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(&s, &pid, &up);
+    if (st == ST_STOPPED) {
+        if (sbx_lock(&s) < 0 || start_locked(&s, t->wait > DEFAULT_WAIT ? t->wait : DEFAULT_WAIT) < 0) {
+            sbx_close(&s);
+            return -1;
+        }
+        st = sbx_state(&s, &pid, &up);
+    }
+    sbx_close(&s);
+    if (st != ST_RUNNING) {
+        fprintf(stderr, "moat: sandbox %s is %s%s\n", s.name, state_names[st],
+                st == ST_PAUSED ? " (moat resume it first)" :
+                st == ST_DEAD ? " (its process has exited; see its moat.log and console.log)" : "");
+        return -1;
+    }
+    t->path = s.vsock;
+    t->hybrid = 1;
+    if (t->wait < 10)
+        t->wait = 10;   /* after a restore the agent may take a moment */
+    return 0;
+}
+
+/* ---- dispatch ---- */
+
+static const char *const sandbox_cmds[] = {
+    "create", "ls", "rm", "pause", "resume", "stop", "start", "snapshot", "reset", "fork",
+};
+
+int cli_is_sandbox_command(const char *cmd)
+{
+    for (size_t i = 0; i < sizeof sandbox_cmds / sizeof sandbox_cmds[0]; i++)
+        if (!strcmp(cmd, sandbox_cmds[i]))
+            return 1;
+    return 0;
+}
+
+int cmd_sandbox(int argc, char **argv)
+{
+    const char *c = argv[0];
+    signal(SIGPIPE, SIG_IGN);
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (strcmp(c, "create") && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
+            fputs(usage_sandbox, stdout);
+            return 0;
+        }
+    if (!strcmp(c, "create"))
+        return cmd_create(argc, argv);
+    if (!strcmp(c, "ls"))
+        return cmd_ls(argc, argv);
+    if (!strcmp(c, "rm"))
+        return cmd_rm(argc, argv);
+    if (!strcmp(c, "pause") || !strcmp(c, "resume"))
+        return cmd_pause_resume(argc, argv, c);
+    if (!strcmp(c, "stop"))
+        return cmd_stop(argc, argv);
+    if (!strcmp(c, "start"))
+        return cmd_start(argc, argv);
+    if (!strcmp(c, "snapshot"))
+        return cmd_snapshot(argc, argv);
+    if (!strcmp(c, "reset"))
+        return cmd_reset(argc, argv);
+    if (!strcmp(c, "fork"))
+        return cmd_fork(argc, argv);
+    return EXIT_USAGE;
+}
