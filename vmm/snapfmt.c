@@ -1,6 +1,7 @@
 #include "vmm/snapfmt.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -214,5 +215,59 @@ int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path
     memcpy(id, p + d.path_len, d.id_len);
     id[d.id_len] = 0;
     *read_only = (int)d.read_only;
+    return 0;
+}
+
+static bool vsock_cid_ok(uint64_t cid)
+{
+    return cid >= 3 && cid <= 0xfffffffeull;
+}
+
+long snap_vsock_encode(uint8_t *buf, size_t cap, uint64_t guest_cid, const char *path)
+{
+    if (!path || !vsock_cid_ok(guest_cid))
+        return -EINVAL;
+    size_t pl = strlen(path);
+    if (pl == 0)
+        return -EINVAL;
+    if (pl > SNAP_VSOCK_PATH_MAX)
+        return -ENAMETOOLONG;
+    struct snap_vsock v = { .guest_cid = guest_cid, .path_len = (uint32_t)pl, .pad = 0 };
+    if (cap < sizeof v + pl)
+        return -ENOSPC;
+    memcpy(buf, &v, sizeof v);
+    memcpy(buf + sizeof v, path, pl);
+    return (long)(sizeof v + pl);
+}
+
+int snap_vsock_decode(const uint8_t *data, uint64_t len, uint64_t *guest_cid, char *path,
+                      size_t path_cap, const char **why)
+{
+    struct snap_vsock v;
+    *why = NULL;
+    if (len < sizeof v) {
+        *why = "vsock section too short";
+        return -EINVAL;
+    }
+    memcpy(&v, data, sizeof v);
+    if (!vsock_cid_ok(v.guest_cid) || v.pad) {
+        *why = "vsock guest CID or padding out of range";
+        return -EINVAL;
+    }
+    if (v.path_len == 0 || v.path_len > SNAP_VSOCK_PATH_MAX || v.path_len >= path_cap) {
+        *why = "vsock socket path length out of range";
+        return -EINVAL;
+    }
+    if (len != sizeof v + (uint64_t)v.path_len) {
+        *why = "vsock section length does not match its path";
+        return -EINVAL;
+    }
+    if (memchr(data + sizeof v, 0, v.path_len)) {
+        *why = "NUL inside the vsock socket path";
+        return -EINVAL;
+    }
+    memcpy(path, data + sizeof v, v.path_len);
+    path[v.path_len] = 0;
+    *guest_cid = v.guest_cid;
     return 0;
 }

@@ -39,6 +39,7 @@ enum snap_type {
     SNAP_DEV_MOATDEV,    /* struct snap_moatdev */
     SNAP_DEV_VIRTIO_MMIO,/* index = slot: struct virtio_mmio_state (devices/virtio_mmio.h) */
     SNAP_DEV_DRIVE,      /* index = slot: struct snap_drive, then path, then id bytes */
+    SNAP_DEV_VSOCK,      /* index = slot: struct snap_vsock, then the socket path */
 };
 
 struct snap_meta {
@@ -50,8 +51,8 @@ struct snap_meta {
     uint64_t created_unix_ns;
 };
 #define SNAP_META_PVM 1u
-
 #define SNAP_META_DIRTY_LOG 2u  /* the VM tracked written pages (a restore does too) */
+
 struct snap_msr {
     uint32_t index;
     uint32_t reserved;
@@ -89,6 +90,23 @@ long snap_drive_encode(uint8_t *buf, size_t cap, const char *path, const char *i
  * SNAP_DRIVE_ID_MAX + 1) NUL-terminated; 0 or -EINVAL with *why. */
 int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
                       char *id, size_t id_cap, int *read_only, const char **why);
+
+/* The virtio-vsock device (its transport and queues: SNAP_DEV_VIRTIO_MMIO
+ * of the same slot). Connections are not saved. Followed by path_len bytes
+ * of the host Unix socket path (no NUL). */
+struct snap_vsock {
+    uint64_t guest_cid;      /* 3 .. 2^32 - 2 */
+    uint32_t path_len;       /* 1 .. SNAP_VSOCK_PATH_MAX */
+    uint32_t pad;            /* 0 */
+};
+#define SNAP_VSOCK_PATH_MAX 107u    /* sun_path less its NUL */
+
+/* Encode: the length, or -EINVAL (bad CID, empty path, NUL inside) /
+ * -ENAMETOOLONG / -ENOSPC. Decode: path NUL-terminated into path
+ * (path_cap >= SNAP_VSOCK_PATH_MAX + 1); 0 or -EINVAL with *why. */
+long snap_vsock_encode(uint8_t *buf, size_t cap, uint64_t guest_cid, const char *path);
+int snap_vsock_decode(const uint8_t *data, uint64_t len, uint64_t *guest_cid, char *path,
+                      size_t path_cap, const char **why);
 
 /* Building a state file. Errors are sticky: snapw_finish reports them. */
 struct snap_writer {

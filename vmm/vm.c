@@ -487,9 +487,14 @@ static int setup_vsock(struct moat_vm *vm, const struct moat_config *cfg, struct
 {
     if (!cfg->vsock_uds)
         return 0;
+    return vm_setup_vsock(vm, cfg->vsock_uds, cfg->vsock_cid, err);
+}
+
+int vm_setup_vsock(struct moat_vm *vm, const char *uds, uint64_t cid, struct moat_error *err)
+{
     char why[256];
-    struct vsock_opts o = { .uds_path = cfg->vsock_uds,
-                            .guest_cid = cfg->vsock_cid ? cfg->vsock_cid : VSOCK_DEFAULT_CID,
+    struct vsock_opts o = { .uds_path = uds,
+                            .guest_cid = cid ? cid : VSOCK_DEFAULT_CID,
                             .name = "vsock" };
     struct vsock_dev *dev;
     int r = vsock_create(&o, &dev, why, sizeof(why));
@@ -505,7 +510,9 @@ static int setup_vsock(struct moat_vm *vm, const struct moat_config *cfg, struct
         return seterr(err, 0, r, "vsock: virtio-mmio slot %u: %s", slot, strerror(-r));
     vm->nvdev++;
     vm->has_vsock = true;
-    vm->vsock_uds = strdup(cfg->vsock_uds);
+    vm->vsock = dev;
+    vm->vsock_slot = slot;
+    vm->vsock_uds = strdup(uds);
     return vm->vsock_uds ? 0 : seterr(err, 0, -ENOMEM, "out of memory");
 }
 
@@ -555,6 +562,7 @@ void vm_free(struct moat_vm *vm)
                 vcpu_destroy(&vm->vcpus[i]);
         free(vm->vcpus);
     }
+    snapdiff_free(vm);
     if (vm->ram)
         munmap(vm->ram, vm->ram_map_size);
     if (vm->vm_fd >= 0)
@@ -562,7 +570,6 @@ void vm_free(struct moat_vm *vm)
     if (vm->stop_efd >= 0)
         close(vm->stop_efd);
     if (vm->exit_efd >= 0)
-    snapdiff_free(vm);
         close(vm->exit_efd);
     kvm_host_close(&vm->host);
     free(vm->cmdline);
@@ -580,6 +587,7 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
     if (!vm)
         return NULL;
     vm->vm_fd = vm->stop_efd = vm->exit_efd = -1;
+    vm->fixup_fd = -1;
     vm->host.fd = -1;
     vm->guest_status = -1;
     vm->ncpus = ncpus;
@@ -795,6 +803,8 @@ int moat_start(struct moat_vm *vm)
         if (r == 0)
             vm->console_started = true;
     }
+    if (r == 0 && vm->fixup_pending)
+        r = vm_fixup_start(vm);
     if (r < 0)
         vm_request_exit(vm, MOAT_EXIT_ERROR, "starting threads: %s", strerror(-r));
     return r;
@@ -865,6 +875,7 @@ void moat_destroy(struct moat_vm *vm)
     }
     if (vm->console_started)
         pthread_join(vm->console_thread, NULL);
+    vm_fixup_stop(vm);
     serial_destroy(&vm->uart);
     moatdev_destroy(&vm->ctl);
     vm_free(vm);

@@ -60,8 +60,15 @@ struct moat_vm {
     /* The drives in slots 0 .. ndrives-1 (for snapshots); owned copies. */
     struct { char *path, *id; bool read_only; } drive[VIRTIO_MMIO_KVM_MAX_SLOTS];
     unsigned ndrives;
-    bool has_vsock;               /* a vsock device (its state is not snapshotted) */
+    bool has_vsock;               /* a vsock device */
     char *vsock_uds;              /* its hybrid-vsock socket path (moat_exec) */
+    struct vsock_dev *vsock;      /* the in-process vsock device, or NULL */
+    unsigned vsock_slot;          /* its virtio-mmio slot */
+    /* Post-restore fix-up through the agent (vmm/fixup.c, docs/vsock.md). */
+    bool fixup_pending;           /* restored with a vsock device: at moat_start */
+    bool fixup_started;
+    pthread_t fixup_thread;
+    int fixup_fd;                 /* its connection (under lock), -1 */
 
     unsigned ncpus;
     struct vcpu *vcpus;
@@ -112,6 +119,13 @@ int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err);
 void vm_free(struct moat_vm *vm);
 /* Create virtio-blk drives in the next slots, recording their paths. */
 int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, size_t n, struct moat_error *err);
+/* The vsock device in the next slot (uds, cid: moat_config's meaning). */
+struct vsock_dev;
+int vm_setup_vsock(struct moat_vm *vm, const char *uds, uint64_t cid, struct moat_error *err);
+/* Post-restore fix-up (vmm/fixup.c): started by moat_start when
+ * fixup_pending; stopped (joined) by moat_destroy. */
+int vm_fixup_start(struct moat_vm *vm);
+void vm_fixup_stop(struct moat_vm *vm);
 /* Fill *err (if not NULL) and return code. */
 int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
