@@ -9,12 +9,15 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "devices/virtio_dev.h"
 #include "devices/virtio_mmio.h"
+#include "devices/vsock.h"
 #include "vmm/layout.h"
 #include "vmm/log.h"
 #include "vmm/snapdiff.h"
@@ -139,6 +142,15 @@ static int save_drives(struct moat_vm *vm, struct snap_writer *w)
         if (r < 0)
             return r;
         snapw_section(w, SNAP_DEV_VIRTIO_MMIO, i, &st, sizeof(st));
+        if (vm->vsock && i == vm->vsock_slot) {
+            /* the vsock device: its CID and socket path; no connections */
+            uint8_t vb[sizeof(struct snap_vsock) + SNAP_VSOCK_PATH_MAX];
+            long vn = snap_vsock_encode(vb, sizeof(vb), vsock_guest_cid(vm->vsock), vm->vsock_uds);
+            if (vn < 0)
+                return (int)vn;
+            snapw_section(w, SNAP_DEV_VSOCK, i, vb, (uint64_t)vn);
+            continue;
+        }
         uint8_t buf[sizeof(struct snap_drive) + SNAP_DRIVE_PATH_MAX + SNAP_DRIVE_ID_MAX];
         long n = snap_drive_encode(buf, sizeof(buf), vm->drive[i].path, vm->drive[i].id,
                                    vm->drive[i].read_only);
@@ -242,12 +254,16 @@ static int snapshot_impl(struct moat_vm *vm, const char *state_path, const char 
     pthread_mutex_unlock(&vm->lock);
     if (exited)
         return -ESRCH;
-    /* Drives only: vsock connection state is not in the format, so refuse
-     * rather than write a snapshot that would restore a broken device. */
-    if (vm->has_vsock || vm->nvdev != vm->ndrives)
+    /* Drives in slots 0 .. ndrives-1, then the in-process vsock device
+     * (its connections are not saved: docs/vsock.md). Anything else (a
+     * vhost-user vsock) cannot be snapshotted. */
+    if (vm->has_vsock && (!vm->vsock || vm->vsock_slot != vm->ndrives))
+        return -ENOTSUP;
+    if (vm->nvdev != vm->ndrives + (vm->vsock ? 1u : 0u))
         return -ENOTSUP;
     for (unsigned i = 0; i < vm->nvdev; i++)
-        if (virtio_mmio_kvm_device_id(vm->vdev[i]) != VIRTIO_ID_BLOCK)
+        if (virtio_mmio_kvm_device_id(vm->vdev[i]) !=
+            (vm->vsock && i == vm->vsock_slot ? VIRTIO_ID_VSOCK : VIRTIO_ID_BLOCK))
             return -ENOTSUP;
     if (started && !was_paused) {
         int r = moat_pause(vm);
@@ -468,8 +484,12 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
     unsigned n = 0;
     while (n < VIRTIO_MMIO_KVM_MAX_SLOTS && snap_find(secs, nsecs, SNAP_DEV_DRIVE, n))
         n++;
+    /* a vsock device, if any, is in the slot after the drives */
+    unsigned nv = n + (n < VIRTIO_MMIO_KVM_MAX_SLOTS && snap_find(secs, nsecs, SNAP_DEV_VSOCK, n) ? 1 : 0);
     for (size_t i = 0; i < nsecs; i++) {
-        if ((secs[i].type == SNAP_DEV_DRIVE || secs[i].type == SNAP_DEV_VIRTIO_MMIO) && secs[i].index >= n)
+        if ((secs[i].type == SNAP_DEV_DRIVE && secs[i].index >= n) ||
+            (secs[i].type == SNAP_DEV_VIRTIO_MMIO && secs[i].index >= nv) ||
+            (secs[i].type == SNAP_DEV_VSOCK && secs[i].index != n))
             return seterr(err, 1, -EINVAL, "state file: device section for slot %u without a drive before it",
                           (unsigned)secs[i].index);
     }
@@ -513,6 +533,47 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
         r = vm_setup_drives(vm, d, n, err);
     free(paths);
     return r;
+}
+
+/* The vsock device (slot: after the drives), if the snapshot has one:
+ * created fresh (no connections), on the recorded socket path or
+ * rc->vsock_uds, and marked restored: its first start tells the driver
+ * TRANSPORT_RESET, and host clients wait until moat_start's fix-up
+ * (vmm/fixup.c) is done. */
+static int restore_vsock(struct moat_vm *vm, const struct moat_restore_config *rc,
+                         const struct snap_section *secs, size_t nsecs, struct moat_error *err)
+{
+    const struct snap_section *vs = snap_find(secs, nsecs, SNAP_DEV_VSOCK, vm->nvdev);
+    if (!vs) {
+        if (rc->vsock_uds)
+            return seterr(err, 1, -EINVAL, "the snapshot has no vsock device");
+        return 0;
+    }
+    char path[SNAP_VSOCK_PATH_MAX + 1];
+    uint64_t cid;
+    const char *why = NULL;
+    if (snap_vsock_decode(vs->data, vs->len, &cid, path, sizeof(path), &why) < 0)
+        return seterr(err, 1, -EINVAL, "state file: vsock: %s", why);
+    const char *uds = rc->vsock_uds ? rc->vsock_uds : path;
+    /* vsock_create replaces a stale socket file: refuse a live one (the
+     * snapshotted VM may still be running on it). */
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    if (strlen(uds) < sizeof(sa.sun_path)) {
+        strcpy(sa.sun_path, uds);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd >= 0) {
+            int live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+            close(fd);
+            if (live)
+                return seterr(err, 1, -EADDRINUSE, "vsock: %s is in use (give another path)", uds);
+        }
+    }
+    int r = vm_setup_vsock(vm, uds, cid, err);
+    if (r < 0)
+        return r;
+    vsock_restored(vm->vsock);
+    vm->fixup_pending = true;
+    return 0;
 }
 
 /* Load each drive's transport state (untrusted: virtio_mmio_load checks
@@ -660,6 +721,8 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0 || (r = vm_setup_rest(vm, false, err)) < 0)
         goto out;
     if ((r = restore_drives(vm, &rc, secs, nsecs, err)) < 0)
+        goto out;
+    if ((r = restore_vsock(vm, &rc, secs, nsecs, err)) < 0)
         goto out;
     if ((r = restore_vm_state(vm, secs, nsecs, err)) < 0)
         goto out;
