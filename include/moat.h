@@ -54,6 +54,14 @@ struct moat_config {
      * side on this Unix socket path (docs/vsock.md); NULL: none. */
     const char *vsock_uds;
     uint32_t vsock_cid;       /* guest CID; 0: 3 */
+    /* Copy-on-write drives: NULL, or ndrives entries, each NULL or the
+     * overlay path for that drive. With an overlay, the drive's path is a
+     * base image opened read-only (shared lock, never written) and the
+     * guest's writes go to the overlay, created if missing (a reflink of
+     * the base where the filesystem can, else moat's sparse format;
+     * docs/disk-overlay.md). A base changed since its overlay was made is
+     * refused. */
+    const char *const *drive_overlays;
 };
 
 #define MOAT_MAX_DRIVES 16
@@ -233,6 +241,21 @@ struct moat_exec {
  * within connect_wait_ms; -EPROTO: the agent broke the protocol; -EINVAL:
  * bad arguments. */
 int moat_exec(struct moat_vm *vm, const struct moat_exec *ex, int *status);
+
+/* File transfer through the same agent (default port), blocking like
+ * moat_exec; connect_wait_ms as in moat_exec. moat_put_file copies fd
+ * (read from its current offset to EOF) to guest_path, created or
+ * truncated, with permission bits mode & 07777 (the parent directory must
+ * exist). moat_get_file writes the guest file to fd and, if mode is not
+ * NULL, stores its permission bits. 0 or -errno: -ENOTCONN (no vsock
+ * device), -ETIMEDOUT (no agent), -EREMOTEIO (the agent refused: its
+ * message, NUL-terminated, in errbuf when errbuf/errlen are given),
+ * -EPROTO, -EINVAL, or an error reading/writing fd. A failed put may leave
+ * a partial guest file; a failed get may have written part of it to fd. */
+int moat_put_file(struct moat_vm *vm, int fd, const char *guest_path, uint32_t mode,
+                  int connect_wait_ms, char *errbuf, size_t errlen);
+int moat_get_file(struct moat_vm *vm, const char *guest_path, int fd, uint32_t *mode,
+                  int connect_wait_ms, char *errbuf, size_t errlen);
 
 /* Host facts. */
 struct moat_host_info {

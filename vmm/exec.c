@@ -52,9 +52,15 @@ static void *pump_thread(void *arg)
     return NULL;
 }
 
+static int connect_port(struct moat_vm *vm, unsigned port, int connect_wait_ms, struct agent_client *c);
+
 static int connect_agent(struct moat_vm *vm, const struct moat_exec *ex, struct agent_client *c)
 {
-    unsigned port = ex->port ? ex->port : AGENT_DEFAULT_PORT;
+    return connect_port(vm, ex->port ? ex->port : AGENT_DEFAULT_PORT, ex->connect_wait_ms, c);
+}
+
+static int connect_port(struct moat_vm *vm, unsigned port, int connect_wait_ms, struct agent_client *c)
+{
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
@@ -63,8 +69,8 @@ static int connect_agent(struct moat_vm *vm, const struct moat_exec *ex, struct 
             return 0;
         clock_gettime(CLOCK_MONOTONIC, &now);
         long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
-        if (waited >= ex->connect_wait_ms)
-            return ex->connect_wait_ms > 0 ? -ETIMEDOUT : r;
+        if (waited >= connect_wait_ms)
+            return connect_wait_ms > 0 ? -ETIMEDOUT : r;
         usleep(100000);
     }
 }
@@ -123,4 +129,51 @@ done:
         close(err[1]);
     agent_client_close(&c);
     return r;
+}
+
+/* ---- file transfer ---- */
+
+static int file_errno(int r)
+{
+    return r == -EPIPE || r == -ECONNRESET ? -EPROTO : r;
+}
+
+int moat_put_file(struct moat_vm *vm, int fd, const char *guest_path, uint32_t mode,
+                  int connect_wait_ms, char *errbuf, size_t errlen)
+{
+    if (errbuf && errlen)
+        errbuf[0] = 0;
+    if (!vm || fd < 0 || !guest_path || !*guest_path || strlen(guest_path) > AGENT_MAX_PATH ||
+        (mode & ~07777u))
+        return -EINVAL;
+    if (!vm->vsock_uds)
+        return -ENOTCONN;
+    struct agent_client c;
+    int r = connect_port(vm, AGENT_DEFAULT_PORT, connect_wait_ms, &c);
+    if (r < 0)
+        return r;
+    r = agent_client_put(&c, fd, guest_path, mode, errbuf, errlen);
+    agent_client_close(&c);
+    return file_errno(r);
+}
+
+int moat_get_file(struct moat_vm *vm, const char *guest_path, int fd, uint32_t *mode,
+                  int connect_wait_ms, char *errbuf, size_t errlen)
+{
+    if (errbuf && errlen)
+        errbuf[0] = 0;
+    if (!vm || fd < 0 || !guest_path || !*guest_path || strlen(guest_path) > AGENT_MAX_PATH)
+        return -EINVAL;
+    if (!vm->vsock_uds)
+        return -ENOTCONN;
+    struct agent_client c;
+    int r = connect_port(vm, AGENT_DEFAULT_PORT, connect_wait_ms, &c);
+    if (r < 0)
+        return r;
+    uint32_t m = 0;
+    r = agent_client_get(&c, guest_path, fd, &m, errbuf, errlen);
+    agent_client_close(&c);
+    if (r == 0 && mode)
+        *mode = m;
+    return file_errno(r);
 }
