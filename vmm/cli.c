@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,9 @@
 #include "include/moat.h"
 #include "vmm/cli.h"
 #include "vmm/log.h"
+
+#define OPT_DIFF_SNAPSHOTS 300   /* --diff-snapshots (no short form) */
+static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
 
 uint64_t cli_start_ns;
 
@@ -65,6 +69,8 @@ static const char usage_run[] =
     "  --snapshot-dir D SIGUSR1: snapshot into D/state + D/memory and go on;\n"
     "                   SIGUSR2: snapshot and stop (exit 0)\n"
     "  --pvh            enter a vmlinux through its PVH entry point\n"
+    "  --diff-snapshots with --snapshot-dir: D/0 is a full snapshot, D/1, D/2 ...\n"
+    "                   diffs (only the pages written since the one before)\n"
     "  --no-pvm-compat  do not apply the PVM workarounds on a PVM host\n"
     "  --drive PATH[,ro][,id=NAME]\n"
     "                   a virtio-blk disk (repeatable; the first is /dev/vda);\n"
@@ -260,6 +266,7 @@ int cmd_run(int argc, char **argv)
         { "no-pvm-compat", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
+        { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { 0 },
     };
     struct moat_config cfg;
@@ -292,6 +299,7 @@ int cmd_run(int argc, char **argv)
         case 'L': conslog = optarg; break;
         case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
+        case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; cfg.flags |= MOAT_F_DIRTY_LOG; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
         case 'v': verbose++; break;
         case 'h': fputs(usage_run, stdout); return 0;
@@ -362,10 +370,42 @@ static int snapshot_to(struct moat_vm *vm, const char *dir)
 }
 
 /* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
+/* --diff-snapshots: into the first free dir/N (created): a diff against
+ * the VM's last snapshot, or a full one when there is none yet (or the
+ * chain is at its depth cap). */
+static int diff_snapshot_to(struct moat_vm *vm, const char *dir)
+{
+    char sub[PATH_MAX], st[PATH_MAX], mem[PATH_MAX];
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    for (unsigned n = 0;; n++) {
+        if ((size_t)snprintf(sub, sizeof(sub), "%s/%u", dir, n) >= sizeof(sub))
+            return -ENAMETOOLONG;
+        if (mkdir(sub, 0700) == 0)
+            break;
+        if (errno != EEXIST || n >= 100000)
+            return -errno;
+    }
+    if ((size_t)snprintf(st, sizeof(st), "%s/state", sub) >= sizeof(st) ||
+        (size_t)snprintf(mem, sizeof(mem), "%s/memory", sub) >= sizeof(mem))
+        return -ENAMETOOLONG;
+    int r = moat_snapshot_diff(vm, st, mem);
+    bool full = r == -ENODATA || r == -EMLINK;
+    if (full)
+        r = moat_snapshot(vm, st, mem);
+    if (r < 0)
+        rmdir(sub);
+    else
+        fprintf(stderr, "moat: %s snapshot in %s\n", full ? "full" : "diff", sub);
+    return r;
+}
+
  * stop, when snapdir is set), map the outcome to an exit code, destroy vm. */
 static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
                   int timings, int verbose, const char *control)
 {
+    if (diff_snapshots)
+        return diff_snapshot_to(vm, dir);
     struct ctl_server ctl = { .fd = -1 };
     if (raw_tty) {
         struct termios raw;
@@ -516,6 +556,8 @@ static const char usage_restore[] =
     "  -h, --help       this help\n";
 
 int cmd_restore(int argc, char **argv)
+    "  --diff-snapshots with --snapshot-dir: numbered diffs D/N against the\n"
+    "                   restored snapshot (DIR may hold D/0, D/1 ...: the last is restored)\n"
 {
     static const struct option opts[] = {
         { "state", required_argument, NULL, 's' },
@@ -534,6 +576,7 @@ int cmd_restore(int argc, char **argv)
     static struct moat_drive drives[MOAT_MAX_DRIVES];
     size_t ndrives = 0;
     const char *state = NULL, *mem = NULL, *snapdir = NULL;
+        { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
     const char *vsock = NULL, *control = NULL, *conslog = NULL;
     double timeout = 0;
     int timings = 0, verbose = 0, c;
@@ -559,6 +602,7 @@ int cmd_restore(int argc, char **argv)
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
         case 'v': verbose++; break;
+        case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; break;
         case 'h': fputs(usage_restore, stdout); return 0;
         case ':': die_usage("option %s needs a value", argv[optind - 1]);
         default: die_usage("unknown option %s", argv[optind - 1]);
@@ -568,8 +612,23 @@ int cmd_restore(int argc, char **argv)
     if (optind < argc) {
         if (optind + 1 != argc)
             die_usage("unexpected argument '%s'", argv[optind + 1]);
-        snprintf(st, sizeof(st), "%s/state", argv[optind]);
-        snprintf(mm, sizeof(mm), "%s/memory", argv[optind]);
+        /* DIR/state, or the last DIR/N/state of --diff-snapshots */
+        const char *sd = argv[optind];
+        char last[PATH_MAX];
+        if (strlen(sd) > PATH_MAX - 32)
+            die_usage("%s", "snapshot directory path too long");
+        snprintf(st, sizeof(st), "%.4000s/state", sd);
+        if (access(st, F_OK) < 0) {
+            for (unsigned n = 0; n < 100000; n++) {
+                snprintf(st, sizeof(st), "%.4000s/%u/state", argv[optind], n);
+                if (access(st, F_OK) < 0)
+                    break;
+                snprintf(last, sizeof(last), "%.4000s/%u", argv[optind], n);
+                sd = last;
+            }
+        }
+        snprintf(st, sizeof(st), "%.4000s/state", sd);
+        snprintf(mm, sizeof(mm), "%.4000s/memory", sd);
         if (!state)
             state = st;
         if (!mem)
