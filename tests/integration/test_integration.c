@@ -937,6 +937,38 @@ START_TEST(cli_restore_errors)
     run_free(&r);
 }
 END_TEST
+/* moat create without a usable KVM device: a clear error, exit 125, and
+ * nothing left in $MOAT_HOME (docs/sandboxes.md). */
+START_TEST(cli_sandbox_no_kvm)
+{
+    char home[PATH_MAX + 64], dir[PATH_MAX + 80];
+    ck_assert_msg(tmpdir[0] != 0, "no temporary directory");
+    snprintf(home, sizeof(home), "%s/sbxhome", tmpdir);
+    snprintf(dir, sizeof(dir), "%s/box", home);
+    setenv("MOAT_HOME", home, 1);
+    setenv("MOAT_KVM_DEV", "/nonexistent/kvm", 1);
+    struct run r;
+    run_moat(&r, 30, "create", "box", "--wait", "5");
+    ck_assert_msg(r.status == 125, "%s: status %d: %s", r.cmd, r.status, r.err);
+    ck_assert_msg(strstr(r.err, "sandbox box") && strstr(r.err, "exited"), "%s", r.err);
+    ck_assert_msg(access(dir, F_OK) != 0, "%s left behind", dir);
+    run_free(&r);
+    run_moat(&r, 10, "create", "../x");
+    expect_usage_error(&r);
+    run_free(&r);
+    run_moat(&r, 10, "create", "box", "--vsock", "/tmp/x.sock");
+    expect_usage_error(&r);
+    run_free(&r);
+    run_moat(&r, 10, "exec", "nosuch", "--", "true");
+    ck_assert_msg(r.status == 125 && strstr(r.err, "no sandbox named nosuch"), "%s", r.err);
+    run_free(&r);
+    run_moat(&r, 10, "ls");
+    ck_assert_msg(r.status == 0 && strstr(r.out, "NAME") && !strstr(r.out, "box"), "%s", r.out);
+    run_free(&r);
+    rmdir(home);
+    ck_assert_msg(access(home, F_OK) != 0, "%s not empty", home);
+}
+END_TEST
 
 static void cleanup_tmp(void)
 {
@@ -959,6 +991,7 @@ int main(void)
         cli_unknown_flag, cli_unknown_command, cli_bad_numbers, cli_missing_flag_value,
         cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
         cli_kernel_truncated_elf, cli_version, cli_help, cli_restore_errors,
+        cli_sandbox_no_kvm,
     };
     const TTest *kvm[] = {
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,
