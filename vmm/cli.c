@@ -42,6 +42,7 @@ static const char usage_main[] =
     "  run       boot a guest and run a command in it\n"
     "  restore   restore a snapshot and run it\n"
     "  device    serve a moat device to another VMM (vhost-user)\n"
+    "  disk      copy-on-write disk overlays: create, info, clone, diff\n"
     "  exec      run a command in a running guest (its agent)\n"
     "  cp        copy a file to or from a running guest (its agent)\n"
     "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
@@ -68,13 +69,15 @@ static const char usage_run[] =
     "  --timings        print phase timestamps as one JSON object on stderr\n"
     "  --snapshot-dir D SIGUSR1: snapshot into D/state + D/memory and go on;\n"
     "                   SIGUSR2: snapshot and stop (exit 0)\n"
-    "  --pvh            enter a vmlinux through its PVH entry point\n"
     "  --diff-snapshots with --snapshot-dir: D/0 is a full snapshot, D/1, D/2 ...\n"
     "                   diffs (only the pages written since the one before)\n"
+    "  --pvh            enter a vmlinux through its PVH entry point\n"
     "  --no-pvm-compat  do not apply the PVM workarounds on a PVM host\n"
     "  --drive PATH[,ro][,id=NAME]\n"
     "                   a virtio-blk disk (repeatable; the first is /dev/vda);\n"
     "                   ,direct: O_DIRECT, bypassing the host page cache\n"
+    "                   ,overlay=FILE: copy-on-write, PATH is a read-only base\n"
+    "                   and writes go to FILE (created if missing; moat disk)\n"
     "  --vsock PATH[,cid=N]\n"
     "                   virtio-vsock, Firecracker hybrid vsock on Unix socket PATH\n"
     "                   (guest CID N, default 3; see docs/vsock.md)\n"
@@ -193,8 +196,9 @@ static void console_log_fds(const char *file, int *in, int *out)
 }
 
 /* --drive PATH[,ro][,id=NAME]: the path cannot contain a comma. */
-static void parse_drive(char *spec, struct moat_drive *d)
+static void parse_drive(char *spec, struct moat_drive *d, const char **overlay)
 {
+    *overlay = NULL;
     char orig[256];
     snprintf(orig, sizeof(orig), "%s", spec);
     memset(d, 0, sizeof(*d));
@@ -209,12 +213,16 @@ static void parse_drive(char *spec, struct moat_drive *d)
             d->read_only = 0;
         } else if (!strcmp(tok, "direct")) {
             d->direct = 1;
+        } else if (!strncmp(tok, "overlay=", 8)) {
+            if (!tok[8])
+                die_usage("invalid --drive '%s': overlay=FILE needs a file", orig);
+            *overlay = tok + 8;
         } else if (!strncmp(tok, "id=", 3)) {
             if (!tok[3] || strlen(tok + 3) > 20)
                 die_usage("invalid --drive '%s': id must be 1 to 20 bytes", orig);
             d->id = tok + 3;
         } else {
-            die_usage("invalid --drive '%s': unknown option '%s' (ro, direct, id=NAME)", orig, tok);
+            die_usage("invalid --drive '%s': unknown option '%s' (ro, direct, id=NAME, overlay=FILE)", orig, tok);
         }
     }
 }
@@ -258,6 +266,7 @@ int cmd_run(int argc, char **argv)
         { "timeout", required_argument, NULL, 't' },
         { "timings", no_argument, NULL, 'T' },
         { "snapshot-dir", required_argument, NULL, 'S' },
+        { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
         { "control", required_argument, NULL, 'C' },
@@ -266,7 +275,6 @@ int cmd_run(int argc, char **argv)
         { "no-pvm-compat", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
-        { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { 0 },
     };
     struct moat_config cfg;
@@ -274,6 +282,8 @@ int cmd_run(int argc, char **argv)
     const char *kernel = NULL, *initrd = NULL, *snapdir = NULL;
     const char *control = NULL, *conslog = NULL;
     static struct moat_drive drives[MOAT_MAX_DRIVES];
+    static const char *overlays[MOAT_MAX_DRIVES];
+    bool has_overlay = false;
     size_t ndrives = 0;
     double timeout = 0;
     int timings = 0, verbose = 0;
@@ -289,17 +299,17 @@ int cmd_run(int argc, char **argv)
         case 'n': cfg.cpus = (uint32_t)parse_uint(optarg, "--cpus", 64); break;
         case 't': timeout = parse_timeout(optarg); break;
         case 'S': snapdir = optarg; break;
+        case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; cfg.flags |= MOAT_F_DIRTY_LOG; break;
         case 'D':
             if (ndrives >= MOAT_MAX_DRIVES)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
-            parse_drive(optarg, &drives[ndrives++]);
+            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives]); has_overlay |= overlays[ndrives] != NULL; ndrives++; }
             break;
         case 'V': parse_vsock(optarg, &cfg); break;
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
         case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
-        case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; cfg.flags |= MOAT_F_DIRTY_LOG; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
         case 'v': verbose++; break;
         case 'h': fputs(usage_run, stdout); return 0;
@@ -321,6 +331,7 @@ int cmd_run(int argc, char **argv)
     cfg.argc = (size_t)(argc - optind);
     cfg.drives = drives;
     cfg.ndrives = ndrives;
+    cfg.drive_overlays = has_overlay ? overlays : NULL;
 
     char dk[PATH_MAX], di[PATH_MAX];
     if (!kernel) {
@@ -359,17 +370,6 @@ int cmd_run(int argc, char **argv)
                   control);
 }
 
-/* Snapshot into dir/state and dir/memory. */
-static int snapshot_to(struct moat_vm *vm, const char *dir)
-{
-    char st[PATH_MAX], mem[PATH_MAX];
-    if ((size_t)snprintf(st, sizeof(st), "%s/state", dir) >= sizeof(st) ||
-        (size_t)snprintf(mem, sizeof(mem), "%s/memory", dir) >= sizeof(mem))
-        return -ENAMETOOLONG;
-    return moat_snapshot(vm, st, mem);
-}
-
-/* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
 /* --diff-snapshots: into the first free dir/N (created): a diff against
  * the VM's last snapshot, or a full one when there is none yet (or the
  * chain is at its depth cap). */
@@ -400,12 +400,23 @@ static int diff_snapshot_to(struct moat_vm *vm, const char *dir)
     return r;
 }
 
+/* Snapshot into dir/state and dir/memory. */
+static int snapshot_to(struct moat_vm *vm, const char *dir)
+{
+    char st[PATH_MAX], mem[PATH_MAX];
+    if (diff_snapshots)
+        return diff_snapshot_to(vm, dir);
+    if ((size_t)snprintf(st, sizeof(st), "%s/state", dir) >= sizeof(st) ||
+        (size_t)snprintf(mem, sizeof(mem), "%s/memory", dir) >= sizeof(mem))
+        return -ENAMETOOLONG;
+    return moat_snapshot(vm, st, mem);
+}
+
+/* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
  * stop, when snapdir is set), map the outcome to an exit code, destroy vm. */
 static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
                   int timings, int verbose, const char *control)
 {
-    if (diff_snapshots)
-        return diff_snapshot_to(vm, dir);
     struct ctl_server ctl = { .fd = -1 };
     if (raw_tty) {
         struct termios raw;
@@ -545,6 +556,8 @@ static const char usage_restore[] =
     "  --timeout SEC    hard time limit; exit 124 when reached\n"
     "  --timings        print phase timestamps as JSON on stderr\n"
     "  --snapshot-dir D SIGUSR1: snapshot into D; SIGUSR2: snapshot into D and stop\n"
+    "  --diff-snapshots with --snapshot-dir: numbered diffs D/N against the\n"
+    "                   restored snapshot (DIR may hold D/0, D/1 ...: the last is restored)\n"
     "  --drive PATH[,ro][,id=NAME]\n"
     "                   reopen the snapshot's drives from these images instead of\n"
     "                   the recorded paths (repeat: one per drive, in order)\n"
@@ -556,8 +569,6 @@ static const char usage_restore[] =
     "  -h, --help       this help\n";
 
 int cmd_restore(int argc, char **argv)
-    "  --diff-snapshots with --snapshot-dir: numbered diffs D/N against the\n"
-    "                   restored snapshot (DIR may hold D/0, D/1 ...: the last is restored)\n"
 {
     static const struct option opts[] = {
         { "state", required_argument, NULL, 's' },
@@ -565,6 +576,7 @@ int cmd_restore(int argc, char **argv)
         { "timeout", required_argument, NULL, 't' },
         { "timings", no_argument, NULL, 'T' },
         { "snapshot-dir", required_argument, NULL, 'S' },
+        { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
         { "control", required_argument, NULL, 'C' },
@@ -574,9 +586,10 @@ int cmd_restore(int argc, char **argv)
         { 0 },
     };
     static struct moat_drive drives[MOAT_MAX_DRIVES];
+    static const char *overlays[MOAT_MAX_DRIVES];
+    bool has_overlay = false;
     size_t ndrives = 0;
     const char *state = NULL, *mem = NULL, *snapdir = NULL;
-        { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
     const char *vsock = NULL, *control = NULL, *conslog = NULL;
     double timeout = 0;
     int timings = 0, verbose = 0, c;
@@ -589,10 +602,11 @@ int cmd_restore(int argc, char **argv)
         case 't': timeout = parse_timeout(optarg); break;
         case 'T': timings = 1; break;
         case 'S': snapdir = optarg; break;
+        case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; break;
         case 'D':
             if (ndrives >= MOAT_MAX_DRIVES)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
-            parse_drive(optarg, &drives[ndrives++]);
+            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives]); has_overlay |= overlays[ndrives] != NULL; ndrives++; }
             break;
         case 'V':
             if (!optarg[0] || strchr(optarg, ','))
@@ -602,7 +616,6 @@ int cmd_restore(int argc, char **argv)
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
         case 'v': verbose++; break;
-        case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; break;
         case 'h': fputs(usage_restore, stdout); return 0;
         case ':': die_usage("option %s needs a value", argv[optind - 1]);
         default: die_usage("unknown option %s", argv[optind - 1]);
@@ -648,6 +661,8 @@ int cmd_restore(int argc, char **argv)
     rc.vsock_uds = vsock;
     rc.drives = ndrives ? drives : NULL;
     rc.ndrives = ndrives;
+    if (has_overlay)
+        die_usage("restore: overlay= is not supported yet (the snapshot does not record overlays)");
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
     struct moat_error err;
@@ -677,6 +692,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(cmd, "device"))
         return cmd_device(argc - 1, argv + 1);
+    if (!strcmp(cmd, "disk"))
+        return cmd_disk(argc - 1, argv + 1);
     if (!strcmp(cmd, "run"))
         return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "restore"))

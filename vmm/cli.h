@@ -62,6 +62,7 @@ int sandbox_exists(const char *name);
 int cmd_run(int argc, char **argv);
 int cmd_restore(int argc, char **argv);
 int cmd_device(int argc, char **argv);
+int cmd_disk(int argc, char **argv);     /* vmm/cli_disk.c: copy-on-write overlays */
 int cmd_exec(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 

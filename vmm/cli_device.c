@@ -23,7 +23,7 @@
 /* ---- moat device: serve a moat device over vhost-user (docs/vhost-user.md) */
 
 static const char usage_device[] =
-    "usage: moat device blk --socket PATH --disk FILE [--ro] [--direct] [-v]\n"
+    "usage: moat device blk --socket PATH --disk FILE [--ro] [--direct] [--overlay FILE] [-v]\n"
     "       moat device vsock --socket PATH --uds PATH [--cid N] [-v]\n"
     "\n"
     "Serve a moat virtio device on a vhost-user socket: a frontend such as QEMU\n"
@@ -36,6 +36,8 @@ static const char usage_device[] =
     "  --disk FILE    disk image (raw)\n"
     "  --ro           read-only: the guest sees a read-only disk, writes fail\n"
     "  --direct       O_DIRECT: bypass the host page cache (as QEMU's cache=none)\n"
+    "  --overlay FILE copy-on-write: --disk is a read-only base, writes go to FILE\n"
+    "                 (created if missing; see moat disk)\n"
     "vsock (the host side is Firecracker's hybrid vsock, as moat run --vsock):\n"
     "  --uds PATH     host clients connect here and write \"CONNECT <port>\\n\";\n"
     "                 guest connections to host port P go to PATH_P\n"
@@ -61,13 +63,14 @@ int cmd_device(int argc, char **argv)
         { "disk", required_argument, NULL, 'd' },
         { "ro", no_argument, NULL, 'r' },
         { "direct", no_argument, NULL, 'D' },
+        { "overlay", required_argument, NULL, 'O' },
         { "uds", required_argument, NULL, 'u' },
         { "cid", required_argument, NULL, 'c' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0, 0, 0, 0 },
     };
-    const char *sock = NULL, *disk = NULL, *uds = NULL;
+    const char *sock = NULL, *disk = NULL, *uds = NULL, *overlay = NULL;
     unsigned long long cid = VSOCK_DEFAULT_CID;
     bool ro = false, have_cid = false, direct = false;
     int verbose = 0, c;
@@ -93,6 +96,7 @@ int cmd_device(int argc, char **argv)
         case 'd': disk = optarg; break;
         case 'r': ro = true; break;
         case 'D': direct = true; break;
+        case 'O': overlay = optarg; break;
         case 'u': uds = optarg; break;
         case 'c':
             errno = 0;
@@ -141,7 +145,7 @@ int cmd_device(int argc, char **argv)
     } else {
         struct virtio_blk_opts bo = { .path = disk, .read_only = ro, .id = "moat-vhost-blk",
                                       .engine = BLK_ENGINE_AUTO, .name = "vhost-user-blk",
-                                      .direct = direct };
+                                      .direct = direct, .overlay = overlay };
         struct virtio_blk *bd;
         ops = &virtio_blk_ops;
         r = virtio_blk_create(&bo, &bd, why, sizeof why);

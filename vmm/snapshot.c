@@ -530,7 +530,7 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
             r = seterr(err, 1, -errno, "drive %s: %s", d[i].path, strerror(errno));
     }
     if (r == 0)
-        r = vm_setup_drives(vm, d, n, err);
+        r = vm_setup_drives(vm, d, NULL, n, err);
     free(paths);
     return r;
 }

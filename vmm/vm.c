@@ -441,13 +441,15 @@ static int check_drives(const struct moat_config *cfg, struct moat_error *err)
         const struct moat_drive *d = &cfg->drives[i];
         if (!d->path || !*d->path)
             return seterr(err, 1, -EINVAL, "drive %zu: no path", i);
-        if (access(d->path, d->read_only ? R_OK : R_OK | W_OK) < 0)
+        bool cow = cfg->drive_overlays && cfg->drive_overlays[i];   /* the base is only read */
+        if (access(d->path, d->read_only || cow ? R_OK : R_OK | W_OK) < 0)
             return seterr(err, 1, -errno, "drive %s: %s", d->path, strerror(errno));
     }
     return 0;
 }
 
-int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, size_t n, struct moat_error *err)
+int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, const char *const *overlays,
+                    size_t n, struct moat_error *err)
 {
     if (n > VIRTIO_MMIO_KVM_MAX_SLOTS - vm->nvdev)
         return seterr(err, 1, -EINVAL, "too many drives");
@@ -457,7 +459,8 @@ int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, size_t 
         snprintf(name, sizeof(name), "vd%c", (char)('a' + i));
         struct virtio_blk_opts o = { .path = d->path, .read_only = d->read_only != 0, .id = d->id,
                                      .engine = BLK_ENGINE_AUTO, .name = name,
-                                     .direct = d->direct != 0 };
+                                     .direct = d->direct != 0,
+                                     .overlay = overlays ? overlays[i] : NULL };
         struct virtio_blk *blk;
         int r = virtio_blk_create(&o, &blk, why, sizeof(why));
         if (r < 0)
@@ -471,7 +474,9 @@ int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, size_t 
         vm->drive[vm->ndrives].read_only = d->read_only != 0;
         vm->drive[vm->ndrives].path = strdup(d->path);
         vm->drive[vm->ndrives].id = d->id ? strdup(d->id) : NULL;
-        if (!vm->drive[vm->ndrives].path || (d->id && !vm->drive[vm->ndrives].id)) {
+        vm->drive[vm->ndrives].overlay = o.overlay ? strdup(o.overlay) : NULL;
+        if (!vm->drive[vm->ndrives].path || (d->id && !vm->drive[vm->ndrives].id) ||
+            (o.overlay && !vm->drive[vm->ndrives].overlay)) {
             free(vm->drive[vm->ndrives].path);
             vm->drive[vm->ndrives].path = NULL;
             return seterr(err, 0, -ENOMEM, "out of memory");
@@ -555,6 +560,7 @@ void vm_free(struct moat_vm *vm)
     for (unsigned i = 0; i < vm->ndrives; i++) {
         free(vm->drive[i].path);
         free(vm->drive[i].id);
+        free(vm->drive[i].overlay);
     }
     if (vm->vcpus) {
         for (unsigned i = 0; i < vm->ncpus; i++)
@@ -739,7 +745,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     }
     if ((r = vm_setup_rest(vm, true, err)) < 0)
         goto fail;
-    if ((r = vm_setup_drives(vm, cfg.drives, cfg.ndrives, err)) < 0)
+    if ((r = vm_setup_drives(vm, cfg.drives, cfg.drive_overlays, cfg.ndrives, err)) < 0)
         goto fail;
     if ((r = setup_vsock(vm, &cfg, err)) < 0)
         goto fail;

@@ -58,7 +58,7 @@ struct moat_vm {
     struct virtio_mmio_kvm *vdev[VIRTIO_MMIO_KVM_MAX_SLOTS];  /* virtio-mmio slots in use */
     unsigned nvdev;
     /* The drives in slots 0 .. ndrives-1 (for snapshots); owned copies. */
-    struct { char *path, *id; bool read_only; } drive[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    struct { char *path, *id, *overlay; bool read_only; } drive[VIRTIO_MMIO_KVM_MAX_SLOTS];
     unsigned ndrives;
     bool has_vsock;               /* a vsock device */
     char *vsock_uds;              /* its hybrid-vsock socket path (moat_exec) */
@@ -118,7 +118,9 @@ int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err);
 int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err);
 void vm_free(struct moat_vm *vm);
 /* Create virtio-blk drives in the next slots, recording their paths. */
-int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, size_t n, struct moat_error *err);
+/* overlays: NULL, or n entries (NULL or a copy-on-write overlay path). */
+int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, const char *const *overlays,
+                    size_t n, struct moat_error *err);
 /* The vsock device in the next slot (uds, cid: moat_config's meaning). */
 struct vsock_dev;
 int vm_setup_vsock(struct moat_vm *vm, const char *uds, uint64_t cid, struct moat_error *err);
