@@ -183,6 +183,35 @@ START_TEST(stop_a_spinning_guest_and_exit_fd)
 }
 END_TEST
 
+START_TEST(file_transfer_without_vsock)
+{
+    /* moat_put_file / moat_get_file: argument checks, and -ENOTCONN for a
+     * VM without a vsock device (the agent path runs in the nested
+     * vsock-snapshot check, tests/nested/vsock_snap_api.c). */
+    struct capture c;
+    int w;
+    struct moat_vm *vm = make_vm("serial", &c, &w, 1);
+    int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    char why[64] = "stale";
+    uint32_t mode = 7;
+    ck_assert_int_eq(moat_put_file(vm, fd, "/tmp/x", 0644, 0, why, sizeof(why)), -ENOTCONN);
+    ck_assert_str_eq(why, "");
+    ck_assert_int_eq(moat_get_file(vm, "/tmp/x", fd, &mode, 0, why, sizeof(why)), -ENOTCONN);
+    ck_assert_uint_eq(mode, 7);
+    ck_assert_int_eq(moat_put_file(NULL, fd, "/tmp/x", 0644, 0, NULL, 0), -EINVAL);
+    ck_assert_int_eq(moat_put_file(vm, -1, "/tmp/x", 0644, 0, NULL, 0), -EINVAL);
+    ck_assert_int_eq(moat_put_file(vm, fd, "", 0644, 0, NULL, 0), -EINVAL);
+    ck_assert_int_eq(moat_put_file(vm, fd, NULL, 0644, 0, NULL, 0), -EINVAL);
+    ck_assert_int_eq(moat_put_file(vm, fd, "/tmp/x", 0100644, 0, NULL, 0), -EINVAL);
+    ck_assert_int_eq(moat_get_file(vm, "/tmp/x", -1, NULL, 0, NULL, 0), -EINVAL);
+    ck_assert_int_eq(moat_get_file(vm, "", fd, NULL, 0, NULL, 0), -EINVAL);
+    close(fd);
+    moat_destroy(vm);
+    finish_capture(&c, w);
+}
+END_TEST
+
 START_TEST(destroy_without_start)
 {
     struct capture c;
@@ -965,6 +994,7 @@ int main(void)
         tcase_add_test(kvm, two_vms_in_one_process);
         tcase_add_test(kvm, stop_a_spinning_guest_and_exit_fd);
         tcase_add_test(kvm, destroy_without_start);
+        tcase_add_test(kvm, file_transfer_without_vsock);
         tcase_add_test(kvm, pause_resume_continues_exactly);
         tcase_add_test(kvm, snapshot_restore_chain_three_deep);
         tcase_add_test(kvm, twenty_forks);
