@@ -6,6 +6,8 @@
 #    median and p99 over RUNS;
 #  - 20 forks: 20 `moat restore` of the same snapshot started together,
 #    total wall time until all have exited.
+#  - diff snapshots (bench/snapshot-diff.sh): full vs diff snapshot time
+#    and size with 64 MiB written in between, restore through the chain.
 # QEMU's own savevm/loadvm of the same guest is not measured here (yet).
 # Results: build/bench/snapshot.json. Needs /dev/kvm (SKIPPED otherwise).
 set -u
@@ -72,3 +74,6 @@ cat > "$json" <<EOF2
  "forks": $FORKS, "forks_total_ms": $forks_ms, "forks_failed": $fbad}
 EOF2
 echo "results: $json"
+
+# Diff snapshots: 64 MiB written between snapshots (bench/snapshot-diff.sh).
+MOAT_BIN="$MOAT" JSON="$B/snapshot-diff.json" sh bench/snapshot-diff.sh && echo "results: $B/snapshot-diff.json"

@@ -1,0 +1,69 @@
+/* dirty: writes every page of a region (dirty=N MiB on the command line,
+ * default 64; at 16 MiB) with the round number, prints "round R", then
+ * waits on the UART: 'w' starts the next round, 'q' checks that every page
+ * still holds the last round's value and exits 0 (1 if one does not; 10 if
+ * the region does not fit in RAM). For diff snapshots (bench/snapshot.sh):
+ * a known amount of memory written between two snapshots, and a check
+ * after restore that all of it came back. */
+#include "rt.h"
+
+#define CMDLINE 0x20000ull
+#define BASE    (16ull << 20)
+#define PAGE    4096ull
+
+static uint64_t mib_from_cmdline(void)
+{
+    const volatile char *c = (const volatile char *)CMDLINE;
+    for (int i = 0; i < 256 && c[i]; i++) {
+        if (c[i] == 'd' && c[i + 1] == 'i' && c[i + 2] == 'r' && c[i + 3] == 't' && c[i + 4] == 'y' &&
+            c[i + 5] == '=') {
+            uint64_t v = 0;
+            for (int j = i + 6; c[j] >= '0' && c[j] <= '9' && j < i + 16; j++)
+                v = v * 10 + (uint64_t)(c[j] - '0');
+            return v;
+        }
+    }
+    return 64;
+}
+
+static void put_dec(uint64_t v)
+{
+    char b[24];
+    int n = 0;
+    do { b[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (n)
+        serial_putc(b[--n]);
+}
+
+int guest_main(uint64_t cpu, uint64_t ncpus, uint64_t mem)
+{
+    (void)ncpus;
+    if (cpu != 0)
+        park();
+    outb(MOAT_EVENT, MOAT_EV_INIT);
+    uint64_t size = mib_from_cmdline() << 20;
+    uint64_t top = mem < MMIO_START ? mem : MMIO_START;
+    if (BASE + size > top)
+        return 10;
+    for (uint64_t round = 1;; round++) {
+        for (uint64_t a = BASE; a < BASE + size; a += PAGE)
+            *(volatile uint64_t *)a = round ^ a;
+        serial_puts("round ");
+        put_dec(round);
+        serial_putc('\n');
+        for (;;) {
+            if (!(inb(COM1_LSR) & 1))
+                continue;
+            uint8_t ch = inb(COM1);
+            if (ch == 'w')
+                break;
+            if (ch == 'q') {
+                for (uint64_t a = BASE; a < BASE + size; a += PAGE)
+                    if (*(volatile uint64_t *)a != (round ^ a))
+                        return 1;
+                serial_puts("ok\n");
+                return 0;
+            }
+        }
+    }
+}
