@@ -245,7 +245,7 @@ static int list_files(struct ovl_disk *d, const uint64_t *blocks, size_t n)
                 unsigned long ino;
                 char name[400];
                 if (sscanf(line, "%lu %399[^\n]", &ino, name) == 2)
-                    printf("file: %s (inode %lu)\n", name, ino);
+                    printf("file: %s (inode %lu)\n", name + (name[0] == '/' && name[1] == '/'), ino);
             }
             if (p)
                 pclose(p);
