@@ -126,9 +126,11 @@ test-linux: $(B)/moat guest
 	tests/linux/run.sh
 
 # moat's virtio-blk served over vhost-user to QEMU (TCG): Linux's driver
-# does mkfs/mount/write/sync through it (tests/vhost/run.sh).
+# does mkfs/mount/write/sync through it (tests/vhost/run.sh), and through a
+# copy-on-write overlay (tests/vhost/overlay.sh).
 test-vhost: $(B)/moat guest
 	tests/vhost/run.sh
+	tests/vhost/overlay.sh
 
 # The KVM suites again, inside a Linux that QEMU emulates with SVM (TCG), for
 # hosts with no usable /dev/kvm (tests/nested/README.md). Where /dev/kvm
