@@ -389,6 +389,11 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
             close(in);
         if (out > 2)
             close(out);
+        /* Keep nothing of the caller's (a pipe held open would make a
+         * `$(moat create ...)` wait for the sandbox to end). */
+        long maxfd = sysconf(_SC_OPEN_MAX);
+        for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
+            close(fd);
         signal(SIGPIPE, SIG_DFL);
         execv("/proc/self/exe", av);
         fprintf(stderr, "moat: exec /proc/self/exe: %s\n", strerror(errno));

@@ -89,6 +89,39 @@ t sandbox-dead sh -c '
     $M rm d1; r2=$?
     echo "state $s rc $r1 $r2"
     [ "$s" = dead ] && [ $r1 != 0 ] && grep -q dead /tmp/sbx-de && [ $r2 = 0 ] && [ ! -e $MOAT_HOME/d1 ]'
+# A moat killed with SIGKILL leaves its pid file and sockets: ls says dead,
+# exec refuses, start restores its last stop snapshot over the stale
+# sockets, rm cleans up.
+t sandbox-killed sh -c '
+    M=./build/moat
+    $M create k1 --wait 600 && $M exec k1 -- /bin/sh -c "echo k1-state > /tmp/k" && $M stop k1 && $M start --wait 600 k1 || exit 1
+    kill -9 $(cat $MOAT_HOME/k1/pid); sleep 1
+    s1=$($M ls | awk "\$1 == \"k1\" { print \$2 }")
+    $M exec k1 -- true 2>/dev/null; r1=$?
+    $M start --wait 600 k1; r2=$?; s2=$($M ls | awk "\$1 == \"k1\" { print \$2 }")
+    o=$($M exec k1 -- cat /tmp/k); r3=$?
+    $M rm k1; r4=$?
+    echo "states $s1 $s2 rc $r1 $r2 $r3 $r4 out $o"
+    [ "$s1" = dead ] && [ $r1 != 0 ] && [ $r2 = 0 ] && [ "$s2" = running ] && [ $r3 = 0 ] && [ "$o" = k1-state ] &&
+    [ $r4 = 0 ] && [ ! -e $MOAT_HOME/k1 ]'
+# Forks of a sandbox with a writable drive are refused (no disk overlays yet).
+t sandbox-fork-rw-drive sh -c '
+    M=./build/moat
+    dd if=/dev/zero of=/tmp/sbx-img bs=1M count=4 2>/dev/null
+    $M create r1 --wait 600 --drive /tmp/sbx-img || exit 1
+    $M fork r1 --count 1 2>/tmp/sbx-fe; r=$?; cat /tmp/sbx-fe
+    $M rm -f r1
+    [ $r != 0 ] && grep -q "writable drive" /tmp/sbx-fe && [ ! -e $MOAT_HOME/r1-1 ]'
+# The same life cycle with the sanitizer build (the background process is moat-san too).
+t sandbox-san sh -c '
+    M=./build/moat-san
+    $M create s1 --wait 600 && $M exec s1 -- /bin/sh -c "echo san > /tmp/s" && $M pause s1 && $M resume s1 &&
+    $M snapshot s1 --tag a && $M stop s1 && o=$($M exec s1 -- cat /tmp/s) && $M reset s1 --to a &&
+    $M fork s1 --count 1 --prefix sf && o2=$($M exec sf-1 -- cat /tmp/s) && $M ls; r=$?
+    cat $MOAT_HOME/s1/moat.log $MOAT_HOME/sf-1/moat.log >/tmp/sbx-san-log; cat /tmp/sbx-san-log
+    $M rm -f s1 sf-1; r2=$?
+    echo "rc $r $r2 out $o $o2"
+    [ $r = 0 ] && [ $r2 = 0 ] && [ "$o" = san ] && [ "$o2" = san ] && ! grep -q "Sanitizer\|runtime error" /tmp/sbx-san-log'
 case sandbox-logs in $ONLY) for n in sb1 fk-1; do sbx_dump $n; done ;; esac
 t sandbox-rm sh -c '
     M=./build/moat
