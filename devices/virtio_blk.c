@@ -598,6 +598,13 @@ static void blk_stop(void *dev)
     blk_engine_stop(b->eng);    /* drains: every request completed and published */
     b->eng = NULL;
     b->running = false;
+    /* An overlay's bitmap is durable only after a flush: make what the guest
+     * wrote so far part of the disk state a snapshot taken now refers to. */
+    if (b->ovl) {
+        int r = ovl_flush(b->ovl);
+        if (r < 0)
+            log_warn("%s: flushing the overlay: %s", b->name, strerror(-r));
+    }
 }
 
 static void blk_destroy(void *dev)

@@ -209,6 +209,11 @@ struct moat_restore_config {
     /* The vsock device's host Unix socket: NULL reuses the path recorded
      * in the snapshot (which must then be free again). */
     const char *vsock_uds;
+    /* With drive overrides: NULL, or ndrives entries, each NULL or the
+     * copy-on-write overlay for that drive (as moat_config.drive_overlays).
+     * Without overrides the overlays recorded in the snapshot are reopened;
+     * a drive recorded with an overlay must be given one when overridden. */
+    const char *const *drive_overlays;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);

@@ -561,6 +561,8 @@ static const char usage_restore[] =
     "  --drive PATH[,ro][,id=NAME]\n"
     "                   reopen the snapshot's drives from these images instead of\n"
     "                   the recorded paths (repeat: one per drive, in order)\n"
+    "                   (,overlay=FILE: a copy-on-write drive's overlay; required\n"
+    "                   for a drive the snapshot recorded with one)\n"
     "  --vsock PATH     serve the snapshot's vsock device on PATH instead of the\n"
     "                   recorded path (guest connections are reset on restore)\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
@@ -661,8 +663,7 @@ int cmd_restore(int argc, char **argv)
     rc.vsock_uds = vsock;
     rc.drives = ndrives ? drives : NULL;
     rc.ndrives = ndrives;
-    if (has_overlay)
-        die_usage("restore: overlay= is not supported yet (the snapshot does not record overlays)");
+    rc.drive_overlays = has_overlay ? overlays : NULL;
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
     struct moat_error err;

@@ -164,26 +164,42 @@ const struct snap_section *snap_find(const struct snap_section *secs, size_t n,
 
 long snap_drive_encode(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only)
 {
+    return snap_drive_encode_ov(buf, cap, path, id, read_only, NULL);
+}
+
+long snap_drive_encode_ov(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only,
+                          const char *overlay)
+{
     if (!path)
         return -EINVAL;
-    size_t pl = strlen(path), il = id ? strlen(id) : 0;
+    size_t pl = strlen(path), il = id ? strlen(id) : 0, ol = overlay ? strlen(overlay) : 0;
     if (pl == 0)
         return -EINVAL;
-    if (pl > SNAP_DRIVE_PATH_MAX || il > SNAP_DRIVE_ID_MAX)
+    if (pl > SNAP_DRIVE_PATH_MAX || il > SNAP_DRIVE_ID_MAX || ol > SNAP_DRIVE_PATH_MAX)
         return -ENAMETOOLONG;
-    struct snap_drive d = { .read_only = read_only ? 1 : 0, .path_len = (uint32_t)pl, .id_len = (uint32_t)il };
-    size_t total = sizeof d + pl + il;
+    struct snap_drive d = { .read_only = read_only ? 1 : 0, .path_len = (uint32_t)pl, .id_len = (uint32_t)il,
+                            .overlay_len = (uint32_t)ol };
+    size_t total = sizeof d + pl + il + ol;
     if (total > cap)
         return -ENOSPC;
     memcpy(buf, &d, sizeof d);
     memcpy(buf + sizeof d, path, pl);
     if (il)
         memcpy(buf + sizeof d + pl, id, il);
+    if (ol)
+        memcpy(buf + sizeof d + pl + il, overlay, ol);
     return (long)total;
 }
 
 int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
                       char *id, size_t id_cap, int *read_only, const char **why)
+{
+    return snap_drive_decode_ov(data, len, path, path_cap, id, id_cap, read_only, NULL, 0, why);
+}
+
+int snap_drive_decode_ov(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
+                         char *id, size_t id_cap, int *read_only, char *overlay, size_t overlay_cap,
+                         const char **why)
 {
     struct snap_drive d;
     *why = NULL;
@@ -192,7 +208,7 @@ int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path
         return -EINVAL;
     }
     memcpy(&d, data, sizeof d);
-    if (d.read_only > 1 || d.pad) {
+    if (d.read_only > 1) {
         *why = "drive flags or padding out of range";
         return -EINVAL;
     }
@@ -201,19 +217,29 @@ int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path
         *why = "drive path or id length out of range";
         return -EINVAL;
     }
-    if (len != sizeof d + (uint64_t)d.path_len + d.id_len) {
+    if (d.overlay_len > SNAP_DRIVE_PATH_MAX || (d.overlay_len && d.overlay_len >= overlay_cap)) {
+        *why = overlay ? "drive overlay path length out of range"
+                       : "drive has a copy-on-write overlay (not expected here)";
+        return -EINVAL;
+    }
+    if (len != sizeof d + (uint64_t)d.path_len + d.id_len + d.overlay_len) {
         *why = "drive section length does not match its strings";
         return -EINVAL;
     }
     const uint8_t *p = data + sizeof d;
-    if (memchr(p, 0, d.path_len) || (d.id_len && memchr(p + d.path_len, 0, d.id_len))) {
-        *why = "NUL inside the drive path or id";
+    if (memchr(p, 0, d.path_len) || (d.id_len && memchr(p + d.path_len, 0, d.id_len)) ||
+        (d.overlay_len && memchr(p + d.path_len + d.id_len, 0, d.overlay_len))) {
+        *why = "NUL inside the drive path, id or overlay path";
         return -EINVAL;
     }
     memcpy(path, p, d.path_len);
     path[d.path_len] = 0;
     memcpy(id, p + d.path_len, d.id_len);
     id[d.id_len] = 0;
+    if (overlay && overlay_cap) {
+        memcpy(overlay, p + d.path_len + d.id_len, d.overlay_len);
+        overlay[d.overlay_len] = 0;
+    }
     *read_only = (int)d.read_only;
     return 0;
 }

@@ -72,13 +72,14 @@ struct snap_moatdev {
     uint64_t mmio_scratch;
 };
 
-/* A virtio-blk drive: the fixed part, followed by path_len bytes of path
- * and id_len bytes of id (no terminating NULs, no NUL inside). */
+/* A virtio-blk drive: the fixed part, followed by path_len bytes of path,
+ * id_len bytes of id and overlay_len bytes of the copy-on-write overlay's
+ * path (no terminating NULs, no NUL inside). */
 struct snap_drive {
     uint32_t read_only;      /* 0 or 1 */
     uint32_t path_len;       /* 1 .. SNAP_DRIVE_PATH_MAX */
     uint32_t id_len;         /* 0 .. SNAP_DRIVE_ID_MAX */
-    uint32_t pad;            /* 0 */
+    uint32_t overlay_len;    /* 0 (none; was padding) .. SNAP_DRIVE_PATH_MAX */
 };
 #define SNAP_DRIVE_PATH_MAX 4095u
 #define SNAP_DRIVE_ID_MAX   20u
@@ -90,6 +91,14 @@ long snap_drive_encode(uint8_t *buf, size_t cap, const char *path, const char *i
  * SNAP_DRIVE_ID_MAX + 1) NUL-terminated; 0 or -EINVAL with *why. */
 int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
                       char *id, size_t id_cap, int *read_only, const char **why);
+/* The same with the overlay path (encode: NULL for none; decode: overlay
+ * of overlay_cap >= SNAP_DRIVE_PATH_MAX + 1 bytes, "" for none). The
+ * functions without _ov refuse a drive section that has an overlay. */
+long snap_drive_encode_ov(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only,
+                          const char *overlay);
+int snap_drive_decode_ov(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
+                         char *id, size_t id_cap, int *read_only, char *overlay, size_t overlay_cap,
+                         const char **why);
 
 /* The virtio-vsock device (its transport and queues: SNAP_DEV_VIRTIO_MMIO
  * of the same slot). Connections are not saved. Followed by path_len bytes

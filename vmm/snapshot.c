@@ -151,9 +151,9 @@ static int save_drives(struct moat_vm *vm, struct snap_writer *w)
             snapw_section(w, SNAP_DEV_VSOCK, i, vb, (uint64_t)vn);
             continue;
         }
-        uint8_t buf[sizeof(struct snap_drive) + SNAP_DRIVE_PATH_MAX + SNAP_DRIVE_ID_MAX];
-        long n = snap_drive_encode(buf, sizeof(buf), vm->drive[i].path, vm->drive[i].id,
-                                   vm->drive[i].read_only);
+        uint8_t buf[sizeof(struct snap_drive) + 2 * SNAP_DRIVE_PATH_MAX + SNAP_DRIVE_ID_MAX];
+        long n = snap_drive_encode_ov(buf, sizeof(buf), vm->drive[i].path, vm->drive[i].id,
+                                      vm->drive[i].read_only, vm->drive[i].overlay);
         if (n < 0)
             return (int)n;
         snapw_section(w, SNAP_DEV_DRIVE, i, buf, (uint64_t)n);
@@ -501,20 +501,36 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
         return 0;
     struct moat_drive d[VIRTIO_MMIO_KVM_MAX_SLOTS];
     char (*paths)[SNAP_DRIVE_PATH_MAX + 1] = calloc(n, sizeof(*paths));
+    char (*ovls)[SNAP_DRIVE_PATH_MAX + 1] = calloc(n, sizeof(*ovls));
+    const char *ovl[VIRTIO_MMIO_KVM_MAX_SLOTS] = { 0 };
     char ids[VIRTIO_MMIO_KVM_MAX_SLOTS][SNAP_DRIVE_ID_MAX + 1];
-    if (!paths)
+    if (!paths || !ovls) {
+        free(paths);
+        free(ovls);
         return seterr(err, 0, -ENOMEM, "out of memory");
+    }
     int r = 0;
     for (unsigned i = 0; i < n && r == 0; i++) {
         const struct snap_section *ds = snap_find(secs, nsecs, SNAP_DEV_DRIVE, i);
         const char *why = NULL;
         int ro = 0;
-        if (snap_drive_decode(ds->data, ds->len, paths[i], sizeof(paths[i]), ids[i], sizeof(ids[i]), &ro, &why) < 0) {
+        if (snap_drive_decode_ov(ds->data, ds->len, paths[i], sizeof(paths[i]), ids[i], sizeof(ids[i]), &ro,
+                                 ovls[i], sizeof(ovls[i]), &why) < 0) {
             r = seterr(err, 1, -EINVAL, "state file: drive %u: %s", i, why);
             break;
         }
         d[i] = (struct moat_drive){ .path = paths[i], .id = ids[i][0] ? ids[i] : NULL, .read_only = ro };
+        ovl[i] = ovls[i][0] ? ovls[i] : NULL;
         if (rc->ndrives) {
+            /* A copy-on-write drive keeps its overlay only if one is given:
+             * reopening its base writable would write the shared base. */
+            const char *o_ovl = rc->drive_overlays ? rc->drive_overlays[i] : NULL;
+            if (ovl[i] && !o_ovl) {
+                r = seterr(err, 1, -EINVAL, "drive %u was a copy-on-write drive (overlay %s): "
+                           "give an overlay for it too", i, ovl[i]);
+                break;
+            }
+            ovl[i] = o_ovl;
             const struct moat_drive *o = &rc->drives[i];
             if (!o->path || !*o->path) {
                 r = seterr(err, 1, -EINVAL, "drive %u: no path", i);
@@ -526,12 +542,13 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
             if (o->id)
                 d[i].id = o->id;
         }
-        if (access(d[i].path, d[i].read_only ? R_OK : R_OK | W_OK) < 0)
+        if (access(d[i].path, d[i].read_only || ovl[i] ? R_OK : R_OK | W_OK) < 0)
             r = seterr(err, 1, -errno, "drive %s: %s", d[i].path, strerror(errno));
     }
     if (r == 0)
-        r = vm_setup_drives(vm, d, NULL, n, err);
+        r = vm_setup_drives(vm, d, ovl, n, err);
     free(paths);
+    free(ovls);
     return r;
 }
 

@@ -311,7 +311,7 @@ START_TEST(drive_decode_malformed)
         switch (k) {
         case 0: len = sizeof h - 1; break;            /* short header */
         case 1: h.read_only = 2; break;
-        case 2: h.pad = 1; break;
+        case 2: h.overlay_len = 1; break;       /* an overlay where none is expected */
         case 3: h.path_len = 0; break;
         case 4: h.path_len = SNAP_DRIVE_PATH_MAX + 1; break;
         case 5: h.id_len = SNAP_DRIVE_ID_MAX + 1; break;
