@@ -19,6 +19,7 @@
 
 #include "devices/blk_uring.h"
 #include "devices/virtio_blk.h"
+#include "devices/overlay_disk.h"
 #include "devices/virtio_blk_req.h"
 #include "devices/virtq.h"
 #include "vmm/gmem.h"
@@ -606,6 +607,77 @@ START_TEST(direct_io)
 }
 END_TEST
 
+/* A copy-on-write drive: the base is read where the overlay has nothing,
+ * writes (a partial 4 KiB block: copy-up) and write-zeroes go to the
+ * overlay, a flush makes its bitmap durable, the base is never written;
+ * the engine is the thread pool whatever was asked. */
+START_TEST(overlay_drive)
+{
+    struct rig r;
+    memset(&r, 0, sizeof r);
+    r.ram = calloc(1, MEM_SIZE);
+    r.mem.n = 1;
+    r.mem.r[0] = (struct gmem_region){ 0, MEM_SIZE, r.ram };
+    make_file(&r, DISK_SECTORS * 512);
+    char ovl[80];
+    snprintf(ovl, sizeof ovl, "%s.ovl", r.path);
+    unlink(ovl);
+    r.kfd = eventfd(0, EFD_CLOEXEC);
+    struct virtio_blk_opts o = { .path = r.path, .engine = engine_for(_i), .name = "vtest",
+                                 .overlay = ovl, .overlay_no_reflink = true };
+    char why[300];
+    ck_assert_msg(virtio_blk_create(&o, &r.blk, why, sizeof why) == 0, "%s", why);
+    ck_assert_uint_eq(virtio_blk_capacity(r.blk), DISK_SECTORS);
+    /* The base is locked shared, the overlay exclusively. */
+    struct virtio_blk *b2;
+    ck_assert_int_eq(virtio_blk_create(&o, &b2, why, sizeof why), -EWOULDBLOCK);
+    uint64_t f = virtio_blk_ops.features(r.blk) | (1ull << VIRTIO_F_VERSION_1);
+    ck_assert_int_eq(rig_start(&r, f), 0);
+    uint8_t before[DISK_SECTORS * 512];
+    read_file_at(&r, 0, before, sizeof before);
+    for (uint32_t i = 0; i < 3 * 512; i++)
+        r.ram[DATA_GPA + 0x10000 + i] = (uint8_t)(i ^ 0xa5);
+    uint16_t w = req(&r, VIRTIO_BLK_T_OUT, 9, DATA_GPA + 0x10000, 3 * 512, 2, false);
+    uint8_t range[16];
+    uint64_t s = htole64(32); uint32_t n = htole32(8), fl = 0;
+    memcpy(range, &s, 8); memcpy(range + 8, &n, 4); memcpy(range + 12, &fl, 4);
+    memcpy(r.ram + DATA_GPA + 0x20000, range, 16);
+    uint16_t z = req(&r, VIRTIO_BLK_T_WRITE_ZEROES, 0, DATA_GPA + 0x20000, 16, 1, false);
+    uint16_t fh = req(&r, VIRTIO_BLK_T_FLUSH, 0, 0, 0, 0, false);
+    kick(&r);
+    wait_used(&r, 3);
+    ck_assert_uint_eq(r.ram[STAT_GPA + w], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[STAT_GPA + z], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[STAT_GPA + fh], VIRTIO_BLK_S_OK);
+    /* Read sectors 0..47 back through the device. */
+    uint16_t rd = req(&r, VIRTIO_BLK_T_IN, 0, DATA_GPA, 48 * 512, 3, true);
+    kick(&r);
+    wait_used(&r, 4);
+    ck_assert_uint_eq(r.ram[STAT_GPA + rd], VIRTIO_BLK_S_OK);
+    for (uint32_t i = 0; i < 48 * 512; i++) {
+        uint8_t want = i >= 9 * 512 && i < 12 * 512 ? (uint8_t)((i - 9 * 512) ^ 0xa5)
+                     : i >= 32 * 512 && i < 40 * 512 ? 0 : pattern(i);
+        ck_assert_msg(r.ram[DATA_GPA + i] == want, "byte %u", i);
+    }
+    struct virtio_blk_stats st;
+    virtio_blk_get_stats(r.blk, &st);
+    ck_assert_int_eq(st.engine, BLK_ENGINE_POOL);
+    ck_assert_uint_eq(st.completed, 4);
+    /* The base is unchanged; the overlay holds block 1 (sectors 9..11, a
+     * partial block) and block 4 (sectors 32..39), durable after the flush. */
+    uint8_t after[DISK_SECTORS * 512];
+    read_file_at(&r, 0, after, sizeof after);
+    ck_assert(memcmp(before, after, sizeof before) == 0);
+    struct ovl_disk *d;
+    ck_assert_int_eq(ovl_open(NULL, ovl, OVL_OPEN_READ_ONLY | OVL_OPEN_NO_LOCK, &d, why, sizeof why), 0);
+    ck_assert_uint_eq(ovl_allocated(d), 2);
+    ck_assert(ovl_block_allocated(d, 1) && !ovl_block_allocated(d, 2) && ovl_block_allocated(d, 4));
+    ovl_close(d);
+    rig_fini(&r);
+    unlink(ovl);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("virtio_blk");
@@ -620,6 +692,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, discard_and_write_zeroes, 0, 2);
     tcase_add_loop_test(tc, create_errors, 0, 2);
     tcase_add_loop_test(tc, direct_io, 0, 2);
+    tcase_add_loop_test(tc, overlay_drive, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
