@@ -131,6 +131,7 @@ test-linux: $(B)/moat guest
 test-vhost: $(B)/moat guest
 	tests/vhost/run.sh
 	tests/vhost/overlay.sh
+	tests/vhost/vsock.sh
 
 # The KVM suites again, inside a Linux that QEMU emulates with SVM (TCG), for
 # hosts with no usable /dev/kvm (tests/nested/README.md). Where /dev/kvm

@@ -47,6 +47,8 @@ struct vhu_server {
     unsigned nq;                    /* vrings we accept (the backend's queues, see vhu_server_opts) */
     unsigned dev_nq;                /* ops->nqueues (capped): > nq when the frontend keeps some */
     uint16_t queue_max;             /* largest vring size accepted */
+    void (*disconnected)(void *opaque);
+    void *disc_opaque;
 
     uint64_t offered, acked;        /* virtio features (acked includes PROTOCOL_FEATURES) */
     uint64_t proto_offered, proto_acked;
@@ -640,6 +642,10 @@ int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, v
     s->nq = nq;
     s->dev_nq = dev_nq;
     s->queue_max = qmax;
+    if (o) {
+        s->disconnected = o->disconnected;
+        s->disc_opaque = o->opaque;
+    }
     s->offered = ops->features(dev) | (1ull << VIRTIO_F_VERSION_1) |
                  (1ull << VHU_F_PROTOCOL_FEATURES);
     s->proto_offered = (1ull << VHU_PROTOCOL_F_REPLY_ACK) | (1ull << VHU_PROTOCOL_F_CONFIG) |
@@ -733,6 +739,8 @@ int vhu_server_run(struct vhu_server *s)
                 log_info("vhost-user: frontend disconnected");
             reset_state(s);
             close_fd(&s->conn_fd);
+            if (s->disconnected)
+                s->disconnected(s->disc_opaque);
         }
     }
 }

@@ -44,6 +44,11 @@ struct vhu_server_opts {
      * <= 32768). QEMU's virtio-mmio reports QueueNumMax 1024 whatever the
      * device's queue size, and Linux uses the maximum. */
     uint16_t queue_max;
+    /* Called from vhu_server_run() after a frontend went away and its
+     * state was dropped (the device is stopped): e.g. to reset the
+     * device's host-side connections, whose guest is gone. May be NULL. */
+    void (*disconnected)(void *opaque);
+    void *opaque;
 };
 
 /* vhu_server_create() with options (o may be NULL). -EINVAL if o asks for
