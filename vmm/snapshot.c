@@ -544,6 +544,8 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
         }
         if (access(d[i].path, d[i].read_only || ovl[i] ? R_OK : R_OK | W_OK) < 0)
             r = seterr(err, 1, -errno, "drive %s: %s", d[i].path, strerror(errno));
+        else if (ovl[i] && access(ovl[i], R_OK) < 0)     /* never a fresh, empty one */
+            r = seterr(err, 1, -errno, "drive %s: overlay %s: %s", d[i].path, ovl[i], strerror(errno));
     }
     if (r == 0)
         r = vm_setup_drives(vm, d, ovl, n, err);
