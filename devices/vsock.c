@@ -79,6 +79,9 @@ struct vsock_dev {
     /* after a restore (vsock_restored) */
     _Atomic bool gated;         /* host clients wait in the listen backlog */
     bool reset_pending;         /* TRANSPORT_RESET not yet on the event queue */
+    bool reset_wait;            /* delivered, the driver has not handled it yet */
+    int ev_left;                /* event buffers still available after delivery */
+    uint64_t reset_deadline_ns; /* stop waiting for reset_wait then */
     pthread_mutex_t inj_lock;
     int inj_fd[INJECT_MAX];     /* internal clients for the I/O thread */
     unsigned inj_n;
@@ -806,9 +809,13 @@ static void host_accept(struct vsock_dev *v)
     }
 }
 
-/* Internal clients (vsock_open_internal): like accepted ones, not gated. */
+/* Internal clients (vsock_open_internal): like accepted ones, not gated;
+ * but only once the driver has handled the TRANSPORT_RESET (a connection
+ * made before would be reset by it, silently for the host). */
 static void take_injected(struct vsock_dev *v)
 {
+    if (v->reset_pending || v->reset_wait)
+        return;
     pthread_mutex_lock(&v->inj_lock);
     for (unsigned i = 0; i < v->inj_n; i++)
         host_client(v, v->inj_fd[i]);
@@ -832,6 +839,12 @@ static void deliver_reset(struct vsock_dev *v)
             if (ch.write_len >= sizeof ev && stream_write(v, &ch, 0, ev, sizeof ev) == 0) {
                 push(v, Q_EV, ch.head, sizeof ev);
                 v->reset_pending = false;
+                /* Linux handles the event, then gives the buffer back
+                 * (a new available entry): that is the acknowledgement. */
+                v->reset_wait = true;
+                v->reset_deadline_ns = now_ns() + VSOCK_RESET_ACK_MS * 1000000ull;
+                int left = virtq_enable_notify(q, v->env.mem);
+                v->ev_left = left < 0 ? 0 : left;
                 log_debug("%s: transport reset sent to the guest", v->name);
                 return;
             }
@@ -917,6 +930,21 @@ static void drain_fd(int fd)
         log_debug("vsock: eventfd read: %s", strerror(errno));
 }
 
+/* Has the driver handled the TRANSPORT_RESET (its event buffer came back),
+ * or did we wait long enough? Then serve the internal clients. */
+static void check_reset_ack(struct vsock_dev *v)
+{
+    if (!v->reset_wait)
+        return;
+    int n = virtq_pending(&v->env.queues[Q_EV], v->env.mem);
+    if (n < 0 || n > v->ev_left || now_ns() >= v->reset_deadline_ns) {
+        if (n >= 0 && n <= v->ev_left)
+            log_debug("%s: no acknowledgement of the transport reset: going on", v->name);
+        v->reset_wait = false;
+        take_injected(v);
+    }
+}
+
 enum { P_STOP, P_WAKE, P_LISTEN, P_KICK0, P_CONN0 = P_KICK0 + NQUEUES };
 
 static void *io_thread(void *arg)
@@ -939,6 +967,7 @@ static void *io_thread(void *arg)
     rx_pump(v);
     publish(v);
     for (;;) {
+        check_reset_ack(v);         /* may add internal clients: before the poll set */
         uint64_t now = now_ns(), next = UINT64_MAX;
         unsigned nc = 0;
         pf[P_STOP] = (struct pollfd){ .fd = v->stop_fd, .events = POLLIN };
@@ -980,6 +1009,8 @@ static void *io_thread(void *arg)
         int timeout = -1;
         if (next != UINT64_MAX)
             timeout = (int)((next - now) / 1000000ull) + 1;
+        if (v->reset_wait && (timeout < 0 || timeout > 10))
+            timeout = 10;           /* the driver may not kick after its refill */
         int r = poll(pf, (nfds_t)(P_CONN0 + nc), timeout);
         if (r < 0 && errno != EINTR) {
             log_err("%s: poll: %s: device stopped", v->name, strerror(errno));
@@ -992,6 +1023,7 @@ static void *io_thread(void *arg)
         if (pf[P_KICK0 + Q_EV].revents & POLLIN) {
             drain_fd(v->env.kick_fd[Q_EV]);
             deliver_reset(v);
+            check_reset_ack(v);
         }
         if (pf[P_WAKE].revents & POLLIN) {
             drain_fd(v->wake_fd);

@@ -27,7 +27,10 @@
  * event queue (Linux drops its connected sockets; listeners survive) and
  * is "gated": host clients wait in the listen backlog, not accepted, until
  * vsock_ungate(). vsock_open_internal() gives the VMM its own client while
- * gated (the post-restore fix-up through the agent). */
+ * gated (the post-restore fix-up through the agent); it is served once the
+ * driver has handled the reset (it gives the event buffer back; at most
+ * VSOCK_RESET_ACK_MS after delivery), since Linux would silently reset a
+ * connection made before. */
 #ifndef MOAT_VSOCK_H
 #define MOAT_VSOCK_H
 
@@ -42,6 +45,7 @@
 #define VSOCK_BUF_ALLOC     (256u * 1024)   /* our receive buffer per connection */
 #define VSOCK_CONNECT_TIMEOUT_MS 2000
 #define VSOCK_DEFAULT_CID   3u
+#define VSOCK_RESET_ACK_MS  1000    /* wait for the driver to handle TRANSPORT_RESET */
 
 struct vsock_opts {
     const char *uds_path;   /* listening socket; guest-initiated: <uds_path>_<port> */

@@ -516,11 +516,15 @@ START_TEST(restored_reset_gate_internal)
     int fd = dial(R.path);
     write_all(fd, "CONNECT 77\n", 11);
     ck_assert_int_eq(rx_next(&h, NULL, 300), 0);
-    /* the internal client is served */
+    /* the internal client is served once the driver gave the event
+     * buffer back (it has handled the reset) */
     int ifd = -1;
     ck_assert_int_eq(vsock_open_internal(R.dev, &ifd), 0);
     ck_assert_int_ge(ifd, 0);
     write_all(ifd, "CONNECT 88\n", 11);
+    ck_assert_int_eq(rx_next(&req, NULL, 300), 0);
+    make_avail(2, 0);
+    kick(2);
     ck_assert_int_eq(rx_next(&req, NULL, 2000), 1);
     ck_assert_uint_eq(req.op, VSOCK_OP_REQUEST);
     ck_assert_uint_eq(req.dst_port, 88);
@@ -532,6 +536,7 @@ START_TEST(restored_reset_gate_internal)
     ck_assert_uint_eq(read_n(ifd, got, okn), okn);
     ck_assert_str_eq(got, ok);
     /* only one reset, even after another kick */
+    ck_assert_uint_eq(rd32(0x300000), 0);
     kick(2);
     usleep(50000);
     ck_assert_uint_eq(__atomic_load_n((uint16_t *)(R.ram + evused + 2), __ATOMIC_ACQUIRE), 1);
@@ -542,6 +547,28 @@ START_TEST(restored_reset_gate_internal)
     ck_assert_uint_eq(req.op, VSOCK_OP_REQUEST);
     ck_assert_uint_eq(req.dst_port, 77);
     close(fd);
+    close(ifd);
+}
+END_TEST
+
+START_TEST(restored_reset_unacknowledged)
+{
+    struct vsock_hdr req;
+    vsock_ops.stop(R.dev);
+    vsock_restored(R.dev);
+    put_desc(2, 0, 0x300000, 8, VIRTQ_DESC_F_WRITE);
+    make_avail(2, 0);
+    ck_assert_int_eq(vsock_ops.start(R.dev, &R.env), 0);
+    int ifd = -1;
+    ck_assert_int_eq(vsock_open_internal(R.dev, &ifd), 0);
+    write_all(ifd, "CONNECT 89\n", 11);
+    uint64_t t0 = ms_now();
+    ck_assert_int_eq(rx_next(&req, NULL, 3000), 1);
+    uint64_t dt = ms_now() - t0;
+    ck_assert_uint_eq(req.dst_port, 89);
+    ck_assert_uint_ge(dt, VSOCK_RESET_ACK_MS - 100);
+    ck_assert_uint_le(dt, VSOCK_RESET_ACK_MS + 1000);
+    ck_assert(vsock_is_gated(R.dev));   /* host clients still wait */
     close(ifd);
 }
 END_TEST
@@ -581,6 +608,7 @@ int main(void)
     tcase_add_test(tc, credit_overrun_and_garbage);
     tcase_add_test(tc, stop_and_restart_keep_connections);
     tcase_add_test(tc, restored_reset_gate_internal);
+    tcase_add_test(tc, restored_reset_unacknowledged);
     suite_add_tcase(s, tc);
     TCase *t2 = tcase_create("create");
     tcase_add_test(t2, create_rejects_bad_options);
