@@ -406,6 +406,25 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
     return pid;
 }
 
+/* Ctrl-C (or SIGTERM, SIGHUP) while waiting for a new process: give up
+ * and clean up instead of leaving a half-made sandbox behind. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void catch_interrupts(void)
+{
+    struct sigaction sa = { .sa_handler = on_interrupt };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
 /* Wait until the control socket answers and (wait > 0) the guest agent
  * answers a ping, or the process dies, or wait s pass. */
 static int wait_ready(const struct sbx *s, pid_t pid, double wait)
@@ -435,6 +454,10 @@ static int wait_ready(const struct sbx *s, pid_t pid, double wait)
                 if (r == 0)
                     return 0;
             }
+        }
+        if (interrupted) {
+            fprintf(stderr, "moat: sandbox %s: interrupted while starting\n", s->name);
+            return -1;
         }
         if (now_s() - t0 > limit) {
             fprintf(stderr, "moat: sandbox %s: %s did not answer within %g s\n", s->name,
@@ -1149,6 +1172,8 @@ int cmd_sandbox(int argc, char **argv)
 {
     const char *c = argv[0];
     signal(SIGPIPE, SIG_IGN);
+    if (!strcmp(c, "create") || !strcmp(c, "start") || !strcmp(c, "reset") || !strcmp(c, "fork"))
+        catch_interrupts();
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
         if (strcmp(c, "create") && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
             fputs(usage_sandbox, stdout);

@@ -72,6 +72,9 @@ t sandbox-fork sh -c '
     $M fork sb1 --count 1 --prefix fk 2>/dev/null; r2=$?
     echo "rc $r1 $r2 out $a $b $c $d $e"
     [ $r1 = 0 ] && [ "$a" = v1 ] && [ "$b" = v1 ] && [ "$c" = f1 ] && [ "$d" = v1 ] && [ "$e" = v1 ] && [ $r2 != 0 ]'
+# The control socket itself: bad requests, a silent client, idle
+# connections, failed snapshots; the VM keeps running (sandbox_ctlprobe.c).
+t sandbox-ctl-socket sh -c './ctlprobe $MOAT_HOME/sb1/ctl.sock && ./build/moat exec sb1 -- echo still-running'
 t sandbox-ephemeral sh -c '
     M=./build/moat
     $M create e1 --ephemeral --wait 600 && $M exec e1 -- true; r1=$?
