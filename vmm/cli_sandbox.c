@@ -76,9 +76,12 @@ static int valid_name(const char *n)
 static int moat_home(char *buf, size_t len)
 {
     const char *env = getenv("MOAT_HOME");
+    char cwd[PATH_MAX];
     int n;
-    if (env && *env)
+    if (env && *env == '/')
         n = snprintf(buf, len, "%s", env);
+    else if (env && *env)   /* relative: against the current directory, once and for all */
+        n = getcwd(cwd, sizeof cwd) ? snprintf(buf, len, "%s/%s", cwd, env) : -1;
     else if (geteuid() == 0)
         n = snprintf(buf, len, "/var/lib/moat");
     else if (getenv("XDG_DATA_HOME") && *getenv("XDG_DATA_HOME"))
