@@ -5,7 +5,7 @@
  * The server listens on a path, accepts one frontend at a time and speaks
  * the protocol (messages parsed by devices/vhost_user_msg.h): features and
  * protocol features (PROTOCOL_FEATURES, REPLY_ACK, CONFIG, RESET_DEVICE; MQ
- * when the device has more than one queue), the memory table (regions
+ * when the backend has more than one queue), the memory table (regions
  * mmap'ed from the fds the frontend passes; the device gets a struct gmem of
  * guest-physical ranges), vring size/base/addresses (frontend user-virtual
  * addresses, translated to guest-physical through the memory table), kick
