@@ -178,8 +178,8 @@ int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_pa
  * moat_snapshot_diff that succeeded, or the snapshot it was restored from)
  * by absolute path and checksum, plus a page bitmap; the memory file holds
  * only the pages written since the parent (sparse, everything else a
- * hole). The VM must track written pages: MOAT_F_DIRTY_LOG at create, or
- * restored from a snapshot of such a VM (restore keeps tracking). Pages
+ * hole). The VM must track written pages: MOAT_F_DIRTY_LOG at create;
+ * every restored VM does (where KVM allows dirty logging). Pages
  * written by vCPUs (KVM's dirty log) and by moat's devices are included.
  * The written set is cleared only once both files are durable, so a failed
  * diff loses nothing. moat_restore of a diff follows the parents down to

@@ -712,8 +712,9 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     if ((r = snapdiff_chain_open(&chain, rc.state_path, rc.mem_path, secs, nsecs, meta.mem_size, err)) < 0)
         goto out;
     const char *base_mem = chain.n ? chain.base_mem : rc.mem_path;
-    if (meta.flags & SNAP_META_DIRTY_LOG)
-        rc.flags |= MOAT_F_DIRTY_LOG;   /* a tracked VM stays tracked */
+    /* A restored VM always tracks written pages (diff snapshots against
+     * this one): it costs nothing measurable (docs/snapshot-format.md). */
+    rc.flags |= MOAT_F_DIRTY_LOG;
     mem_fd = open(base_mem, O_RDONLY | O_CLOEXEC);
     if (mem_fd < 0) {
         r = seterr(err, 1, -errno, "memory file %s: %s", base_mem, strerror(errno));

@@ -388,8 +388,18 @@ static int setup_memory(struct moat_vm *vm, int mem_fd)
             .memory_size = vm->mem.r[i].size,
             .userspace_addr = (uint64_t)(uintptr_t)vm->mem.r[i].host,
         };
-        if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &reg) < 0)
+        if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &reg) < 0) {
+            /* A restore tracks writes (for diff snapshots) where KVM can;
+             * where it refuses dirty logging, restore without it. */
+            if (slot_flags && mem_fd >= 0 && errno == EINVAL) {
+                log_debug("restore: no dirty logging (%s): diff snapshots off", strerror(errno));
+                snapdiff_free(vm);
+                slot_flags = 0;
+                i = (unsigned)-1;   /* all slots again, without the flag */
+                continue;
+            }
             return -errno;
+        }
     }
     return 0;
 }

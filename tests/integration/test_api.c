@@ -889,6 +889,32 @@ START_TEST(diff_snapshot_chain)
     ck_assert_int_eq(rename(saved, f[1].mem), 0);
     ck_assert_int_eq(moat_restore(&rc, &vm, &err), 0);       /* repaired: restores again */
     moat_destroy(vm);
+
+    /* Any restored VM tracks writes: a snapshot of an untracked VM,
+     * restored, runs on and takes a diff; that diff restores and the
+     * guest's register and memory counts still agree. */
+    char dir2[] = "/tmp/moat-diff2-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir2));
+    free(counter_snapshot(dir2));                            /* untracked VM: state1 */
+    struct snapfiles u, ud;
+    snap_names(&u, dir2, 1);
+    snap_names(&ud, dir2, 2);
+    vm = restore_vm(&u, &c, &w, in[0]);
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert(cap_wait_lines(&c, 2, 20000 * slow()));
+    ck_assert_int_eq(moat_snapshot_diff(vm, ud.state, ud.mem), 0);   /* pauses and resumes */
+    moat_stop(vm);
+    ck_assert_int_eq(moat_wait(vm, 20000 * slow(), &ex), 0);
+    moat_destroy(vm);
+    finish_capture(&c, w);
+    vm = restore_vm(&ud, &c, &w, in[0]);
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert(cap_wait_lines(&c, 1, 20000 * slow()));
+    ck_assert_int_eq(write(in[1], "q", 1), 1);
+    ck_assert_int_eq(moat_wait(vm, 20000 * slow(), &ex), 0);
+    ck_assert_int_eq(ex.status, 0);
+    moat_destroy(vm);
+    finish_capture(&c, w);
     close(in[0]);
     close(in[1]);
 }
