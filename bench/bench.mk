@@ -9,7 +9,7 @@ $(B)/bench/tiny.elf: bench/guest/tiny.S bench/guest/tiny.ld
 	ld -m elf_x86_64 -z max-page-size=4096 -T bench/guest/tiny.ld -o $@ $(B)/bench/tiny.o
 
 .PHONY: bench-tools
-bench-tools: $(B)/bench/runstat $(B)/bench/tiny.elf
+bench-tools: $(B)/bench/runstat $(B)/bench/tiny.elf $(B)/bench/wait.elf
 
 # Guest-side block benchmark (bench/vhost-blk.sh): a static binary, packed
 # as a second cpio that is appended to the guest's initramfs.
@@ -31,3 +31,8 @@ bench-blk: all guest bench-tools
 bench-exec: all guest test-guests bench-tools
 	sh bench/exec.sh
 bench: bench-blk bench-exec
+
+$(B)/bench/wait.elf: bench/guest/wait.S bench/guest/tiny.ld
+	@mkdir -p $(dir $@)
+	as --64 $< -o $(B)/bench/wait.o
+	ld -m elf_x86_64 -z max-page-size=4096 -T bench/guest/tiny.ld -o $@ $(B)/bench/wait.o

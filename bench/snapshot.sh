@@ -8,7 +8,7 @@
 #    total wall time until all have exited.
 #  - diff snapshots (bench/snapshot-diff.sh): full vs diff snapshot time
 #    and size with 64 MiB written in between, restore through the chain.
-# QEMU's own savevm/loadvm of the same guest is not measured here (yet).
+# QEMU's own save/restore of a guest both can run: bench/snapshot-qemu.sh, run at the end.
 # Results: build/bench/snapshot.json. Needs /dev/kvm (SKIPPED otherwise).
 set -u
 cd "$(dirname "$0")/.."
@@ -18,7 +18,7 @@ B=build/bench
 MOAT=${MOAT_BIN:-build/moat}
 GUEST=${GUEST:-build/guests/counter.elf}
 mkdir -p "$B"
-[ -n "${BENCH_NO_BUILD:-}" ] || make -s "$B/runstat" build/moat test-guests >/dev/null || exit 1
+[ -n "${BENCH_NO_BUILD:-}" ] || make -s "$B/runstat" "$B/wait.elf" build/moat test-guests >/dev/null || exit 1
 json="$B/snapshot.json"
 if ! [ -w /dev/kvm ]; then
     echo "SKIPPED: bench/snapshot: /dev/kvm not available on this host; nothing measured"
@@ -77,3 +77,6 @@ echo "results: $json"
 
 # Diff snapshots: 64 MiB written between snapshots (bench/snapshot-diff.sh).
 MOAT_BIN="$MOAT" JSON="$B/snapshot-diff.json" sh bench/snapshot-diff.sh && echo "results: $B/snapshot-diff.json"
+
+# Side by side with QEMU's own save/restore, same guest (bench/snapshot-qemu.sh).
+MOAT_BIN="$MOAT" JSON="$B/snapshot-qemu.json" sh bench/snapshot-qemu.sh && echo "results: $B/snapshot-qemu.json"
