@@ -139,7 +139,7 @@ test-vhost: $(B)/moat guest
 test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock
 	@if [ -r /dev/kvm ] && [ -w /dev/kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
 	    echo "SKIPPED: nested: /dev/kvm is usable here; the KVM suites ran on it directly"; \
-	else tests/nested/test-moat.sh --timeout 1500; fi
+	else tests/nested/test-moat.sh --timeout 2400 --mem 6144; fi
 
 bench: all guest test-guests
 	bench/boot.sh
