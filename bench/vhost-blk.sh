@@ -13,11 +13,14 @@
 #   R4K-QD32   4 KiB random reads, 32 in flight (Linux AIO)         -> IOPS
 #   SEQ-READ   1 MiB reads, 128 MiB                                 -> MiB/s
 #   SEQ-WRITE  1 MiB writes, 64 MiB at 128 MiB, then fdatasync      -> MiB/s
-# timed in the guest with CLOCK_MONOTONIC, run 3 times per boot; the median
-# is reported, and moat/QEMU for each figure. Under TCG the guest CPU
-# dominates, so this compares the backends' request paths, not disks.
+# timed in the guest with CLOCK_MONOTONIC. ROUNDS rounds; each round boots
+# the guest once per backend (backends interleaved, so that load from other
+# work on the host spreads over all of them) and runs blkbench once. The
+# median over the rounds is reported with moat/QEMU for each figure, then the
+# min..max spread. Under TCG the guest CPU dominates, so this compares the
+# backends' request paths, not disks.
 # Env: B, QEMU, MOAT, IMG_MB (default 256), BENCH_SECS (default 3),
-#      BENCH_DIRECT (auto|0|1: also run moat with --direct).
+#      ROUNDS (default 5), BENCH_DIRECT (auto|0|1: also run moat --direct).
 set -u
 B=${B:-build}
 QEMU=${QEMU:-qemu-system-x86_64}
@@ -25,6 +28,7 @@ IMG_MB=${IMG_MB:-256}
 MOAT=${MOAT:-$B/moat}
 SECS=${BENCH_SECS:-3}
 DIRECT=${BENCH_DIRECT:-auto}
+ROUNDS=${ROUNDS:-5}
 if ! command -v "$QEMU" >/dev/null 2>&1; then
     echo "SKIPPED: vhost-blk bench: $QEMU not installed"
     exit 0
@@ -44,7 +48,7 @@ trap '[ -n "$dpid" ] && kill $dpid 2>/dev/null; rm -rf "$tmp"' EXIT
 dd if=/dev/urandom of="$tmp/disk.img" bs=1M count="$IMG_MB" status=none
 cat "$B/guest/initramfs.cpio" "$B/bench/blkbench.cpio" > "$tmp/initrd"
 
-GCMD="for i in 1 2 3; do /blkbench -t $SECS -s 128 -o 128 -w 64 /dev/vda; done"
+GCMD="/blkbench -t $SECS -s 128 -o 128 -w 64 /dev/vda"
 
 qemu_common="-M microvm,acpi=off,auto-kernel-cmdline=off -accel tcg -m 256 -nographic -no-reboot -device i8042 \
  -object memory-backend-memfd,id=m,size=256M,share=on -machine memory-backend=m \
@@ -53,7 +57,7 @@ append="console=ttyS0 reboot=k panic=-1 quiet virtio_mmio.device=512@0xfeb00e00:
 
 run() {     # NAME EXTRA_QEMU_ARGS
     # shellcheck disable=SC2086
-    timeout 900 "$QEMU" $qemu_common $2 -append "$append" < /dev/null 2>&1 | tr -d '\r' > "$tmp/$1.out"
+    timeout 900 "$QEMU" $qemu_common $2 -append "$append" < /dev/null 2>&1 | tr -d '\r' >> "$tmp/$1.out"
 }
 
 med() {     # NAME KEY -> median
@@ -87,14 +91,16 @@ moat_run() {    # NAME EXTRA_DEVICE_ARGS
 }
 
 names="moat-vhost-user"
-moat_run moat-vhost-user ""
-if [ "$DIRECT" = 1 ]; then
-    names="$names moat-vhost-user-direct"
-    moat_run moat-vhost-user-direct "--direct"
-fi
-run qemu-virtio-blk "-drive file=$tmp/disk.img,format=raw,if=none,id=d,aio=io_uring,cache=none -device virtio-blk-device,drive=d"
+[ "$DIRECT" = 1 ] && names="$names moat-vhost-user-direct"
+r=0
+while [ $r -lt "$ROUNDS" ]; do
+    moat_run moat-vhost-user ""
+    [ "$DIRECT" = 1 ] && moat_run moat-vhost-user-direct "--direct"
+    run qemu-virtio-blk "-drive file=$tmp/disk.img,format=raw,if=none,id=d,aio=io_uring,cache=none -device virtio-blk-device,drive=d"
+    r=$((r + 1))
+done
 
-echo "vhost-blk bench: QEMU TCG guest, $IMG_MB MiB raw image, blkbench (O_DIRECT in the guest), medians of 3 in-guest runs"
+echo "vhost-blk bench: QEMU TCG guest, $IMG_MB MiB raw image, blkbench (O_DIRECT in the guest), medians of $ROUNDS rounds"
 printf '%-28s %12s %12s %12s %12s\n' backend "4K QD1 IOPS" "4K QD32 IOPS" "rd MiB/s" "wr MiB/s"
 for n in $names qemu-virtio-blk; do report "$n"; done
 for n in $names; do
@@ -102,6 +108,14 @@ for n in $names; do
     for k in $KEYS; do
         a=$(val "$n" "$k"); q=$(val qemu-virtio-blk "$k")
         line="$line $(awk -v a="$a" -v q="$q" 'BEGIN { if (a != "" && q > 0) printf "%12.2f", a / q; else printf "%12s", "-" }')"
+    done
+    echo "$line"
+done
+echo "spread over the rounds (min..max):"
+for n in $names qemu-virtio-blk; do
+    line=$(printf '%-28s' "$n")
+    for k in $KEYS; do
+        line="$line $(sed -n "s/^$k //p" "$tmp/$n.out" | sort -g | awk 'NR == 1 {a = $1} {b = $1} END {printf "%12s", a ".." b}')"
     done
     echo "$line"
 done
