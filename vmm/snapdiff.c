@@ -43,6 +43,12 @@ void snapdiff_free(struct moat_vm *vm)
     free(vm->dirty);
     vm->dirty = NULL;
     vm->mem.dirty = NULL;
+    vm->mem.dirty_base = NULL;
+    vm->mem.dirty_pages = 0;
+    /* Tracking is off now (vm.c also calls this when KVM refuses dirty
+     * logging on restore): collect/sections must not use the freed bitmap
+     * or ask KVM for a log its slots do not keep. */
+    vm->dirty_log = false;
     if (vm->last_snap) {
         free(vm->last_snap->state_path);
         free(vm->last_snap->mem_path);

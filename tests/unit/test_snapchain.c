@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "vmm/snapchain.h"
+#include "vmm/snapdiff.h"
 #include "vmm/snapfmt.h"
 
 static char st[SNAP_PARENT_PATH_MAX + 1], mem[SNAP_PARENT_PATH_MAX + 1];
@@ -224,6 +225,49 @@ START_TEST(diff_state_round_trip)
 }
 END_TEST
 
+/* vm.c turns tracking off with snapdiff_free() when KVM refuses dirty
+ * logging on restore: afterwards the VM must behave as one without
+ * tracking (full snapshots work, diffs are refused), not keep asking KVM
+ * for a log its slots do not have or touch the freed bitmap. */
+START_TEST(tracking_off_after_free)
+{
+    struct moat_vm *vm = calloc(1, sizeof(*vm));
+    ck_assert_ptr_nonnull(vm);
+    vm->vm_fd = -1;
+    vm->ram_size = 8 << 20;
+    vm->ram = calloc(1, vm->ram_size);
+    ck_assert_ptr_nonnull(vm->ram);
+    vm->mem.r[0] = (struct gmem_region){ 0, vm->ram_size, vm->ram };
+    vm->mem.n = 1;
+    vm->flags = MOAT_F_DIRTY_LOG;
+    ck_assert_int_eq(snapdiff_setup(vm), KVM_MEM_LOG_DIRTY_PAGES);
+    ck_assert(vm->dirty_log);
+    ck_assert_ptr_nonnull(vm->mem.dirty);
+    /* moat's own writes are tracked while it is on */
+    uint32_t v = 1;
+    ck_assert_int_eq(gmem_write(&vm->mem, 3 * 4096, &v, sizeof(v)), 0);
+    ck_assert_uint_eq(vm->dirty[0], 1ull << 3);
+
+    snapdiff_free(vm);          /* the fallback in vm.c's setup_memory */
+    ck_assert(!vm->dirty_log);
+    uint64_t *bm = (uint64_t *)1;
+    ck_assert_int_eq(snapdiff_collect(vm, &bm), -ENOTSUP);
+    ck_assert_ptr_null(bm);
+    struct snap_writer w;
+    snapw_init(&w);
+    bm = (uint64_t *)1;
+    ck_assert_int_eq(snapdiff_sections(vm, &w, false, &bm), 0);   /* a full snapshot */
+    ck_assert_ptr_null(bm);
+    ck_assert_int_eq(snapdiff_sections(vm, &w, true, &bm), -ENOTSUP);
+    ck_assert_int_eq(snapdiff_precheck(vm, "/nonexistent/s", "/nonexistent/m"), -ENOTSUP);
+    snapw_free(&w);
+    /* and writes no longer touch a bitmap */
+    ck_assert_int_eq(gmem_write(&vm->mem, 5 * 4096, &v, sizeof(v)), 0);
+    free(vm->ram);
+    free(vm);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("snapchain");
@@ -235,6 +279,7 @@ int main(void)
     tcase_add_test(tc, bitmap_check);
     tcase_add_test(tc, bitmap_runs);
     tcase_add_test(tc, diff_state_round_trip);
+    tcase_add_test(tc, tracking_off_after_free);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
