@@ -74,4 +74,12 @@ int ovl_close(struct ovl_disk *d);
  * a sparse copy (holes stay holes). The source is locked shared meanwhile. */
 int ovl_clone(const char *src, const char *dst, char *why, size_t wlen);
 
+/* Copy an open disk's overlay file (flushed first) to dst, which must not
+ * exist, through the descriptor d holds: no second open, no lock taken
+ * (ovl_clone's shared lock would conflict with d's own exclusive one). For
+ * the owner of d only, with no I/O in flight outside d's mutex (a device
+ * stopped, e.g. the VM paused): the copy is then the disk as of that
+ * moment. A read-only d is copied as it is. */
+int ovl_clone_disk(struct ovl_disk *d, const char *dst, char *why, size_t wlen);
+
 #endif

@@ -625,6 +625,11 @@ static void blk_destroy(void *dev)
     free(b);
 }
 
+struct ovl_disk *virtio_blk_overlay(struct virtio_blk *b)
+{
+    return b ? b->ovl : NULL;
+}
+
 const struct virtio_dev_ops virtio_blk_ops = {
     .name = "blk",
     .device_id = VIRTIO_ID_BLOCK,

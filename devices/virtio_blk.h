@@ -88,6 +88,11 @@ extern const struct virtio_dev_ops virtio_blk_ops;
 
 uint64_t virtio_blk_capacity(const struct virtio_blk *b);  /* sectors */
 
+/* The copy-on-write overlay of a drive created with opts.overlay, else NULL
+ * (owned by b; ovl_clone_disk pins it while the device is stopped). */
+struct ovl_disk;
+struct ovl_disk *virtio_blk_overlay(struct virtio_blk *b);
+
 /* Counters, for tests and debugging (read from any thread). */
 struct virtio_blk_stats {
     uint64_t completed;     /* requests that got VIRTIO_BLK_S_OK */

@@ -218,6 +218,56 @@ struct moat_restore_config {
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);
 
+/* Pin a copy-on-write drive's disk: copy drive's (0-based, in moat_config
+ * order) overlay, as the guest's disk is at this moment, to dst, which must
+ * not exist (a reflink where the filesystem can, else a sparse copy). A
+ * running VM is paused for the copy and resumed after (a paused one stays
+ * paused): called while paused right after moat_snapshot, the copy is the
+ * disk state that snapshot refers to. The copy goes through the descriptor
+ * the device holds, so the overlay's lock is no obstacle. -ERANGE: no such
+ * drive; -ENOENT: the drive has no overlay; -ESRCH: the VM has stopped. */
+int moat_clone_overlay(struct moat_vm *vm, unsigned drive, const char *dst);
+
+/* Fork: one snapshot of parent, n children restored from it.
+ * moat_fork pauses parent (if running), writes its snapshot once to
+ * state_path/mem_path, clones each copy-on-write drive's overlay for every
+ * child, resumes parent (if it was running), and restores n children into
+ * children[0..n-1]. The children share the memory file's pages until they
+ * write (MAP_PRIVATE); they are created, not started (moat_start each).
+ * Child i (0-based) gets:
+ *  - vsock: vsock_uds[i] if vsock_uds is not NULL, else vsock_uds_fmt with
+ *    its one %u replaced by i; the parent's vsock device needs one of them;
+ *  - for each drive d of the parent with an overlay: a clone of the
+ *    parent's overlay at the snapshot point, at drive_overlays[i * ndrives
+ *    + d] (ndrives: the parent's drive count; entries of other drives are
+ *    ignored) if drive_overlays is not NULL, else at overlay_fmt with its
+ *    %u replaced by i and then d; the base stays shared, read-only. Drives
+ *    without overlay are reopened as they are: a writable one is refused
+ *    (-EINVAL: every child would write the same image); read-only ones are
+ *    shared;
+ *  - console_in[i] / console_out[i] (NULL arrays: -1, nothing).
+ * Templates take exactly the %u conversions named (and %%), nothing else.
+ * Only the first clone is made while parent is paused; the other children's
+ * are copied from it afterwards. On failure nothing is left: children made
+ * so far are destroyed and clones removed (the snapshot files stay), and
+ * parent runs again if it ran. err may be NULL. */
+struct moat_fork_config {
+    size_t size;                  /* sizeof(struct moat_fork_config) */
+    const char *state_path;       /* the parent's snapshot, written once */
+    const char *mem_path;
+    const char *const *vsock_uds; /* n entries, or NULL */
+    const char *vsock_uds_fmt;    /* e.g. "/run/w%u.sock" */
+    const char *const *drive_overlays;  /* n * ndrives entries, or NULL */
+    const char *overlay_fmt;      /* e.g. "/var/w%u-disk%u.ovl" */
+    const int *console_in;        /* n entries, or NULL */
+    const int *console_out;       /* n entries, or NULL */
+    uint32_t flags;               /* MOAT_F_* for the children */
+    int kick_signal;
+};
+void moat_fork_config_init(struct moat_fork_config *fc);
+int moat_fork(struct moat_vm *parent, const struct moat_fork_config *fc, struct moat_vm **children,
+              size_t n, struct moat_error *err);
+
 /* ---- running commands in the guest (docs/agent-protocol.md) ----
  *
  * moat_exec runs a command in the guest through its agent, over the VM's

@@ -482,6 +482,7 @@ int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, const c
             return seterr(err, 0, r, "drive %s: virtio-mmio slot %u: %s", d->path, slot, strerror(-r));
         vm->nvdev++;
         vm->drive[vm->ndrives].read_only = d->read_only != 0;
+        vm->drive[vm->ndrives].blk = blk;     /* owned by the transport, lives as long as vm */
         vm->drive[vm->ndrives].path = strdup(d->path);
         vm->drive[vm->ndrives].id = d->id ? strdup(d->id) : NULL;
         vm->drive[vm->ndrives].overlay = o.overlay ? strdup(o.overlay) : NULL;

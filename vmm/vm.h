@@ -18,6 +18,7 @@
 #include "vmm/virtio_mmio_kvm.h"
 
 struct moat_vm;
+struct virtio_blk;
 
 struct vcpu {
     struct moat_vm *vm;
@@ -58,7 +59,7 @@ struct moat_vm {
     struct virtio_mmio_kvm *vdev[VIRTIO_MMIO_KVM_MAX_SLOTS];  /* virtio-mmio slots in use */
     unsigned nvdev;
     /* The drives in slots 0 .. ndrives-1 (for snapshots); owned copies. */
-    struct { char *path, *id, *overlay; bool read_only; } drive[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    struct { char *path, *id, *overlay; bool read_only; struct virtio_blk *blk; } drive[VIRTIO_MMIO_KVM_MAX_SLOTS];
     unsigned ndrives;
     bool has_vsock;               /* a vsock device */
     char *vsock_uds;              /* its hybrid-vsock socket path (moat_exec) */
