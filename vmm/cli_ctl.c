@@ -2,6 +2,7 @@
  * main loop. One request line per connection, one reply line back
  * (docs/control-socket.md); requests are parsed by vmm/ctl_proto.c. */
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -14,6 +15,8 @@
 #include "include/moat.h"
 #include "vmm/cli.h"
 #include "vmm/ctl_proto.h"
+
+#define CTL_CLIENT_MS 2000   /* a client's time to send its request line */
 
 static int fill_addr(struct sockaddr_un *sa, const char *path)
 {
@@ -90,6 +93,30 @@ static int snapshot_dir(struct moat_vm *vm, const char *dir, double *ms)
     return r;
 }
 
+/* Pin every copy-on-write drive: DIR/diskN.overlay for drive N (the VM is
+ * paused by the caller, or moat_clone_overlay pauses it per copy). *count
+ * gets the number of pins. */
+static int clone_disks(struct moat_vm *vm, const char *dir, unsigned *count)
+{
+    *count = 0;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    for (unsigned i = 0; i < MOAT_MAX_DRIVES; i++) {
+        char dst[4200];
+        if ((size_t)snprintf(dst, sizeof dst, "%s/disk%u.overlay", dir, i) >= sizeof dst)
+            return -ENAMETOOLONG;
+        int r = moat_clone_overlay(vm, i, dst);
+        if (r == -ERANGE)
+            break;
+        if (r == -ENOENT)
+            continue;       /* no overlay on this drive */
+        if (r < 0)
+            return r;
+        (*count)++;
+    }
+    return 0;
+}
+
 /* Carry out one request; the reply goes to out. 1 if the VM was told to stop. */
 static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, size_t len,
                   char *out, size_t olen)
@@ -147,6 +174,27 @@ static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, si
         moat_stop(vm);
         snprintf(out, olen, "ok stopped\n");
         return 1;
+    case CTL_SNAPSHOT_DISKS:
+    case CTL_CLONE_DISKS: {
+        /* One pause for the memory snapshot and the disk pins: the pins are
+         * the disk state the snapshot refers to. */
+        int was_paused = s->paused || moat_pause(vm) == -EALREADY;
+        unsigned pins = 0;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        r = req.op == CTL_SNAPSHOT_DISKS ? snapshot_dir(vm, req.arg, &ms) : 0;
+        if (r == 0)
+            r = clone_disks(vm, req.arg, &pins);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (!was_paused)
+            moat_resume(vm);
+        ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        if (r < 0)
+            snprintf(out, olen, "error %s: %s\n", ctl_op_name(req.op), strerror(-r));
+        else
+            snprintf(out, olen, "ok %s disks=%u ms=%.3f\n", ctl_op_name(req.op), pins, ms);
+        return 0;
+    }
     }
     snprintf(out, olen, "error internal\n");
     return 0;
@@ -165,16 +213,31 @@ int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm)
         close(c);
         return 0;
     }
-    /* A client gets 2 s to send its line: a stuck one cannot stall the VMM. */
-    struct timeval tv = { .tv_sec = 2 };
-    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    /* A client gets 2 s in all to send its line: a stuck one, or one that
+     * trickles a byte at a time, cannot stall the VMM's loop for longer
+     * (SO_RCVTIMEO alone would restart the 2 s at every byte). */
+    struct timeval tv = { .tv_sec = CTL_CLIENT_MS / 1000 };
     setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     char line[CTL_LINE_MAX + 1], out[256];
     size_t len = 0;
     int stop = 0;
     while (len <= CTL_LINE_MAX) {
-        ssize_t n = recv(c, line + len, CTL_LINE_MAX + 1 - len, 0);
-        if (n < 0 && errno == EINTR)
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long left = CTL_CLIENT_MS - ((long)(t.tv_sec - t0.tv_sec) * 1000 +
+                                     (long)(t.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0)
+            break;
+        struct pollfd pf = { .fd = c, .events = POLLIN };
+        int pr = poll(&pf, 1, (int)left);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            break;
+        ssize_t n = recv(c, line + len, CTL_LINE_MAX + 1 - len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
             continue;
         if (n <= 0)
             break;

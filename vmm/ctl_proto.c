@@ -15,6 +15,8 @@ static const struct {
     { "snapshot", CTL_SNAPSHOT, 1 },
     { "stop-snapshot", CTL_STOP_SNAPSHOT, 1 },
     { "stop", CTL_STOP, 0 },
+    { "snapshot-disks", CTL_SNAPSHOT_DISKS, 1 },
+    { "clone-disks", CTL_CLONE_DISKS, 1 },
 };
 
 const char *ctl_op_name(enum ctl_op op)

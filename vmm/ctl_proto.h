@@ -21,6 +21,8 @@ enum ctl_op {
     CTL_SNAPSHOT,           /* snapshot DIR: DIR/state + DIR/memory, the VM goes on */
     CTL_STOP_SNAPSHOT,      /* stop-snapshot DIR: pause, snapshot, stop */
     CTL_STOP,
+    CTL_SNAPSHOT_DISKS,     /* snapshot-disks DIR: snapshot + DIR/diskN.overlay pins, same point */
+    CTL_CLONE_DISKS,        /* clone-disks DIR: DIR/diskN.overlay pins only (paused for the copy) */
 };
 
 struct ctl_req {

@@ -43,6 +43,15 @@ START_TEST(verbs_with_argument)
     ck_assert_int_eq(parse("snapshot rel\r\n", &r), 0);
     ck_assert_str_eq(r.arg, "rel");
     ck_assert_str_eq(ctl_op_name(CTL_STOP_SNAPSHOT), "stop-snapshot");
+    ck_assert_int_eq(parse("snapshot-disks /t/x\n", &r), 0);
+    ck_assert_int_eq(r.op, CTL_SNAPSHOT_DISKS);
+    ck_assert_str_eq(r.arg, "/t/x");
+    ck_assert_int_eq(parse("clone-disks /t/y", &r), 0);
+    ck_assert_int_eq(r.op, CTL_CLONE_DISKS);
+    ck_assert_str_eq(r.arg, "/t/y");
+    ck_assert_int_eq(parse("clone-disks", &r), -EINVAL);
+    ck_assert_int_eq(parse("snapshot-disks\n", &r), -EINVAL);
+    ck_assert_str_eq(ctl_op_name(CTL_CLONE_DISKS), "clone-disks");
     ck_assert_ptr_null(ctl_op_name((enum ctl_op)99));
 }
 END_TEST
