@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devices/overlay_disk.h"
 #include "include/moat.h"
 #include "vmm/agent_client.h"
 #include "vmm/cli.h"
@@ -37,6 +39,7 @@ static const char usage_sandbox[] =
     "       moat snapshot NAME --tag T\n"
     "       moat reset [--wait SEC] NAME --to T\n"
     "       moat fork NAME --count N [--prefix P] [--wait SEC]\n"
+    "       moat diff NAME --against T [--files]\n"
     "       moat exec NAME [exec options] -- CMD...   moat cp SRC NAME:PATH | NAME:PATH DST\n"
     "\n"
     "A sandbox is a background moat process with its files in $MOAT_HOME/NAME\n"
@@ -51,6 +54,10 @@ struct sbx {
     int dfd;                /* the directory, flock'ed while its state changes */
     char ctl[108], vsock[108];
     int ephemeral, rw_drive;
+    /* drive.N= lines of the config: each drive's --drive spec as moat run
+     * got it (absolute paths, overlay= included); heap strings. */
+    char *drive[MOAT_MAX_DRIVES];
+    unsigned ndrive;
 };
 
 enum sbx_state { ST_RUNNING, ST_PAUSED, ST_STOPPED, ST_DEAD, ST_HUNG };
@@ -170,6 +177,51 @@ static void sbx_close(struct sbx *s)
     if (s->dfd >= 0)
         close(s->dfd);
     s->dfd = -1;
+    for (unsigned i = 0; i < s->ndrive; i++)
+        free(s->drive[i]);
+    s->ndrive = 0;
+}
+
+/* Drive n's overlay path (from its spec) into buf; 0 if it has none. */
+static int drive_overlay(const struct sbx *s, unsigned n, char *buf, size_t len)
+{
+    if (n >= s->ndrive)
+        return 0;
+    char tmp[8192];
+    snprintf(tmp, sizeof tmp, ",%s", s->drive[n]);
+    const char *o = strstr(tmp, ",overlay=");
+    if (!o)
+        return 0;
+    o += 9;
+    size_t l = strcspn(o, ",");
+    snprintf(buf, len, "%.*s", (int)l, o);
+    return l > 0;
+}
+
+/* spec with its overlay= replaced by ovl (heap string). */
+static char *spec_with_overlay(const char *spec, const char *ovl)
+{
+    size_t cap = strlen(spec) + strlen(ovl) + 16;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    char *copy = strdup(spec), *save = NULL;
+    if (!copy) {
+        free(out);
+        return NULL;
+    }
+    out[0] = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strncmp(tok, "overlay=", 8))
+            continue;
+        if (out[0])
+            strcat(out, ",");
+        strcat(out, tok);
+    }
+    strcat(out, ",overlay=");
+    strcat(out, ovl);
+    free(copy);
+    return out;
 }
 
 static void read_config(struct sbx *s)
@@ -178,12 +230,25 @@ static void read_config(struct sbx *s)
     FILE *f = fopen(sp(s, "config", p, sizeof p), "re");
     if (!f)
         return;
-    while (fgets(line, sizeof line, f)) {
+    char *big = malloc(65536);
+    while (big && fgets(big, 65536, f)) {
+        unsigned n;
+        int off = 0;
+        if (sscanf(big, "drive.%u=%n", &n, &off) == 1 && off > 0 && n < MOAT_MAX_DRIVES &&
+            n == s->ndrive) {
+            big[strcspn(big, "\n")] = 0;
+            s->drive[s->ndrive] = strdup(big + off);
+            if (s->drive[s->ndrive])
+                s->ndrive++;
+            continue;
+        }
+        snprintf(line, sizeof line, "%s", big);
         if (!strcmp(line, "ephemeral=1\n"))
             s->ephemeral = 1;
         else if (!strcmp(line, "rw_drive=1\n"))
             s->rw_drive = 1;
     }
+    free(big);
     fclose(f);
 }
 
@@ -519,11 +584,19 @@ static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
     return -1;
 }
 
-/* Restore dir (a snapshot) as s's process and wait for it. */
+/* Restore dir (a snapshot) as s's process and wait for it. The drives
+ * are given from s's config (its own overlays: a fork's first restore
+ * needs them, and they are what every snapshot of s recorded anyway). */
 static int start_from(struct sbx *s, const char *snapdir, double wait)
 {
-    char *extra[] = { (char *)snapdir };
-    pid_t pid = spawn(s, "restore", extra, 1);
+    char *extra[2 * MOAT_MAX_DRIVES + 1];
+    int n = 0;
+    for (unsigned i = 0; i < s->ndrive; i++) {
+        extra[n++] = "--drive";
+        extra[n++] = s->drive[i];
+    }
+    extra[n++] = (char *)snapdir;
+    pid_t pid = spawn(s, "restore", extra, n);
     if (pid < 0)
         return -1;
     if (wait_ready(s, pid, wait) < 0) {
@@ -548,6 +621,92 @@ static int parse_wait(const char *v, double *w)
 
 /* ---- commands ---- */
 
+/* moat run's long options (vmm/cli.c cmd_run): which take a value. An
+ * argument is matched as getopt_long does (an unambiguous prefix). */
+static const struct { const char *name; int has_val; } run_opts[] = {
+    { "kernel", 1 }, { "initrd", 1 }, { "cmdline", 1 }, { "mem", 1 }, { "cpus", 1 },
+    { "timeout", 1 }, { "timings", 0 }, { "snapshot-dir", 1 }, { "diff-snapshots", 0 },
+    { "drive", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
+    { "no-pvm-compat", 0 }, { "verbose", 0 }, { "help", 0 },
+};
+
+/* The run option a names ("--NAME" or "--NAME=V", NAME a prefix), or -1. */
+static int run_opt(const char *a)
+{
+    if (strncmp(a, "--", 2) || !a[2])
+        return -1;
+    size_t l = strcspn(a + 2, "=");
+    int found = -1;
+    for (int k = 0; k < (int)(sizeof run_opts / sizeof run_opts[0]); k++) {
+        if (strncmp(run_opts[k].name, a + 2, l))
+            continue;
+        if (strlen(run_opts[k].name) == l)
+            return k;           /* exact */
+        found = found == -1 ? k : -2;
+    }
+    return found < 0 ? -1 : found;
+}
+
+/* A sandbox's --drive: absolute paths, and a writable drive gets an overlay
+ * in the sandbox directory (diskN.overlay) unless the spec names one
+ * (overlay=FILE: that one; overlay=none: the image itself is written). The
+ * new spec into out; *rw_in_place set for a writable drive without overlay. */
+static int sandbox_drive(const struct sbx *s, unsigned n, const char *spec, char *out, size_t olen,
+                         int *rw_in_place)
+{
+    char cwd[PATH_MAX], copy[8192], *save = NULL;
+    if (!getcwd(cwd, sizeof cwd) || strlen(spec) >= sizeof copy) {
+        fprintf(stderr, "moat create: --drive %s: path too long\n", spec);
+        return -1;
+    }
+    snprintf(copy, sizeof copy, "%s", spec);
+    char *path = strtok_r(copy, ",", &save);
+    if (!path || spec[0] == ',') {
+        fprintf(stderr, "moat create: invalid --drive '%s': no path\n", spec);
+        return -1;
+    }
+    int ro = 0, direct = 0;
+    const char *ovl = NULL, *id = NULL;
+    for (char *t = strtok_r(NULL, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "ro"))
+            ro = 1;
+        else if (!strcmp(t, "rw"))
+            ro = 0;
+        else if (!strcmp(t, "direct"))
+            direct = 1;
+        else if (!strncmp(t, "overlay=", 8))
+            ovl = t + 8;
+        else if (!strncmp(t, "id=", 3))
+            id = t + 3;
+        else {
+            fprintf(stderr, "moat create: invalid --drive '%s': unknown option '%s'\n", spec, t);
+            return -1;
+        }
+    }
+    char ovlbuf[PATH_MAX + 64] = "";
+    if (ovl && !strcmp(ovl, "none")) {
+        ovl = NULL;
+        *rw_in_place |= !ro;
+    } else if (ovl && *ovl) {
+        snprintf(ovlbuf, sizeof ovlbuf, "%s%s%s", ovl[0] == '/' ? "" : cwd, ovl[0] == '/' ? "" : "/", ovl);
+    } else if (!ro) {
+        if (direct) {
+            fprintf(stderr, "moat create: --drive %s: direct cannot be combined with the sandbox's "
+                            "copy-on-write overlay (add ,overlay=none to write the image in place)\n", spec);
+            return -1;
+        }
+        snprintf(ovlbuf, sizeof ovlbuf, "%s/disk%u.overlay", s->dir, n);
+    }
+    int k = snprintf(out, olen, "%s%s%s%s%s%s%s%s%s", path[0] == '/' ? "" : cwd, path[0] == '/' ? "" : "/",
+                     path, ro ? ",ro" : "", direct ? ",direct" : "", id ? ",id=" : "", id ? id : "",
+                     ovlbuf[0] ? ",overlay=" : "", ovlbuf);
+    if (k < 0 || (size_t)k >= olen) {
+        fprintf(stderr, "moat create: --drive %s: too long\n", spec);
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_create(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
@@ -562,7 +721,7 @@ static int cmd_create(int argc, char **argv)
     if (sbx_paths(&s, argv[1]) < 0)
         return EXIT_USAGE;
     double wait = DEFAULT_WAIT;
-    char **extra = calloc((size_t)argc + 1, sizeof *extra);
+    char **extra = calloc(2 * (size_t)argc + 1, sizeof *extra);
     if (!extra)
         return EXIT_VMM_ERROR;
     int nextra = 0, after_dd = 0;
@@ -571,6 +730,10 @@ static int cmd_create(int argc, char **argv)
         free(extra);
         return EXIT_VMM_ERROR;
     }
+    char *drives[MOAT_MAX_DRIVES] = { 0 };    /* the rewritten --drive specs */
+    unsigned ndrive = 0;
+    static char optbuf[64][24];                 /* --NAME of --NAME=V arguments */
+    unsigned nopt = 0;
     size_t clen = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -591,24 +754,51 @@ static int cmd_create(int argc, char **argv)
                 free(config);
                 return 0;
             } else {
-                static const char *const forbidden[] = { "--vsock", "--control", "--console-log" };
-                for (size_t k = 0; k < 3; k++) {
-                    size_t kl = strlen(forbidden[k]);
-                    if (!strncmp(a, forbidden[k], kl) && (a[kl] == 0 || a[kl] == '=')) {
-                        fprintf(stderr, "moat create: %s is set by moat for a sandbox\n", forbidden[k]);
+                int k = run_opt(a);
+                const char *on = k >= 0 ? run_opts[k].name : "";
+                if (!strcmp(on, "vsock") || !strcmp(on, "control") || !strcmp(on, "console-log")) {
+                    fprintf(stderr, "moat create: --%s is set by moat for a sandbox\n", on);
+                    goto usage;
+                }
+                const char *eq = strchr(a, '=');
+                if (k >= 0 && run_opts[k].has_val && (eq || i + 1 < argc)) {
+                    /* The value: not scanned as an option itself. */
+                    const char *v = eq ? eq + 1 : argv[++i];
+                    char spec[8192];
+                    if (!strcmp(on, "drive")) {
+                        if (ndrive >= MOAT_MAX_DRIVES) {
+                            fprintf(stderr, "moat create: too many --drive options\n");
+                            goto usage;
+                        }
+                        if (sandbox_drive(&s, ndrive, v, spec, sizeof spec, &s.rw_drive) < 0)
+                            goto usage;
+                        drives[ndrive] = strdup(spec);
+                        if (!drives[ndrive])
+                            goto usage;
+                        v = drives[ndrive++];
+                    }
+                    if (strchr(v, '\n')) {
+                        fprintf(stderr, "moat create: arguments cannot contain newlines\n");
                         goto usage;
                     }
-                }
-                const char *d = NULL;
-                if (!strcmp(a, "--drive") && i + 1 < argc)
-                    d = argv[i + 1];
-                else if (!strncmp(a, "--drive=", 8))
-                    d = a + 8;
-                if (d) {
-                    char tmp[PATH_MAX];
-                    snprintf(tmp, sizeof tmp, ",%s,", d);
-                    if (!strstr(tmp, ",ro,"))
-                        s.rw_drive = 1;
+                    char *o = eq ? "" : argv[i - 1];
+                    if (eq && nopt >= sizeof optbuf / sizeof optbuf[0]) {
+                        fprintf(stderr, "moat create: too many options\n");
+                        goto usage;
+                    }
+                    if (eq) {   /* --NAME=V: passed on as --NAME V */
+                        snprintf(optbuf[nopt], sizeof optbuf[nopt], "--%s", on);
+                        o = optbuf[nopt++];
+                    }
+                    extra[nextra++] = o;
+                    extra[nextra++] = (char *)v;
+                    int n = snprintf(config + clen, 65536 - clen, "arg=%s\narg=%s\n", o, v);
+                    if (n < 0 || clen + (size_t)n >= 65000) {
+                        fprintf(stderr, "moat create: arguments too long\n");
+                        goto usage;
+                    }
+                    clen += (size_t)n;
+                    continue;
                 }
             }
         }
@@ -642,11 +832,21 @@ static int cmd_create(int argc, char **argv)
     s.dfd = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (s.dfd < 0 || sbx_lock(&s) < 0)
         goto fail;
-    char p[PATH_MAX], hdr[256];
-    snprintf(hdr, sizeof hdr, "# moat sandbox %s\nephemeral=%d\nrw_drive=%d\n", s.name, s.ephemeral,
-             s.rw_drive);
-    memmove(config + strlen(hdr), config, clen + 1);
-    memcpy(config, hdr, strlen(hdr));
+    char p[PATH_MAX], *hdr = malloc(65536);
+    if (!hdr)
+        goto fail;
+    int hl = snprintf(hdr, 65536, "# moat sandbox %s\nephemeral=%d\nrw_drive=%d\n", s.name, s.ephemeral,
+                      s.rw_drive);
+    for (unsigned k = 0; k < ndrive && hl > 0 && hl < 65536; k++)
+        hl += snprintf(hdr + hl, 65536 - (size_t)hl, "drive.%u=%s\n", k, drives[k]);
+    if (hl < 0 || (size_t)hl + clen >= 65536) {
+        fprintf(stderr, "moat create: arguments too long\n");
+        free(hdr);
+        goto fail;
+    }
+    memmove(config + hl, config, clen + 1);
+    memcpy(config, hdr, (size_t)hl);
+    free(hdr);
     if (write_file(sp(&s, "config", p, sizeof p), config) < 0) {
         fprintf(stderr, "moat: cannot write %s\n", p);
         goto fail;
@@ -663,6 +863,8 @@ static int cmd_create(int argc, char **argv)
     sbx_close(&s);
     free(extra);
     free(config);
+    for (unsigned k = 0; k < ndrive; k++)
+        free(drives[k]);
     return 0;
 fail:
     rm_rf(s.dir);
@@ -671,10 +873,14 @@ fail:
 fail_noclean:
     free(extra);
     free(config);
+    for (unsigned k = 0; k < ndrive; k++)
+        free(drives[k]);
     return EXIT_VMM_ERROR;
 usage:
     free(extra);
     free(config);
+    for (unsigned k = 0; k < ndrive; k++)
+        free(drives[k]);
     return EXIT_USAGE;
 }
 
@@ -899,8 +1105,28 @@ static int link_snapshot(const char *from, const char *to)
     return 0;
 }
 
-/* A snapshot of s into dir: through the control socket when it runs, by
- * linking its stop snapshot when stopped. */
+/* Pin s's overlays into dir/diskN.overlay from the files themselves (no
+ * process has them open: ovl_clone takes its shared lock). */
+static int clone_own_disks(const struct sbx *s, const char *dir)
+{
+    char src[PATH_MAX], dst[PATH_MAX], why[512];
+    for (unsigned n = 0; n < s->ndrive; n++) {
+        if (!drive_overlay(s, n, src, sizeof src))
+            continue;
+        snprintf(dst, sizeof dst, "%s/disk%u.overlay", dir, n);
+        why[0] = 0;
+        if (ovl_clone(src, dst, why, sizeof why) < 0) {
+            fprintf(stderr, "moat: sandbox %s: pinning its disk: %s\n", s->name, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A snapshot of s into dir, its copy-on-write disks pinned beside it
+ * (dir/diskN.overlay, the disk state the memory refers to): through the
+ * control socket when it runs (snapshot-disks: one pause for both), by
+ * linking its stop snapshot and copying its overlays when stopped. */
 static int snapshot_into(struct sbx *s, const char *dir)
 {
     pid_t pid;
@@ -911,12 +1137,12 @@ static int snapshot_into(struct sbx *s, const char *dir)
         int r = link_snapshot(sp(s, "snap", p, sizeof p), dir);
         if (r < 0)
             fprintf(stderr, "moat: linking the snapshot into %s: %s\n", dir, strerror(-r));
-        return r < 0 ? -1 : 0;
+        return r < 0 || clone_own_disks(s, dir) < 0 ? -1 : 0;
     }
     if (need_live(s, st, "snapshot") < 0)
         return -1;
     char req[PATH_MAX + 16];
-    snprintf(req, sizeof req, "snapshot %s", dir);
+    snprintf(req, sizeof req, "snapshot-disks %s", dir);
     return ctl(s, req, NULL, 0, 600);
 }
 
@@ -1001,9 +1227,52 @@ static int cmd_reset(int argc, char **argv)
                 s.name, tag);
         goto out;
     }
+    /* The disk goes back too: each overlay is replaced by a copy of the
+     * tag's pin (made first, next to it; swapped in once the process is
+     * gone). */
+    char own[PATH_MAX], pin[PATH_MAX + 64], stage[PATH_MAX + 16], why[512];
+    bool staged[MOAT_MAX_DRIVES] = { false }, any = false;
+    for (unsigned n = 0; n < s.ndrive; n++) {
+        if (!drive_overlay(&s, n, own, sizeof own))
+            continue;
+        snprintf(pin, sizeof pin, "%s/disk%u.overlay", dir, n);
+        if (access(pin, F_OK) != 0) {
+            fprintf(stderr, "moat: warning: tag %s has no pin of drive %u: that disk stays as it "
+                            "is now\n", tag, n);
+            continue;
+        }
+        snprintf(stage, sizeof stage, "%s.reset", own);
+        unlink(stage);
+        why[0] = 0;
+        if (ovl_clone(pin, stage, why, sizeof why) < 0) {
+            fprintf(stderr, "moat: sandbox %s: copying the tag's disk: %s\n", s.name, why);
+            goto unstage;
+        }
+        staged[n] = any = true;
+    }
     if (kill_process(&s, read_pid(&s)) < 0)
-        goto out;
+        goto unstage;
+    for (unsigned n = 0; n < s.ndrive; n++) {
+        if (!staged[n] || !drive_overlay(&s, n, own, sizeof own))
+            continue;
+        snprintf(stage, sizeof stage, "%s.reset", own);
+        if (rename(stage, own) < 0) {
+            fprintf(stderr, "moat: %s: %s\n", own, strerror(errno));
+            goto unstage;
+        }
+        staged[n] = false;
+    }
+    /* A stop snapshot of the old disk must not be started over the tag's. */
+    if (any)
+        rm_rf(sp(&s, "snap", p, sizeof p));
     rc = start_from(&s, dir, wait) < 0 ? 1 : 0;
+    goto out;
+unstage:
+    for (unsigned n = 0; n < s.ndrive; n++)
+        if (staged[n] && drive_overlay(&s, n, own, sizeof own)) {
+            snprintf(stage, sizeof stage, "%s.reset", own);
+            unlink(stage);
+        }
 out:
     sbx_close(&s);
     return rc;
@@ -1039,13 +1308,17 @@ static int cmd_fork(int argc, char **argv)
     if (sbx_open(&s, name, 1) < 0)
         return 1;
     int rc = 1;
+    char *cfg = NULL, *kcfg = NULL;
     struct sbx *kids = calloc(count, sizeof *kids);
     unsigned long made = 0;
     if (!kids)
         goto out;
+    for (unsigned long i = 0; i < count; i++)
+        kids[i].dfd = -1;
     if (s.rw_drive) {
-        fprintf(stderr, "moat: sandbox %s has a writable drive: forks would share and corrupt "
-                        "it (disk overlays are not there yet); use read-only drives (,ro)\n", s.name);
+        fprintf(stderr, "moat: sandbox %s has a writable drive without a copy-on-write overlay "
+                        "(overlay=none, or made by an older moat): forks would share and corrupt it\n",
+                s.name);
         goto out;
     }
     /* Every child name is valid and free before anything happens. */
@@ -1058,29 +1331,51 @@ static int cmd_fork(int argc, char **argv)
             fprintf(stderr, "moat: a sandbox named %s already exists\n", cn);
             goto out;
         }
+        /* Its drives: the parent's, each overlay replaced by its own. */
+        for (unsigned n = 0; n < s.ndrive; n++) {
+            char o[PATH_MAX], mine[PATH_MAX + 32];
+            snprintf(mine, sizeof mine, "%s/disk%u.overlay", kids[i].dir, n);
+            kids[i].drive[n] = drive_overlay(&s, n, o, sizeof o) ? spec_with_overlay(s.drive[n], mine)
+                                                                 : strdup(s.drive[n]);
+            if (!kids[i].drive[n])
+                goto out;
+            kids[i].ndrive = n + 1;
+        }
     }
-    char parent_cfg[PATH_MAX], cfg[65536] = "", p[PATH_MAX], base0[PATH_MAX];
-    int fd = open(sp(&s, "config", parent_cfg, sizeof parent_cfg), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t n = read(fd, cfg, sizeof cfg - 200);
-        cfg[n > 0 ? n : 0] = 0;
-        close(fd);
-    }
-    snprintf(cfg + strlen(cfg), 200, "forked_from=%s\n", s.name);
+    char parent_cfg[PATH_MAX], p[PATH_MAX], base0[PATH_MAX];
+    cfg = calloc(1, 65536);
+    kcfg = calloc(1, 65536);
+    if (!cfg || !kcfg)
+        goto out;
+    FILE *pf = fopen(sp(&s, "config", parent_cfg, sizeof parent_cfg), "re");
+    size_t clen = 0;
+    while (pf && clen < 60000 && fgets(cfg + clen, (int)(60000 - clen), pf))
+        if (strncmp(cfg + clen, "drive.", 6))   /* a child's own come below */
+            clen += strlen(cfg + clen);
+    cfg[clen] = 0;
+    if (pf)
+        fclose(pf);
+    snprintf(cfg + clen, 200, "forked_from=%s\n", s.name);
     for (; made < count; made++) {
         struct sbx *k = &kids[made];
         if (mkdir(k->dir, 0700) < 0) {
             fprintf(stderr, "moat: %s: %s\n", k->dir, strerror(errno));
             goto undo;
         }
+        size_t kl = (size_t)snprintf(kcfg, 65536, "%s", cfg);
+        for (unsigned n = 0; n < k->ndrive && kl < 65536; n++)
+            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "drive.%u=%s\n", n, k->drive[n]);
         k->dfd = open(k->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (k->dfd < 0 || sbx_lock(k) < 0 || write_file(sp(k, "config", p, sizeof p), cfg) < 0) {
+        if (kl >= 65536 || k->dfd < 0 || sbx_lock(k) < 0 ||
+            write_file(sp(k, "config", p, sizeof p), kcfg) < 0) {
             made++;
             goto undo;
         }
         k->ephemeral = s.ephemeral;
     }
-    /* One snapshot of the parent (it goes on running), linked into each child. */
+    /* One snapshot of the parent (it goes on running), linked into each
+     * child; its disk pins (base/diskN.overlay, taken in the same pause)
+     * copied to each child's own overlay. */
     sp(&kids[0], "base", base0, sizeof base0);
     if (snapshot_into(&s, base0) < 0)
         goto undo;
@@ -1089,6 +1384,21 @@ static int cmd_fork(int argc, char **argv)
         if (r < 0) {
             fprintf(stderr, "moat: linking the snapshot into %s: %s\n", p, strerror(-r));
             goto undo;
+        }
+    }
+    for (unsigned n = 0; n < s.ndrive; n++) {
+        char pin[PATH_MAX + 32], o[PATH_MAX], why[512];
+        snprintf(pin, sizeof pin, "%s/disk%u.overlay", base0, n);
+        if (!drive_overlay(&s, n, o, sizeof o))
+            continue;
+        for (unsigned long i = count; i-- > 0;) {
+            drive_overlay(&kids[i], n, o, sizeof o);
+            why[0] = 0;
+            int r = i == 0 ? (rename(pin, o) < 0 ? -errno : 0) : ovl_clone(pin, o, why, sizeof why);
+            if (r < 0) {
+                fprintf(stderr, "moat: %s: %s\n", o, why[0] ? why : strerror(-r));
+                goto undo;
+            }
         }
     }
     rc = 0;
@@ -1108,7 +1418,100 @@ undo:
         sbx_close(&kids[i]);
     }
 out:
+    for (unsigned long i = 0; kids && i < count; i++)
+        sbx_close(&kids[i]);
+    free(cfg);
+    free(kcfg);
     free(kids);
+    sbx_close(&s);
+    return rc;
+}
+
+/* moat diff NAME --against T [--files]: the blocks (and ext4 files) of each
+ * copy-on-write drive that changed since tag T's pin. A running sandbox's
+ * overlays are pinned into a temporary directory first (clone-disks: a
+ * short pause), so the comparison sees what the guest has written, flushed
+ * or not. */
+static int cmd_diff(int argc, char **argv)
+{
+    const char *name = NULL, *tag = NULL;
+    int files = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--against") && i + 1 < argc)
+            tag = argv[++i];
+        else if (!strcmp(argv[i], "--files"))
+            files = 1;
+        else if (argv[i][0] != '-' && !name)
+            name = argv[i];
+        else
+            name = tag = NULL, i = argc;
+    }
+    if (!name || !tag || !valid_name(tag)) {
+        fprintf(stderr, "usage: moat diff NAME --against TAG [--files]\n");
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    int rc = 1;
+    char tagdir[3300], p[PATH_MAX], tmp[PATH_MAX], own[PATH_MAX], pin[PATH_MAX + 64], cur[PATH_MAX + 64];
+    snprintf(tagdir, sizeof tagdir, "%s/tags/%s", s.dir, tag);
+    snprintf(p, sizeof p, "%s/state", tagdir);
+    tmp[0] = 0;
+    if (access(p, F_OK) != 0) {
+        fprintf(stderr, "moat: sandbox %s has no tag %s\n", s.name, tag);
+        goto out;
+    }
+    unsigned novl = 0;
+    for (unsigned n = 0; n < s.ndrive; n++)
+        novl += (unsigned)drive_overlay(&s, n, own, sizeof own);
+    if (!novl) {
+        fprintf(stderr, "moat: sandbox %s has no copy-on-write drive: nothing to compare\n", s.name);
+        goto out;
+    }
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(&s, &pid, &up);
+    if (st == ST_RUNNING || st == ST_PAUSED) {
+        snprintf(tmp, sizeof tmp, "%s/.diff-%d", s.dir, (int)getpid());
+        rm_rf(tmp);
+        char req[PATH_MAX + 16];
+        snprintf(req, sizeof req, "clone-disks %s", tmp);
+        if (ctl(&s, req, NULL, 0, 600) < 0)
+            goto out;
+    } else if (st == ST_HUNG) {
+        fprintf(stderr, "moat: sandbox %s is unresponsive\n", s.name);
+        goto out;
+    }
+    rc = 0;
+    for (unsigned n = 0; n < s.ndrive; n++) {
+        if (!drive_overlay(&s, n, own, sizeof own))
+            continue;
+        snprintf(pin, sizeof pin, "%s/disk%u.overlay", tagdir, n);
+        if (tmp[0])
+            snprintf(cur, sizeof cur, "%s/disk%u.overlay", tmp, n);
+        else
+            snprintf(cur, sizeof cur, "%s", own);
+        printf("drive %u (vd%c) since tag %s:\n", n, 'a' + n, tag);
+        fflush(stdout);
+        if (access(pin, F_OK) != 0) {
+            printf("  no disk pin in tag %s (taken without one)\n", tag);
+            rc = 1;
+            continue;
+        }
+        char *av[] = { "disk", "diff", "--files", pin, cur, NULL };
+        if (!files) {
+            av[2] = pin;
+            av[3] = cur;
+            av[4] = NULL;
+        }
+        if (cmd_disk(files ? 5 : 4, av) != 0)
+            rc = 1;
+        fflush(stdout);
+    }
+out:
+    if (tmp[0])
+        rm_rf(tmp);
     sbx_close(&s);
     return rc;
 }
@@ -1160,7 +1563,7 @@ int sandbox_agent_target(const char *name, struct agent_target *t)
 /* ---- dispatch ---- */
 
 static const char *const sandbox_cmds[] = {
-    "create", "ls", "rm", "pause", "resume", "stop", "start", "snapshot", "reset", "fork",
+    "create", "ls", "rm", "pause", "resume", "stop", "start", "snapshot", "reset", "fork", "diff",
 };
 
 int cli_is_sandbox_command(const char *cmd)
@@ -1200,5 +1603,7 @@ int cmd_sandbox(int argc, char **argv)
         return cmd_reset(argc, argv);
     if (!strcmp(c, "fork"))
         return cmd_fork(argc, argv);
+    if (!strcmp(c, "diff"))
+        return cmd_diff(argc, argv);
     return EXIT_USAGE;
 }
