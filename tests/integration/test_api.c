@@ -89,6 +89,7 @@ static void *reader(void *arg)
 /* A VM running guest `name` with its console captured through a pipe;
  * console_in (or -1) feeds the UART; drive (or NULL) is its one drive. */
 static uint32_t make_vm_flags;   /* MOAT_F_* for the next make_vm_in (diff snapshot tests) */
+static const char *const *make_vm_overlays;   /* drive_overlays for the next make_vm_in (fork) */
 
 static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wfd, uint32_t cpus,
                                   const char *cmdline, int console_in, const struct moat_drive *drive)
@@ -111,6 +112,7 @@ static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wf
     cfg.drives = drive;
     cfg.ndrives = drive ? 1 : 0;
     cfg.flags = make_vm_flags;
+    cfg.drive_overlays = make_vm_overlays;
     struct moat_vm *vm = NULL;
     struct moat_error err;
     int r = moat_create(&cfg, &vm, &err);
@@ -973,6 +975,201 @@ START_TEST(diff_snapshot_with_drive)
 END_TEST
 
 /* No KVM needed: configuration errors come before /dev/kvm is opened. */
+/* Is record n (the blkdur guest's sector n) in the moat-format overlay file
+ * itself? (docs/disk-overlay.md: data_off at header offset 48, block i at
+ * data_off + i * 4096; a block never written is a hole, read as zeroes.) */
+static bool ovl_has_record(const char *ovl, unsigned n)
+{
+    int fd = open(ovl, O_RDONLY | O_CLOEXEC);
+    ck_assert_msg(fd >= 0, "%s", ovl);
+    uint8_t h[64], sec[16];
+    ck_assert_int_eq(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+    ck_assert_msg(!memcmp(h, "MOATCOW1", 8), "%s is not a moat overlay", ovl);
+    uint64_t data_off, got;
+    memcpy(&data_off, h + 48, 8);
+    ck_assert_int_eq(pread(fd, sec, sizeof(sec), (off_t)(data_off + (uint64_t)n * 512)), (ssize_t)sizeof(sec));
+    close(fd);
+    memcpy(&got, sec + 8, 8);
+    return !memcmp(sec, "MOATREC", 8) && got == n;
+}
+
+/* Every complete "ack n" of text has its record in overlay ovl; how many. */
+static unsigned acks_in_overlay(const char *ovl, const char *text)
+{
+    unsigned count = 0;
+    for (const char *q = text; (q = strstr(q, "ack ")); q += 4) {
+        char *end;
+        unsigned n = (unsigned)strtoul(q + 4, &end, 10);
+        if (end == q + 4 || *end != '\n')
+            continue;
+        ck_assert_msg(ovl_has_record(ovl, n), "record %u acknowledged but not in %s", n, ovl);
+        count++;
+    }
+    return count;
+}
+
+/* Lowest complete "ack n" of text (0: none). */
+static unsigned min_ack(const char *text)
+{
+    unsigned m = 0;
+    for (const char *q = text; (q = strstr(q, "ack ")); q += 4) {
+        char *end;
+        unsigned n = (unsigned)strtoul(q + 4, &end, 10);
+        if (end != q + 4 && *end == '\n' && (m == 0 || n < m))
+            m = n;
+    }
+    return m;
+}
+
+/* moat_fork of a VM on base + overlay: the blk guest's durability writer
+ * (record n written to sector n, flushed, then "ack n") is forked into two
+ * children while it writes. Each child gets its own clone of the parent's
+ * overlay at the snapshot point and goes on from there; the parent goes on
+ * too. Child 1 is stopped early, child 0 runs on: records only child 0
+ * (or the parent) wrote later are not in child 1's overlay; every VM's
+ * acknowledged records are in its own overlay; the base stays all zeroes.
+ * Also moat_clone_overlay of a running VM, and the refusals. */
+START_TEST(fork_with_overlays)
+{
+    char dir[] = "/tmp/moat-fork-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char base[256], povl[256], state[256], mem[256], fmt[256], kovl[2][256], pin[256];
+    snprintf(base, sizeof(base), "%s/base", dir);
+    snprintf(povl, sizeof(povl), "%s/parent.ovl", dir);
+    snprintf(state, sizeof(state), "%s/state", dir);
+    snprintf(mem, sizeof(mem), "%s/memory", dir);
+    snprintf(fmt, sizeof(fmt), "%s/child%%u-disk%%u.ovl", dir);
+    snprintf(pin, sizeof(pin), "%s/pin.ovl", dir);
+    for (int k = 0; k < 2; k++)
+        snprintf(kovl[k], sizeof(kovl[k]), "%s/child%d-disk0.ovl", dir, k);
+    int bfd = open(base, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ck_assert_int_ge(bfd, 0);
+    ck_assert_int_eq(ftruncate(bfd, 1 << 20), 0);   /* 2048 sectors of zeroes */
+    struct moat_error err;
+    struct moat_fork_config fc;
+    moat_fork_config_init(&fc);
+    fc.state_path = state;
+    fc.mem_path = mem;
+    fc.overlay_fmt = fmt;
+    struct moat_vm *kids[2] = { NULL, NULL };
+
+    /* A writable drive without an overlay cannot be forked. */
+    struct capture c0;
+    int w0;
+    struct moat_drive d = { .path = base };
+    struct moat_vm *plain = make_vm_in("blk", &c0, &w0, 1, "blkdur", -1, &d);
+    ck_assert_int_eq(moat_fork(plain, &fc, kids, 2, &err), -EINVAL);
+    ck_assert(err.is_config);
+    ck_assert_int_eq(moat_clone_overlay(plain, 0, pin), -ENOENT);
+    ck_assert_int_eq(access(state, F_OK), -1);
+    moat_destroy(plain);
+    finish_capture(&c0, w0);
+
+    const char *ovls[1] = { povl };
+    make_vm_overlays = ovls;
+    struct capture c;
+    int w;
+    struct moat_vm *vm = make_vm_in("blk", &c, &w, 1, "blkdur", -1, &d);
+    make_vm_overlays = NULL;
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert_msg(cap_wait_for(&c, "ack 10\n", 30000 * slow()), "no ack 10: %s", c.buf);
+
+    /* A pin of the running VM's disk; bad drive numbers. */
+    ck_assert_int_eq(moat_clone_overlay(vm, 0, pin), 0);
+    ck_assert_int_eq(moat_clone_overlay(vm, 0, pin), -EEXIST);
+    ck_assert_int_eq(moat_clone_overlay(vm, 1, pin), -ERANGE);
+    ck_assert(ovl_has_record(pin, 10));
+
+    /* Bad templates are configuration errors, and nothing is written. */
+    fc.overlay_fmt = "/tmp/x%s%u";
+    ck_assert_int_eq(moat_fork(vm, &fc, kids, 2, &err), -EINVAL);
+    ck_assert(err.is_config);
+    fc.overlay_fmt = "/tmp/x%u";
+    ck_assert_int_eq(moat_fork(vm, &fc, kids, 2, &err), -EINVAL);
+    ck_assert_int_eq(access(state, F_OK), -1);
+    fc.overlay_fmt = fmt;
+
+    int kp[2][2], outs[2];
+    struct capture kc[2];
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(pipe2(kp[k], O_CLOEXEC), 0);
+        memset(&kc[k], 0, sizeof(kc[k]));
+        kc[k].rfd = kp[k][0];
+        pthread_mutex_init(&kc[k].lock, NULL);
+        ck_assert_int_eq(pthread_create(&kc[k].thr, NULL, reader, &kc[k]), 0);
+        outs[k] = kp[k][1];
+    }
+    fc.console_out = outs;
+    char *t0 = cap_copy(&c);
+    unsigned before = max_ack(t0);
+    free(t0);
+    ck_assert_msg(moat_fork(vm, &fc, kids, 2, &err) == 0, "moat_fork: %s", err.msg);
+    ck_assert_ptr_nonnull(kids[0]);
+    ck_assert_ptr_nonnull(kids[1]);
+    /* After the fork returned: an upper bound of the snapshot point. */
+    char *t1 = cap_copy(&c);
+    unsigned after = max_ack(t1);
+    free(t1);
+    /* The parent goes on. */
+    ck_assert_msg(cap_wait_lines(&c, count_lines(&c) + 5, 30000 * slow()),
+                  "the parent stopped after the fork");
+
+    ck_assert_int_eq(moat_start(kids[1]), 0);
+    ck_assert_int_eq(moat_start(kids[0]), 0);
+    ck_assert_msg(cap_wait_lines(&kc[1], 2, 30000 * slow()), "child 1: %s", kc[1].buf);
+    struct moat_exit ex;
+    moat_stop(kids[1]);
+    ck_assert_int_eq(moat_wait(kids[1], 10000 * slow(), &ex), 0);
+    moat_destroy(kids[1]);
+    ck_assert_msg(cap_wait_lines(&kc[0], 14, 30000 * slow()), "child 0: %s", kc[0].buf);
+    moat_stop(kids[0]);
+    ck_assert_int_eq(moat_wait(kids[0], 10000 * slow(), &ex), 0);
+    moat_destroy(kids[0]);
+    moat_stop(vm);
+    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
+    moat_destroy(vm);
+    finish_capture(&c, w);
+    for (int k = 0; k < 2; k++)
+        finish_capture(&kc[k], kp[k][1]);
+
+    /* Each VM's acknowledged records are in its own overlay. */
+    ck_assert_uint_ge(acks_in_overlay(povl, c.buf), 15);
+    ck_assert_uint_ge(acks_in_overlay(kovl[0], kc[0].buf), 14);
+    ck_assert_uint_ge(acks_in_overlay(kovl[1], kc[1].buf), 2);
+    /* The children start from the snapshot point (the line in progress at
+     * the snapshot may be cut). */
+    for (int k = 0; k < 2; k++) {
+        unsigned first = min_ack(kc[k].buf);
+        ck_assert_msg(first >= before + 1 && first <= after + 2,
+                      "child %d starts at ack %u, the fork was between ack %u and %u", k, first, before, after);
+    }
+    /* They diverged: what child 0 and the parent wrote later is not in
+     * child 1's disk, which stopped earlier. */
+    unsigned k1 = max_ack(kc[1].buf), k0 = max_ack(kc[0].buf), pm = max_ack(c.buf);
+    ck_assert_msg(k0 > k1 + 2, "child 0 at %u, child 1 at %u", k0, k1);
+    ck_assert(ovl_has_record(kovl[0], k0));
+    ck_assert(!ovl_has_record(kovl[1], k0));
+    if (pm > k1 + 2)
+        ck_assert(!ovl_has_record(kovl[1], pm));
+    /* The pin taken before the fork has none of the later records. */
+    ck_assert(!ovl_has_record(pin, k0));
+    /* The base was never written. */
+    static uint8_t z[1 << 20];
+    ck_assert_int_eq(pread(bfd, z, sizeof(z), 0), (ssize_t)sizeof(z));
+    for (size_t i = 0; i < sizeof(z); i++)
+        ck_assert_msg(z[i] == 0, "base byte %zu written", i);
+    close(bfd);
+    unlink(base);
+    unlink(povl);
+    unlink(pin);
+    unlink(kovl[0]);
+    unlink(kovl[1]);
+    unlink(state);
+    unlink(mem);
+    ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 START_TEST(config_errors)
 {
     struct moat_config cfg;
@@ -1029,6 +1226,7 @@ int main(void)
         tcase_add_test(kvm, snapshot_restore_with_drive);
         tcase_add_test(kvm, diff_snapshot_chain);
         tcase_add_test(kvm, diff_snapshot_with_drive);
+        tcase_add_test(kvm, fork_with_overlays);
         suite_add_tcase(s, kvm);
     } else {
         printf("SKIPPED: api: /dev/kvm not available (%s) — 11 KVM tests not run\n", strerror(hi.kvm_errno));

@@ -1,0 +1,77 @@
+# Sandboxes with copy-on-write disks (docs/sandboxes.md, docs/disk-overlay.md):
+# create --drive BASE gives the sandbox its own overlay; a tag pins the disk;
+# moat diff --against names the files changed since; reset --to brings the
+# old disk back (with memory); fork gives each child its own overlay clone;
+# the base is never written. The checks run in order and share $MOAT_HOME.
+if [ -f build/guest/bzImage ] && [ -x ./mke2fs ] && [ -x ./debugfs ]; then
+export MOAT_HOME=/tmp/sbd
+export PATH="$PWD:$PATH"        # debugfs for moat diff --files
+rm -rf $MOAT_HOME /tmp/sbdd; mkdir -p /tmp/sbdd/root; echo from-base > /tmp/sbdd/root/f
+./mke2fs -q -F -t ext4 -d /tmp/sbdd/root /tmp/sbdd/base 32M
+md5sum < /tmp/sbdd/base > /tmp/sbdd/base.md5
+# sbd_cat O F: file F as the guest's disk in overlay O holds it (debugfs on an export).
+printf '%s\n' 'rm -f /tmp/sbdd/x; ./build/moat disk export "$1" /tmp/sbdd/x >/dev/null && ./debugfs -R "cat $2" /tmp/sbdd/x 2>/dev/null; rm -f /tmp/sbdd/x' > /tmp/sbdd/cat.sh
+t sandbox-disk-create sh -c '
+    M=./build/moat
+    $M create sd1 --wait 600 --drive /tmp/sbdd/base; r1=$?
+    cat $MOAT_HOME/sd1/config
+    $M exec sd1 -- /bin/sh -c "mkdir -p /m && mount /dev/vda /m && cat /m/f && echo one > /m/work.txt && echo keep > /m/keep.txt && sync" >/tmp/sbdd/o1 2>&1; r2=$?
+    cat /tmp/sbdd/o1
+    echo "rc $r1 $r2"
+    [ $r1 = 0 ] && [ $r2 = 0 ] && grep -q from-base /tmp/sbdd/o1 &&
+    grep -q "^drive.0=/tmp/sbdd/base,overlay=$MOAT_HOME/sd1/disk0.overlay$" $MOAT_HOME/sd1/config &&
+    [ -f $MOAT_HOME/sd1/disk0.overlay ]'
+t sandbox-disk-tag-diff sh -c '
+    M=./build/moat
+    $M snapshot sd1 --tag t1; r1=$?
+    ls -l $MOAT_HOME/sd1/tags/t1
+    $M exec sd1 -- /bin/sh -c "echo two > /m/work.txt && rm /m/keep.txt && echo new > /m/added.txt && sync"; r2=$?
+    $M diff sd1 --against t1 --files >/tmp/sbdd/diff 2>&1; r3=$?
+    cat /tmp/sbdd/diff; echo "rc $r1 $r2 $r3"
+    [ $r1 = 0 ] && [ -f $MOAT_HOME/sd1/tags/t1/disk0.overlay ] && [ $r2 = 0 ] && [ $r3 = 0 ] &&
+    grep -q "block(s) of 4 KiB differ" /tmp/sbdd/diff && ! grep -q "^0 block(s)" /tmp/sbdd/diff &&
+    grep -q "file: /work.txt" /tmp/sbdd/diff && grep -q "file: /added.txt" /tmp/sbdd/diff'
+t sandbox-disk-reset sh -c '
+    M=./build/moat
+    $M reset --wait 600 sd1 --to t1; r1=$?
+    o=$($M exec sd1 -- /bin/sh -c "sync; echo 3 > /proc/sys/vm/drop_caches; cat /m/work.txt /m/keep.txt; ls /m"); r2=$?
+    echo "rc $r1 $r2 out $o"
+    $M diff sd1 --against t1 2>&1 | tee /tmp/sbdd/diff2
+    [ $r1 = 0 ] && [ $r2 = 0 ] && echo "$o" | grep -qx one && echo "$o" | grep -qx keep &&
+    ! echo "$o" | grep -q added.txt && grep -q "^0 block(s)" /tmp/sbdd/diff2'
+t sandbox-disk-fork sh -c '
+    M=./build/moat
+    $M fork sd1 --count 2 --prefix sdk --wait 600; r1=$?; $M ls
+    grep drive. $MOAT_HOME/sdk-1/config $MOAT_HOME/sdk-2/config
+    $M exec sdk-1 -- /bin/sh -c "echo c1 > /m/child.txt && sync"; r2=$?
+    $M exec sdk-2 -- /bin/sh -c "echo c2 > /m/child.txt && sync"; r3=$?
+    $M exec sd1 -- /bin/sh -c "echo p > /m/parent.txt && sync"; r4=$?
+    a=$($M exec sdk-1 -- /bin/sh -c "echo 3 > /proc/sys/vm/drop_caches; cat /m/child.txt; ls /m")
+    b=$($M exec sdk-2 -- /bin/sh -c "echo 3 > /proc/sys/vm/drop_caches; cat /m/child.txt; ls /m")
+    c=$($M exec sd1 -- /bin/sh -c "ls /m")
+    echo "rc $r1 $r2 $r3 $r4 out [$a] [$b] [$c]"
+    [ $r1 = 0 ] && [ $r2 = 0 ] && [ $r3 = 0 ] && [ $r4 = 0 ] &&
+    [ -f $MOAT_HOME/sdk-1/disk0.overlay ] && [ -f $MOAT_HOME/sdk-2/disk0.overlay ] &&
+    echo "$a" | grep -qx c1 && echo "$b" | grep -qx c2 && ! echo "$a" | grep -q parent.txt &&
+    ! echo "$c" | grep -q child.txt && echo "$c" | grep -q parent.txt'
+t sandbox-disk-on-host sh -c '
+    M=./build/moat
+    $M stop sd1 && $M stop sdk-1 && $M stop sdk-2; r1=$?
+    p=$(sh /tmp/sbdd/cat.sh $MOAT_HOME/sd1/disk0.overlay /parent.txt); pc=$(sh /tmp/sbdd/cat.sh $MOAT_HOME/sd1/disk0.overlay /child.txt)
+    w=$(sh /tmp/sbdd/cat.sh $MOAT_HOME/sd1/disk0.overlay /work.txt)
+    c1=$(sh /tmp/sbdd/cat.sh $MOAT_HOME/sdk-1/disk0.overlay /child.txt); c2=$(sh /tmp/sbdd/cat.sh $MOAT_HOME/sdk-2/disk0.overlay /child.txt)
+    c1p=$(sh /tmp/sbdd/cat.sh $MOAT_HOME/sdk-1/disk0.overlay /parent.txt)
+    t1=$(sh /tmp/sbdd/cat.sh $MOAT_HOME/sd1/tags/t1/disk0.overlay /work.txt)
+    echo "rc $r1 parent [$p] [$pc] [$w] children [$c1] [$c2] [$c1p] tag [$t1]"
+    md5sum < /tmp/sbdd/base | cmp -s - /tmp/sbdd/base.md5; r2=$?
+    echo "base unchanged: $r2"
+    [ $r1 = 0 ] && [ "$p" = p ] && [ -z "$pc" ] && [ "$w" = one ] && [ "$c1" = c1 ] && [ "$c2" = c2 ] &&
+    [ -z "$c1p" ] && [ "$t1" = one ] && [ $r2 = 0 ]'
+t sandbox-disk-start-after-stop sh -c '
+    M=./build/moat
+    $M start --wait 600 sdk-1; r1=$?
+    o=$($M exec sdk-1 -- cat /m/child.txt); r2=$?
+    echo "rc $r1 $r2 out $o"
+    $M rm -f sd1 sdk-1 sdk-2
+    [ $r1 = 0 ] && [ $r2 = 0 ] && [ "$o" = c1 ]'
+fi
