@@ -6,7 +6,7 @@ PKGS="build-essential pkg-config git ca-certificates
  liburing-dev libfdt-dev check libxxhash-dev libseccomp-dev
  clang llvm
  linux-source-6.1 bc flex bison libelf-dev libssl-dev dwarves xz-utils cpio kmod
- busybox-static qemu-system-x86 e2fsprogs lz4
+ busybox-static qemu-system-x86 e2fsprogs xfsprogs lz4
  socat hyperfine procps"
 missing=""
 for p in $PKGS; do

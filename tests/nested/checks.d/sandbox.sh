@@ -107,11 +107,12 @@ t sandbox-killed sh -c '
     echo "states $s1 $s2 rc $r1 $r2 $r3 $r4 out $o"
     [ "$s1" = dead ] && [ $r1 != 0 ] && [ $r2 = 0 ] && [ "$s2" = running ] && [ $r3 = 0 ] && [ "$o" = k1-state ] &&
     [ $r4 = 0 ] && [ ! -e $MOAT_HOME/k1 ]'
-# Forks of a sandbox with a writable drive are refused (no disk overlays yet).
+# Forks of a sandbox with a drive written in place (overlay=none: no
+# copy-on-write overlay) are refused; sandbox-disk.sh forks overlay drives.
 t sandbox-fork-rw-drive sh -c '
     M=./build/moat
     dd if=/dev/zero of=/tmp/sbx-img bs=1M count=4 2>/dev/null
-    $M create r1 --wait 600 --drive /tmp/sbx-img || exit 1
+    $M create r1 --wait 600 --drive /tmp/sbx-img,overlay=none || exit 1
     $M fork r1 --count 1 2>/tmp/sbx-fe; r=$?; cat /tmp/sbx-fe
     $M rm -f r1
     [ $r != 0 ] && grep -q "writable drive" /tmp/sbx-fe && [ ! -e $MOAT_HOME/r1-1 ]'
