@@ -62,6 +62,10 @@ struct moat_config {
      * docs/disk-overlay.md). A base changed since its overlay was made is
      * refused. */
     const char *const *drive_overlays;
+    /* NULL, or ndrives entries: nonzero opens that drive's image with
+     * O_DIRECT, bypassing the host page cache (unaligned requests fall back
+     * to a buffered descriptor; not with an overlay). */
+    const int *drive_direct;
 };
 
 #define MOAT_MAX_DRIVES 16
@@ -72,7 +76,6 @@ struct moat_drive {
     const char *path;
     const char *id;           /* serial (VIRTIO_BLK_T_GET_ID), <= 20 bytes, or NULL */
     int read_only;            /* writes fail with an I/O error; the file is opened O_RDONLY */
-    int direct;               /* O_DIRECT: bypass the host page cache (devices/virtio_blk.h) */
 };
 
 /* Fill *cfg with defaults (256 MiB, 1 vCPU, console on -1/-1). */
@@ -214,6 +217,9 @@ struct moat_restore_config {
      * Without overrides the overlays recorded in the snapshot are reopened;
      * a drive recorded with an overlay must be given one when overridden. */
     const char *const *drive_overlays;
+    /* With drive overrides: NULL, or ndrives entries (as
+     * moat_config.drive_direct). Not recorded in snapshots. */
+    const int *drive_direct;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);

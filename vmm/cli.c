@@ -196,9 +196,10 @@ static void console_log_fds(const char *file, int *in, int *out)
 }
 
 /* --drive PATH[,ro][,id=NAME]: the path cannot contain a comma. */
-static void parse_drive(char *spec, struct moat_drive *d, const char **overlay)
+static void parse_drive(char *spec, struct moat_drive *d, const char **overlay, int *direct)
 {
     *overlay = NULL;
+    *direct = 0;
     char orig[256];
     snprintf(orig, sizeof(orig), "%s", spec);
     memset(d, 0, sizeof(*d));
@@ -212,7 +213,7 @@ static void parse_drive(char *spec, struct moat_drive *d, const char **overlay)
         } else if (!strcmp(tok, "rw")) {
             d->read_only = 0;
         } else if (!strcmp(tok, "direct")) {
-            d->direct = 1;
+            *direct = 1;
         } else if (!strncmp(tok, "overlay=", 8)) {
             if (!tok[8])
                 die_usage("invalid --drive '%s': overlay=FILE needs a file", orig);
@@ -283,7 +284,8 @@ int cmd_run(int argc, char **argv)
     const char *control = NULL, *conslog = NULL;
     static struct moat_drive drives[MOAT_MAX_DRIVES];
     static const char *overlays[MOAT_MAX_DRIVES];
-    bool has_overlay = false;
+    static int direct[MOAT_MAX_DRIVES];
+    bool has_overlay = false, has_direct = false;
     size_t ndrives = 0;
     double timeout = 0;
     int timings = 0, verbose = 0;
@@ -303,7 +305,7 @@ int cmd_run(int argc, char **argv)
         case 'D':
             if (ndrives >= MOAT_MAX_DRIVES)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
-            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives]); has_overlay |= overlays[ndrives] != NULL; ndrives++; }
+            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives], &direct[ndrives]); has_overlay |= overlays[ndrives] != NULL; has_direct |= direct[ndrives] != 0; ndrives++; }
             break;
         case 'V': parse_vsock(optarg, &cfg); break;
         case 'C': control = optarg; break;
@@ -332,6 +334,7 @@ int cmd_run(int argc, char **argv)
     cfg.drives = drives;
     cfg.ndrives = ndrives;
     cfg.drive_overlays = has_overlay ? overlays : NULL;
+    cfg.drive_direct = has_direct ? direct : NULL;
 
     char dk[PATH_MAX], di[PATH_MAX];
     if (!kernel) {
@@ -589,7 +592,8 @@ int cmd_restore(int argc, char **argv)
     };
     static struct moat_drive drives[MOAT_MAX_DRIVES];
     static const char *overlays[MOAT_MAX_DRIVES];
-    bool has_overlay = false;
+    static int direct[MOAT_MAX_DRIVES];
+    bool has_overlay = false, has_direct = false;
     size_t ndrives = 0;
     const char *state = NULL, *mem = NULL, *snapdir = NULL;
     const char *vsock = NULL, *control = NULL, *conslog = NULL;
@@ -608,7 +612,7 @@ int cmd_restore(int argc, char **argv)
         case 'D':
             if (ndrives >= MOAT_MAX_DRIVES)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
-            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives]); has_overlay |= overlays[ndrives] != NULL; ndrives++; }
+            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives], &direct[ndrives]); has_overlay |= overlays[ndrives] != NULL; has_direct |= direct[ndrives] != 0; ndrives++; }
             break;
         case 'V':
             if (!optarg[0] || strchr(optarg, ','))
@@ -664,6 +668,7 @@ int cmd_restore(int argc, char **argv)
     rc.drives = ndrives ? drives : NULL;
     rc.ndrives = ndrives;
     rc.drive_overlays = has_overlay ? overlays : NULL;
+    rc.drive_direct = has_direct ? direct : NULL;
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
     struct moat_error err;

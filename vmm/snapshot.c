@@ -503,6 +503,7 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
     char (*paths)[SNAP_DRIVE_PATH_MAX + 1] = calloc(n, sizeof(*paths));
     char (*ovls)[SNAP_DRIVE_PATH_MAX + 1] = calloc(n, sizeof(*ovls));
     const char *ovl[VIRTIO_MMIO_KVM_MAX_SLOTS] = { 0 };
+    int dir[VIRTIO_MMIO_KVM_MAX_SLOTS] = { 0 };
     char ids[VIRTIO_MMIO_KVM_MAX_SLOTS][SNAP_DRIVE_ID_MAX + 1];
     if (!paths || !ovls) {
         free(paths);
@@ -538,7 +539,7 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
             }
             d[i].path = o->path;
             d[i].read_only = o->read_only;
-            d[i].direct = o->direct;
+            dir[i] = rc->drive_direct && rc->drive_direct[i];
             if (o->id)
                 d[i].id = o->id;
         }
@@ -548,7 +549,7 @@ static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *
             r = seterr(err, 1, -errno, "drive %s: overlay %s: %s", d[i].path, ovl[i], strerror(errno));
     }
     if (r == 0)
-        r = vm_setup_drives(vm, d, ovl, n, err);
+        r = vm_setup_drives(vm, d, ovl, dir, n, err);
     free(paths);
     free(ovls);
     return r;

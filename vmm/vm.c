@@ -459,7 +459,7 @@ static int check_drives(const struct moat_config *cfg, struct moat_error *err)
 }
 
 int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, const char *const *overlays,
-                    size_t n, struct moat_error *err)
+                    const int *direct, size_t n, struct moat_error *err)
 {
     if (n > VIRTIO_MMIO_KVM_MAX_SLOTS - vm->nvdev)
         return seterr(err, 1, -EINVAL, "too many drives");
@@ -469,7 +469,7 @@ int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, const c
         snprintf(name, sizeof(name), "vd%c", (char)('a' + i));
         struct virtio_blk_opts o = { .path = d->path, .read_only = d->read_only != 0, .id = d->id,
                                      .engine = BLK_ENGINE_AUTO, .name = name,
-                                     .direct = d->direct != 0,
+                                     .direct = direct && direct[i],
                                      .overlay = overlays ? overlays[i] : NULL };
         struct virtio_blk *blk;
         int r = virtio_blk_create(&o, &blk, why, sizeof(why));
@@ -756,7 +756,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     }
     if ((r = vm_setup_rest(vm, true, err)) < 0)
         goto fail;
-    if ((r = vm_setup_drives(vm, cfg.drives, cfg.drive_overlays, cfg.ndrives, err)) < 0)
+    if ((r = vm_setup_drives(vm, cfg.drives, cfg.drive_overlays, cfg.drive_direct, cfg.ndrives, err)) < 0)
         goto fail;
     if ((r = setup_vsock(vm, &cfg, err)) < 0)
         goto fail;

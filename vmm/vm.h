@@ -119,9 +119,10 @@ int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err);
 int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err);
 void vm_free(struct moat_vm *vm);
 /* Create virtio-blk drives in the next slots, recording their paths. */
-/* overlays: NULL, or n entries (NULL or a copy-on-write overlay path). */
+/* overlays: NULL, or n entries (NULL or a copy-on-write overlay path);
+ * direct: NULL, or n entries (nonzero: O_DIRECT). */
 int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, const char *const *overlays,
-                    size_t n, struct moat_error *err);
+                    const int *direct, size_t n, struct moat_error *err);
 /* The vsock device in the next slot (uds, cid: moat_config's meaning). */
 struct vsock_dev;
 int vm_setup_vsock(struct moat_vm *vm, const char *uds, uint64_t cid, struct moat_error *err);
