@@ -566,6 +566,11 @@ static int blk_start(void *dev, const struct virtio_dev_env *env)
         return -EALREADY;
     if (!env || !env->mem || !env->queues || env->nqueues != NQUEUES || !env->notify_used)
         return -EINVAL;
+    /* Requests live in slots indexed by head: a transport that let the
+     * driver choose a larger ring would let it index past them. */
+    for (unsigned q = 0; q < NQUEUES; q++)
+        if (env->queues[q].size > VIRTIO_BLK_QUEUE_MAX)
+            return -EINVAL;
     b->env = *env;
     for (unsigned i = 0; i < NSLOTS; i++)
         b->slots[i].busy = false;

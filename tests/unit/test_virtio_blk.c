@@ -372,6 +372,22 @@ START_TEST(bad_chains_fail_alone)
 }
 END_TEST
 
+/* A transport offering a ring larger than the device's slot array (the
+ * vhost-user server's queue_max option can) is refused at start. */
+START_TEST(oversized_ring_refused)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, false, NULL, DISK_SECTORS * 512);
+    virtio_blk_ops.stop(r.blk);
+    r.q.size = VIRTIO_BLK_QUEUE_MAX * 2;
+    ck_assert_int_eq(virtio_blk_ops.start(r.blk, &r.env), -EINVAL);
+    r.q.size = QSIZE;
+    ck_assert_int_eq(virtio_blk_ops.start(r.blk, &r.env), 0);
+    rig_fini(&r);
+}
+END_TEST
+
 START_TEST(broken_queue_needs_reset)
 {
     if (!engine_ok(_i)) return;
@@ -643,6 +659,10 @@ START_TEST(overlay_drive)
     memcpy(range, &s, 8); memcpy(range + 8, &n, 4); memcpy(range + 12, &fl, 4);
     memcpy(r.ram + DATA_GPA + 0x20000, range, 16);
     uint16_t z = req(&r, VIRTIO_BLK_T_WRITE_ZEROES, 0, DATA_GPA + 0x20000, 16, 1, false);
+    /* A flush covers the writes completed before it (requests in flight
+     * together are unordered), as a driver does it. */
+    kick(&r);
+    wait_used(&r, 2);
     uint16_t fh = req(&r, VIRTIO_BLK_T_FLUSH, 0, 0, 0, 0, false);
     kick(&r);
     wait_used(&r, 3);
@@ -688,6 +708,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, read_only_drive, 0, 2);
     tcase_add_loop_test(tc, bad_chains_fail_alone, 0, 2);
     tcase_add_loop_test(tc, broken_queue_needs_reset, 0, 2);
+    tcase_add_loop_test(tc, oversized_ring_refused, 0, 2);
     tcase_add_loop_test(tc, many_in_flight_and_stop_drains, 0, 2);
     tcase_add_loop_test(tc, discard_and_write_zeroes, 0, 2);
     tcase_add_loop_test(tc, create_errors, 0, 2);
