@@ -167,7 +167,9 @@ uint64_t moat_timings_set_origin(uint64_t monotonic_ns);
  * themselves are not copied: the guest's disk is the image file as it is at
  * restore). -ENOTSUP for a VM with a vsock device (connection state is not
  * in the format). Files are written under a temporary name, fsync'ed and
- * renamed, memory first.
+ * renamed, memory first (the old state file at state_path is removed just
+ * before the new memory file replaces the old one, so a crash never leaves a
+ * mismatched pair). -EBUSY while another snapshot of the same VM runs.
  *
  * moat_restore creates a VM from those files: the memory file is mapped
  * MAP_PRIVATE (lazy, copy-on-write: many restores of one file share its

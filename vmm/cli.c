@@ -393,11 +393,16 @@ static int diff_snapshot_to(struct moat_vm *vm, const char *dir)
         (size_t)snprintf(mem, sizeof(mem), "%s/memory", sub) >= sizeof(mem))
         return -ENAMETOOLONG;
     int r = moat_snapshot_diff(vm, st, mem);
-    bool full = r == -ENODATA || r == -EMLINK;
+    bool full = r == -ENODATA || r == -EMLINK || r == -ENOTSUP;
     if (full)
         r = moat_snapshot(vm, st, mem);
-    if (r < 0)
+    if (r < 0) {
+        /* Leave no numbered directory behind: a gap-free D/0, D/1, ... is
+         * what restore follows. */
+        unlink(mem);
+        unlink(st);
         rmdir(sub);
+    }
     else
         fprintf(stderr, "moat: %s snapshot in %s\n", full ? "full" : "diff", sub);
     return r;
@@ -638,10 +643,16 @@ int cmd_restore(int argc, char **argv)
             die_usage("%s", "snapshot directory path too long");
         snprintf(st, sizeof(st), "%.4000s/state", sd);
         if (access(st, F_OK) < 0) {
-            for (unsigned n = 0; n < 100000; n++) {
+            /* The highest N with a state file (a failed snapshot may have
+             * left a gap). */
+            unsigned misses = 0;
+            for (unsigned n = 0; n < 100000 && misses < 64; n++) {
                 snprintf(st, sizeof(st), "%.4000s/%u/state", argv[optind], n);
-                if (access(st, F_OK) < 0)
-                    break;
+                if (access(st, F_OK) < 0) {
+                    misses++;
+                    continue;
+                }
+                misses = 0;
                 snprintf(last, sizeof(last), "%.4000s/%u", argv[optind], n);
                 sd = last;
             }

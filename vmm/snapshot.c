@@ -189,7 +189,13 @@ static bool page_is_zero(const uint8_t *p)
 
 /* Write a file under path.tmp with fill(fd, arg), fsync it, rename it to
  * path: a reader never sees a half-written file. */
-static int write_atomically(const char *path, int (*fill)(int fd, void *arg), void *arg)
+/* Write path through path.tmp (fill, fsync, rename). If stale is set, that
+ * file is unlinked just before the rename: it is the state file that
+ * belonged to the file being replaced, and must not survive next to the
+ * new one (a crash before the new state file lands then leaves no state
+ * file, which restore refuses, instead of a mismatched pair). */
+static int write_atomically_unlinking(const char *path, int (*fill)(int fd, void *arg), void *arg,
+                                      const char *stale)
 {
     char tmp[4096];
     if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
@@ -201,11 +207,18 @@ static int write_atomically(const char *path, int (*fill)(int fd, void *arg), vo
     if (r == 0 && fsync(fd) < 0)
         r = -errno;
     close(fd);
+    if (r == 0 && stale && unlink(stale) < 0 && errno != ENOENT)
+        r = -errno;
     if (r == 0 && rename(tmp, path) < 0)
         r = -errno;
     if (r < 0)
         unlink(tmp);
     return r;
+}
+
+static int write_atomically(const char *path, int (*fill)(int fd, void *arg), void *arg)
+{
+    return write_atomically_unlinking(path, fill, arg, NULL);
 }
 
 /* Guest RAM to a sparse file: runs of non-zero pages are written, zero
@@ -240,10 +253,8 @@ static int fill_bytes(int fd, void *arg)
 }
 
 /* A full snapshot, or (diff) one of the pages written since the last. */
-static int snapshot_impl(struct moat_vm *vm, const char *state_path, const char *mem_path, bool diff)
+static int snapshot_locked(struct moat_vm *vm, const char *state_path, const char *mem_path, bool diff)
 {
-    if (!vm || !state_path || !mem_path)
-        return -EINVAL;
     if (diff) {
         int dr = snapdiff_precheck(vm, state_path, mem_path);
         if (dr < 0)
@@ -300,8 +311,8 @@ static int snapshot_impl(struct moat_vm *vm, const char *state_path, const char 
     /* Memory first, state last: a state file implies its memory file. */
     struct snapdiff_fill_arg dfa = { vm, dirty_bm };
     if (r == 0)
-        r = diff ? write_atomically(mem_path, snapdiff_fill, &dfa)
-                 : write_atomically(mem_path, fill_memory, vm);
+        r = diff ? write_atomically_unlinking(mem_path, snapdiff_fill, &dfa, state_path)
+                 : write_atomically_unlinking(mem_path, fill_memory, vm, state_path);
     struct bytes state = { buf, len };
     if (r == 0)
         r = write_atomically(state_path, fill_bytes, &state);
@@ -312,6 +323,26 @@ static int snapshot_impl(struct moat_vm *vm, const char *state_path, const char 
     snapw_free(&w);
     if (started && !was_paused)
         moat_resume(vm);
+    return r;
+}
+
+/* One snapshot at a time per VM: each one clears the dirty pages it wrote
+ * and becomes the parent of the next diff, so two at once would lose pages
+ * from later diffs. A second caller gets -EBUSY. */
+static int snapshot_impl(struct moat_vm *vm, const char *state_path, const char *mem_path, bool diff)
+{
+    if (!vm || !state_path || !mem_path)
+        return -EINVAL;
+    pthread_mutex_lock(&vm->lock);
+    bool busy = vm->snapshotting;
+    vm->snapshotting = true;
+    pthread_mutex_unlock(&vm->lock);
+    if (busy)
+        return -EBUSY;
+    int r = snapshot_locked(vm, state_path, mem_path, diff);
+    pthread_mutex_lock(&vm->lock);
+    vm->snapshotting = false;
+    pthread_mutex_unlock(&vm->lock);
     return r;
 }
 

@@ -90,6 +90,7 @@ struct moat_vm {
     _Atomic bool stopping;
     _Atomic bool pause_req;       /* vCPUs park at the top of their loop */
     bool paused;                  /* every vCPU parked (moat_pause returned) */
+    bool snapshotting;            /* a moat_snapshot(_diff) is running (under lock) */
     unsigned parked_vcpus;
     bool started, exited;
     struct moat_exit exit;
