@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define HANDSHAKE_MS  10000
@@ -84,9 +85,18 @@ static int fill(struct agent_client *c, int ms)
     }
 }
 
-/* Next whole frame, blocking. */
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The next frame within ms (-1: no limit) in total, however the bytes
+ * trickle in. */
 static int next_frame(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl, int ms)
 {
+    int64_t deadline = ms < 0 ? -1 : mono_ms() + ms;
     for (;;) {
         enum agent_err e;
         int r = agent_rx_next(&c->rx, h, pl, &e);
@@ -94,7 +104,14 @@ static int next_frame(struct agent_client *c, struct agent_hdr *h, const uint8_t
             return 0;
         if (r < 0)
             return -EPROTO;
-        r = fill(c, ms);
+        int left = -1;
+        if (deadline >= 0) {
+            int64_t l = deadline - mono_ms();
+            if (l <= 0)
+                return -ETIMEDOUT;
+            left = (int)l;
+        }
+        r = fill(c, left);
         if (r < 0)
             return r;
     }
@@ -406,10 +423,20 @@ int agent_client_request(struct agent_client *c, uint32_t type, const void *payl
     int r = agent_put_frame(&c->out, type, id, payload, len);
     if (r < 0 || (r = flush_out(c)) < 0)
         return r;
+    /* One deadline for the whole request: frames with other ids (an agent
+     * that streams them) must not extend it. */
+    int64_t deadline = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
     for (;;) {
         struct agent_hdr h;
         const uint8_t *pl;
-        if ((r = next_frame(c, &h, &pl, timeout_ms)) < 0)
+        int left = -1;
+        if (deadline >= 0) {
+            int64_t l = deadline - mono_ms();
+            if (l <= 0)
+                return -ETIMEDOUT;
+            left = (int)l;
+        }
+        if ((r = next_frame(c, &h, &pl, left)) < 0)
             return r;
         if (h.id != id)
             continue;

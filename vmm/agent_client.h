@@ -33,8 +33,9 @@ void agent_client_close(struct agent_client *c);
  * the OK line and for READY. */
 int agent_client_attach(struct agent_client *c, int fd, int hybrid, unsigned port, int timeout_ms);
 /* Send one frame (type, payload) and wait for its OK (0) or ERROR
- * (-EREMOTEIO, message in err); a wait for a frame over timeout_ms:
- * -ETIMEDOUT (< 0: no limit). */
+ * (-EREMOTEIO, message in err); no answer within timeout_ms in all
+ * (frames for other ids and trickled bytes do not extend it): -ETIMEDOUT
+ * (< 0: no limit). */
 int agent_client_request(struct agent_client *c, uint32_t type, const void *payload, size_t len,
                          int timeout_ms, char *err, size_t errlen);
 
