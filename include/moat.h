@@ -66,6 +66,9 @@ struct moat_config {
      * O_DIRECT, bypassing the host page cache (unaligned requests fall back
      * to a buffered descriptor; not with an overlay). */
     const int *drive_direct;
+    /* At most this many bytes of UART output reach console_out (then one
+     * note, and the rest is dropped); 0: no limit. */
+    uint64_t console_limit;
 };
 
 #define MOAT_MAX_DRIVES 16
@@ -222,6 +225,7 @@ struct moat_restore_config {
     /* With drive overrides: NULL, or ndrives entries (as
      * moat_config.drive_direct). Not recorded in snapshots. */
     const int *drive_direct;
+    uint64_t console_limit;   /* as moat_config.console_limit */
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);

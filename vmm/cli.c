@@ -186,13 +186,24 @@ static void print_timings(const struct moat_vm *vm)
 static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
                   int timings, int verbose, const char *control);
 
-/* --console-log FILE: the console is appended to FILE, no console input. */
-static void console_log_fds(const char *file, int *in, int *out)
+/* --console-log FILE: the console is appended to FILE, no console input.
+ * The guest writes it, so it is bounded: a FILE already over
+ * CONSOLE_LOG_MAX moves to FILE.1 (replacing it) first, and one run writes
+ * at most CONSOLE_LOG_MAX bytes (*limit). */
+#define CONSOLE_LOG_MAX (16ull << 20)
+static void console_log_fds(const char *file, int *in, int *out, uint64_t *limit)
 {
     *in = -1;
+    struct stat st;
+    if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= CONSOLE_LOG_MAX) {
+        char old[PATH_MAX];
+        if ((size_t)snprintf(old, sizeof old, "%s.1", file) < sizeof old)
+            rename(file, old);
+    }
     *out = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (*out < 0)
         die_usage("--console-log %s: %s", file, strerror(errno));
+    *limit = CONSOLE_LOG_MAX;
 }
 
 /* --drive PATH[,ro][,id=NAME]: the path cannot contain a comma. */
@@ -351,7 +362,7 @@ int cmd_run(int argc, char **argv)
 
     /* Console: the UART writes to stdout; stdin feeds it if open. */
     if (conslog)
-        console_log_fds(conslog, &cfg.console_in, &cfg.console_out);
+        console_log_fds(conslog, &cfg.console_in, &cfg.console_out, &cfg.console_limit);
     else
         console_fds(&cfg.console_in, &cfg.console_out, &cfg.flags);
 
@@ -672,7 +683,7 @@ int cmd_restore(int argc, char **argv)
     rc.state_path = state;
     rc.mem_path = mem;
     if (conslog)
-        console_log_fds(conslog, &rc.console_in, &rc.console_out);
+        console_log_fds(conslog, &rc.console_in, &rc.console_out, &rc.console_limit);
     else
         console_fds(&rc.console_in, &rc.console_out, &rc.flags);
     rc.vsock_uds = vsock;

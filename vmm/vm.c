@@ -142,8 +142,15 @@ static const char *file_errstr(int e)
 static void uart_tx(void *opaque, uint8_t byte)
 {
     struct moat_vm *vm = opaque;
-    if (vm->console_out < 0)
+    if (vm->console_out < 0 || vm->console_capped)
         return;
+    if (vm->console_limit && ++vm->console_written > vm->console_limit) {
+        /* A guest cannot fill the host's disk through its console. */
+        static const char note[] = "\n[moat: console output limit reached; the rest is dropped]\n";
+        vm->console_capped = true;
+        if (write(vm->console_out, note, sizeof note - 1) < 0) { /* nothing to do */ }
+        return;
+    }
     ssize_t r;
     do {
         r = write(vm->console_out, &byte, 1);
@@ -703,6 +710,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
                                   cfg.console_out, cfg.flags, cfg.kick_signal);
     if (!vm)
         return seterr(err, 0, -ENOMEM, "out of memory");
+    vm->console_limit = cfg.console_limit;
 
     struct file_buf kernel = { 0 }, initrd = { 0 };
     char *cmdline = NULL;

@@ -77,6 +77,9 @@ struct moat_vm {
     char *cmdline;                /* as given to the guest */
 
     int console_in, console_out;
+    uint64_t console_limit;       /* bytes the UART may still write; 0: no limit */
+    uint64_t console_written;     /* console output bytes so far (vCPU thread) */
+    bool console_capped;
     uint32_t flags;
     int kick_signal;
     pthread_t console_thread;

@@ -90,6 +90,7 @@ static void *reader(void *arg)
  * console_in (or -1) feeds the UART; drive (or NULL) is its one drive. */
 static uint32_t make_vm_flags;   /* MOAT_F_* for the next make_vm_in (diff snapshot tests) */
 static const char *const *make_vm_overlays;   /* drive_overlays for the next make_vm_in (fork) */
+static uint64_t make_vm_console_limit;        /* console_limit for the next make_vm_in */
 
 static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wfd, uint32_t cpus,
                                   const char *cmdline, int console_in, const struct moat_drive *drive)
@@ -113,6 +114,7 @@ static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wf
     cfg.ndrives = drive ? 1 : 0;
     cfg.flags = make_vm_flags;
     cfg.drive_overlays = make_vm_overlays;
+    cfg.console_limit = make_vm_console_limit;
     struct moat_vm *vm = NULL;
     struct moat_error err;
     int r = moat_create(&cfg, &vm, &err);
@@ -155,6 +157,27 @@ START_TEST(two_vms_in_one_process)
     finish_capture(&c2, w2);
     ck_assert_str_eq(c1.buf, SERIAL_TEXT);
     ck_assert_uint_eq(c2.len, 0);  /* each VM's UART goes to its own fd */
+}
+END_TEST
+
+/* A guest cannot write more than console_limit bytes to the console. */
+START_TEST(console_limit_caps_output)
+{
+    struct capture c;
+    int w;
+    make_vm_console_limit = 5;
+    struct moat_vm *vm = make_vm("serial", &c, &w, 1);
+    make_vm_console_limit = 0;
+    ck_assert_int_eq(moat_start(vm), 0);
+    struct moat_exit ex;
+    ck_assert_int_eq(moat_wait(vm, 20000 * slow(), &ex), 0);
+    ck_assert_int_eq(ex.status, 0);
+    moat_destroy(vm);
+    finish_capture(&c, w);
+    ck_assert_uint_gt(strlen(SERIAL_TEXT), 5);
+    ck_assert_msg(strncmp(c.buf, SERIAL_TEXT, 5) == 0, "got '%s'", c.buf);
+    ck_assert_msg(strstr(c.buf, "console output limit reached") != NULL, "got '%s'", c.buf);
+    ck_assert_msg(strstr(c.buf, SERIAL_TEXT + 5) == NULL, "more than the limit got through: '%s'", c.buf);
 }
 END_TEST
 
@@ -1215,6 +1238,7 @@ int main(void)
         TCase *kvm = tcase_create("kvm");
         tcase_set_timeout(kvm, 120 * slow());
         tcase_add_test(kvm, two_vms_in_one_process);
+        tcase_add_test(kvm, console_limit_caps_output);
         tcase_add_test(kvm, stop_a_spinning_guest_and_exit_fd);
         tcase_add_test(kvm, destroy_without_start);
         tcase_add_test(kvm, file_transfer_without_vsock);
