@@ -135,31 +135,6 @@ int snapdiff_same_file(const char *path, const char *other)
     return 0;
 }
 
-static int pwrite_all(int fd, const uint8_t *p, size_t len, off_t off)
-{
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n;
-        off += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
-static bool zero_page(const uint8_t *p)
-{
-    const uint64_t *q = (const uint64_t *)p;
-    for (size_t i = 0; i < PAGE / 8; i++)
-        if (q[i])
-            return false;
-    return true;
-}
-
 /* The dirty pages at their offsets; zero ones (and clean ones) stay holes. */
 int snapdiff_fill(int fd, void *arg)
 {
@@ -172,14 +147,14 @@ int snapdiff_fill(int fd, void *arg)
     while ((at = snap_bitmap_next_run(bm, npages, at, &run)) < npages) {
         uint64_t end = at + run;
         for (uint64_t i = at; i < end;) {
-            if (zero_page(vm->ram + i * PAGE)) {
+            if (snap_page_is_zero(vm->ram + i * PAGE)) {
                 i++;
                 continue;
             }
             uint64_t j = i + 1;
-            while (j < end && j - i < 256 && !zero_page(vm->ram + j * PAGE))
+            while (j < end && j - i < 256 && !snap_page_is_zero(vm->ram + j * PAGE))
                 j++;
-            int r = pwrite_all(fd, vm->ram + i * PAGE, (size_t)((j - i) * PAGE), (off_t)(i * PAGE));
+            int r = snap_pwrite_all(fd, vm->ram + i * PAGE, (size_t)((j - i) * PAGE), (off_t)(i * PAGE));
             if (r < 0)
                 return r;
             i = j;

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "vmm/snapchain.h"
 #include "vmm/snapfmt.h"
@@ -86,5 +87,10 @@ int snapdiff_precheck(struct moat_vm *vm, const char *state_path, const char *me
 int snapdiff_sections(struct moat_vm *vm, struct snap_writer *w, bool diff, uint64_t **bm);
 void snapdiff_done(struct moat_vm *vm, const char *state_path, const char *mem_path,
                    const uint8_t *state, size_t len, bool diff, const uint64_t *bm);
+
+/* Shared by snapshot.c and snapdiff.c: pwrite all of buf at off (retrying
+ * short writes and EINTR), 0 or -errno; whether a guest page is all zero. */
+int snap_pwrite_all(int fd, const void *buf, size_t len, off_t off);
+bool snap_page_is_zero(const uint8_t *p);
 
 #endif

@@ -161,7 +161,7 @@ static int save_drives(struct moat_vm *vm, struct snap_writer *w)
     return 0;
 }
 
-static int write_all(int fd, const void *buf, size_t len, off_t off)
+int snap_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 {
     const uint8_t *p = buf;
     while (len) {
@@ -178,7 +178,7 @@ static int write_all(int fd, const void *buf, size_t len, off_t off)
     return 0;
 }
 
-static bool page_is_zero(const uint8_t *p)
+bool snap_page_is_zero(const uint8_t *p)
 {
     const uint64_t *q = (const uint64_t *)p;
     for (size_t i = 0; i < PAGE / 8; i += 8)
@@ -231,14 +231,14 @@ static int fill_memory(int fd, void *arg)
     size_t npages = vm->ram_size / PAGE;
     int r = 0;
     for (size_t i = 0; r == 0 && i < npages;) {
-        if (page_is_zero(vm->ram + i * PAGE)) {
+        if (snap_page_is_zero(vm->ram + i * PAGE)) {
             i++;
             continue;
         }
         size_t j = i + 1;
-        while (j < npages && j - i < 256 && !page_is_zero(vm->ram + j * PAGE))
+        while (j < npages && j - i < 256 && !snap_page_is_zero(vm->ram + j * PAGE))
             j++;
-        r = write_all(fd, vm->ram + i * PAGE, (j - i) * PAGE, (off_t)(i * PAGE));
+        r = snap_pwrite_all(fd, vm->ram + i * PAGE, (j - i) * PAGE, (off_t)(i * PAGE));
         i = j;
     }
     return r;
@@ -249,7 +249,7 @@ struct bytes { const uint8_t *buf; size_t len; };
 static int fill_bytes(int fd, void *arg)
 {
     const struct bytes *b = arg;
-    return write_all(fd, b->buf, b->len, 0);
+    return snap_pwrite_all(fd, b->buf, b->len, 0);
 }
 
 /* A full snapshot, or (diff) one of the pages written since the last. */
