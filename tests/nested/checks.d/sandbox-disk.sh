@@ -13,7 +13,7 @@ md5sum < /tmp/sbdd/base > /tmp/sbdd/base.md5
 printf '%s\n' 'rm -f /tmp/sbdd/x; ./build/moat disk export "$1" /tmp/sbdd/x >/dev/null && ./debugfs -R "cat $2" /tmp/sbdd/x 2>/dev/null; rm -f /tmp/sbdd/x' > /tmp/sbdd/cat.sh
 t sandbox-disk-create sh -c '
     M=./build/moat
-    $M create sd1 --wait 600 --drive /tmp/sbdd/base; r1=$?
+    $M create sd1 --wait 600 --mem 128 --drive /tmp/sbdd/base; r1=$?
     cat $MOAT_HOME/sd1/config
     $M exec sd1 -- /bin/sh -c "mkdir -p /m && mount /dev/vda /m && cat /m/f && echo one > /m/work.txt && echo keep > /m/keep.txt && sync" >/tmp/sbdd/o1 2>&1; r2=$?
     cat /tmp/sbdd/o1
@@ -88,6 +88,8 @@ t sandbox-disk-start-after-stop sh -c '
     $M start --wait 600 sdk-1; r1=$?
     o=$($M exec sdk-1 -- cat /m/child.txt); r2=$?
     echo "rc $r1 $r2 out $o"
-    $M rm -f sd1 sdk-1 sdk-2
     [ $r1 = 0 ] && [ $r2 = 0 ] && [ "$o" = c1 ]'
+# L1's /tmp is RAM: leave nothing behind for the next checks.
+for n in sd1 sdk-1 sdk-2 sds-1; do [ -d $MOAT_HOME/$n ] && ./build/moat rm -f $n >/dev/null 2>&1; done
+rm -rf $MOAT_HOME /tmp/sbdd
 fi
