@@ -46,7 +46,7 @@ static const char usage_main[] =
     "  exec      run a command in a running guest (its agent)\n"
     "  cp        copy a file to or from a running guest (its agent)\n"
     "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
-    "            stop, start, snapshot, reset, fork; see docs/sandboxes.md)\n"
+    "            stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)\n"
     "\n"
     "options:\n"
     "  --version  print the version\n"
