@@ -5,7 +5,6 @@
 # the base is never written. The checks run in order and share $MOAT_HOME.
 if [ -f build/guest/bzImage ] && [ -x ./mke2fs ] && [ -x ./debugfs ]; then
 export MOAT_HOME=/tmp/sbd
-export PATH="$PWD:$PATH"        # debugfs for moat diff --files
 rm -rf $MOAT_HOME /tmp/sbdd; mkdir -p /tmp/sbdd/root; echo from-base > /tmp/sbdd/root/f
 ./mke2fs -q -F -t ext4 -d /tmp/sbdd/root /tmp/sbdd/base 32M
 md5sum < /tmp/sbdd/base > /tmp/sbdd/base.md5
@@ -26,7 +25,7 @@ t sandbox-disk-tag-diff sh -c '
     $M snapshot sd1 --tag t1; r1=$?
     ls -l $MOAT_HOME/sd1/tags/t1
     $M exec sd1 -- /bin/sh -c "echo two > /m/work.txt && rm /m/keep.txt && echo new > /m/added.txt && sync"; r2=$?
-    $M diff sd1 --against t1 --files >/tmp/sbdd/diff 2>&1; r3=$?
+    PATH="$PWD:$PATH" $M diff sd1 --against t1 --files >/tmp/sbdd/diff 2>&1; r3=$?
     cat /tmp/sbdd/diff; echo "rc $r1 $r2 $r3"
     [ $r1 = 0 ] && [ -f $MOAT_HOME/sd1/tags/t1/disk0.overlay ] && [ $r2 = 0 ] && [ $r3 = 0 ] &&
     grep -q "block(s) of 4 KiB differ" /tmp/sbdd/diff && ! grep -q "^0 block(s)" /tmp/sbdd/diff &&
@@ -38,7 +37,7 @@ t sandbox-disk-reset sh -c '
     echo "rc $r1 $r2 out $o"
     # The guest may have written metadata since (superblock, journal), but
     # none of the files changed before the reset.
-    $M diff sd1 --against t1 --files 2>&1 | tee /tmp/sbdd/diff2
+    PATH="$PWD:$PATH" $M diff sd1 --against t1 --files 2>&1 | tee /tmp/sbdd/diff2
     [ $r1 = 0 ] && [ $r2 = 0 ] && echo "$o" | grep -qx one && echo "$o" | grep -qx keep &&
     ! echo "$o" | grep -q added.txt && grep -q "block(s) of 4 KiB differ" /tmp/sbdd/diff2 &&
     ! grep -q "file: /work.txt" /tmp/sbdd/diff2 && ! grep -q "file: /added.txt" /tmp/sbdd/diff2'
@@ -75,7 +74,7 @@ t sandbox-disk-on-host sh -c '
 t sandbox-disk-stopped-tag-fork sh -c '
     M=./build/moat
     $M snapshot sd1 --tag t2; r1=$?
-    $M diff sd1 --against t2 >/tmp/sbdd/diff3 2>&1; r2=$?; cat /tmp/sbdd/diff3
+    PATH="$PWD:$PATH" $M diff sd1 --against t2 >/tmp/sbdd/diff3 2>&1; r2=$?; cat /tmp/sbdd/diff3
     $M fork sd1 --count 1 --prefix sds --wait 600; r3=$?
     o=$($M exec sds-1 -- /bin/sh -c "cat /m/parent.txt; echo s > /m/stopped-fork.txt; sync"); r4=$?
     $M rm -f sds-1
