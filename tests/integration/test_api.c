@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -311,6 +312,20 @@ static unsigned check_sequence(const char *text)
     return n;
 }
 
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+    (void)st;
+    (void)f;
+    return flag == FTW_DP ? rmdir(p) : unlink(p);
+}
+
+/* Remove a test's temporary directory: snapshot memory files are large, and
+ * in the nested harness /tmp is RAM shared with the checks that follow. */
+static void rm_tree(const char *dir)
+{
+    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+}
+
 static char *cat(char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
@@ -414,6 +429,7 @@ START_TEST(snapshot_restore_chain_three_deep)
     }
     ck_assert_uint_ge(check_sequence(text), 9);
     free(text);
+    rm_tree(dir);
 }
 END_TEST
 
@@ -942,6 +958,8 @@ START_TEST(diff_snapshot_chain)
     finish_capture(&c, w);
     close(in[0]);
     close(in[1]);
+    rm_tree(dir);
+    rm_tree(dir2);
 }
 END_TEST
 
