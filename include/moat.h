@@ -168,8 +168,10 @@ uint64_t moat_timings_set_origin(uint64_t monotonic_ns);
  * resumed after; a paused one stays paused. Drives are included (their
  * virtio transport and queue state, and their image paths; the images
  * themselves are not copied: the guest's disk is the image file as it is at
- * restore). -ENOTSUP for a VM with a vsock device (connection state is not
- * in the format). Files are written under a temporary name, fsync'ed and
+ * restore; with an overlay, pin it with moat_clone_overlay). The vsock
+ * device is included too (its CID and socket path; its connections are
+ * not: the restored guest gets a transport reset, docs/vsock.md); -ENOTSUP
+ * for a device that cannot be saved (a vhost-user one). Files are written under a temporary name, fsync'ed and
  * renamed, memory first (the old state file at state_path is removed just
  * before the new memory file replaces the old one, so a crash never leaves a
  * mismatched pair). -EBUSY while another snapshot of the same VM runs.
