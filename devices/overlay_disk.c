@@ -228,6 +228,34 @@ static void fsync_dir_of(const char *path)
     }
 }
 
+/* New overlay files are written under a unique temporary name (mode 0600:
+ * they hold guest data) and appear under their final name only once
+ * complete and durable, without replacing anything: a crash never leaves a
+ * half-written file that a later open would take for a (raw, all-zero)
+ * disk. tmp_create: -EEXIST if final exists, else a new fd with its name in
+ * tmp. tmp_publish: move it into place, no clobbering. */
+static int tmp_create(const char *final, char *tmp, size_t tlen)
+{
+    if (access(final, F_OK) == 0)
+        return -EEXIST;
+    if ((size_t)snprintf(tmp, tlen, "%s.tmp.XXXXXX", final) >= tlen)
+        return -ENAMETOOLONG;
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    return fd < 0 ? -errno : fd;
+}
+
+static int tmp_publish(const char *tmp, const char *final)
+{
+    if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) == 0)
+        return 0;
+    if (errno != EINVAL && errno != ENOSYS)
+        return -errno;
+    if (link(tmp, final) < 0)           /* no RENAME_NOREPLACE here */
+        return -errno;
+    unlink(tmp);
+    return 0;
+}
+
 int ovl_create(const char *base, const char *overlay, unsigned flags, enum ovl_kind *kind,
                char *why, size_t wlen)
 {
@@ -236,9 +264,10 @@ int ovl_create(const char *base, const char *overlay, unsigned flags, enum ovl_k
     int bfd = open(base, O_RDONLY | O_CLOEXEC);
     if (bfd < 0)
         return fail(why, wlen, -errno, "base %s: %s", base, strerror(errno));
-    int fd = open(overlay, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    char tmp[PATH_MAX];
+    int fd = tmp_create(overlay, tmp, sizeof tmp);
     if (fd < 0) {
-        int r = fail(why, wlen, -errno, "overlay %s: %s", overlay, strerror(errno));
+        int r = fail(why, wlen, fd, "overlay %s: %s", overlay, strerror(-fd));
         close(bfd);
         return r;
     }
@@ -256,8 +285,10 @@ int ovl_create(const char *base, const char *overlay, unsigned flags, enum ovl_k
     }
     close(fd);
     close(bfd);
+    if (r == 0 && (r = tmp_publish(tmp, overlay)) < 0)
+        fail(why, wlen, r, "overlay %s: %s", overlay, strerror(-r));
     if (r < 0)
-        unlink(overlay);
+        unlink(tmp);
     else
         fsync_dir_of(overlay);
     return r;
@@ -691,9 +722,10 @@ int ovl_clone(const char *src, const char *dst, char *why, size_t wlen)
         close(sfd);
         return r;
     }
-    int dfd = open(dst, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    char tmp[PATH_MAX];
+    int dfd = tmp_create(dst, tmp, sizeof tmp);
     if (dfd < 0) {
-        r = fail(why, wlen, -errno, "%s: %s", dst, strerror(errno));
+        r = fail(why, wlen, dfd, "%s: %s", dst, strerror(-dfd));
         close(sfd);
         return r;
     }
@@ -706,8 +738,10 @@ int ovl_clone(const char *src, const char *dst, char *why, size_t wlen)
         r = fail(why, wlen, -errno, "%s: %s", dst, strerror(errno));
     close(dfd);
     close(sfd);
+    if (r == 0 && (r = tmp_publish(tmp, dst)) < 0)
+        fail(why, wlen, r, "%s: %s", dst, strerror(-r));
     if (r < 0)
-        unlink(dst);
+        unlink(tmp);
     else
         fsync_dir_of(dst);
     return r;
@@ -733,9 +767,10 @@ int ovl_clone_disk(struct ovl_disk *d, const char *dst, char *why, size_t wlen)
         pthread_mutex_unlock(&d->lock);
         return fail(why, wlen, r, "flushing the overlay: %s", strerror(-r));
     }
-    int dfd = open(dst, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    char tmp[PATH_MAX];
+    int dfd = tmp_create(dst, tmp, sizeof tmp);
     if (dfd < 0) {
-        r = fail(why, wlen, -errno, "%s: %s", dst, strerror(errno));
+        r = fail(why, wlen, dfd, "%s: %s", dst, strerror(-dfd));
         pthread_mutex_unlock(&d->lock);
         return r;
     }
@@ -748,8 +783,10 @@ int ovl_clone_disk(struct ovl_disk *d, const char *dst, char *why, size_t wlen)
     if (r == 0 && fsync(dfd) < 0)
         r = fail(why, wlen, -errno, "%s: %s", dst, strerror(errno));
     close(dfd);
+    if (r == 0 && (r = tmp_publish(tmp, dst)) < 0)
+        fail(why, wlen, r, "%s: %s", dst, strerror(-r));
     if (r < 0)
-        unlink(dst);
+        unlink(tmp);
     else
         fsync_dir_of(dst);
     return r;

@@ -3,6 +3,7 @@
  * temporary files. */
 #include <check.h>
 #include <endian.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -551,6 +552,45 @@ START_TEST(io_clone)
 }
 END_TEST
 
+static unsigned dir_entries(void)
+{
+    DIR *dd = opendir(dir);
+    ck_assert_ptr_nonnull(dd);
+    unsigned n = 0;
+    struct dirent *e;
+    while ((e = readdir(dd)))
+        n += e->d_name[0] != '.';
+    closedir(dd);
+    return n;
+}
+
+/* New overlays and clones are private (0600: guest data) and appear only
+ * complete: no temporary file is left, and a failed copy leaves nothing. */
+START_TEST(io_new_files_private_and_whole)
+{
+    struct ovl_disk *d = open_new(64 * 4096);
+    ck_assert_int_eq(ovl_close(d), 0);
+    char why[256];
+    ck_assert_msg(ovl_clone(ovl_p, clone_p, why, sizeof why) == 0, "%s", why);
+    struct stat a, c;
+    ck_assert_int_eq(stat(ovl_p, &a), 0);
+    ck_assert_int_eq(stat(clone_p, &c), 0);
+    ck_assert_uint_eq(a.st_mode & 0777, 0600);
+    ck_assert_uint_eq(c.st_mode & 0777, 0600);
+    ck_assert_uint_eq(dir_entries(), 3);          /* base, overlay, clone */
+    /* A source that is not an overlay's file: nothing appears. */
+    char bad[160];
+    snprintf(bad, sizeof bad, "%s/missing", dir);
+    char dst[160];
+    snprintf(dst, sizeof dst, "%s/clone2", dir);
+    ck_assert_int_eq(ovl_clone(bad, dst, why, sizeof why), -ENOENT);
+    ck_assert_int_eq(ovl_create(bad, dst, OVL_CREATE_NO_REFLINK, NULL, why, sizeof why), -ENOENT);
+    ck_assert_uint_eq(dir_entries(), 3);
+    ck_assert_int_eq(access(dst, F_OK), -1);
+    rmfiles();
+}
+END_TEST
+
 /* ---------------- the snapshot's drive section with an overlay ---------------- */
 
 START_TEST(snap_drive_overlay)
@@ -618,6 +658,7 @@ static Suite *suite(void)
     tcase_add_test(io, io_open_creates);
     tcase_add_test(io, io_crash_keeps_flushed);
     tcase_add_test(io, io_clone);
+    tcase_add_test(io, io_new_files_private_and_whole);
     suite_add_tcase(s, io);
     return s;
 }
