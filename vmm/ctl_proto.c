@@ -46,7 +46,7 @@ int ctl_parse(const char *buf, size_t len, struct ctl_req *req)
         return -ENODATA;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)buf[i];
-        if (c < 0x20 || c > 0x7e)
+        if (c < 0x20 || c == 0x7f)     /* bytes >= 0x80 pass: UTF-8 paths */
             return -EBADMSG;
     }
     const char *sp = memchr(buf, ' ', len);

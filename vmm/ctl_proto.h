@@ -3,7 +3,8 @@
  * of requests (no KVM, no I/O), so it can be unit tested and fuzzed; the
  * server lives in the CLI (vmm/cli_ctl.c).
  *
- * A request is one line of printable ASCII: a verb, and for the snapshot
+ * A request is one line without control bytes (bytes >= 0x80 are allowed,
+ * so that paths may be UTF-8): a verb, and for the snapshot
  * verbs a single space and an argument (the rest of the line, which may
  * contain spaces). An optional "\n" (or "\r\n") ends it. */
 #ifndef MOAT_CTL_PROTO_H
@@ -33,7 +34,7 @@ struct ctl_req {
 /* Parse buf[0..len) (need not be NUL-terminated). 0 and *req filled, or:
  *   -ENODATA   empty line
  *   -E2BIG     longer than CTL_LINE_MAX, or the argument than CTL_ARG_MAX
- *   -EBADMSG   a NUL, control or non-ASCII byte, or bytes after the "\n"
+ *   -EBADMSG   a NUL or control byte (0x00-0x1f, 0x7f), or bytes after the "\n"
  *   -ENOENT    unknown verb
  *   -EINVAL    an argument missing, empty, not allowed, or badly separated
  *              (two spaces, a leading/trailing space, a tab) */

@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t alen = strnlen(r.arg, sizeof r.arg);
     FUZZ_ASSERT(alen <= CTL_ARG_MAX);
     for (size_t i = 0; i < alen; i++)
-        FUZZ_ASSERT(r.arg[i] >= 0x20 && r.arg[i] <= 0x7e);
+        FUZZ_ASSERT((unsigned char)r.arg[i] >= 0x20 && (unsigned char)r.arg[i] != 0x7f);
     int n = snprintf(line, sizeof line, alen ? "%s %s\n" : "%s%s\n", name, r.arg);
     FUZZ_ASSERT(n > 0 && (size_t)n < sizeof line);
     FUZZ_ASSERT(ctl_parse(line, (size_t)n, &r2) == 0);

@@ -102,7 +102,10 @@ START_TEST(bad_bytes)
     ck_assert_int_eq(parse("stop\n\n", &r), -EBADMSG);
     ck_assert_int_eq(parse("stop\r", &r), -EBADMSG);         /* CR without LF */
     ck_assert_int_eq(parse("snapshot /\x7f", &r), -EBADMSG);
-    ck_assert_int_eq(parse("snapshot /\xc3\xa9", &r), -EBADMSG);
+    /* Bytes >= 0x80 are path bytes ($MOAT_HOME may be UTF-8), not control. */
+    ck_assert_int_eq(parse("snapshot /\xc3\xa9", &r), 0);
+    ck_assert_str_eq(r.arg, "/\xc3\xa9");
+    ck_assert_int_eq(parse("st\xc3\xa9p", &r), -ENOENT);
     ck_assert_int_eq(parse("\x1b[A", &r), -EBADMSG);
 }
 END_TEST
