@@ -988,6 +988,31 @@ static int cmd_pause_resume(int argc, char **argv, const char *verb)
     return rc;
 }
 
+/* Make a complete NAME/snap.new (its state file is written last) NAME/snap:
+ * swapped atomically with an existing snap (RENAME_EXCHANGE), so a crash at
+ * any point leaves a whole snapshot under snap or under snap.new. It is the
+ * newest one, the one the sandbox's disk overlay has moved on with, so
+ * start promotes a snap.new left behind by an interrupted stop. 0 (also
+ * when there is none), -1 with a message. */
+static int promote_snap_new(struct sbx *s)
+{
+    char nw[PATH_MAX], snap[PATH_MAX], p[PATH_MAX];
+    sp(s, "snap.new", nw, sizeof nw);
+    sp(s, "snap", snap, sizeof snap);
+    if (access(sp(s, "snap.new/state", p, sizeof p), F_OK) != 0) {
+        rm_rf(nw);              /* nothing, or an incomplete one */
+        return 0;
+    }
+    if (renameat2(AT_FDCWD, nw, AT_FDCWD, snap, RENAME_EXCHANGE) == 0) {
+        rm_rf(nw);              /* now the old snapshot */
+        return 0;
+    }
+    if (errno == ENOENT && rename(nw, snap) == 0)   /* no snap yet */
+        return 0;
+    fprintf(stderr, "moat: %s: %s\n", snap, strerror(errno));
+    return -1;
+}
+
 /* Snapshot into NAME/snap (via snap.new) and exit; or, ephemeral, destroy. */
 static int stop_locked(struct sbx *s)
 {
@@ -1005,10 +1030,8 @@ static int stop_locked(struct sbx *s)
     }
     if (need_live(s, st, "stop") < 0)
         return -1;
-    char nw[PATH_MAX], snap[PATH_MAX], old[PATH_MAX], req[PATH_MAX + 32], p[PATH_MAX];
+    char nw[PATH_MAX], req[PATH_MAX + 32], p[PATH_MAX];
     sp(s, "snap.new", nw, sizeof nw);
-    sp(s, "snap", snap, sizeof snap);
-    sp(s, "snap.old", old, sizeof old);
     rm_rf(nw);
     snprintf(req, sizeof req, "stop-snapshot %s", nw);
     if (ctl(s, req, NULL, 0, 600) < 0)
@@ -1016,15 +1039,7 @@ static int stop_locked(struct sbx *s)
     if (wait_gone(s, pid, 30, 1) < 0)
         return -1;
     unlink(sp(s, "pid", p, sizeof p));
-    rm_rf(old);
-    if (access(snap, F_OK) == 0 && rename(snap, old) < 0)
-        return -1;
-    if (rename(nw, snap) < 0) {
-        fprintf(stderr, "moat: %s: %s\n", snap, strerror(errno));
-        return -1;
-    }
-    rm_rf(old);
-    return 0;
+    return promote_snap_new(s) < 0 ? -1 : 0;
 }
 
 static int cmd_stop(int argc, char **argv)
@@ -1051,6 +1066,8 @@ static int start_locked(struct sbx *s, double wait)
         return 0;
     }
     char snap[PATH_MAX], p[PATH_MAX];
+    if (promote_snap_new(s) < 0)    /* a stop interrupted after its snapshot */
+        return -1;
     if (access(sp(s, "snap/state", p, sizeof p), F_OK) != 0) {
         fprintf(stderr, "moat: sandbox %s has no snapshot to start from (it was never stopped)%s\n",
                 s->name, st == ST_DEAD ? "; its process has exited: moat rm it" : "");

@@ -52,6 +52,15 @@ t sandbox-exec-starts-stopped sh -c '
     M=./build/moat
     $M stop sb1 && o=$($M exec sb1 -- cat /tmp/marker); r=$?
     echo "rc $r out $o"; [ $r = 0 ] && [ "$o" = kept-in-ram ]'
+# A stop interrupted after its snapshot was written but before it was moved
+# into place (simulated: snap renamed back to snap.new): start takes it.
+t sandbox-interrupted-stop sh -c '
+    M=./build/moat
+    $M exec sb1 -- /bin/sh -c "echo after-interrupt > /tmp/marker2" && $M stop sb1; r1=$?
+    mv $MOAT_HOME/sb1/snap $MOAT_HOME/sb1/snap.new
+    $M start --wait 600 sb1; r2=$?; o=$($M exec sb1 -- cat /tmp/marker2); r3=$?
+    echo "rc $r1 $r2 $r3 out $o"; ls -la $MOAT_HOME/sb1
+    [ $r1 = 0 ] && [ $r2 = 0 ] && [ $r3 = 0 ] && [ "$o" = after-interrupt ] && [ ! -e $MOAT_HOME/sb1/snap.new ]'
 t sandbox-tag-reset sh -c '
     M=./build/moat
     $M exec sb1 -- /bin/sh -c "echo v1 > /tmp/v" && $M snapshot sb1 --tag t1; r1=$?
