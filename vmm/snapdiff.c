@@ -222,7 +222,11 @@ static int open_layer(struct snapdiff_chain *c, const char *state_path, const ch
         return seterr(err, 1, -errno, "diff memory file %s: %s", mem_path, strerror(errno));
     c->n++;
     struct stat st;
-    if (fstat(l->mem_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != c->mem_size)
+    if (fstat(l->mem_fd, &st) < 0)
+        return seterr(err, 1, -errno, "diff memory file %s: %s", mem_path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return seterr(err, 1, -EINVAL, "diff memory file %s: not a regular file", mem_path);
+    if ((uint64_t)st.st_size != c->mem_size)
         return seterr(err, 1, -EINVAL, "diff memory file %s: size %lld, the snapshot needs %llu bytes",
                       mem_path, (long long)st.st_size, (unsigned long long)c->mem_size);
     return 0;
