@@ -137,8 +137,10 @@ test-vhost: $(B)/moat guest
 # hosts with no usable /dev/kvm (tests/nested/README.md). Where /dev/kvm
 # works, the suites above already ran on it.
 test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock
-	@if [ -r /dev/kvm ] && [ -w /dev/kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
-	    echo "SKIPPED: nested: /dev/kvm is usable here; the KVM suites ran on it directly"; \
+	@if [ -r /dev/kvm ] && [ -w /dev/kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ] && \
+	    [ ! -d /sys/module/kvm_pvm ] && grep -qwE 'vmx|svm' /proc/cpuinfo; then \
+	    echo "nested: hardware KVM here: the same checks run directly on it"; \
+	    tests/nested/test-moat.sh --native; \
 	else tests/nested/test-moat.sh --timeout 2400 --mem 6144; fi
 
 bench: all guest test-guests
