@@ -907,17 +907,17 @@ static int cmd_ls(int argc, char **argv)
     size_t n = 0;
     struct dirent *e;
     while ((e = readdir(d)) && n < 4096)
-        if (valid_name(e->d_name))
-            names[n++] = strdup(e->d_name);
+        if (valid_name(e->d_name) && (names[n] = strdup(e->d_name)))
+            n++;
     closedir(d);
     qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; i < n; i++) {
         struct sbx s;
-        if (!names[i] || sbx_paths(&s, names[i]) < 0)
-            continue;
         char p[PATH_MAX];
-        if (access(sp(&s, "config", p, sizeof p), F_OK) != 0)
+        if (sbx_paths(&s, names[i]) < 0 || access(sp(&s, "config", p, sizeof p), F_OK) != 0) {
+            free(names[i]);
             continue;       /* not a sandbox directory */
+        }
         pid_t pid;
         double up;
         enum sbx_state st = sbx_state(&s, &pid, &up);
