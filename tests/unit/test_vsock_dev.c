@@ -186,6 +186,22 @@ static int dial(const char *path)
     return fd;
 }
 
+/* A host listener on <uds>_PORT, where guest connections to host port PORT
+ * go; its path in lp. */
+static int listen_host_port(unsigned port, char *lp, size_t len)
+{
+    snprintf(lp, len, "%s_%u", R.path, port);
+    unlink(lp);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(l, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    ck_assert_uint_lt(strlen(lp), sizeof sa.sun_path);
+    memcpy(sa.sun_path, lp, strlen(lp) + 1);
+    ck_assert_int_eq(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(l, 4), 0);
+    return l;
+}
+
 static void write_all(int fd, const void *b, size_t n)
 {
     ck_assert_int_eq(write(fd, b, n), (ssize_t)n);
@@ -312,14 +328,7 @@ END_TEST
 START_TEST(guest_initiated)
 {
     char lp[100];
-    snprintf(lp, sizeof lp, "%s_7000", R.path);
-    unlink(lp);
-    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    ck_assert_uint_lt(strlen(lp), sizeof sa.sun_path);
-    memcpy(sa.sun_path, lp, strlen(lp) + 1);
-    ck_assert_int_eq(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
-    ck_assert_int_eq(listen(l, 4), 0);
+    int l = listen_host_port(7000, lp, sizeof lp);
     struct vsock_hdr rq = gh(1025, 7000, VSOCK_OP_REQUEST, 0), h;
     tx_send(&rq, NULL, 0);
     ck_assert_int_eq(rx_next(&h, NULL, 2000), 1);
@@ -416,14 +425,7 @@ START_TEST(credit_overrun_and_garbage)
 {
     /* a guest connection to a host socket that never reads */
     char lp[100];
-    snprintf(lp, sizeof lp, "%s_7100", R.path);
-    unlink(lp);
-    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    ck_assert_uint_lt(strlen(lp), sizeof sa.sun_path);
-    memcpy(sa.sun_path, lp, strlen(lp) + 1);
-    ck_assert_int_eq(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
-    ck_assert_int_eq(listen(l, 4), 0);
+    int l = listen_host_port(7100, lp, sizeof lp);
     struct vsock_hdr rq = gh(2000, 7100, VSOCK_OP_REQUEST, 0), h;
     tx_send(&rq, NULL, 0);
     ck_assert_int_eq(rx_next(&h, NULL, 2000), 1);
