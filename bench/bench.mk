@@ -3,9 +3,9 @@ $(B)/bench/runstat: bench/runstat.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
 
-$(B)/bench/tiny.elf: bench/guest/tiny.S bench/guest/tiny.ld
+$(B)/bench/tiny.elf: bench/guest/tiny.S bench/guest/pvh.inc bench/guest/tiny.ld
 	@mkdir -p $(dir $@)
-	as --64 $< -o $(B)/bench/tiny.o
+	as --64 -I bench/guest $< -o $(B)/bench/tiny.o
 	ld -m elf_x86_64 -z max-page-size=4096 -T bench/guest/tiny.ld -o $@ $(B)/bench/tiny.o
 
 .PHONY: bench-tools
@@ -32,7 +32,7 @@ bench-exec: all guest test-guests bench-tools
 	sh bench/exec.sh
 bench: bench-blk bench-exec
 
-$(B)/bench/wait.elf: bench/guest/wait.S bench/guest/tiny.ld
+$(B)/bench/wait.elf: bench/guest/wait.S bench/guest/pvh.inc bench/guest/tiny.ld
 	@mkdir -p $(dir $@)
-	as --64 $< -o $(B)/bench/wait.o
+	as --64 -I bench/guest $< -o $(B)/bench/wait.o
 	ld -m elf_x86_64 -z max-page-size=4096 -T bench/guest/tiny.ld -o $@ $(B)/bench/wait.o
