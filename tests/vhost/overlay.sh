@@ -24,95 +24,13 @@
 #              the rest of each record's block is the base's
 # Env: B, QEMU, TIMEOUT, MOAT as tests/vhost/run.sh.
 set -u
-B=${B:-build}
-QEMU=${QEMU:-qemu-system-x86_64}
-TIMEOUT=${TIMEOUT:-180}
-MOAT=${MOAT:-$B/moat}
-BZ=$B/guest/bzImage
-INITRD=$B/guest/initramfs.cpio
-passed=0
-failed=0
-PATH=$PATH:/sbin:/usr/sbin
-
-if ! command -v "$QEMU" >/dev/null 2>&1; then
-    echo "SKIPPED: overlay: $QEMU not installed"; echo "0 passed, 0 failed"; exit 0
-fi
-for tool in mke2fs debugfs md5sum; do
-    if ! command -v "$tool" >/dev/null 2>&1; then
-        echo "SKIPPED: overlay: $tool not installed (e2fsprogs)"; echo "0 passed, 0 failed"; exit 0
-    fi
-done
-for f in "$BZ" "$INITRD" "$MOAT"; do
-    if [ ! -f "$f" ]; then
-        echo "FAIL: overlay: $f missing (run make all guest)"; echo "0 passed, 1 failed"; exit 1
-    fi
-done
-
-tmp=$(mktemp -d)
-dpid=
-qpid=
-cleanup() {
-    [ -n "$dpid" ] && kill "$dpid" 2>/dev/null
-    [ -n "$qpid" ] && kill "$qpid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-pass() { echo "PASS: overlay: $1"; passed=$((passed + 1)); }
-fail() {
-    echo "FAIL: overlay: $1"
-    if [ -n "${2:-}" ] && [ -f "$tmp/$2.out" ]; then
-        echo "---- last guest output ----"
-        grep -v '^\[ *[0-9]' "$tmp/$2.out" | tail -n 15
-        echo "---- moat device log ----"
-        tail -n 10 "$tmp/$2.dev"
-        echo "-------------------------"
-    fi
-    failed=$((failed + 1))
-}
-
-# start_dev NAME BASE OVERLAY
-start_dev() {
-    rm -f "$tmp/sock"
-    "$MOAT" device blk --socket "$tmp/sock" --disk "$2" --overlay "$3" -v > "$tmp/$1.dev" 2>&1 &
-    dpid=$!
-    i=0
-    while [ ! -S "$tmp/sock" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-}
+LABEL=overlay
+. "$(dirname "$0")/blk-lib.sh"
 
 stop_dev() {
-    kill "$dpid" 2>/dev/null
-    wait "$dpid"
-    drc=$?
-    dpid=
+    end_dev
     [ "$drc" -eq 0 ] || fail "$1: server exited with $drc" "$1"
 }
-
-qemu_cmd() {
-    echo timeout "$TIMEOUT" "$QEMU" -M microvm,acpi=off,auto-kernel-cmdline=off -accel tcg \
-        -m 256 -nographic -no-reboot -device i8042 \
-        -object memory-backend-memfd,id=m,size=256M,share=on -machine memory-backend=m \
-        -global virtio-mmio.force-legacy=false \
-        -chardev socket,id=c,path="$tmp/sock" -device vhost-user-blk,chardev=c,num-queues=1 \
-        -kernel "$BZ" -initrd "$INITRD"
-}
-
-# boot NAME COMMAND (foreground); output in $tmp/NAME.out, exit code in $rc.
-boot() {
-    timeout "$TIMEOUT" "$QEMU" -M microvm,acpi=off,auto-kernel-cmdline=off -accel tcg \
-        -m 256 -nographic -no-reboot -device i8042 \
-        -object memory-backend-memfd,id=m,size=256M,share=on -machine memory-backend=m \
-        -global virtio-mmio.force-legacy=false \
-        -chardev socket,id=c,path="$tmp/sock" -device vhost-user-blk,chardev=c,num-queues=1 \
-        -kernel "$BZ" -initrd "$INITRD" \
-        -append "console=ttyS0 reboot=k panic=-1 virtio_mmio.device=512@0xfeb00e00:12 -- /bin/sh -c \"$2\"" \
-        < /dev/null > "$tmp/$1.raw" 2>&1
-    rc=$?
-    tr -d '\r' < "$tmp/$1.raw" > "$tmp/$1.out"
-}
-
-value() { sed -n "s/^$2 //p" "$tmp/$1.out" | tail -n 1; }
-md5() { md5sum < "$1" | cut -d' ' -f1; }
 
 # ---- the base: a 1 GiB ext4 image with /file, every block allocated
 mkdir -p "$tmp/root"
@@ -124,7 +42,7 @@ bsum=$(md5 "$tmp/base.img")
 "$MOAT" disk create --no-reflink --base "$tmp/base.img" "$tmp/o.ovl" > /dev/null
 
 # ---- write
-start_dev write "$tmp/base.img" "$tmp/o.ovl"
+start_dev write --disk "$tmp/base.img" --overlay "$tmp/o.ovl"
 boot write "mkdir -p /tmp/m && mount -t ext4 /dev/vda /tmp/m && echo FILE \$(md5sum < /tmp/m/file) && \
 dd if=/dev/urandom of=/tmp/m/data bs=64k count=64 2>/dev/null && sync && \
 echo SUM \$(md5sum < /tmp/m/data) && umount /tmp/m && echo W-DONE"
@@ -150,7 +68,7 @@ else
 fi
 
 # ---- readback
-start_dev readback "$tmp/base.img" "$tmp/o.ovl"
+start_dev readback --disk "$tmp/base.img" --overlay "$tmp/o.ovl"
 boot readback "mkdir -p /tmp/m && mount -t ext4 /dev/vda /tmp/m && echo FILE \$(md5sum < /tmp/m/file) && \
 echo SUM \$(md5sum < /tmp/m/data) && umount /tmp/m && echo R-DONE"
 stop_dev readback
@@ -184,12 +102,9 @@ rm -f "$tmp"/c*.ovl "$tmp/flat.img"
 head -c 16777216 /dev/urandom > "$tmp/rbase.img"
 rsum=$(md5 "$tmp/rbase.img")
 "$MOAT" disk create --no-reflink --base "$tmp/rbase.img" "$tmp/r.ovl" > /dev/null
-start_dev crash "$tmp/rbase.img" "$tmp/r.ovl"
+start_dev crash --disk "$tmp/rbase.img" --overlay "$tmp/r.ovl"
 cmd="i=1; while [ \$i -le 1000 ]; do printf REC%06d \$i | dd of=/dev/vda bs=512 seek=\$((i * 8 + 1)) conv=sync,fsync,notrunc oflag=direct 2>/dev/null && echo ACK \$i; i=\$((i + 1)); done; echo C-DONE"
-timeout "$TIMEOUT" $(qemu_cmd) \
-    -append "console=ttyS0 reboot=k panic=-1 virtio_mmio.device=512@0xfeb00e00:12 -- /bin/sh -c \"$cmd\"" \
-    < /dev/null > "$tmp/crash.raw" 2>&1 &
-qpid=$!
+qemu_blk --bg -append "$(guest_cmdline "$cmd")" < /dev/null > "$tmp/crash.raw" 2>&1
 n=0
 while [ $n -lt 600 ] && ! grep -q "^ACK 40" "$tmp/crash.raw" 2>/dev/null; do sleep 0.2; n=$((n + 1)); done
 kill -9 "$dpid" 2>/dev/null

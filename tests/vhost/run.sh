@@ -32,75 +32,12 @@
 # Env: B (build dir), QEMU (binary), TIMEOUT (seconds per boot, default 180),
 #      MOAT (the moat binary, default $B/moat).
 set -u
-B=${B:-build}
-QEMU=${QEMU:-qemu-system-x86_64}
-TIMEOUT=${TIMEOUT:-180}
-MOAT=${MOAT:-$B/moat}
-BZ=$B/guest/bzImage
-INITRD=$B/guest/initramfs.cpio
-passed=0
-failed=0
+LABEL=vhost
+. "$(dirname "$0")/blk-lib.sh"
 
-if ! command -v "$QEMU" >/dev/null 2>&1; then
-    echo "SKIPPED: vhost: $QEMU not installed"
-    echo "0 passed, 0 failed"
-    exit 0
-fi
-for tool in mke2fs debugfs md5sum; do
-    if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/sbin/$tool" ] && [ ! -x "/usr/sbin/$tool" ]; then
-        echo "SKIPPED: vhost: $tool not installed (e2fsprogs)"
-        echo "0 passed, 0 failed"
-        exit 0
-    fi
-done
-PATH=$PATH:/sbin:/usr/sbin
-for f in "$BZ" "$INITRD" "$MOAT"; do
-    if [ ! -f "$f" ]; then
-        echo "FAIL: vhost: $f missing (run make all guest)"
-        echo "0 passed, 1 failed"
-        exit 1
-    fi
-done
-
-tmp=$(mktemp -d)
-dpid=
-cleanup() {
-    [ -n "$dpid" ] && kill "$dpid" 2>/dev/null
-    rm -rf "$tmp"
-}
-trap cleanup EXIT
-
-pass() { echo "PASS: vhost: $1"; passed=$((passed + 1)); }
-fail() {
-    echo "FAIL: vhost: $1"
-    if [ -n "${2:-}" ] && [ -f "$tmp/$2.out" ]; then
-        echo "---- last guest output ----"
-        grep -v '^\[ *[0-9]' "$tmp/$2.out" | tail -n 15
-        echo "---- moat device log ----"
-        tail -n 10 "$tmp/$2.dev"
-        echo "-------------------------"
-    fi
-    failed=$((failed + 1))
-}
-
-# start_dev NAME DISK [--ro]: run moat device blk in the background.
-start_dev() {
-    rm -f "$tmp/sock"
-    "$MOAT" device blk --socket "$tmp/sock" --disk "$2" ${3:-} -v > "$tmp/$1.dev" 2>&1 &
-    dpid=$!
-    i=0
-    while [ ! -S "$tmp/sock" ] && [ $i -lt 50 ]; do
-        sleep 0.1
-        i=$((i + 1))
-    done
-}
-
-# stop_dev NAME: SIGTERM; the server must exit 0 (it survived the frontend).
+# stop_dev NAME: the server must exit 0 on SIGTERM (it survived the frontend).
 stop_dev() {
-    kill "$dpid" 2>/dev/null
-    wait "$dpid"
-    drc=$?
-    dpid=
+    end_dev
     if [ "$drc" -eq 0 ]; then
         pass "$1: server outlived the frontend, exited 0 on SIGTERM"
     else
@@ -108,27 +45,9 @@ stop_dev() {
     fi
 }
 
-# boot NAME COMMAND: boot the guest with vhost-user-blk on $tmp/sock; output
-# (CR stripped) in $tmp/NAME.out, QEMU's exit code in $rc.
-boot() {
-    timeout "$TIMEOUT" "$QEMU" -M microvm,acpi=off,auto-kernel-cmdline=off -accel tcg \
-        -m 256 -nographic -no-reboot -device i8042 \
-        -object memory-backend-memfd,id=m,size=256M,share=on -machine memory-backend=m \
-        -global virtio-mmio.force-legacy=false \
-        -chardev socket,id=c,path="$tmp/sock" -device vhost-user-blk,chardev=c,num-queues=1 \
-        -kernel "$BZ" -initrd "$INITRD" \
-        -append "console=ttyS0 reboot=k panic=-1 virtio_mmio.device=512@0xfeb00e00:12 -- /bin/sh -c \"$2\"" \
-        < /dev/null > "$tmp/$1.raw" 2>&1
-    rc=$?
-    tr -d '\r' < "$tmp/$1.raw" > "$tmp/$1.out"
-}
-
-# value NAME KEY: the rest of the guest's line "KEY value".
-value() { sed -n "s/^$2 //p" "$tmp/$1.out" | tail -n 1; }
-
 # ---- rw: mkfs, mount, write, sync, checksum on the host
 truncate -s 64M "$tmp/rw.img"
-start_dev rw "$tmp/rw.img"
+start_dev rw --disk "$tmp/rw.img"
 boot rw "mke2fs -q /dev/vda && mkdir -p /tmp/m && mount -t ext2 /dev/vda /tmp/m && \
 dd if=/dev/urandom of=/tmp/m/data bs=64k count=64 2>/dev/null && sync && \
 echo SUM \$(md5sum < /tmp/m/data) && umount /tmp/m && echo RW-DONE"
@@ -154,7 +73,7 @@ head -c 1048576 /dev/urandom > "$tmp/root/file"
 want=$(md5sum < "$tmp/root/file" | cut -d' ' -f1)
 mke2fs -q -t ext4 -d "$tmp/root" "$tmp/ro.img" 32M > /dev/null 2>&1
 before=$(md5sum < "$tmp/ro.img" | cut -d' ' -f1)
-start_dev ro "$tmp/ro.img" --ro
+start_dev ro --disk "$tmp/ro.img" --ro
 boot ro "echo RO \$(cat /sys/block/vda/ro); mkdir -p /tmp/m; mount -o ro /dev/vda /tmp/m && \
 echo SUM \$(md5sum < /tmp/m/file); umount /tmp/m; blockdev --setrw /dev/vda; \
 dd if=/dev/zero of=/dev/vda bs=4096 count=16 oflag=direct 2>/dev/null && echo WRITE ok || echo WRITE failed; \
