@@ -76,16 +76,26 @@ static int disk_create(int argc, char **argv)
     return 0;
 }
 
-static int disk_info(int argc, char **argv)
+/* The options of info and export: [--base BASE]. The index of the first
+ * operand, or -1 for anything else. */
+static int base_opt(int argc, char **argv, const char **base)
 {
-    const char *base = NULL;
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         if (!strcmp(argv[i], "--base") && i + 1 < argc)
-            base = argv[++i];
+            *base = argv[++i];
         else
-            return disk_usage();
+            return -1;
     }
+    return i;
+}
+
+static int disk_info(int argc, char **argv)
+{
+    const char *base = NULL;
+    int i = base_opt(argc, argv, &base);
+    if (i < 0)
+        return disk_usage();
     if (i != argc - 1)
         return disk_usage();
     struct ovl_disk *d;
@@ -355,13 +365,9 @@ out:
 static int disk_export(int argc, char **argv)
 {
     const char *base = NULL;
-    int i = 1;
-    for (; i < argc && argv[i][0] == '-'; i++) {
-        if (!strcmp(argv[i], "--base") && i + 1 < argc)
-            base = argv[++i];
-        else
-            return disk_usage();
-    }
+    int i = base_opt(argc, argv, &base);
+    if (i < 0)
+        return disk_usage();
     if (i != argc - 2)
         return disk_usage();
     struct ovl_disk *d;
