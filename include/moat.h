@@ -326,15 +326,48 @@ int moat_put_file(struct moat_vm *vm, int fd, const char *guest_path, uint32_t m
 int moat_get_file(struct moat_vm *vm, const char *guest_path, int fd, uint32_t *mode,
                   int connect_wait_ms, char *errbuf, size_t errlen);
 
-/* Host facts. */
+/* Host facts: the one probe of what this machine's KVM is and what moat
+ * can run on it (`moat host` prints it; docs/host.md).
+ *  MOAT_HOST_KVM   hardware KVM (kvm_intel/kvm_amd): everything runs;
+ *  MOAT_HOST_PVM   PVM (kvm_pvm, software virtualization): small guests,
+ *                  snapshots and devices run; Linux boots but never reaches
+ *                  user space (ring-3 syscall is broken there);
+ *  MOAT_HOST_NONE  no usable KVM: no guest runs (vhost-user devices do). */
+enum moat_host_kind { MOAT_HOST_NONE = 0, MOAT_HOST_PVM = 1, MOAT_HOST_KVM = 2 };
+
+#define MOAT_HOST_MAX_CAPS 24
+struct moat_host_cap {
+    char name[32];           /* "KVM_CAP_IRQFD" */
+    int value;               /* KVM_CHECK_EXTENSION's answer (0: absent) */
+    int required;            /* moat cannot run a guest without it */
+};
+
 struct moat_host_info {
     size_t size;             /* sizeof(struct moat_host_info) */
-    int kvm_available;       /* /dev/kvm opened and API version 12 */
+    int kvm_available;       /* /dev/kvm opened, API version 12, every required capability */
     int kvm_errno;           /* why not, when not */
     int is_pvm;              /* KVM is PVM (software virtualization) */
     int max_vcpus;
+    /* Since 0.2: filled only when size covers them. */
+    int kind;                /* enum moat_host_kind */
+    int api_version;         /* KVM_GET_API_VERSION; 0 when /dev/kvm did not open */
+    char device[64];         /* the KVM device probed ($MOAT_KVM_DEV or /dev/kvm) */
+    char module[16];         /* the KVM vendor module: kvm_intel, kvm_amd, kvm_pvm, or "" */
+    char reason[256];        /* one line: why this kind */
+    int io_uring;            /* 1: io_uring is allowed here (disk I/O uses it); 0: threads */
+    char io_uring_reason[160]; /* why not, when not */
+    unsigned ncaps;          /* caps[0..ncaps): the capabilities moat asks for */
+    struct moat_host_cap caps[MOAT_HOST_MAX_CAPS];
 };
+/* 0, or -EINVAL when info is NULL or its size is smaller than the
+ * original five fields. Never fails because KVM is missing: that is what
+ * kind and reason say. */
 int moat_host_info(struct moat_host_info *info);
+
+/* Just the kind; why (may be NULL) gets the one-line reason. */
+int moat_host_kind(char *why, size_t whylen);
+/* "kvm", "pvm" or "none"; NULL for an unknown kind. */
+const char *moat_host_kind_name(int kind);
 
 const char *moat_version(void);
 

@@ -45,6 +45,7 @@ static const char usage_main[] =
     "  disk      copy-on-write disk overlays: create, info, clone, diff\n"
     "  exec      run a command in a running guest (its agent)\n"
     "  cp        copy a file to or from a running guest (its agent)\n"
+    "  host      what this host can run (KVM kind, capabilities, features)\n"
     "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
     "            stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)\n"
     "\n"
@@ -730,6 +731,8 @@ int main(int argc, char **argv)
         return cmd_exec(argc - 1, argv + 1);
     if (!strcmp(cmd, "cp"))
         return cmd_cp(argc - 1, argv + 1);
+    if (!strcmp(cmd, "host"))
+        return cmd_host(argc - 1, argv + 1);
     if (cli_is_sandbox_command(cmd))
         return cmd_sandbox(argc - 1, argv + 1);
     fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);

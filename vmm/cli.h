@@ -57,6 +57,8 @@ int cmd_sandbox(int argc, char **argv);
 int sandbox_agent_target(const char *name, struct agent_target *t);
 /* Whether NAME names an existing sandbox (for cp's NAME:PATH). */
 int sandbox_exists(const char *name);
+/* $MOAT_HOME, or its default (docs/sandboxes.md); -1 after printing why. */
+int cli_moat_home(char *buf, size_t len);
 
 /* Commands: argv[0] is the command name. */
 int cmd_run(int argc, char **argv);
@@ -65,5 +67,6 @@ int cmd_device(int argc, char **argv);
 int cmd_disk(int argc, char **argv);     /* vmm/cli_disk.c: copy-on-write overlays */
 int cmd_exec(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
+int cmd_host(int argc, char **argv);     /* vmm/cli_host.c: what this host can run */
 
 #endif

@@ -80,7 +80,7 @@ static int valid_name(const char *n)
     return 1;
 }
 
-static int moat_home(char *buf, size_t len)
+int cli_moat_home(char *buf, size_t len)
 {
     const char *env = getenv("MOAT_HOME");
     char cwd[PATH_MAX];
@@ -145,7 +145,7 @@ static int sbx_paths(struct sbx *s, const char *name)
         return -1;
     }
     char home[3001];
-    if (moat_home(home, sizeof home) < 0)
+    if (cli_moat_home(home, sizeof home) < 0)
         return -1;
     snprintf(s->name, sizeof s->name, "%s", name);
     snprintf(s->dir, sizeof s->dir, "%s/%s", home, name);
@@ -897,7 +897,7 @@ static int cmd_ls(int argc, char **argv)
         return EXIT_USAGE;
     }
     char home[PATH_MAX];
-    if (moat_home(home, sizeof home) < 0)
+    if (cli_moat_home(home, sizeof home) < 0)
         return EXIT_USAGE;
     printf("%-24s %-12s %-8s %s\n", "NAME", "STATE", "PID", "UPTIME");
     DIR *d = opendir(home);
@@ -1542,7 +1542,7 @@ int sandbox_exists(const char *name)
     if (!valid_name(name))
         return 0;
     char home[3001];
-    if (moat_home(home, sizeof home) < 0)
+    if (cli_moat_home(home, sizeof home) < 0)
         return 0;
     snprintf(s.dir, sizeof s.dir, "%s/%s", home, name);
     return access(sp(&s, "config", p, sizeof p), F_OK) == 0;

@@ -8,15 +8,26 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-/* Capabilities moat cannot run without. */
-static const struct { int cap; const char *name; } required_caps[] = {
-    { KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY" },
-    { KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP" },
-    { KVM_CAP_PIT2, "KVM_CAP_PIT2" },
-    { KVM_CAP_EXT_CPUID, "KVM_CAP_EXT_CPUID" },
-    { KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT" },
-    { KVM_CAP_MP_STATE, "KVM_CAP_MP_STATE" },
+/* Capabilities moat asks for: required ones first. */
+const struct kvm_cap_desc kvm_caps_used[] = {
+    { KVM_CAP_USER_MEMORY, "KVM_CAP_USER_MEMORY", true, "guest RAM" },
+    { KVM_CAP_IRQCHIP, "KVM_CAP_IRQCHIP", true, "in-kernel LAPIC/IOAPIC/PIC" },
+    { KVM_CAP_PIT2, "KVM_CAP_PIT2", true, "in-kernel PIT" },
+    { KVM_CAP_EXT_CPUID, "KVM_CAP_EXT_CPUID", true, "CPUID" },
+    { KVM_CAP_IMMEDIATE_EXIT, "KVM_CAP_IMMEDIATE_EXIT", true, "stopping and pausing vCPUs" },
+    { KVM_CAP_MP_STATE, "KVM_CAP_MP_STATE", true, "snapshots" },
+    { KVM_CAP_IRQFD, "KVM_CAP_IRQFD", false, "virtio interrupts" },
+    { KVM_CAP_IOEVENTFD, "KVM_CAP_IOEVENTFD", false, "virtio kicks" },
+    { KVM_CAP_SET_TSS_ADDR, "KVM_CAP_SET_TSS_ADDR", false, "TSS" },
+    { KVM_CAP_SET_IDENTITY_MAP_ADDR, "KVM_CAP_SET_IDENTITY_MAP_ADDR", false, "identity map" },
+    { KVM_CAP_VCPU_EVENTS, "KVM_CAP_VCPU_EVENTS", false, "snapshots" },
+    { KVM_CAP_XSAVE, "KVM_CAP_XSAVE", false, "FPU state in snapshots" },
+    { KVM_CAP_XCRS, "KVM_CAP_XCRS", false, "XCR0 in snapshots" },
+    { KVM_CAP_MAX_VCPUS, "KVM_CAP_MAX_VCPUS", false, "--cpus limit" },
+    { KVM_CAP_NR_MEMSLOTS, "KVM_CAP_NR_MEMSLOTS", false, "memory slots" },
+    { KVM_CAP_SYNC_MMU, "KVM_CAP_SYNC_MMU", false, "copy-on-write restores" },
 };
+const unsigned kvm_ncaps_used = sizeof(kvm_caps_used) / sizeof(kvm_caps_used[0]);
 
 static int get_supported_cpuid(struct kvm_host *h)
 {
@@ -80,14 +91,21 @@ int kvm_host_open(struct kvm_host *h, char *why, size_t whylen)
         return -e;
     }
     int v = ioctl(h->fd, KVM_GET_API_VERSION, 0);
+    if (v < 0) {
+        int e = errno;
+        snprintf(why, whylen, "%s: KVM_GET_API_VERSION failed: %s (not a KVM device?)", path, strerror(e));
+        kvm_host_close(h);
+        return -ENOTSUP;
+    }
+    h->api_version = v;
     if (v != KVM_API_VERSION) {
         snprintf(why, whylen, "%s: KVM API version %d, moat needs %d", path, v, KVM_API_VERSION);
         kvm_host_close(h);
         return -ENOTSUP;
     }
-    for (size_t i = 0; i < sizeof(required_caps) / sizeof(required_caps[0]); i++) {
-        if (ioctl(h->fd, KVM_CHECK_EXTENSION, required_caps[i].cap) <= 0) {
-            snprintf(why, whylen, "%s lacks %s", path, required_caps[i].name);
+    for (size_t i = 0; i < kvm_ncaps_used; i++) {
+        if (kvm_caps_used[i].required && ioctl(h->fd, KVM_CHECK_EXTENSION, kvm_caps_used[i].cap) <= 0) {
+            snprintf(why, whylen, "%s lacks %s", path, kvm_caps_used[i].name);
             kvm_host_close(h);
             return -ENOTSUP;
         }
@@ -136,29 +154,100 @@ bool kvm_host_has_msr(const struct kvm_host *h, uint32_t msr)
     return false;
 }
 
-bool kvm_host_detect_pvm(void)
+bool cpuinfo_has_flag(const char *text, const char *flag)
 {
-    const char *force = getenv("MOAT_FORCE_PVM");
-    if (force && (*force == '0' || *force == '1'))
-        return *force == '1';
-    if (access("/sys/module/kvm_pvm", F_OK) == 0)
-        return true;
-    /* A KVM without vmx/svm in the host's CPU flags is not hardware KVM. */
+    size_t fl = strlen(flag);
+    for (const char *line = text; line && *line;) {
+        const char *eol = strchr(line, '\n');
+        size_t len = eol ? (size_t)(eol - line) : strlen(line);
+        /* "flags\t\t: fpu vme ..." (not "vmx flags" or "bugs"). */
+        if (len > 5 && !strncmp(line, "flags", 5) && (line[5] == ' ' || line[5] == '\t' || line[5] == ':')) {
+            const char *p = memchr(line, ':', len);
+            if (!p)
+                return false;
+            const char *end = line + len;
+            for (p++; p < end;) {
+                while (p < end && (*p == ' ' || *p == '\t'))
+                    p++;
+                const char *w = p;
+                while (p < end && *p != ' ' && *p != '\t')
+                    p++;
+                if ((size_t)(p - w) == fl && !memcmp(w, flag, fl))
+                    return true;
+            }
+            return false;   /* only the first CPU's line counts */
+        }
+        line = eol ? eol + 1 : NULL;
+    }
+    return false;
+}
+
+/* /proc/cpuinfo, whole (it has no size; read until EOF), NUL-terminated. */
+static char *read_cpuinfo(void)
+{
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f)
-        return false;
-    char line[4096];
-    bool hw = false, seen_flags = false;
-    while (fgets(line, sizeof(line), f)) {
-        if (strncmp(line, "flags", 5) != 0)
-            continue;
-        seen_flags = true;
-        if (strstr(line, " vmx") || strstr(line, " svm"))
-            hw = true;
-        break;
+        return NULL;
+    size_t cap = 1 << 16, len = 0;
+    char *b = malloc(cap);
+    while (b) {
+        size_t n = fread(b + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0 || len > (4u << 20))
+            break;
+        if (cap - len - 1 == 0) {
+            char *nb = realloc(b, cap * 2);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
     }
     fclose(f);
-    return seen_flags && !hw;
+    if (b)
+        b[len] = 0;
+    return b;
+}
+
+bool kvm_host_detect_pvm_why(char *why, size_t len)
+{
+    char dummy[1];
+    if (!why || !len) {
+        why = dummy;
+        len = sizeof dummy;
+    }
+    const char *force = getenv("MOAT_FORCE_PVM");
+    if (force && (*force == '0' || *force == '1') && !force[1]) {
+        snprintf(why, len, "MOAT_FORCE_PVM=%c", *force);
+        return *force == '1';
+    }
+    if (access("/sys/module/kvm_pvm", F_OK) == 0) {
+        snprintf(why, len, "the kvm_pvm module is loaded");
+        return true;
+    }
+    /* A KVM without vmx/svm in the host's CPU flags is not hardware KVM. */
+    char *info = read_cpuinfo();
+    if (!info) {
+        snprintf(why, len, "/proc/cpuinfo unreadable; assuming hardware KVM");
+        return false;
+    }
+    bool seen = strstr(info, "\nflags") || !strncmp(info, "flags", 5);
+    bool vmx = cpuinfo_has_flag(info, "vmx"), svm = cpuinfo_has_flag(info, "svm");
+    free(info);
+    if (seen && !vmx && !svm) {
+        snprintf(why, len, "no vmx or svm in /proc/cpuinfo's flags");
+        return true;
+    }
+    snprintf(why, len, "%s in /proc/cpuinfo's flags", vmx ? "vmx" : svm ? "svm" : "no flags line");
+    return false;
+}
+
+bool kvm_host_detect_pvm(void)
+{
+    return kvm_host_detect_pvm_why(NULL, 0);
 }
 
 /* Feature bits (leaf, register, bit). */

@@ -11,6 +11,7 @@
 
 struct kvm_host {
     int fd;                       /* /dev/kvm */
+    int api_version;              /* KVM_GET_API_VERSION (kept after a failed open) */
     int run_size;                 /* KVM_GET_VCPU_MMAP_SIZE */
     int max_vcpus;
     bool is_pvm;
@@ -28,8 +29,25 @@ void kvm_host_close(struct kvm_host *h);
 bool kvm_host_has_msr(const struct kvm_host *h, uint32_t msr);
 
 /* Is this host's KVM PVM (kvm_pvm, no vmx/svm)? Looks at /sys/module and
- * /proc/cpuinfo; MOAT_FORCE_PVM=0/1 overrides (for tests). */
+ * /proc/cpuinfo; MOAT_FORCE_PVM=0/1 overrides (for tests). The _why form
+ * writes the one-line reason either way. */
 bool kvm_host_detect_pvm(void);
+bool kvm_host_detect_pvm_why(char *why, size_t len);
+
+/* Does the first "flags" line of /proc/cpuinfo text name flag (a whole
+ * word)? Pure. */
+bool cpuinfo_has_flag(const char *cpuinfo, const char *flag);
+
+/* The capabilities moat asks KVM for: the required ones (kvm_host_open
+ * fails without them) and the ones it uses when present. */
+struct kvm_cap_desc {
+    int cap;
+    const char *name;
+    bool required;
+    const char *use;      /* what moat uses it for */
+};
+extern const struct kvm_cap_desc kvm_caps_used[];
+extern const unsigned kvm_ncaps_used;
 
 /* Filter KVM's supported CPUID for one vCPU (pure, unit-tested): APIC ids,
  * hypervisor bit, no nested virtualization or PMU, and with pvm set the

@@ -906,23 +906,3 @@ void moat_destroy(struct moat_vm *vm)
     vm_free(vm);
 }
 
-int moat_host_info(struct moat_host_info *info)
-{
-    if (!info || info->size < sizeof(*info))
-        return -EINVAL;
-    size_t size = info->size;
-    memset(info, 0, size);
-    info->size = size;
-    struct kvm_host h;
-    char why[200];
-    int r = kvm_host_open(&h, why, sizeof(why));
-    info->is_pvm = kvm_host_detect_pvm();
-    if (r < 0) {
-        info->kvm_errno = -r;
-        return 0;
-    }
-    info->kvm_available = 1;
-    info->max_vcpus = h.max_vcpus;
-    kvm_host_close(&h);
-    return 0;
-}

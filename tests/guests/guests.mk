@@ -42,17 +42,17 @@ $(B)/guests/%.elf: $(GUEST_DIR)/%.c $(GUEST_RT_OBJS) $(GUEST_LDS) $(GUEST_HDRS)
 
 # The integration test: a normal hosted Check program (no libmoat; it runs
 # the moat binary). Explicit, so the tests/unit pattern rule does not apply.
-$(B)/tests/test_integration: tests/integration/test_integration.c $(GUEST_DIR)/expect.h
+$(B)/tests/test_integration: tests/integration/test_integration.c tests/integration/host_probe.h $(GUEST_DIR)/expect.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
 
 # virtio-blk through moat (tests/integration/test_blk.c; docs/devices.md).
-$(B)/tests/test_blk: tests/integration/test_blk.c $(GUEST_DIR)/expect.h $(GUEST_DIR)/blk_proto.h
+$(B)/tests/test_blk: tests/integration/test_blk.c tests/integration/host_probe.h $(GUEST_DIR)/expect.h $(GUEST_DIR)/blk_proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
 
 # virtio-vsock through moat (tests/integration/test_vsock.c; docs/vsock.md).
-$(B)/tests/test_vsock: tests/integration/test_vsock.c $(GUEST_DIR)/vsock_proto.h
+$(B)/tests/test_vsock: tests/integration/test_vsock.c tests/integration/host_probe.h $(GUEST_DIR)/vsock_proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
 

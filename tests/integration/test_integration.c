@@ -27,16 +27,13 @@
 #include <unistd.h>
 
 #include "tests/guests/expect.h"
+#include "tests/integration/host_probe.h"
 
 #ifndef MOAT_VERSION
 #define MOAT_VERSION ""
 #endif
 
 #define OUT_CAP (1u << 20)
-
-#ifndef KVM_DEV
-#define KVM_DEV "/dev/kvm"   /* overridable only to self-test this harness */
-#endif
 
 struct run {
     int status;        /* exit status, or 128 + signal */
@@ -970,6 +967,70 @@ START_TEST(cli_sandbox_no_kvm)
 }
 END_TEST
 
+/* moat host without a usable KVM device: kind none, exit 2, and it says
+ * why (docs/host.md). */
+START_TEST(cli_host_no_kvm)
+{
+    struct run r;
+    setenv("MOAT_KVM_DEV", "/nonexistent/kvm", 1);
+    run_moat(&r, 10, "host");
+    expect_status(&r, 2);
+    ck_assert_msg(strstr(r.out, "KVM:       none") && strstr(r.out, "/nonexistent/kvm") &&
+                  strstr(r.out, "verdict: no guest runs here"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, "vhost-user devices (moat device blk|vsock)   yes"), "%s", r.out);
+    run_free(&r);
+    run_moat(&r, 10, "host", "--kind");
+    expect_status(&r, 2);
+    ck_assert_str_eq(r.out, "none\n");
+    run_free(&r);
+    run_moat(&r, 10, "host", "--reason");
+    expect_status(&r, 2);
+    ck_assert_msg(strstr(r.out, "no usable KVM: cannot open /nonexistent/kvm") && count_lines(r.out) == 1, "%s", r.out);
+    run_free(&r);
+    setenv("MOAT_KVM_DEV", "/dev/null", 1);      /* opens, but is no KVM */
+    run_moat(&r, 10, "host", "--reason");
+    expect_status(&r, 2);
+    ck_assert_msg(strstr(r.out, "KVM_GET_API_VERSION failed"), "%s", r.out);
+    run_free(&r);
+    run_moat(&r, 10, "host", "--bogus");
+    expect_usage_error(&r);
+    run_free(&r);
+    run_moat(&r, 10, "host", "--help");
+    expect_status(&r, 0);
+    ck_assert_msg(strstr(r.out, "usage: moat host"), "%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
+/* moat host where KVM works: kvm (exit 0) or pvm (exit 1), the same answer
+ * from --kind, the capabilities listed; MOAT_FORCE_PVM turns the answer. */
+START_TEST(guest_host_probe)
+{
+    struct run r;
+    run_moat(&r, 10, "host");
+    ck_assert_msg(r.status == 0 || r.status == 1, "%s: status %d", r.cmd, r.status);
+    int st = r.status;
+    ck_assert_msg(strstr(r.out, "KVM_CAP_IRQCHIP                  yes (required)") &&
+                  strstr(r.out, "API version 12"), "%s", r.out);
+    ck_assert_msg(strstr(r.out, st == 0 ? "KVM:       kvm" : "KVM:       pvm"), "%s", r.out);
+    run_free(&r);
+    run_moat(&r, 10, "host", "--kind");
+    expect_status(&r, st);
+    ck_assert_str_eq(r.out, st == 0 ? "kvm\n" : "pvm\n");
+    run_free(&r);
+    setenv("MOAT_FORCE_PVM", "1", 1);
+    run_moat(&r, 10, "host", "--kind");
+    expect_status(&r, 1);
+    ck_assert_str_eq(r.out, "pvm\n");
+    run_free(&r);
+    setenv("MOAT_FORCE_PVM", "0", 1);
+    run_moat(&r, 10, "host");
+    expect_status(&r, 0);
+    ck_assert_msg(strstr(r.out, "Linux guests: run, exec, cp, sandboxes       yes"), "%s", r.out);
+    run_free(&r);
+}
+END_TEST
+
 static void cleanup_tmp(void)
 {
     if (!tmpdir[0])
@@ -991,13 +1052,13 @@ int main(void)
         cli_unknown_flag, cli_unknown_command, cli_bad_numbers, cli_missing_flag_value,
         cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
         cli_kernel_truncated_elf, cli_version, cli_help, cli_restore_errors,
-        cli_sandbox_no_kvm,
+        cli_sandbox_no_kvm, cli_host_no_kvm,
     };
     const TTest *kvm[] = {
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,
         guest_smp, guest_entry_state, guest_memsize, guest_timeout, guest_triplefault,
         guest_noreport, guest_status_then_fault, guest_elf_outside_ram, guest_hostile,
-        guest_timings, cli_snapshot_restore,
+        guest_timings, cli_snapshot_restore, guest_host_probe,
     };
     const unsigned ncli = sizeof(cli) / sizeof(cli[0]), nkvm = sizeof(kvm) / sizeof(kvm[0]);
     int timeout = (int)(8 * CAP * slow());
@@ -1021,16 +1082,14 @@ int main(void)
         tcase_add_test(tc, cli[i]);
     suite_add_tcase(s, tc);
 
+    /* The guests here are small: any KVM runs them, PVM included. */
     bool kvm_missing = false;
-    const char *kvm_dev = env_or("MOAT_KVM_DEV", KVM_DEV);
-    int fd = open(kvm_dev, O_RDWR | O_CLOEXEC);
-    if (fd < 0) {
+    char why[256];
+    if (probe_host_kind(moat_bin(), why, sizeof why) == TEST_HOST_NONE) {
         kvm_missing = true;
-        printf("SKIPPED: integration: %s not available (%s) — %u KVM tests not run\n",
-               kvm_dev, strerror(errno), nkvm);
+        printf("SKIPPED: integration: %s — %u KVM tests not run\n", why, nkvm);
         fflush(stdout);
     } else {
-        close(fd);
         tc = tcase_create("kvm");
         tcase_set_timeout(tc, timeout);
         for (unsigned i = 0; i < nkvm; i++)
@@ -1044,7 +1103,7 @@ int main(void)
     srunner_free(sr);
     cleanup_tmp();
     if (kvm_missing && !strcmp(env_or("MOAT_REQUIRE_KVM", "0"), "1")) {
-        printf("FAILED: integration: MOAT_REQUIRE_KVM=1 but /dev/kvm is not available\n");
+        printf("FAILED: integration: MOAT_REQUIRE_KVM=1 but KVM is not usable here\n");
         return 1;
     }
     return failed == 0 ? 0 : 1;
