@@ -21,12 +21,14 @@ QEMU=${QEMU:-qemu-system-x86_64}
 read -r -a QEMU_EXTRA <<< "${QEMU_ARGS:-}"   # e.g. QEMU_ARGS="-L /path/to/firmware"
 json="$B/boot.json"
 
-if ! [ -w /dev/kvm ]; then
-    echo "SKIPPED: bench/boot: /dev/kvm not available on this host; nothing measured"
-    printf '{"skipped": "/dev/kvm not available", "host": "%s"}\n' "$(uname -r)" > "$json"
+kind=$(MOAT_BIN=$MOAT scripts/host-kind.sh 2>/dev/null || echo none)   # the host probe: kvm, pvm, none
+if [ "$kind" = none ]; then
+    why=$(MOAT_BIN=$MOAT scripts/host-kind.sh --reason 2>/dev/null)
+    echo "SKIPPED: bench/boot: no usable KVM on this host ($why); nothing measured"
+    printf '{"skipped": "no usable KVM", "host": "%s"}\n' "$(uname -r)" > "$json"
     exit 0
 fi
-pvm=0; { [ -d /sys/module/kvm_pvm ] || ! grep -qwE 'vmx|svm' /proc/cpuinfo; } && pvm=1
+pvm=0; [ "$kind" = pvm ] && pvm=1
 
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "null"; exit} m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}'; }
 col() { awk -v c="$1" '{print $c}'; }

@@ -12,14 +12,14 @@
 # its last value (exit 0), and D/0 alone is restored for comparison:
 # process start -> first KVM_RUN and -> guest exit (moat --timings).
 # Prints a summary and, with JSON=FILE, writes the numbers there.
-# Needs /dev/kvm (SKIPPED otherwise).
+# Needs a usable KVM, PVM included (`moat host`; SKIPPED otherwise).
 MOAT=${MOAT_BIN:-build/moat}
 GUEST=${DIRTY_GUEST:-build/guests/dirty.elf}
 MIB=${DIRTY_MIB:-64}
 MEM=${MEM_MIB:-256}
-if ! [ -w /dev/kvm ]; then
-    echo "SKIPPED: bench/snapshot-diff: /dev/kvm not available on this host; nothing measured"
-    [ -n "${JSON:-}" ] && printf '{"skipped": "/dev/kvm not available"}\n' > "$JSON"
+if [ "$("$MOAT" host --kind 2>/dev/null)" != kvm ] && [ "$("$MOAT" host --kind 2>/dev/null)" != pvm ]; then
+    echo "SKIPPED: bench/snapshot-diff: no usable KVM on this host ($("$MOAT" host --reason 2>/dev/null)); nothing measured"
+    [ -n "${JSON:-}" ] && printf '{"skipped": "no usable KVM"}\n' > "$JSON"
     exit 0
 fi
 d=$(mktemp -d "${TMPDIR:-/tmp}/moat-bench-diff.XXXXXX")

@@ -21,7 +21,10 @@ GUEST=${GUEST:-build/bench/wait.elf}
 JSON=${JSON:-build/bench/snapshot-qemu.json}
 mkdir -p "$(dirname "$JSON")"
 skip() { echo "SKIPPED: bench/snapshot-qemu: $1; nothing measured"; printf '{"skipped": "%s"}\n' "$1" > "$JSON"; exit 0; }
-[ -w /dev/kvm ] || skip "/dev/kvm not available on this host"
+case "$("$MOAT" host --kind 2>/dev/null)" in     # the host probe (docs/host.md)
+kvm|pvm) ;;
+*) skip "no usable KVM on this host ($("$MOAT" host --reason 2>/dev/null))" ;;
+esac
 command -v "$QEMU" >/dev/null 2>&1 || skip "$QEMU not installed"
 command -v socat >/dev/null 2>&1 || skip "socat not installed"
 [ -r "$GUEST" ] || { echo "bench/snapshot-qemu: $GUEST missing (make bench-tools)" >&2; exit 1; }

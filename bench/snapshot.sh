@@ -20,9 +20,9 @@ GUEST=${GUEST:-build/guests/counter.elf}
 mkdir -p "$B"
 [ -n "${BENCH_NO_BUILD:-}" ] || make -s "$B/runstat" "$B/wait.elf" build/moat test-guests >/dev/null || exit 1
 json="$B/snapshot.json"
-if ! [ -w /dev/kvm ]; then
-    echo "SKIPPED: bench/snapshot: /dev/kvm not available on this host; nothing measured"
-    printf '{"skipped": "/dev/kvm not available"}\n' > "$json"
+if [ "$(MOAT_BIN=$MOAT scripts/host-kind.sh 2>/dev/null || echo none)" = none ]; then   # the host probe
+    echo "SKIPPED: bench/snapshot: no usable KVM on this host ($(MOAT_BIN=$MOAT scripts/host-kind.sh --reason 2>/dev/null)); nothing measured"
+    printf '{"skipped": "no usable KVM"}\n' > "$json"
     exit 0
 fi
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "null"; exit} m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; print m}'; }

@@ -1,15 +1,22 @@
 #!/bin/sh
 # `make run`: moat's main job on the built-in default guest — boot the
-# default Linux guest and run a command in it. Where this host has no usable
-# /dev/kvm, say so and do it inside the nested-KVM L1 (tests/nested/: Linux
-# under QEMU TCG with emulated SVM — slow, but real KVM).
+# default Linux guest and run a command in it. On hardware KVM moat runs it
+# directly. Where Linux cannot reach user space under this host's KVM (PVM),
+# or there is no usable KVM, say why in one line and do it inside the
+# nested-KVM L1 instead (tests/nested/: Linux under QEMU TCG with emulated
+# SVM — slow, but real KVM). The host kind comes from scripts/host-kind.sh.
 set -eu
 cd "$(dirname "$0")/.."
 CMD='echo hello from the moat guest; uname -sr; cat /proc/cpuinfo | grep -c ^processor'
-if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+kind=$(scripts/host-kind.sh)
+if [ "$kind" = kvm ]; then
     exec build/moat run --timeout 120 --timings -- /bin/sh -c "$CMD"
 fi
-echo "run: no usable /dev/kvm on this host; running moat inside the nested-KVM VM (tests/nested/README.md)" >&2
+case "$kind" in
+pvm) why="this host's KVM is PVM, where Linux never reaches user space" ;;
+*) why="no usable KVM here ($(scripts/host-kind.sh --reason))" ;;
+esac
+echo "run: $why; running moat inside the nested-KVM VM instead (slow; tests/nested/README.md)" >&2
 pl=$(mktemp -d "${TMPDIR:-/tmp}/moat-run.XXXXXX")
 trap 'rm -rf "$pl"' EXIT
 mkdir -p "$pl/guest"

@@ -1,0 +1,23 @@
+#!/bin/sh
+# The one host probe for moat's scripts, tests, benchmarks and Makefile:
+# prints kvm, pvm or none — what `moat host --kind` says (docs/host.md).
+#
+#   scripts/host-kind.sh           the kind
+#   scripts/host-kind.sh --reason  the one-line reason for it
+#
+# kvm: hardware KVM, everything runs; pvm: PVM, small guests run but Linux
+# never reaches user space; none: no usable KVM. Exit 0 whatever the kind;
+# 3 if the moat binary ($MOAT_BIN, default build/moat) is not built.
+# POSIX sh: also runs under busybox (the nested L1).
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+MOAT=${MOAT_BIN:-$ROOT/build/moat}
+if [ ! -x "$MOAT" ]; then
+    echo "host-kind: $MOAT is not built (make)" >&2
+    exit 3
+fi
+case "${1:-}" in
+    --reason) "$MOAT" host --reason ;;
+    "") "$MOAT" host --kind ;;
+    *) echo "usage: host-kind.sh [--reason]" >&2; exit 2 ;;
+esac
+exit 0
