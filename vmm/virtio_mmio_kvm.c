@@ -111,6 +111,11 @@ static int start_locked(struct virtio_mmio_kvm *t)
         return r;
     }
     t->started = true;
+    unsigned ready = 0;
+    for (unsigned q = 0; q < t->nqueues; q++)
+        ready += t->mmio.q[q].ready ? 1 : 0;
+    log_info("%s: driver ready: features 0x%llx, %u of %u queues set up", t->name,
+             (unsigned long long)env.features, ready, t->nqueues);
     return 0;
 }
 

@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Linux guest tests: the default kernel + initramfs under build/moat.
-#  - hardware KVM (vmx/svm): command output, exit status, 2 vCPUs, initrd, timings;
-#  - PVM: those are SKIPPED (Linux cannot reach user space there) and the
-#    kernel smoke test runs instead: the kernel must reach "Run /init";
-#  - no /dev/kvm: all SKIPPED, loudly.
+# Linux guest tests: the default kernel through build/moat, chosen by the
+# host probe (scripts/host-kind.sh; docs/testing.md#3-linux-tests):
+#  - kvm (hardware KVM): command output, exit status, 2 vCPUs, initrd,
+#    timings, and the kernel device checks below;
+#  - pvm: Linux never reaches user space there, so the user-space tests are
+#    SKIPPED (the nested suite runs them: make test-nested) and the kernel
+#    device checks run: with a virtio-blk root disk and a virtio-vsock
+#    device, Linux's own drivers must probe moat's devices (the disk with
+#    its capacity), mount the ext4 root from /dev/vda and get as far as
+#    running /init;
+#  - none (no usable KVM): all of those SKIPPED, loudly.
 # Always: the same guest under QEMU TCG (tests/linux/qemu-smoke.sh), which
 # exercises the kernel config, /init and the initramfs without KVM.
 set -u
@@ -13,28 +19,78 @@ pass=0; fail=0; skip=0
 ok()   { echo "PASS: linux: $1"; pass=$((pass + 1)); }
 bad()  { echo "FAIL: linux: $1"; fail=$((fail + 1)); }
 skp()  { echo "SKIPPED: linux: $1"; skip=$((skip + 1)); }
-out=$(mktemp); trap 'rm -f "$out"' EXIT
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/moat-linux.XXXXXX"); trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
 
 HW_TESTS="echo-output exit-status two-vcpus initrd timings"
-kvm_state() {
-    if [ ! -e /dev/kvm ]; then echo none; return; fi
-    if ! [ -r /dev/kvm ] || ! [ -w /dev/kvm ]; then echo none; return; fi
-    if [ -d /sys/module/kvm_pvm ] || ! grep -qwE 'vmx|svm' /proc/cpuinfo; then echo pvm; return; fi
-    echo hw
-}
-state=$(kvm_state)
-case "$state" in
-none)
-    for t in $HW_TESTS pvm-kernel-smoke; do skp "$t: /dev/kvm not available on this host"; done ;;
-pvm)
-    for t in $HW_TESTS; do skp "$t: KVM here is PVM, where Linux cannot reach user space (needs hardware KVM)"; done
-    # Smoke: the kernel's own boot, through moat, up to running /init.
-    timeout 300 "$MOAT" run --timeout 150 --cmdline "console=ttyS0 reboot=k panic=-1 8250.nr_uarts=1" \
+DEV_TESTS="kernel-blk-probe kernel-root-on-vda kernel-vsock-probe"
+kind=$(MOAT_BIN=$MOAT scripts/host-kind.sh) || { bad "host probe failed (is $MOAT built?)"; kind=none; }
+reason=$(MOAT_BIN=$MOAT scripts/host-kind.sh --reason 2>/dev/null)
+echo "linux: host kind $kind ($reason)"
+
+# Line number of the first line matching ERE $1 in $out (0: none).
+line_of() { local n; n=$(grep -n -m1 -E -- "$1" "$out" | cut -d: -f1); echo "${n:-0}"; }
+
+# The kernel device checks: moat's virtio-blk as the root disk and its
+# virtio-vsock, through Linux's virtio_blk and virtio_vsock drivers. The
+# uncompressed vmlinux, no initramfs (the root is the disk) and 64 MiB keep
+# the boot short where ring-0 code is emulated (PVM). moat -v logs
+# "<dev>: driver ready" when the driver sets DRIVER_OK, i.e. after its probe.
+kernel_devices() {
+    local root=$tmp/root img=$tmp/root.img blocks rc t0 secs
+    local mke2fs top=$PWD
+    mke2fs=$(PATH=/sbin:/usr/sbin:$PATH command -v mke2fs) || { for t in $DEV_TESTS; do skp "$t: mke2fs missing"; done; return; }
+    if [ ! -f build/guest/vmlinux ] || [ ! -f build/guest/initramfs.cpio ]; then
+        for t in $DEV_TESTS; do skp "$t: build/guest not built (make guest)"; done; return
+    fi
+    mkdir -p "$root"
+    (cd "$root" && cpio -idm --quiet < "$top/build/guest/initramfs.cpio") || { bad "kernel devices: unpacking the initramfs failed"; return; }
+    "$mke2fs" -q -F -t ext4 -d "$root" "$img" 24M >/dev/null || { bad "kernel devices: mke2fs failed"; return; }
+    blocks=$(( $(stat -c %s "$img") / 512 ))
+    t0=$(date +%s)
+    timeout 400 "$MOAT" run -v --timeout 360 --mem 64 --kernel build/guest/vmlinux \
+        --drive "$img" --vsock "$tmp/v.sock" \
+        --cmdline "console=ttyS0 reboot=k panic=-1 8250.nr_uarts=1 root=/dev/vda rw init=/init" \
         -- /bin/true >"$out" 2>&1
-    if grep -q "Run /init as init process" "$out"; then ok "pvm-kernel-smoke: reached 'Run /init as init process'"
-    else bad "pvm-kernel-smoke: kernel did not reach /init"; tail -20 "$out"; fi ;;
-hw)
-    skp "pvm-kernel-smoke: hardware KVM host (runs on PVM hosts)"
+    rc=$?; secs=$(( $(date +%s) - t0 ))
+    echo "linux: kernel device boot: moat exit $rc after ${secs}s"
+    local lblk lvfs linit lvs
+    lblk=$(line_of "virtio_blk virtio[0-9]+: \[vda\] $blocks 512-byte logical blocks")
+    lvfs=$(line_of "VFS: Mounted root \(ext4 filesystem\)")
+    linit=$(line_of "Run /init as init process")
+    lvs=$(line_of "virtio-vsock@[0-9]+: driver ready")
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ] || [ "$linit" = 0 ]; then
+        bad "kernel devices: the kernel did not reach /init (moat exit $rc)"; tail -30 "$out"
+    fi
+    if [ "$lblk" -gt 0 ] && { [ "$linit" = 0 ] || [ "$lblk" -lt "$linit" ]; }; then
+        ok "kernel-blk-probe: virtio_blk probed moat's disk as vda with $blocks sectors"
+    else
+        bad "kernel-blk-probe: no 'virtio_blk ... [vda] $blocks 512-byte logical blocks' before /init"
+        grep -E "virtio|vda" "$out" | head -10
+    fi
+    if [ "$lvfs" -gt "$lblk" ] && [ "$lblk" -gt 0 ] && [ "$linit" -gt "$lvfs" ]; then
+        ok "kernel-root-on-vda: 'VFS: Mounted root (ext4 filesystem)' from moat's disk, then /init"
+    else
+        bad "kernel-root-on-vda: ext4 root not mounted from /dev/vda before /init (lines blk=$lblk vfs=$lvfs init=$linit)"
+        grep -E "VFS|EXT4|vda|Kernel panic" "$out" | head -10
+    fi
+    if [ "$lvs" -gt 0 ] && [ "$linit" -gt "$lvs" ]; then
+        ok "kernel-vsock-probe: virtio_vsock probed moat's vsock device ($(sed -n "${lvs}p" "$out" | sed 's/^moat: //'))"
+    else
+        bad "kernel-vsock-probe: no 'driver ready' from moat's vsock device before /init"
+        grep -E "vsock|VSOCK" "$out" | head -10
+    fi
+}
+
+case "$kind" in
+none)
+    for t in $HW_TESTS $DEV_TESTS; do skp "$t: no usable KVM on this host ($reason)"; done ;;
+pvm)
+    for t in $HW_TESTS; do
+        skp "$t: KVM here is PVM, where Linux never reaches user space (the nested suite runs it: make test-nested)"
+    done
+    kernel_devices ;;
+kvm)
     timeout 60 "$MOAT" run --timeout 30 -- /bin/echo hello-from-moat >"$out" 2>&1; rc=$?
     if [ $rc -eq 0 ] && grep -q hello-from-moat "$out"; then ok "echo-output"; else bad "echo-output (rc=$rc)"; tail -20 "$out"; fi
     timeout 60 "$MOAT" run --timeout 30 -- /bin/sh -c 'exit 7' >"$out" 2>&1; rc=$?
@@ -45,7 +101,10 @@ hw)
     if [ $rc -eq 0 ] && grep -q initrd-ok "$out"; then ok "initrd"; else bad "initrd (rc=$rc)"; tail -20 "$out"; fi
     timeout 60 "$MOAT" run --timeout 30 --timings -- /bin/true >/dev/null 2>"$out"; rc=$?
     if [ $rc -eq 0 ] && grep -q '"init_reached"' "$out" && grep -q '"cmd_finished"' "$out"; then ok "timings: $(grep -o '{.*}' "$out")"
-    else bad "timings (rc=$rc)"; cat "$out"; fi ;;
+    else bad "timings (rc=$rc)"; cat "$out"; fi
+    kernel_devices ;;
+*)
+    bad "unknown host kind '$kind'" ;;
 esac
 
 # The same guest under QEMU TCG: kernel config, /init, busybox, exit path.
