@@ -9,10 +9,15 @@
 # the shared libraries its ELF files need (found with ldd on this host), and
 # COMMAND runs there with cwd /payload and PATH starting with /payload.
 # L1's console is streamed to stdout; the exit status is COMMAND's.
-# Exit 124: timed out; 125: harness failure (no KVM in L1, QEMU failed, ...).
+# Exit 123: L1 stalled (--stall); 124: timed out; 125: harness failure (no
+# KVM in L1, QEMU failed, ...).
 #
 # Options:
 #   --timeout S    kill QEMU after S seconds (default 600)
+#   --stall S      call L1 stalled, print a diagnosis (QEMU threads, its
+#                  monitor's registers and LAPIC) and exit 123 when neither
+#                  its console nor its heartbeat (ttyS1) has grown for S
+#                  seconds (default 120, or $NESTED_STALL)
 #   --smp N        L1 vCPUs (default 1). N>1 uses tcg,thread=single: with
 #                  multi-threaded TCG an L1 with 2 vCPUs froze in ~1 of 4 runs
 #   --mem MB       L1 memory (default 2048)
@@ -25,12 +30,13 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 NESTED=${NESTED_DIR:-$ROOT/build/nested}
-timeout_s=600 smp=${NESTED_SMP:-1} mem=2048 cpu=${NESTED_CPU:-max} accel=${NESTED_ACCEL:-} append="" log="" libs=1 verbose=0
+timeout_s=600 stall_s=${NESTED_STALL:-120} smp=${NESTED_SMP:-1} mem=2048 cpu=${NESTED_CPU:-max} accel=${NESTED_ACCEL:-} append="" log="" libs=1 verbose=0
 
 die() { echo "nested: $*" >&2; exit 125; }
 while [ $# -gt 0 ]; do
     case "$1" in
         --timeout) timeout_s=$2; shift 2 ;;
+        --stall) stall_s=$2; shift 2 ;;
         --smp) smp=$2; shift 2 ;;
         --mem) mem=$2; shift 2 ;;
         --cpu) cpu=$2; shift 2 ;;
@@ -39,7 +45,7 @@ while [ $# -gt 0 ]; do
         --log) log=$2; shift 2 ;;
         --no-libs) libs=0; shift ;;
         -v) verbose=1; shift ;;
-        -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,30p' "$0"; exit 0 ;;
         --) break ;;
         -?*) die "unknown option $1" ;;
         *) break ;;
@@ -55,7 +61,8 @@ command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not installe
     die "scripts/nested-setup.sh failed"
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/nested.XXXXXX")
-cleanup() { rm -rf "$work"; }
+pid=""
+cleanup() { if [ -n "$pid" ]; then kill -KILL "$pid" 2>/dev/null || true; fi; rm -rf "$work"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -92,19 +99,84 @@ if [ -z "$accel" ]; then
     accel=tcg
     [ "$smp" -gt 1 ] && accel=tcg,thread=single
 fi
+# ttyS0: the console (stdout). ttyS1: L1's heartbeat, one line every 5 s
+# from a loop in its /init that needs L1's timers to fire: the watchdog
+# below calls L1 stalled when neither grows for --stall seconds. The
+# monitor socket is only for the stall diagnosis.
+hb=$work/heartbeat mon=$work/monitor.sock
+# L1's timer: a periodic tick (nohz=off highres=off), not one-shot. QEMU 7.2's
+# TCG loses, now and then, the signal that an APIC interrupt is pending when
+# the vCPU thread updates cs->interrupt_request without the iothread lock
+# while the main loop sets CPU_INTERRUPT_POLL for the APIC timer (its SVM
+# VMRUN helper sets CPU_INTERRUPT_VIRQ that way; L1 runs VMRUN for every L2
+# exit). The timer interrupt then stays pending in the IRR with nothing to
+# deliver it, and with a one-shot timer L1 never arms another: L1 stops for
+# good (the stall of tests/nested/README.md). With a periodic timer QEMU
+# re-arms the timer itself and the next tick signals again. NESTED_L1_TIMER
+# overrides this (e.g. empty, for the old one-shot behaviour).
+L1_TIMER=${NESTED_L1_TIMER-nohz=off highres=off}
+: > "$hb"
 qemu=(qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -m "$mem" -smp "$smp"
-      -nodefaults -no-reboot -display none -monitor none -serial stdio
+      -nodefaults -no-reboot -display none
+      -monitor "unix:$mon,server=on,wait=off"
+      -serial stdio -serial "file:$hb"
       -kernel "$NESTED/vmlinuz" -initrd "$work/initrd"
-      -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off$append")
+      -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off $L1_TIMER$append")
+# shellcheck disable=SC2206
+[ -z "${NESTED_QEMU_EXTRA:-}" ] || qemu+=($NESTED_QEMU_EXTRA)   # extra QEMU options, for experiments
 [ "$verbose" = 1 ] && echo "nested: ${qemu[*]}" >&2
 
 out=$work/console.log
+: > "$out"
 start=$(date +%s.%N)
 set +e
-timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null 2>&1 | tr -d '\r' | tee "$out" ${log:+"$log"}
-qrc=${PIPESTATUS[0]}
+{ timeout -k 5 "$timeout_s" "${qemu[@]}" </dev/null 2>&1; echo $? > "$work/qrc"; } |
+    stdbuf -oL tr -d '\r' | tee "$out" ${log:+"$log"} &
+pipe=$!
+
+# QEMU's CPU time in clock ticks (utime + stime), or empty.
+qemu_pid() { pgrep -f "^qemu-system-x86_64 .*$work/initrd" | head -1; }
+cpu_ticks() { [ -r "/proc/$1/stat" ] && awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+diagnose() { # $1: pid; everything to stderr
+    echo "nested: STALLED: no console output and no heartbeat from L1 for ${stall_s}s" \
+         "(L1 up $(echo "$(date +%s.%N) - $start" | bc | cut -d. -f1)s; QEMU CPU ticks $(cpu_ticks "$1"))"
+    echo "nested: last console lines:"; tail -n 15 "$out" | sed 's/^/nested:   /'
+    echo "nested: last heartbeat: $(tail -n 1 "$hb")"
+    echo "nested: QEMU threads (state, wchan):"
+    for t in /proc/"$1"/task/*; do
+        echo "nested:   $(cat "$t/comm" 2>/dev/null) $(awk '{ sub(/^.*\) /, ""); print $1 }' "$t/stat" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+    done
+    if command -v socat >/dev/null && [ -S "$mon" ]; then
+        echo "nested: QEMU monitor:"
+        printf 'info cpus\ninfo registers\ninfo lapic\ninfo pic\ninfo irq\n' |
+            timeout 10 socat -t 5 - "UNIX-CONNECT:$mon" 2>&1 | tr -d '\r' | grep -v '^(qemu)' |
+            sed 's/\x1b\[[0-9;]*[A-Za-z]//g; s/^/nested:   /' | head -120
+    fi
+} >&2
+stalled=0
+last_out=0 last_hb=0 last_change=$(date +%s) pid=""
+while kill -0 "$pipe" 2>/dev/null; do
+    sleep 2
+    [ -n "$pid" ] || pid=$(qemu_pid)
+    now=$(date +%s)
+    o=$(stat -c %s "$out" 2>/dev/null || echo 0); h=$(stat -c %s "$hb" 2>/dev/null || echo 0)
+    if [ "$o" != "$last_out" ] || [ "$h" != "$last_hb" ]; then
+        last_out=$o last_hb=$h last_change=$now
+    elif [ $((now - last_change)) -ge "$stall_s" ] && [ -n "$pid" ]; then
+        stalled=1
+        diagnose "$pid"
+        kill -KILL "$pid" 2>/dev/null
+        break
+    fi
+done
+wait "$pipe"
 set -e
+qrc=$(cat "$work/qrc" 2>/dev/null || echo 125)
 secs=$(echo "$(date +%s.%N) - $start" | bc)
+if [ "$stalled" = 1 ]; then
+    echo "nested: L1 STALLED after ${secs}s (see above); exit 123" >&2
+    exit 123
+fi
 
 rc=$(sed -n 's/^NESTED-EXIT=\([0-9]*\)$/\1/p' "$out" | head -1)
 if [ -n "$rc" ]; then

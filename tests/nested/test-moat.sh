@@ -57,7 +57,24 @@ fi
 # The script that runs in L1 (busybox sh). Each check prints
 # "NESTED-CHECK PASS|FAIL name".
 cat > "$pl/checks.sh" <<'EOF'
-t() { name=$1; shift; case "$name" in $ONLY) ;; *) return 0 ;; esac; if "$@"; then echo "NESTED-CHECK PASS $name"; else echo "NESTED-CHECK FAIL $name"; fi; }
+# t NAME CMD...: one check, with its own time limit ($T_LIMIT s, default
+# 600, four times the slowest check's time in L1; a check sets T_LIMIT=N
+# before t for itself). A check past its limit is killed, with whatever
+# moat processes it left, and fails; the next check runs.
+t() {
+    name=$1; shift; case "$name" in $ONLY) ;; *) return 0 ;; esac
+    lim=${T_LIMIT:-600}; T_LIMIT=
+    read -r t0 _ </proc/uptime
+    echo "NESTED-CHECK START $name (limit ${lim}s)"
+    timeout "$lim" "$@"; r=$?
+    read -r t1 _ </proc/uptime
+    d=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    if [ "$r" = 0 ]; then echo "NESTED-CHECK PASS $name ${d}s"
+    elif awk -v d="$d" -v l="$lim" 'BEGIN { exit !(d >= l - 1) }'; then
+        echo "NESTED-CHECK FAIL $name ${d}s: over its ${lim}s limit, killed"
+        pkill -KILL -f build/moat 2>/dev/null; pkill -KILL -f build/tests 2>/dev/null
+    else echo "NESTED-CHECK FAIL $name ${d}s (status $r)"; fi
+}
 export MOAT_REQUIRE_KVM=1 MOAT_TEST_SLOW=10 CK_FORK=yes
 t kvmprobe kvmprobe -c 2 -n 2000
 t integration env MOAT_BIN=build/moat ./build/tests/test_integration
@@ -156,6 +173,13 @@ fi
 rc=${PIPESTATUS[0]}
 pass=$(grep -c '^NESTED-CHECK PASS' "$log")
 fail=$(grep -c '^NESTED-CHECK FAIL' "$log")
+# A check that started and never ended: where L1 stalled or timed out.
+last=$(sed -n 's/^NESTED-CHECK START \([^ ]*\).*/\1/p' "$log" | tail -1)
+if [ -n "$last" ] && ! grep -qE "^NESTED-CHECK (PASS|FAIL) $last " "$log"; then
+    echo "test-moat: L1 ended during check '$last'"
+fi
+echo "test-moat: check times (L1 seconds):"
+sed -n 's/^NESTED-CHECK \(PASS\|FAIL\) \([^ ]*\) \([0-9.]*\)s.*/  \3 \1 \2/p' "$log" | sort -rn | head -15
 [ "$linux" = 1 ] || echo "SKIPPED: nested: linux guest checks (build/guest not built; make guest)"
 if [ "$rc" != 0 ]; then
     echo "test-moat: L1 run failed (status $rc)"
