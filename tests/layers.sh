@@ -17,8 +17,14 @@ cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
 logs=build/test-logs
 mkdir -p "$logs"
-kind=$(scripts/host-kind.sh 2>/dev/null || echo "?")
-echo "test: host kind $kind ($(scripts/host-kind.sh --reason 2>/dev/null)); $(nproc) CPUs"
+# The host kind, from the probe once moat is built (after the build layer).
+kind=""
+probe() {
+    [ -z "$kind" ] || return 0
+    kind=$(scripts/host-kind.sh 2>/dev/null) || { kind=""; return 0; }
+    echo "test: host kind $kind ($(scripts/host-kind.sh --reason 2>/dev/null)); $(nproc) CPUs"
+}
+probe
 
 fmt_time() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
 count() { grep -cE "$1" "$2"; }   # lines matching ERE $1 in file $2
@@ -50,11 +56,12 @@ for spec in "$@"; do
     if [ "$rc" != 0 ]; then res=FAIL; any_fail=1; fi
     names+=("$name") times+=("$secs") passes+=("$p") fails+=("$f") skips+=("$s") results+=("$res")
     t_all=$((t_all + secs)) p_all=$((p_all + p)) f_all=$((f_all + f)) s_all=$((s_all + s))
+    probe
 done
 
 {
     echo
-    echo "test: time per layer (host kind $kind, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ))"
+    echo "test: time per layer (host kind ${kind:-unknown}, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ))"
     printf '  %-12s %8s %6s %6s %6s  %s\n' layer time pass fail skip result
     for i in "${!names[@]}"; do
         printf '  %-12s %8s %6s %6s %6s  %s\n' "${names[$i]}" "$(fmt_time "${times[$i]}")" \
