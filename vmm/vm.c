@@ -227,15 +227,18 @@ static struct timespec rekick_deadline(clockid_t clk)
     return t;
 }
 
+static void rekick_if_running(struct moat_vm *vm, struct vcpu *v)
+{
+    if (v->thread_started && atomic_load(&v->in_run)) {
+        log_debug("vcpu%u: still in KVM_RUN %d ms after its kick: kicking again", v->index, REKICK_MS);
+        kick_vcpu(vm, v);
+    }
+}
+
 static void rekick_running(struct moat_vm *vm)
 {
-    for (unsigned i = 0; i < vm->ncpus; i++) {
-        struct vcpu *v = &vm->vcpus[i];
-        if (v->thread_started && atomic_load(&v->in_run)) {
-            log_debug("vcpu%u: still in KVM_RUN %d ms after its kick: kicking again", v->index, REKICK_MS);
-            kick_vcpu(vm, v);
-        }
-    }
+    for (unsigned i = 0; i < vm->ncpus; i++)
+        rekick_if_running(vm, &vm->vcpus[i]);
 }
 
 /* Join a vCPU thread that has been told to stop, kicking it again while it
@@ -247,10 +250,7 @@ static void join_vcpu(struct moat_vm *vm, struct vcpu *v)
         int r = pthread_timedjoin_np(v->thread, NULL, &t);
         if (r != ETIMEDOUT)
             return;
-        if (atomic_load(&v->in_run)) {
-            log_debug("vcpu%u: still in KVM_RUN %d ms after its kick: kicking again", v->index, REKICK_MS);
-            kick_vcpu(vm, v);
-        }
+        rekick_if_running(vm, v);
     }
 }
 
