@@ -78,9 +78,9 @@ int moat_host_info(struct moat_host_info *user)
     info.api_version = h.api_version;
     if (r == 0) {
         /* Opening is not enough: some hosts refuse the VM itself. */
-        int vmfd = ioctl(h.fd, KVM_CREATE_VM, 0);
+        int vmfd = kvm_create_vm(h.fd);
         if (vmfd < 0) {
-            r = -errno;
+            r = vmfd;
             snprintf(open_why, sizeof open_why, "%s: KVM_CREATE_VM failed: %s", info.device, strerror(-r));
             kvm_host_close(&h);
         } else {
@@ -108,8 +108,11 @@ int moat_host_info(struct moat_host_info *user)
 
     info.io_uring = blk_uring_available(info.io_uring_reason, sizeof info.io_uring_reason);
 
-    info.size = user->size;
+    size_t want = user->size;
+    info.size = want;
     memcpy(user, &info, size);
+    if (want > size)
+        memset((char *)user + size, 0, want - size);
     return 0;
 }
 
@@ -117,7 +120,7 @@ int moat_host_kind(char *why, size_t whylen)
 {
     struct moat_host_info info = { .size = sizeof info };
     if (moat_host_info(&info) < 0)
-        return MOAT_HOST_NONE;
+        return MOAT_HOST_UNKNOWN;
     if (why && whylen)
         snprintf(why, whylen, "%s", info.reason);
     return info.kind;

@@ -146,6 +146,20 @@ void kvm_host_close(struct kvm_host *h)
     h->nmsrs = 0;
 }
 
+int kvm_create_vm(int kvm_fd)
+{
+    /* KVM_CREATE_VM fails with EINTR when a signal comes in while it sets
+     * up (seen in the nested L1: 3 times in 30 probes under load); that is
+     * no answer about the host, so try again. */
+    for (int tries = 0;; tries++) {
+        int fd = ioctl(kvm_fd, KVM_CREATE_VM, 0);
+        if (fd >= 0)
+            return fd;
+        if (errno != EINTR || tries >= 100)
+            return -errno;
+    }
+}
+
 bool kvm_host_has_msr(const struct kvm_host *h, uint32_t msr)
 {
     for (unsigned i = 0; i < h->nmsrs; i++)

@@ -27,6 +27,9 @@ struct kvm_host {
 int kvm_host_open(struct kvm_host *h, char *why, size_t whylen);
 void kvm_host_close(struct kvm_host *h);
 bool kvm_host_has_msr(const struct kvm_host *h, uint32_t msr);
+/* KVM_CREATE_VM on /dev/kvm's fd, again while it is interrupted (EINTR):
+ * the VM fd or -errno. */
+int kvm_create_vm(int kvm_fd);
 
 /* Is this host's KVM PVM (kvm_pvm, no vmx/svm)? Looks at /sys/module and
  * /proc/cpuinfo; MOAT_FORCE_PVM=0/1 overrides (for tests). The _why form

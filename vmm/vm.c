@@ -246,8 +246,8 @@ static void rekick_running(struct moat_vm *vm)
 static void join_vcpu(struct moat_vm *vm, struct vcpu *v)
 {
     for (;;) {
-        struct timespec t = rekick_deadline(CLOCK_REALTIME);   /* pthread_timedjoin_np's clock */
-        int r = pthread_timedjoin_np(v->thread, NULL, &t);
+        struct timespec t = rekick_deadline(CLOCK_MONOTONIC);
+        int r = pthread_clockjoin_np(v->thread, NULL, CLOCK_MONOTONIC, &t);
         if (r != ETIMEDOUT)
             return;
         rekick_if_running(vm, v);
@@ -693,9 +693,12 @@ int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err)
         return seterr(err, 0, r, "%s", why);
     if ((int)vm->ncpus > vm->host.max_vcpus)
         return seterr(err, 1, -EINVAL, "%u vCPUs requested, KVM allows %d", vm->ncpus, vm->host.max_vcpus);
-    vm->vm_fd = ioctl(vm->host.fd, KVM_CREATE_VM, 0);
-    if (vm->vm_fd < 0)
-        return seterr(err, 0, -errno, "KVM_CREATE_VM: %s", strerror(errno));
+    vm->vm_fd = kvm_create_vm(vm->host.fd);
+    if (vm->vm_fd < 0) {
+        int e = vm->vm_fd;
+        vm->vm_fd = -1;
+        return seterr(err, 0, e, "KVM_CREATE_VM: %s", strerror(-e));
+    }
     /* Memory slots before the irqchip: the other order is slow on PVM. */
     if ((r = setup_memory(vm, mem_fd)) < 0)
         return seterr(err, r == -ENOMEM, r, "guest memory (%llu MiB): %s",
