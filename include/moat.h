@@ -333,9 +333,14 @@ int moat_get_file(struct moat_vm *vm, const char *guest_path, int fd, uint32_t *
  *                  snapshots and devices run; Linux boots but never reaches
  *                  user space (ring-3 syscall is broken there);
  *  MOAT_HOST_NONE  no usable KVM: no guest runs (vhost-user devices do). */
-enum moat_host_kind { MOAT_HOST_NONE = 0, MOAT_HOST_PVM = 1, MOAT_HOST_KVM = 2 };
+enum moat_host_kind {
+    MOAT_HOST_UNKNOWN = 0,   /* not filled in (a library older than the field) */
+    MOAT_HOST_NONE = 1,
+    MOAT_HOST_PVM = 2,
+    MOAT_HOST_KVM = 3,
+};
 
-#define MOAT_HOST_MAX_CAPS 24
+#define MOAT_HOST_MAX_CAPS 24    /* part of the ABI: fixed */
 struct moat_host_cap {
     char name[32];           /* "KVM_CAP_IRQFD" */
     int value;               /* KVM_CHECK_EXTENSION's answer (0: absent) */
@@ -348,7 +353,8 @@ struct moat_host_info {
     int kvm_errno;           /* why not, when not */
     int is_pvm;              /* KVM is PVM (software virtualization) */
     int max_vcpus;
-    /* Since 0.2: filled only when size covers them. */
+    /* Added after 0.1.0; filled only when size covers them (size must be
+     * the sizeof of a released version of this struct). */
     int kind;                /* enum moat_host_kind */
     int api_version;         /* KVM_GET_API_VERSION; 0 when /dev/kvm did not open */
     char device[64];         /* the KVM device probed ($MOAT_KVM_DEV or /dev/kvm) */
@@ -361,7 +367,8 @@ struct moat_host_info {
 };
 /* 0, or -EINVAL when info is NULL or its size is smaller than the
  * original five fields. Never fails because KVM is missing: that is what
- * kind and reason say. */
+ * kind and reason say. Bytes past what this library knows (a caller built
+ * against a newer header) are zeroed. */
 int moat_host_info(struct moat_host_info *info);
 
 /* Just the kind; why (may be NULL) gets the one-line reason. */

@@ -97,6 +97,8 @@ int cmd_host(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *kname = moat_host_kind_name(h.kind);
+    if (!kname)
+        kname = "unknown";
     if (kind_only || reason_only) {
         if (kind_only)
             printf("%s\n", kname);

@@ -90,7 +90,8 @@ START_TEST(kind_names)
     ck_assert_str_eq(moat_host_kind_name(MOAT_HOST_KVM), "kvm");
     ck_assert_str_eq(moat_host_kind_name(MOAT_HOST_PVM), "pvm");
     ck_assert_str_eq(moat_host_kind_name(MOAT_HOST_NONE), "none");
-    ck_assert_ptr_null(moat_host_kind_name(3));
+    ck_assert_ptr_null(moat_host_kind_name(MOAT_HOST_UNKNOWN));   /* 0: not filled in */
+    ck_assert_ptr_null(moat_host_kind_name(4));
     ck_assert_ptr_null(moat_host_kind_name(-1));
 }
 END_TEST
@@ -139,6 +140,19 @@ START_TEST(info_sizes)
     const unsigned char *tail = (const unsigned char *)&h + offsetof(struct moat_host_info, kind);
     for (size_t i = 0; i < sizeof h - offsetof(struct moat_host_info, kind); i++)
         ck_assert_uint_eq(tail[i], 0xa5);
+    /* A caller built against a newer, larger struct: what this library
+     * does not know is zeroed, size kept. */
+    _Alignas(16) unsigned char big[sizeof(struct moat_host_info) + 64];
+    memset(big, 0xa5, sizeof big);
+    struct moat_host_info *hb = (struct moat_host_info *)big;
+    hb->size = sizeof big;
+    setenv("MOAT_KVM_DEV", "/nonexistent/kvm", 1);
+    ck_assert_int_eq(moat_host_info(hb), 0);
+    unsetenv("MOAT_KVM_DEV");
+    ck_assert_uint_eq(hb->size, sizeof big);
+    ck_assert_int_eq(hb->kind, MOAT_HOST_NONE);
+    for (size_t i = sizeof(struct moat_host_info); i < sizeof big; i++)
+        ck_assert_uint_eq(big[i], 0);
 }
 END_TEST
 
