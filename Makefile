@@ -107,11 +107,11 @@ test-san: $(UNIT_SAN_BINS)
 	tests/run-unit.sh $(UNIT_SAN_BINS)
 
 # libmoat through its public header (two VMs in one process, stop, exit fd).
-$(B)/tests/test_api: tests/integration/test_api.c tests/guests/expect.h $(B)/libmoat.a
+$(B)/tests/test_api: tests/integration/test_api.c tests/guests/expect.h tests/integration/host_probe.h $(B)/libmoat.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat.a $(CHECK_LIBS) $(LDLIBS)
 
-$(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h $(B)/libmoat-san.a
+$(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h tests/integration/host_probe.h $(B)/libmoat-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
 
@@ -137,9 +137,9 @@ test-vhost: $(B)/moat guest
 	tests/vhost/overlay.sh
 	tests/vhost/vsock.sh
 
-# The KVM suites again, inside a Linux that QEMU emulates with SVM (TCG), for
-# hosts with no usable /dev/kvm (tests/nested/README.md). Where /dev/kvm
-# works, the suites above already ran on it.
+# The KVM suites and the Linux user-space checks inside a Linux that QEMU
+# emulates with SVM (TCG), on hosts the probe calls pvm or none
+# (tests/nested/README.md); on hardware KVM the same checks run directly.
 test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock
 	@if [ "$$(scripts/host-kind.sh)" = kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
 	    echo "nested: hardware KVM here: the same checks run directly on it"; \

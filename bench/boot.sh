@@ -8,7 +8,7 @@
 #    back out (`-- /bin/true`, reboot=k), moat vs QEMU microvm.
 #
 # Medians over RUNS runs (default 20); results: build/bench/boot.json.
-# Without /dev/kvm it says SKIPPED and writes the reason into the JSON.
+# Without a usable KVM (`moat host`) it says SKIPPED and writes the reason into the JSON.
 set -u
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-20}
@@ -21,7 +21,7 @@ QEMU=${QEMU:-qemu-system-x86_64}
 read -r -a QEMU_EXTRA <<< "${QEMU_ARGS:-}"   # e.g. QEMU_ARGS="-L /path/to/firmware"
 json="$B/boot.json"
 
-kind=$(MOAT_BIN=$MOAT scripts/host-kind.sh 2>/dev/null || echo none)   # the host probe: kvm, pvm, none
+kind=$(MOAT_BIN=$MOAT scripts/host-kind.sh) || exit 1   # the host probe: kvm, pvm, none
 if [ "$kind" = none ]; then
     why=$(MOAT_BIN=$MOAT scripts/host-kind.sh --reason 2>/dev/null)
     echo "SKIPPED: bench/boot: no usable KVM on this host ($why); nothing measured"

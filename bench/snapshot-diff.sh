@@ -17,7 +17,10 @@ MOAT=${MOAT_BIN:-build/moat}
 GUEST=${DIRTY_GUEST:-build/guests/dirty.elf}
 MIB=${DIRTY_MIB:-64}
 MEM=${MEM_MIB:-256}
-if [ "$("$MOAT" host --kind 2>/dev/null)" != kvm ] && [ "$("$MOAT" host --kind 2>/dev/null)" != pvm ]; then
+[ -x "$MOAT" ] || { echo "bench/snapshot-diff: $MOAT missing (make)" >&2; exit 1; }
+kind=$(MOAT_BIN=$MOAT "$(dirname "$0")/../scripts/host-kind.sh") || exit 1   # the host probe
+if [ "$kind" = none ]; then
+    case "${MOAT_REQUIRE_KVM:-0}" in 0) ;; *) echo "bench/snapshot-diff: no usable KVM and MOAT_REQUIRE_KVM is set" >&2; exit 1 ;; esac
     echo "SKIPPED: bench/snapshot-diff: no usable KVM on this host ($("$MOAT" host --reason 2>/dev/null)); nothing measured"
     [ -n "${JSON:-}" ] && printf '{"skipped": "no usable KVM"}\n' > "$JSON"
     exit 0

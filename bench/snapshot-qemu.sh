@@ -11,7 +11,7 @@
 # this is process start -> state loaded -> guest running -> exit.
 # Snapshot time: moat's own measurement; QEMU's "total-time" of the
 # migration (query-migrate). Medians over RUNS. POSIX sh (runs in the nested
-# L1 too). Needs /dev/kvm, QEMU and socat; SKIPPED otherwise.
+# L1 too). Needs a usable KVM (PVM included), QEMU and socat; SKIPPED otherwise.
 # Env: MOAT_BIN, QEMU, QEMU_ARGS, RUNS (10), JSON (build/bench/snapshot-qemu.json), DATE
 set -u
 MOAT=${MOAT_BIN:-build/moat}
@@ -21,10 +21,9 @@ GUEST=${GUEST:-build/bench/wait.elf}
 JSON=${JSON:-build/bench/snapshot-qemu.json}
 mkdir -p "$(dirname "$JSON")"
 skip() { echo "SKIPPED: bench/snapshot-qemu: $1; nothing measured"; printf '{"skipped": "%s"}\n' "$1" > "$JSON"; exit 0; }
-case "$("$MOAT" host --kind 2>/dev/null)" in     # the host probe (docs/host.md)
-kvm|pvm) ;;
-*) skip "no usable KVM on this host ($("$MOAT" host --reason 2>/dev/null))" ;;
-esac
+[ -x "$MOAT" ] || { echo "bench/snapshot-qemu: $MOAT missing (make)" >&2; exit 1; }
+kind=$(MOAT_BIN=$MOAT "$(dirname "$0")/../scripts/host-kind.sh") || exit 1   # the host probe (docs/host.md)
+[ "$kind" != none ] || skip "no usable KVM on this host ($("$MOAT" host --reason 2>/dev/null))"
 command -v "$QEMU" >/dev/null 2>&1 || skip "$QEMU not installed"
 command -v socat >/dev/null 2>&1 || skip "socat not installed"
 [ -r "$GUEST" ] || { echo "bench/snapshot-qemu: $GUEST missing (make bench-tools)" >&2; exit 1; }

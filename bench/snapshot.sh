@@ -9,7 +9,7 @@
 #  - diff snapshots (bench/snapshot-diff.sh): full vs diff snapshot time
 #    and size with 64 MiB written in between, restore through the chain.
 # QEMU's own save/restore of a guest both can run: bench/snapshot-qemu.sh, run at the end.
-# Results: build/bench/snapshot.json. Needs /dev/kvm (SKIPPED otherwise).
+# Results: build/bench/snapshot.json. Needs a usable KVM, PVM included (SKIPPED otherwise).
 set -u
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-20}
@@ -20,7 +20,8 @@ GUEST=${GUEST:-build/guests/counter.elf}
 mkdir -p "$B"
 [ -n "${BENCH_NO_BUILD:-}" ] || make -s "$B/runstat" "$B/wait.elf" build/moat test-guests >/dev/null || exit 1
 json="$B/snapshot.json"
-if [ "$(MOAT_BIN=$MOAT scripts/host-kind.sh 2>/dev/null || echo none)" = none ]; then   # the host probe
+kind=$(MOAT_BIN=$MOAT scripts/host-kind.sh) || exit 1   # the host probe: kvm, pvm, none
+if [ "$kind" = none ]; then
     echo "SKIPPED: bench/snapshot: no usable KVM on this host ($(MOAT_BIN=$MOAT scripts/host-kind.sh --reason 2>/dev/null)); nothing measured"
     printf '{"skipped": "no usable KVM"}\n' > "$json"
     exit 0

@@ -7,8 +7,9 @@
 #
 # kvm: hardware KVM, everything runs; pvm: PVM, small guests run but Linux
 # never reaches user space; none: no usable KVM. Exit 0 whatever the kind;
-# 3 if the moat binary ($MOAT_BIN, default build/moat) is not built.
-# POSIX sh: also runs under busybox (the nested L1).
+# 3 if the moat binary ($MOAT_BIN, default build/moat) is not built or gives
+# no kind. POSIX sh: also runs under busybox (the nested L1's payload has
+# it next to bench/).
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 MOAT=${MOAT_BIN:-$ROOT/build/moat}
 if [ ! -x "$MOAT" ]; then
@@ -16,8 +17,12 @@ if [ ! -x "$MOAT" ]; then
     exit 3
 fi
 case "${1:-}" in
-    --reason) "$MOAT" host --reason ;;
-    "") "$MOAT" host --kind ;;
-    *) echo "usage: host-kind.sh [--reason]" >&2; exit 2 ;;
+--reason) "$MOAT" host --reason; exit 0 ;;
+"") ;;
+*) echo "usage: host-kind.sh [--reason]" >&2; exit 2 ;;
 esac
-exit 0
+kind=$("$MOAT" host --kind 2>/dev/null)
+case "$kind" in
+kvm|pvm|none) echo "$kind" ;;
+*) echo "host-kind: '$MOAT host --kind' gave no kind ('$kind')" >&2; exit 3 ;;
+esac

@@ -7,11 +7,14 @@
 #   tests/layers.sh NAME:TARGET[,TARGET...] ...
 #
 # Counting, from each layer's output (kept in build/test-logs/NAME.log):
-# Check summaries ("Checks: N, Failures: F, Errors: E") and PASS:/FAIL:
-# lines; for the nested layer only its NESTED-CHECK PASS/FAIL lines (the
-# suites it runs inside L1 print their own summaries too); SKIPPED: lines
-# everywhere. A layer whose make fails with no failure counted counts one.
-# The table also goes to build/test-times.txt.
+# pass/fail from Check summaries ("Checks: N, Failures: F, Errors: E") and
+# PASS:/FAIL: lines, for the nested layer only from its NESTED-CHECK lines
+# (the suites it runs inside L1 print their own summaries too); skip is the
+# number of SKIPPED: lines (one line may stand for several tests, and a
+# Check test that skips part of itself also counts as passed). A layer
+# whose make fails with no failure counted counts one. If the first layer
+# (the build) fails, the others are not run: each would only retry the
+# build. The table also goes to build/test-times.txt.
 set -u
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -31,10 +34,17 @@ count() { grep -cE "$1" "$2"; }   # lines matching ERE $1 in file $2
 
 names=() times=() passes=() fails=() skips=() results=()
 any_fail=0 t_all=0 p_all=0 f_all=0 s_all=0
+first=1 build_failed=0
 for spec in "$@"; do
     name=${spec%%:*}
     targets=${spec#*:}
     log=$logs/$name.log
+    if [ "$build_failed" = 1 ]; then
+        echo "=== test layer $name: not run (the build failed)"
+        names+=("$name") times+=(0) passes+=(0) fails+=(1) skips+=(0) results+=("not run")
+        f_all=$((f_all + 1))
+        continue
+    fi
     echo "=== test layer $name: make ${targets//,/ }"
     t0=$(date +%s)
     # shellcheck disable=SC2086
@@ -53,7 +63,8 @@ for spec in "$@"; do
     s=$(count '^SKIPPED:' "$log")
     if [ "$rc" != 0 ] && [ "$f" = 0 ]; then f=1; fi
     res=ok
-    if [ "$rc" != 0 ]; then res=FAIL; any_fail=1; fi
+    if [ "$rc" != 0 ]; then res=FAIL; any_fail=1; [ "$first" = 1 ] && build_failed=1; fi
+    first=0
     names+=("$name") times+=("$secs") passes+=("$p") fails+=("$f") skips+=("$s") results+=("$res")
     t_all=$((t_all + secs)) p_all=$((p_all + p)) f_all=$((f_all + f)) s_all=$((s_all + s))
     probe

@@ -7,7 +7,18 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <stdbool.h>
+#include <stdlib.h>
+
 enum test_host_kind { TEST_HOST_NONE, TEST_HOST_PVM, TEST_HOST_KVM };
+
+/* MOAT_REQUIRE_KVM set (to anything but "" or "0"): a host without the KVM
+ * a test needs is a failure, not a skip (the nested suite sets it). */
+static inline bool require_kvm(void)
+{
+    const char *v = getenv("MOAT_REQUIRE_KVM");
+    return v && *v && strcmp(v, "0") != 0;
+}
 
 /* Runs `moat host --kind` and `--reason`; why gets the reason (or what went
  * wrong running moat). A moat that cannot be run counts as "none". */

@@ -359,7 +359,7 @@ static bool have_tool(const char *t)   /* any kind, busybox applets included */
 static bool linux_ready(void)
 {
     if (host_kind != TEST_HOST_KVM) {
-        ck_assert_msg(!getenv("MOAT_REQUIRE_KVM"), "MOAT_REQUIRE_KVM is set but the host probe says: %s", host_why);
+        ck_assert_msg(!require_kvm(), "MOAT_REQUIRE_KVM is set but the host probe says: %s", host_why);
         printf("SKIPPED: test_blk Linux tests: %s (the nested suite runs them: make test-nested)\n", host_why);
         return false;
     }
@@ -518,7 +518,7 @@ int main(int argc, char **argv)
     host_kind = probe_host_kind(moat_bin(), host_why, sizeof host_why);
     if (host_kind == TEST_HOST_NONE) {
         const char *why = host_why;
-        if (getenv("MOAT_REQUIRE_KVM")) {
+        if (require_kvm()) {
             printf("FAILED: test_blk: %s and MOAT_REQUIRE_KVM is set\n", why);
             return 1;
         }

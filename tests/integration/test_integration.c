@@ -7,7 +7,7 @@
  *   MOAT_GUESTS       directory with the guest ELFs (default build/guests)
  *   MOAT_TEST_SLOW    multiply every time limit by this (e.g. 10 under TCG)
  *   MOAT_KVM_DEV      the KVM device moat uses (default /dev/kvm; docs/cli.md)
- *   MOAT_REQUIRE_KVM  if 1, a missing /dev/kvm is a failure, not a skip
+ *   MOAT_REQUIRE_KVM  set (not 0): no usable KVM is a failure, not a skip
  */
 #include <check.h>
 #include <elf.h>
@@ -1120,7 +1120,7 @@ int main(void)
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     cleanup_tmp();
-    if (kvm_missing && !strcmp(env_or("MOAT_REQUIRE_KVM", "0"), "1")) {
+    if (kvm_missing && require_kvm()) {
         printf("FAILED: integration: MOAT_REQUIRE_KVM=1 but KVM is not usable here\n");
         return 1;
     }

@@ -130,7 +130,7 @@ START_TEST(hybrid_vsock_both_directions)
 {
     char why[256];
     if (!kvm_ok(why, sizeof why)) {
-        if (getenv("MOAT_REQUIRE_KVM"))
+        if (require_kvm())
             ck_abort_msg("%s and MOAT_REQUIRE_KVM is set", why);
         printf("SKIPPED: test_vsock: %s\n", why);
         return;

@@ -44,7 +44,9 @@ kernel_devices() {
         for t in $DEV_TESTS; do skp "$t: build/guest not built (make guest)"; done; return
     fi
     mkdir -p "$root"
-    (cd "$root" && cpio -idm --quiet < "$top/build/guest/initramfs.cpio") || { bad "kernel devices: unpacking the initramfs failed"; return; }
+    # Its device nodes need root to make; the kernel's devtmpfs has them anyway.
+    (cd "$root" && cpio -idm --quiet < "$top/build/guest/initramfs.cpio" 2>/dev/null)
+    [ -x "$root/init" ] || { bad "kernel devices: unpacking the initramfs failed"; return; }
     "$mke2fs" -q -F -t ext4 -d "$root" "$img" 24M >/dev/null || { bad "kernel devices: mke2fs failed"; return; }
     blocks=$(( $(stat -c %s "$img") / 512 ))
     t0=$(date +%s)
@@ -58,7 +60,7 @@ kernel_devices() {
     lblk=$(line_of "virtio_blk virtio[0-9]+: \[vda\] $blocks 512-byte logical blocks")
     lvfs=$(line_of "VFS: Mounted root \(ext4 filesystem\)")
     linit=$(line_of "Run /init as init process")
-    lvs=$(line_of "virtio-vsock@[0-9]+: driver ready")
+    lvs=$(line_of "virtio-vsock@[0-9]+: driver ready: .*3 of 3 queues set up")
     if [ "$rc" = 124 ] || [ "$rc" = 137 ] || [ "$linit" = 0 ]; then
         bad "kernel devices: the kernel did not reach /init (moat exit $rc)"; tail -30 "$out"
     fi
@@ -77,7 +79,7 @@ kernel_devices() {
     if [ "$lvs" -gt 0 ] && [ "$linit" -gt "$lvs" ]; then
         ok "kernel-vsock-probe: virtio_vsock probed moat's vsock device ($(sed -n "${lvs}p" "$out" | sed 's/^moat: //'))"
     else
-        bad "kernel-vsock-probe: no 'driver ready' from moat's vsock device before /init"
+        bad "kernel-vsock-probe: no 'driver ready ... 3 of 3 queues set up' from moat's vsock device before /init"
         grep -E "vsock|VSOCK" "$out" | head -10
     fi
 }

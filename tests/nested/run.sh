@@ -17,7 +17,7 @@
 #   --stall S      call L1 stalled, print a diagnosis (QEMU threads, its
 #                  monitor's registers and LAPIC) and exit 123 when neither
 #                  its console nor its heartbeat (ttyS1) has grown for S
-#                  seconds (default 120, or $NESTED_STALL)
+#                  seconds (default 120, or $NESTED_STALL; 0: no watchdog)
 #   --smp N        L1 vCPUs (default 1). N>1 uses tcg,thread=single: with
 #                  multi-threaded TCG an L1 with 2 vCPUs froze in ~1 of 4 runs
 #   --mem MB       L1 memory (default 2048)
@@ -118,7 +118,7 @@ L1_TIMER=${NESTED_L1_TIMER-nohz=off highres=off}
 : > "$hb"
 qemu=(qemu-system-x86_64 -accel "$accel" -cpu "$cpu" -m "$mem" -smp "$smp"
       -nodefaults -no-reboot -display none
-      -monitor "unix:$mon,server=on,wait=off"
+      -monitor "unix:$mon,server=on,wait=off" -pidfile "$work/qemu.pid"
       -serial stdio -serial "file:$hb"
       -kernel "$NESTED/vmlinuz" -initrd "$work/initrd"
       -append "console=ttyS0 panic=-1 loglevel=4 mitigations=off $L1_TIMER$append")
@@ -134,8 +134,8 @@ set +e
     stdbuf -oL tr -d '\r' | tee "$out" ${log:+"$log"} &
 pipe=$!
 
-# QEMU's CPU time in clock ticks (utime + stime), or empty.
-qemu_pid() { pgrep -f "^qemu-system-x86_64 .*$work/initrd" | head -1; }
+# QEMU's pid (from its -pidfile), and its CPU time in clock ticks.
+qemu_pid() { cat "$work/qemu.pid" 2>/dev/null; }
 cpu_ticks() { [ -r "/proc/$1/stat" ] && awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 diagnose() { # $1: pid; everything to stderr
     echo "nested: STALLED: no console output and no heartbeat from L1 for ${stall_s}s" \
@@ -162,7 +162,7 @@ while kill -0 "$pipe" 2>/dev/null; do
     o=$(stat -c %s "$out" 2>/dev/null || echo 0); h=$(stat -c %s "$hb" 2>/dev/null || echo 0)
     if [ "$o" != "$last_out" ] || [ "$h" != "$last_hb" ]; then
         last_out=$o last_hb=$h last_change=$now
-    elif [ $((now - last_change)) -ge "$stall_s" ] && [ -n "$pid" ]; then
+    elif [ "$stall_s" -gt 0 ] && [ $((now - last_change)) -ge "$stall_s" ] && [ -n "$pid" ]; then
         stalled=1
         diagnose "$pid"
         kill -KILL "$pid" 2>/dev/null
@@ -170,6 +170,7 @@ while kill -0 "$pipe" 2>/dev/null; do
     fi
 done
 wait "$pipe"
+pid=""   # QEMU is gone; its pid may be someone else's by now
 set -e
 qrc=$(cat "$work/qrc" 2>/dev/null || echo 125)
 secs=$(echo "$(date +%s.%N) - $start" | bc)
