@@ -140,6 +140,27 @@ int moat_resume(struct moat_vm *vm);
 /* An eventfd that becomes readable once the VM has stopped. Owned by vm. */
 int moat_exit_fd(const struct moat_vm *vm);
 
+/* The console: UART output goes into a buffer (1 MiB) that a thread of the
+ * VM writes to console_out, so a reader that stops reading never stalls a
+ * vCPU (nor moat_stop/pause/snapshot/destroy). When the buffer is full the
+ * guest's bytes are dropped, counted here, marked in the stream with a
+ * "[moat: N bytes of console output dropped]" line and logged at
+ * moat_destroy. moat_wait, once the VM has stopped, and moat_destroy wait
+ * for the buffer to empty while the reader keeps reading (giving up after
+ * 200 ms in which it took nothing). A console_out fd keeps its own flags:
+ * pipes and terminals are written through a non-blocking description of
+ * moat's own, sockets with MSG_DONTWAIT. */
+struct moat_console_info {
+    size_t size;             /* sizeof(struct moat_console_info) */
+    uint64_t written;        /* bytes that reached console_out */
+    uint64_t dropped;        /* bytes lost: buffer full, or the fd failed */
+    uint64_t queued;         /* bytes in the buffer now */
+    uint64_t buffer_size;    /* 0 without a console_out */
+    int capped;              /* console_limit was reached */
+    int failed;              /* writing console_out failed (e.g. EPIPE): output stopped */
+};
+int moat_get_console(struct moat_vm *vm, struct moat_console_info *info);
+
 /* What moat made of the configuration. */
 struct moat_vm_info {
     size_t size;             /* sizeof(struct moat_vm_info) */

@@ -763,7 +763,7 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
         r = seterr(err, 0, -ENOMEM, "out of memory");
         goto out;
     }
-    vm->console_limit = rc.console_limit;
+    vm->con.limit = rc.console_limit;
     vm->boot.kind = (enum boot_kind)meta.boot_kind;
     vm->pvm_compat = (meta.flags & SNAP_META_PVM) && !(rc.flags & MOAT_F_NO_PVM_COMPAT);
     vm->guest_status = meta.guest_status;

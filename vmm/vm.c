@@ -142,19 +142,7 @@ static const char *file_errstr(int e)
 static void uart_tx(void *opaque, uint8_t byte)
 {
     struct moat_vm *vm = opaque;
-    if (vm->console_out < 0 || vm->console_capped)
-        return;
-    if (vm->console_limit && ++vm->console_written > vm->console_limit) {
-        /* A guest cannot fill the host's disk through its console. */
-        static const char note[] = "\n[moat: console output limit reached; the rest is dropped]\n";
-        vm->console_capped = true;
-        if (write(vm->console_out, note, sizeof note - 1) < 0) { /* nothing to do */ }
-        return;
-    }
-    ssize_t r;
-    do {
-        r = write(vm->console_out, &byte, 1);
-    } while (r < 0 && errno == EINTR);
+    console_put(&vm->con, byte);   /* never waits for the console's reader */
 }
 
 static void uart_irq(void *opaque, int level)
@@ -654,6 +642,7 @@ void vm_free(struct moat_vm *vm)
     free(vm->vsock_uds);
     pthread_mutex_destroy(&vm->lock);
     pthread_cond_destroy(&vm->cond);
+    console_destroy(&vm->con);
     free(vm);
 }
 
@@ -671,7 +660,10 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
     vm->ncpus = ncpus;
     vm->ram_size = ram_size;
     vm->console_in = console_in;
-    vm->console_out = console_out;
+    if (console_init(&vm->con, console_out, 0, 0) < 0) {
+        free(vm);
+        return NULL;
+    }
     vm->flags = flags;
     vm->kick_signal = kick_signal ? kick_signal : DEFAULT_KICK_SIGNAL;
     pthread_mutex_init(&vm->lock, NULL);
@@ -767,7 +759,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
                                   cfg.console_out, cfg.flags, cfg.kick_signal);
     if (!vm)
         return seterr(err, 0, -ENOMEM, "out of memory");
-    vm->console_limit = cfg.console_limit;
+    vm->con.limit = cfg.console_limit;
 
     struct file_buf kernel = { 0 }, initrd = { 0 };
     char *cmdline = NULL;
@@ -873,8 +865,8 @@ int moat_start(struct moat_vm *vm)
         sigemptyset(&sa.sa_mask);
         sigaction(vm->kick_signal, &sa, NULL);
     }
-    int r = 0;
-    for (unsigned i = 0; i < vm->ncpus; i++) {
+    int r = console_start(&vm->con);
+    for (unsigned i = 0; r == 0 && i < vm->ncpus; i++) {
         r = -pthread_create(&vm->vcpus[i].thread, NULL, vcpu_thread, &vm->vcpus[i]);
         if (r < 0)
             break;
@@ -918,10 +910,32 @@ int moat_wait(struct moat_vm *vm, int timeout_ms, struct moat_exit *ex)
     if (done && ex)
         *ex = vm->exit;
     pthread_mutex_unlock(&vm->lock);
+    /* The guest's last output reaches the console before the caller hears
+     * of the exit (unless the reader has stopped reading). */
+    if (done)
+        console_drain(&vm->con, CONSOLE_IDLE_MS);
     return done ? 0 : -ETIMEDOUT;
 }
 
 int moat_exit_fd(const struct moat_vm *vm) { return vm ? vm->exit_efd : -EINVAL; }
+
+int moat_get_console(struct moat_vm *vm, struct moat_console_info *info)
+{
+    if (!vm || !info || info->size < sizeof(*info))
+        return -EINVAL;
+    struct console_stats cs;
+    console_get_stats(&vm->con, &cs);
+    size_t size = info->size;
+    memset(info, 0, size);
+    info->size = size;
+    info->written = cs.written;
+    info->dropped = cs.dropped;
+    info->queued = cs.queued;
+    info->buffer_size = cs.cap;
+    info->capped = cs.capped;
+    info->failed = cs.dead;
+    return 0;
+}
 
 static int64_t rel_us(uint64_t t)
 {
@@ -957,6 +971,12 @@ void moat_destroy(struct moat_vm *vm)
     }
     if (vm->console_started)
         pthread_join(vm->console_thread, NULL);
+    console_stop(&vm->con, CONSOLE_IDLE_MS);
+    struct console_stats cs;
+    console_get_stats(&vm->con, &cs);
+    if (cs.dropped)
+        log_warn("console: %llu of %llu bytes of guest output dropped: the console's reader did not keep up "
+                 "(%zu KiB buffer)", (unsigned long long)cs.dropped, (unsigned long long)cs.accepted, cs.cap >> 10);
     vm_fixup_stop(vm);
     serial_destroy(&vm->uart);
     moatdev_destroy(&vm->ctl);

@@ -13,6 +13,7 @@
 #include "devices/serial.h"
 #include "include/moat.h"
 #include "vmm/bus.h"
+#include "vmm/console.h"
 #include "vmm/gmem.h"
 #include "vmm/kvm.h"
 #include "vmm/virtio_mmio_kvm.h"
@@ -76,10 +77,8 @@ struct moat_vm {
     struct boot_info boot;
     char *cmdline;                /* as given to the guest */
 
-    int console_in, console_out;
-    uint64_t console_limit;       /* bytes the UART may still write; 0: no limit */
-    uint64_t console_written;     /* console output bytes so far (vCPU thread) */
-    bool console_capped;
+    int console_in;
+    struct console_out con;       /* UART output: buffer and writer thread (vmm/console.h) */
     uint32_t flags;
     int kick_signal;
     pthread_t console_thread;

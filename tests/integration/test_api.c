@@ -9,6 +9,7 @@
 #include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "include/moat.h"
@@ -390,6 +392,131 @@ static char *counter_snapshot(const char *dir)
     close(in[1]);
     return prefix;
 }
+
+/* One libmoat call on a helper thread, so that a call that never returns
+ * fails the test instead of hanging it. */
+enum timed_op { OP_PAUSE, OP_SNAPSHOT, OP_RESUME, OP_STOP, OP_DESTROY };
+struct timed_call {
+    struct moat_vm *vm;
+    enum timed_op op;
+    const char *state, *mem;
+    int r;
+    _Atomic bool done;
+};
+
+static void *timed_call_thread(void *arg)
+{
+    struct timed_call *c = arg;
+    switch (c->op) {
+    case OP_PAUSE: c->r = moat_pause(c->vm); break;
+    case OP_SNAPSHOT: c->r = moat_snapshot(c->vm, c->state, c->mem); break;
+    case OP_RESUME: c->r = moat_resume(c->vm); break;
+    case OP_STOP: c->r = moat_stop(c->vm); break;
+    case OP_DESTROY: moat_destroy(c->vm); c->r = 0; break;
+    }
+    atomic_store(&c->done, true);
+    return NULL;
+}
+
+static const char *const timed_op_name[] = { "moat_pause", "moat_snapshot", "moat_resume", "moat_stop",
+                                             "moat_destroy" };
+
+/* Run op; fail if it has not returned after give_up_ms; returns its time in
+ * ms and its result in *r. */
+static unsigned timed(struct moat_vm *vm, enum timed_op op, const struct snapfiles *f, int give_up_ms, int *r)
+{
+    static struct timed_call c;   /* outlives a call that never returns */
+    c = (struct timed_call){ .vm = vm, .op = op, .state = f ? f->state : NULL, .mem = f ? f->mem : NULL };
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, timed_call_thread, &c), 0);
+    for (int waited = 0; !atomic_load(&c.done); waited++) {
+        if (waited >= give_up_ms)
+            ck_abort_msg("%s did not return in %d ms: a vCPU is stuck writing the console", timed_op_name[op],
+                         give_up_ms);
+        usleep(1000);
+    }
+    pthread_join(th, NULL);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *r = c.r;
+    return (unsigned)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000);
+}
+
+/* A console reader that never reads. The guest fills the pipe, then keeps
+ * printing into moat's buffer; pause, snapshot, resume and stop still
+ * return within 100 ms, and destroy soon after. (Before console output went
+ * through a buffer and a writer thread, the vCPU blocked in write(2) under
+ * the UART lock with its kick signal blocked, and moat_pause never
+ * returned.) */
+START_TEST(stalled_console_reader_blocks_nothing)
+{
+    char dir[] = "/tmp/moat-con-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    struct snapfiles f;
+    snap_names(&f, dir, 1);
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    ck_assert_int_ge(fcntl(p[1], F_SETPIPE_SZ, 4096), 4096);
+    struct moat_config cfg;
+    moat_config_init(&cfg);
+    cfg.kernel = guest("counter");
+    cfg.cmdline = "spin=50";
+    cfg.mem_mib = 64;
+    cfg.console_out = p[1];
+    struct moat_vm *vm = NULL;
+    struct moat_error err;
+    ck_assert_msg(moat_create(&cfg, &vm, &err) == 0, "moat_create: %s", err.msg);
+    ck_assert_int_eq(moat_start(vm), 0);
+    /* Until the pipe is full: what it holds has stopped growing for 500 ms
+     * (the guest goes on printing into moat's buffer). */
+    int last = -1, same_ms = 0;
+    for (int waited = 0; same_ms < 500; waited += 10) {
+        int n = 0;
+        ck_assert_int_eq(ioctl(p[0], FIONREAD, &n), 0);
+        same_ms = n > 0 && n == last ? same_ms + 10 : 0;
+        last = n;
+        ck_assert_msg(waited < 30000 * slow(), "the guest did not fill the console pipe (%d bytes in it)", n);
+        usleep(10000);
+    }
+    struct moat_console_info ci = { .size = sizeof ci };
+    ck_assert_int_eq(moat_get_console(vm, &ci), 0);
+    ck_assert_msg(ci.queued > 0, "nothing queued behind the full pipe (written %llu)", (unsigned long long)ci.written);
+    usleep(100000);
+    int r;
+    const unsigned limit = 100u * (unsigned)slow();
+    unsigned ms = timed(vm, OP_PAUSE, NULL, 5000 * slow(), &r);
+    ck_assert_int_eq(r, 0);
+    ck_assert_msg(ms < limit, "moat_pause took %u ms", ms);
+    ms = timed(vm, OP_SNAPSHOT, &f, 5000 * slow(), &r);
+    ck_assert_int_eq(r, 0);
+    ck_assert_msg(ms < limit, "moat_snapshot took %u ms", ms);
+    ms = timed(vm, OP_RESUME, NULL, 5000 * slow(), &r);
+    ck_assert_int_eq(r, 0);
+    ck_assert_msg(ms < limit, "moat_resume took %u ms", ms);
+    ms = timed(vm, OP_STOP, NULL, 5000 * slow(), &r);
+    ck_assert_int_eq(r, 0);
+    ck_assert_msg(ms < limit, "moat_stop took %u ms", ms);
+    struct moat_exit ex;
+    ck_assert_int_eq(moat_wait(vm, 5000 * slow(), &ex), 0);
+    ck_assert_int_eq(ex.reason, MOAT_EXIT_STOPPED);
+    ck_assert_int_eq(moat_get_console(vm, &ci), 0);
+    ck_assert_uint_gt(ci.written, 0);      /* the pipe's worth, no more */
+    ck_assert_uint_le(ci.written, 4096);
+    ck_assert_msg(ci.queued + ci.dropped > 0, "written %llu queued %llu dropped %llu", (unsigned long long)ci.written, (unsigned long long)ci.queued, (unsigned long long)ci.dropped);
+    ck_assert_uint_eq(ci.buffer_size, 1u << 20);
+    ck_assert(!ci.failed);
+    ms = timed(vm, OP_DESTROY, NULL, 5000 * slow(), &r);
+    ck_assert_msg(ms < 1000u * (unsigned)slow(), "moat_destroy took %u ms", ms);
+    /* What did get through is the start of the count. */
+    char head[8] = { 0 };
+    ck_assert_int_eq(read(p[0], head, 7), 7);
+    ck_assert_str_eq(head, "tick 0\n");
+    close(p[0]);
+    close(p[1]);
+    rm_tree(dir);
+}
+END_TEST
 
 /* Snapshot, restore, run, snapshot again — three deep; the concatenated
  * console output is one unbroken count and the final count matches. */
@@ -1266,6 +1393,7 @@ int main(void)
         tcase_set_timeout(kvm, 120 * slow());
         tcase_add_test(kvm, two_vms_in_one_process);
         tcase_add_test(kvm, console_limit_caps_output);
+        tcase_add_test(kvm, stalled_console_reader_blocks_nothing);
         tcase_add_test(kvm, stop_a_spinning_guest_and_exit_fd);
         tcase_add_test(kvm, destroy_without_start);
         tcase_add_test(kvm, file_transfer_without_vsock);
@@ -1280,7 +1408,7 @@ int main(void)
         tcase_add_test(kvm, fork_with_overlays);
         suite_add_tcase(s, kvm);
     } else {
-        printf("SKIPPED: api: %s — 14 KVM tests not run\n", hi.reason);
+        printf("SKIPPED: api: %s — 15 KVM tests not run\n", hi.reason);
         if (require_kvm()) {
             printf("FAILED: api: MOAT_REQUIRE_KVM is set\n");
             return EXIT_FAILURE;
