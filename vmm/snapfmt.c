@@ -1,5 +1,7 @@
 #include "vmm/snapfmt.h"
 
+#include "boot/boot.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -295,5 +297,53 @@ int snap_vsock_decode(const uint8_t *data, uint64_t len, uint64_t *guest_cid, ch
     memcpy(path, data + sizeof v, v.path_len);
     path[v.path_len] = 0;
     *guest_cid = v.guest_cid;
+    return 0;
+}
+
+/* ---- fixed sections ---- */
+
+int snap_meta_check(const struct snap_meta *m, unsigned max_cpus, const char **why)
+{
+    if (m->ncpus < 1 || m->ncpus > max_cpus)
+        return fail(why, "metadata: vCPU count out of range", -EINVAL);
+    if (m->mem_size < (2u << 20) || m->mem_size > (1ull << 40))
+        return fail(why, "metadata: memory size out of range (2 MiB .. 1 TiB)", -EINVAL);
+    if (m->mem_size % 4096 != 0)
+        return fail(why, "metadata: memory size not a multiple of 4 KiB", -EINVAL);
+    if (m->boot_kind < BOOT_LINUX_BZIMAGE || m->boot_kind > BOOT_ELF)
+        return fail(why, "metadata: unknown boot kind", -EINVAL);
+    if (m->flags & ~(SNAP_META_PVM | SNAP_META_DIRTY_LOG))
+        return fail(why, "metadata: unknown flags", -EINVAL);
+    if (m->guest_status < -1 || m->guest_status > 255)
+        return fail(why, "metadata: guest status out of range (-1 .. 255)", -EINVAL);
+    return 0;
+}
+
+int snap_serial_check(const struct snap_serial *s, const char **why)
+{
+    if (s->rx_len > sizeof s->rx || s->rx_head >= sizeof s->rx)
+        return fail(why, "UART: receive FIFO position out of range", -EINVAL);
+    if (s->ier & 0xf0)
+        return fail(why, "UART: IER bits 7:4 set", -EINVAL);
+    if (s->mcr & 0xe0)
+        return fail(why, "UART: MCR bits 7:5 set", -EINVAL);
+    /* IIR: an interrupt ID the model produces (none, modem status, THR
+     * empty, data, line status), the FIFO bits both set or both clear, bits
+     * 5:4 clear. */
+    uint8_t id = s->iir & 0x0f, fifo = s->iir & 0xc0;
+    if ((s->iir & 0x30) || (fifo != 0 && fifo != 0xc0) ||
+        (id != 0x01 && id != 0x00 && id != 0x02 && id != 0x04 && id != 0x06))
+        return fail(why, "UART: IIR not a state the UART can be in", -EINVAL);
+    if (s->thr_ipending > 1 || s->irq_level > 1)
+        return fail(why, "UART: a flag byte other than 0 or 1", -EINVAL);
+    if (s->pad[0] || s->pad[1])
+        return fail(why, "UART: padding not zero", -EINVAL);
+    return 0;
+}
+
+int snap_moatdev_check(const struct snap_moatdev *m, const char **why)
+{
+    if (m->pad)
+        return fail(why, "control device: padding not zero", -EINVAL);
     return 0;
 }

@@ -117,6 +117,13 @@ long snap_vsock_encode(uint8_t *buf, size_t cap, uint64_t guest_cid, const char 
 int snap_vsock_decode(const uint8_t *data, uint64_t len, uint64_t *guest_cid, char *path,
                       size_t path_cap, const char **why);
 
+/* The fixed-size sections a restore reads, checked field by field before
+ * any is used (restore validates everything it reads): 0, or -EINVAL with
+ * *why naming the field. max_cpus: the most vCPUs this build allows. */
+int snap_meta_check(const struct snap_meta *m, unsigned max_cpus, const char **why);
+int snap_serial_check(const struct snap_serial *s, const char **why);
+int snap_moatdev_check(const struct snap_moatdev *m, const char **why);
+
 /* Building a state file. Errors are sticky: snapw_finish reports them. */
 struct snap_writer {
     uint8_t *buf;

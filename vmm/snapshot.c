@@ -485,8 +485,9 @@ static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs,
 
     struct snap_serial ss;
     SECTION(SNAP_DEV_SERIAL, 0, struct snap_serial, &ss);
-    if (ss.rx_len > SERIAL_FIFO || ss.rx_head >= SERIAL_FIFO)
-        return seterr(err, 1, -EINVAL, "state file: bad UART FIFO state");
+    const char *why = NULL;
+    if (snap_serial_check(&ss, &why) < 0)
+        return seterr(err, 1, -EINVAL, "state file: %s", why);
     struct serial *s = &vm->uart;
     pthread_mutex_lock(&s->lock);
     s->ier = ss.ier; s->iir = ss.iir; s->lcr = ss.lcr; s->mcr = ss.mcr; s->lsr = ss.lsr;
@@ -500,6 +501,8 @@ static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs,
 
     struct snap_moatdev md;
     SECTION(SNAP_DEV_MOATDEV, 0, struct snap_moatdev, &md);
+    if (snap_moatdev_check(&md, &why) < 0)
+        return seterr(err, 1, -EINVAL, "state file: %s", why);
     pthread_mutex_lock(&vm->ctl.lock);
     vm->ctl.pio_scratch = md.pio_scratch;
     vm->ctl.mmio_scratch = md.mmio_scratch;
@@ -735,10 +738,8 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
         goto out;
     }
     memcpy(&meta, ms->data, sizeof(meta));
-    if (meta.ncpus < 1 || meta.ncpus > LAYOUT_MAX_CPUS || meta.mem_size < (2u << 20) ||
-        meta.mem_size > (1ull << 40) || meta.mem_size % PAGE != 0 ||
-        meta.guest_status < -1 || meta.guest_status > 255) {
-        r = seterr(err, 1, -EINVAL, "state file %s: metadata out of range", rc.state_path);
+    if ((r = snap_meta_check(&meta, LAYOUT_MAX_CPUS, &why)) < 0) {
+        seterr(err, 1, r, "state file %s: %s", rc.state_path, why);
         goto out;
     }
     if ((r = snapdiff_chain_open(&chain, rc.state_path, rc.mem_path, secs, nsecs, meta.mem_size, err)) < 0)

@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "include/moat.h"
 #include "tests/guests/expect.h"
 #include "tests/integration/host_probe.h"
@@ -633,6 +635,35 @@ END_TEST
 
 /* Bad snapshot files: flipped bits (a sample through the file), truncation,
  * a memory file of the wrong size — each a clean error before any guest runs. */
+/* In a state file image: the data of section (type, index), or NULL.
+ * (Header 64 bytes; each section: u32 type, u32 index, u64 length, data
+ * padded to 8; docs/snapshot-format.md.) */
+static uint8_t *state_section(uint8_t *buf, size_t len, uint32_t type, uint32_t index, uint64_t *slen)
+{
+    for (size_t off = 64; off + 16 <= len;) {
+        uint32_t t, i;
+        uint64_t l;
+        memcpy(&t, buf + off, 4);
+        memcpy(&i, buf + off + 4, 4);
+        memcpy(&l, buf + off + 8, 8);
+        if (t == type && i == index) {
+            *slen = l;
+            return buf + off + 16;
+        }
+        off += 16 + ((l + 7) & ~7ull);
+    }
+    return NULL;
+}
+
+/* Recompute the state file's checksum (XXH3-64 with its field zeroed), as
+ * someone forging a snapshot would. */
+static void state_reseal(uint8_t *buf, size_t len)
+{
+    memset(buf + 24, 0, 8);
+    uint64_t sum = XXH3_64bits(buf, len);
+    memcpy(buf + 24, &sum, 8);
+}
+
 START_TEST(bad_snapshot_files)
 {
     char dir[] = "/tmp/moat-bad-XXXXXX";
@@ -668,6 +699,42 @@ START_TEST(bad_snapshot_files)
         ck_assert_uint_eq(fwrite(buf, 1, l, fp), l);
         fclose(fp);
         ck_assert_int_lt(moat_restore(&rc, &vm, &err), 0);
+    }
+    /* Forged files (checksum recomputed): every field restore reads is
+     * checked. Before, a boot kind of 99 or a UART IER of 0xff restored. */
+    struct { uint32_t type; size_t off; uint8_t val; const char *why; } forged[] = {
+        { 1, 12, 99, "boot kind" },           /* snap_meta.boot_kind */
+        { 1, 16, 0x80, "flags" },             /* snap_meta.flags */
+        { 1, 8, 0, "vCPU count" },            /* snap_meta.ncpus */
+        { 80, 0, 0xff, "IER" },               /* snap_serial.ier */
+        { 80, 1, 0x0e, "IIR" },               /* snap_serial.iir */
+        { 80, 11, 2, "flag byte" },           /* snap_serial.irq_level */
+        { 80, 12, 65, "FIFO" },               /* snap_serial.rx_len */
+        { 81, 4, 1, "padding" },              /* snap_moatdev.pad */
+    };
+    for (size_t k = 0; k < sizeof forged / sizeof forged[0]; k++) {
+        static uint8_t copy[1 << 20];
+        memcpy(copy, buf, len);
+        uint64_t slen = 0;
+        uint8_t *sec = state_section(copy, len, forged[k].type, 0, &slen);
+        ck_assert_ptr_nonnull(sec);
+        ck_assert_uint_gt(slen, forged[k].off);
+        sec[forged[k].off] = forged[k].val;
+        state_reseal(copy, len);
+        fp = fopen(bad.state, "wb");
+        ck_assert_uint_eq(fwrite(copy, 1, len, fp), len);
+        fclose(fp);
+        vm = NULL;
+        ck_assert_msg(moat_restore(&rc, &vm, &err) == -EINVAL, "forged %s: restored", forged[k].why);
+        ck_assert(err.is_config);
+        ck_assert_msg(strstr(err.msg, forged[k].why) != NULL, "forged %s: '%s'", forged[k].why, err.msg);
+    }
+    /* The reseal itself is right: the unchanged copy, resealed, restores. */
+    {
+        static uint8_t copy[1 << 20];
+        memcpy(copy, buf, len);
+        state_reseal(copy, len);
+        ck_assert(memcmp(copy, buf, len) == 0);
     }
     /* memory file one page short */
     char shortmem[300];

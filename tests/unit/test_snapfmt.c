@@ -205,6 +205,84 @@ START_TEST(vsock_section)
 }
 END_TEST
 
+/* The fixed sections a restore reads: a good one passes, and each field
+ * out of its range is refused with a reason naming it. */
+START_TEST(meta_fields_checked)
+{
+    const struct snap_meta good = { .mem_size = 64 << 20, .ncpus = 2, .boot_kind = 4, .flags = 3,
+                                    .guest_status = -1 };
+    const char *why = NULL;
+    ck_assert_int_eq(snap_meta_check(&good, 64, &why), 0);
+    struct { const char *what; struct snap_meta m; const char *why; } bad[] = {
+        { "0 vCPUs", good, "vCPU count" },
+        { "65 vCPUs", good, "vCPU count" },
+        { "1 MiB", good, "memory size" },
+        { "2 TiB", good, "memory size" },
+        { "unaligned", good, "multiple of 4 KiB" },
+        { "boot kind 0", good, "boot kind" },
+        { "boot kind 5", good, "boot kind" },
+        { "boot kind huge", good, "boot kind" },
+        { "flag 4", good, "flags" },
+        { "status 256", good, "guest status" },
+        { "status -2", good, "guest status" },
+    };
+    bad[0].m.ncpus = 0;
+    bad[1].m.ncpus = 65;
+    bad[2].m.mem_size = 1 << 20;
+    bad[3].m.mem_size = 2ull << 40;
+    bad[4].m.mem_size = (64 << 20) + 512;
+    bad[5].m.boot_kind = 0;
+    bad[6].m.boot_kind = 5;
+    bad[7].m.boot_kind = 0xffffffffu;
+    bad[8].m.flags = 4;
+    bad[9].m.guest_status = 256;
+    bad[10].m.guest_status = -2;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why = NULL;
+        ck_assert_msg(snap_meta_check(&bad[i].m, 64, &why) == -EINVAL, "%s accepted", bad[i].what);
+        ck_assert_msg(why && strstr(why, bad[i].why), "%s: '%s'", bad[i].what, why ? why : "(none)");
+    }
+}
+END_TEST
+
+START_TEST(serial_and_moatdev_fields_checked)
+{
+    const struct snap_serial good = { .ier = 0x0f, .iir = 0x02, .mcr = 0x1f, .lsr = 0x60, .thr_ipending = 1,
+                                      .irq_level = 1, .rx_len = 64, .rx_head = 63 };
+    const char *why = NULL;
+    ck_assert_int_eq(snap_serial_check(&good, &why), 0);
+    struct snap_serial fifo_iir = good;
+    fifo_iir.iir = 0xc1;
+    ck_assert_int_eq(snap_serial_check(&fifo_iir, &why), 0);
+    struct { const char *what; struct snap_serial s; const char *why; } bad[] = {
+        { "rx_len 65", good, "FIFO" }, { "rx_head 64", good, "FIFO" }, { "ier 0x10", good, "IER" },
+        { "mcr 0x20", good, "MCR" }, { "iir id 0x08", good, "IIR" }, { "iir 0x40", good, "IIR" },
+        { "iir 0x12", good, "IIR" }, { "thr_ipending 2", good, "flag byte" }, { "irq_level 7", good, "flag byte" },
+        { "pad", good, "padding" },
+    };
+    bad[0].s.rx_len = 65;
+    bad[1].s.rx_head = 64;
+    bad[2].s.ier = 0x10;
+    bad[3].s.mcr = 0x20;
+    bad[4].s.iir = 0x08;
+    bad[5].s.iir = 0x41;
+    bad[6].s.iir = 0x12;
+    bad[7].s.thr_ipending = 2;
+    bad[8].s.irq_level = 7;
+    bad[9].s.pad[1] = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why = NULL;
+        ck_assert_msg(snap_serial_check(&bad[i].s, &why) == -EINVAL, "%s accepted", bad[i].what);
+        ck_assert_msg(why && strstr(why, bad[i].why), "%s: '%s'", bad[i].what, why ? why : "(none)");
+    }
+    struct snap_moatdev md = { .pio_scratch = 0xffffffffu, .mmio_scratch = ~0ull };
+    ck_assert_int_eq(snap_moatdev_check(&md, &why), 0);
+    md.pad = 1;
+    ck_assert_int_eq(snap_moatdev_check(&md, &why), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "padding"));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("snapfmt");
@@ -216,6 +294,8 @@ int main(void)
     tcase_add_test(tc, wrong_version_and_framing);
     tcase_add_test(tc, size_cap);
     tcase_add_test(tc, vsock_section);
+    tcase_add_test(tc, meta_fields_checked);
+    tcase_add_test(tc, serial_and_moatdev_fields_checked);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
