@@ -147,7 +147,8 @@ int moat_exit_fd(const struct moat_vm *vm);
  * "[moat: N bytes of console output dropped]" line and logged at
  * moat_destroy. moat_wait, once the VM has stopped, and moat_destroy wait
  * for the buffer to empty while the reader keeps reading (giving up after
- * 200 ms in which it took nothing). A console_out fd keeps its own flags:
+ * 200 ms in which it took nothing); moat_pause waits up to 20 ms for the
+ * output from before the pause. A console_out fd keeps its own flags:
  * pipes and terminals are written through a non-blocking description of
  * moat's own, sockets with MSG_DONTWAIT. */
 struct moat_console_info {

@@ -287,6 +287,23 @@ int console_drain(struct console_out *c, int idle_ms)
     return r;
 }
 
+int console_flush(struct console_out *c, int ms)
+{
+    if (c->fd < 0)
+        return 0;
+    pthread_mutex_lock(&c->lock);
+    uint64_t target = c->enq;
+    struct timespec t = deadline_ms(ms);
+    int r = 0;
+    while (c->started && c->deq < target && !c->stalled)
+        if (pthread_cond_timedwait(&c->cond, &c->lock, &t) == ETIMEDOUT)
+            break;
+    if (c->deq < target)
+        r = -ETIMEDOUT;
+    pthread_mutex_unlock(&c->lock);
+    return r;
+}
+
 void console_stop(struct console_out *c, int idle_ms)
 {
     if (c->fd < 0)

@@ -33,6 +33,8 @@
 #define CONSOLE_BUF_DEFAULT (1u << 20)
 /* How long moat_wait/moat_destroy wait for a reader that takes nothing. */
 #define CONSOLE_IDLE_MS 200
+/* How long moat_pause waits for output from before the pause. */
+#define CONSOLE_PAUSE_FLUSH_MS 20
 
 struct console_out {
     pthread_mutex_t lock;
@@ -69,6 +71,11 @@ void console_put(struct console_out *c, uint8_t byte);
  * reader has made progress since). Returns 0, or -ETIMEDOUT when bytes are
  * left. */
 int console_drain(struct console_out *c, int idle_ms);
+/* Wait at most ms in all for what is queued now to be written, without
+ * judging the reader (a later drain waits as usual): what moat_pause does,
+ * so that output from before a pause has reached the fd when it returns.
+ * 0 or -ETIMEDOUT. */
+int console_flush(struct console_out *c, int ms);
 /* Drain (idle_ms as above), stop and join the writer; whatever is left is
  * counted as dropped. Safe to call twice. */
 void console_stop(struct console_out *c, int idle_ms);

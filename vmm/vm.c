@@ -316,6 +316,10 @@ int moat_pause(struct moat_vm *vm)
     if (r == 0)
         for (unsigned i = 0; i < vm->nvdev; i++)
             virtio_mmio_kvm_stop(vm->vdev[i]);
+    /* And the console's output from before the pause reaches its fd (a
+     * reader that is not reading costs the pause at most this long). */
+    if (r == 0)
+        console_flush(&vm->con, CONSOLE_PAUSE_FLUSH_MS);
     return r;
 }
 

@@ -273,6 +273,37 @@ START_TEST(bad_size)
 }
 END_TEST
 
+/* console_flush (moat_pause's): bounded in all, and it does not mark the
+ * reader as stalled, so a later drain still waits for it. */
+START_TEST(flush_is_bounded_and_judges_nobody)
+{
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    ck_assert_int_ge(fcntl(p[1], F_SETPIPE_SZ, 4096), 4096);
+    struct console_out c;
+    ck_assert_int_eq(console_init(&c, p[1], 65536, 0), 0);
+    ck_assert_int_eq(console_start(&c), 0);
+    put_str(&c, "ok");
+    ck_assert_int_eq(console_flush(&c, 2000), 0);
+    char b[3] = { 0 };
+    ck_assert_uint_eq(read_all(p[0], b, 2), 2);
+    ck_assert_str_eq(b, "ok");
+    for (int i = 0; i < 20000; i++)
+        console_put(&c, 'f');
+    uint64_t t0 = now_ms();
+    ck_assert_int_eq(console_flush(&c, 20), -ETIMEDOUT);
+    uint64_t ms = now_ms() - t0;
+    ck_assert_msg(ms >= 15 && ms < 500, "flush took %llu ms", (unsigned long long)ms);
+    ck_assert(!c.stalled);
+    t0 = now_ms();
+    ck_assert_int_eq(console_drain(&c, 100), -ETIMEDOUT);   /* waits its full idle time */
+    ck_assert_uint_ge(now_ms() - t0, 90);
+    console_destroy(&c);
+    close(p[0]);
+    close(p[1]);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("console");
@@ -286,6 +317,7 @@ static Suite *suite(void)
     tcase_add_test(tc, socket_full_does_not_block);
     tcase_add_test(tc, no_fd_discards);
     tcase_add_test(tc, bad_size);
+    tcase_add_test(tc, flush_is_bounded_and_judges_nobody);
     suite_add_tcase(s, tc);
     return s;
 }
