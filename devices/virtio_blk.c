@@ -390,7 +390,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
         io->op = r.type == BLK_REQ_IN ? BLK_IO_READ : BLK_IO_WRITE;
         io->iov = s->iov;
         io->niov = r.ndata;
-        io->off = r.sector * VIRTIO_BLK_SECTOR;
+        io->off = r.offset;   /* checked by the parser */
         if (r.type == BLK_REQ_IN)
             s->written = r.data_len + 1;
         if (b->dfd >= 0 && !direct_ok(b, io->iov, io->niov, io->off)) {
@@ -419,8 +419,8 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
     case BLK_REQ_WRITE_ZEROES:
         io->op = r.type == BLK_REQ_DISCARD || (s->range.flags & VIRTIO_BLK_WZ_F_UNMAP)
                      ? BLK_IO_PUNCH : BLK_IO_ZERO;
-        io->off = s->range.sector * VIRTIO_BLK_SECTOR;
-        io->len = (uint64_t)s->range.num_sectors * VIRTIO_BLK_SECTOR;
+        io->off = s->range.offset;   /* checked by the parser */
+        io->len = s->range.len;
         break;
     default:
         set_status(b, r.status_gpa, VIRTIO_BLK_S_UNSUPP);

@@ -85,10 +85,15 @@ static int fail(struct blk_req *r, enum blk_req_err e, uint8_t status)
     return -EINVAL;
 }
 
-/* Is [sector, sector + nsec) within capacity (no overflow)? */
+/* Is [sector, sector + nsec) within capacity, and its end in bytes a file
+ * offset (<= INT64_MAX, so offset and length computed in bytes cannot
+ * overflow whatever capacity the device was given)? */
 static bool in_capacity(uint64_t cap, uint64_t sector, uint64_t nsec)
 {
-    return sector <= cap && nsec <= cap - sector;
+    uint64_t end_bytes;
+    return sector <= cap && nsec <= cap - sector &&
+           !__builtin_mul_overflow(sector + nsec, (uint64_t)VIRTIO_BLK_SECTOR, &end_bytes) &&
+           end_bytes <= (uint64_t)INT64_MAX;
 }
 
 static int parse_ranges(const struct gmem *m, const struct virtq_chain *c,
@@ -112,7 +117,7 @@ static int parse_ranges(const struct gmem *m, const struct virtq_chain *c,
             return fail(r, BLK_E_FAULT, VIRTIO_BLK_S_IOERR);
         uint64_t sec; uint32_t num, flags;
         memcpy(&sec, raw, 8); memcpy(&num, raw + 8, 4); memcpy(&flags, raw + 12, 4);
-        struct blk_range g = { le64toh(sec), le32toh(num), le32toh(flags) };
+        struct blk_range g = { le64toh(sec), le32toh(num), le32toh(flags), 0, 0 };
         /* Discard: no flags (unmap is only meaningful for write zeroes).
          * Write zeroes: only UNMAP. Otherwise UNSUPP (5.2.6.2). */
         if (g.flags & ~(wz ? VIRTIO_BLK_WZ_F_UNMAP : 0u))
@@ -121,6 +126,8 @@ static int parse_ranges(const struct gmem *m, const struct virtq_chain *c,
             return fail(r, BLK_E_RANGE_SECTORS, VIRTIO_BLK_S_IOERR);
         if (!in_capacity(p->capacity, g.sector, g.num_sectors))
             return fail(r, BLK_E_RANGE, VIRTIO_BLK_S_IOERR);
+        g.offset = g.sector * VIRTIO_BLK_SECTOR;              /* in_capacity: no overflow */
+        g.len = (uint64_t)g.num_sectors * VIRTIO_BLK_SECTOR;
         r->ranges[i] = g;
     }
     r->nranges = n;
@@ -133,6 +140,7 @@ int blk_req_parse(const struct gmem *m, const struct virtq_chain *c,
     r->type = BLK_REQ_UNSUPP;
     r->raw_type = 0;
     r->sector = 0;
+    r->offset = 0;
     r->ndata = 0;
     r->data_len = 0;
     r->nranges = 0;
@@ -177,6 +185,7 @@ int blk_req_parse(const struct gmem *m, const struct virtq_chain *c,
             return fail(r, BLK_E_DATA_LEN, VIRTIO_BLK_S_IOERR);
         if (!in_capacity(p->capacity, r->sector, in_len / VIRTIO_BLK_SECTOR))
             return fail(r, BLK_E_RANGE, VIRTIO_BLK_S_IOERR);
+        r->offset = r->sector * VIRTIO_BLK_SECTOR;   /* in_capacity: no overflow */
         e = slice(wseg, nw, 0, in_len, r->data, r->data_max, &r->ndata);
         if (e < 0)
             return fail(r, BLK_E_TOO_MANY_SEGS, VIRTIO_BLK_S_IOERR);
@@ -194,6 +203,7 @@ int blk_req_parse(const struct gmem *m, const struct virtq_chain *c,
             return fail(r, BLK_E_DATA_LEN, VIRTIO_BLK_S_IOERR);
         if (!in_capacity(p->capacity, r->sector, out_len / VIRTIO_BLK_SECTOR))
             return fail(r, BLK_E_RANGE, VIRTIO_BLK_S_IOERR);
+        r->offset = r->sector * VIRTIO_BLK_SECTOR;   /* in_capacity: no overflow */
         e = slice(c->seg, c->nread, VIRTIO_BLK_HDR_SIZE, out_len, r->data, r->data_max, &r->ndata);
         if (e < 0)
             return fail(r, BLK_E_TOO_MANY_SEGS, VIRTIO_BLK_S_IOERR);

@@ -84,6 +84,7 @@ struct blk_range {
     uint64_t sector;
     uint32_t num_sectors;
     uint32_t flags;
+    uint64_t offset, len;   /* the same in bytes: checked, end <= INT64_MAX */
 };
 
 struct blk_req {
@@ -97,6 +98,7 @@ struct blk_req {
     enum blk_req_type type;
     uint32_t raw_type;
     uint64_t sector;
+    uint64_t offset;        /* IN/OUT: sector in bytes, checked: offset + data_len <= INT64_MAX */
     unsigned ndata;         /* data[0 .. ndata): IN/GET_ID writable, OUT readable */
     uint32_t data_len;      /* bytes in data[]; GET_ID: exactly 20 */
     unsigned nranges;       /* DISCARD / WRITE_ZEROES */

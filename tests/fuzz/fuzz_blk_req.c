@@ -2,7 +2,8 @@
  * 8 KiB guest memory image, disk parameters from the input.
  *
  * Input: [0] flags: bit0 read-only, bit1 discard offered, bit2 write-zeroes
- *            offered
+ *            offered, bit3 capacity UINT64_MAX (offsets that overflow in
+ *            bytes must be refused)
  *        [1..2] capacity in sectors (le16)
  *        [3] number of segments n = v % 17
  *        then n x 5 bytes: le16 offset, le16 length, u8 writable (bit0)
@@ -60,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     m.r[0] = (struct gmem_region){ 0, RAM, ram };
 
     struct blk_params p = {
-        .capacity = (uint64_t)(data[1] | data[2] << 8),
+        .capacity = (data[0] & 8) ? UINT64_MAX : (uint64_t)(data[1] | data[2] << 8),
         .read_only = data[0] & 1,
         .max_discard_seg = (data[0] & 2) ? 4 : 0, .max_discard_sectors = 256,
         .max_write_zeroes_seg = (data[0] & 4) ? 4 : 0, .max_write_zeroes_sectors = 1024,
@@ -94,6 +95,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_ASSERT(r.sector <= p.capacity &&
                         r.data_len / VIRTIO_BLK_SECTOR <= p.capacity - r.sector);
             FUZZ_ASSERT(!(r.type == BLK_REQ_OUT && p.read_only));
+            uint64_t off;
+            FUZZ_ASSERT(!__builtin_mul_overflow(r.sector, (uint64_t)VIRTIO_BLK_SECTOR, &off) && off == r.offset);
+            FUZZ_ASSERT(r.offset <= (uint64_t)INT64_MAX - r.data_len);
         }
         if (r.type == BLK_REQ_GET_ID)
             FUZZ_ASSERT(r.data_len == VIRTIO_BLK_ID_BYTES);
@@ -101,7 +105,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_ASSERT(!p.read_only && r.nranges >= 1);
             for (unsigned i = 0; i < r.nranges; i++)
                 FUZZ_ASSERT(rng[i].num_sectors && rng[i].sector <= p.capacity &&
-                            rng[i].num_sectors <= p.capacity - rng[i].sector);
+                            rng[i].num_sectors <= p.capacity - rng[i].sector &&
+                            rng[i].offset == rng[i].sector * VIRTIO_BLK_SECTOR &&
+                            rng[i].offset / VIRTIO_BLK_SECTOR == rng[i].sector &&
+                            rng[i].len == (uint64_t)rng[i].num_sectors * VIRTIO_BLK_SECTOR &&
+                            rng[i].offset <= (uint64_t)INT64_MAX - rng[i].len);
         }
     }
     free(ram);

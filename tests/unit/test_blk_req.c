@@ -88,6 +88,7 @@ START_TEST(in_ok)
     linux_req(VIRTIO_BLK_T_IN, 8, 1024, true);
     expect_ok(BLK_REQ_IN);
     ck_assert_uint_eq(rq.sector, 8);
+    ck_assert_uint_eq(rq.offset, 8 * 512);
     ck_assert_uint_eq(rq.data_len, 1024);
     ck_assert_uint_eq(rq.ndata, 1);
     ck_assert_uint_eq(dseg[0].gpa, DATA);
@@ -161,6 +162,8 @@ START_TEST(discard_ok)
     ck_assert_uint_eq(rq.nranges, 2);
     ck_assert_uint_eq(rng[1].sector, CAP - 10);
     ck_assert_uint_eq(rng[1].num_sectors, 10);
+    ck_assert_uint_eq(rng[1].offset, (CAP - 10) * 512ull);
+    ck_assert_uint_eq(rng[1].len, 10 * 512);
 }
 END_TEST
 
@@ -321,6 +324,43 @@ START_TEST(err_sector_overflow)
 {
     prm.capacity = UINT64_MAX;
     linux_req(VIRTIO_BLK_T_IN, UINT64_MAX - 1, 1024, true);
+    expect_err(BLK_E_RANGE, VIRTIO_BLK_S_IOERR);
+}
+END_TEST
+
+/* A sector inside a (huge) capacity whose byte offset does not fit: the
+ * parser refuses it, so the device never multiplies unchecked. Before, the
+ * parser accepted it and sector * 512 wrapped. */
+START_TEST(err_sector_bytes_overflow)
+{
+    prm.capacity = UINT64_MAX;
+    linux_req(VIRTIO_BLK_T_IN, 1ull << 56, 512, true);       /* * 512 = 2^65 */
+    expect_err(BLK_E_RANGE, VIRTIO_BLK_S_IOERR);
+}
+END_TEST
+
+START_TEST(err_out_offset_past_int64)
+{
+    prm.capacity = UINT64_MAX;
+    linux_req(VIRTIO_BLK_T_OUT, INT64_MAX / 512, 512, false);  /* end just past INT64_MAX */
+    expect_err(BLK_E_RANGE, VIRTIO_BLK_S_IOERR);
+}
+END_TEST
+
+START_TEST(largest_offset_ok)
+{
+    prm.capacity = UINT64_MAX;
+    linux_req(VIRTIO_BLK_T_IN, INT64_MAX / 512 - 1, 512, true);   /* ends at the last whole sector */
+    expect_ok(BLK_REQ_IN);
+    ck_assert_uint_eq(rq.offset, (uint64_t)(INT64_MAX / 512 - 1) * 512);
+}
+END_TEST
+
+START_TEST(err_discard_bytes_overflow)
+{
+    prm.capacity = UINT64_MAX;
+    range_at(DATA, 1ull << 56, 4, 0);
+    linux_req(VIRTIO_BLK_T_DISCARD, 0, 16, false);
     expect_err(BLK_E_RANGE, VIRTIO_BLK_S_IOERR);
 }
 END_TEST
@@ -519,6 +559,10 @@ int main(void)
     tcase_add_test(tc, err_in_len_not_sector_multiple);
     tcase_add_test(tc, err_out_len_not_sector_multiple);
     tcase_add_test(tc, err_in_beyond_capacity);
+    tcase_add_test(tc, err_sector_bytes_overflow);
+    tcase_add_test(tc, err_out_offset_past_int64);
+    tcase_add_test(tc, largest_offset_ok);
+    tcase_add_test(tc, err_discard_bytes_overflow);
     tcase_add_test(tc, err_out_sector_past_end);
     tcase_add_test(tc, err_sector_overflow);
     tcase_add_test(tc, err_in_with_readable_data);
