@@ -100,13 +100,14 @@ struct vsock_dev {
     bool rx_have;
     uint8_t buf[VSOCK_HDR_SIZE + VSOCK_MAX_PKT_LEN];
     struct ratelimit rl;
-    _Atomic uint64_t st_acc, st_hconn, st_gconn, st_bad, st_rst, st_rx, st_tx;
+    _Atomic uint64_t st_acc, st_refused, st_hconn, st_gconn, st_bad, st_rst, st_rx, st_tx;
     _Atomic unsigned st_conns;
 };
 
 void vsock_get_stats(struct vsock_dev *v, struct vsock_stats *s)
 {
     s->host_accepted = atomic_load(&v->st_acc);
+    s->host_refused = atomic_load(&v->st_refused);
     s->host_connected = atomic_load(&v->st_hconn);
     s->guest_connected = atomic_load(&v->st_gconn);
     s->bad_pkts = atomic_load(&v->st_bad);
@@ -174,7 +175,11 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
     }
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     memcpy(sa.sun_path, v->path, strlen(v->path) + 1);
-    if (bind(v->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+    /* The socket reaches the guest agent, which runs commands as root in
+     * the guest: owner only, set before listen() so that no one connects
+     * while the mode is still the umask's; and each client's uid is checked
+     * on accept (host_accept) as the control socket's is. */
+    if (bind(v->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(v->path, 0600) < 0 ||
         listen(v->listen_fd, 128) < 0) {
         r = -errno;
         snprintf(why, wlen, "vsock: %s: %s", v->path, strerror(errno));
@@ -799,12 +804,28 @@ static void host_client(struct vsock_dev *v, int fd)
     c->deadline_ns = now_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
 }
 
+/* Only moat's own user (or root) may use the socket. */
+static bool peer_allowed(int fd)
+{
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cl == sizeof cr &&
+           (cr.uid == geteuid() || cr.uid == 0);
+}
+
 static void host_accept(struct vsock_dev *v)
 {
     for (;;) {
         int fd = accept4(v->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
+        if (!peer_allowed(fd)) {
+            atomic_fetch_add(&v->st_refused, 1);
+            if (ratelimit_ok(&v->rl))
+                log_warn("%s: refusing a host client of another user", v->name);
+            close(fd);
+            continue;
+        }
         host_client(v, fd);
     }
 }

@@ -65,6 +65,7 @@ extern const struct virtio_dev_ops vsock_ops;
 
 struct vsock_stats {
     uint64_t host_accepted;     /* host clients accepted on uds_path */
+    uint64_t host_refused;      /* clients of another uid, closed at once */
     uint64_t host_connected;    /* of those: OK sent */
     uint64_t guest_connected;   /* guest connections to <uds>_<port> made */
     uint64_t bad_pkts;          /* malformed packets from the guest */

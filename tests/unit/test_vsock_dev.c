@@ -3,6 +3,8 @@
  * host side: Firecracker's hybrid-vsock handshake byte for byte, guest-
  * initiated connections to <uds>_<port>, timeouts, resets, credit. */
 #include <check.h>
+#include <sys/wait.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -575,6 +577,54 @@ START_TEST(restored_reset_unacknowledged)
 }
 END_TEST
 
+/* The socket gives root in the guest (through the agent): it is created
+ * 0600 whatever the umask, and a client of another uid is closed at once
+ * even where the mode would let it connect. (Before, the mode came from
+ * the umask and any local user could connect.) */
+START_TEST(socket_owner_only)
+{
+    struct stat st;
+    ck_assert_int_eq(stat(R.path, &st), 0);
+    ck_assert_msg((st.st_mode & 0777) == 0600, "socket mode %o", st.st_mode & 0777);
+    if (geteuid() != 0) {
+        printf("SKIPPED: vsock socket_owner_only: the other-uid client needs root to setuid\n");
+        return;
+    }
+    ck_assert_int_eq(chmod(R.path, 0666), 0);   /* only the uid check is left */
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (setgid(65534) < 0 || setuid(65534) < 0)
+            _exit(10);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", R.path);
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+            _exit(11);
+        struct timeval tv = { 3, 0 };
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        if (send(fd, "CONNECT 52\n", 11, MSG_NOSIGNAL) < 0) { /* a closed peer: fine */ }
+        char c;
+        ssize_t n = read(fd, &c, 1);
+        _exit(n == 0 || (n < 0 && errno == ECONNRESET) ? 0 : 12);   /* closed, no OK */
+    }
+    int status;
+    ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+    ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "other-uid client: status %d", status);
+    struct vsock_hdr h;
+    ck_assert_int_eq(rx_next(&h, NULL, 300), 0);   /* the guest heard nothing */
+    struct vsock_stats vs;
+    vsock_get_stats(R.dev, &vs);
+    ck_assert_uint_eq(vs.host_refused, 1);
+    ck_assert_uint_eq(vs.host_accepted, 0);
+    /* Our own uid still gets through. */
+    struct vsock_hdr req;
+    int fd = host_connect("CONNECT 52\n", &req);
+    ck_assert_uint_eq(req.dst_port, 52);
+    close(fd);
+}
+END_TEST
+
 START_TEST(create_rejects_bad_options)
 {
     struct vsock_dev *d = (void *)1;
@@ -611,6 +661,7 @@ int main(void)
     tcase_add_test(tc, stop_and_restart_keep_connections);
     tcase_add_test(tc, restored_reset_gate_internal);
     tcase_add_test(tc, restored_reset_unacknowledged);
+    tcase_add_test(tc, socket_owner_only);
     suite_add_tcase(s, tc);
     TCase *t2 = tcase_create("create");
     tcase_add_test(t2, create_rejects_bad_options);
