@@ -96,8 +96,9 @@ static enum vhu_payload payload_kind(uint32_t req)
     switch (req) {
     case VHU_GET_FEATURES: case VHU_SET_OWNER: case VHU_RESET_OWNER:
     case VHU_GET_PROTOCOL_FEATURES: case VHU_GET_QUEUE_NUM: case VHU_RESET_DEVICE:
+    case VHU_GET_STATUS:
         return VHU_P_NONE;
-    case VHU_SET_FEATURES: case VHU_SET_PROTOCOL_FEATURES:
+    case VHU_SET_FEATURES: case VHU_SET_PROTOCOL_FEATURES: case VHU_SET_STATUS:
         return VHU_P_U64;
     case VHU_SET_VRING_NUM: case VHU_SET_VRING_BASE: case VHU_GET_VRING_BASE:
     case VHU_SET_VRING_ENABLE:

@@ -70,6 +70,8 @@ enum vhu_request {
     VHU_GET_CONFIG = 24,
     VHU_SET_CONFIG = 25,
     VHU_RESET_DEVICE = 34,
+    VHU_SET_STATUS = 39,
+    VHU_GET_STATUS = 40,
     VHU_REQUEST_MAX = 41,       /* known request numbers are < this */
 };
 
@@ -80,6 +82,7 @@ enum vhu_request {
 #define VHU_PROTOCOL_F_REPLY_ACK 3
 #define VHU_PROTOCOL_F_CONFIG    9
 #define VHU_PROTOCOL_F_RESET_DEVICE 13
+#define VHU_PROTOCOL_F_STATUS    16
 
 /* Kick/call/err payload word: bits 0-7 vring index, bit 8 "no fd". */
 #define VHU_VRING_IDX_MASK   0xffull

@@ -320,7 +320,7 @@ static void queue_broken(struct virtio_blk *b, unsigned q, const char *why)
     b->broken[q] = true;
     log_warn("%s: queue %u unusable (%s): device needs reset", b->name, q, why);
     if (b->env.needs_reset)
-        b->env.needs_reset(b->env.opaque);
+        b->env.needs_reset(b->env.opaque, q);
 }
 
 static void push(struct virtio_blk *b, unsigned q, uint16_t head, uint32_t len)

@@ -31,9 +31,11 @@ struct virtio_dev_env {
      * decides, with virtq_should_notify(), whether an interrupt is due or
      * the device does — see the device's docs). Thread-safe. */
     void (*notify_used)(void *opaque, unsigned q);
-    /* The device found the driver broken (a bad ring): the transport sets
-     * NEEDS_RESET. Thread-safe. May be NULL. */
-    void (*needs_reset)(void *opaque);
+    /* The device found queue q broken (a bad ring): the transport sets
+     * NEEDS_RESET and tells the driver (virtio-mmio: a config-change
+     * interrupt; vhost-user: the queue's error eventfd, and GET_STATUS).
+     * Thread-safe. May be NULL. */
+    void (*needs_reset)(void *opaque, unsigned q);
     void *opaque;
 };
 

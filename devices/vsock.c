@@ -386,7 +386,7 @@ static void queue_broken(struct vsock_dev *v, unsigned q, const char *why)
     v->broken[q] = true;
     log_warn("%s: queue %u unusable (%s): device needs reset", v->name, q, why);
     if (v->env.needs_reset)
-        v->env.needs_reset(v->env.opaque);
+        v->env.needs_reset(v->env.opaque, q);
 }
 
 static void push(struct vsock_dev *v, unsigned q, uint16_t head, uint32_t len)

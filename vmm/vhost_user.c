@@ -9,6 +9,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "devices/vhost_user_msg.h"
+#include "devices/virtio_mmio.h"   /* VIRTIO_STATUS_NEEDS_RESET */
 #include "vmm/log.h"
 
 struct vhu_vring {
@@ -26,7 +29,8 @@ struct vhu_vring {
     uint16_t base;          /* SET_VRING_BASE: next avail index */
     bool addr_set;
     uint64_t desc_uva, avail_uva, used_uva;
-    int kick_fd, err_fd;    /* the frontend's */
+    int kick_fd;            /* the frontend's */
+    int err_fd;             /* the frontend's, under call_lock (the device thread signals it) */
     int dev_kick_fd;        /* ours, blocking, handed to the device (see kick_forward) */
     bool enabled;           /* SET_VRING_ENABLE (implicit without PROTOCOL_FEATURES) */
     bool live;              /* struct virtq enabled and its indices valid */
@@ -62,6 +66,9 @@ struct vhu_server {
     struct virtq queues[VIRTIO_DEV_MAX_QUEUES];
     struct vhu_vring vr[VIRTIO_DEV_MAX_QUEUES];
     unsigned running;               /* queues the device was started with; 0: stopped */
+    uint8_t status;                 /* SET_STATUS (PROTOCOL_F_STATUS) */
+    _Atomic bool broken;            /* the device found a queue broken: NEEDS_RESET until reset */
+    struct ratelimit rl;            /* this server's guest-triggered messages */
 };
 
 /* ---------------------------------------------------------------- device */
@@ -81,10 +88,26 @@ static void notify_used(void *opaque, unsigned q)
     pthread_mutex_unlock(&v->call_lock);
 }
 
-static void needs_reset(void *opaque)
+/* The device found queue q broken: the frontend hears it on that queue's
+ * error eventfd (SET_VRING_ERR; QEMU reports "vhost vring error"), and
+ * GET_STATUS shows NEEDS_RESET until the device is reset or restarted. */
+static void needs_reset(void *opaque, unsigned q)
 {
-    (void)opaque;
-    log_guest("vhost-user: device found a broken queue (needs reset)");
+    struct vhu_server *s = opaque;
+    atomic_store(&s->broken, true);
+    bool told = false;
+    if (q < s->nq) {
+        struct vhu_vring *v = &s->vr[q];
+        pthread_mutex_lock(&v->call_lock);
+        if (v->err_fd >= 0) {
+            uint64_t one = 1;
+            told = write(v->err_fd, &one, sizeof one) == (ssize_t)sizeof one;
+        }
+        pthread_mutex_unlock(&v->call_lock);
+    }
+    if (ratelimit_ok(&s->rl))
+        log_warn("vhost-user: device found queue %u broken (needs reset)%s", q,
+                 told ? "; error eventfd signalled" : "; the frontend gave no error eventfd");
 }
 
 static void kick_dev(struct vhu_server *s, unsigned i)
@@ -197,6 +220,7 @@ static void reconcile(struct vhu_server *s)
         return;
     }
     s->running = n;
+    atomic_store(&s->broken, false);   /* a fresh start: the device's queues are whole again */
     for (unsigned i = 0; i < n; i++)
         kick_dev(s, i);
     log_info("vhost-user: %s device started with %u queue(s)", s->ops->name, n);
@@ -240,8 +264,8 @@ static void reset_state(struct vhu_server *s)
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
         struct vhu_vring *v = &s->vr[i];
         close_fd(&v->kick_fd);
-        close_fd(&v->err_fd);
         pthread_mutex_lock(&v->call_lock);
+        close_fd(&v->err_fd);
         close_fd(&v->call_fd);
         pthread_mutex_unlock(&v->call_lock);
         v->num = 0;
@@ -255,6 +279,8 @@ static void reset_state(struct vhu_server *s)
     s->acked = 0;
     s->proto_acked = 0;
     s->features_set = false;
+    s->status = 0;
+    atomic_store(&s->broken, false);
 }
 
 /* ------------------------------------------------------------- messages */
@@ -481,12 +507,26 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         return 0;
     case VHU_SET_VRING_ERR:
         v = &s->vr[m->u.vring_fd.index];
+        pthread_mutex_lock(&v->call_lock);
         close_fd(&v->err_fd);
         if (!m->u.vring_fd.nofd) {
             v->err_fd = fds[0];
             fds[0] = -1;
         }
+        pthread_mutex_unlock(&v->call_lock);
         return 0;
+    case VHU_SET_STATUS:
+        if (!(s->proto_acked & (1ull << VHU_PROTOCOL_F_STATUS)))
+            return 1;
+        s->status = (uint8_t)m->u.u64;
+        if (s->status == 0)
+            atomic_store(&s->broken, false);   /* the frontend reset the device */
+        return 0;
+    case VHU_GET_STATUS:
+        if (!(s->proto_acked & (1ull << VHU_PROTOCOL_F_STATUS)))
+            return 1;
+        *replied = true;
+        return reply_u64(s, m->request, s->status | (atomic_load(&s->broken) ? VIRTIO_STATUS_NEEDS_RESET : 0));
     case VHU_SET_VRING_ENABLE:
         if (!(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
             return 1;
@@ -649,7 +689,8 @@ int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, v
     s->offered = ops->features(dev) | (1ull << VIRTIO_F_VERSION_1) |
                  (1ull << VHU_F_PROTOCOL_FEATURES);
     s->proto_offered = (1ull << VHU_PROTOCOL_F_REPLY_ACK) | (1ull << VHU_PROTOCOL_F_CONFIG) |
-                       (1ull << VHU_PROTOCOL_F_RESET_DEVICE);
+                       (1ull << VHU_PROTOCOL_F_RESET_DEVICE) | (1ull << VHU_PROTOCOL_F_STATUS);
+    s->rl = (struct ratelimit){ 0, 10, 0 };
     if (s->nq > 1)
         s->proto_offered |= 1ull << VHU_PROTOCOL_F_MQ;
     bool efd_ok = true;

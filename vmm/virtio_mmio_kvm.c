@@ -72,8 +72,9 @@ static void dev_notify_used(void *opaque, unsigned q)
     pthread_mutex_unlock(&t->mmio.lock);
 }
 
-static void dev_needs_reset(void *opaque)
+static void dev_needs_reset(void *opaque, unsigned q)
 {
+    (void)q;   /* virtio-mmio has one status for the device */
     struct virtio_mmio_kvm *t = opaque;
     if (!lock_from_device(t))
         return;

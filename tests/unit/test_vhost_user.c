@@ -32,6 +32,7 @@ struct fake {
     bool q0_ready, q1_ready, q2_ready;
     uint16_t q0_size;
     uint64_t cid;
+    struct virtio_dev_env env;   /* the last start()'s */
 };
 
 static uint64_t f_features(void *d) { (void)d; return 1ull << 28; }
@@ -52,6 +53,7 @@ static int f_start(void *d, const struct virtio_dev_env *env)
     f->q1_ready = env->queues[1].ready;
     f->q2_ready = env->queues[2].ready;
     f->q0_size = env->queues[0].size;
+    f->env = *env;
     atomic_fetch_add(&f->starts, 1);
     return 0;
 }
@@ -327,6 +329,51 @@ START_TEST(default_ring_limit_is_the_device_max)
 }
 END_TEST
 
+/* A device that finds a ring broken: the server signals that ring's
+ * error eventfd (SET_VRING_ERR) and GET_STATUS shows NEEDS_RESET until the
+ * frontend resets the status. (Before, the error fd was stored and never
+ * written, and needs_reset only logged: a broken ring stalled silently.) */
+START_TEST(broken_ring_signals_the_error_fd)
+{
+    struct fake f = { .cid = 3 };
+    struct srv v;
+    srv_start(&v, &f, NULL);
+    int c = dial(v.path);
+    uint64_t pf = get_u64(c, VHU_GET_PROTOCOL_FEATURES);
+    ck_assert(pf & (1ull << VHU_PROTOCOL_F_STATUS));
+    setup(c, 1, 256);
+    uint8_t p[8];
+    put64(p, (1ull << VHU_PROTOCOL_F_REPLY_ACK) | (1ull << VHU_PROTOCOL_F_CONFIG) |
+                 (1ull << VHU_PROTOCOL_F_STATUS));
+    msg(c, VHU_SET_PROTOCOL_FEATURES, p, 8, -1, false);
+    int errfd = eventfd(0, EFD_NONBLOCK);
+    put64(p, 0);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_ERR, p, 8, errfd), 0);
+    ck_assert_uint_eq(set_u64(c, VHU_SET_STATUS, 0x0f), 0);   /* ACK|DRIVER|DRIVER_OK|FEATURES_OK */
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 1);
+    ck_assert_uint_eq(get_u64(c, VHU_GET_STATUS), 0x0f);
+    struct pollfd pe = { .fd = errfd, .events = POLLIN };
+    ck_assert_int_eq(poll(&pe, 1, 0), 0);
+    ck_assert_ptr_nonnull(f.env.needs_reset);
+    f.env.needs_reset(f.env.opaque, 0);        /* what blk/vsock do on a bad ring */
+    ck_assert_int_eq(poll(&pe, 1, 1000), 1);
+    uint64_t n = 0;
+    ck_assert_int_eq(read(errfd, &n, sizeof n), (ssize_t)sizeof n);
+    ck_assert_uint_eq(n, 1);
+    ck_assert_uint_eq(get_u64(c, VHU_GET_STATUS), 0x0f | 0x40);
+    /* A queue past the frontend's rings: NEEDS_RESET, no fd to signal. */
+    f.env.needs_reset(f.env.opaque, 7);
+    ck_assert_uint_eq(get_u64(c, VHU_GET_STATUS), 0x0f | 0x40);
+    /* The frontend resets the device: whole again. */
+    ck_assert_uint_eq(set_u64(c, VHU_SET_STATUS, 0), 0);
+    ck_assert_uint_eq(get_u64(c, VHU_GET_STATUS), 0);
+    close(errfd);
+    close(c);
+    srv_end(&v);
+}
+END_TEST
+
 START_TEST(bad_options_rejected)
 {
     struct fake f = { 0 };
@@ -351,6 +398,7 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, two_backend_queues_of_three);
     tcase_add_test(tc, default_ring_limit_is_the_device_max);
+    tcase_add_test(tc, broken_ring_signals_the_error_fd);
     tcase_add_test(tc, bad_options_rejected);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -43,12 +43,13 @@ struct rig {
     char path[64];
     uint16_t avail_idx, next_desc;
     _Atomic unsigned notifies, resets;
+    unsigned reset_q;   /* the queue the last needs_reset named */
     bool started;
     int kfd;
 };
 
 static void on_notify(void *o, unsigned q) { (void)q; atomic_fetch_add(&((struct rig *)o)->notifies, 1); }
-static void on_reset(void *o) { atomic_fetch_add(&((struct rig *)o)->resets, 1); }
+static void on_reset(void *o, unsigned q) { ((struct rig *)o)->reset_q = q; atomic_fetch_add(&((struct rig *)o)->resets, 1); }
 
 static enum blk_engine_kind engine_for(int i) { return i == 0 ? BLK_ENGINE_URING : BLK_ENGINE_POOL; }
 
@@ -400,6 +401,7 @@ START_TEST(broken_queue_needs_reset)
     for (int i = 0; i < 5000 && atomic_load(&r.resets) == 0; i++)
         usleep(1000);
     ck_assert_uint_eq(atomic_load(&r.resets), 1);
+    ck_assert_uint_eq(r.reset_q, 0);
     ck_assert_uint_eq(ld16(&r, USED_GPA + 2), 0);
     /* The device recovers after a reset (stop, fresh queue, start). */
     virtio_blk_ops.stop(r.blk);
