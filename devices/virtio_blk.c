@@ -360,7 +360,11 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
 {
     struct slot *s = &b->slots[q * VIRTIO_BLK_QUEUE_MAX + c->head];
     if (s->busy) {
-        /* The driver made a head available again while we still own it. */
+        /* The driver made a head available again while we still own it:
+         * the request in flight completes as usual, this copy is dropped
+         * (not pushed: the driver would get the head twice), and the driver
+         * is told the queue needs a reset. */
+        virtq_drop(&b->env.queues[q]);
         queue_broken(b, q, "head reused while in flight");
         return;
     }

@@ -284,6 +284,12 @@ int virtq_pop(struct virtq *q, const struct gmem *m, struct virtq_chain *c)
     return 1;
 }
 
+void virtq_drop(struct virtq *q)
+{
+    if (q->inflight)
+        q->inflight--;
+}
+
 int virtq_push(struct virtq *q, const struct gmem *m, uint16_t head, uint32_t written_len)
 {
     if (!q->ready || head >= q->size || q->inflight == 0)

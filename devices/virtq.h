@@ -169,6 +169,12 @@ int virtq_pending(struct virtq *q, const struct gmem *m);
  * queue marked broken). written_len is the number of bytes the device
  * wrote into the chain's writable segments. */
 int virtq_push(struct virtq *q, const struct gmem *m, uint16_t head, uint32_t written_len);
+/* A chain that was popped but will never be pushed: the device refuses it
+ * and gives up on the queue (a head the driver made available again while
+ * the device still owns it: pushing it would hand the driver the same head
+ * twice). Only the in-flight count is given back, so that a later
+ * snapshot is not refused for a request that cannot complete. */
+void virtq_drop(struct virtq *q);
 
 /* Make all pushed elements visible: release barrier, then a single store of
  * used->idx. 0 or -EIO (used ring not in RAM). */

@@ -416,6 +416,36 @@ START_TEST(broken_queue_needs_reset)
 }
 END_TEST
 
+/* The driver makes a head available again while its request is in
+ * flight: the first request completes, the copy is dropped, the driver is
+ * told (needs reset) and nothing stays in flight, so a snapshot can be
+ * taken. (Before, the copy's in-flight count was never given back: stop
+ * left inflight at 1 and every snapshot was refused with -EBUSY.) */
+START_TEST(head_reused_in_flight)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, false, NULL, DISK_SECTORS * 512);
+    uint16_t h = req(&r, VIRTIO_BLK_T_IN, 3, DATA_GPA, 512, 1, true);
+    make_avail(&r, h);     /* the same head again, in the same kick */
+    kick(&r);
+    wait_used(&r, 1);
+    for (int i = 0; i < 5000 && atomic_load(&r.resets) == 0; i++)
+        usleep(1000);
+    ck_assert_uint_eq(atomic_load(&r.resets), 1);
+    uint32_t id, len;
+    used_elem(&r, 0, &id, &len);
+    ck_assert_uint_eq(id, h);
+    ck_assert_uint_eq(r.ram[STAT_GPA + h], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[DATA_GPA + 7], pattern(3 * 512 + 7));
+    virtio_blk_ops.stop(r.blk);
+    ck_assert_uint_eq(r.q.inflight, 0);
+    ck_assert_uint_eq(r.q.used_idx, r.q.published_idx);
+    ck_assert_uint_eq(ld16(&r, USED_GPA + 2), 1);    /* the head once, not twice */
+    rig_fini(&r);
+}
+END_TEST
+
 START_TEST(many_in_flight_and_stop_drains)
 {
     if (!engine_ok(_i)) return;
@@ -710,6 +740,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, read_only_drive, 0, 2);
     tcase_add_loop_test(tc, bad_chains_fail_alone, 0, 2);
     tcase_add_loop_test(tc, broken_queue_needs_reset, 0, 2);
+    tcase_add_loop_test(tc, head_reused_in_flight, 0, 2);
     tcase_add_loop_test(tc, oversized_ring_refused, 0, 2);
     tcase_add_loop_test(tc, many_in_flight_and_stop_drains, 0, 2);
     tcase_add_loop_test(tc, discard_and_write_zeroes, 0, 2);

@@ -234,6 +234,29 @@ START_TEST(push_rejects_bad_head_and_extra_push)
 }
 END_TEST
 
+/* A popped chain the device refuses without a used entry: the in-flight
+ * count comes back, nothing reaches the used ring, and a drop with nothing
+ * in flight is a no-op. */
+START_TEST(drop_gives_back_in_flight)
+{
+    enable(0);
+    desc(0, BUF, 8, 0, 0);
+    avail_add(0);
+    avail_add(0);
+    ck_assert_int_eq(virtq_pop(&q, &gm, &ch), 1);
+    ck_assert_int_eq(virtq_pop(&q, &gm, &ch), 1);
+    ck_assert_uint_eq(q.inflight, 2);
+    virtq_drop(&q);
+    ck_assert_uint_eq(q.inflight, 1);
+    ck_assert_int_eq(virtq_push(&q, &gm, 0, 0), 0);
+    ck_assert_uint_eq(q.inflight, 0);
+    virtq_drop(&q);
+    ck_assert_uint_eq(q.inflight, 0);
+    ck_assert_uint_eq(q.used_idx, 1);
+    ck_assert_int_eq(virtq_push(&q, &gm, 0, 0), -EINVAL);
+}
+END_TEST
+
 START_TEST(indirect_chain)
 {
     enable(1ull << VIRTIO_F_INDIRECT_DESC);
@@ -725,6 +748,7 @@ int main(void)
     tcase_add_test(tc, simple_chain);
     tcase_add_test(tc, used_ring_writes);
     tcase_add_test(tc, push_rejects_bad_head_and_extra_push);
+    tcase_add_test(tc, drop_gives_back_in_flight);
     tcase_add_test(tc, indirect_chain);
     tcase_add_test(tc, direct_then_indirect);
     tcase_add_test(tc, many_segments);
