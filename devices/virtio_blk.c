@@ -132,7 +132,7 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
     if (o->id)
         memcpy(b->id, o->id, strlen(o->id));
     b->engine_kind = o->engine;
-    b->rl = (struct ratelimit){ 0, 10, 0 };
+    b->rl = RATELIMIT(10);
     b->dfd = -1;
     if (o->overlay)
         return create_overlay(b, o, out, why, wlen);

@@ -153,7 +153,7 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
     snprintf(v->name, sizeof v->name, "%s", o->name ? o->name : "vsock");
     v->cid = o->guest_cid;
     v->next_port = VSOCK_HOST_PORT_BASE;
-    v->rl = (struct ratelimit){ 0, 10, 0 };
+    v->rl = RATELIMIT(10);
     v->stop_fd = -1;
     v->wake_fd = -1;
     int r;

@@ -24,21 +24,28 @@ void moat_log(int level, const char *fmt, ...)
 
 int ratelimit_ok(struct ratelimit *rl)
 {
+    if (atomic_exchange(&rl->busy, 1)) {
+        atomic_fetch_add(&rl->contended, 1);
+        return 0;
+    }
+    int ok = 0;
+    rl->suppressed += atomic_exchange(&rl->contended, 0);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     if (rl->burst_left > 0) {
         rl->burst_left--;
         rl->last_ns = now;
-        return 1;
-    }
-    if (now - rl->last_ns >= 5000000000ull) {
+        ok = 1;
+    } else if (now - rl->last_ns >= 5000000000ull) {
         if (rl->suppressed)
-            fprintf(stderr, "moat: (%u similar messages suppressed)\n", rl->suppressed);
+            moat_log(LOG_WARN, "(%u similar messages suppressed)", rl->suppressed);
         rl->suppressed = 0;
         rl->last_ns = now;
-        return 1;
+        ok = 1;
+    } else {
+        rl->suppressed++;
     }
-    rl->suppressed++;
-    return 0;
+    atomic_store(&rl->busy, 0);
+    return ok;
 }

@@ -3,6 +3,7 @@
 #ifndef MOAT_LOG_H
 #define MOAT_LOG_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 enum { LOG_ERR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
@@ -10,13 +11,19 @@ enum { LOG_ERR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 void moat_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void moat_log_set_level(int level);
 
-/* A per-site limiter: at most `burst` messages, then one every `interval_ns`
- * plus a count of suppressed messages. Thread-safe enough for logging. */
+/* A limiter: at most `burst` messages, then one every 5 s plus a count of
+ * those suppressed. Each VM (and each device) owns its own, so one noisy
+ * guest cannot mute another's messages. Thread-safe without waiting: a call
+ * that finds another thread inside counts as suppressed. Initialise with
+ * RATELIMIT(burst). */
 struct ratelimit {
     uint64_t last_ns;
     unsigned burst_left;
     unsigned suppressed;
+    _Atomic int busy;
+    _Atomic unsigned contended;   /* calls suppressed because another thread was inside */
 };
+#define RATELIMIT(burst) ((struct ratelimit){ .burst_left = (burst) })
 int ratelimit_ok(struct ratelimit *rl);
 
 #define log_err(...)   moat_log(LOG_ERR, __VA_ARGS__)
@@ -24,10 +31,9 @@ int ratelimit_ok(struct ratelimit *rl);
 #define log_info(...)  moat_log(LOG_INFO, __VA_ARGS__)
 #define log_debug(...) moat_log(LOG_DEBUG, __VA_ARGS__)
 
-/* Guest-triggered messages: rate-limited per call site. */
-#define log_guest(...) do { \
-        static struct ratelimit rl__ = { 0, 10, 0 }; \
-        if (ratelimit_ok(&rl__)) moat_log(LOG_WARN, __VA_ARGS__); \
+/* Guest-triggered messages, through the VM's (or device's) own limiter. */
+#define log_guest(rl, ...) do { \
+        if (ratelimit_ok(rl)) moat_log(LOG_WARN, __VA_ARGS__); \
     } while (0)
 
 #endif

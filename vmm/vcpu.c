@@ -408,7 +408,7 @@ void *vcpu_thread(void *arg)
         case KVM_EXIT_INTR:
             break;
         default:
-            log_guest("vcpu%u: unhandled exit reason %u", v->index, run->exit_reason);
+            log_guest(&vm->guest_rl, "vcpu%u: unhandled exit reason %u", v->index, run->exit_reason);
             break;
         }
     }

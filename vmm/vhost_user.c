@@ -690,7 +690,7 @@ int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, v
                  (1ull << VHU_F_PROTOCOL_FEATURES);
     s->proto_offered = (1ull << VHU_PROTOCOL_F_REPLY_ACK) | (1ull << VHU_PROTOCOL_F_CONFIG) |
                        (1ull << VHU_PROTOCOL_F_RESET_DEVICE) | (1ull << VHU_PROTOCOL_F_STATUS);
-    s->rl = (struct ratelimit){ 0, 10, 0 };
+    s->rl = RATELIMIT(10);
     if (s->nq > 1)
         s->proto_offered |= 1ull << VHU_PROTOCOL_F_MQ;
     bool efd_ok = true;

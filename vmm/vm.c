@@ -150,7 +150,7 @@ static void uart_irq(void *opaque, int level)
     struct moat_vm *vm = opaque;
     struct kvm_irq_level l = { .irq = PORT_COM1_IRQ, .level = (uint32_t)level };
     if (ioctl(vm->vm_fd, KVM_IRQ_LINE, &l) < 0)
-        log_guest("KVM_IRQ_LINE(%d): %s", PORT_COM1_IRQ, strerror(errno));
+        log_guest(&vm->guest_rl, "KVM_IRQ_LINE(%d): %s", PORT_COM1_IRQ, strerror(errno));
 }
 
 static const struct serial_ops uart_ops = { .tx = uart_tx, .set_irq = uart_irq, .rx_ready = NULL };
@@ -664,6 +664,7 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
     vm->ncpus = ncpus;
     vm->ram_size = ram_size;
     vm->console_in = console_in;
+    vm->guest_rl = RATELIMIT(10);
     if (console_init(&vm->con, console_out, 0, 0) < 0) {
         free(vm);
         return NULL;

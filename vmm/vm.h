@@ -16,6 +16,7 @@
 #include "vmm/console.h"
 #include "vmm/gmem.h"
 #include "vmm/kvm.h"
+#include "vmm/log.h"
 #include "vmm/virtio_mmio_kvm.h"
 
 struct moat_vm;
@@ -78,6 +79,7 @@ struct moat_vm {
     char *cmdline;                /* as given to the guest */
 
     int console_in;
+    struct ratelimit guest_rl;    /* this VM's guest-triggered messages (log_guest) */
     struct console_out con;       /* UART output: buffer and writer thread (vmm/console.h) */
     uint32_t flags;
     int kick_signal;
