@@ -400,6 +400,17 @@ const char *moat_host_kind_name(int kind);
 
 const char *moat_version(void);
 
+/* Logging. The library reports what it cannot return (a guest's bad
+ * request, an I/O error on a device thread, output it dropped) as one-line
+ * messages; by default errors and warnings go to stderr as "moat: ...".
+ * moat_set_log routes them: messages up to `level` (MOAT_LOG_*) go to fn
+ * (NULL: stderr), from whatever thread logs, one at a time; fn must not
+ * call back into libmoat. This is the library's one process-wide setting
+ * (messages are not all tied to one VM); set it before creating VMs. */
+enum { MOAT_LOG_ERROR = 0, MOAT_LOG_WARN = 1, MOAT_LOG_INFO = 2, MOAT_LOG_DEBUG = 3 };
+typedef void (*moat_log_fn)(void *opaque, int level, const char *msg);
+void moat_set_log(int level, moat_log_fn fn, void *opaque);
+
 #ifdef __cplusplus
 }
 #endif

@@ -340,7 +340,7 @@ int cmd_run(int argc, char **argv)
         die_usage("invalid %s", "--mem (MiB)");
     if (cfg.cpus == 0)
         die_usage("invalid %s", "--cpus");
-    moat_log_set_level(LOG_WARN + verbose);
+    moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
     cfg.argv = (const char *const *)&argv[optind];
     cfg.argc = (size_t)(argc - optind);
     cfg.drives = drives;
@@ -678,7 +678,7 @@ int cmd_restore(int argc, char **argv)
     }
     if (!state || !mem)
         die_usage("%s", "restore needs a snapshot directory (or --state and --mem)");
-    moat_log_set_level(LOG_WARN + verbose);
+    moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
     struct moat_restore_config rc;
     moat_restore_config_init(&rc);
     rc.state_path = state;

@@ -219,7 +219,7 @@ int cmd_device(int argc, char **argv)
                 usage_device);
         return EXIT_USAGE;
     }
-    moat_log_set_level(LOG_WARN + verbose);
+    moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
 
     void *dev;
     const struct virtio_dev_ops *ops;

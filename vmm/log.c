@@ -1,25 +1,50 @@
 #include "vmm/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <time.h>
 
-/* The one process-wide setting: verbosity of stderr logging. It holds no VM
- * or device state. */
-static int log_level = LOG_WARN;
+#include "include/moat.h"
 
-void moat_log_set_level(int level) { log_level = level; }
+_Static_assert((int)LOG_ERR == (int)MOAT_LOG_ERROR && (int)LOG_WARN == (int)MOAT_LOG_WARN &&
+               (int)LOG_INFO == (int)MOAT_LOG_INFO && (int)LOG_DEBUG == (int)MOAT_LOG_DEBUG, "log levels");
+
+/* The one process-wide setting: where messages go and how verbose. It holds
+ * no VM or device state. The level is read without the lock (a message
+ * below it costs one load); the sink under it, so fn and opaque never tear
+ * and fn sees one message at a time. */
+static _Atomic int log_level = LOG_WARN;
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static moat_log_fn log_fn;
+static void *log_opaque;
+
+void moat_log_set_level(int level) { atomic_store(&log_level, level); }
+
+void moat_set_log(int level, moat_log_fn fn, void *opaque)
+{
+    pthread_mutex_lock(&log_lock);
+    log_fn = fn;
+    log_opaque = opaque;
+    atomic_store(&log_level, level);
+    pthread_mutex_unlock(&log_lock);
+}
 
 void moat_log(int level, const char *fmt, ...)
 {
-    if (level > log_level)
+    if (level > atomic_load(&log_level))
         return;
     char buf[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    fprintf(stderr, "moat: %s\n", buf);
+    pthread_mutex_lock(&log_lock);
+    if (log_fn)
+        log_fn(log_opaque, level, buf);
+    else
+        fprintf(stderr, "moat: %s\n", buf);
+    pthread_mutex_unlock(&log_lock);
 }
 
 int ratelimit_ok(struct ratelimit *rl)

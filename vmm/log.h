@@ -6,10 +6,12 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* The same numbers as MOAT_LOG_* in moat.h; moat_set_log (there) routes
+ * messages to an embedder's callback. */
 enum { LOG_ERR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 
 void moat_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void moat_log_set_level(int level);
+void moat_log_set_level(int level);   /* keeps the callback */
 
 /* A limiter: at most `burst` messages, then one every 5 s plus a count of
  * those suppressed. Each VM (and each device) owns its own, so one noisy

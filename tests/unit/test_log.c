@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "include/moat.h"
 #include "vmm/log.h"
 
 /* One call site, as a device or the vCPU loop has: which VM's limiter it
@@ -93,12 +94,54 @@ START_TEST(threads_share_a_limiter)
 }
 END_TEST
 
+/* moat_set_log: the embedder's callback gets messages up to its level,
+ * with the level; NULL goes back to stderr. */
+struct got { int n, levels[8]; char msgs[8][64]; };
+static void sink(void *opaque, int level, const char *msg)
+{
+    struct got *g = opaque;
+    if (g->n < 8) {
+        g->levels[g->n] = level;
+        snprintf(g->msgs[g->n], sizeof g->msgs[0], "%s", msg);
+    }
+    g->n++;
+}
+
+static void log_to_stderr(void)
+{
+    moat_set_log(MOAT_LOG_WARN, NULL, NULL);
+    log_warn("back on stderr %d", 7);
+    log_info("not shown");
+}
+
+START_TEST(set_log_routes_messages)
+{
+    struct got g = { 0 };
+    moat_set_log(MOAT_LOG_INFO, sink, &g);
+    log_err("e%d", 1);
+    log_warn("w%d", 2);
+    log_info("i%d", 3);
+    log_debug("d%d", 4);   /* above the level: dropped */
+    ck_assert_int_eq(g.n, 3);
+    ck_assert_int_eq(g.levels[0], MOAT_LOG_ERROR);
+    ck_assert_str_eq(g.msgs[0], "e1");
+    ck_assert_int_eq(g.levels[1], MOAT_LOG_WARN);
+    ck_assert_str_eq(g.msgs[1], "w2");
+    ck_assert_int_eq(g.levels[2], MOAT_LOG_INFO);
+    ck_assert_str_eq(g.msgs[2], "i3");
+    capture_stderr(log_to_stderr);
+    ck_assert_str_eq(captured, "moat: back on stderr 7\n");
+    ck_assert_int_eq(g.n, 3);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("log");
     TCase *tc = tcase_create("ratelimit");
     tcase_add_test(tc, one_noisy_guest_does_not_mute_another);
     tcase_add_test(tc, threads_share_a_limiter);
+    tcase_add_test(tc, set_log_routes_messages);
     suite_add_tcase(s, tc);
     return s;
 }
