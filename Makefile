@@ -100,8 +100,9 @@ TEST_LAYERS := build:all,guest,test-guests,examples unit:test-unit san:test-san 
 test: deps
 	@MAKE="$(MAKE)" tests/layers.sh $(TEST_LAYERS)
 
-test-unit: $(UNIT_BINS)
+test-unit: $(UNIT_BINS) $(B)/libmoat.so
 	tests/run-unit.sh $(UNIT_BINS)
+	tests/symbols.sh $(B)/libmoat.so include/moat.h
 
 test-san: $(UNIT_SAN_BINS)
 	tests/run-unit.sh $(UNIT_SAN_BINS)
