@@ -24,7 +24,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-saniti
 # new clang diagnostic in someone's device does not break the fuzz build.
 FUZZ_CFLAGS  := $(CFLAGS_COMMON) -O1 -g -MMD -MP -DMOAT_FUZZING=1
 
-.PHONY: fuzz fuzz-run fuzz-seeds test-fuzz-replay
+.PHONY: fuzz fuzz-run fuzz-seeds fuzz-snapshot-seeds test-fuzz-replay
 
 fuzz: $(FUZZ_BINS)
 
@@ -66,5 +66,18 @@ $(B)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c
 
 fuzz-seeds: $(B)/fuzz/gen_seeds
 	$(B)/fuzz/gen_seeds tests/fuzz/corpus
+
+# The snapshot target's corpus: real snapshots (needs /dev/kvm).
+$(B)/fuzz/gen_snapshot_seeds: tests/fuzz/gen_snapshot_seeds.c $(B)/libmoat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libmoat.a $(LDLIBS)
+
+fuzz-snapshot-seeds: $(B)/fuzz/gen_snapshot_seeds $(B)/guests/counter.elf
+	@set -e; t=$$(mktemp -d); mkdir -p $$t/a $$t/b tests/fuzz/corpus/snapshot; \
+	$(B)/fuzz/gen_snapshot_seeds $$t/a $(B)/guests/counter.elf; \
+	$(B)/fuzz/gen_snapshot_seeds $$t/b $(B)/guests/counter.elf devices; \
+	cp $$t/a/full.state tests/fuzz/corpus/snapshot/full; cp $$t/a/diff.state tests/fuzz/corpus/snapshot/diff; \
+	cp $$t/b/full.state tests/fuzz/corpus/snapshot/full-drive-vsock; \
+	cp $$t/b/diff.state tests/fuzz/corpus/snapshot/diff-drive-vsock; rm -rf $$t
 
 -include $(FUZZ_OBJS:.o=.d) $(REPLAY_BINS:=.d)

@@ -1,0 +1,180 @@
+/* Fuzz snapshot input: a whole state file, as moat_restore reads it. The
+ * framing parser (snap_parse), then every section a restore reads through
+ * its pure checker or decoder: metadata, UART and control-device state,
+ * drives, vsock, each device's virtio-mmio transport state (loaded into a
+ * device model made from the section's own identity, then saved again:
+ * what loads must come back unchanged), and the diff-chain sections
+ * (parent, page bitmap and its runs).
+ *
+ * Input: a state file. The corpus (tests/fuzz/corpus/snapshot/) holds real
+ * snapshots of the counter guest: full and diff, without and with a drive
+ * and a vsock device (docs/fuzzing.md says how they were made). The
+ * target reseals the header checksum of a copy of the input first, as a
+ * forger would, so that mutations reach the sections (the checksum check
+ * itself: every bit flip in tests/unit/test_snapfmt.c). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "devices/virtio_mmio.h"
+#include "tests/fuzz/fuzz_common.h"
+#include "vmm/snapchain.h"
+#include "vmm/snapfmt.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct snap_section secs[SNAP_MAX_SECTIONS];
+static void fuzz_one(const uint8_t *data, size_t size);
+
+static void check_virtio_mmio(const struct snap_section *sec)
+{
+    if (sec->len != sizeof(struct virtio_mmio_state))
+        return;
+    struct virtio_mmio_state st;
+    memcpy(&st, sec->data, sizeof st);
+    /* A device with the identity the section claims, so loads can succeed. */
+    struct virtio_mmio_params p = {
+        .device_id = st.device_id, .device_features = st.device_features,
+        .nqueues = st.nqueues, .queue_max = 256,
+    };
+    static uint8_t ram[1 << 16];
+    struct gmem m = { .n = 1 };
+    m.r[0] = (struct gmem_region){ 0, sizeof ram, ram };
+    static const struct virtio_mmio_ops ops;
+    struct virtio_mmio vm;
+    if (virtio_mmio_init(&vm, &p, &m, &ops, NULL) < 0)
+        return;
+    const char *why = NULL;
+    int r = virtio_mmio_load(&vm, &st, &why);
+    FUZZ_ASSERT(r == 0 || (r == -EINVAL && why && *why));
+    if (r == 0) {
+        struct virtio_mmio_state back;
+        FUZZ_ASSERT(virtio_mmio_save(&vm, &back) == 0);
+        FUZZ_ASSERT(back.device_id == st.device_id && back.nqueues == st.nqueues &&
+                    back.status == st.status && back.driver_features == st.driver_features);
+        for (unsigned i = 0; i < st.nqueues && i < VIRTIO_MMIO_MAX_QUEUES; i++)
+            FUZZ_ASSERT(back.q[i].ready == st.q[i].ready && back.q[i].num == st.q[i].num &&
+                        back.q[i].last_avail_idx == st.q[i].last_avail_idx);
+    }
+    virtio_mmio_destroy(&vm);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
+{
+    if (size > SNAP_HEADER_SIZE + SNAP_MAX_PAYLOAD)
+        return 0;
+    uint8_t *data = malloc(size ? size : 1);
+    FUZZ_ASSERT(data);
+    memcpy(data, in, size);
+    if (size >= SNAP_HEADER_SIZE) {
+        memset(data + 24, 0, 8);   /* the checksum field (docs/snapshot-format.md) */
+        uint64_t sum = XXH3_64bits(data, size);
+        memcpy(data + 24, &sum, 8);
+    }
+    fuzz_one(data, size);
+    free(data);
+    return 0;
+}
+
+static void fuzz_one(const uint8_t *data, size_t size)
+{
+    size_t n = 0;
+    const char *why = NULL;
+    int r = snap_parse(data, size, secs, SNAP_MAX_SECTIONS, &n, &why);
+    FUZZ_ASSERT(why != NULL);
+    if (r < 0)
+        return;
+    FUZZ_ASSERT(n <= SNAP_MAX_SECTIONS);
+    uint64_t mem_size = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct snap_section *s = &secs[i];
+        FUZZ_ASSERT(s->data >= data && s->data + s->len <= data + size);
+        why = NULL;
+        switch (s->type) {
+        case SNAP_META:
+            if (s->len == sizeof(struct snap_meta)) {
+                struct snap_meta m;
+                memcpy(&m, s->data, sizeof m);
+                int e = snap_meta_check(&m, 64, &why);
+                FUZZ_ASSERT(e == 0 || (e == -EINVAL && why));
+                if (e == 0) {
+                    FUZZ_ASSERT(m.ncpus >= 1 && m.ncpus <= 64 && m.mem_size % 4096 == 0);
+                    mem_size = m.mem_size;
+                }
+            }
+            break;
+        case SNAP_DEV_SERIAL:
+            if (s->len == sizeof(struct snap_serial)) {
+                struct snap_serial ss;
+                memcpy(&ss, s->data, sizeof ss);
+                if (snap_serial_check(&ss, &why) == 0)
+                    FUZZ_ASSERT(ss.rx_len <= 64 && ss.rx_head < 64);
+                else
+                    FUZZ_ASSERT(why);
+            }
+            break;
+        case SNAP_DEV_MOATDEV:
+            if (s->len == sizeof(struct snap_moatdev)) {
+                struct snap_moatdev md;
+                memcpy(&md, s->data, sizeof md);
+                FUZZ_ASSERT(snap_moatdev_check(&md, &why) == 0 || why);
+            }
+            break;
+        case SNAP_DEV_DRIVE: {
+            static char path[SNAP_DRIVE_PATH_MAX + 1], id[SNAP_DRIVE_ID_MAX + 1], ov[SNAP_DRIVE_PATH_MAX + 1];
+            int ro = -1;
+            if (snap_drive_decode_ov(s->data, s->len, path, sizeof path, id, sizeof id, &ro, ov, sizeof ov,
+                                     &why) == 0) {
+                FUZZ_ASSERT(strlen(path) >= 1 && strlen(path) <= SNAP_DRIVE_PATH_MAX);
+                FUZZ_ASSERT(strlen(id) <= SNAP_DRIVE_ID_MAX && (ro == 0 || ro == 1));
+            } else {
+                FUZZ_ASSERT(why);
+            }
+            break;
+        }
+        case SNAP_DEV_VSOCK: {
+            static char path[SNAP_VSOCK_PATH_MAX + 1];
+            uint64_t cid = 0;
+            if (snap_vsock_decode(s->data, s->len, &cid, path, sizeof path, &why) == 0)
+                FUZZ_ASSERT(cid >= 3 && cid <= 0xfffffffeull && strlen(path) >= 1);
+            else
+                FUZZ_ASSERT(why);
+            break;
+        }
+        case SNAP_DEV_VIRTIO_MMIO:
+            check_virtio_mmio(s);
+            break;
+        case SNAP_DIFF_PARENT: {
+            static char st[SNAP_PARENT_PATH_MAX + 1], mem[SNAP_PARENT_PATH_MAX + 1];
+            uint64_t sum;
+            uint32_t depth;
+            if (snap_parent_decode(s->data, s->len, &sum, &depth, st, sizeof st, mem, sizeof mem, &why) == 0)
+                FUZZ_ASSERT(depth >= 1 && strlen(st) >= 1 && strlen(mem) >= 1);
+            else
+                FUZZ_ASSERT(why);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    /* The page bitmap against the metadata's memory size. */
+    const struct snap_section *pg = snap_find(secs, n, SNAP_DIFF_PAGES, 0);
+    if (pg && mem_size && mem_size <= SNAP_DIFF_MAX_MEM && mem_size <= (64ull << 20)) {
+        why = NULL;
+        if (snap_bitmap_check(pg->data, pg->len, mem_size, &why) == 0) {
+            uint64_t npages = mem_size / SNAP_PAGE, runs = 0, set = snap_bitmap_count(pg->data, npages, &runs);
+            uint64_t seen = 0, nruns = 0;
+            for (uint64_t p = 0, run; (p = snap_bitmap_next_run(pg->data, npages, p, &run)) < npages; p += run) {
+                FUZZ_ASSERT(run >= 1 && p + run <= npages);
+                seen += run;
+                nruns++;
+            }
+            FUZZ_ASSERT(seen == set && nruns == runs);
+        } else {
+            FUZZ_ASSERT(why);
+        }
+    }
+}
