@@ -406,7 +406,10 @@ const char *moat_version(void);
  * moat_set_log routes them: messages up to `level` (MOAT_LOG_*) go to fn
  * (NULL: stderr), from whatever thread logs, one at a time; fn must not
  * call back into libmoat. This is the library's one process-wide setting
- * (messages are not all tied to one VM); set it before creating VMs. */
+ * (messages are not all tied to one VM); set it before creating VMs.
+ * Messages are written as they happen, on the thread that logs (a vCPU
+ * thread for some guest-triggered ones): a stderr nobody reads can stall
+ * that thread, so an embedder whose stderr may stall routes them here. */
 enum { MOAT_LOG_ERROR = 0, MOAT_LOG_WARN = 1, MOAT_LOG_INFO = 2, MOAT_LOG_DEBUG = 3 };
 typedef void (*moat_log_fn)(void *opaque, int level, const char *msg);
 void moat_set_log(int level, moat_log_fn fn, void *opaque);

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,15 +210,19 @@ static void *writer_thread(void *arg)
             }
             continue;
         }
-        pthread_mutex_lock(&c->lock);
         if (w <= 0) {
-            if (!c->dead)
+            /* Logged without the lock: stderr may be the very reader that
+             * stalled, and console_put (the vCPU) must never wait on it. */
+            bool first = !atomic_exchange(&c->dead_logged, true);
+            if (first)
                 log_warn("console: writing guest output: %s; the rest of it is dropped",
                          w == 0 ? "no progress" : strerror((int)-w));
+            pthread_mutex_lock(&c->lock);
             c->dead = true;
             discard_locked(c);
             continue;
         }
+        pthread_mutex_lock(&c->lock);
         c->head = (c->head + (size_t)w) % c->cap;
         c->len -= (size_t)w;
         c->deq += (uint64_t)w;

@@ -26,6 +26,7 @@
 #define MOAT_CONSOLE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -49,6 +50,7 @@ struct console_out {
     uint64_t gap;                 /* dropped bytes not yet marked in the stream */
     bool capped;                  /* the limit was reached: the rest is ignored */
     bool dead;                    /* fd failed: nothing more is written */
+    _Atomic bool dead_logged;     /* the failure was reported (once, outside the lock) */
     bool stop;                    /* the writer should finish */
     bool stalled;                 /* the last drain gave up on a reader that took nothing */
     uint64_t enq, deq;            /* bytes ever queued / ever taken out (written or lost) */
