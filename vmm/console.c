@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -70,11 +71,11 @@ void console_put(struct console_out *c, uint8_t byte)
     if (c->fd < 0)
         return;
     pthread_mutex_lock(&c->lock);
+    c->accepted++;   /* every byte the guest wrote */
     if (c->capped) {
         pthread_mutex_unlock(&c->lock);
         return;
     }
-    c->accepted++;
     if (c->limit && c->accepted > c->limit) {
         /* A guest cannot fill the host's disk through its console. */
         c->capped = true;
@@ -127,6 +128,10 @@ static enum wmode writer_fd(int fd, int *wfd, bool *owned)
         return W_SOCKET;
     if (!S_ISFIFO(st.st_mode) && !S_ISCHR(st.st_mode))
         return W_PLAIN;
+    /* Reopening a pty master through /proc would open a new pty. */
+    unsigned int ptn;
+    if (S_ISCHR(st.st_mode) && ioctl(fd, TIOCGPTN, &ptn) == 0)
+        return W_POLL;
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0 && (fl & O_NONBLOCK))
         return W_NONBLOCK;
@@ -142,12 +147,14 @@ static enum wmode writer_fd(int fd, int *wfd, bool *owned)
     return W_NONBLOCK;
 }
 
-static ssize_t write_some(int fd, enum wmode m, const uint8_t *p, size_t n)
+static ssize_t write_some(struct console_out *c, int fd, enum wmode m, const uint8_t *p, size_t n)
 {
     ssize_t w;
-    do {
+    for (;;) {
         w = m == W_SOCKET ? send(fd, p, n, MSG_DONTWAIT) : write(fd, p, n);
-    } while (w < 0 && errno == EINTR);
+        if (w >= 0 || errno != EINTR || atomic_load(&c->abort_io))
+            break;
+    }
     return w < 0 ? -errno : w;
 }
 
@@ -173,7 +180,18 @@ static void *writer_thread(void *arg)
     pthread_sigmask(SIG_BLOCK, &all, NULL);
     int wfd;
     bool owned;
-    enum wmode mode = writer_fd(c->fd, &wfd, &owned);
+    enum wmode mode = c->test_blocking ? W_PLAIN : writer_fd(c->fd, &wfd, &owned);
+    if (c->test_blocking) {
+        wfd = c->fd;
+        owned = false;
+    }
+    /* Where a write may block, the kick signal may interrupt it (only
+     * inside the write: see console_stop). */
+    bool may_block = mode == W_POLL || c->test_blocking;
+    sigset_t kick;
+    sigemptyset(&kick);
+    if (c->kick_signal > 0)
+        sigaddset(&kick, c->kick_signal);
     uint8_t chunk[4096];   /* <= PIPE_BUF */
     bool want_room = mode == W_POLL;
 
@@ -193,7 +211,22 @@ static void *writer_thread(void *arg)
         int idle = c->stop_idle_ms;
         pthread_mutex_unlock(&c->lock);
 
-        ssize_t w = want_room ? -EAGAIN : write_some(wfd, mode, chunk, n);
+        ssize_t w;
+        if (want_room) {
+            w = -EAGAIN;
+        } else {
+            if (may_block)
+                pthread_sigmask(SIG_UNBLOCK, &kick, NULL);
+            w = write_some(c, wfd, mode, chunk, n);
+            if (may_block)
+                pthread_sigmask(SIG_BLOCK, &kick, NULL);
+        }
+        if (w == -EINTR) {   /* console_stop gave up on a write that blocked */
+            pthread_mutex_lock(&c->lock);
+            c->stalled = true;
+            discard_locked(c);
+            break;
+        }
         if (w == -EAGAIN || w == -EWOULDBLOCK) {
             struct pollfd p[2] = { { .fd = wfd, .events = POLLOUT }, { .fd = c->wake_efd, .events = POLLIN } };
             int r = poll(p, 2, stopping ? idle : -1);
@@ -228,6 +261,7 @@ static void *writer_thread(void *arg)
         c->deq += (uint64_t)w;
         c->written += (uint64_t)w;
         c->progress++;
+        atomic_store(&c->progress_pub, c->progress);
         c->stalled = false;
         want_room = mode == W_POLL;
         pthread_cond_broadcast(&c->cond);
@@ -238,10 +272,11 @@ static void *writer_thread(void *arg)
     return NULL;
 }
 
-int console_start(struct console_out *c)
+int console_start(struct console_out *c, int kick_signal)
 {
     if (c->fd < 0 || c->started)
         return 0;
+    c->kick_signal = kick_signal;
     int r = -pthread_create(&c->thread, NULL, writer_thread, c);
     if (r == 0)
         c->started = true;
@@ -324,7 +359,30 @@ void console_stop(struct console_out *c, int idle_ms)
     pthread_mutex_unlock(&c->lock);
     uint64_t one = 1;
     if (write(c->wake_efd, &one, sizeof one) < 0) { /* the counter cannot overflow here */ }
-    pthread_join(c->thread, NULL);
+    /* The writer finishes by itself unless a write blocks (W_POLL): then,
+     * once it has made no progress for idle_ms, interrupt it, every 20 ms
+     * until it is gone (a signal can land just before the write). */
+    uint64_t last = atomic_load(&c->progress_pub);
+    struct timespec since;
+    clock_gettime(CLOCK_MONOTONIC, &since);
+    for (;;) {
+        struct timespec t = deadline_ms(20);
+        if (pthread_clockjoin_np(c->thread, NULL, CLOCK_MONOTONIC, &t) != ETIMEDOUT)
+            break;
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        uint64_t p = atomic_load(&c->progress_pub);
+        if (p != last) {
+            last = p;
+            since = now;
+            continue;
+        }
+        long ms = (long)(now.tv_sec - since.tv_sec) * 1000 + (now.tv_nsec - since.tv_nsec) / 1000000;
+        if (ms >= idle_ms && c->kick_signal > 0) {
+            atomic_store(&c->abort_io, true);
+            pthread_kill(c->thread, c->kick_signal);
+        }
+    }
     pthread_mutex_lock(&c->lock);
     c->started = false;
     discard_locked(c);

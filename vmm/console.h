@@ -55,7 +55,11 @@ struct console_out {
     bool stalled;                 /* the last drain gave up on a reader that took nothing */
     uint64_t enq, deq;            /* bytes ever queued / ever taken out (written or lost) */
     uint64_t progress;            /* counts writes that moved bytes */
+    _Atomic uint64_t progress_pub;/* the same, readable without the lock */
     int stop_idle_ms;             /* the writer's patience with a stalled reader at stop */
+    int kick_signal;              /* interrupts a write that blocks (W_POLL), 0: none */
+    _Atomic bool abort_io;        /* console_stop gave up on the reader: stop retrying EINTR */
+    bool test_blocking;           /* tests: write with blocking write(2), as W_POLL may */
     int wake_efd;                 /* wakes the writer out of poll() */
     pthread_t thread;
     bool started;
@@ -64,8 +68,12 @@ struct console_out {
 /* cap 0: CONSOLE_BUF_DEFAULT. fd < 0: output is discarded (no thread is
  * ever started). Returns 0 or -errno. */
 int console_init(struct console_out *c, int fd, size_t cap, uint64_t limit);
-/* Start the writer thread (no-op without an fd). */
-int console_start(struct console_out *c);
+/* Start the writer thread (no-op without an fd). kick_signal (0: none)
+ * must have a handler installed without SA_RESTART (moat_start installs
+ * moat's no-op one): console_stop sends it to interrupt a write that blocks
+ * (only possible on a blocking pipe or terminal moat could not reopen
+ * non-blocking) once the reader has taken nothing for idle_ms. */
+int console_start(struct console_out *c, int kick_signal);
 /* Queue one byte of guest output; never blocks on the fd. */
 void console_put(struct console_out *c, uint8_t byte);
 /* Wait until everything queued so far is written, or the reader took

@@ -214,13 +214,13 @@ static void reconcile(struct vhu_server *s)
     env.notify_used = notify_used;
     env.needs_reset = needs_reset;
     env.opaque = s;
+    atomic_store(&s->broken, false);   /* a fresh start: the device's queues are whole again */
     int r = s->ops->start(s->dev, &env);
     if (r < 0) {
         log_err("vhost-user: device start failed: %s", strerror(-r));
         return;
     }
     s->running = n;
-    atomic_store(&s->broken, false);   /* a fresh start: the device's queues are whole again */
     for (unsigned i = 0; i < n; i++)
         kick_dev(s, i);
     log_info("vhost-user: %s device started with %u queue(s)", s->ops->name, n);
@@ -524,7 +524,7 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         return 0;
     case VHU_GET_STATUS:
         if (!(s->proto_acked & (1ull << VHU_PROTOCOL_F_STATUS)))
-            return 1;
+            return -EPROTO;   /* it expects a reply we cannot give: drop the connection */
         *replied = true;
         return reply_u64(s, m->request, s->status | (atomic_load(&s->broken) ? VIRTIO_STATUS_NEEDS_RESET : 0));
     case VHU_SET_VRING_ENABLE:

@@ -870,7 +870,7 @@ int moat_start(struct moat_vm *vm)
         sigemptyset(&sa.sa_mask);
         sigaction(vm->kick_signal, &sa, NULL);
     }
-    int r = console_start(&vm->con);
+    int r = console_start(&vm->con, vm->kick_signal);
     for (unsigned i = 0; r == 0 && i < vm->ncpus; i++) {
         r = -pthread_create(&vm->vcpus[i].thread, NULL, vcpu_thread, &vm->vcpus[i]);
         if (r < 0)
@@ -916,9 +916,17 @@ int moat_wait(struct moat_vm *vm, int timeout_ms, struct moat_exit *ex)
         *ex = vm->exit;
     pthread_mutex_unlock(&vm->lock);
     /* The guest's last output reaches the console before the caller hears
-     * of the exit (unless the reader has stopped reading). */
-    if (done)
+     * of the exit (unless the reader has stopped reading), within the
+     * caller's timeout. */
+    if (done && timeout_ms < 0) {
         console_drain(&vm->con, CONSOLE_IDLE_MS);
+    } else if (done) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long left = (long)(deadline.tv_sec - now.tv_sec) * 1000 + (deadline.tv_nsec - now.tv_nsec) / 1000000;
+        if (left > 0)
+            console_flush(&vm->con, left < CONSOLE_IDLE_MS ? (int)left : CONSOLE_IDLE_MS);
+    }
     return done ? 0 : -ETIMEDOUT;
 }
 

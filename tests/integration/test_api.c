@@ -492,7 +492,10 @@ START_TEST(stalled_console_reader_blocks_nothing)
     ck_assert_msg(ms < limit, "moat_pause took %u ms", ms);
     ms = timed(vm, OP_SNAPSHOT, &f, 5000 * slow(), &r);
     ck_assert_int_eq(r, 0);
-    ck_assert_msg(ms < limit, "moat_snapshot took %u ms", ms);
+    /* The snapshot also writes and fsyncs its files: what it costs on a
+     * busy disk is not the console's doing, so its bound is looser. */
+    printf("stalled console: moat_snapshot %u ms\n", ms);
+    ck_assert_msg(ms < 1000u * (unsigned)slow(), "moat_snapshot took %u ms", ms);
     ms = timed(vm, OP_RESUME, NULL, 5000 * slow(), &r);
     ck_assert_int_eq(r, 0);
     ck_assert_msg(ms < limit, "moat_resume took %u ms", ms);

@@ -47,7 +47,7 @@ START_TEST(bytes_arrive_in_order)
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
     struct console_out c;
     ck_assert_int_eq(console_init(&c, p[1], 4096, 0), 0);
-    ck_assert_int_eq(console_start(&c), 0);
+    ck_assert_int_eq(console_start(&c, 0), 0);
     /* More than the ring holds, with a reader that keeps up: nothing lost. */
     static char want[20000], got[20001];
     for (size_t i = 0; i < sizeof want; i++)
@@ -85,7 +85,7 @@ START_TEST(reader_that_never_reads)
     ck_assert_int_ge(fcntl(p[1], F_SETPIPE_SZ, 4096), 4096);
     struct console_out c;
     ck_assert_int_eq(console_init(&c, p[1], 8192, 0), 0);
-    ck_assert_int_eq(console_start(&c), 0);
+    ck_assert_int_eq(console_start(&c, 0), 0);
     uint64_t t0 = now_ms();
     for (int i = 0; i < 200000; i++)
         console_put(&c, 'x');
@@ -127,7 +127,7 @@ START_TEST(gap_is_marked)
     ck_assert_int_ge(fcntl(p[1], F_SETPIPE_SZ, 4096), 4096);
     struct console_out c;
     ck_assert_int_eq(console_init(&c, p[1], 1024, 0), 0);
-    ck_assert_int_eq(console_start(&c), 0);
+    ck_assert_int_eq(console_start(&c, 0), 0);
     for (int i = 0; i < 10000; i++)
         console_put(&c, 'x');
     struct console_stats s;
@@ -179,7 +179,7 @@ START_TEST(limit_caps_with_a_note)
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
     struct console_out c;
     ck_assert_int_eq(console_init(&c, p[1], 4096, 5), 0);
-    ck_assert_int_eq(console_start(&c), 0);
+    ck_assert_int_eq(console_start(&c, 0), 0);
     put_str(&c, "hello world");
     console_stop(&c, 1000);
     close(p[1]);
@@ -204,7 +204,7 @@ START_TEST(reader_gone)
     close(p[0]);
     struct console_out c;
     ck_assert_int_eq(console_init(&c, p[1], 4096, 0), 0);
-    ck_assert_int_eq(console_start(&c), 0);
+    ck_assert_int_eq(console_start(&c, 0), 0);
     put_str(&c, "lost");
     console_drain(&c, 1000);
     for (int i = 0; i < 10000; i++)
@@ -227,7 +227,7 @@ START_TEST(socket_full_does_not_block)
     ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
     struct console_out c;
     ck_assert_int_eq(console_init(&c, sv[0], 4096, 0), 0);
-    ck_assert_int_eq(console_start(&c), 0);
+    ck_assert_int_eq(console_start(&c, 0), 0);
     put_str(&c, "sock");
     ck_assert_int_eq(console_drain(&c, 2000), 0);
     char b[5] = { 0 };
@@ -253,7 +253,7 @@ START_TEST(no_fd_discards)
 {
     struct console_out c;
     ck_assert_int_eq(console_init(&c, -1, 0, 0), 0);
-    ck_assert_int_eq(console_start(&c), 0);
+    ck_assert_int_eq(console_start(&c, 0), 0);
     ck_assert(!c.started);
     put_str(&c, "nowhere");
     ck_assert_int_eq(console_drain(&c, 10), 0);
@@ -282,7 +282,7 @@ START_TEST(flush_is_bounded_and_judges_nobody)
     ck_assert_int_ge(fcntl(p[1], F_SETPIPE_SZ, 4096), 4096);
     struct console_out c;
     ck_assert_int_eq(console_init(&c, p[1], 65536, 0), 0);
-    ck_assert_int_eq(console_start(&c), 0);
+    ck_assert_int_eq(console_start(&c, 0), 0);
     put_str(&c, "ok");
     ck_assert_int_eq(console_flush(&c, 2000), 0);
     char b[3] = { 0 };
@@ -304,6 +304,68 @@ START_TEST(flush_is_bounded_and_judges_nobody)
 }
 END_TEST
 
+/* A write that blocks (a blocking pipe moat could not reopen): once the
+ * reader has taken nothing for the idle time, console_stop interrupts it
+ * with the kick signal and returns, the rest counted as dropped. */
+static void noop(int sig) { (void)sig; }
+
+START_TEST(stop_interrupts_a_blocked_write)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = noop;   /* no SA_RESTART, as moat_start installs it */
+    sigemptyset(&sa.sa_mask);
+    ck_assert_int_eq(sigaction(SIGRTMIN + 7, &sa, NULL), 0);
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    ck_assert_int_ge(fcntl(p[1], F_SETPIPE_SZ, 4096), 4096);
+    struct console_out c;
+    ck_assert_int_eq(console_init(&c, p[1], 65536, 0), 0);
+    c.test_blocking = true;
+    ck_assert_int_eq(console_start(&c, SIGRTMIN + 7), 0);
+    for (int i = 0; i < 30000; i++)
+        console_put(&c, 'b');
+    usleep(100000);   /* the writer is now blocked in write(2) on the full pipe */
+    uint64_t t0 = now_ms();
+    console_stop(&c, 100);
+    uint64_t ms = now_ms() - t0;
+    ck_assert_msg(ms >= 90 && ms < 2000, "console_stop took %llu ms", (unsigned long long)ms);
+    struct console_stats s;
+    console_get_stats(&c, &s);
+    ck_assert_uint_gt(s.dropped, 0);
+    ck_assert_uint_eq(s.queued, 0);
+    console_destroy(&c);
+    close(p[0]);
+    close(p[1]);
+}
+END_TEST
+
+/* A pty master as the console (a terminal emulator's side): output reaches
+ * the slave. (Reopening the master through /proc would open a new pty.) */
+START_TEST(pty_master_console)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    ck_assert_int_ge(m, 0);
+    ck_assert_int_eq(grantpt(m), 0);
+    ck_assert_int_eq(unlockpt(m), 0);
+    int sl = open(ptsname(m), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    ck_assert_int_ge(sl, 0);
+    struct console_out c;
+    ck_assert_int_eq(console_init(&c, m, 4096, 0), 0);
+    ck_assert_int_eq(console_start(&c, 0), 0);
+    put_str(&c, "pty\n");
+    ck_assert_int_eq(console_drain(&c, 2000), 0);
+    char b[8] = { 0 };
+    struct pollfd pf = { .fd = sl, .events = POLLIN };
+    ck_assert_int_eq(poll(&pf, 1, 2000), 1);
+    ck_assert_int_ge(read(sl, b, sizeof b - 1), 3);
+    ck_assert_msg(strncmp(b, "pty", 3) == 0, "slave read '%s'", b);
+    console_destroy(&c);
+    close(sl);
+    close(m);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("console");
@@ -318,6 +380,8 @@ static Suite *suite(void)
     tcase_add_test(tc, no_fd_discards);
     tcase_add_test(tc, bad_size);
     tcase_add_test(tc, flush_is_bounded_and_judges_nobody);
+    tcase_add_test(tc, stop_interrupts_a_blocked_write);
+    tcase_add_test(tc, pty_master_console);
     suite_add_tcase(s, tc);
     return s;
 }
