@@ -11,8 +11,9 @@ md5sum < /tmp/sbdd/base > /tmp/sbdd/base.md5
 # sbd_cat O F: file F as the guest's disk in overlay O holds it (debugfs on an
 # export). The guest's filesystem is still mounted (stop snapshots it as it
 # runs): what `sync` committed may sit in the journal, not yet checkpointed,
-# where a plain debugfs does not look (1 run in 6 lost a file that way), so
-# the export's journal is replayed first (journal_run), as a mount would.
+# where a plain debugfs does not look, so the export's journal is replayed
+# first (journal_run), as a mount would. (That was a guess at the
+# intermittent sandbox-disk-on-host failure; it did not cure it.)
 printf '%s\n' 'rm -f /tmp/sbdd/x; ./build/moat disk export "$1" /tmp/sbdd/x >/dev/null && ./debugfs -w -R journal_run /tmp/sbdd/x >/dev/null 2>&1; ./debugfs -R "cat $2" /tmp/sbdd/x 2>/dev/null; rm -f /tmp/sbdd/x' > /tmp/sbdd/cat.sh
 t sandbox-disk-create sh -c '
     M=./build/moat
@@ -71,8 +72,21 @@ t sandbox-disk-on-host sh -c '
     echo "rc $r1 parent [$p] [$pc] [$w] children [$c1] [$c2] [$c1p] tag [$t1]"
     md5sum < /tmp/sbdd/base | cmp -s - /tmp/sbdd/base.md5; r2=$?
     echo "base unchanged: $r2"
-    [ $r1 = 0 ] && [ "$p" = p ] && [ -z "$pc" ] && [ "$w" = one ] && [ "$c1" = c1 ] && [ "$c2" = c2 ] &&
-    [ -z "$c1p" ] && [ "$t1" = one ] && [ $r2 = 0 ]'
+    ok=0; [ $r1 = 0 ] && [ "$p" = p ] && [ -z "$pc" ] && [ "$w" = one ] && [ "$c1" = c1 ] && [ "$c2" = c2 ] &&
+    [ -z "$c1p" ] && [ "$t1" = one ] && [ $r2 = 0 ] && ok=1
+    if [ $ok = 0 ]; then
+        # An intermittent failure (a synced file of a fork child missing
+        # from its overlay after stop, about 1 run in 7, cause not found
+        # yet): keep what would explain it.
+        for n in sdk-1 sdk-2; do
+            echo "== $n: files"; ls -la $MOAT_HOME/$n $MOAT_HOME/$n/snap 2>&1
+            echo "== $n: moat.log"; tail -n 30 $MOAT_HOME/$n/moat.log 2>&1
+            echo "== $n: overlay"; ./build/moat disk info $MOAT_HOME/$n/disk0.overlay 2>&1
+            ./build/moat disk export $MOAT_HOME/$n/disk0.overlay /tmp/sbdd/y >/dev/null 2>&1 &&
+                ./debugfs -R "ls -l /" /tmp/sbdd/y 2>&1 | tail -n 12; rm -f /tmp/sbdd/y
+        done
+    fi
+    [ $ok = 1 ]'
 # A stopped sandbox: a tag copies its overlay; a fork starts from its snap
 # and a copy of its overlay.
 t sandbox-disk-stopped-tag-fork sh -c '
