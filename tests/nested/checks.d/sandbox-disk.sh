@@ -78,8 +78,10 @@ t sandbox-disk-on-host sh -c '
         # An intermittent failure (a synced file of a fork child missing
         # from its overlay after stop, about 1 run in 7, cause not found
         # yet): keep what would explain it.
+        echo "== L1 /tmp and memory (ENOSPC in the overlays?)"; df -k /tmp; free -m
         for n in sdk-1 sdk-2; do
             echo "== $n: files"; ls -la $MOAT_HOME/$n $MOAT_HOME/$n/snap 2>&1
+            echo "== $n: guest I/O errors"; grep -i -m 5 "error\|EXT4-fs" $MOAT_HOME/$n/console.log 2>&1
             echo "== $n: moat.log"; tail -n 30 $MOAT_HOME/$n/moat.log 2>&1
             echo "== $n: overlay"; ./build/moat disk info $MOAT_HOME/$n/disk0.overlay 2>&1
             ./build/moat disk export $MOAT_HOME/$n/disk0.overlay /tmp/sbdd/y >/dev/null 2>&1 &&
