@@ -197,7 +197,9 @@ static int list_files(struct ovl_disk *d, const uint64_t *blocks, size_t n)
         return r;
     }
     char cmd[256];
-    snprintf(cmd, sizeof cmd, "debugfs -R stats %s 2>/dev/null", img);
+    /* -n: a live filesystem's image (a running sandbox's) may have bitmaps
+     * whose checksums do not match yet; debugfs would refuse to open it. */
+    snprintf(cmd, sizeof cmd, "debugfs -n -R stats %s 2>/dev/null", img);
     FILE *p = popen(cmd, "r");
     unsigned bs = 0;
     char line[512];
@@ -226,7 +228,7 @@ static int list_files(struct ovl_disk *d, const uint64_t *blocks, size_t n)
             fprintf(rf, " %" PRIu64, blocks[i] * per + j);
     fprintf(rf, "\n");
     fclose(rf);
-    snprintf(cmd, sizeof cmd, "debugfs -f %s %s 2>/dev/null", req, img);
+    snprintf(cmd, sizeof cmd, "debugfs -n -f %s %s 2>/dev/null", req, img);
     p = popen(cmd, "r");
     unsigned long inodes[4096];
     size_t ni = 0;
