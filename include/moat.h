@@ -77,7 +77,8 @@ struct moat_config {
  * file is locked while the VM lives (exclusive; shared when read_only). */
 struct moat_drive {
     const char *path;
-    const char *id;           /* serial (VIRTIO_BLK_T_GET_ID), <= 20 bytes, or NULL */
+    const char *id;           /* serial (VIRTIO_BLK_T_GET_ID), <= 20 bytes, or NULL; also the
+                               * drive's id in snapshots (each drive its own) */
     int read_only;            /* writes fail with an I/O error; the file is opened O_RDONLY */
 };
 
@@ -233,9 +234,11 @@ struct moat_restore_config {
     int kick_signal;
     /* Drive overrides: NULL/0 reopens the images recorded in the snapshot
      * (same slots, same order); otherwise exactly as many drives as the
-     * snapshot has, in slot order: path and read_only are taken from here
-     * (id too, when not NULL). The guest's view must match (same size and
-     * read-only-ness), or its disk state is not what it cached. */
+     * snapshot has: an override with an id takes the recorded drive with
+     * that id (the snapshot must have it), the others take the remaining
+     * drives in slot order; path and read_only are taken from here. The
+     * guest's view must match (same size and read-only-ness), or its disk
+     * state is not what it cached. */
     const struct moat_drive *drives;
     size_t ndrives;
     /* The vsock device's host Unix socket: NULL reuses the path recorded

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "vmm/agent_client.h"
+#include "vmm/devtab.h"
 #include "vmm/vm.h"
 
 
@@ -64,7 +65,7 @@ static int connect_port(struct moat_vm *vm, unsigned port, int connect_wait_ms, 
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (;;) {
-        int r = agent_client_connect(c, vm->vsock_uds, 1, port);
+        int r = agent_client_connect(c, vm_vsock_uds(vm), 1, port);
         if (r == 0)
             return 0;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -84,7 +85,7 @@ int moat_exec(struct moat_vm *vm, const struct moat_exec *ex_in, int *status)
     memcpy(&ex, ex_in, ex_in->size < sizeof(ex) ? ex_in->size : sizeof(ex));
     if (!ex.argv || ex.argc == 0 || ex.argc > 4096 || ex.envc > 4096 || (ex.envc && !ex.env))
         return -EINVAL;
-    if (!vm->vsock_uds)
+    if (!vm_vsock_uds(vm))
         return -ENOTCONN;
 
     struct agent_client c;
@@ -146,7 +147,7 @@ int moat_put_file(struct moat_vm *vm, int fd, const char *guest_path, uint32_t m
     if (!vm || fd < 0 || !guest_path || !*guest_path || strlen(guest_path) > AGENT_MAX_PATH ||
         (mode & ~07777u))
         return -EINVAL;
-    if (!vm->vsock_uds)
+    if (!vm_vsock_uds(vm))
         return -ENOTCONN;
     struct agent_client c;
     int r = connect_port(vm, AGENT_DEFAULT_PORT, connect_wait_ms, &c);
@@ -164,7 +165,7 @@ int moat_get_file(struct moat_vm *vm, const char *guest_path, int fd, uint32_t *
         errbuf[0] = 0;
     if (!vm || fd < 0 || !guest_path || !*guest_path || strlen(guest_path) > AGENT_MAX_PATH)
         return -EINVAL;
-    if (!vm->vsock_uds)
+    if (!vm_vsock_uds(vm))
         return -ENOTCONN;
     struct agent_client c;
     int r = connect_port(vm, AGENT_DEFAULT_PORT, connect_wait_ms, &c);

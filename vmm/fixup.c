@@ -20,6 +20,7 @@
 #include "devices/vsock.h"
 #include "vmm/agent_client.h"
 #include "vmm/log.h"
+#include "vmm/devtab.h"
 #include "vmm/vm.h"
 
 #define FIXUP_WAIT_MS   5000    /* the whole fix-up, agent handshake included */
@@ -37,7 +38,7 @@ static int64_t ms_left(uint64_t deadline)
 static int fixup_once(struct moat_vm *vm, uint64_t deadline, char *why, size_t wlen)
 {
     int fd;
-    int r = vsock_open_internal(vm->vsock, &fd);
+    int r = vsock_open_internal(vm_vsock_dev(vm), &fd);
     if (r < 0)
         return r;
     int cfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -121,19 +122,19 @@ static void *fixup_thread(void *arg)
         log_warn("restore fix-up through the guest agent failed after %llu ms (%s%s%s): "
                  "guest clock and RNG not refreshed; host clients let in",
                  (unsigned long long)ms, strerror(-r), why[0] ? ": " : "", why);
-    vsock_ungate(vm->vsock);
+    vsock_ungate(vm_vsock_dev(vm));
     return NULL;
 }
 
 int vm_fixup_start(struct moat_vm *vm)
 {
     vm->fixup_pending = false;
-    if (!vm->vsock)
+    if (!vm_vsock_dev(vm))
         return 0;
     int r = -pthread_create(&vm->fixup_thread, NULL, fixup_thread, vm);
     if (r < 0) {
         log_warn("restore fix-up: thread: %s", strerror(-r));
-        vsock_ungate(vm->vsock);
+        vsock_ungate(vm_vsock_dev(vm));
         return 0;       /* not fatal: the guest runs, unfixed */
     }
     vm->fixup_started = true;

@@ -13,6 +13,7 @@
 
 #include "devices/overlay_disk.h"
 #include "devices/virtio_blk.h"
+#include "vmm/devtab.h"
 #include "vmm/log.h"
 #include "vmm/vm.h"
 
@@ -20,8 +21,8 @@
 
 static struct ovl_disk *drive_overlay(struct moat_vm *vm, unsigned drive)
 {
-    return vm->drive[drive].overlay && vm->drive[drive].blk ? virtio_blk_overlay(vm->drive[drive].blk)
-                                                            : NULL;
+    const struct vm_drive *d = vm_drive(vm, drive);
+    return d && d->overlay && d->blk ? virtio_blk_overlay(d->blk) : NULL;
 }
 
 /* Pause vm if it runs. *paused_here says whether to resume it after. */
@@ -48,7 +49,7 @@ int moat_clone_overlay(struct moat_vm *vm, unsigned drive, const char *dst)
 {
     if (!vm || !dst || !*dst)
         return -EINVAL;
-    if (drive >= vm->ndrives)
+    if (drive >= vm_ndrives(vm))
         return -ERANGE;
     struct ovl_disk *d = drive_overlay(vm, drive);
     if (!d)
@@ -146,8 +147,8 @@ static int plan(struct moat_vm *vm, const struct moat_fork_config *fc, size_t n,
 {
     memset(p, 0, sizeof(*p));
     p->n = n;
-    p->ndrives = vm->ndrives;
-    if (vm->has_vsock) {
+    p->ndrives = vm_ndrives(vm);
+    if (vm_vsock(vm)) {
         if (!fc->vsock_uds && !fc->vsock_uds_fmt)
             return seterr(err, 1, -EINVAL, "the parent has a vsock device: give the children "
                                            "their socket paths (vsock_uds or vsock_uds_fmt)");
@@ -165,14 +166,14 @@ static int plan(struct moat_vm *vm, const struct moat_fork_config *fc, size_t n,
         }
     }
     bool any_ovl = false;
-    for (unsigned d = 0; d < vm->ndrives; d++) {
-        if (vm->drive[d].overlay) {
+    for (unsigned d = 0; d < p->ndrives; d++) {
+        if (vm_drive(vm, d)->overlay) {
             if (!drive_overlay(vm, d))
                 return seterr(err, 0, -EINVAL, "drive %u: its overlay is not open", d);
             any_ovl = true;
-        } else if (!vm->drive[d].read_only) {
+        } else if (!vm_drive(vm, d)->read_only) {
             return seterr(err, 1, -EINVAL, "drive %u (%s) is writable and has no overlay: the children "
-                                           "would share and corrupt it", d, vm->drive[d].path);
+                                           "would share and corrupt it", d, vm_drive(vm, d)->path);
         }
     }
     if (!any_ovl)
@@ -182,15 +183,15 @@ static int plan(struct moat_vm *vm, const struct moat_fork_config *fc, size_t n,
                                        "their overlay paths (drive_overlays or overlay_fmt)");
     if (!fc->drive_overlays && check_template(fc->overlay_fmt, 2) < 0)
         return seterr(err, 1, -EINVAL, "overlay_fmt must hold exactly two %%u (child, drive)");
-    p->ovl = calloc(n * vm->ndrives, sizeof(*p->ovl));
-    p->made = calloc(n * vm->ndrives, sizeof(*p->made));
+    p->ovl = calloc(n * p->ndrives, sizeof(*p->ovl));
+    p->made = calloc(n * p->ndrives, sizeof(*p->made));
     if (!p->ovl || !p->made)
         return seterr(err, 0, -ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
-        for (unsigned d = 0; d < vm->ndrives; d++) {
-            if (!vm->drive[d].overlay)
+        for (unsigned d = 0; d < p->ndrives; d++) {
+            if (!vm_drive(vm, d)->overlay)
                 continue;
-            size_t k = i * vm->ndrives + d;
+            size_t k = i * p->ndrives + d;
             if (fc->drive_overlays && !fc->drive_overlays[k])
                 return seterr(err, 1, -EINVAL, "child %zu drive %u: no overlay path", i, d);
             p->ovl[k] = fc->drive_overlays ? strdup(fc->drive_overlays[k])
@@ -265,8 +266,8 @@ int moat_fork(struct moat_vm *parent, const struct moat_fork_config *fc_in, stru
         }
     struct moat_drive drives[VIRTIO_MMIO_KVM_MAX_SLOTS];
     for (unsigned d = 0; d < p.ndrives; d++)
-        drives[d] = (struct moat_drive){ .path = parent->drive[d].path, .id = parent->drive[d].id,
-                                         .read_only = parent->drive[d].read_only };
+        drives[d] = (struct moat_drive){ .path = vm_drive(parent, d)->path, .id = vm_drive(parent, d)->id,
+                                         .read_only = vm_drive(parent, d)->read_only };
     for (size_t i = 0; r == 0 && i < n; i++) {
         struct moat_restore_config rc;
         moat_restore_config_init(&rc);

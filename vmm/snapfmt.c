@@ -3,6 +3,8 @@
 #include "boot/boot.h"
 
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,8 +131,13 @@ int snap_parse(const uint8_t *buf, size_t len, struct snap_section *secs, size_t
     XXH3_freeState(st);
     if (sum != get64(buf + OFF_SUM))
         return fail(why, "state file checksum mismatch (corrupted)", -EINVAL);
-    if (get32(buf + OFF_VERSION) != SNAP_VERSION)
-        return fail(why, "unsupported state file version", -EPROTONOSUPPORT);
+    uint32_t version = get32(buf + OFF_VERSION);
+    if (version == 1)
+        return fail(why, "state file of an older moat (format version 1; this moat reads version 2): "
+                         "take the snapshot again with this moat", -EPROTONOSUPPORT);
+    if (version != SNAP_VERSION)
+        return fail(why, "state file of another moat (unknown format version; this moat reads version 2)",
+                    -EPROTONOSUPPORT);
     for (size_t i = 32; i < SNAP_HEADER_SIZE; i++)
         if (buf[i])
             return fail(why, "reserved header bytes not zero", -EINVAL);
@@ -345,5 +352,110 @@ int snap_moatdev_check(const struct snap_moatdev *m, const char **why)
 {
     if (m->pad)
         return fail(why, "control device: padding not zero", -EINVAL);
+    return 0;
+}
+
+/* ---- devices (SNAP_DEV) ---- */
+
+long snap_dev_encode(uint8_t *buf, size_t cap, uint32_t device_id, const char *id,
+                     const void *state, size_t state_len, const void *data, size_t data_len)
+{
+    if (!id || !device_id || !state || !state_len || (data_len && !data))
+        return -EINVAL;
+    size_t il = strlen(id);
+    if (il == 0)
+        return -EINVAL;
+    if (il > SNAP_DEV_ID_MAX)
+        return -ENAMETOOLONG;
+    if (state_len > SNAP_DEV_STATE_MAX || data_len > SNAP_DEV_DATA_MAX)
+        return -E2BIG;
+    struct snap_dev h = { .device_id = device_id, .id_len = (uint32_t)il,
+                          .state_len = (uint32_t)state_len, .data_len = (uint32_t)data_len };
+    size_t total = sizeof h + il + state_len + data_len;
+    if (cap < total)
+        return -ENOSPC;
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + sizeof h, id, il);
+    memcpy(buf + sizeof h + il, state, state_len);
+    if (data_len)
+        memcpy(buf + sizeof h + il + state_len, data, data_len);
+    return (long)total;
+}
+
+int snap_dev_decode(const uint8_t *data, uint64_t len, struct snap_dev_view *v, const char **why)
+{
+    struct snap_dev h;
+    *why = NULL;
+    if (len < sizeof h) {
+        *why = "device section too short";
+        return -EINVAL;
+    }
+    memcpy(&h, data, sizeof h);
+    if (h.device_id == 0) {
+        *why = "device section without a device type";
+        return -EINVAL;
+    }
+    if (h.id_len == 0 || h.id_len > SNAP_DEV_ID_MAX) {
+        *why = "device id length out of range";
+        return -EINVAL;
+    }
+    if (h.state_len == 0 || h.state_len > SNAP_DEV_STATE_MAX || h.data_len > SNAP_DEV_DATA_MAX) {
+        *why = "device state or record length out of range";
+        return -EINVAL;
+    }
+    if (len != sizeof h + (uint64_t)h.id_len + h.state_len + h.data_len) {
+        *why = "device section length does not match its parts";
+        return -EINVAL;
+    }
+    const uint8_t *p = data + sizeof h;
+    if (memchr(p, 0, h.id_len)) {
+        *why = "NUL inside the device id";
+        return -EINVAL;
+    }
+    v->device_id = h.device_id;
+    memcpy(v->id, p, h.id_len);
+    v->id[h.id_len] = 0;
+    v->state = p + h.id_len;
+    v->state_len = h.state_len;
+    v->data = p + h.id_len + h.state_len;
+    v->data_len = h.data_len;
+    return 0;
+}
+
+int snap_match_overrides(const char *const *snap_ids, size_t n, const char *const *ovr_ids, size_t m,
+                         size_t *map, char *why, size_t wlen)
+{
+    if (m != n) {
+        snprintf(why, wlen, "the snapshot has %zu, %zu given", n, m);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < n; i++)
+        map[i] = SIZE_MAX;
+    /* overrides with an id take the device with that id */
+    for (size_t k = 0; k < m; k++) {
+        if (!ovr_ids[k])
+            continue;
+        size_t i = 0;
+        while (i < n && strcmp(snap_ids[i], ovr_ids[k]) != 0)
+            i++;
+        if (i == n) {
+            snprintf(why, wlen, "'%s': the snapshot has no such device", ovr_ids[k]);
+            return -EINVAL;
+        }
+        if (map[i] != SIZE_MAX) {
+            snprintf(why, wlen, "'%s' given twice", ovr_ids[k]);
+            return -EINVAL;
+        }
+        map[i] = k;
+    }
+    /* the others take the rest, in slot order */
+    size_t i = 0;
+    for (size_t k = 0; k < m; k++) {
+        if (ovr_ids[k])
+            continue;
+        while (i < n && map[i] != SIZE_MAX)
+            i++;
+        map[i] = k;     /* m == n: there is one */
+    }
     return 0;
 }

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #define SNAP_MAGIC        "MOATSNAP"
-#define SNAP_VERSION      1u
+#define SNAP_VERSION      2u   /* 2: one self-describing section per device (SNAP_DEV) */
 #define SNAP_HEADER_SIZE  64u
 #define SNAP_MAX_PAYLOAD  (16u << 20)   /* 16 MiB */
 #define SNAP_MAX_SECTIONS 1024u
@@ -37,9 +37,8 @@ enum snap_type {
     SNAP_VM_CLOCK,       /* struct kvm_clock_data */
     SNAP_DEV_SERIAL = 80,/* struct snap_serial */
     SNAP_DEV_MOATDEV,    /* struct snap_moatdev */
-    SNAP_DEV_VIRTIO_MMIO,/* index = slot: struct virtio_mmio_state (devices/virtio_mmio.h) */
-    SNAP_DEV_DRIVE,      /* index = slot: struct snap_drive, then path, then id bytes */
-    SNAP_DEV_VSOCK,      /* index = slot: struct snap_vsock, then the socket path */
+    /* 82 .. 84: version 1's per-slot virtio, drive and vsock sections */
+    SNAP_DEV = 85,       /* index = virtio-mmio slot: struct snap_dev (one per device) */
 };
 
 struct snap_meta {
@@ -116,6 +115,51 @@ struct snap_vsock {
 long snap_vsock_encode(uint8_t *buf, size_t cap, uint64_t guest_cid, const char *path);
 int snap_vsock_decode(const uint8_t *data, uint64_t len, uint64_t *guest_cid, char *path,
                       size_t path_cap, const char **why);
+
+/* A virtio device (version 2): one SNAP_DEV section per device, index =
+ * its virtio-mmio slot, slots 0 .. n-1 without gaps. The fixed part, then
+ * id_len bytes of the device's id (unique among the VM's devices of its
+ * type; no NUL), state_len bytes of its transport state (struct
+ * virtio_mmio_state, devices/virtio_mmio.h), then data_len bytes of the
+ * device type's own record (virtio-blk: struct snap_drive and its strings;
+ * virtio-vsock: struct snap_vsock and its path). A restore finds the
+ * loader by device_id and matches the device to the configuration by
+ * type and id (vmm/devtab.c). */
+struct snap_dev {
+    uint32_t device_id;      /* VIRTIO_ID_* (devices/virtio_dev.h) */
+    uint32_t id_len;         /* 1 .. SNAP_DEV_ID_MAX */
+    uint32_t state_len;      /* 1 .. SNAP_DEV_STATE_MAX */
+    uint32_t data_len;       /* 0 .. SNAP_DEV_DATA_MAX */
+};
+#define SNAP_DEV_ID_MAX    32u
+#define SNAP_DEV_STATE_MAX 65536u
+#define SNAP_DEV_DATA_MAX  65536u
+
+/* A decoded SNAP_DEV section; state and data point into the section. */
+struct snap_dev_view {
+    uint32_t device_id;
+    char id[SNAP_DEV_ID_MAX + 1];
+    const uint8_t *state;
+    uint32_t state_len;
+    const uint8_t *data;
+    uint32_t data_len;
+};
+
+/* Encode: the length, or -EINVAL (empty id, NUL inside, device_id 0, no
+ * state) / -ENAMETOOLONG / -E2BIG (state or data over its cap) / -ENOSPC.
+ * Decode: 0, or -EINVAL with *why; nothing outside data[0, len) is read. */
+long snap_dev_encode(uint8_t *buf, size_t cap, uint32_t device_id, const char *id,
+                     const void *state, size_t state_len, const void *data, size_t data_len);
+int snap_dev_decode(const uint8_t *data, uint64_t len, struct snap_dev_view *v, const char **why);
+
+/* Restore overrides for n devices of one type recorded with ids snap_ids
+ * (slot order), given m overrides whose ids are ovr_ids (NULL entries: no
+ * id). Overrides with an id take the recorded device with that id; the
+ * others take the remaining devices in slot order. map[i] gets the
+ * override for recorded device i. 0, or -EINVAL with a message in why
+ * naming the device (m != n, an id not recorded, an id given twice). */
+int snap_match_overrides(const char *const *snap_ids, size_t n, const char *const *ovr_ids, size_t m,
+                         size_t *map, char *why, size_t wlen);
 
 /* The fixed-size sections a restore reads, checked field by field before
  * any is used (restore validates everything it reads): 0, or -EINVAL with

@@ -17,7 +17,7 @@
 
 #include "devices/virtio_dev.h"
 #include "devices/virtio_mmio.h"
-#include "devices/vsock.h"
+#include "vmm/devtab.h"
 #include "vmm/layout.h"
 #include "vmm/log.h"
 #include "vmm/snapdiff.h"
@@ -132,35 +132,6 @@ static void save_devices(struct moat_vm *vm, struct snap_writer *w)
     snapw_section(w, SNAP_DEV_MOATDEV, 0, &md, sizeof(md));
 }
 
-/* Drives: the transport/queue state and the drive's path, per slot. The
- * devices are stopped (moat_pause drained them). */
-static int save_drives(struct moat_vm *vm, struct snap_writer *w)
-{
-    for (unsigned i = 0; i < vm->nvdev; i++) {
-        struct virtio_mmio_state st;
-        int r = virtio_mmio_kvm_save(vm->vdev[i], &st);
-        if (r < 0)
-            return r;
-        snapw_section(w, SNAP_DEV_VIRTIO_MMIO, i, &st, sizeof(st));
-        if (vm->vsock && i == vm->vsock_slot) {
-            /* the vsock device: its CID and socket path; no connections */
-            uint8_t vb[sizeof(struct snap_vsock) + SNAP_VSOCK_PATH_MAX];
-            long vn = snap_vsock_encode(vb, sizeof(vb), vsock_guest_cid(vm->vsock), vm->vsock_uds);
-            if (vn < 0)
-                return (int)vn;
-            snapw_section(w, SNAP_DEV_VSOCK, i, vb, (uint64_t)vn);
-            continue;
-        }
-        uint8_t buf[sizeof(struct snap_drive) + 2 * SNAP_DRIVE_PATH_MAX + SNAP_DRIVE_ID_MAX];
-        long n = snap_drive_encode_ov(buf, sizeof(buf), vm->drive[i].path, vm->drive[i].id,
-                                      vm->drive[i].read_only, vm->drive[i].overlay);
-        if (n < 0)
-            return (int)n;
-        snapw_section(w, SNAP_DEV_DRIVE, i, buf, (uint64_t)n);
-    }
-    return 0;
-}
-
 int snap_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 {
     const uint8_t *p = buf;
@@ -265,17 +236,6 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
     pthread_mutex_unlock(&vm->lock);
     if (exited)
         return -ESRCH;
-    /* Drives in slots 0 .. ndrives-1, then the in-process vsock device
-     * (its connections are not saved: docs/vsock.md). Anything else (a
-     * vhost-user vsock) cannot be snapshotted. */
-    if (vm->has_vsock && (!vm->vsock || vm->vsock_slot != vm->ndrives))
-        return -ENOTSUP;
-    if (vm->nvdev != vm->ndrives + (vm->vsock ? 1u : 0u))
-        return -ENOTSUP;
-    for (unsigned i = 0; i < vm->nvdev; i++)
-        if (virtio_mmio_kvm_device_id(vm->vdev[i]) !=
-            (vm->vsock && i == vm->vsock_slot ? VIRTIO_ID_VSOCK : VIRTIO_ID_BLOCK))
-            return -ENOTSUP;
     if (started && !was_paused) {
         int r = moat_pause(vm);
         if (r < 0)
@@ -302,7 +262,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
         r = save_vcpu(vm, &vm->vcpus[i], &w);
     if (r == 0) {
         save_devices(vm, &w);
-        r = save_drives(vm, &w);
+        r = devtab_save(vm, &w);
     }
     const uint8_t *buf = NULL;
     size_t len = 0;
@@ -510,143 +470,14 @@ static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs,
     return 0;
 }
 
-/* Recreate the drives recorded in the snapshot (slots 0..n-1), with the
- * restore configuration's overrides. Config errors for anything missing. */
-static int restore_drives(struct moat_vm *vm, const struct moat_restore_config *rc,
-                          const struct snap_section *secs, size_t nsecs, struct moat_error *err)
+/* Start the live devices (their state is loaded: devtab_restore), before
+ * any vCPU runs. */
+static int restore_virtio(struct moat_vm *vm, struct moat_error *err)
 {
-    unsigned n = 0;
-    while (n < VIRTIO_MMIO_KVM_MAX_SLOTS && snap_find(secs, nsecs, SNAP_DEV_DRIVE, n))
-        n++;
-    /* a vsock device, if any, is in the slot after the drives */
-    unsigned nv = n + (n < VIRTIO_MMIO_KVM_MAX_SLOTS && snap_find(secs, nsecs, SNAP_DEV_VSOCK, n) ? 1 : 0);
-    for (size_t i = 0; i < nsecs; i++) {
-        if ((secs[i].type == SNAP_DEV_DRIVE && secs[i].index >= n) ||
-            (secs[i].type == SNAP_DEV_VIRTIO_MMIO && secs[i].index >= nv) ||
-            (secs[i].type == SNAP_DEV_VSOCK && secs[i].index != n))
-            return seterr(err, 1, -EINVAL, "state file: device section for slot %u without a drive before it",
-                          (unsigned)secs[i].index);
-    }
-    if (rc->ndrives && !rc->drives)
-        return seterr(err, 1, -EINVAL, "drive list missing");
-    if (rc->ndrives && rc->ndrives != n)
-        return seterr(err, 1, -EINVAL, "the snapshot has %u drive(s), %zu given", n, rc->ndrives);
-    if (n == 0)
-        return 0;
-    struct moat_drive d[VIRTIO_MMIO_KVM_MAX_SLOTS];
-    char (*paths)[SNAP_DRIVE_PATH_MAX + 1] = calloc(n, sizeof(*paths));
-    char (*ovls)[SNAP_DRIVE_PATH_MAX + 1] = calloc(n, sizeof(*ovls));
-    const char *ovl[VIRTIO_MMIO_KVM_MAX_SLOTS] = { 0 };
-    int dir[VIRTIO_MMIO_KVM_MAX_SLOTS] = { 0 };
-    char ids[VIRTIO_MMIO_KVM_MAX_SLOTS][SNAP_DRIVE_ID_MAX + 1];
-    if (!paths || !ovls) {
-        free(paths);
-        free(ovls);
-        return seterr(err, 0, -ENOMEM, "out of memory");
-    }
-    int r = 0;
-    for (unsigned i = 0; i < n && r == 0; i++) {
-        const struct snap_section *ds = snap_find(secs, nsecs, SNAP_DEV_DRIVE, i);
-        const char *why = NULL;
-        int ro = 0;
-        if (snap_drive_decode_ov(ds->data, ds->len, paths[i], sizeof(paths[i]), ids[i], sizeof(ids[i]), &ro,
-                                 ovls[i], sizeof(ovls[i]), &why) < 0) {
-            r = seterr(err, 1, -EINVAL, "state file: drive %u: %s", i, why);
-            break;
-        }
-        d[i] = (struct moat_drive){ .path = paths[i], .id = ids[i][0] ? ids[i] : NULL, .read_only = ro };
-        ovl[i] = ovls[i][0] ? ovls[i] : NULL;
-        if (rc->ndrives) {
-            /* A copy-on-write drive keeps its overlay only if one is given:
-             * reopening its base writable would write the shared base. */
-            const char *o_ovl = rc->drive_overlays ? rc->drive_overlays[i] : NULL;
-            if (ovl[i] && !o_ovl) {
-                r = seterr(err, 1, -EINVAL, "drive %u was a copy-on-write drive (overlay %s): "
-                           "give an overlay for it too", i, ovl[i]);
-                break;
-            }
-            ovl[i] = o_ovl;
-            const struct moat_drive *o = &rc->drives[i];
-            if (!o->path || !*o->path) {
-                r = seterr(err, 1, -EINVAL, "drive %u: no path", i);
-                break;
-            }
-            d[i].path = o->path;
-            d[i].read_only = o->read_only;
-            dir[i] = rc->drive_direct && rc->drive_direct[i];
-            if (o->id)
-                d[i].id = o->id;
-        }
-        if (access(d[i].path, d[i].read_only || ovl[i] ? R_OK : R_OK | W_OK) < 0)
-            r = seterr(err, 1, -errno, "drive %s: %s", d[i].path, strerror(errno));
-        else if (ovl[i] && access(ovl[i], R_OK) < 0)     /* never a fresh, empty one */
-            r = seterr(err, 1, -errno, "drive %s: overlay %s: %s", d[i].path, ovl[i], strerror(errno));
-    }
-    if (r == 0)
-        r = vm_setup_drives(vm, d, ovl, dir, n, err);
-    free(paths);
-    free(ovls);
-    return r;
-}
-
-/* The vsock device (slot: after the drives), if the snapshot has one:
- * created fresh (no connections), on the recorded socket path or
- * rc->vsock_uds, and marked restored: its first start tells the driver
- * TRANSPORT_RESET, and host clients wait until moat_start's fix-up
- * (vmm/fixup.c) is done. */
-static int restore_vsock(struct moat_vm *vm, const struct moat_restore_config *rc,
-                         const struct snap_section *secs, size_t nsecs, struct moat_error *err)
-{
-    const struct snap_section *vs = snap_find(secs, nsecs, SNAP_DEV_VSOCK, vm->nvdev);
-    if (!vs) {
-        if (rc->vsock_uds)
-            return seterr(err, 1, -EINVAL, "the snapshot has no vsock device");
-        return 0;
-    }
-    char path[SNAP_VSOCK_PATH_MAX + 1];
-    uint64_t cid;
-    const char *why = NULL;
-    if (snap_vsock_decode(vs->data, vs->len, &cid, path, sizeof(path), &why) < 0)
-        return seterr(err, 1, -EINVAL, "state file: vsock: %s", why);
-    const char *uds = rc->vsock_uds ? rc->vsock_uds : path;
-    /* vsock_create replaces a stale socket file: refuse a live one (the
-     * snapshotted VM may still be running on it). */
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    if (strlen(uds) < sizeof(sa.sun_path)) {
-        strcpy(sa.sun_path, uds);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0) {
-            int live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-            close(fd);
-            if (live)
-                return seterr(err, 1, -EADDRINUSE, "vsock: %s is in use (give another path)", uds);
-        }
-    }
-    int r = vm_setup_vsock(vm, uds, cid, err);
-    if (r < 0)
-        return r;
-    vsock_restored(vm->vsock);
-    vm->fixup_pending = true;
-    return 0;
-}
-
-/* Load each drive's transport state (untrusted: virtio_mmio_load checks
- * it) and start the live ones, before any vCPU runs. */
-static int restore_virtio(struct moat_vm *vm, const struct snap_section *secs, size_t nsecs,
-                          struct moat_error *err)
-{
-    for (unsigned i = 0; i < vm->nvdev; i++) {
-        struct virtio_mmio_state st;
-        SECTION(SNAP_DEV_VIRTIO_MMIO, i, struct virtio_mmio_state, &st);
-        const char *why = NULL;
-        int r = virtio_mmio_kvm_load(vm->vdev[i], &st, &why);
+    for (unsigned i = 0; i < vm->ndev; i++) {
+        int r = virtio_mmio_kvm_resume(vm->dev[i].t);
         if (r < 0)
-            return seterr(err, 1, r, "state file: virtio slot %u: %s", i, why ? why : strerror(-r));
-    }
-    for (unsigned i = 0; i < vm->nvdev; i++) {
-        int r = virtio_mmio_kvm_resume(vm->vdev[i]);
-        if (r < 0)
-            return seterr(err, 0, r, "restore: starting virtio slot %u: %s", i, strerror(-r));
+            return seterr(err, 0, r, "restore: starting %s: %s", vm->dev[i].id, strerror(-r));
     }
     return 0;
 }
@@ -774,16 +605,14 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     }
     if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0 || (r = vm_setup_rest(vm, false, err)) < 0)
         goto out;
-    if ((r = restore_drives(vm, &rc, secs, nsecs, err)) < 0)
-        goto out;
-    if ((r = restore_vsock(vm, &rc, secs, nsecs, err)) < 0)
+    if ((r = devtab_restore(vm, &rc, secs, nsecs, err)) < 0)
         goto out;
     if ((r = restore_vm_state(vm, secs, nsecs, err)) < 0)
         goto out;
     for (unsigned i = 0; i < vm->ncpus; i++)
         if ((r = restore_vcpu(vm, &vm->vcpus[i], secs, nsecs, err)) < 0)
             goto out;
-    if ((r = restore_virtio(vm, secs, nsecs, err)) < 0)
+    if ((r = restore_virtio(vm, err)) < 0)
         goto out;
     vm->map_hook = NULL;
     /* The next diff is against this snapshot. */

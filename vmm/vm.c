@@ -17,6 +17,7 @@
 
 #include "devices/virtio_blk.h"
 #include "devices/vsock.h"
+#include "vmm/devtab.h"
 #include "vmm/layout.h"
 #include "vmm/log.h"
 #include "vmm/snapdiff.h"
@@ -314,8 +315,8 @@ int moat_pause(struct moat_vm *vm)
     /* Devices quiesce after the vCPUs: in-flight I/O drains and completes
      * into the used rings, and no device touches guest memory until resume. */
     if (r == 0)
-        for (unsigned i = 0; i < vm->nvdev; i++)
-            virtio_mmio_kvm_stop(vm->vdev[i]);
+        for (unsigned i = 0; i < vm->ndev; i++)
+            virtio_mmio_kvm_stop(vm->dev[i].t);
     /* And the console's output from before the pause reaches its fd (a
      * reader that is not reading costs the pause at most this long). */
     if (r == 0)
@@ -335,8 +336,8 @@ int moat_resume(struct moat_vm *vm)
     vm->paused = false;
     pthread_mutex_unlock(&vm->lock);
     int r = 0;
-    for (unsigned i = 0; i < vm->nvdev; i++) {
-        int e = virtio_mmio_kvm_resume(vm->vdev[i]);
+    for (unsigned i = 0; i < vm->ndev; i++) {
+        int e = virtio_mmio_kvm_resume(vm->dev[i].t);
         if (e < 0 && r == 0)
             r = e;
     }
@@ -507,45 +508,13 @@ static int check_drives(const struct moat_config *cfg, struct moat_error *err)
         bool cow = cfg->drive_overlays && cfg->drive_overlays[i];   /* the base is only read */
         if (access(d->path, d->read_only || cow ? R_OK : R_OK | W_OK) < 0)
             return seterr(err, 1, -errno, "drive %s: %s", d->path, strerror(errno));
-    }
-    return 0;
-}
-
-int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, const char *const *overlays,
-                    const int *direct, size_t n, struct moat_error *err)
-{
-    if (n > VIRTIO_MMIO_KVM_MAX_SLOTS - vm->nvdev)
-        return seterr(err, 1, -EINVAL, "too many drives");
-    for (size_t i = 0; i < n; i++) {
-        const struct moat_drive *d = &drives[i];
-        char name[16], why[256];
-        snprintf(name, sizeof(name), "vd%c", (char)('a' + i));
-        struct virtio_blk_opts o = { .path = d->path, .read_only = d->read_only != 0, .id = d->id,
-                                     .engine = BLK_ENGINE_AUTO, .name = name,
-                                     .direct = direct && direct[i],
-                                     .overlay = overlays ? overlays[i] : NULL };
-        struct virtio_blk *blk;
-        int r = virtio_blk_create(&o, &blk, why, sizeof(why));
-        if (r < 0)
-            return seterr(err, 1, r, "%s", why);
-        unsigned slot = vm->nvdev;
-        r = virtio_mmio_kvm_create(&vm->vdev[slot], vm->vm_fd, &vm->mmio, &vm->mem, slot,
-                                   &virtio_blk_ops, blk);
-        if (r < 0)
-            return seterr(err, 0, r, "drive %s: virtio-mmio slot %u: %s", d->path, slot, strerror(-r));
-        vm->nvdev++;
-        vm->drive[vm->ndrives].read_only = d->read_only != 0;
-        vm->drive[vm->ndrives].blk = blk;     /* owned by the transport, lives as long as vm */
-        vm->drive[vm->ndrives].path = strdup(d->path);
-        vm->drive[vm->ndrives].id = d->id ? strdup(d->id) : NULL;
-        vm->drive[vm->ndrives].overlay = o.overlay ? strdup(o.overlay) : NULL;
-        if (!vm->drive[vm->ndrives].path || (d->id && !vm->drive[vm->ndrives].id) ||
-            (o.overlay && !vm->drive[vm->ndrives].overlay)) {
-            free(vm->drive[vm->ndrives].path);
-            vm->drive[vm->ndrives].path = NULL;
-            return seterr(err, 0, -ENOMEM, "out of memory");
-        }
-        vm->ndrives++;
+        /* ids name drives in snapshots: each its own */
+        char ni[16], nj[16];
+        const char *id_i = vm_drive_table_id(d, (unsigned)i, ni);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(vm_drive_table_id(&cfg->drives[j], (unsigned)j, nj), id_i) == 0)
+                return seterr(err, 1, -EINVAL, "drive %zu: id %s is drive %zu's too (each drive needs its own)",
+                              i, id_i, j);
     }
     return 0;
 }
@@ -557,39 +526,6 @@ static int setup_vsock(struct moat_vm *vm, const struct moat_config *cfg, struct
     if (!cfg->vsock_uds)
         return 0;
     return vm_setup_vsock(vm, cfg->vsock_uds, cfg->vsock_cid, err);
-}
-
-int vm_setup_vsock(struct moat_vm *vm, const char *uds, uint64_t cid, struct moat_error *err)
-{
-    char why[256];
-    struct vsock_opts o = { .uds_path = uds,
-                            .guest_cid = cid ? cid : VSOCK_DEFAULT_CID,
-                            .name = "vsock" };
-    struct vsock_dev *dev;
-    int r = vsock_create(&o, &dev, why, sizeof(why));
-    if (r < 0)
-        return seterr(err, 1, r, "%s", why);
-    unsigned slot = vm->nvdev;
-    if (slot >= VIRTIO_MMIO_KVM_MAX_SLOTS) {
-        vsock_ops.destroy(dev);
-        return seterr(err, 1, -ENOSPC, "vsock: no free virtio-mmio slot");
-    }
-    r = virtio_mmio_kvm_create(&vm->vdev[slot], vm->vm_fd, &vm->mmio, &vm->mem, slot, &vsock_ops, dev);
-    if (r < 0)
-        return seterr(err, 0, r, "vsock: virtio-mmio slot %u: %s", slot, strerror(-r));
-    vm->nvdev++;
-    vm->has_vsock = true;
-    vm->vsock = dev;
-    vm->vsock_slot = slot;
-    vm->vsock_uds = strdup(uds);
-    return vm->vsock_uds ? 0 : seterr(err, 0, -ENOMEM, "out of memory");
-}
-
-static void destroy_vdevs(struct moat_vm *vm)
-{
-    for (unsigned i = 0; i < vm->nvdev; i++)
-        virtio_mmio_kvm_destroy(vm->vdev[i]);
-    vm->nvdev = 0;
 }
 
 static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum boot_kind kind,
@@ -620,12 +556,7 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
 
 void vm_free(struct moat_vm *vm)
 {
-    destroy_vdevs(vm);      /* before guest RAM goes: device threads drain */
-    for (unsigned i = 0; i < vm->ndrives; i++) {
-        free(vm->drive[i].path);
-        free(vm->drive[i].id);
-        free(vm->drive[i].overlay);
-    }
+    devtab_free(vm);        /* before guest RAM goes: device threads drain */
     if (vm->vcpus) {
         for (unsigned i = 0; i < vm->ncpus; i++)
             if (vm->vcpus[i].fd > 0 || vm->vcpus[i].run)
@@ -643,7 +574,6 @@ void vm_free(struct moat_vm *vm)
         close(vm->exit_efd);
     kvm_host_close(&vm->host);
     free(vm->cmdline);
-    free(vm->vsock_uds);
     pthread_mutex_destroy(&vm->lock);
     pthread_cond_destroy(&vm->cond);
     console_destroy(&vm->con);

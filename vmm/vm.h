@@ -20,7 +20,16 @@
 #include "vmm/virtio_mmio_kvm.h"
 
 struct moat_vm;
-struct virtio_blk;
+struct vm_dev_kind;
+
+/* One virtio device of a VM: its kind (vmm/devtab.c), its transport and
+ * the kind's own record. */
+struct vm_dev {
+    const struct vm_dev_kind *kind;
+    struct virtio_mmio_kvm *t;    /* owns the device instance */
+    char *id;                     /* unique among the VM's devices of its kind */
+    void *priv;                   /* the kind's record, freed by the kind */
+};
 
 struct vcpu {
     struct moat_vm *vm;
@@ -58,15 +67,11 @@ struct moat_vm {
     struct serial uart;
     struct moatdev ctl;
     struct i8042 kbd;
-    struct virtio_mmio_kvm *vdev[VIRTIO_MMIO_KVM_MAX_SLOTS];  /* virtio-mmio slots in use */
-    unsigned nvdev;
-    /* The drives in slots 0 .. ndrives-1 (for snapshots); owned copies. */
-    struct { char *path, *id, *overlay; bool read_only; struct virtio_blk *blk; } drive[VIRTIO_MMIO_KVM_MAX_SLOTS];
-    unsigned ndrives;
-    bool has_vsock;               /* a vsock device */
-    char *vsock_uds;              /* its hybrid-vsock socket path (moat_exec) */
-    struct vsock_dev *vsock;      /* the in-process vsock device, or NULL */
-    unsigned vsock_slot;          /* its virtio-mmio slot */
+    /* The virtio devices, one per virtio-mmio slot (slot = index): the
+     * table that pause, resume, snapshot, restore, fork and teardown
+     * iterate (vmm/devtab.h). */
+    struct vm_dev dev[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    unsigned ndev;
     /* Post-restore fix-up through the agent (vmm/fixup.c, docs/vsock.md). */
     bool fixup_pending;           /* restored with a vsock device: at moat_start */
     bool fixup_started;
@@ -123,14 +128,6 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
 int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err);
 int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err);
 void vm_free(struct moat_vm *vm);
-/* Create virtio-blk drives in the next slots, recording their paths. */
-/* overlays: NULL, or n entries (NULL or a copy-on-write overlay path);
- * direct: NULL, or n entries (nonzero: O_DIRECT). */
-int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, const char *const *overlays,
-                    const int *direct, size_t n, struct moat_error *err);
-/* The vsock device in the next slot (uds, cid: moat_config's meaning). */
-struct vsock_dev;
-int vm_setup_vsock(struct moat_vm *vm, const char *uds, uint64_t cid, struct moat_error *err);
 /* Post-restore fix-up (vmm/fixup.c): started by moat_start when
  * fixup_pending; stopped (joined) by moat_destroy. */
 int vm_fixup_start(struct moat_vm *vm);

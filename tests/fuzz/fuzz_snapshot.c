@@ -1,7 +1,8 @@
 /* Fuzz snapshot input: a whole state file, as moat_restore reads it. The
  * framing parser (snap_parse), then every section a restore reads through
  * its pure checker or decoder: metadata, UART and control-device state,
- * drives, vsock, each device's virtio-mmio transport state (loaded into a
+ * each device section (its framing, then the drive or vsock record its
+ * type's loader reads, and its virtio-mmio transport state, loaded into a
  * device model made from the section's own identity, then saved again:
  * what loads must come back unchanged), and the diff-chain sections
  * (parent, page bitmap and its runs).
@@ -18,6 +19,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "devices/virtio_dev.h"
 #include "devices/virtio_mmio.h"
 #include "tests/fuzz/fuzz_common.h"
 #include "vmm/snapchain.h"
@@ -78,6 +80,51 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
     return 0;
 }
 
+static void check_drive(const uint8_t *data, uint64_t len)
+{
+    static char path[SNAP_DRIVE_PATH_MAX + 1], id[SNAP_DRIVE_ID_MAX + 1], ov[SNAP_DRIVE_PATH_MAX + 1];
+    const char *why = NULL;
+    int ro = -1;
+    if (snap_drive_decode_ov(data, len, path, sizeof path, id, sizeof id, &ro, ov, sizeof ov, &why) == 0) {
+        FUZZ_ASSERT(strlen(path) >= 1 && strlen(path) <= SNAP_DRIVE_PATH_MAX);
+        FUZZ_ASSERT(strlen(id) <= SNAP_DRIVE_ID_MAX && (ro == 0 || ro == 1));
+    } else {
+        FUZZ_ASSERT(why);
+    }
+}
+
+static void check_vsock(const uint8_t *data, uint64_t len)
+{
+    static char path[SNAP_VSOCK_PATH_MAX + 1];
+    const char *why = NULL;
+    uint64_t cid = 0;
+    if (snap_vsock_decode(data, len, &cid, path, sizeof path, &why) == 0)
+        FUZZ_ASSERT(cid >= 3 && cid <= 0xfffffffeull && strlen(path) >= 1);
+    else
+        FUZZ_ASSERT(why);
+}
+
+/* A device section: its framing, then its transport state and the
+ * record its type's loader reads (vmm/devtab.c). */
+static void check_dev(const struct snap_section *sec)
+{
+    struct snap_dev_view v;
+    const char *why = NULL;
+    if (snap_dev_decode(sec->data, sec->len, &v, &why) != 0) {
+        FUZZ_ASSERT(why);
+        return;
+    }
+    FUZZ_ASSERT(v.device_id != 0 && strlen(v.id) >= 1 && strlen(v.id) <= SNAP_DEV_ID_MAX);
+    FUZZ_ASSERT(v.state >= sec->data && v.state + v.state_len <= sec->data + sec->len);
+    FUZZ_ASSERT(v.data >= v.state + v.state_len && v.data + v.data_len == sec->data + sec->len);
+    struct snap_section st = { .type = SNAP_DEV, .index = sec->index, .len = v.state_len, .data = v.state };
+    check_virtio_mmio(&st);
+    if (v.device_id == VIRTIO_ID_BLOCK)
+        check_drive(v.data, v.data_len);
+    else if (v.device_id == VIRTIO_ID_VSOCK)
+        check_vsock(v.data, v.data_len);
+}
+
 static void fuzz_one(const uint8_t *data, size_t size)
 {
     size_t n = 0;
@@ -122,29 +169,8 @@ static void fuzz_one(const uint8_t *data, size_t size)
                 FUZZ_ASSERT(snap_moatdev_check(&md, &why) == 0 || why);
             }
             break;
-        case SNAP_DEV_DRIVE: {
-            static char path[SNAP_DRIVE_PATH_MAX + 1], id[SNAP_DRIVE_ID_MAX + 1], ov[SNAP_DRIVE_PATH_MAX + 1];
-            int ro = -1;
-            if (snap_drive_decode_ov(s->data, s->len, path, sizeof path, id, sizeof id, &ro, ov, sizeof ov,
-                                     &why) == 0) {
-                FUZZ_ASSERT(strlen(path) >= 1 && strlen(path) <= SNAP_DRIVE_PATH_MAX);
-                FUZZ_ASSERT(strlen(id) <= SNAP_DRIVE_ID_MAX && (ro == 0 || ro == 1));
-            } else {
-                FUZZ_ASSERT(why);
-            }
-            break;
-        }
-        case SNAP_DEV_VSOCK: {
-            static char path[SNAP_VSOCK_PATH_MAX + 1];
-            uint64_t cid = 0;
-            if (snap_vsock_decode(s->data, s->len, &cid, path, sizeof path, &why) == 0)
-                FUZZ_ASSERT(cid >= 3 && cid <= 0xfffffffeull && strlen(path) >= 1);
-            else
-                FUZZ_ASSERT(why);
-            break;
-        }
-        case SNAP_DEV_VIRTIO_MMIO:
-            check_virtio_mmio(s);
+        case SNAP_DEV:
+            check_dev(s);
             break;
         case SNAP_DIFF_PARENT: {
             static char st[SNAP_PARENT_PATH_MAX + 1], mem[SNAP_PARENT_PATH_MAX + 1];

@@ -967,6 +967,51 @@ START_TEST(snapshot_restore_with_drive)
     rc.ndrives = 1;
     ck_assert_int_eq(moat_restore(&rc, &vm, &err), -ENOENT);
     ck_assert(err.is_config);
+    /* Overrides are matched to the recorded drives by id: one that names
+     * no drive of the snapshot is refused, naming it. */
+    struct moat_drive other = { .path = img, .id = "nope" };
+    rc.drives = &other;
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), -EINVAL);
+    ck_assert(err.is_config);
+    ck_assert_msg(strstr(err.msg, "'nope'") != NULL, "%s", err.msg);
+    /* Forged device sections (checksum recomputed): a virtio type this
+     * moat has no device for, and a device whose id is not the one its
+     * record gives it, are refused, naming the device. */
+    {
+        static uint8_t sbuf[1 << 20], copy[1 << 20];
+        FILE *fp = fopen(state, "rb");
+        ck_assert_ptr_nonnull(fp);
+        size_t slen = fread(sbuf, 1, sizeof(sbuf), fp);
+        fclose(fp);
+        char forged[4300];
+        snprintf(forged, sizeof(forged), "%s/forged-state", dir);
+        struct { size_t off; uint8_t val; const char *why; } fd_[] = {
+            { 0, 99, "virtio type 99" },        /* snap_dev.device_id */
+            { 16 + 2, 'b', "its record names it vda" },   /* the id "vda" -> "vdb" */
+            { 4, 0, "device id length" },      /* snap_dev.id_len */
+        };
+        for (size_t k = 0; k < sizeof fd_ / sizeof fd_[0]; k++) {
+            memcpy(copy, sbuf, slen);
+            uint64_t seclen = 0;
+            uint8_t *sec = state_section(copy, slen, 85 /* SNAP_DEV */, 0, &seclen);
+            ck_assert_ptr_nonnull(sec);
+            ck_assert_uint_gt(seclen, fd_[k].off);
+            sec[fd_[k].off] = fd_[k].val;
+            state_reseal(copy, slen);
+            fp = fopen(forged, "wb");
+            ck_assert_uint_eq(fwrite(copy, 1, slen, fp), slen);
+            fclose(fp);
+            struct moat_restore_config frc;
+            moat_restore_config_init(&frc);
+            frc.state_path = forged;
+            frc.mem_path = mem;
+            vm = NULL;
+            ck_assert_msg(moat_restore(&frc, &vm, &err) == -EINVAL, "forged %s: restored", fd_[k].why);
+            ck_assert(err.is_config);
+            ck_assert_msg(strstr(err.msg, fd_[k].why) != NULL, "forged %s: '%s'", fd_[k].why, err.msg);
+        }
+        unlink(forged);
+    }
 
     /* The restore, with the same image path given as an override. */
     struct capture c2 = { 0 };
@@ -1433,6 +1478,23 @@ START_TEST(config_errors)
     cfg.kernel = "/etc";
     ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EISDIR);
     ck_assert_ptr_eq(vm, (struct moat_vm *)0x1);                  /* untouched on error */
+    /* two drives with one id (ids name drives in snapshots), also a
+     * serial that is another drive's default name */
+    cfg.kernel = "/etc/hostname";
+    struct moat_drive dup[2] = { { .path = "/etc/hostname", .id = "data", .read_only = 1 },
+                                 { .path = "/etc/hostname", .id = "data", .read_only = 1 } };
+    cfg.drives = dup;
+    cfg.ndrives = 2;
+    ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EINVAL);
+    ck_assert(err.is_config);
+    ck_assert_msg(strstr(err.msg, "id data is drive 0's too") != NULL, "%s", err.msg);
+    dup[0].id = NULL;
+    dup[1].id = "vda";
+    ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "id vda is drive 0's too") != NULL, "%s", err.msg);
+    cfg.drives = NULL;
+    cfg.ndrives = 0;
+    ck_assert_ptr_eq(vm, (struct moat_vm *)0x1);
     ck_assert_int_eq(moat_create(NULL, &vm, NULL), -EINVAL);
     moat_destroy(NULL);
     ck_assert_int_eq(moat_stop(NULL), -EINVAL);

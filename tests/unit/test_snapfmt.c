@@ -98,10 +98,18 @@ START_TEST(wrong_version_and_framing)
     size_t len, n;
     uint8_t *f = build(&len, &w);
     const char *why;
-    uint32_t v = 2;
+    /* version 1 (before per-device sections): refused, saying so */
+    uint32_t v = 1;
     memcpy(f + 8, &v, 4);
     reseal(f, len);
     ck_assert_int_eq(snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, &why), -EPROTONOSUPPORT);
+    ck_assert_ptr_nonnull(strstr(why, "older moat"));
+    ck_assert_ptr_nonnull(strstr(why, "take the snapshot again"));
+    v = SNAP_VERSION + 1;
+    memcpy(f + 8, &v, 4);
+    reseal(f, len);
+    ck_assert_int_eq(snap_parse(f, len, secs, SNAP_MAX_SECTIONS, &n, &why), -EPROTONOSUPPORT);
+    ck_assert_ptr_nonnull(strstr(why, "unknown format version"));
     v = SNAP_VERSION;
     memcpy(f + 8, &v, 4);
     /* a section length that runs past the end, checksum valid */
@@ -283,6 +291,110 @@ START_TEST(serial_and_moatdev_fields_checked)
 }
 END_TEST
 
+START_TEST(dev_section)
+{
+    uint8_t st[40], rec[7] = "record";
+    for (size_t i = 0; i < sizeof st; i++)
+        st[i] = (uint8_t)i;
+    uint8_t buf[sizeof(struct snap_dev) + SNAP_DEV_ID_MAX + sizeof st + sizeof rec + 8];
+    long n = snap_dev_encode(buf, sizeof buf, 2, "vda", st, sizeof st, rec, sizeof rec);
+    ck_assert_int_eq(n, (long)(sizeof(struct snap_dev) + 3 + sizeof st + sizeof rec));
+    struct snap_dev_view v;
+    const char *why = NULL;
+    ck_assert_int_eq(snap_dev_decode(buf, (uint64_t)n, &v, &why), 0);
+    ck_assert_uint_eq(v.device_id, 2);
+    ck_assert_str_eq(v.id, "vda");
+    ck_assert_uint_eq(v.state_len, sizeof st);
+    ck_assert_mem_eq(v.state, st, sizeof st);
+    ck_assert_uint_eq(v.data_len, sizeof rec);
+    ck_assert_mem_eq(v.data, rec, sizeof rec);
+    /* no record is allowed */
+    long n0 = snap_dev_encode(buf, sizeof buf, 19, "vsock", st, sizeof st, NULL, 0);
+    ck_assert_int_eq(snap_dev_decode(buf, (uint64_t)n0, &v, &why), 0);
+    ck_assert_uint_eq(v.data_len, 0);
+    /* encode refuses */
+    ck_assert_int_eq(snap_dev_encode(buf, sizeof buf, 0, "x", st, sizeof st, NULL, 0), -EINVAL);
+    ck_assert_int_eq(snap_dev_encode(buf, sizeof buf, 2, "", st, sizeof st, NULL, 0), -EINVAL);
+    ck_assert_int_eq(snap_dev_encode(buf, sizeof buf, 2, NULL, st, sizeof st, NULL, 0), -EINVAL);
+    ck_assert_int_eq(snap_dev_encode(buf, sizeof buf, 2, "x", st, 0, NULL, 0), -EINVAL);
+    ck_assert_int_eq(snap_dev_encode(buf, sizeof buf, 2, "x", st, sizeof st, NULL, 3), -EINVAL);
+    ck_assert_int_eq(snap_dev_encode(buf, sizeof buf, 2, "0123456789abcdef0123456789abcdefX", st, sizeof st,
+                                     NULL, 0), -ENAMETOOLONG);
+    ck_assert_int_eq(snap_dev_encode(buf, sizeof buf, 2, "x", st, SNAP_DEV_STATE_MAX + 1, NULL, 0), -E2BIG);
+    ck_assert_int_eq(snap_dev_encode(buf, sizeof buf, 2, "x", st, sizeof st, rec, SNAP_DEV_DATA_MAX + 1), -E2BIG);
+    ck_assert_int_eq(snap_dev_encode(buf, 20, 2, "vda", st, sizeof st, rec, sizeof rec), -ENOSPC);
+    /* every truncation and every extension is refused */
+    n = snap_dev_encode(buf, sizeof buf, 2, "vda", st, sizeof st, rec, sizeof rec);
+    for (long k = 0; k < n; k++) {
+        why = NULL;
+        ck_assert_int_eq(snap_dev_decode(buf, (uint64_t)k, &v, &why), -EINVAL);
+        ck_assert_ptr_nonnull(why);
+    }
+    ck_assert_int_eq(snap_dev_decode(buf, (uint64_t)n + 1, &v, &why), -EINVAL);
+    /* each malformed field */
+    struct snap_dev h;
+    uint8_t bad[sizeof buf];
+#define BAD_FIELD(field, value, msg) do {                                         \
+        memcpy(bad, buf, (size_t)n);                                              \
+        memcpy(&h, bad, sizeof h);                                                \
+        h.field = (value);                                                        \
+        memcpy(bad, &h, sizeof h);                                                \
+        ck_assert_int_eq(snap_dev_decode(bad, (uint64_t)n, &v, &why), -EINVAL);   \
+        ck_assert_str_eq(why, msg);                                               \
+    } while (0)
+    BAD_FIELD(device_id, 0, "device section without a device type");
+    BAD_FIELD(id_len, 0, "device id length out of range");
+    BAD_FIELD(id_len, SNAP_DEV_ID_MAX + 1, "device id length out of range");
+    BAD_FIELD(id_len, UINT32_MAX, "device id length out of range");
+    BAD_FIELD(state_len, 0, "device state or record length out of range");
+    BAD_FIELD(state_len, UINT32_MAX, "device state or record length out of range");
+    BAD_FIELD(data_len, SNAP_DEV_DATA_MAX + 1, "device state or record length out of range");
+    BAD_FIELD(data_len, sizeof rec + 1, "device section length does not match its parts");
+    BAD_FIELD(id_len, 2, "device section length does not match its parts");
+#undef BAD_FIELD
+    memcpy(bad, buf, (size_t)n);
+    bad[sizeof(struct snap_dev) + 1] = 0;         /* "v\0a" */
+    ck_assert_int_eq(snap_dev_decode(bad, (uint64_t)n, &v, &why), -EINVAL);
+    ck_assert_str_eq(why, "NUL inside the device id");
+}
+END_TEST
+
+START_TEST(overrides_matched_by_id)
+{
+    const char *snap[] = { "vda", "data", "scratch" };
+    size_t map[3];
+    char why[160];
+    /* no ids: slot order */
+    const char *none[] = { NULL, NULL, NULL };
+    ck_assert_int_eq(snap_match_overrides(snap, 3, none, 3, map, why, sizeof why), 0);
+    ck_assert_uint_eq(map[0], 0);
+    ck_assert_uint_eq(map[1], 1);
+    ck_assert_uint_eq(map[2], 2);
+    /* all by id, in another order */
+    const char *all[] = { "scratch", "vda", "data" };
+    ck_assert_int_eq(snap_match_overrides(snap, 3, all, 3, map, why, sizeof why), 0);
+    ck_assert_uint_eq(map[0], 1);
+    ck_assert_uint_eq(map[1], 2);
+    ck_assert_uint_eq(map[2], 0);
+    /* mixed: the one with an id takes its drive, the others the rest in order */
+    const char *mixed[] = { NULL, "vda", NULL };
+    ck_assert_int_eq(snap_match_overrides(snap, 3, mixed, 3, map, why, sizeof why), 0);
+    ck_assert_uint_eq(map[0], 1);
+    ck_assert_uint_eq(map[1], 0);
+    ck_assert_uint_eq(map[2], 2);
+    /* refused, naming the device */
+    const char *unknown[] = { "vda", "nope", NULL };
+    ck_assert_int_eq(snap_match_overrides(snap, 3, unknown, 3, map, why, sizeof why), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "'nope'"));
+    const char *twice[] = { "data", NULL, "data" };
+    ck_assert_int_eq(snap_match_overrides(snap, 3, twice, 3, map, why, sizeof why), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "'data' given twice"));
+    ck_assert_int_eq(snap_match_overrides(snap, 3, none, 2, map, why, sizeof why), -EINVAL);
+    ck_assert_str_eq(why, "the snapshot has 3, 2 given");
+    ck_assert_int_eq(snap_match_overrides(snap, 0, none, 0, map, why, sizeof why), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("snapfmt");
@@ -294,6 +406,8 @@ int main(void)
     tcase_add_test(tc, wrong_version_and_framing);
     tcase_add_test(tc, size_cap);
     tcase_add_test(tc, vsock_section);
+    tcase_add_test(tc, dev_section);
+    tcase_add_test(tc, overrides_matched_by_id);
     tcase_add_test(tc, meta_fields_checked);
     tcase_add_test(tc, serial_and_moatdev_fields_checked);
     suite_add_tcase(s, tc);
