@@ -56,6 +56,13 @@ struct virtio_dev_ops {
      * (publishing used entries), return once no guest memory is touched any
      * more. Idempotent. Used on reset, pause/snapshot and teardown. */
     void (*stop)(void *dev);
+    /* Forget everything the guest set up, after stop(): the driver reset
+     * the device (virtio-mmio status 0) or its vhost-user frontend went
+     * away, so that guest is gone. The device is as after create, its
+     * configuration kept (vsock: every connection closed, host clients in
+     * the listen backlog too; the socket stays bound). May be NULL:
+     * nothing to forget beyond stop() (blk). */
+    void (*reset)(void *dev);
     void (*destroy)(void *dev);
 };
 

@@ -60,6 +60,10 @@ int virtio_mmio_init(struct virtio_mmio *vm, const struct virtio_mmio_params *p,
     pthread_mutexattr_destroy(&a);
     if (e)
         return -e;
+    if ((e = pthread_mutex_init(&vm->irq_lock, NULL))) {
+        pthread_mutex_destroy(&vm->lock);
+        return -e;
+    }
     vm->ops = ops;
     vm->opaque = opaque;
     vm->mem = mem;
@@ -72,10 +76,11 @@ int virtio_mmio_init(struct virtio_mmio *vm, const struct virtio_mmio_params *p,
 
 void virtio_mmio_destroy(struct virtio_mmio *vm)
 {
+    pthread_mutex_destroy(&vm->irq_lock);
     pthread_mutex_destroy(&vm->lock);
 }
 
-/* Lock held. */
+/* irq_lock held: InterruptStatus becomes old -> now; tell the line. */
 static void update_irq(struct virtio_mmio *vm, uint32_t old)
 {
     bool was = old != 0, now = vm->interrupt_status != 0;
@@ -83,18 +88,48 @@ static void update_irq(struct virtio_mmio *vm, uint32_t old)
         vm->ops->set_irq(vm->opaque, now);
 }
 
-static void raise_locked(struct virtio_mmio *vm, uint32_t bits)
+/* irq_lock held. */
+static void raise_irq_locked(struct virtio_mmio *vm, uint32_t bits)
 {
     uint32_t old = vm->interrupt_status;
     vm->interrupt_status |= bits & (VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG);
     update_irq(vm, old);
 }
 
+/* Change InterruptStatus: set `set`, clear `clear` (irq_lock taken here). */
+static void irq_update(struct virtio_mmio *vm, uint32_t set, uint32_t clear)
+{
+    pthread_mutex_lock(&vm->irq_lock);
+    uint32_t old = vm->interrupt_status;
+    vm->interrupt_status &= ~clear;
+    vm->interrupt_status |= set & (VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG);
+    update_irq(vm, old);
+    pthread_mutex_unlock(&vm->irq_lock);
+}
+
+/* lock held: a NEEDS_RESET the device asked for becomes part of status. */
+static void fold_nr(struct virtio_mmio *vm)
+{
+    pthread_mutex_lock(&vm->irq_lock);
+    if (vm->nr_request)
+        vm->status |= S_NR;
+    vm->nr_request = false;
+    pthread_mutex_unlock(&vm->irq_lock);
+}
+
+/* lock held: status changed; keep `live` (read by the device side) true. */
+static void set_live(struct virtio_mmio *vm)
+{
+    pthread_mutex_lock(&vm->irq_lock);
+    vm->live = (vm->status & S_DOK) != 0;
+    pthread_mutex_unlock(&vm->irq_lock);
+}
+
 static void needs_reset_locked(struct virtio_mmio *vm)
 {
     vm->status |= S_NR;
     if (vm->status & S_DOK)
-        raise_locked(vm, VIRTIO_MMIO_INT_CONFIG);
+        irq_update(vm, VIRTIO_MMIO_INT_CONFIG, 0);
 }
 
 static void reset_locked(struct virtio_mmio *vm)
@@ -106,9 +141,13 @@ static void reset_locked(struct virtio_mmio *vm)
     vm->driver_features = vm->driver_requested = 0;
     vm->device_features_sel = vm->driver_features_sel = vm->queue_sel = 0;
     vm->status = 0;
+    pthread_mutex_lock(&vm->irq_lock);
+    vm->nr_request = false;
+    vm->live = false;
     uint32_t old = vm->interrupt_status;
     vm->interrupt_status = 0;
     update_irq(vm, old);
+    pthread_mutex_unlock(&vm->irq_lock);
 }
 
 static bool features_acceptable(const struct virtio_mmio *vm)
@@ -139,6 +178,7 @@ static void write_status(struct virtio_mmio *vm, uint32_t val)
         }
     }
     vm->status = v | (vm->status & S_NR);
+    set_live(vm);
     if ((added & S_DOK) && vm->ops->activate && vm->ops->activate(vm->opaque) != 0)
         needs_reset_locked(vm);
 }
@@ -165,6 +205,7 @@ void virtio_mmio_read(struct virtio_mmio *vm, uint64_t off, uint8_t *data, uint3
 {
     memset(data, 0, len);
     pthread_mutex_lock(&vm->lock);
+    fold_nr(vm);
     if (off >= VIRTIO_MMIO_CONFIG) {
         if (off < VIRTIO_MMIO_SIZE && len <= VIRTIO_MMIO_SIZE - off && vm->ops->config_read)
             vm->ops->config_read(vm->opaque, (uint32_t)(off - VIRTIO_MMIO_CONFIG), data, len);
@@ -192,7 +233,11 @@ void virtio_mmio_read(struct virtio_mmio *vm, uint64_t off, uint8_t *data, uint3
     case VIRTIO_MMIO_QUEUE_DRIVER_HIGH: v = q ? (uint32_t)(q->avail >> 32) : 0; break;
     case VIRTIO_MMIO_QUEUE_DEVICE_LOW:  v = q ? (uint32_t)q->used : 0; break;
     case VIRTIO_MMIO_QUEUE_DEVICE_HIGH: v = q ? (uint32_t)(q->used >> 32) : 0; break;
-    case VIRTIO_MMIO_INTERRUPT_STATUS:  v = vm->interrupt_status; break;
+    case VIRTIO_MMIO_INTERRUPT_STATUS:
+        pthread_mutex_lock(&vm->irq_lock);
+        v = vm->interrupt_status;
+        pthread_mutex_unlock(&vm->irq_lock);
+        break;
     case VIRTIO_MMIO_STATUS:            v = vm->status; break;
     case VIRTIO_MMIO_CONFIG_GENERATION: v = vm->config_generation; break;
     default: break;                     /* write-only or reserved: 0 */
@@ -207,6 +252,7 @@ void virtio_mmio_write(struct virtio_mmio *vm, uint64_t off, const uint8_t *data
 {
     int notify = -1;
     pthread_mutex_lock(&vm->lock);
+    fold_nr(vm);
     if (off >= VIRTIO_MMIO_CONFIG) {
         if (off < VIRTIO_MMIO_SIZE && len <= VIRTIO_MMIO_SIZE - off && vm->ops->config_write)
             vm->ops->config_write(vm->opaque, (uint32_t)(off - VIRTIO_MMIO_CONFIG), data, len);
@@ -277,12 +323,9 @@ void virtio_mmio_write(struct virtio_mmio *vm, uint64_t off, const uint8_t *data
             !(vm->status & S_FAIL))
             notify = (int)v;
         break;
-    case VIRTIO_MMIO_INTERRUPT_ACK: {
-        uint32_t old = vm->interrupt_status;
-        vm->interrupt_status &= ~v;
-        update_irq(vm, old);
+    case VIRTIO_MMIO_INTERRUPT_ACK:
+        irq_update(vm, 0, v);
         break;
-    }
     case VIRTIO_MMIO_STATUS:
         write_status(vm, v);
         break;
@@ -302,9 +345,7 @@ const struct bus_ops virtio_mmio_bus_ops = { bus_read, bus_write };
 
 void virtio_mmio_interrupt(struct virtio_mmio *vm, uint32_t bits)
 {
-    pthread_mutex_lock(&vm->lock);
-    raise_locked(vm, bits);
-    pthread_mutex_unlock(&vm->lock);
+    irq_update(vm, bits, 0);
 }
 
 void virtio_mmio_config_changed(struct virtio_mmio *vm)
@@ -312,20 +353,25 @@ void virtio_mmio_config_changed(struct virtio_mmio *vm)
     pthread_mutex_lock(&vm->lock);
     vm->config_generation++;
     if (vm->status & S_DOK)
-        raise_locked(vm, VIRTIO_MMIO_INT_CONFIG);
+        irq_update(vm, VIRTIO_MMIO_INT_CONFIG, 0);
     pthread_mutex_unlock(&vm->lock);
 }
 
+/* The device side: recorded under irq_lock and folded into status at the
+ * next register access (or save). */
 void virtio_mmio_set_needs_reset(struct virtio_mmio *vm)
 {
-    pthread_mutex_lock(&vm->lock);
-    needs_reset_locked(vm);
-    pthread_mutex_unlock(&vm->lock);
+    pthread_mutex_lock(&vm->irq_lock);
+    vm->nr_request = true;
+    if (vm->live)
+        raise_irq_locked(vm, VIRTIO_MMIO_INT_CONFIG);
+    pthread_mutex_unlock(&vm->irq_lock);
 }
 
 uint32_t virtio_mmio_status(struct virtio_mmio *vm)
 {
     pthread_mutex_lock(&vm->lock);
+    fold_nr(vm);
     uint32_t s = vm->status;
     pthread_mutex_unlock(&vm->lock);
     return s;
@@ -345,6 +391,7 @@ int virtio_mmio_save(struct virtio_mmio *vm, struct virtio_mmio_state *s)
 {
     memset(s, 0, sizeof *s);
     pthread_mutex_lock(&vm->lock);
+    fold_nr(vm);
     int r = 0;
     s->device_id = vm->device_id;
     s->nqueues = vm->nqueues;
@@ -355,7 +402,9 @@ int virtio_mmio_save(struct virtio_mmio *vm, struct virtio_mmio_state *s)
     s->driver_features_sel = vm->driver_features_sel;
     s->queue_sel = vm->queue_sel;
     s->status = vm->status;
+    pthread_mutex_lock(&vm->irq_lock);
     s->interrupt_status = vm->interrupt_status;
+    pthread_mutex_unlock(&vm->irq_lock);
     s->config_generation = vm->config_generation;
     for (unsigned i = 0; i < vm->nqueues; i++) {
         const struct virtq *q = &vm->q[i];
@@ -463,7 +512,11 @@ int virtio_mmio_load(struct virtio_mmio *vm, const struct virtio_mmio_state *s, 
         vm->driver_features_sel = s->driver_features_sel;
         vm->queue_sel = s->queue_sel;
         vm->status = s->status;
+        pthread_mutex_lock(&vm->irq_lock);
         vm->interrupt_status = s->interrupt_status;
+        vm->nr_request = false;
+        vm->live = (vm->status & S_DOK) != 0;
+        pthread_mutex_unlock(&vm->irq_lock);
         vm->config_generation = s->config_generation;
     }
     pthread_mutex_unlock(&vm->lock);

@@ -105,8 +105,15 @@ struct virtio_mmio_params {
     uint16_t queue_max;         /* QueueNumMax, power of two <= 32768 */
 };
 
+/* Locks: `lock` guards the registers (the vCPU's accesses, reset, save,
+ * load); `irq_lock` guards only InterruptStatus and the device's
+ * NEEDS_RESET request, and is taken inside `lock` or alone. The device side
+ * (virtio_mmio_interrupt, virtio_mmio_set_needs_reset) takes irq_lock
+ * only, so a device thread never waits for a register access — a driver
+ * reset can hold `lock` while it stops (joins) the device thread. */
 struct virtio_mmio {
     pthread_mutex_t lock;
+    pthread_mutex_t irq_lock;
     const struct virtio_mmio_ops *ops;
     void *opaque;
     const struct gmem *mem;
@@ -117,7 +124,9 @@ struct virtio_mmio {
     uint32_t device_features_sel, driver_features_sel;
     uint32_t queue_sel;
     uint32_t status;
-    uint32_t interrupt_status;
+    uint32_t interrupt_status;      /* under irq_lock */
+    bool nr_request;                /* under irq_lock: the device asked for NEEDS_RESET */
+    bool live;                      /* under irq_lock: DRIVER_OK is set */
     uint32_t config_generation;
     unsigned nqueues;
     struct virtq q[VIRTIO_MMIO_MAX_QUEUES];
@@ -135,15 +144,16 @@ void virtio_mmio_read(struct virtio_mmio *vm, uint64_t off, uint8_t *data, uint3
 void virtio_mmio_write(struct virtio_mmio *vm, uint64_t off, const uint8_t *data, uint32_t len);
 extern const struct bus_ops virtio_mmio_bus_ops;   /* opaque = struct virtio_mmio * */
 
-/* Device side. */
+/* Device side: from any thread, never waiting for the register lock. */
 void virtio_mmio_interrupt(struct virtio_mmio *vm, uint32_t bits);  /* raise INT_* bits */
-void virtio_mmio_config_changed(struct virtio_mmio *vm);  /* bump generation, INT_CONFIG */
 void virtio_mmio_set_needs_reset(struct virtio_mmio *vm); /* NEEDS_RESET, INT_CONFIG if live */
+/* Bump the config generation and raise INT_CONFIG (takes the register lock). */
+void virtio_mmio_config_changed(struct virtio_mmio *vm);
 uint32_t virtio_mmio_status(struct virtio_mmio *vm);
 uint64_t virtio_mmio_features(struct virtio_mmio *vm);   /* negotiated (after FEATURES_OK) */
 
 /* Saved transport state (snapshots: docs/snapshot-format.md, section
- * SNAP_DEV_VIRTIO_MMIO). Fixed layout, no implicit padding, little-endian
+ * SNAP_DEV, the transport state). Fixed layout, no implicit padding, little-endian
  * host order. Only taken from a quiesced device (nothing in flight). */
 struct virtio_mmio_qstate {
     uint64_t desc, driver, device;  /* ring addresses */

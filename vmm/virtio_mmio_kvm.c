@@ -5,8 +5,6 @@
 #include <errno.h>
 #include <linux/kvm.h>
 #include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +31,6 @@ struct virtio_mmio_kvm {
     bool irqfd;
     bool started;                   /* under mmio.lock */
     bool quiesced;                  /* stopped by virtio_mmio_kvm_stop() while live */
-    _Atomic bool resetting;         /* a driver reset is stopping the device */
     char name[16];
 };
 
@@ -49,37 +46,21 @@ int virtio_mmio_kvm_cmdline(unsigned slot, char *buf, size_t len)
 
 int virtio_mmio_kvm_uses_ioeventfd(const struct virtio_mmio_kvm *t) { return t->ioeventfd[0]; }
 
-/* Take the register lock from a device thread. A driver reset holds it while
- * it waits for the device to stop; then the caller's work is moot (reset
- * clears InterruptStatus), so give up instead of deadlocking. */
-static bool lock_from_device(struct virtio_mmio_kvm *t)
-{
-    while (pthread_mutex_trylock(&t->mmio.lock) != 0) {
-        if (atomic_load(&t->resetting))
-            return false;
-        sched_yield();
-    }
-    return true;
-}
-
+/* From the device's threads: these take only the register model's
+ * irq_lock, never the register lock a driver reset holds while it stops
+ * (joins) the device (devices/virtio_mmio.h). */
 static void dev_notify_used(void *opaque, unsigned q)
 {
     struct virtio_mmio_kvm *t = opaque;
     (void)q;
-    if (!lock_from_device(t))
-        return;
     virtio_mmio_interrupt(&t->mmio, VIRTIO_MMIO_INT_VRING);
-    pthread_mutex_unlock(&t->mmio.lock);
 }
 
 static void dev_needs_reset(void *opaque, unsigned q)
 {
     (void)q;   /* virtio-mmio has one status for the device */
     struct virtio_mmio_kvm *t = opaque;
-    if (!lock_from_device(t))
-        return;
     virtio_mmio_set_needs_reset(&t->mmio);
-    pthread_mutex_unlock(&t->mmio.lock);
 }
 
 /* ---- register model callbacks (mmio.lock held, except queue_notify) ---- */
@@ -134,10 +115,10 @@ static void tr_reset(void *opaque)
     t->quiesced = false;
     if (!t->started)
         return;
-    atomic_store(&t->resetting, true);
     t->ops->stop(t->dev);
+    if (t->ops->reset)
+        t->ops->reset(t->dev);      /* the driver forgot it all: so does the device */
     t->started = false;
-    atomic_store(&t->resetting, false);
 }
 
 static void tr_config_read(void *opaque, uint32_t off, uint8_t *data, uint32_t len)

@@ -2,6 +2,8 @@
  * negotiation, queue setup rules, notifications, interrupts, config. */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -399,6 +401,47 @@ START_TEST(needs_reset_from_device)
 }
 END_TEST
 
+/* The device side never waits for the register lock: a driver reset holds
+ * it while it stops (joins) the device thread, so a device thread that
+ * signals used buffers or NEEDS_RESET then must not block. (Before, both
+ * took the register lock; the KVM transport spun on trylock + sched_yield
+ * to avoid the deadlock.) */
+static void *device_side(void *arg)
+{
+    (void)arg;
+    virtio_mmio_interrupt(&vm, VIRTIO_MMIO_INT_VRING);
+    virtio_mmio_set_needs_reset(&vm);
+    return NULL;
+}
+
+START_TEST(device_side_never_waits_for_the_register_lock)
+{
+    to_driver_ok();
+    pthread_mutex_lock(&vm.lock);              /* as a reset stopping the device does */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, device_side, NULL), 0);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 5;
+    int jr = pthread_timedjoin_np(t, NULL, &dl);
+    pthread_mutex_unlock(&vm.lock);
+    if (jr != 0)
+        pthread_join(t, NULL);
+    ck_assert_msg(jr == 0, "the device thread waited for the register lock");
+    ck_assert_int_eq(rc.irq_level, 1);
+    ck_assert_uint_eq(rd(VIRTIO_MMIO_INTERRUPT_STATUS), VIRTIO_MMIO_INT_VRING | VIRTIO_MMIO_INT_CONFIG);
+    ck_assert_uint_eq(rd(VIRTIO_MMIO_STATUS), A | D | FO | DOK | VIRTIO_STATUS_NEEDS_RESET);
+    /* a reset forgets a request made before it */
+    wr(VIRTIO_MMIO_STATUS, 0);
+    ck_assert_uint_eq(rd(VIRTIO_MMIO_STATUS), 0);
+    ck_assert_int_eq(rc.irq_level, 0);
+    /* before DRIVER_OK: the bit, but no interrupt */
+    virtio_mmio_set_needs_reset(&vm);
+    ck_assert_uint_eq(rd(VIRTIO_MMIO_STATUS), VIRTIO_STATUS_NEEDS_RESET);
+    ck_assert_uint_eq(rd(VIRTIO_MMIO_INTERRUPT_STATUS), 0);
+}
+END_TEST
+
 START_TEST(activate_failure_status)
 {
     rc.activate_ret = -EIO;
@@ -520,6 +563,7 @@ int main(void)
     tcase_add_test(tc, notify_rules);
     tcase_add_test(tc, interrupts_and_ack);
     tcase_add_test(tc, needs_reset_from_device);
+    tcase_add_test(tc, device_side_never_waits_for_the_register_lock);
     tcase_add_test(tc, activate_failure_status);
     tcase_add_test(tc, reset_clears_everything);
     tcase_add_test(tc, narrow_and_misaligned_access_ignored);
