@@ -1129,6 +1129,29 @@ static void vs_stop(void *dev)
     publish(v);
 }
 
+static void vs_reset(void *dev)
+{
+    struct vsock_dev *v = dev;
+    vs_stop(v);
+    for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
+        conn_free(v, &v->conns[i]);
+    /* host clients still in the backlog were waiting for the guest that
+     * went away: they see their connection closed, as those accepted */
+    for (int fd; (fd = accept4(v->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;)
+        close(fd);
+    pthread_mutex_lock(&v->inj_lock);
+    for (unsigned i = 0; i < v->inj_n; i++)
+        close(v->inj_fd[i]);
+    v->inj_n = 0;
+    pthread_mutex_unlock(&v->inj_lock);
+    v->ctrl_head = v->ctrl_n = 0;
+    v->rx_have = false;
+    atomic_store(&v->gated, false);
+    v->reset_pending = v->reset_wait = false;
+    v->ev_left = 0;
+    drain_fd(v->wake_fd);
+}
+
 static void vs_destroy(void *dev)
 {
     struct vsock_dev *v = dev;
@@ -1158,5 +1181,6 @@ const struct virtio_dev_ops vsock_ops = {
     .config_size = vs_config_size,
     .start = vs_start,
     .stop = vs_stop,
+    .reset = vs_reset,
     .destroy = vs_destroy,
 };

@@ -49,100 +49,6 @@ static const char usage_device[] =
 
 static struct vhu_server *device_server;    /* for the signal handler only */
 
-/* vsock behind vhost-user. When the frontend goes away its guest is gone,
- * but the device would keep its connections (they survive stop/start, for
- * pause and snapshots) and their host clients would wait forever. So the
- * server sees this holder, which recreates the device on disconnect: every
- * host connection is closed, as when a `moat run` VM exits, and the uds is
- * bound afresh for the next guest. */
-struct vsock_holder {
-    struct vsock_opts o;
-    struct vsock_dev *v;        /* NULL if recreating it failed */
-};
-
-static uint64_t vh_features(void *d)
-{
-    struct vsock_holder *h = d;
-    return h->v ? vsock_ops.features(h->v) : 0;
-}
-
-static void vh_config_read(void *d, uint32_t off, uint8_t *data, uint32_t len)
-{
-    struct vsock_holder *h = d;
-    if (h->v)
-        vsock_ops.config_read(h->v, off, data, len);
-    else
-        memset(data, 0, len);
-}
-
-static void vh_config_write(void *d, uint32_t off, const uint8_t *data, uint32_t len)
-{
-    struct vsock_holder *h = d;
-    if (h->v && vsock_ops.config_write)
-        vsock_ops.config_write(h->v, off, data, len);
-}
-
-static uint32_t vh_config_size(void *d)
-{
-    struct vsock_holder *h = d;
-    return h->v && vsock_ops.config_size ? vsock_ops.config_size(h->v) : 0;
-}
-
-static int vh_start(void *d, const struct virtio_dev_env *env)
-{
-    struct vsock_holder *h = d;
-    return h->v ? vsock_ops.start(h->v, env) : -ENODEV;
-}
-
-static void vh_stop(void *d)
-{
-    struct vsock_holder *h = d;
-    if (h->v)
-        vsock_ops.stop(h->v);
-}
-
-static void vh_destroy(void *d)
-{
-    struct vsock_holder *h = d;
-    if (!h)
-        return;
-    if (h->v)
-        vsock_ops.destroy(h->v);
-    free(h);
-}
-
-static void vh_disconnected(void *opaque)
-{
-    struct vsock_holder *h = opaque;
-    char why[256] = "";
-    if (h->v)
-        vsock_ops.destroy(h->v);
-    h->v = NULL;
-    int r = vsock_create(&h->o, &h->v, why, sizeof why);
-    if (r < 0) {
-        h->v = NULL;
-        log_err("vhost-user-vsock: recreating the device on %s: %s", h->o.uds_path,
-                why[0] ? why : strerror(-r));
-    } else {
-        log_info("vhost-user-vsock: frontend gone: host connections closed, %s ready again",
-                 h->o.uds_path);
-    }
-}
-
-static const struct virtio_dev_ops vsock_holder_ops = {
-    .name = "vsock",
-    .device_id = VIRTIO_ID_VSOCK,
-    .nqueues = 3,               /* = vsock_ops.nqueues (checked in cmd_device) */
-    .queue_max = VSOCK_QUEUE_MAX,
-    .features = vh_features,
-    .config_read = vh_config_read,
-    .config_write = vh_config_write,
-    .config_size = vh_config_size,
-    .start = vh_start,
-    .stop = vh_stop,
-    .destroy = vh_destroy,
-};
-
 static void device_on_signal(int sig)
 {
     (void)sig;
@@ -229,22 +135,16 @@ int cmd_device(int argc, char **argv)
     char why[256] = "";
     int r;
     if (is_vsock) {
-        struct vsock_holder *h = calloc(1, sizeof *h);
-        if (!h || vsock_holder_ops.nqueues != vsock_ops.nqueues) {
-            free(h);
-            fprintf(stderr, "moat: device vsock: %s\n", h ? "queue count mismatch" : "out of memory");
-            return EXIT_VMM_ERROR;
-        }
-        h->o = (struct vsock_opts){ .uds_path = uds, .guest_cid = cid, .name = "vhost-user-vsock" };
-        ops = &vsock_holder_ops;
+        /* When the frontend goes away the server resets the device
+         * (vsock_ops.reset): every host connection is closed, as when a
+         * `moat run` VM exits, and the next guest starts afresh. */
+        struct vsock_opts vo = { .uds_path = uds, .guest_cid = cid, .name = "vhost-user-vsock" };
+        struct vsock_dev *vd = NULL;
+        ops = &vsock_ops;
         so.nqueues = 2;
         so.queue_max = 1024;
-        so.disconnected = vh_disconnected;
-        so.opaque = h;
-        r = vsock_create(&h->o, &h->v, why, sizeof why);
-        if (r < 0)
-            free(h);
-        dev = h;
+        r = vsock_create(&vo, &vd, why, sizeof why);
+        dev = vd;
     } else {
         struct virtio_blk_opts bo = { .path = disk, .read_only = ro, .id = "moat-vhost-blk",
                                       .engine = BLK_ENGINE_AUTO, .name = "vhost-user-blk",

@@ -258,9 +258,14 @@ static void unmap_all(struct vhu_server *s)
 }
 
 /* Back to the state of a fresh connection (device stopped). */
+/* The frontend reset the device or went away: drop its state. A device
+ * that was running forgets its guest (ops->reset). */
 static void reset_state(struct vhu_server *s)
 {
+    bool had_guest = s->running;
     dev_stop(s);
+    if (had_guest && s->ops->reset)
+        s->ops->reset(s->dev);
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
         struct vhu_vring *v = &s->vr[i];
         close_fd(&v->kick_fd);
@@ -779,6 +784,9 @@ int vhu_server_run(struct vhu_server *s)
             else
                 log_info("vhost-user: frontend disconnected");
             reset_state(s);
+            /* its guest is gone even if its rings were stopped first */
+            if (s->ops->reset)
+                s->ops->reset(s->dev);
             close_fd(&s->conn_fd);
             if (s->disconnected)
                 s->disconnected(s->disc_opaque);

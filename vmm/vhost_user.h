@@ -45,8 +45,8 @@ struct vhu_server_opts {
      * device's queue size, and Linux uses the maximum. */
     uint16_t queue_max;
     /* Called from vhu_server_run() after a frontend went away and its
-     * state was dropped (the device is stopped): e.g. to reset the
-     * device's host-side connections, whose guest is gone. May be NULL. */
+     * state was dropped (the device is stopped and, with ops->reset,
+     * reset: its guest is gone). May be NULL. */
     void (*disconnected)(void *opaque);
     void *opaque;
 };

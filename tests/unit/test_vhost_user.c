@@ -25,7 +25,8 @@
 /* ---- fake device: 3 queues (like vsock), queue_max 256, 8-byte config */
 
 struct fake {
-    atomic_int starts, stops, disconnects;
+    atomic_int starts, stops, disconnects, resets;
+    atomic_int stops_at_reset;     /* stops seen by the last reset */
     /* what the last start() saw */
     unsigned env_nq;
     int kick2;
@@ -58,12 +59,18 @@ static int f_start(void *d, const struct virtio_dev_env *env)
     return 0;
 }
 static void f_stop(void *d) { struct fake *f = d; atomic_fetch_add(&f->stops, 1); }
+static void f_reset(void *d)
+{
+    struct fake *f = d;
+    atomic_store(&f->stops_at_reset, atomic_load(&f->stops));
+    atomic_fetch_add(&f->resets, 1);
+}
 static void f_disconnected(void *o) { struct fake *f = o; atomic_fetch_add(&f->disconnects, 1); }
 
 static const struct virtio_dev_ops fake_ops = {
     .name = "fake", .device_id = 19, .nqueues = 3, .queue_max = 256,
     .features = f_features, .config_read = f_config_read, .config_size = f_config_size,
-    .start = f_start, .stop = f_stop,
+    .start = f_start, .stop = f_stop, .reset = f_reset,
 };
 
 /* ---- server in a thread */
@@ -296,6 +303,9 @@ START_TEST(two_backend_queues_of_three)
     ck_assert_int_eq(recv(c, &b, 1, 0), 0);
     ck_assert(wait_for(&f.disconnects, 1));
     ck_assert_int_ge(atomic_load(&f.stops), 1);
+    /* the frontend's guest is gone: the device was reset, after its stop */
+    ck_assert_int_ge(atomic_load(&f.resets), 1);
+    ck_assert_int_ge(atomic_load(&f.stops_at_reset), 1);
     close(c);
 
     /* the next frontend is served */
@@ -303,6 +313,8 @@ START_TEST(two_backend_queues_of_three)
     ck_assert_uint_eq(get_u64(c, VHU_GET_QUEUE_NUM), 2);
     close(c);
     ck_assert(wait_for(&f.disconnects, 2));
+    int resets = atomic_load(&f.resets);
+    ck_assert_int_ge(resets, 2);            /* every disconnect resets */
     srv_end(&v);
 }
 END_TEST

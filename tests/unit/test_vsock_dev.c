@@ -487,6 +487,45 @@ START_TEST(stop_and_restart_keep_connections)
 }
 END_TEST
 
+/* reset: the guest is gone (driver reset, vhost-user frontend gone). Every
+ * host connection is closed, host clients still in the backlog too; the
+ * socket stays bound and the next guest serves new clients. */
+START_TEST(reset_closes_every_connection)
+{
+    struct vsock_hdr req, h;
+    int fd = host_connect("CONNECT 52\n", &req);
+    struct vsock_hdr r = gh(52, req.src_port, VSOCK_OP_RESPONSE, 0);
+    tx_send(&r, NULL, 0);
+    char ok[32];
+    size_t okn = (size_t)snprintf(ok, sizeof ok, "OK %u\n", req.src_port);
+    ck_assert_uint_eq(read_n(fd, ok, okn), okn);
+    vsock_ops.stop(R.dev);
+    int waiting = dial(R.path);                 /* in the backlog: no I/O thread */
+    write_all(waiting, "CONNECT 53\n", 11);
+    vsock_ops.reset(R.dev);
+    char b;
+    struct timeval tv = { .tv_sec = 2 };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(waiting, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    ck_assert_int_eq(read(fd, &b, 1), 0);       /* closed */
+    ssize_t wn = read(waiting, &b, 1);
+    ck_assert_msg(wn == 0 || (wn < 0 && errno == ECONNRESET), "backlog client: %zd (%s)", wn, strerror(errno));
+    struct vsock_stats st;
+    vsock_get_stats(R.dev, &st);
+    ck_assert_uint_eq(st.conns, 0);
+    close(fd);
+    close(waiting);
+    /* started again (the next guest), a new client is served */
+    ck_assert_int_eq(vsock_ops.start(R.dev, &R.env), 0);
+    int fd2 = host_connect("CONNECT 54\n", &req);
+    ck_assert_uint_eq(req.dst_port, 54);
+    vsock_get_stats(R.dev, &st);
+    ck_assert_uint_eq(st.conns, 1);
+    (void)h;
+    close(fd2);
+}
+END_TEST
+
 /* After a restore: one TRANSPORT_RESET on the event queue once a buffer is
  * there; host clients held in the backlog until vsock_ungate(); the
  * internal client passes the gate. */
@@ -659,6 +698,7 @@ int main(void)
     tcase_add_test(tc, large_transfer_with_credit);
     tcase_add_test(tc, credit_overrun_and_garbage);
     tcase_add_test(tc, stop_and_restart_keep_connections);
+    tcase_add_test(tc, reset_closes_every_connection);
     tcase_add_test(tc, restored_reset_gate_internal);
     tcase_add_test(tc, restored_reset_unacknowledged);
     tcase_add_test(tc, socket_owner_only);
