@@ -17,6 +17,7 @@
 #include "devices/overlay_disk.h"
 #include "devices/virtio_blk_req.h"
 #include "devices/virtq.h"
+#include "devices/vqueues.h"
 #include "vmm/log.h"
 
 #define NQUEUES    1
@@ -50,7 +51,8 @@ struct virtio_blk {
     struct virtio_dev_env env;
     struct blk_engine *eng;
     bool running;
-    bool backlog[NQUEUES], dirty[NQUEUES], broken[NQUEUES];
+    bool backlog[NQUEUES];
+    struct vqueues vq;          /* broken / pushed-not-published, per queue */
     struct virtq_seg chain_seg[CHAIN_MAX];
     struct slot slots[NSLOTS];
     struct ratelimit rl;
@@ -313,24 +315,6 @@ static uint64_t blk_features(void *dev)
 
 /* ---- requests ---- */
 
-static void queue_broken(struct virtio_blk *b, unsigned q, const char *why)
-{
-    if (b->broken[q])
-        return;
-    b->broken[q] = true;
-    log_warn("%s: queue %u unusable (%s): device needs reset", b->name, q, why);
-    if (b->env.needs_reset)
-        b->env.needs_reset(b->env.opaque, q);
-}
-
-static void push(struct virtio_blk *b, unsigned q, uint16_t head, uint32_t len)
-{
-    int r = virtq_push(&b->env.queues[q], b->env.mem, head, len);
-    if (r == -EIO)
-        queue_broken(b, q, "used ring not in RAM");
-    b->dirty[q] = true;
-}
-
 static void set_status(struct virtio_blk *b, uint64_t gpa, uint8_t st)
 {
     gmem_write(b->env.mem, gpa, &st, 1);
@@ -349,10 +333,10 @@ static void bad_request(struct virtio_blk *b, unsigned q, const struct virtq_cha
                  blk_req_strerror(r->err));
     if (r->has_status) {
         set_status(b, r->status_gpa, r->status);
-        push(b, q, c->head, 1);
+        vqueues_push(&b->vq, q, c->head, 1);
     } else {
         atomic_fetch_add(&b->st_failed, 1);
-        push(b, q, c->head, 0);
+        vqueues_push(&b->vq, q, c->head, 0);
     }
 }
 
@@ -365,7 +349,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
          * (not pushed: the driver would get the head twice), and the driver
          * is told the queue needs a reset. */
         virtq_drop(&b->env.queues[q]);
-        queue_broken(b, q, "head reused while in flight");
+        vqueues_broken(&b->vq, q, "head reused while in flight");
         return;
     }
     struct blk_req r = { .data = s->data, .data_max = CHAIN_MAX, .ranges = &s->range, .ranges_max = 1 };
@@ -386,7 +370,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
             void *p = gmem_ptr(b->env.mem, r.data[i].gpa, r.data[i].len);
             if (!p) {
                 set_status(b, r.status_gpa, VIRTIO_BLK_S_IOERR);
-                push(b, q, c->head, 1);
+                vqueues_push(&b->vq, q, c->head, 1);
                 return;
             }
             s->iov[i] = (struct iovec){ p, r.data[i].len };
@@ -402,7 +386,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
             if (e < 0 && ratelimit_ok(&b->rl))
                 log_warn("%s: I/O error: %s", b->name, strerror(-e));
             set_status(b, r.status_gpa, e < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK);
-            push(b, q, c->head, e < 0 ? 1 : s->written);
+            vqueues_push(&b->vq, q, c->head, e < 0 ? 1 : s->written);
             return;
         }
         break;
@@ -416,7 +400,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
             done += r.data[i].len;
         }
         set_status(b, r.status_gpa, VIRTIO_BLK_S_OK);
-        push(b, q, c->head, VIRTIO_BLK_ID_BYTES + 1);
+        vqueues_push(&b->vq, q, c->head, VIRTIO_BLK_ID_BYTES + 1);
         return;
     }
     case BLK_REQ_DISCARD:
@@ -428,7 +412,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
         break;
     default:
         set_status(b, r.status_gpa, VIRTIO_BLK_S_UNSUPP);
-        push(b, q, c->head, 1);
+        vqueues_push(&b->vq, q, c->head, 1);
         return;
     }
     s->busy = true;
@@ -438,7 +422,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
     if (blk_engine_submit(b->eng, io) < 0) {
         s->busy = false;
         set_status(b, r.status_gpa, VIRTIO_BLK_S_IOERR);
-        push(b, q, c->head, 1);
+        vqueues_push(&b->vq, q, c->head, 1);
         return;
     }
     uint64_t inf = blk_engine_space(b->eng);
@@ -452,7 +436,7 @@ static void process_queue(struct virtio_blk *b, unsigned q)
     struct virtq *vq = &b->env.queues[q];
     const struct gmem *m = b->env.mem;
     for (;;) {
-        while (!b->broken[q]) {
+        while (!b->vq.broken[q]) {
             if (!blk_engine_space(b->eng)) {
                 b->backlog[q] = true;   /* resumed after completions */
                 return;
@@ -462,7 +446,7 @@ static void process_queue(struct virtio_blk *b, unsigned q)
             if (r == 0)
                 break;
             if (r == -EIO) {
-                queue_broken(b, q, virtq_strerror(c.err));
+                vqueues_broken(&b->vq, q, virtq_strerror(c.err));
                 return;
             }
             if (r < 0) {
@@ -471,17 +455,17 @@ static void process_queue(struct virtio_blk *b, unsigned q)
                 if (ratelimit_ok(&b->rl))
                     log_warn("%s: bad descriptor chain (head %u): %s", b->name, c.head,
                              virtq_strerror(c.err));
-                push(b, q, c.head, 0);
+                vqueues_push(&b->vq, q, c.head, 0);
                 continue;
             }
             handle_chain(b, q, &c);
         }
-        if (b->broken[q])
+        if (b->vq.broken[q])
             return;
         /* Ask for kicks again; chains that slipped in meanwhile are ours. */
         int n = virtq_enable_notify(vq, m);
         if (n == -EIO) {
-            queue_broken(b, q, virtq_strerror(vq->err));
+            vqueues_broken(&b->vq, q, virtq_strerror(vq->err));
             return;
         }
         if (n <= 0)
@@ -514,7 +498,7 @@ static void cb_done(void *opaque, struct blk_io *io)
     if (io->res < 0 && ratelimit_ok(&b->rl))
         log_warn("%s: I/O error: %s", b->name, strerror(-io->res));
     set_status(b, s->status_gpa, io->res < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK);
-    push(b, s->q, s->head, s->written);
+    vqueues_push(&b->vq, s->q, s->head, s->written);
 }
 
 static void cb_batch(void *opaque, bool stopping)
@@ -526,21 +510,10 @@ static void cb_batch(void *opaque, bool stopping)
             process_queue(b, q);
         }
     }
-    for (unsigned q = 0; q < NQUEUES; q++) {
-        if (!b->dirty[q])
-            continue;
-        b->dirty[q] = false;
-        struct virtq *vq = &b->env.queues[q];
-        if (virtq_publish(vq, b->env.mem) < 0) {
-            queue_broken(b, q, "used ring not in RAM");
-            continue;
-        }
-        atomic_fetch_add(&b->st_batches, 1);
-        if (virtq_should_notify(vq, b->env.mem)) {
-            atomic_fetch_add(&b->st_notifies, 1);
-            b->env.notify_used(b->env.opaque, q);
-        }
-    }
+    unsigned notified = 0;
+    unsigned published = vqueues_publish(&b->vq, &notified);
+    atomic_fetch_add(&b->st_batches, published);
+    atomic_fetch_add(&b->st_notifies, notified);
 }
 
 /* Pool worker: a request on a moat-format overlay drive. */
@@ -579,8 +552,7 @@ static int blk_start(void *dev, const struct virtio_dev_env *env)
     for (unsigned i = 0; i < NSLOTS; i++)
         b->slots[i].busy = false;
     memset(b->backlog, 0, sizeof b->backlog);
-    memset(b->dirty, 0, sizeof b->dirty);
-    memset(b->broken, 0, sizeof b->broken);
+    vqueues_init(&b->vq, &b->env, b->name);
     struct blk_engine_cfg ec = {
         .kind = b->engine_kind, .file_fd = b->dfd >= 0 ? b->dfd : b->fd, .kick_fd = env->kick_fd, .nkick = NQUEUES,
         .max_inflight = VIRTIO_BLK_INFLIGHT_MAX, .cb = &engine_cb, .opaque = b, .name = b->name,

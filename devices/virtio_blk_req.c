@@ -56,27 +56,6 @@ static int slice(const struct virtq_seg *s, unsigned n, uint64_t off, uint64_t l
     return len ? -ERANGE : 0;
 }
 
-/* Copy bytes [off, off + len) of the stream s[0 .. n) to dst. */
-static int stream_copy(const struct gmem *m, const struct virtq_seg *s, unsigned n,
-                       uint64_t off, void *dst, uint64_t len)
-{
-    uint8_t *d = dst;
-    for (unsigned i = 0; i < n && len; i++) {
-        if (off >= s[i].len) {
-            off -= s[i].len;
-            continue;
-        }
-        uint64_t take = s[i].len - off;
-        if (take > len)
-            take = len;
-        if (gmem_read(m, s[i].gpa + off, d, take) < 0)
-            return -EFAULT;
-        d += take;
-        len -= take;
-        off = 0;
-    }
-    return len ? -EFAULT : 0;
-}
 
 static int fail(struct blk_req *r, enum blk_req_err e, uint8_t status)
 {
@@ -113,7 +92,7 @@ static int parse_ranges(const struct gmem *m, const struct virtq_chain *c,
         return fail(r, BLK_E_TOO_MANY_RANGES, VIRTIO_BLK_S_IOERR);
     for (uint32_t i = 0; i < n; i++) {
         uint8_t raw[16];
-        if (stream_copy(m, c->seg, c->nread, VIRTIO_BLK_HDR_SIZE + 16ull * i, raw, 16) < 0)
+        if (virtq_chain_read(m, c, VIRTIO_BLK_HDR_SIZE + 16ull * i, raw, 16) != 16)
             return fail(r, BLK_E_FAULT, VIRTIO_BLK_S_IOERR);
         uint64_t sec; uint32_t num, flags;
         memcpy(&sec, raw, 8); memcpy(&num, raw + 8, 4); memcpy(&flags, raw + 12, 4);
@@ -166,7 +145,7 @@ int blk_req_parse(const struct gmem *m, const struct virtq_chain *c,
     if (c->read_len < VIRTIO_BLK_HDR_SIZE)
         return fail(r, BLK_E_SHORT_HEADER, VIRTIO_BLK_S_IOERR);
     uint8_t hdr[VIRTIO_BLK_HDR_SIZE];
-    if (stream_copy(m, c->seg, c->nread, 0, hdr, sizeof hdr) < 0)
+    if (virtq_chain_read(m, c, 0, hdr, sizeof hdr) != (long)sizeof hdr)
         return fail(r, BLK_E_FAULT, VIRTIO_BLK_S_IOERR);
     uint32_t type; uint64_t sector;
     memcpy(&type, hdr, 4);

@@ -385,3 +385,49 @@ int virtq_read_used_event(const struct virtq *q, const struct gmem *m, uint16_t 
 {
     return ld16(m, q->avail + 4 + 2ull * q->size, out) ? 0 : -EFAULT;
 }
+
+/* ---- a chain as two byte streams ---- */
+
+long virtq_chain_read(const struct gmem *m, const struct virtq_chain *c, uint64_t off, void *dst,
+                      uint64_t max)
+{
+    uint8_t *d = dst;
+    uint64_t got = 0;
+    for (unsigned i = 0; i < c->nread && got < max; i++) {
+        const struct virtq_seg *s = &c->seg[i];
+        if (off >= s->len) {
+            off -= s->len;
+            continue;
+        }
+        uint64_t take = s->len - off;
+        if (take > max - got)
+            take = max - got;
+        if (gmem_read(m, s->gpa + off, d + got, take) < 0)
+            return -EFAULT;
+        got += take;
+        off = 0;
+    }
+    return (long)got;
+}
+
+int virtq_chain_write(const struct gmem *m, const struct virtq_chain *c, uint64_t off, const void *src,
+                      uint64_t len)
+{
+    const uint8_t *p = src;
+    for (unsigned i = c->nread; i < c->nseg && len; i++) {
+        const struct virtq_seg *s = &c->seg[i];
+        if (off >= s->len) {
+            off -= s->len;
+            continue;
+        }
+        uint64_t take = s->len - off;
+        if (take > len)
+            take = len;
+        if (gmem_write(m, s->gpa + off, p, take) < 0)
+            return -EFAULT;
+        p += take;
+        len -= take;
+        off = 0;
+    }
+    return len ? -ENOSPC : 0;
+}

@@ -205,4 +205,17 @@ int virtq_set_avail_event(struct virtq *q, const struct gmem *m, uint16_t idx);
  * 0 or -EFAULT. Mostly for tests and debugging. */
 int virtq_read_used_event(const struct virtq *q, const struct gmem *m, uint16_t *out);
 
+/* A chain's bytes as two streams: its readable part seg[0 .. nread) and
+ * its writable part seg[nread .. nseg). */
+/* Copy up to max bytes of c's readable stream, from offset off, to dst.
+ * The number copied (fewer than max only where the stream ends), or
+ * -EFAULT if a segment is not guest RAM. */
+long virtq_chain_read(const struct gmem *m, const struct virtq_chain *c, uint64_t off, void *dst,
+                      uint64_t max);
+/* Copy len bytes from src into c's writable stream at offset off: 0,
+ * -ENOSPC if the stream is shorter than off + len (nothing past its end is
+ * written; what fits before it is), -EFAULT if a segment is not RAM. */
+int virtq_chain_write(const struct gmem *m, const struct virtq_chain *c, uint64_t off, const void *src,
+                      uint64_t len);
+
 #endif

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "devices/virtq.h"
+#include "devices/vqueues.h"
 #include "devices/vsock_pkt.h"
 #include "vmm/log.h"
 
@@ -91,7 +92,7 @@ struct vsock_dev {
     struct virtio_dev_env env;
     pthread_t thread;
     bool running;
-    bool broken[NQUEUES], dirty[NQUEUES];
+    struct vqueues vq;          /* broken / pushed-not-published, per queue */
     bool rx_starved;
     struct ctrl ctrl[CTRL_RING];
     unsigned ctrl_head, ctrl_n;
@@ -379,62 +380,12 @@ static uint32_t peer_credit(const struct conn *c)
 
 /* ---- guest memory streams ---- */
 
-static void queue_broken(struct vsock_dev *v, unsigned q, const char *why)
-{
-    if (v->broken[q])
-        return;
-    v->broken[q] = true;
-    log_warn("%s: queue %u unusable (%s): device needs reset", v->name, q, why);
-    if (v->env.needs_reset)
-        v->env.needs_reset(v->env.opaque, q);
-}
-
-static void push(struct vsock_dev *v, unsigned q, uint16_t head, uint32_t len)
-{
-    if (virtq_push(&v->env.queues[q], v->env.mem, head, len) == -EIO)
-        queue_broken(v, q, "used ring not in RAM");
-    v->dirty[q] = true;
-}
-
-/* Copy src into the writable stream of chain ch at offset off. */
-static int stream_write(struct vsock_dev *v, const struct virtq_chain *ch, uint32_t off,
-                        const uint8_t *src, uint32_t len)
-{
-    for (unsigned i = ch->nread; i < ch->nseg && len; i++) {
-        const struct virtq_seg *s = &ch->seg[i];
-        if (off >= s->len) {
-            off -= s->len;
-            continue;
-        }
-        uint32_t n = s->len - off < len ? s->len - off : len;
-        if (gmem_write(v->env.mem, s->gpa + off, src, n) < 0)
-            return -EFAULT;
-        src += n;
-        len -= n;
-        off = 0;
-    }
-    return len ? -ENOSPC : 0;
-}
-
-/* Copy the readable stream of ch (at most max bytes) into dst, once. */
-static uint32_t stream_read(struct vsock_dev *v, const struct virtq_chain *ch, uint8_t *dst, uint32_t max)
-{
-    uint32_t got = 0;
-    for (unsigned i = 0; i < ch->nread && got < max; i++) {
-        uint32_t n = ch->seg[i].len < max - got ? ch->seg[i].len : max - got;
-        if (gmem_read(v->env.mem, ch->seg[i].gpa, dst + got, n) < 0)
-            break;
-        got += n;
-    }
-    return got;
-}
-
 /* Get an RX chain into v->rx_chain (kept until used). */
 static bool rx_get(struct vsock_dev *v)
 {
     if (v->rx_have)
         return true;
-    if (v->broken[Q_RX])
+    if (v->vq.broken[Q_RX])
         return false;
     struct virtq *q = &v->env.queues[Q_RX];
     for (;;) {
@@ -442,7 +393,7 @@ static bool rx_get(struct vsock_dev *v)
         int r = virtq_pop(q, v->env.mem, &v->rx_chain);
         if (r == 1) {
             if (v->rx_chain.write_len < VSOCK_HDR_SIZE) {
-                push(v, Q_RX, v->rx_chain.head, 0);
+                vqueues_push(&v->vq, Q_RX, v->rx_chain.head, 0);
                 continue;
             }
             v->rx_have = true;
@@ -450,17 +401,17 @@ static bool rx_get(struct vsock_dev *v)
             return true;
         }
         if (r == -EIO) {
-            queue_broken(v, Q_RX, virtq_strerror(v->rx_chain.err));
+            vqueues_broken(&v->vq, Q_RX, virtq_strerror(v->rx_chain.err));
             return false;
         }
         if (r < 0) {
-            push(v, Q_RX, v->rx_chain.head, 0);
+            vqueues_push(&v->vq, Q_RX, v->rx_chain.head, 0);
             continue;
         }
         /* empty: ask for a kick; recheck what slipped in */
         int n = virtq_enable_notify(q, v->env.mem);
         if (n == -EIO) {
-            queue_broken(v, Q_RX, virtq_strerror(q->err));
+            vqueues_broken(&v->vq, Q_RX, virtq_strerror(q->err));
             return false;
         }
         if (n <= 0) {
@@ -488,8 +439,8 @@ static void rx_send(struct vsock_dev *v, const struct vsock_hdr *h)
 {
     log_debug("%s: to guest op %u %u -> %u len %u", v->name, h->op, h->src_port, h->dst_port, h->len);
     vsock_hdr_encode(h, v->buf);
-    int r = stream_write(v, &v->rx_chain, 0, v->buf, VSOCK_HDR_SIZE + h->len);
-    push(v, Q_RX, v->rx_chain.head, r == 0 ? VSOCK_HDR_SIZE + h->len : 0);
+    int r = virtq_chain_write(v->env.mem, &v->rx_chain, 0, v->buf, VSOCK_HDR_SIZE + h->len);
+    vqueues_push(&v->vq, Q_RX, v->rx_chain.head, r == 0 ? VSOCK_HDR_SIZE + h->len : 0);
     v->rx_have = false;
 }
 
@@ -746,21 +697,22 @@ static void tx_process(struct vsock_dev *v)
 {
     struct virtq *q = &v->env.queues[Q_TX];
     for (;;) {
-        while (!v->broken[Q_TX]) {
+        while (!v->vq.broken[Q_TX]) {
             struct virtq_chain ch = { .seg = v->tx_seg, .max_seg = CHAIN_MAX };
             int r = virtq_pop(q, v->env.mem, &ch);
             if (r == 0)
                 break;
             if (r == -EIO) {
-                queue_broken(v, Q_TX, virtq_strerror(ch.err));
+                vqueues_broken(&v->vq, Q_TX, virtq_strerror(ch.err));
                 return;
             }
             if (r < 0) {
                 atomic_fetch_add(&v->st_bad, 1);
-                push(v, Q_TX, ch.head, 0);
+                vqueues_push(&v->vq, Q_TX, ch.head, 0);
                 continue;
             }
-            uint32_t n = stream_read(v, &ch, v->buf, sizeof v->buf);
+            long rn = virtq_chain_read(v->env.mem, &ch, 0, v->buf, sizeof v->buf);
+            uint32_t n = rn < 0 ? 0 : (uint32_t)rn;   /* not RAM: a bad packet */
             struct vsock_hdr h;
             enum vsock_pkt_err e;
             if (vsock_pkt_parse(v->buf, n, v->cid, &h, &e) < 0) {
@@ -773,13 +725,13 @@ static void tx_process(struct vsock_dev *v)
             } else {
                 guest_pkt(v, &h, v->buf + VSOCK_HDR_SIZE);
             }
-            push(v, Q_TX, ch.head, 0);
+            vqueues_push(&v->vq, Q_TX, ch.head, 0);
         }
-        if (v->broken[Q_TX])
+        if (v->vq.broken[Q_TX])
             return;
         int n = virtq_enable_notify(q, v->env.mem);
         if (n == -EIO) {
-            queue_broken(v, Q_TX, virtq_strerror(q->err));
+            vqueues_broken(&v->vq, Q_TX, virtq_strerror(q->err));
             return;
         }
         if (n <= 0)
@@ -849,7 +801,7 @@ static void take_injected(struct vsock_dev *v)
  * no event buffer is available yet, a kick of queue 2 retries. */
 static void deliver_reset(struct vsock_dev *v)
 {
-    if (!v->reset_pending || v->broken[Q_EV])
+    if (!v->reset_pending || v->vq.broken[Q_EV])
         return;
     struct virtq *q = &v->env.queues[Q_EV];
     for (;;) {
@@ -857,8 +809,8 @@ static void deliver_reset(struct vsock_dev *v)
         int r = virtq_pop(q, v->env.mem, &ch);
         if (r == 1) {
             static const uint8_t ev[4] = { 0, 0, 0, 0 };
-            if (ch.write_len >= sizeof ev && stream_write(v, &ch, 0, ev, sizeof ev) == 0) {
-                push(v, Q_EV, ch.head, sizeof ev);
+            if (ch.write_len >= sizeof ev && virtq_chain_write(v->env.mem, &ch, 0, ev, sizeof ev) == 0) {
+                vqueues_push(&v->vq, Q_EV, ch.head, sizeof ev);
                 v->reset_pending = false;
                 /* Linux handles the event, then gives the buffer back
                  * (a new available entry): that is the acknowledgement. */
@@ -869,20 +821,20 @@ static void deliver_reset(struct vsock_dev *v)
                 log_debug("%s: transport reset sent to the guest", v->name);
                 return;
             }
-            push(v, Q_EV, ch.head, 0);
+            vqueues_push(&v->vq, Q_EV, ch.head, 0);
             continue;
         }
         if (r == -EIO) {
-            queue_broken(v, Q_EV, virtq_strerror(ch.err));
+            vqueues_broken(&v->vq, Q_EV, virtq_strerror(ch.err));
             return;
         }
         if (r < 0) {
-            push(v, Q_EV, ch.head, 0);
+            vqueues_push(&v->vq, Q_EV, ch.head, 0);
             continue;
         }
         int n = virtq_enable_notify(q, v->env.mem);
         if (n == -EIO) {
-            queue_broken(v, Q_EV, virtq_strerror(q->err));
+            vqueues_broken(&v->vq, Q_EV, virtq_strerror(q->err));
             return;
         }
         if (n <= 0)
@@ -925,22 +877,6 @@ static void host_line(struct vsock_dev *v, struct conn *c)
 }
 
 /* ---- the I/O thread ---- */
-
-static void publish(struct vsock_dev *v)
-{
-    for (unsigned q = 0; q < NQUEUES; q++) {
-        if (!v->dirty[q])
-            continue;
-        v->dirty[q] = false;
-        struct virtq *vq = &v->env.queues[q];
-        if (virtq_publish(vq, v->env.mem) < 0) {
-            queue_broken(v, q, "used ring not in RAM");
-            continue;
-        }
-        if (virtq_should_notify(vq, v->env.mem))
-            v->env.notify_used(v->env.opaque, q);
-    }
-}
 
 /* Reset an eventfd that poll() found readable: one read takes the whole
  * counter (kick eventfds may be blocking: never read twice). */
@@ -986,7 +922,7 @@ static void *io_thread(void *arg)
     take_injected(v);
     tx_process(v);
     rx_pump(v);
-    publish(v);
+    vqueues_publish(&v->vq, NULL);
     for (;;) {
         check_reset_ack(v);         /* may add internal clients: before the poll set */
         uint64_t now = now_ns(), next = UINT64_MAX;
@@ -1026,7 +962,7 @@ static void *io_thread(void *arg)
             pf[P_CONN0 + nc++] = (struct pollfd){ .fd = c->fd, .events = ev };
         }
         if (v->ctrl_n)      /* RSTs from timeouts */
-            rx_pump(v), publish(v);
+            rx_pump(v), vqueues_publish(&v->vq, NULL);
         int timeout = -1;
         if (next != UINT64_MAX)
             timeout = (int)((next - now) / 1000000ull) + 1;
@@ -1081,7 +1017,7 @@ static void *io_thread(void *arg)
                 c->readable = true;
         }
         rx_pump(v);
-        publish(v);
+        vqueues_publish(&v->vq, NULL);
     }
     free(pf);
     free(map);
@@ -1098,8 +1034,7 @@ static int vs_start(void *dev, const struct virtio_dev_env *env)
     if (!env || !env->mem || !env->queues || env->nqueues != NQUEUES || !env->notify_used)
         return -EINVAL;
     v->env = *env;
-    memset(v->broken, 0, sizeof v->broken);
-    memset(v->dirty, 0, sizeof v->dirty);
+    vqueues_init(&v->vq, &v->env, v->name);
     v->rx_have = false;     /* a held chain was given back at stop */
     v->rx_starved = false;
     drain_fd(v->stop_fd);
@@ -1123,10 +1058,10 @@ static void vs_stop(void *dev)
     pthread_join(v->thread, NULL);
     v->running = false;
     if (v->rx_have) {       /* give the held RX buffer back, unused */
-        push(v, Q_RX, v->rx_chain.head, 0);
+        vqueues_push(&v->vq, Q_RX, v->rx_chain.head, 0);
         v->rx_have = false;
     }
-    publish(v);
+    vqueues_publish(&v->vq, NULL);
 }
 
 static void vs_reset(void *dev)
