@@ -55,9 +55,21 @@ $(B)/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) -c $< -o $@
 
-$(B)/libmoat.a: $(LIB_OBJS)
+# Every object with every symbol: the CLI and the unit tests, which reach
+# inside.
+$(B)/libmoat-internal.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
+
+# libmoat.a for embedders: one relocatable object whose only global symbols
+# are the functions vmm/libmoat.map exports (moat.h's); every internal name
+# is local, so it cannot clash with the embedder's (tests/symbols.sh checks).
+$(B)/libmoat.a: $(LIB_OBJS) vmm/libmoat.map
+	@mkdir -p $(dir $@)
+	grep -o 'moat_[a-z_]*' vmm/libmoat.map | sort -u > $(B)/libmoat.syms
+	$(LD) -r -o $(B)/libmoat-api.o $(LIB_OBJS)
+	objcopy --keep-global-symbols=$(B)/libmoat.syms $(B)/libmoat-api.o
+	rm -f $@ && ar rcs $@ $(B)/libmoat-api.o
 
 $(B)/libmoat-san.a: $(SAN_LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -66,16 +78,16 @@ $(B)/libmoat-san.a: $(SAN_LIB_OBJS)
 $(B)/libmoat.so: $(LIB_OBJS) vmm/libmoat.map
 	$(CC) -shared -Wl,-soname,libmoat.so.0 -Wl,--version-script=vmm/libmoat.map -o $@ $(LIB_OBJS) $(LDLIBS)
 
-$(B)/moat: $(CLI_OBJS) $(B)/libmoat.a
-	$(CC) -o $@ $(CLI_OBJS) $(B)/libmoat.a $(LDLIBS)
+$(B)/moat: $(CLI_OBJS) $(B)/libmoat-internal.a
+	$(CC) -o $@ $(CLI_OBJS) $(B)/libmoat-internal.a $(LDLIBS)
 
 # The sanitizer build of the CLI; integration tests run it too.
 $(B)/moat-san: $(SAN_CLI_OBJS) $(B)/libmoat-san.a
 	$(CC) $(SAN_FLAGS) -o $@ $(SAN_CLI_OBJS) $(B)/libmoat-san.a $(LDLIBS)
 
-$(B)/tests/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat.a
+$(B)/tests/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat-internal.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(UNIT_COMMON) $(B)/libmoat.a $(CHECK_LIBS) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(UNIT_COMMON) $(B)/libmoat-internal.a $(CHECK_LIBS) $(LDLIBS)
 
 $(B)/tests-san/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat-san.a
 	@mkdir -p $(dir $@)
@@ -100,9 +112,9 @@ TEST_LAYERS := build:all,guest,test-guests,examples unit:test-unit san:test-san 
 test: deps
 	@MAKE="$(MAKE)" tests/layers.sh $(TEST_LAYERS)
 
-test-unit: $(UNIT_BINS) $(B)/libmoat.so
+test-unit: $(UNIT_BINS) $(B)/libmoat.so $(B)/libmoat.a
 	tests/run-unit.sh $(UNIT_BINS)
-	tests/symbols.sh $(B)/libmoat.so include/moat.h
+	tests/symbols.sh $(B)/libmoat.so include/moat.h $(B)/libmoat.a
 
 test-san: $(UNIT_SAN_BINS)
 	tests/run-unit.sh $(UNIT_SAN_BINS)
@@ -151,7 +163,7 @@ bench: all guest test-guests
 	bench/boot.sh
 
 clean:
-	rm -rf $(B)/obj $(B)/san $(B)/tests $(B)/tests-san $(B)/moat $(B)/moat-san $(B)/libmoat.* $(B)/libmoat-san.a $(B)/guests $(B)/fuzz
+	rm -rf $(B)/obj $(B)/san $(B)/tests $(B)/tests-san $(B)/moat $(B)/moat-san $(B)/libmoat.* $(B)/libmoat-* $(B)/guests $(B)/fuzz
 
 -include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(SAN_LIB_OBJS:.o=.d) $(SAN_CLI_OBJS:.o=.d)
 

@@ -19,7 +19,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static moat_log_fn log_fn;
 static void *log_opaque;
 
-void moat_log_set_level(int level) { atomic_store(&log_level, level); }
+void log_set_level(int level) { atomic_store(&log_level, level); }
 
 void moat_set_log(int level, moat_log_fn fn, void *opaque)
 {
@@ -30,7 +30,7 @@ void moat_set_log(int level, moat_log_fn fn, void *opaque)
     pthread_mutex_unlock(&log_lock);
 }
 
-void moat_log(int level, const char *fmt, ...)
+void log_msg(int level, const char *fmt, ...)
 {
     if (level > atomic_load(&log_level))
         return;
@@ -64,7 +64,7 @@ int ratelimit_ok(struct ratelimit *rl)
         ok = 1;
     } else if (now - rl->last_ns >= 5000000000ull) {
         if (rl->suppressed)
-            moat_log(LOG_WARN, "(%u similar messages suppressed)", rl->suppressed);
+            log_msg(LOG_WARN, "(%u similar messages suppressed)", rl->suppressed);
         rl->suppressed = 0;
         rl->last_ns = now;
         ok = 1;

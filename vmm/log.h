@@ -10,8 +10,8 @@
  * messages to an embedder's callback. */
 enum { LOG_ERR = 0, LOG_WARN = 1, LOG_INFO = 2, LOG_DEBUG = 3 };
 
-void moat_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void moat_log_set_level(int level);   /* keeps the callback */
+void log_msg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void log_set_level(int level);   /* keeps the callback */
 
 /* A limiter: at most `burst` messages, then one every 5 s plus a count of
  * those suppressed. Each VM (and each device) owns its own, so one noisy
@@ -28,14 +28,14 @@ struct ratelimit {
 #define RATELIMIT(burst) ((struct ratelimit){ .burst_left = (burst) })
 int ratelimit_ok(struct ratelimit *rl);
 
-#define log_err(...)   moat_log(LOG_ERR, __VA_ARGS__)
-#define log_warn(...)  moat_log(LOG_WARN, __VA_ARGS__)
-#define log_info(...)  moat_log(LOG_INFO, __VA_ARGS__)
-#define log_debug(...) moat_log(LOG_DEBUG, __VA_ARGS__)
+#define log_err(...)   log_msg(LOG_ERR, __VA_ARGS__)
+#define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
+#define log_info(...)  log_msg(LOG_INFO, __VA_ARGS__)
+#define log_debug(...) log_msg(LOG_DEBUG, __VA_ARGS__)
 
 /* Guest-triggered messages, through the VM's (or device's) own limiter. */
 #define log_guest(rl, ...) do { \
-        if (ratelimit_ok(rl)) moat_log(LOG_WARN, __VA_ARGS__); \
+        if (ratelimit_ok(rl)) log_msg(LOG_WARN, __VA_ARGS__); \
     } while (0)
 
 #endif

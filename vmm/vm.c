@@ -37,7 +37,7 @@ static const char default_linux_cmdline[] = "console=ttyS0 reboot=k panic=-1 825
 /* The process-start reference for timings (process-wide by definition). */
 static _Atomic uint64_t timing_origin_ns;
 
-uint64_t moat_now_ns(void)
+uint64_t vm_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -51,7 +51,7 @@ uint64_t moat_timings_set_origin(uint64_t ns)
         return ns;
     }
     uint64_t zero = 0;
-    uint64_t now = moat_now_ns();
+    uint64_t now = vm_now_ns();
     if (atomic_compare_exchange_strong(&timing_origin_ns, &zero, now))
         return now;
     return atomic_load(&timing_origin_ns);
@@ -162,7 +162,7 @@ static void ctl_exit_status(void *opaque, uint8_t status)
     pthread_mutex_lock(&vm->lock);
     vm->guest_status = status;
     pthread_mutex_unlock(&vm->lock);
-    atomic_store(&vm->t_cmd_done, moat_now_ns());
+    atomic_store(&vm->t_cmd_done, vm_now_ns());
 }
 
 static void ctl_event(void *opaque, uint8_t ev)
@@ -170,7 +170,7 @@ static void ctl_event(void *opaque, uint8_t ev)
     struct moat_vm *vm = opaque;
     uint64_t zero = 0;
     if (ev == MOATDEV_EV_INIT)
-        atomic_compare_exchange_strong(&vm->t_init, &zero, moat_now_ns());
+        atomic_compare_exchange_strong(&vm->t_init, &zero, vm_now_ns());
 }
 
 static const struct moatdev_ops ctl_ops = { .exit_status = ctl_exit_status, .event = ctl_event };
@@ -257,7 +257,7 @@ void vm_request_exit(struct moat_vm *vm, enum moat_exit_reason reason, const cha
     va_start(ap, fmt);
     vsnprintf(vm->exit.detail, sizeof(vm->exit.detail), fmt, ap);
     va_end(ap);
-    atomic_store(&vm->t_exit, moat_now_ns());
+    atomic_store(&vm->t_exit, vm_now_ns());
     atomic_store(&vm->stopping, true);
     pthread_cond_broadcast(&vm->cond);
     pthread_mutex_unlock(&vm->lock);
@@ -752,7 +752,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
         goto fail;
     if ((r = setup_vsock(vm, &cfg, err)) < 0)
         goto fail;
-    atomic_store(&vm->t_kvm_ready, moat_now_ns());
+    atomic_store(&vm->t_kvm_ready, vm_now_ns());
     vm->cmdline = cmdline;
     free_file(&kernel);
     free_file(&initrd);
