@@ -30,10 +30,14 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 CLI_SRCS := vmm/cli.c $(sort $(wildcard vmm/cli_*.c))
-LIB_SRCS := $(filter-out $(CLI_SRCS),$(sort $(wildcard vmm/*.c devices/*.c boot/*.c)))
+# CLI-only pieces with unit tests of their own: in the internal archives
+# (the CLI and the tests link those), never in libmoat.a / libmoat.so.
+CLI_LIB_SRCS := vmm/ctl_proto.c
+LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*.c devices/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
-SAN_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/san/%.o)
+CLI_LIB_OBJS := $(CLI_LIB_SRCS:%.c=$(B)/obj/%.o)
+SAN_LIB_OBJS := $(LIB_SRCS:%.c=$(B)/san/%.o) $(CLI_LIB_SRCS:%.c=$(B)/san/%.o)
 SAN_CLI_OBJS := $(CLI_SRCS:%.c=$(B)/san/%.o)
 
 UNIT_SRCS := $(sort $(wildcard tests/unit/test_*.c))
@@ -57,7 +61,7 @@ $(B)/san/%.o: %.c
 
 # Every object with every symbol: the CLI and the unit tests, which reach
 # inside.
-$(B)/libmoat-internal.a: $(LIB_OBJS)
+$(B)/libmoat-internal.a: $(LIB_OBJS) $(CLI_LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
@@ -115,6 +119,7 @@ test: deps
 test-unit: $(UNIT_BINS) $(B)/libmoat.so $(B)/libmoat.a
 	tests/run-unit.sh $(UNIT_BINS)
 	tests/symbols.sh $(B)/libmoat.so include/moat.h $(B)/libmoat.a
+	tests/includes.sh
 
 test-san: $(UNIT_SAN_BINS)
 	tests/run-unit.sh $(UNIT_SAN_BINS)
@@ -165,7 +170,7 @@ bench: all guest test-guests
 clean:
 	rm -rf $(B)/obj $(B)/san $(B)/tests $(B)/tests-san $(B)/moat $(B)/moat-san $(B)/libmoat.* $(B)/libmoat-* $(B)/guests $(B)/fuzz
 
--include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(SAN_LIB_OBJS:.o=.d) $(SAN_CLI_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(CLI_OBJS:.o=.d) $(CLI_LIB_OBJS:.o=.d) $(SAN_LIB_OBJS:.o=.d) $(SAN_CLI_OBJS:.o=.d)
 
 # examples/: small programs against the public header and libmoat.a.
 EXAMPLE_SRCS := $(wildcard examples/*.c)

@@ -17,7 +17,7 @@ FUZZ_ARGS    ?=
 FUZZ_SRCS    := $(sort $(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_NAMES   := $(FUZZ_SRCS:tests/fuzz/fuzz_%.c=%)
 FUZZ_BINS    := $(FUZZ_NAMES:%=$(B)/fuzz/fuzz_%)
-FUZZ_OBJS    := $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o)
+FUZZ_OBJS    := $(LIB_SRCS:%.c=$(B)/fuzz/obj/%.o) $(CLI_LIB_SRCS:%.c=$(B)/fuzz/obj/%.o)
 REPLAY_BINS  := $(FUZZ_NAMES:%=$(B)/tests/replay_%)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 # Library code is built by clang here; clang-only warnings stay warnings so a
