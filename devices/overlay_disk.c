@@ -306,10 +306,16 @@ static int lock_fd(int fd, bool excl, const char *what, const char *path, char *
 
 static void free_disk(struct ovl_disk *d)
 {
-    if (d->fd >= 0)
+    /* unlocked before the close: another reference to the file (an I/O
+     * ring's, torn down asynchronously) must not keep the lock */
+    if (d->fd >= 0) {
+        flock(d->fd, LOCK_UN);
         close(d->fd);
-    if (d->base_fd >= 0)
+    }
+    if (d->base_fd >= 0) {
+        flock(d->base_fd, LOCK_UN);
         close(d->base_fd);
+    }
     free(d->bm);
     free(d->bm_disk);
     pthread_mutex_destroy(&d->lock);

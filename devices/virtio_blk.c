@@ -599,6 +599,11 @@ static void blk_destroy(void *dev)
         if (r < 0)
             log_warn("%s: closing the overlay: %s", b->name, strerror(-r));
     } else {
+        /* Unlock first: the I/O engine's ring may keep a reference to the
+         * file for a while after it is closed (io_uring tears down
+         * asynchronously), and the lock would outlive the drive, refusing
+         * the next VM on this image ("locked") for that while. */
+        flock(b->fd, LOCK_UN);
         close(b->fd);
     }
     if (b->dfd >= 0)
