@@ -69,9 +69,23 @@ struct moat_config {
     /* At most this many bytes of UART output reach console_out (then one
      * note, and the rest is dropped); 0: no limit. */
     uint64_t console_limit;
+    /* More devices by type and options (struct moat_device), in the slots
+     * after the drives and the vsock device, in order. */
+    const struct moat_device *devices;
+    size_t ndevices;
 };
 
 #define MOAT_MAX_DRIVES 16
+
+/* A device given by its type and an option string, as `moat run --device
+ * TYPE,OPTIONS` takes it: "key=value,flag,..." (docs/devices.md lists the
+ * types and their options). "blk": path=FILE (required), ro, id=SERIAL,
+ * overlay=FILE, direct — as a struct moat_drive. "vsock": uds=PATH
+ * (required), cid=N — as moat_config.vsock_uds/vsock_cid (one per VM). */
+struct moat_device {
+    const char *type;
+    const char *options;      /* NULL: none */
+};
 
 /* A disk image (or block device) the guest sees as a virtio-blk drive. The
  * file is locked while the VM lives (exclusive; shared when read_only). */

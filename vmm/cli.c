@@ -24,6 +24,7 @@
 #include "vmm/log.h"
 
 #define OPT_DIFF_SNAPSHOTS 300   /* --diff-snapshots (no short form) */
+#define OPT_DEVICE         301   /* --device (no short form) */
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
 
 uint64_t cli_start_ns;
@@ -82,6 +83,10 @@ static const char usage_run[] =
     "  --vsock PATH[,cid=N]\n"
     "                   virtio-vsock, Firecracker hybrid vsock on Unix socket PATH\n"
     "                   (guest CID N, default 3; see docs/vsock.md)\n"
+    "  --device TYPE[,OPTIONS]\n"
+    "                   a device by type and options, after the drives and vsock\n"
+    "                   (repeatable; docs/devices.md): blk,path=FILE[,ro][,id=S]\n"
+    "                   [,overlay=FILE][,direct]  or  vsock,uds=PATH[,cid=N]\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
     "  --console-log F  append the serial console to F instead of stdout\n"
     "  -v, --verbose    more log output (repeat for debug)\n"
@@ -282,6 +287,7 @@ int cmd_run(int argc, char **argv)
         { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
+        { "device", required_argument, NULL, OPT_DEVICE },
         { "control", required_argument, NULL, 'C' },
         { "console-log", required_argument, NULL, 'L' },
         { "pvh", no_argument, NULL, 'P' },
@@ -292,6 +298,8 @@ int cmd_run(int argc, char **argv)
     };
     struct moat_config cfg;
     moat_config_init(&cfg);
+    static struct moat_device devices[MOAT_MAX_DRIVES];
+    size_t ndevices = 0;
     const char *kernel = NULL, *initrd = NULL, *snapdir = NULL;
     const char *control = NULL, *conslog = NULL;
     static struct moat_drive drives[MOAT_MAX_DRIVES];
@@ -320,6 +328,18 @@ int cmd_run(int argc, char **argv)
             { parse_drive(optarg, &drives[ndrives], &overlays[ndrives], &direct[ndrives]); has_overlay |= overlays[ndrives] != NULL; has_direct |= direct[ndrives] != 0; ndrives++; }
             break;
         case 'V': parse_vsock(optarg, &cfg); break;
+        case OPT_DEVICE: {
+            /* TYPE[,OPTIONS]: the library checks the type and options */
+            if (ndevices >= MOAT_MAX_DRIVES)
+                die_usage("too many --device options (at most %d)", MOAT_MAX_DRIVES);
+            if (!optarg[0] || optarg[0] == ',')
+                die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock)", optarg);
+            char *comma = strchr(optarg, ',');
+            if (comma)
+                *comma = 0;
+            devices[ndevices++] = (struct moat_device){ optarg, comma ? comma + 1 : NULL };
+            break;
+        }
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
         case 'T': timings = 1; break;
@@ -347,6 +367,8 @@ int cmd_run(int argc, char **argv)
     cfg.ndrives = ndrives;
     cfg.drive_overlays = has_overlay ? overlays : NULL;
     cfg.drive_direct = has_direct ? direct : NULL;
+    cfg.devices = ndevices ? devices : NULL;
+    cfg.ndevices = ndevices;
 
     char dk[PATH_MAX], di[PATH_MAX];
     if (!kernel) {

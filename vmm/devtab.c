@@ -2,6 +2,7 @@
 #include "vmm/devtab.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 #include "devices/virtio_dev.h"
 #include "devices/virtio_mmio.h"
 #include "devices/vsock.h"
+#include "vmm/devopt.h"
 #include "vmm/log.h"
 #include "vmm/vm.h"
 
@@ -222,8 +224,50 @@ out:
     return r;
 }
 
+static const char *const blk_keys[] = { "path", "ro", "id", "overlay", "direct", NULL };
+
+static int blk_check_opts(const struct devopts *o, char *why, size_t wlen)
+{
+    int r = devopt_only(o, blk_keys, why, wlen);
+    if (r < 0)
+        return r;
+    const char *path = devopt_get(o, "path"), *id = devopt_get(o, "id"), *ovl = devopt_get(o, "overlay");
+    if (!path || !*path) {
+        snprintf(why, wlen, "path=FILE is required");
+        return -EINVAL;
+    }
+    if ((devopt_get(o, "ro") && *devopt_get(o, "ro")) || (devopt_get(o, "direct") && *devopt_get(o, "direct"))) {
+        snprintf(why, wlen, "ro and direct take no value");
+        return -EINVAL;
+    }
+    if (id && (!*id || strlen(id) > SNAP_DRIVE_ID_MAX)) {
+        snprintf(why, wlen, "id must be 1 to %u bytes", SNAP_DRIVE_ID_MAX);
+        return -EINVAL;
+    }
+    if (ovl && !*ovl) {
+        snprintf(why, wlen, "overlay=FILE needs a file");
+        return -EINVAL;
+    }
+    bool ro = devopt_get(o, "ro") != NULL;
+    if (access(path, ro || ovl ? R_OK : R_OK | W_OK) < 0) {
+        snprintf(why, wlen, "%s: %s", path, strerror(errno));
+        return -errno;
+    }
+    return 0;
+}
+
+static int blk_add_opts(struct moat_vm *vm, const struct devopts *o, struct moat_error *err)
+{
+    struct moat_drive d = { .path = devopt_get(o, "path"), .id = devopt_get(o, "id"),
+                            .read_only = devopt_get(o, "ro") != NULL };
+    return add_drive(vm, &d, devopt_get(o, "overlay"), devopt_get(o, "direct") != NULL, vm_ndrives(vm), err);
+}
+
 static const struct vm_dev_kind blk_kind = {
     .name = "drive",
+    .type = "blk",
+    .check_opts = blk_check_opts,
+    .add_opts = blk_add_opts,
     .device_id = VIRTIO_ID_BLOCK,
     .save = blk_save,
     .restore = blk_restore,
@@ -303,8 +347,59 @@ static int vsock_restore(struct moat_vm *vm, const struct devtab_restore *ctx, c
     return 0;
 }
 
+static const char *const vsock_keys[] = { "uds", "cid", NULL };
+
+/* cid: "" (not given) -> 0; else 3 .. 2^32 - 2, decimal. */
+static int parse_cid(const char *s, uint64_t *cid)
+{
+    *cid = 0;
+    if (!s)
+        return 0;
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || *s == '-' || v < 3 || v > 0xfffffffeull)
+        return -EINVAL;
+    *cid = v;
+    return 0;
+}
+
+static int vsock_check_opts(const struct devopts *o, char *why, size_t wlen)
+{
+    int r = devopt_only(o, vsock_keys, why, wlen);
+    if (r < 0)
+        return r;
+    const char *uds = devopt_get(o, "uds");
+    uint64_t cid;
+    if (!uds || !*uds) {
+        snprintf(why, wlen, "uds=PATH is required");
+        return -EINVAL;
+    }
+    if (strlen(uds) > SNAP_VSOCK_PATH_MAX) {
+        snprintf(why, wlen, "uds path longer than %u bytes", SNAP_VSOCK_PATH_MAX);
+        return -ENAMETOOLONG;
+    }
+    if (parse_cid(devopt_get(o, "cid"), &cid) < 0) {
+        snprintf(why, wlen, "cid must be 3 .. 4294967294");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static int vsock_add_opts(struct moat_vm *vm, const struct devopts *o, struct moat_error *err)
+{
+    uint64_t cid;
+    if (parse_cid(devopt_get(o, "cid"), &cid) < 0)
+        return seterr(err, 1, -EINVAL, "vsock: cid must be 3 .. 4294967294");
+    return vm_setup_vsock(vm, devopt_get(o, "uds"), cid, err);
+}
+
 static const struct vm_dev_kind vsock_kind = {
     .name = "vsock",
+    .type = "vsock",
+    .cmdline_extra = "moat.agent=1024",   /* /init starts the guest agent (docs/agent-protocol.md) */
+    .check_opts = vsock_check_opts,
+    .add_opts = vsock_add_opts,
     .device_id = VIRTIO_ID_VSOCK,
     .save = vsock_save,
     .restore = vsock_restore,
@@ -315,6 +410,62 @@ static const struct vm_dev_kind vsock_kind = {
 
 /* The kinds a snapshot's devices are matched to. */
 static const struct vm_dev_kind *const kinds[] = { &blk_kind, &vsock_kind };
+
+static const struct vm_dev_kind *kind_by_type(const char *type)
+{
+    for (size_t i = 0; type && i < sizeof(kinds) / sizeof(kinds[0]); i++)
+        if (!strcmp(kinds[i]->type, type))
+            return kinds[i];
+    return NULL;
+}
+
+const char *devtab_cmdline_extra(const char *type)
+{
+    const struct vm_dev_kind *k = kind_by_type(type);
+    return k ? k->cmdline_extra : NULL;
+}
+
+int devtab_check_devices(const struct moat_device *d, size_t n, struct moat_error *err)
+{
+    if (n && !d)
+        return seterr(err, 1, -EINVAL, "device list missing");
+    if (n > VIRTIO_MMIO_KVM_MAX_SLOTS)
+        return seterr(err, 1, -EINVAL, "too many devices (%zu, at most %d)", n, VIRTIO_MMIO_KVM_MAX_SLOTS);
+    struct devopts *o = malloc(sizeof(*o));
+    if (!o)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        const struct vm_dev_kind *k = kind_by_type(d[i].type);
+        char why[200] = "";
+        if (!k)
+            r = seterr(err, 1, -EINVAL, "device %zu: unknown type '%.40s' (blk, vsock)", i,
+                       d[i].type ? d[i].type : "(none)");
+        else if ((r = devopt_parse(d[i].options, o, why, sizeof(why))) < 0 ||
+                 (r = k->check_opts(o, why, sizeof(why))) < 0)
+            r = seterr(err, 1, r, "device %zu (%s): %s", i, k->type, why);
+    }
+    free(o);
+    return r;
+}
+
+int devtab_add_devices(struct moat_vm *vm, const struct moat_device *d, size_t n, struct moat_error *err)
+{
+    struct devopts *o = malloc(sizeof(*o));
+    if (!o)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        const struct vm_dev_kind *k = kind_by_type(d[i].type);
+        char why[200] = "";
+        if (!k || devopt_parse(d[i].options, o, why, sizeof(why)) < 0)   /* checked before */
+            r = seterr(err, 1, -EINVAL, "device %zu: %s", i, k ? why : "unknown type");
+        else
+            r = k->add_opts(vm, o, err);
+    }
+    free(o);
+    return r;
+}
 
 static const struct vm_dev_kind *kind_by_id(uint32_t device_id)
 {

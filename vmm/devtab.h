@@ -29,9 +29,19 @@ struct devtab_restore {
     size_t drive_map[VIRTIO_MMIO_KVM_MAX_SLOTS];   /* recorded drive -> override */
 };
 
+struct devopts;
+
 struct vm_dev_kind {
-    const char *name;           /* "blk", "vsock": in messages */
+    const char *name;           /* "drive", "vsock": in messages */
+    const char *type;           /* moat_device.type / --device TYPE: "blk", "vsock" */
     uint32_t device_id;         /* VIRTIO_ID_*: matches SNAP_DEV sections */
+    /* A kernel parameter a Linux guest needs with this device, or NULL. */
+    const char *cmdline_extra;
+    /* From a moat_device's options: check them before any KVM work (keys,
+     * values, files: 0 or -errno with why), then add the device in the
+     * next slot. */
+    int (*check_opts)(const struct devopts *o, char *why, size_t wlen);
+    int (*add_opts)(struct moat_vm *vm, const struct devopts *o, struct moat_error *err);
     /* The kind's record for a snapshot (SNAP_DEV data): its length, or
      * -errno. The device is stopped. */
     long (*save)(const struct vm_dev *d, uint8_t *buf, size_t cap);
@@ -59,6 +69,13 @@ int devtab_save(struct moat_vm *vm, struct snap_writer *w);
  * name the device. */
 int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
                    const struct snap_section *secs, size_t nsecs, struct moat_error *err);
+
+/* moat_config.devices: check each (known type, its options) before any
+ * KVM work; add them in the next slots. Errors name the device. */
+int devtab_check_devices(const struct moat_device *d, size_t n, struct moat_error *err);
+int devtab_add_devices(struct moat_vm *vm, const struct moat_device *d, size_t n, struct moat_error *err);
+/* The kernel parameter devices of this type need (NULL: none or unknown). */
+const char *devtab_cmdline_extra(const char *type);
 
 /* virtio-blk drives from a config (the next slots, in order). overlays:
  * NULL, or n entries (NULL or a copy-on-write overlay path); direct: NULL,

@@ -482,7 +482,8 @@ static int drives_cmdline(const struct moat_config *cfg, char *buf, size_t size)
 {
     size_t n = 0;
     buf[0] = 0;
-    size_t nslots = cfg->ndrives + (cfg->vsock_uds ? 1 : 0);   /* vsock: after the drives */
+    /* drives, the vsock device, then moat_config.devices */
+    size_t nslots = cfg->ndrives + (cfg->vsock_uds ? 1 : 0) + cfg->ndevices;
     for (size_t i = 0; i < nslots && i < VIRTIO_MMIO_KVM_MAX_SLOTS; i++) {
         if (n && n + 1 < size)
             buf[n++] = ' ';
@@ -548,9 +549,18 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
     if (linux_kind && drives_cmdline(cfg, drives, sizeof(drives)) > 0)
         extras[nx++] = drives;
     /* With a vsock device, /init starts the guest agent on this port
-     * (docs/agent-protocol.md) and, with no command, keeps the guest up. */
+     * (docs/agent-protocol.md) and, with no command, keeps the guest up;
+     * other devices may need a parameter too (their kind says). */
     if (linux_kind && cfg->vsock_uds)
-        extras[nx++] = "moat.agent=1024";
+        extras[nx++] = devtab_cmdline_extra("vsock");
+    for (size_t i = 0; linux_kind && i < cfg->ndevices; i++) {
+        const char *x = devtab_cmdline_extra(cfg->devices[i].type);
+        bool have = false;
+        for (size_t j = 0; x && j < nx; j++)
+            have |= strcmp(extras[j], x) == 0;
+        if (x && !have && nx < sizeof(extras) / sizeof(extras[0]))
+            extras[nx++] = x;
+    }
     return boot_cmdline_build(buf, size, base, extras, nx, cfg->argv, cfg->argv ? cfg->argc : 0);
 }
 
@@ -687,6 +697,8 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     if (cfg.cpus < 1 || cfg.cpus > LAYOUT_MAX_CPUS)
         return seterr(err, 1, -EINVAL, "vCPU count %u out of range (1..%d)", cfg.cpus, LAYOUT_MAX_CPUS);
     int dr = check_drives(&cfg, err);
+    if (dr == 0)
+        dr = devtab_check_devices(cfg.devices, cfg.ndevices, err);
     if (dr < 0)
         return dr;
 
@@ -750,7 +762,8 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
         goto fail;
     if ((r = vm_setup_drives(vm, cfg.drives, cfg.drive_overlays, cfg.drive_direct, cfg.ndrives, err)) < 0)
         goto fail;
-    if ((r = setup_vsock(vm, &cfg, err)) < 0)
+    if ((r = setup_vsock(vm, &cfg, err)) < 0 ||
+        (r = devtab_add_devices(vm, cfg.devices, cfg.ndevices, err)) < 0)
         goto fail;
     atomic_store(&vm->t_kvm_ready, vm_now_ns());
     vm->cmdline = cmdline;

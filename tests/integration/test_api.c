@@ -97,6 +97,7 @@ static void *reader(void *arg)
 static uint32_t make_vm_flags;   /* MOAT_F_* for the next make_vm_in (diff snapshot tests) */
 static const char *const *make_vm_overlays;   /* drive_overlays for the next make_vm_in (fork) */
 static uint64_t make_vm_console_limit;        /* console_limit for the next make_vm_in */
+static const struct moat_device *make_vm_devices;   /* devices (1) for the next make_vm_in */
 
 static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wfd, uint32_t cpus,
                                   const char *cmdline, int console_in, const struct moat_drive *drive)
@@ -121,6 +122,8 @@ static struct moat_vm *make_vm_in(const char *name, struct capture *cap, int *wf
     cfg.flags = make_vm_flags;
     cfg.drive_overlays = make_vm_overlays;
     cfg.console_limit = make_vm_console_limit;
+    cfg.devices = make_vm_devices;
+    cfg.ndevices = make_vm_devices ? 1 : 0;
     struct moat_vm *vm = NULL;
     struct moat_error err;
     int r = moat_create(&cfg, &vm, &err);
@@ -1049,6 +1052,76 @@ START_TEST(snapshot_restore_with_drive)
 }
 END_TEST
 
+/* A drive given as a device by type and options (moat_config.devices, as
+ * `moat run --device blk,...`): the guest writes its flushed records
+ * through it; a snapshot records it and a restore recreates it from the
+ * record alone (no overrides), and the restored guest goes on. */
+START_TEST(device_by_type_and_options)
+{
+    char dir[] = "/tmp/moat-devopt-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char img[4200], state[4200], mem[4200], opts[4300];
+    snprintf(img, sizeof(img), "%s/disk", dir);
+    snprintf(state, sizeof(state), "%s/state", dir);
+    snprintf(mem, sizeof(mem), "%s/mem", dir);
+    int fd = open(img, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
+    snprintf(opts, sizeof(opts), "path=%s,id=gen0", img);
+    struct moat_device dev = { .type = "blk", .options = opts };
+    make_vm_devices = &dev;
+    struct capture c;
+    int w;
+    struct moat_vm *vm = make_vm_in("blk", &c, &w, 1, "blkdur", -1, NULL);
+    make_vm_devices = NULL;
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert_msg(cap_wait_for(&c, "ack 10\n", 30000 * slow()), "no ack 10: %s", c.buf);
+    ck_assert_int_eq(moat_snapshot(vm, state, mem), 0);
+    moat_stop(vm);
+    struct moat_exit ex;
+    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
+    moat_destroy(vm);
+    finish_capture(&c, w);
+    ck_assert_uint_ge(check_acks(fd, c.buf, false, NULL), 10);
+    /* restored from the snapshot's record of the device */
+    struct moat_restore_config rc;
+    moat_restore_config_init(&rc);
+    rc.state_path = state;
+    rc.mem_path = mem;
+    struct capture c2 = { 0 };
+    int p[2];
+    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    c2.rfd = p[0];
+    pthread_mutex_init(&c2.lock, NULL);
+    rc.console_out = p[1];
+    struct moat_error err;
+    vm = NULL;
+    ck_assert_msg(moat_restore(&rc, &vm, &err) == 0, "moat_restore: %s", err.msg);
+    ck_assert_int_eq(pthread_create(&c2.thr, NULL, reader, &c2), 0);
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert_msg(cap_wait_lines(&c2, 5, 30000 * slow()), "no progress after restore: %s", c2.buf);
+    moat_stop(vm);
+    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
+    moat_destroy(vm);
+    close(p[1]);
+    pthread_join(c2.thr, NULL);
+    close(p[0]);
+    ck_assert_uint_ge(check_acks(fd, c2.buf, false, NULL), 1);
+    /* an override by the device's id takes it */
+    struct moat_drive by_id = { .path = img, .id = "gen0" };
+    rc.drives = &by_id;
+    rc.ndrives = 1;
+    rc.console_out = -1;
+    ck_assert_msg(moat_restore(&rc, &vm, &err) == 0, "moat_restore by id: %s", err.msg);
+    moat_destroy(vm);
+    close(fd);
+    unlink(img);
+    unlink(state);
+    unlink(mem);
+    rmdir(dir);
+}
+END_TEST
+
 /* Allocated disk space of a file, bytes. */
 static long long disk_bytes(const char *path)
 {
@@ -1495,6 +1568,31 @@ START_TEST(config_errors)
     cfg.drives = NULL;
     cfg.ndrives = 0;
     ck_assert_ptr_eq(vm, (struct moat_vm *)0x1);
+    /* devices by type and options: an unknown type, bad options */
+    struct { const char *type, *opts, *why; int r; } devs[] = {
+        { "net", "tap=t0", "unknown type 'net'", -EINVAL },
+        { NULL, NULL, "unknown type '(none)'", -EINVAL },
+        { "blk", NULL, "path=FILE is required", -EINVAL },
+        { "blk", "path=/etc/hostname,ro,colour=red", "unknown option 'colour'", -EINVAL },
+        { "blk", "path=/etc/hostname,ro=1", "ro and direct take no value", -EINVAL },
+        { "blk", "path=/nonexistent/disk,ro", "/nonexistent/disk", -ENOENT },
+        { "blk", "path=/etc/hostname,ro,id=012345678901234567890", "id must be 1 to 20 bytes", -EINVAL },
+        { "blk", "path=/etc/hostname,,ro", "an empty option", -EINVAL },
+        { "vsock", "cid=7", "uds=PATH is required", -EINVAL },
+        { "vsock", "uds=/tmp/x.sock,cid=2", "cid must be 3", -EINVAL },
+        { "vsock", "uds=/tmp/x.sock,cid=3x", "cid must be 3", -EINVAL },
+    };
+    for (size_t k = 0; k < sizeof devs / sizeof devs[0]; k++) {
+        struct moat_device md = { devs[k].type, devs[k].opts };
+        cfg.devices = &md;
+        cfg.ndevices = 1;
+        ck_assert_int_eq(moat_create(&cfg, &vm, &err), devs[k].r);
+        ck_assert(err.is_config);
+        ck_assert_msg(strstr(err.msg, devs[k].why) != NULL, "'%s': %s", devs[k].why, err.msg);
+    }
+    cfg.devices = NULL;
+    cfg.ndevices = 0;
+    ck_assert_ptr_eq(vm, (struct moat_vm *)0x1);
     ck_assert_int_eq(moat_create(NULL, &vm, NULL), -EINVAL);
     moat_destroy(NULL);
     ck_assert_int_eq(moat_stop(NULL), -EINVAL);
@@ -1535,6 +1633,7 @@ int main(void)
         tcase_add_test(kvm, bad_snapshot_files);
         tcase_add_test(kvm, pause_resume_with_disk_io);
         tcase_add_test(kvm, snapshot_restore_with_drive);
+        tcase_add_test(kvm, device_by_type_and_options);
         tcase_add_test(kvm, diff_snapshot_chain);
         tcase_add_test(kvm, diff_snapshot_with_drive);
         tcase_add_test(kvm, fork_with_overlays);

@@ -126,7 +126,9 @@ static bool kvm_ok(char *why, size_t len)
     return probe_host_kind(env_or("MOAT_BIN", "build/moat"), why, len) != TEST_HOST_NONE;
 }
 
-START_TEST(hybrid_vsock_both_directions)
+/* The vsock guest both ways; the device from --vsock PATH,cid=3, or
+ * (as_device) from --device vsock,uds=PATH,cid=3. */
+static void both_directions(bool as_device)
 {
     char why[256];
     if (!kvm_ok(why, sizeof why)) {
@@ -151,7 +153,10 @@ START_TEST(hybrid_vsock_both_directions)
 
     char guest[512], vs[256];
     snprintf(guest, sizeof guest, "%s/vsock.elf", env_or("MOAT_GUESTS", "build/guests"));
-    snprintf(vs, sizeof vs, "%s,cid=3", uds);
+    if (as_device)
+        snprintf(vs, sizeof vs, "vsock,uds=%s,cid=3", uds);
+    else
+        snprintf(vs, sizeof vs, "%s,cid=3", uds);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
@@ -160,7 +165,7 @@ START_TEST(hybrid_vsock_both_directions)
         if (o < 0 || nul < 0)
             _exit(127);
         dup2(nul, 0); dup2(o, 1); dup2(o, 2);
-        execl(env_or("MOAT_BIN", "build/moat"), "moat", "run", "--kernel", guest, "--vsock", vs,
+        execl(env_or("MOAT_BIN", "build/moat"), "moat", "run", "--kernel", guest, as_device ? "--device" : "--vsock", vs,
               "--timeout", "60", getenv("MOAT_TEST_VERBOSE") ? "-vv" : "-v", (char *)NULL);
         _exit(127);
     }
@@ -233,6 +238,18 @@ START_TEST(hybrid_vsock_both_directions)
     unlink(out_path);
     rmdir(dir);
 }
+
+START_TEST(hybrid_vsock_both_directions)
+{
+    both_directions(false);
+}
+END_TEST
+
+/* The same device given by type and options (moat run --device). */
+START_TEST(hybrid_vsock_as_a_device)
+{
+    both_directions(true);
+}
 END_TEST
 
 int main(void)
@@ -241,6 +258,7 @@ int main(void)
     TCase *tc = tcase_create("moat");
     tcase_set_timeout(tc, 120 * slow());
     tcase_add_test(tc, hybrid_vsock_both_directions);
+    tcase_add_test(tc, hybrid_vsock_as_a_device);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
