@@ -21,6 +21,7 @@
 #include "devices/virtq.h"
 #include "devices/vqueues.h"
 #include "devices/vsock_pkt.h"
+#include "vmm/clock.h"
 #include "vmm/log.h"
 
 #define Q_RX 0
@@ -118,12 +119,6 @@ void vsock_get_stats(struct vsock_dev *v, struct vsock_stats *s)
     s->conns = atomic_load(&v->st_conns);
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* ---- creation ---- */
 
@@ -753,7 +748,7 @@ static void host_client(struct vsock_dev *v, int fd)
         return;
     }
     c->st = C_LINE;
-    c->deadline_ns = now_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
+    c->deadline_ns = clock_mono_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
 }
 
 /* Only moat's own user (or root) may use the socket. */
@@ -815,7 +810,7 @@ static void deliver_reset(struct vsock_dev *v)
                 /* Linux handles the event, then gives the buffer back
                  * (a new available entry): that is the acknowledgement. */
                 v->reset_wait = true;
-                v->reset_deadline_ns = now_ns() + VSOCK_RESET_ACK_MS * 1000000ull;
+                v->reset_deadline_ns = clock_mono_ns() + VSOCK_RESET_ACK_MS * 1000000ull;
                 int left = virtq_enable_notify(q, v->env.mem);
                 v->ev_left = left < 0 ? 0 : left;
                 log_debug("%s: transport reset sent to the guest", v->name);
@@ -868,7 +863,7 @@ static void host_line(struct vsock_dev *v, struct conn *c)
             c->pport = port;
             c->lport = alloc_lport(v);
             c->st = C_AWAIT;
-            c->deadline_ns = now_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
+            c->deadline_ns = clock_mono_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
             log_debug("%s: host client: CONNECT %u (host port %u)", v->name, port, c->lport);
             ctrl_push(v, c->lport, c->pport, VSOCK_OP_REQUEST, 0);
             return;
@@ -894,7 +889,7 @@ static void check_reset_ack(struct vsock_dev *v)
     if (!v->reset_wait)
         return;
     int n = virtq_pending(&v->env.queues[Q_EV], v->env.mem);
-    if (n < 0 || n > v->ev_left || now_ns() >= v->reset_deadline_ns) {
+    if (n < 0 || n > v->ev_left || clock_mono_ns() >= v->reset_deadline_ns) {
         if (n >= 0 && n <= v->ev_left)
             log_debug("%s: no acknowledgement of the transport reset: going on", v->name);
         v->reset_wait = false;
@@ -925,7 +920,7 @@ static void *io_thread(void *arg)
     vqueues_publish(&v->vq, NULL);
     for (;;) {
         check_reset_ack(v);         /* may add internal clients: before the poll set */
-        uint64_t now = now_ns(), next = UINT64_MAX;
+        uint64_t now = clock_mono_ns(), next = UINT64_MAX;
         unsigned nc = 0;
         pf[P_STOP] = (struct pollfd){ .fd = v->stop_fd, .events = POLLIN };
         pf[P_WAKE] = (struct pollfd){ .fd = v->wake_fd, .events = POLLIN };

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vmm/clock.h"
+
 #include "vmm/log.h"
 
 static const char limit_note[] = "\n[moat: console output limit reached; the rest is dropped]\n";
@@ -31,11 +33,7 @@ int console_init(struct console_out *c, int fd, size_t cap, uint64_t limit)
     if (c->cap < 256)
         return -EINVAL;   /* room for the notes, at least */
     pthread_mutex_init(&c->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_mono(&c->cond);
     if (fd < 0)
         return 0;
     c->buf = malloc(c->cap);   /* untouched pages cost nothing until used */
@@ -283,19 +281,6 @@ int console_start(struct console_out *c, int kick_signal)
     return r;
 }
 
-static struct timespec deadline_ms(int ms)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    t.tv_sec += ms / 1000;
-    t.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
-
 int console_drain(struct console_out *c, int idle_ms)
 {
     if (c->fd < 0)
@@ -313,7 +298,7 @@ int console_drain(struct console_out *c, int idle_ms)
             break;
         }
         uint64_t p = c->progress;
-        struct timespec t = deadline_ms(idle_ms);
+        struct timespec t = clock_mono_after_ms((uint64_t)(idle_ms));
         while (c->deq < target && c->progress == p)
             if (pthread_cond_timedwait(&c->cond, &c->lock, &t) == ETIMEDOUT)
                 break;
@@ -333,7 +318,7 @@ int console_flush(struct console_out *c, int ms)
         return 0;
     pthread_mutex_lock(&c->lock);
     uint64_t target = c->enq;
-    struct timespec t = deadline_ms(ms);
+    struct timespec t = clock_mono_after_ms((uint64_t)(ms));
     int r = 0;
     while (c->started && c->deq < target && !c->stalled)
         if (pthread_cond_timedwait(&c->cond, &c->lock, &t) == ETIMEDOUT)
@@ -366,7 +351,7 @@ void console_stop(struct console_out *c, int idle_ms)
     struct timespec since;
     clock_gettime(CLOCK_MONOTONIC, &since);
     for (;;) {
-        struct timespec t = deadline_ms(20);
+        struct timespec t = clock_mono_after_ms((uint64_t)(20));
         if (pthread_clockjoin_np(c->thread, NULL, CLOCK_MONOTONIC, &t) != ETIMEDOUT)
             break;
         struct timespec now;

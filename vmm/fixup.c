@@ -28,7 +28,7 @@
 
 static int64_t ms_left(uint64_t deadline)
 {
-    uint64_t now = vm_now_ns();
+    uint64_t now = clock_mono_ns();
     return now >= deadline ? 0 : (int64_t)((deadline - now) / 1000000u);
 }
 
@@ -102,7 +102,7 @@ out:
 static void *fixup_thread(void *arg)
 {
     struct moat_vm *vm = arg;
-    uint64_t t0 = vm_now_ns(), deadline = t0 + FIXUP_WAIT_MS * 1000000ull;
+    uint64_t t0 = clock_mono_ns(), deadline = t0 + FIXUP_WAIT_MS * 1000000ull;
     char why[256] = "";
     int r;
     for (;;) {
@@ -115,7 +115,7 @@ static void *fixup_thread(void *arg)
             break;
         usleep(50000);
     }
-    uint64_t ms = (vm_now_ns() - t0) / 1000000u;
+    uint64_t ms = (clock_mono_ns() - t0) / 1000000u;
     if (r == 0)
         log_debug("restore fix-up: guest clock set and RNG reseeded in %llu ms", (unsigned long long)ms);
     else if (r != -ECANCELED && !atomic_load(&vm->stopping))

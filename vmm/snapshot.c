@@ -619,7 +619,7 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     if (vm->dirty_log && snapdiff_set_last(vm, rc.state_path, rc.mem_path, snap_file_checksum(buf, len),
                                            chain.depth) < 0)
         log_warn("restore: cannot resolve %s: the first snapshot must be a full one", rc.state_path);
-    atomic_store(&vm->t_kvm_ready, vm_now_ns());
+    atomic_store(&vm->t_kvm_ready, clock_mono_ns());
     *out = vm;
     vm = NULL;
     r = 0;

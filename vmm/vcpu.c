@@ -359,7 +359,7 @@ void *vcpu_thread(void *arg)
         if (atomic_load(&vm->stopping))
             run->immediate_exit = 1;
         uint64_t zero = 0;
-        atomic_compare_exchange_strong(&vm->t_first_run, &zero, vm_now_ns());
+        atomic_compare_exchange_strong(&vm->t_first_run, &zero, clock_mono_ns());
         int r = ioctl(v->fd, KVM_RUN, 0);
         int err = errno;
         atomic_store(&v->in_run, false);

@@ -17,6 +17,7 @@
 
 #include "devices/virtio_blk.h"
 #include "devices/vsock.h"
+#include "vmm/clock.h"
 #include "vmm/devtab.h"
 #include "vmm/layout.h"
 #include "vmm/log.h"
@@ -37,12 +38,6 @@ static const char default_linux_cmdline[] = "console=ttyS0 reboot=k panic=-1 825
 /* The process-start reference for timings (process-wide by definition). */
 static _Atomic uint64_t timing_origin_ns;
 
-uint64_t vm_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 uint64_t moat_timings_set_origin(uint64_t ns)
 {
@@ -51,7 +46,7 @@ uint64_t moat_timings_set_origin(uint64_t ns)
         return ns;
     }
     uint64_t zero = 0;
-    uint64_t now = vm_now_ns();
+    uint64_t now = clock_mono_ns();
     if (atomic_compare_exchange_strong(&timing_origin_ns, &zero, now))
         return now;
     return atomic_load(&timing_origin_ns);
@@ -162,7 +157,7 @@ static void ctl_exit_status(void *opaque, uint8_t status)
     pthread_mutex_lock(&vm->lock);
     vm->guest_status = status;
     pthread_mutex_unlock(&vm->lock);
-    atomic_store(&vm->t_cmd_done, vm_now_ns());
+    atomic_store(&vm->t_cmd_done, clock_mono_ns());
 }
 
 static void ctl_event(void *opaque, uint8_t ev)
@@ -170,7 +165,7 @@ static void ctl_event(void *opaque, uint8_t ev)
     struct moat_vm *vm = opaque;
     uint64_t zero = 0;
     if (ev == MOATDEV_EV_INIT)
-        atomic_compare_exchange_strong(&vm->t_init, &zero, vm_now_ns());
+        atomic_compare_exchange_strong(&vm->t_init, &zero, clock_mono_ns());
 }
 
 static const struct moatdev_ops ctl_ops = { .exit_status = ctl_exit_status, .event = ctl_event };
@@ -204,17 +199,6 @@ static void kick_vcpus(struct moat_vm *vm)
  * still inside. */
 #define REKICK_MS 20
 
-static struct timespec rekick_deadline(clockid_t clk)
-{
-    struct timespec t;
-    clock_gettime(clk, &t);
-    t.tv_nsec += REKICK_MS * 1000000L;
-    if (t.tv_nsec >= 1000000000L) {
-        t.tv_sec++;
-        t.tv_nsec -= 1000000000L;
-    }
-    return t;
-}
 
 static void rekick_if_running(struct moat_vm *vm, struct vcpu *v)
 {
@@ -235,7 +219,7 @@ static void rekick_running(struct moat_vm *vm)
 static void join_vcpu(struct moat_vm *vm, struct vcpu *v)
 {
     for (;;) {
-        struct timespec t = rekick_deadline(CLOCK_MONOTONIC);
+        struct timespec t = clock_mono_after_ms(REKICK_MS);
         int r = pthread_clockjoin_np(v->thread, NULL, CLOCK_MONOTONIC, &t);
         if (r != ETIMEDOUT)
             return;
@@ -257,7 +241,7 @@ void vm_request_exit(struct moat_vm *vm, enum moat_exit_reason reason, const cha
     va_start(ap, fmt);
     vsnprintf(vm->exit.detail, sizeof(vm->exit.detail), fmt, ap);
     va_end(ap);
-    atomic_store(&vm->t_exit, vm_now_ns());
+    atomic_store(&vm->t_exit, clock_mono_ns());
     atomic_store(&vm->stopping, true);
     pthread_cond_broadcast(&vm->cond);
     pthread_mutex_unlock(&vm->lock);
@@ -297,7 +281,7 @@ int moat_pause(struct moat_vm *vm)
     kick_vcpus(vm);
     pthread_mutex_lock(&vm->lock);
     while (vm->parked_vcpus < vm->ncpus && !vm->exited) {
-        struct timespec t = rekick_deadline(CLOCK_MONOTONIC);   /* vm->cond's clock */
+        struct timespec t = clock_mono_after_ms(REKICK_MS);   /* vm->cond's clock */
         if (pthread_cond_timedwait(&vm->cond, &vm->lock, &t) == ETIMEDOUT) {
             pthread_mutex_unlock(&vm->lock);
             rekick_running(vm);
@@ -612,11 +596,7 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
     vm->flags = flags;
     vm->kick_signal = kick_signal ? kick_signal : DEFAULT_KICK_SIGNAL;
     pthread_mutex_init(&vm->lock, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&vm->cond, &ca);
-    pthread_condattr_destroy(&ca);
+    cond_init_mono(&vm->cond);
     return vm;
 }
 
@@ -765,7 +745,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     if ((r = setup_vsock(vm, &cfg, err)) < 0 ||
         (r = devtab_add_devices(vm, cfg.devices, cfg.ndevices, err)) < 0)
         goto fail;
-    atomic_store(&vm->t_kvm_ready, vm_now_ns());
+    atomic_store(&vm->t_kvm_ready, clock_mono_ns());
     vm->cmdline = cmdline;
     free_file(&kernel);
     free_file(&initrd);
@@ -836,16 +816,9 @@ int moat_wait(struct moat_vm *vm, int timeout_ms, struct moat_exit *ex)
 {
     if (!vm)
         return -EINVAL;
-    struct timespec deadline;
-    if (timeout_ms >= 0) {
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += timeout_ms / 1000;
-        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-            deadline.tv_sec++;
-            deadline.tv_nsec -= 1000000000L;
-        }
-    }
+    struct timespec deadline = { 0 };
+    if (timeout_ms >= 0)
+        deadline = clock_mono_after_ms((uint64_t)timeout_ms);
     pthread_mutex_lock(&vm->lock);
     while (!vm->exited) {
         if (timeout_ms < 0) {

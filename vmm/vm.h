@@ -13,6 +13,7 @@
 #include "devices/serial.h"
 #include "include/moat.h"
 #include "vmm/bus.h"
+#include "vmm/clock.h"
 #include "vmm/console.h"
 #include "vmm/gmem.h"
 #include "vmm/kvm.h"
@@ -120,7 +121,6 @@ int vcpu_setup(struct moat_vm *vm, struct vcpu *v);
 void *vcpu_thread(void *arg);
 void vcpu_destroy(struct vcpu *v);
 
-uint64_t vm_now_ns(void);
 
 /* Creation stages shared by moat_create and moat_restore (vmm/vm.c). */
 struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int console_out,

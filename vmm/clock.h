@@ -1,0 +1,19 @@
+/* Monotonic time for the VM's waits and timings: one helper each instead
+ * of a copy per file. Part of the base (devices/ may use it). */
+#ifndef MOAT_CLOCK_H
+#define MOAT_CLOCK_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <time.h>
+
+/* CLOCK_MONOTONIC, nanoseconds. */
+uint64_t clock_mono_ns(void);
+/* CLOCK_MONOTONIC now plus ms, normalized (tv_nsec < 1e9): a deadline for
+ * a condition variable made by cond_init_mono or pthread_clockjoin_np. */
+struct timespec clock_mono_after_ms(uint64_t ms);
+/* A condition variable whose timed waits count CLOCK_MONOTONIC (a wall
+ * clock change neither shortens nor stretches them): 0 or -errno. */
+int cond_init_mono(pthread_cond_t *c);
+
+#endif
