@@ -267,6 +267,13 @@ struct moat_restore_config {
      * moat_config.drive_direct). Not recorded in snapshots. */
     const int *drive_direct;
     uint64_t console_limit;   /* as moat_config.console_limit */
+    /* Overrides by type and options (struct moat_device, as in
+     * moat_config.devices): each names a recorded device by its type and
+     * an id= option (or is the only device of its type) and gives its
+     * options anew — blk: path= (and ro, overlay=, direct as at create);
+     * vsock: uds=. A device the snapshot does not have is refused. */
+    const struct moat_device *devices;
+    size_t ndevices;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);

@@ -245,6 +245,20 @@ static void parse_drive(char *spec, struct moat_drive *d, const char **overlay, 
     }
 }
 
+/* --device TYPE[,OPTIONS] (run, restore): the library checks the type and
+ * the options. */
+static void parse_device(char *arg, struct moat_device *devs, size_t *n)
+{
+    if (*n >= MOAT_MAX_DRIVES)
+        die_usage("too many --device options (at most %d)", MOAT_MAX_DRIVES);
+    if (!arg[0] || arg[0] == ',')
+        die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock)", arg);
+    char *comma = strchr(arg, ',');
+    if (comma)
+        *comma = 0;
+    devs[(*n)++] = (struct moat_device){ arg, comma ? comma + 1 : NULL };
+}
+
 /* --vsock PATH[,cid=N]: the path cannot contain a comma. */
 static void parse_vsock(char *spec, struct moat_config *cfg)
 {
@@ -328,18 +342,7 @@ int cmd_run(int argc, char **argv)
             { parse_drive(optarg, &drives[ndrives], &overlays[ndrives], &direct[ndrives]); has_overlay |= overlays[ndrives] != NULL; has_direct |= direct[ndrives] != 0; ndrives++; }
             break;
         case 'V': parse_vsock(optarg, &cfg); break;
-        case OPT_DEVICE: {
-            /* TYPE[,OPTIONS]: the library checks the type and options */
-            if (ndevices >= MOAT_MAX_DRIVES)
-                die_usage("too many --device options (at most %d)", MOAT_MAX_DRIVES);
-            if (!optarg[0] || optarg[0] == ',')
-                die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock)", optarg);
-            char *comma = strchr(optarg, ',');
-            if (comma)
-                *comma = 0;
-            devices[ndevices++] = (struct moat_device){ optarg, comma ? comma + 1 : NULL };
-            break;
-        }
+        case OPT_DEVICE: parse_device(optarg, devices, &ndevices); break;
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
         case 'T': timings = 1; break;
@@ -607,6 +610,10 @@ static const char usage_restore[] =
     "                   for a drive the snapshot recorded with one)\n"
     "  --vsock PATH     serve the snapshot's vsock device on PATH instead of the\n"
     "                   recorded path (guest connections are reset on restore)\n"
+    "  --device TYPE,OPTIONS\n"
+    "                   new options for the recorded device of TYPE with id=ID (or\n"
+    "                   the only one): blk,path=FILE[,ro][,overlay=F][,direct][,id=ID]\n"
+    "                   or vsock,uds=PATH\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
     "  --console-log F  append the serial console to F instead of stdout\n"
     "  -v, --verbose    more log output\n"
@@ -623,12 +630,15 @@ int cmd_restore(int argc, char **argv)
         { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
+        { "device", required_argument, NULL, OPT_DEVICE },
         { "control", required_argument, NULL, 'C' },
         { "console-log", required_argument, NULL, 'L' },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
     };
+    static struct moat_device devices[MOAT_MAX_DRIVES];
+    size_t ndevices = 0;
     static struct moat_drive drives[MOAT_MAX_DRIVES];
     static const char *overlays[MOAT_MAX_DRIVES];
     static int direct[MOAT_MAX_DRIVES];
@@ -658,6 +668,7 @@ int cmd_restore(int argc, char **argv)
                 die_usage("invalid restore --vsock '%s' (a path; the CID is the snapshot's)", optarg);
             vsock = optarg;
             break;
+        case OPT_DEVICE: parse_device(optarg, devices, &ndevices); break;
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
         case 'v': verbose++; break;
@@ -710,6 +721,8 @@ int cmd_restore(int argc, char **argv)
     else
         console_fds(&rc.console_in, &rc.console_out, &rc.flags);
     rc.vsock_uds = vsock;
+    rc.devices = ndevices ? devices : NULL;
+    rc.ndevices = ndevices;
     rc.drives = ndrives ? drives : NULL;
     rc.ndrives = ndrives;
     rc.drive_overlays = has_overlay ? overlays : NULL;

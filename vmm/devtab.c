@@ -2,6 +2,7 @@
 #include "vmm/devtab.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,7 +190,21 @@ static int blk_restore(struct moat_vm *vm, const struct devtab_restore *ctx, con
     struct moat_drive d = { .path = path, .id = id[0] ? id : NULL, .read_only = ro };
     const char *ovl = ovls[0] ? ovls : NULL;
     bool direct = false;
-    if (rc->ndrives) {
+    const struct devopts *oo = ctx->ovr[vm->ndev];
+    if (oo) {
+        /* moat_restore_config.devices: path and read-only-ness from the
+         * override, as a drive override */
+        const char *o_ovl = devopt_get(oo, "overlay");
+        if (ovl && !o_ovl) {
+            r = seterr(err, 1, -EINVAL, "drive %s was a copy-on-write drive (overlay %s): "
+                       "give an overlay for it too", v->id, ovl);
+            goto out;
+        }
+        ovl = o_ovl;
+        d.path = devopt_get(oo, "path");
+        d.read_only = devopt_get(oo, "ro") != NULL;
+        direct = devopt_get(oo, "direct") != NULL;
+    } else if (rc->ndrives) {
         size_t o_i = ctx->drive_map[k];
         /* A copy-on-write drive keeps its overlay only if one is given:
          * reopening its base writable would write the shared base. */
@@ -325,7 +340,8 @@ static int vsock_restore(struct moat_vm *vm, const struct devtab_restore *ctx, c
     const char *why = NULL;
     if (snap_vsock_decode(v->data, v->data_len, &cid, path, sizeof(path), &why) < 0)
         return seterr(err, 1, -EINVAL, "state file: vsock: %s", why);
-    const char *uds = ctx->rc->vsock_uds ? ctx->rc->vsock_uds : path;
+    const struct devopts *oo = ctx->ovr[vm->ndev];
+    const char *uds = oo ? devopt_get(oo, "uds") : ctx->rc->vsock_uds ? ctx->rc->vsock_uds : path;
     /* vsock_create replaces a stale socket file: refuse a live one (the
      * snapshotted VM may still be running on it). */
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -475,6 +491,54 @@ static const struct vm_dev_kind *kind_by_id(uint32_t device_id)
     return NULL;
 }
 
+/* Restore overrides given as devices (type, options): parsed into *ovo
+ * (rc->ndevices entries, freed by the caller) and matched to the recorded
+ * devices v[0, n) into ctx->ovr. Each override's type must be known, its
+ * options valid for that type (the same check as at create, id= allowed),
+ * and it must name exactly one recorded device, not claimed twice nor also
+ * overridden by the typed fields (drives, vsock_uds). */
+static int match_device_overrides(const struct moat_restore_config *rc, const struct snap_dev_view *v,
+                                  const struct vm_dev_kind *const *kind, unsigned n,
+                                  struct devtab_restore *ctx, struct devopts **ovo, struct moat_error *err)
+{
+    if (!rc->devices || rc->ndevices > VIRTIO_MMIO_KVM_MAX_SLOTS)
+        return seterr(err, 1, -EINVAL, "device overrides: %s", rc->devices ? "too many" : "list missing");
+    *ovo = calloc(rc->ndevices, sizeof(**ovo));
+    if (!*ovo)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    for (size_t j = 0; j < rc->ndevices; j++) {
+        struct devopts *o = &(*ovo)[j];
+        const struct vm_dev_kind *k = kind_by_type(rc->devices[j].type);
+        char why[200] = "";
+        if (!k)
+            return seterr(err, 1, -EINVAL, "device override %zu: unknown type '%.40s' (blk, vsock)", j,
+                          rc->devices[j].type ? rc->devices[j].type : "(none)");
+        int r = devopt_parse(rc->devices[j].options, o, why, sizeof(why));
+        if (r == 0)
+            r = k->check_opts(o, why, sizeof(why));
+        if (r < 0)
+            return seterr(err, 1, r, "device override %zu (%s): %s", j, k->type, why);
+        const char *id = devopt_get(o, "id");
+        unsigned hit = n, count = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (kind[i] == k && (!id || !strcmp(v[i].id, id))) {
+                hit = i;
+                count++;
+            }
+        if (count == 0)
+            return seterr(err, 1, -EINVAL, "device override %zu (%s%s%s): the snapshot has no such device", j,
+                          k->type, id ? " " : "", id ? id : "");
+        if (count > 1)
+            return seterr(err, 1, -EINVAL, "device override %zu (%s): the snapshot has %u of them: name one "
+                          "with id=", j, k->type, count);
+        if (ctx->ovr[hit] || (k == &blk_kind && rc->ndrives) || (k == &vsock_kind && rc->vsock_uds))
+            return seterr(err, 1, -EINVAL, "device override %zu: %s %s is overridden twice", j, k->type,
+                          v[hit].id);
+        ctx->ovr[hit] = o;
+    }
+    return 0;
+}
+
 int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
                    const struct snap_section *secs, size_t nsecs, struct moat_error *err)
 {
@@ -538,6 +602,11 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
     }
     if (r == 0 && rc->vsock_uds && !nvsock)
         r = seterr(err, 1, -EINVAL, "the snapshot has no vsock device");
+    /* moat_restore_config.devices: each names a recorded device by type
+     * and id= (or the only one of its type) and replaces its options */
+    struct devopts *ovo = NULL;
+    if (r == 0 && rc->size > offsetof(struct moat_restore_config, ndevices) && rc->ndevices)
+        r = match_device_overrides(rc, v, kind, n, &ctx, &ovo, err);
     /* Recreate them in their slots, and load each transport's state
      * (untrusted: virtio_mmio_load checks it). */
     unsigned seen[sizeof(kinds) / sizeof(kinds[0])] = { 0 };
@@ -558,6 +627,7 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
             r = seterr(err, 1, r, "state file: %s %s (slot %u): %s", kind[i]->name, v[i].id, i,
                        why ? why : strerror(-r));
     }
+    free(ovo);
     free(v);
     return r;
 }

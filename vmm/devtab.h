@@ -27,6 +27,9 @@ struct virtio_dev_ops;
 struct devtab_restore {
     const struct moat_restore_config *rc;
     size_t drive_map[VIRTIO_MMIO_KVM_MAX_SLOTS];   /* recorded drive -> override */
+    /* moat_restore_config.devices matched to the recorded devices: the
+     * override's options for the device in slot i, or NULL. */
+    const struct devopts *ovr[VIRTIO_MMIO_KVM_MAX_SLOTS];
 };
 
 struct devopts;

@@ -1114,6 +1114,44 @@ START_TEST(device_by_type_and_options)
     rc.console_out = -1;
     ck_assert_msg(moat_restore(&rc, &vm, &err) == 0, "moat_restore by id: %s", err.msg);
     moat_destroy(vm);
+    /* overrides given as devices: by id, or the only one of its type */
+    rc.drives = NULL;
+    rc.ndrives = 0;
+    char o1[4300], o2[4300];
+    snprintf(o1, sizeof(o1), "path=%s,id=gen0", img);
+    snprintf(o2, sizeof(o2), "path=%s", img);
+    struct moat_device ov = { "blk", o1 };
+    rc.devices = &ov;
+    rc.ndevices = 1;
+    ck_assert_msg(moat_restore(&rc, &vm, &err) == 0, "device override by id: %s", err.msg);
+    moat_destroy(vm);
+    ov.options = o2;
+    ck_assert_msg(moat_restore(&rc, &vm, &err) == 0, "device override, the only blk: %s", err.msg);
+    moat_destroy(vm);
+    /* refused, naming the device */
+    char o3[4300];
+    snprintf(o3, sizeof(o3), "path=%s,id=nope", img);
+    struct { const char *type, *opts, *why; } bad[] = {
+        { "blk", o3, "(blk nope): the snapshot has no such device" },
+        { "vsock", "uds=/tmp/moat-devopt-x.sock", "(vsock): the snapshot has no such device" },
+        { "net", "tap=t0", "unknown type 'net'" },
+        { "blk", "path=/nonexistent/disk", "/nonexistent/disk" },
+        { "blk", "id=gen0", "path=FILE is required" },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        struct moat_device b = { bad[k].type, bad[k].opts };
+        rc.devices = &b;
+        vm = NULL;
+        ck_assert_msg(moat_restore(&rc, &vm, &err) < 0, "override '%s' restored", bad[k].why);
+        ck_assert(err.is_config);
+        ck_assert_msg(strstr(err.msg, bad[k].why) != NULL, "'%s': %s", bad[k].why, err.msg);
+    }
+    /* the same drive overridden twice: as a drive and as a device */
+    rc.devices = &ov;
+    rc.drives = &by_id;
+    rc.ndrives = 1;
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "overridden twice") != NULL, "%s", err.msg);
     close(fd);
     unlink(img);
     unlink(state);
