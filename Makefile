@@ -6,8 +6,10 @@
 #   make guest      build the default guest (kernel + initramfs)
 #   make bench      run the benchmarks (see docs/BENCHMARKS.md)
 #
-# Sources are picked up by wildcard: a new .c file in vmm/, devices/ or boot/
-# joins the library; tests/unit/test_*.c each become one Check binary.
+# Sources are picked up by wildcard: a new .c file in a folder of vmm/ (but
+# vmm/cli/), of devices/, or in boot/ joins the library; tests/unit/test_*.c
+# each become one Check binary. The folders are the layers
+# (docs/architecture.md, "Layers"; tests/includes.sh checks them).
 
 VERSION   := 0.1.0
 B         := build
@@ -29,11 +31,11 @@ endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := vmm/cli.c $(sort $(wildcard vmm/cli_*.c))
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c,$(sort $(wildcard vmm/cli/*.c)))
 # CLI-only pieces with unit tests of their own: in the internal archives
 # (the CLI and the tests link those), never in libmoat.a / libmoat.so.
-CLI_LIB_SRCS := vmm/ctl_proto.c
-LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*.c devices/*.c boot/*.c)))
+CLI_LIB_SRCS := vmm/cli/ctl_proto.c
+LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
 CLI_LIB_OBJS := $(CLI_LIB_SRCS:%.c=$(B)/obj/%.o)

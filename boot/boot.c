@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "boot/bootfmt.h"
-#include "vmm/layout.h"
+#include "vmm/base/layout.h"
 
 #define PAGE 0x1000ULL
 #define KERNEL_VIRT_BASE 0xffffffff80000000ULL

@@ -1,6 +1,6 @@
 /* Kernel loaders and boot structures. Pure: works on a struct gmem and byte
  * buffers, no KVM headers, so it is unit-tested and fuzzed alone.
- * Memory map: vmm/layout.h; entry states: docs/boot.md. */
+ * Memory map: vmm/base/layout.h; entry states: docs/boot.md. */
 #ifndef MOAT_BOOT_H
 #define MOAT_BOOT_H
 
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "vmm/gmem.h"
+#include "vmm/base/gmem.h"
 
 enum boot_kind {
     BOOT_LINUX_BZIMAGE = 1, /* bzImage, 64-bit boot protocol entry */

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "boot/bootfmt.h"
-#include "vmm/layout.h"
+#include "vmm/base/layout.h"
 
 #define PTE_P  0x1ULL
 #define PTE_RW 0x2ULL

@@ -44,9 +44,9 @@ $(DGUEST_INIT): guest/init/init.c
 # The guest agent (guest/agent/agent.c, docs/agent-protocol.md): static, so
 # it runs in the initramfs and, for tests, on the host too.
 DGUEST_AGENT    := $(DGUEST_OUT)/agent
-$(DGUEST_AGENT): guest/agent/agent.c devices/agent_proto.c devices/agent_proto.h
+$(DGUEST_AGENT): guest/agent/agent.c vmm/agent/agent_proto.c vmm/agent/agent_proto.h
 	@mkdir -p $(dir $@)
-	$(CC) $(DGUEST_CFLAGS) -I. -o $@ guest/agent/agent.c devices/agent_proto.c
+	$(CC) $(DGUEST_CFLAGS) -I. -o $@ guest/agent/agent.c vmm/agent/agent_proto.c
 
 $(DGUEST_GENCPIO): $(DGUEST_KSRC)/.moat-extracted
 	$(CC) -O2 -o $@ $(DGUEST_KSRC)/usr/gen_init_cpio.c

@@ -11,7 +11,7 @@
  * stream cannot be resynchronised). Nothing a client sends can make it
  * exit.
  *
- * Built static (gcc -static) with devices/agent_proto.c; installed in the
+ * Built static (gcc -static) with vmm/agent/agent_proto.c; installed in the
  * default initramfs as /sbin/moat-agent and started by /init. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,7 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devices/agent_proto.h"
+#include "vmm/agent/agent_proto.h"
 
 #define MAX_CONNS   64
 #define MAX_PROCS   512

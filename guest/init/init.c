@@ -1,6 +1,6 @@
 /* moat guest /init: PID 1 of the default guest (see docs/guest.md).
  *
- * Protocol with the VMM (the moat control device, devices/moatdev.h):
+ * Protocol with the VMM (the moat control device, devices/legacy/moatdev.h):
  *   1. chmod / 0755; mount /proc, /sys, /dev (devtmpfs), /dev/pts,
  *      /dev/shm, /tmp; set PATH, HOME; bring up lo; hostname "moat".
  *   2. ioperm(0x0F40, 2) and write event byte 1 ("init reached") to port

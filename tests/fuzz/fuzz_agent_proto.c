@@ -1,4 +1,4 @@
-/* Fuzz the guest agent protocol (devices/agent_proto.h): the input is a
+/* Fuzz the guest agent protocol (vmm/agent/agent_proto.h): the input is a
  * byte stream as the agent would receive it on a connection, pushed into an
  * agent_rx in pieces whose sizes come from the first byte. Every frame is
  * decoded as every payload kind; what decodes must re-encode to a frame
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "devices/agent_proto.h"
+#include "vmm/agent/agent_proto.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "devices/virtio_blk_req.h"
+#include "devices/blk/virtio_blk_req.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define RAM 0x2000u

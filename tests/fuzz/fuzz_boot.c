@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "boot/boot.h"
-#include "vmm/layout.h"
+#include "vmm/base/layout.h"
 
 #define LOW_SIZE  (3u << 20)
 #define HIGH_SIZE (64u << 10)

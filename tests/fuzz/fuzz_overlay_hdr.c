@@ -1,4 +1,4 @@
-/* Fuzz the copy-on-write overlay header parser (devices/overlay.h) and, for
+/* Fuzz the copy-on-write overlay header parser (devices/blk/overlay.h) and, for
  * a header it accepts, the extent splitter over a bitmap from the input.
  *
  * Input: the first 4096 bytes of an overlay file (shorter inputs are tried
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "devices/overlay.h"
+#include "devices/blk/overlay.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* Fuzz the 16550A model (devices/serial.c): the input is a program of
+/* Fuzz the 16550A model (devices/legacy/serial.c): the input is a program of
  * register reads/writes, host input, wide bus accesses, resets and runs of
  * a Linux-style interrupt handler; after every step the invariants of
  * docs/devices.md ("Legacy devices") are checked.
@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "devices/serial.h"
+#include "devices/legacy/serial.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

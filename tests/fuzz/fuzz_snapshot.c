@@ -19,11 +19,11 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "devices/virtio_dev.h"
-#include "devices/virtio_mmio.h"
+#include "devices/virtio/virtio_dev.h"
+#include "devices/virtio/virtio_mmio.h"
 #include "tests/fuzz/fuzz_common.h"
-#include "vmm/snapchain.h"
-#include "vmm/snapfmt.h"
+#include "vmm/snapshot/snapchain.h"
+#include "vmm/snapshot/snapfmt.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -105,7 +105,7 @@ static void check_vsock(const uint8_t *data, uint64_t len)
 }
 
 /* A device section: its framing, then its transport state and the
- * record its type's loader reads (vmm/devtab.c). */
+ * record its type's loader reads (vmm/core/devtab.c). */
 static void check_dev(const struct snap_section *sec)
 {
     struct snap_dev_view v;

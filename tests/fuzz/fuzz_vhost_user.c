@@ -1,4 +1,4 @@
-/* Fuzz the vhost-user message parser (devices/vhost_user_msg.h): the input
+/* Fuzz the vhost-user message parser (devices/virtio/vhost_user_msg.h): the input
  * is what a frontend would put on the socket, plus the fd count the kernel
  * would have delivered with it. Checks the invariants the header promises
  * for every accepted message, and that replies encode and never parse back
@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "devices/vhost_user_msg.h"
+#include "devices/virtio/vhost_user_msg.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

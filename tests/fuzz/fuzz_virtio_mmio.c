@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "devices/virtio_mmio.h"
+#include "devices/virtio/virtio_mmio.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define RAM 0x8000u

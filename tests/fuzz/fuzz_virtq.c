@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "devices/virtq.h"
+#include "devices/virtio/virtq.h"
 #include "tests/fuzz/fuzz_common.h"
 
 #define RAM0    0x4000u

@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "devices/vsock_pkt.h"
+#include "devices/vsock/vsock_pkt.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -2,7 +2,7 @@
  * host: no KVM or vsock needed. Each test starts build/guest/agent (static,
  * but it runs fine on the host) with --unix in a temporary directory and
  * drives it with `moat exec --unix` / `moat cp --unix`, or with raw frames
- * (devices/agent_proto.c is compiled in) for what the CLI cannot send.
+ * (vmm/agent/agent_proto.c is compiled in) for what the CLI cannot send.
  *
  * Env: MOAT_BIN (default build/moat), MOAT_AGENT (default build/guest/agent).
  * Run: make build/tests/test_agent && build/tests/test_agent */
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devices/agent_proto.h"
+#include "vmm/agent/agent_proto.h"
 
 static const char *moat_bin, *agent_bin;
 static char tmpdir[256], sock_path[300];

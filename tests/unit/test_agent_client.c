@@ -1,4 +1,4 @@
-/* vmm/agent_client.c against a fake agent on a socketpair: a request's
+/* vmm/agent/agent_client.c against a fake agent on a socketpair: a request's
  * timeout is one deadline for the whole request, however the agent
  * trickles bytes or streams frames for other requests. */
 #include <check.h>
@@ -10,8 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devices/agent_proto.h"
-#include "vmm/agent_client.h"
+#include "vmm/agent/agent_proto.h"
+#include "vmm/agent/agent_client.h"
 
 struct fake {
     int fd;

@@ -1,11 +1,11 @@
-/* Guest agent protocol (devices/agent_proto.h): round trips of every
+/* Guest agent protocol (vmm/agent/agent_proto.h): round trips of every
  * message and every malformed case the decoders must refuse. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/agent_proto.h"
+#include "vmm/agent/agent_proto.h"
 
 static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }   /* x86: LE */
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/virtio_blk_req.h"
+#include "devices/blk/virtio_blk_req.h"
 
 #define RAM  0x10000u
 #define HDR  0x1000u

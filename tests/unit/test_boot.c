@@ -9,8 +9,8 @@
 
 #include "boot/boot.h"
 #include "boot/bootfmt.h"
-#include "vmm/gmem.h"
-#include "vmm/layout.h"
+#include "vmm/base/gmem.h"
+#include "vmm/base/layout.h"
 
 #define MiB (1024ULL * 1024)
 #define RAM_SIZE (32 * MiB)

@@ -3,8 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/bus.h"
-#include "vmm/gmem.h"
+#include "vmm/base/bus.h"
+#include "vmm/base/gmem.h"
 
 struct rec { uint64_t off; uint8_t data[8]; uint32_t len; int writes, reads; };
 

@@ -1,4 +1,4 @@
-/* The control-socket server of moat run/restore --control (vmm/cli_ctl.c,
+/* The control-socket server of moat run/restore --control (vmm/cli/cli_ctl.c,
  * a CLI file, compiled in here): how it reads a client's request line. */
 #include <check.h>
 #include <errno.h>
@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vmm/cli_ctl.c"
+#include "vmm/cli/cli_ctl.c"
 
 uint64_t cli_start_ns;
 

@@ -1,4 +1,4 @@
-/* Unit tests for console output (vmm/console.c): the bounded buffer, its
+/* Unit tests for console output (vmm/core/console.c): the bounded buffer, its
  * writer thread, and a reader that stops reading. */
 #include <check.h>
 #include <errno.h>
@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vmm/console.h"
+#include "vmm/core/console.h"
 
 static uint64_t now_ms(void)
 {

@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/kvm.h"
+#include "vmm/core/kvm.h"
 
 static struct kvm_cpuid_entry2 ent(uint32_t fn, uint32_t idx, uint32_t a, uint32_t b, uint32_t c, uint32_t d)
 {

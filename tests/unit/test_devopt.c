@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/devopt.h"
+#include "vmm/core/devopt.h"
 
 static struct devopts o;
 static char why[160];

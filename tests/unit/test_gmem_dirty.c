@@ -1,5 +1,5 @@
 /* Diff snapshots: the host's own writes into guest memory are tracked in
- * struct gmem's dirty bitmap (vmm/gmem.h) — gmem_write, gmem_mark_dirty,
+ * struct gmem's dirty bitmap (vmm/base/gmem.h) — gmem_write, gmem_mark_dirty,
  * and the virtqueue: every device-writable buffer of a popped chain and
  * the used-ring stores — while device-readable buffers and the driver's
  * rings stay clean. Without a bitmap nothing is marked. Pure; no KVM. */
@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/virtq.h"
-#include "vmm/gmem.h"
+#include "devices/virtio/virtq.h"
+#include "vmm/base/gmem.h"
 
 #define PG     4096u
 #define NPG    64u

@@ -1,4 +1,4 @@
-/* The host probe (vmm/host.c, vmm/kvm.c): the /proc/cpuinfo flag parser,
+/* The host probe (vmm/core/host.c, vmm/core/kvm.c): the /proc/cpuinfo flag parser,
  * the classification into kvm / pvm / none with its reason, and
  * moat_host_info's size handling and environment overrides. */
 #include <check.h>
@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "include/moat.h"
-#include "vmm/host.h"
-#include "vmm/kvm.h"
+#include "vmm/core/host.h"
+#include "vmm/core/kvm.h"
 
 static const char intel[] =
     "processor\t: 0\n"

@@ -1,4 +1,4 @@
-/* The guest-message limiter (vmm/log.c): per owner, not per call site, and
+/* The guest-message limiter (vmm/base/log.c): per owner, not per call site, and
  * safe from several threads. */
 #include <check.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "include/moat.h"
-#include "vmm/log.h"
+#include "vmm/base/log.h"
 
 /* One call site, as a device or the vCPU loop has: which VM's limiter it
  * uses is the argument. */

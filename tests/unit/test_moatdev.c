@@ -1,11 +1,12 @@
-/* Unit tests for the moat control device and the i8042 (devices/moatdev.c). */
+/* Unit tests for the moat control device (devices/legacy/moatdev.c) and the i8042 (devices/legacy/i8042.c). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/moatdev.h"
-#include "vmm/bus.h"
-#include "vmm/layout.h"
+#include "devices/legacy/i8042.h"
+#include "devices/legacy/moatdev.h"
+#include "vmm/base/bus.h"
+#include "vmm/base/layout.h"
 
 struct rec {
     uint8_t status[64], ev[64];

@@ -1,5 +1,5 @@
 /* Copy-on-write overlays: the pure header/bitmap/extent module
- * (devices/overlay.h) and the I/O layer (devices/overlay_disk.h) on
+ * (devices/blk/overlay.h) and the I/O layer (devices/blk/overlay_disk.h) on
  * temporary files. */
 #include <check.h>
 #include <endian.h>
@@ -13,9 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "devices/overlay.h"
-#include "devices/overlay_disk.h"
-#include "vmm/snapfmt.h"
+#include "devices/blk/overlay.h"
+#include "devices/blk/overlay_disk.h"
+#include "vmm/snapshot/snapfmt.h"
 
 /* ---------------- header ---------------- */
 

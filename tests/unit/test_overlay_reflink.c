@@ -1,4 +1,4 @@
-/* Copy-on-write overlays on a filesystem with reflinks (devices/overlay_disk.h):
+/* Copy-on-write overlays on a filesystem with reflinks (devices/blk/overlay_disk.h):
  * the FICLONE paths of ovl_create, ovl_clone and ovl_clone_disk, which ext4
  * (this machine's filesystem) never takes. A 300 MiB XFS image with
  * reflink=1 is made and loop-mounted for the run; without root, mkfs.xfs
@@ -26,7 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "devices/overlay_disk.h"
+#include "devices/blk/overlay_disk.h"
 
 #define BASE_SIZE (8u << 20)
 

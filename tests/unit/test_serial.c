@@ -1,12 +1,12 @@
-/* Unit tests for the 16550A model (devices/serial.c). */
+/* Unit tests for the 16550A model (devices/legacy/serial.c). */
 #include <check.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/serial.h"
-#include "vmm/bus.h"
+#include "devices/legacy/serial.h"
+#include "vmm/base/bus.h"
 
 /* What the callbacks saw. */
 struct rec {

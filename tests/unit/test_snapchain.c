@@ -1,4 +1,4 @@
-/* Diff snapshots, the pure part (vmm/snapchain.c): the parent section's
+/* Diff snapshots, the pure part (vmm/snapshot/snapchain.c): the parent section's
  * round trip and every malformed case, the page bitmap's checks and run
  * iteration, and a diff state file through snapfmt. No KVM. */
 #include <check.h>
@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/snapchain.h"
-#include "vmm/snapdiff.h"
-#include "vmm/snapfmt.h"
+#include "vmm/snapshot/snapchain.h"
+#include "vmm/snapshot/snapdiff.h"
+#include "vmm/snapshot/snapfmt.h"
 
 static char st[SNAP_PARENT_PATH_MAX + 1], mem[SNAP_PARENT_PATH_MAX + 1];
 

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "vmm/snapfmt.h"
+#include "vmm/snapshot/snapfmt.h"
 
 static struct snap_section secs[SNAP_MAX_SECTIONS];
 

@@ -1,4 +1,4 @@
-/* vmm/vhost_user.c, the server, driven over its real Unix socket by a
+/* vmm/transport/vhost_user.c, the server, driven over its real Unix socket by a
  * minimal frontend written here, with a fake device: the backend queue count
  * and ring size options (vhost-user-vsock: the frontend keeps the device's
  * last queue), config space, start only once every backend ring is ready,
@@ -19,8 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devices/vhost_user_msg.h"
-#include "vmm/vhost_user.h"
+#include "devices/virtio/vhost_user_msg.h"
+#include "vmm/transport/vhost_user.h"
 
 /* ---- fake device: 3 queues (like vsock), queue_max 256, 8-byte config */
 

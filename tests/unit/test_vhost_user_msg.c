@@ -1,11 +1,11 @@
 /* vhost-user message parser/validator and reply encoder
- * (devices/vhost_user_msg.h): every accepted shape and every malformed case. */
+ * (devices/virtio/vhost_user_msg.h): every accepted shape and every malformed case. */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/vhost_user_msg.h"
+#include "devices/virtio/vhost_user_msg.h"
 
 #define NQ 2
 

@@ -17,12 +17,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devices/blk_uring.h"
-#include "devices/virtio_blk.h"
-#include "devices/overlay_disk.h"
-#include "devices/virtio_blk_req.h"
-#include "devices/virtq.h"
-#include "vmm/gmem.h"
+#include "devices/blk/blk_uring.h"
+#include "devices/blk/virtio_blk.h"
+#include "devices/blk/overlay_disk.h"
+#include "devices/blk/virtio_blk_req.h"
+#include "devices/virtio/virtq.h"
+#include "vmm/base/gmem.h"
 
 #define MEM_SIZE   (4u << 20)
 #define QSIZE      128u

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/virtio_mmio.h"
+#include "devices/virtio/virtio_mmio.h"
 
 #define RAM 0x10000u
 #define F_TEST 5            /* some device feature bit */

@@ -1,14 +1,14 @@
 /* virtio-mmio snapshot state: save/load round trip (a live device with a
  * ready queue moves to a fresh one and keeps working), and every malformed
  * field is refused with the device left unchanged. Also the drive section
- * codec of the state file (vmm/snapfmt.h). */
+ * codec of the state file (vmm/snapshot/snapfmt.h). */
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/virtio_mmio.h"
-#include "vmm/snapfmt.h"
+#include "devices/virtio/virtio_mmio.h"
+#include "vmm/snapshot/snapfmt.h"
 
 #define RAM 0x10000u
 #define F_TEST 5

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "devices/virtq.h"
+#include "devices/virtio/virtq.h"
 
 #define RAM     0x10000u
 #define QSZ     16u

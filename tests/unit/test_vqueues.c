@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/vqueues.h"
+#include "devices/virtio/vqueues.h"
 
 #define RAM   0x10000u
 #define QSZ   8u

@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "devices/virtq.h"
-#include "devices/vsock.h"
-#include "devices/vsock_pkt.h"
-#include "vmm/gmem.h"
+#include "devices/virtio/virtq.h"
+#include "devices/vsock/vsock.h"
+#include "devices/vsock/vsock_pkt.h"
+#include "vmm/base/gmem.h"
 
 #define MEM_SIZE (8u << 20)
 #define QSIZE    64u

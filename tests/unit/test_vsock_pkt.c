@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/vsock_pkt.h"
+#include "devices/vsock/vsock_pkt.h"
 
 #define GCID 3u
 

@@ -16,8 +16,8 @@
 
 #include "expect.h"
 
-/* Ports and addresses of the machine moat builds (vmm/layout.h,
- * devices/moatdev.h); repeated here because guests include no host headers. */
+/* Ports and addresses of the machine moat builds (vmm/base/layout.h,
+ * devices/legacy/moatdev.h); repeated here because guests include no host headers. */
 #define COM1            0x3F8
 #define COM1_THR        (COM1 + 0)
 #define COM1_IER        (COM1 + 1)

@@ -1,6 +1,6 @@
 /* virtio-mmio (version 2) register offsets for the polling test-guest
  * drivers (blk.c, vsock.c). Slot i of moat's virtio-mmio devices sits at
- * 0xD0001000 + 0x1000 * i (vmm/layout.h). */
+ * 0xD0001000 + 0x1000 * i (vmm/base/layout.h). */
 #ifndef MOAT_GUEST_VIRTIO_MMIO_H
 #define MOAT_GUEST_VIRTIO_MMIO_H
 

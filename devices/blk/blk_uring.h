@@ -1,0 +1,116 @@
+/* The block I/O engine: one I/O thread per device, built on io_uring
+ * (liburing) with a thread-pool fallback. The device (devices/blk/virtio_blk.c)
+ * never blocks: it hands the engine requests (struct blk_io) from inside the
+ * engine's callbacks, and the engine calls back on completion.
+ *
+ * io_uring engine (one ring per device):
+ *  - the ring is created disabled (IORING_SETUP_R_DISABLED); the image file,
+ *    the device's kick eventfds and a stop eventfd are registered as fixed
+ *    files; restrictions allow only the opcodes used (READV, WRITEV, FSYNC,
+ *    FALLOCATE, READ) and require IOSQE_FIXED_FILE; then it is enabled.
+ *    Nothing else can be registered afterwards.
+ *  - each kick eventfd and the stop eventfd have an 8-byte READ armed on the
+ *    ring, so the I/O thread has a single wait point
+ *    (io_uring_submit_and_wait); stopping never cancels a thread.
+ *  - user_data = generation << 32 | slot << 8 | tag: the engine maps a
+ *    completion back to its request through the device's lookup callback,
+ *    which refuses a stale generation.
+ *  - short reads/writes are continued, -EAGAIN/-EINTR resubmitted.
+ *
+ * Thread-pool engine (io_uring unavailable, e.g. disabled by
+ * /proc/sys/kernel/io_uring_disabled): the I/O thread polls the same fds plus
+ * a completion eventfd; a few worker threads run preadv/pwritev/fdatasync/
+ * fallocate. The callbacks see no difference.
+ *
+ * Callbacks all run on the I/O thread. No globals: any number of engines. */
+#ifndef MOAT_BLK_URING_H
+#define MOAT_BLK_URING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+enum blk_engine_kind { BLK_ENGINE_AUTO = 0, BLK_ENGINE_URING, BLK_ENGINE_POOL };
+
+enum blk_io_op {
+    BLK_IO_READ,            /* preadv iov at off */
+    BLK_IO_WRITE,           /* pwritev iov at off */
+    BLK_IO_FLUSH,           /* fdatasync */
+    BLK_IO_PUNCH,           /* fallocate(PUNCH_HOLE | KEEP_SIZE) [off, off + len) */
+    BLK_IO_ZERO,            /* fallocate(ZERO_RANGE | KEEP_SIZE), PUNCH_HOLE if unsupported */
+};
+
+/* One operation. The device owns the memory (its slot array); the engine
+ * may advance iov/niov/off/len while continuing a short transfer. */
+struct blk_io {
+    enum blk_io_op op;
+    uint32_t slot;          /* < 2^24, set by the device */
+    uint32_t gen;           /* set by the device */
+    struct iovec *iov;
+    unsigned niov;
+    uint64_t off, len;
+    int res;                /* set by the engine before done(): 0 or -errno */
+    struct blk_io *next;    /* engine private */
+};
+
+struct blk_engine_cb {
+    /* Queue q was kicked (its eventfd fired): pop and submit. Also called
+     * once per queue when the thread starts (*out of blk_engine_start is
+     * set by then). Not called once the engine is stopping. */
+    void (*kick)(void *opaque, unsigned q);
+    /* The request in this slot, if gen still matches; NULL: stale. */
+    struct blk_io *(*lookup)(void *opaque, uint32_t slot, uint32_t gen);
+    /* io finished with io->res. */
+    void (*done)(void *opaque, struct blk_io *io);
+    /* End of a wake-up: every completion of this batch was delivered.
+     * Publish used entries and interrupt once; retry work postponed for
+     * lack of space unless stopping. */
+    void (*batch)(void *opaque, bool stopping);
+};
+
+#define BLK_ENGINE_MAX_KICK 8
+
+struct blk_engine_cfg {
+    enum blk_engine_kind kind;
+    int file_fd;                        /* the image; the engine does not close it */
+    const int *kick_fd;                 /* blocking eventfds (no EFD_NONBLOCK) */
+    unsigned nkick;                     /* 1 .. BLK_ENGINE_MAX_KICK */
+    unsigned max_inflight;              /* 1 .. 1024 */
+    const struct blk_engine_cb *cb;
+    void *opaque;
+    const char *name;                   /* for logs */
+    /* Optional: run each request through exec (on a pool worker; 0 or
+     * -errno for the whole transfer) instead of on file_fd. Forces the
+     * thread-pool engine; file_fd may then be -1. Used by copy-on-write
+     * overlay drives (devices/blk/overlay_disk.h). */
+    int (*exec)(void *exec_opaque, struct blk_io *io);
+    void *exec_opaque;
+};
+
+struct blk_engine;
+
+/* Build the engine and start its I/O thread. AUTO: io_uring if the host
+ * allows it, else the thread pool (logged once per engine at info level,
+ * with the reason). 0 or -errno. */
+int blk_engine_start(const struct blk_engine_cfg *cfg, struct blk_engine **out);
+
+/* Stop: no more kicks are taken; every in-flight request completes (done()
+ * and a final batch(stopping = true) are called); the thread is joined and
+ * everything freed. NULL is a no-op. Must not be called from a callback. */
+void blk_engine_stop(struct blk_engine *e);
+
+/* From a callback only: queue io. 0, or -EBUSY when max_inflight requests
+ * are in flight (check blk_engine_space() first). Submission to the kernel
+ * happens when the callback returns. */
+int blk_engine_submit(struct blk_engine *e, struct blk_io *io);
+unsigned blk_engine_space(const struct blk_engine *e);
+
+enum blk_engine_kind blk_engine_kind_of(const struct blk_engine *e);
+const char *blk_engine_kind_name(enum blk_engine_kind k);
+
+/* Is io_uring usable for moat on this host? false with the reason in why
+ * (io_uring_disabled sysctl, no liburing at build time, setup refused). */
+bool blk_uring_available(char *why, size_t len);
+
+#endif

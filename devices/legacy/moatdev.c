@@ -1,0 +1,118 @@
+/* The moat control device (ports + MMIO page).
+ * Contract: devices/legacy/moatdev.h. Docs: docs/devices.md ("Legacy devices"). */
+#include "devices/legacy/moatdev.h"
+
+#include <string.h>
+
+void moatdev_init(struct moatdev *d, const struct moatdev_ops *ops, void *opaque)
+{
+    memset(d, 0, sizeof(*d));
+    pthread_mutex_init(&d->lock, NULL);
+    d->ops = ops;
+    d->opaque = opaque;
+}
+
+void moatdev_destroy(struct moatdev *d)
+{
+    pthread_mutex_destroy(&d->lock);
+}
+
+/* A naturally aligned access of a width the window supports. */
+static int access_ok(uint64_t off, uint32_t len, uint64_t win, uint32_t max_len)
+{
+    if (len != 1 && len != 2 && len != 4 && len != 8)
+        return 0;
+    if (len > max_len || off >= win || len > win - off)
+        return 0;
+    return (off & (len - 1)) == 0;
+}
+
+/* Little-endian byte lanes of a register of n bytes at reg_off. Copies the
+ * bytes of [off, off + len) that fall inside the register. */
+static void lanes_read(uint8_t *data, uint64_t off, uint32_t len,
+                       uint64_t reg_off, unsigned n, uint64_t val)
+{
+    for (uint32_t i = 0; i < len; i++) {
+        uint64_t a = off + i;
+        if (a >= reg_off && a < reg_off + n)
+            data[i] = (uint8_t)(val >> (8 * (a - reg_off)));
+    }
+}
+
+static uint64_t lanes_write(const uint8_t *data, uint64_t off, uint32_t len,
+                            uint64_t reg_off, unsigned n, uint64_t val)
+{
+    for (uint32_t i = 0; i < len; i++) {
+        uint64_t a = off + i;
+        if (a >= reg_off && a < reg_off + n) {
+            unsigned sh = (unsigned)(8 * (a - reg_off));
+            val = (val & ~(0xffull << sh)) | ((uint64_t)data[i] << sh);
+        }
+    }
+    return val;
+}
+
+static void pio_read(void *opaque, uint64_t off, uint8_t *data, uint32_t len)
+{
+    struct moatdev *d = opaque;
+    memset(data, 0, len);
+    if (!access_ok(off, len, MOATDEV_PIO_LEN, 4))
+        return;
+    pthread_mutex_lock(&d->lock);
+    uint32_t scratch = d->pio_scratch;
+    pthread_mutex_unlock(&d->lock);
+    lanes_read(data, off, len, MOATDEV_PORT_SCRATCH, 4, scratch);
+    lanes_read(data, off, len, MOATDEV_PORT_MAGIC, 4, MOATDEV_MAGIC);
+}
+
+static void pio_write(void *opaque, uint64_t off, const uint8_t *data, uint32_t len)
+{
+    struct moatdev *d = opaque;
+    if (!access_ok(off, len, MOATDEV_PIO_LEN, 4))
+        return;
+    if (off == MOATDEV_PORT_STATUS) {
+        if (d->ops && d->ops->exit_status)
+            d->ops->exit_status(d->opaque, data[0]);
+        return;
+    }
+    if (off == MOATDEV_PORT_EVENT) {
+        if (len == 1 && d->ops && d->ops->event)
+            d->ops->event(d->opaque, data[0]);
+        return;
+    }
+    if (off >= MOATDEV_PORT_SCRATCH && off < MOATDEV_PORT_SCRATCH + 4) {
+        pthread_mutex_lock(&d->lock);
+        d->pio_scratch = (uint32_t)lanes_write(data, off, len, MOATDEV_PORT_SCRATCH, 4,
+                                               d->pio_scratch);
+        pthread_mutex_unlock(&d->lock);
+    }
+    /* magic and unassigned ports: ignored */
+}
+
+static void mmio_read(void *opaque, uint64_t off, uint8_t *data, uint32_t len)
+{
+    struct moatdev *d = opaque;
+    memset(data, 0, len);
+    if (!access_ok(off, len, MOATDEV_MMIO_LEN, 8))
+        return;
+    pthread_mutex_lock(&d->lock);
+    uint64_t scratch = d->mmio_scratch;
+    pthread_mutex_unlock(&d->lock);
+    lanes_read(data, off, len, MOATDEV_MMIO_MAGIC, 4, MOATDEV_MAGIC);
+    lanes_read(data, off, len, MOATDEV_MMIO_SCRATCH, 8, scratch);
+}
+
+static void mmio_write(void *opaque, uint64_t off, const uint8_t *data, uint32_t len)
+{
+    struct moatdev *d = opaque;
+    if (!access_ok(off, len, MOATDEV_MMIO_LEN, 8))
+        return;
+    if (off >= MOATDEV_MMIO_SCRATCH && off < MOATDEV_MMIO_SCRATCH + 8) {
+        pthread_mutex_lock(&d->lock);
+        d->mmio_scratch = lanes_write(data, off, len, MOATDEV_MMIO_SCRATCH, 8, d->mmio_scratch);
+        pthread_mutex_unlock(&d->lock);
+    }
+}
+
+const struct bus_ops moatdev_pio_ops = { pio_read, pio_write };
+const struct bus_ops moatdev_mmio_ops = { mmio_read, mmio_write };

@@ -1,0 +1,1116 @@
+/* virtio-vsock device with the hybrid-vsock host side. Contracts in vsock.h. */
+#include "devices/vsock/vsock.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices/virtio/virtq.h"
+#include "devices/virtio/vqueues.h"
+#include "devices/vsock/vsock_pkt.h"
+#include "vmm/base/clock.h"
+#include "vmm/base/log.h"
+
+#define Q_RX 0
+#define Q_TX 1
+#define Q_EV 2
+#define NQUEUES 3
+#define CHAIN_MAX 64
+#define CTRL_RING 4096          /* pending control packets to the guest */
+
+enum cstate {
+    C_FREE = 0,
+    C_LINE,         /* host client: reading the CONNECT line */
+    C_AWAIT,        /* host client: REQUEST sent, waiting for RESPONSE */
+    C_EST,          /* established */
+};
+
+struct conn {
+    enum cstate st;
+    int fd;
+    uint32_t lport, pport;      /* local (host) port, peer (guest) port */
+    uint64_t deadline_ns;       /* C_LINE / C_AWAIT */
+    uint8_t line[VSOCK_CONNECT_MAX_LINE];
+    size_t line_len;
+    /* credit: the guest's receive side */
+    uint32_t peer_buf_alloc, peer_fwd_cnt;
+    uint32_t tx_cnt;            /* payload bytes sent to the guest */
+    bool credit_req_sent;
+    /* our receive side */
+    uint32_t fwd_cnt;           /* payload bytes from the guest written to fd */
+    uint32_t fwd_cnt_sent;      /* fwd_cnt last told to the guest */
+    uint32_t rx_cnt;            /* payload bytes received from the guest */
+    uint8_t *pend;              /* guest->host bytes not yet written (VSOCK_BUF_ALLOC) */
+    size_t pend_off, pend_len;
+    bool host_eof;              /* host will send no more (SHUTDOWN SEND told) */
+    bool peer_shut_send;        /* guest will send no more */
+    bool peer_shut_rcv;         /* guest will receive no more */
+    bool wr_shut;               /* shutdown(SHUT_WR) done */
+    bool readable;              /* poll said POLLIN (or HUP) */
+};
+
+struct ctrl {
+    uint32_t lport, pport;
+    uint16_t op;
+    uint32_t flags;
+};
+
+#define INJECT_MAX 4
+
+struct vsock_dev {
+    char name[32];
+    char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    uint64_t cid;
+    int listen_fd;
+    int stop_fd;
+    int wake_fd;                /* vsock_open_internal / vsock_ungate */
+    uint32_t next_port;
+    /* after a restore (vsock_restored) */
+    _Atomic bool gated;         /* host clients wait in the listen backlog */
+    bool reset_pending;         /* TRANSPORT_RESET not yet on the event queue */
+    bool reset_wait;            /* delivered, the driver has not handled it yet */
+    int ev_left;                /* event buffers still available after delivery */
+    uint64_t reset_deadline_ns; /* stop waiting for reset_wait then */
+    pthread_mutex_t inj_lock;
+    int inj_fd[INJECT_MAX];     /* internal clients for the I/O thread */
+    unsigned inj_n;
+    struct conn conns[VSOCK_MAX_CONNS];
+    unsigned nconns;
+    /* run state */
+    struct virtio_dev_env env;
+    pthread_t thread;
+    bool running;
+    struct vqueues vq;          /* broken / pushed-not-published, per queue */
+    bool rx_starved;
+    struct ctrl ctrl[CTRL_RING];
+    unsigned ctrl_head, ctrl_n;
+    struct virtq_seg rx_seg[CHAIN_MAX], tx_seg[CHAIN_MAX], ev_seg[CHAIN_MAX];
+    struct virtq_chain rx_chain;
+    bool rx_have;
+    uint8_t buf[VSOCK_HDR_SIZE + VSOCK_MAX_PKT_LEN];
+    struct ratelimit rl;
+    _Atomic uint64_t st_acc, st_refused, st_hconn, st_gconn, st_bad, st_rst, st_rx, st_tx;
+    _Atomic unsigned st_conns;
+};
+
+void vsock_get_stats(struct vsock_dev *v, struct vsock_stats *s)
+{
+    s->host_accepted = atomic_load(&v->st_acc);
+    s->host_refused = atomic_load(&v->st_refused);
+    s->host_connected = atomic_load(&v->st_hconn);
+    s->guest_connected = atomic_load(&v->st_gconn);
+    s->bad_pkts = atomic_load(&v->st_bad);
+    s->resets = atomic_load(&v->st_rst);
+    s->rx_bytes = atomic_load(&v->st_rx);
+    s->tx_bytes = atomic_load(&v->st_tx);
+    s->conns = atomic_load(&v->st_conns);
+}
+
+
+/* ---- creation ---- */
+
+int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, size_t wlen)
+{
+    *out = NULL;
+    if (!o || !o->uds_path || !*o->uds_path) {
+        snprintf(why, wlen, "vsock: no socket path");
+        return -EINVAL;
+    }
+    if (!vsock_cid_valid(o->guest_cid)) {
+        snprintf(why, wlen, "vsock: guest CID %llu out of range (3 .. 4294967294)",
+                 (unsigned long long)o->guest_cid);
+        return -EINVAL;
+    }
+    struct vsock_dev *v = calloc(1, sizeof *v);
+    if (!v) {
+        snprintf(why, wlen, "out of memory");
+        return -ENOMEM;
+    }
+    /* room for "_<u32>" after the path for guest-initiated connections */
+    if (strlen(o->uds_path) + 12 > sizeof v->path) {
+        snprintf(why, wlen, "vsock: socket path too long: %s", o->uds_path);
+        free(v);
+        return -ENAMETOOLONG;
+    }
+    snprintf(v->path, sizeof v->path, "%s", o->uds_path);
+    snprintf(v->name, sizeof v->name, "%s", o->name ? o->name : "vsock");
+    v->cid = o->guest_cid;
+    v->next_port = VSOCK_HOST_PORT_BASE;
+    v->rl = RATELIMIT(10);
+    v->stop_fd = -1;
+    v->wake_fd = -1;
+    int r;
+    struct stat st;
+    if (lstat(v->path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            snprintf(why, wlen, "vsock: %s exists and is not a socket", v->path);
+            free(v);
+            return -EEXIST;
+        }
+        unlink(v->path);
+    }
+    v->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (v->listen_fd < 0) {
+        r = -errno;
+        snprintf(why, wlen, "vsock: socket: %s", strerror(errno));
+        free(v);
+        return r;
+    }
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    memcpy(sa.sun_path, v->path, strlen(v->path) + 1);
+    /* The socket reaches the guest agent, which runs commands as root in
+     * the guest: owner only, set before listen() so that no one connects
+     * while the mode is still the umask's; and each client's uid is checked
+     * on accept (host_accept) as the control socket's is. */
+    if (bind(v->listen_fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(v->path, 0600) < 0 ||
+        listen(v->listen_fd, 128) < 0) {
+        r = -errno;
+        snprintf(why, wlen, "vsock: %s: %s", v->path, strerror(errno));
+        close(v->listen_fd);
+        free(v);
+        return r;
+    }
+    v->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (v->stop_fd < 0 || v->wake_fd < 0) {
+        r = -errno;
+        snprintf(why, wlen, "vsock: eventfd: %s", strerror(errno));
+        if (v->stop_fd >= 0)
+            close(v->stop_fd);
+        if (v->wake_fd >= 0)
+            close(v->wake_fd);
+        close(v->listen_fd);
+        unlink(v->path);
+        free(v);
+        return r;
+    }
+    for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
+        v->conns[i].fd = -1;
+    pthread_mutex_init(&v->inj_lock, NULL);
+    *out = v;
+    return 0;
+}
+
+/* ---- restore support ---- */
+
+static void wake(struct vsock_dev *v)
+{
+    uint64_t one = 1;
+    if (write(v->wake_fd, &one, sizeof one) < 0 && errno != EAGAIN)
+        log_warn("%s: wake eventfd: %s", v->name, strerror(errno));
+}
+
+void vsock_restored(struct vsock_dev *v)
+{
+    atomic_store(&v->gated, true);
+    v->reset_pending = true;    /* read by the I/O thread, which is not running yet */
+}
+
+void vsock_ungate(struct vsock_dev *v)
+{
+    if (atomic_exchange(&v->gated, false))
+        wake(v);
+}
+
+bool vsock_is_gated(struct vsock_dev *v)
+{
+    return atomic_load(&v->gated);
+}
+
+uint64_t vsock_guest_cid(const struct vsock_dev *v)
+{
+    return v->cid;
+}
+
+int vsock_open_internal(struct vsock_dev *v, int *fd)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        return -errno;
+    int fl = fcntl(sv[1], F_GETFL);
+    if (fl < 0 || fcntl(sv[1], F_SETFL, fl | O_NONBLOCK) < 0) {
+        int r = -errno;
+        close(sv[0]);
+        close(sv[1]);
+        return r;
+    }
+    pthread_mutex_lock(&v->inj_lock);
+    if (v->inj_n == INJECT_MAX) {
+        pthread_mutex_unlock(&v->inj_lock);
+        close(sv[0]);
+        close(sv[1]);
+        return -EAGAIN;
+    }
+    v->inj_fd[v->inj_n++] = sv[1];
+    pthread_mutex_unlock(&v->inj_lock);
+    wake(v);
+    *fd = sv[0];
+    return 0;
+}
+
+/* ---- config space: le64 guest_cid ---- */
+
+static void vs_config_read(void *dev, uint32_t off, uint8_t *data, uint32_t len)
+{
+    struct vsock_dev *v = dev;
+    uint8_t c[8];
+    for (int i = 0; i < 8; i++)
+        c[i] = (uint8_t)(v->cid >> 8 * i);
+    memset(data, 0, len);
+    if (off < sizeof c)
+        memcpy(data, c + off, len < sizeof c - off ? len : sizeof c - off);
+}
+
+static void vs_config_write(void *dev, uint32_t off, const uint8_t *data, uint32_t len)
+{
+    (void)dev; (void)off; (void)data; (void)len;
+}
+
+static uint32_t vs_config_size(void *dev) { (void)dev; return 8; }
+static uint64_t vs_features(void *dev) { (void)dev; return 0; }
+
+/* ---- connections ---- */
+
+static struct conn *conn_find(struct vsock_dev *v, uint32_t lport, uint32_t pport)
+{
+    for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++) {
+        struct conn *c = &v->conns[i];
+        if (c->st >= C_AWAIT && c->lport == lport && c->pport == pport)
+            return c;
+    }
+    return NULL;
+}
+
+static struct conn *conn_new(struct vsock_dev *v, int fd)
+{
+    for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++) {
+        struct conn *c = &v->conns[i];
+        if (c->st == C_FREE) {
+            memset(c, 0, sizeof *c);
+            c->fd = fd;
+            v->nconns++;
+            atomic_store(&v->st_conns, v->nconns);
+            return c;
+        }
+    }
+    return NULL;
+}
+
+static void conn_free(struct vsock_dev *v, struct conn *c)
+{
+    if (c->st == C_FREE)
+        return;
+    if (c->fd >= 0)
+        close(c->fd);
+    free(c->pend);
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    c->st = C_FREE;
+    v->nconns--;
+    atomic_store(&v->st_conns, v->nconns);
+}
+
+static bool lport_in_use(struct vsock_dev *v, uint32_t p)
+{
+    for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
+        if (v->conns[i].st >= C_AWAIT && v->conns[i].lport == p)
+            return true;
+    return false;
+}
+
+static uint32_t alloc_lport(struct vsock_dev *v)
+{
+    for (;;) {      /* at most VSOCK_MAX_CONNS ports are in use: terminates */
+        uint32_t p = v->next_port;
+        v->next_port = p == UINT32_MAX ? VSOCK_HOST_PORT_BASE : p + 1;
+        if (!lport_in_use(v, p))
+            return p;
+    }
+}
+
+/* Queue a control packet for the guest (best effort: a full ring drops it;
+ * connections then time out or get reset later). */
+static void ctrl_push(struct vsock_dev *v, uint32_t lport, uint32_t pport, uint16_t op, uint32_t flags)
+{
+    if (v->ctrl_n == CTRL_RING) {
+        if (ratelimit_ok(&v->rl))
+            log_warn("%s: control ring full, dropping op %u", v->name, op);
+        return;
+    }
+    v->ctrl[(v->ctrl_head + v->ctrl_n) % CTRL_RING] = (struct ctrl){ lport, pport, op, flags };
+    v->ctrl_n++;
+    if (op == VSOCK_OP_RST)
+        atomic_fetch_add(&v->st_rst, 1);
+}
+
+/* Reset a connection: RST to the guest (unless it is still reading its
+ * CONNECT line: the guest never heard of it), close the host side. */
+static void conn_reset(struct vsock_dev *v, struct conn *c)
+{
+    if (c->st >= C_AWAIT)
+        ctrl_push(v, c->lport, c->pport, VSOCK_OP_RST, 0);
+    conn_free(v, c);
+}
+
+static uint32_t peer_credit(const struct conn *c)
+{
+    uint32_t f;
+    if (vsock_credit_free(c->peer_buf_alloc, c->tx_cnt, c->peer_fwd_cnt, &f) < 0)
+        return 0;
+    return f;
+}
+
+/* ---- guest memory streams ---- */
+
+/* Get an RX chain into v->rx_chain (kept until used). */
+static bool rx_get(struct vsock_dev *v)
+{
+    if (v->rx_have)
+        return true;
+    if (v->vq.broken[Q_RX])
+        return false;
+    struct virtq *q = &v->env.queues[Q_RX];
+    for (;;) {
+        v->rx_chain = (struct virtq_chain){ .seg = v->rx_seg, .max_seg = CHAIN_MAX };
+        int r = virtq_pop(q, v->env.mem, &v->rx_chain);
+        if (r == 1) {
+            if (v->rx_chain.write_len < VSOCK_HDR_SIZE) {
+                vqueues_push(&v->vq, Q_RX, v->rx_chain.head, 0);
+                continue;
+            }
+            v->rx_have = true;
+            v->rx_starved = false;
+            return true;
+        }
+        if (r == -EIO) {
+            vqueues_broken(&v->vq, Q_RX, virtq_strerror(v->rx_chain.err));
+            return false;
+        }
+        if (r < 0) {
+            vqueues_push(&v->vq, Q_RX, v->rx_chain.head, 0);
+            continue;
+        }
+        /* empty: ask for a kick; recheck what slipped in */
+        int n = virtq_enable_notify(q, v->env.mem);
+        if (n == -EIO) {
+            vqueues_broken(&v->vq, Q_RX, virtq_strerror(q->err));
+            return false;
+        }
+        if (n <= 0) {
+            v->rx_starved = true;
+            return false;
+        }
+    }
+}
+
+static void fill_hdr(struct vsock_dev *v, struct conn *c, struct vsock_hdr *h,
+                     uint32_t lport, uint32_t pport, uint16_t op, uint32_t flags, uint32_t len)
+{
+    *h = (struct vsock_hdr){ .src_cid = VSOCK_HOST_CID, .dst_cid = v->cid, .src_port = lport,
+                             .dst_port = pport, .len = len, .type = VSOCK_TYPE_STREAM,
+                             .op = op, .flags = flags };
+    if (c) {
+        h->buf_alloc = VSOCK_BUF_ALLOC;
+        h->fwd_cnt = c->fwd_cnt;
+        c->fwd_cnt_sent = c->fwd_cnt;
+    }
+}
+
+/* Send header + payload (already at v->buf + 44) in the held RX chain. */
+static void rx_send(struct vsock_dev *v, const struct vsock_hdr *h)
+{
+    log_debug("%s: to guest op %u %u -> %u len %u", v->name, h->op, h->src_port, h->dst_port, h->len);
+    vsock_hdr_encode(h, v->buf);
+    int r = virtq_chain_write(v->env.mem, &v->rx_chain, 0, v->buf, VSOCK_HDR_SIZE + h->len);
+    vqueues_push(&v->vq, Q_RX, v->rx_chain.head, r == 0 ? VSOCK_HDR_SIZE + h->len : 0);
+    v->rx_have = false;
+}
+
+/* ---- host -> guest ---- */
+
+static void on_host_eof(struct vsock_dev *v, struct conn *c)
+{
+    c->host_eof = true;
+    c->readable = false;
+    ctrl_push(v, c->lport, c->pport, VSOCK_OP_SHUTDOWN, VSOCK_SHUTDOWN_SEND);
+}
+
+/* Move data and control packets to the guest while RX buffers last. */
+static void rx_pump(struct vsock_dev *v)
+{
+    for (;;) {
+        if (v->ctrl_n) {
+            if (!rx_get(v))
+                return;
+            struct ctrl k = v->ctrl[v->ctrl_head];
+            v->ctrl_head = (v->ctrl_head + 1) % CTRL_RING;
+            v->ctrl_n--;
+            struct conn *c = conn_find(v, k.lport, k.pport);
+            if (!c && k.op != VSOCK_OP_RST)
+                continue;       /* the connection went away meanwhile */
+            struct vsock_hdr h;
+            fill_hdr(v, k.op == VSOCK_OP_RST ? NULL : c, &h, k.lport, k.pport, k.op, k.flags, 0);
+            rx_send(v, &h);
+            continue;
+        }
+        bool any = false;
+        for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++) {
+            struct conn *c = &v->conns[i];
+            if (c->st != C_EST || !c->readable || c->host_eof || c->peer_shut_rcv)
+                continue;
+            uint32_t cr = peer_credit(c);
+            if (!cr) {
+                if (!c->credit_req_sent) {
+                    c->credit_req_sent = true;
+                    ctrl_push(v, c->lport, c->pport, VSOCK_OP_CREDIT_REQUEST, 0);
+                    any = true;
+                }
+                continue;
+            }
+            if (!rx_get(v))
+                return;
+            uint32_t room = v->rx_chain.write_len - VSOCK_HDR_SIZE;
+            uint32_t n = cr < room ? cr : room;
+            if (n > VSOCK_MAX_PKT_LEN)
+                n = VSOCK_MAX_PKT_LEN;
+            if (n == 0)
+                continue;
+            ssize_t got = recv(c->fd, v->buf + VSOCK_HDR_SIZE, n, MSG_DONTWAIT);
+            if (got < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                    c->readable = false;
+                else
+                    conn_reset(v, c);
+                any = true;
+                continue;
+            }
+            if (got == 0) {
+                on_host_eof(v, c);
+                any = true;
+                continue;
+            }
+            struct vsock_hdr h;
+            fill_hdr(v, c, &h, c->lport, c->pport, VSOCK_OP_RW, 0, (uint32_t)got);
+            c->tx_cnt = vsock_cnt_add(c->tx_cnt, (uint32_t)got);
+            atomic_fetch_add(&v->st_rx, (uint64_t)got);
+            rx_send(v, &h);
+            any = true;
+        }
+        if (!any && !v->ctrl_n)
+            return;
+    }
+}
+
+/* ---- guest -> host ---- */
+
+static void maybe_credit_update(struct vsock_dev *v, struct conn *c)
+{
+    if ((uint32_t)(c->fwd_cnt - c->fwd_cnt_sent) >= VSOCK_BUF_ALLOC / 4)
+        ctrl_push(v, c->lport, c->pport, VSOCK_OP_CREDIT_UPDATE, 0);
+}
+
+static void flush_pend(struct vsock_dev *v, struct conn *c)
+{
+    while (c->pend_len) {
+        ssize_t w = send(c->fd, c->pend + c->pend_off, c->pend_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (w < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+                return;
+            conn_reset(v, c);
+            return;
+        }
+        c->pend_off += (size_t)w;
+        c->pend_len -= (size_t)w;
+        c->fwd_cnt = vsock_cnt_add(c->fwd_cnt, (uint32_t)w);
+    }
+    c->pend_off = 0;
+    maybe_credit_update(v, c);
+    if (c->peer_shut_send && !c->wr_shut) {
+        shutdown(c->fd, SHUT_WR);
+        c->wr_shut = true;
+    }
+}
+
+static void guest_data(struct vsock_dev *v, struct conn *c, const uint8_t *p, uint32_t len)
+{
+    c->rx_cnt = vsock_cnt_add(c->rx_cnt, len);
+    atomic_fetch_add(&v->st_tx, len);
+    if (c->peer_shut_send) {
+        conn_reset(v, c);
+        return;
+    }
+    if (!c->pend_len) {
+        while (len) {
+            ssize_t w = send(c->fd, p, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+            if (w < 0) {
+                if (errno == EAGAIN || errno == EWOULDBLOCK)
+                    break;
+                if (errno == EINTR)
+                    continue;
+                conn_reset(v, c);
+                return;
+            }
+            p += w;
+            len -= (uint32_t)w;
+            c->fwd_cnt = vsock_cnt_add(c->fwd_cnt, (uint32_t)w);
+        }
+    }
+    if (len) {
+        if (!c->pend && !(c->pend = malloc(VSOCK_BUF_ALLOC))) {
+            conn_reset(v, c);
+            return;
+        }
+        if (c->pend_len + len > VSOCK_BUF_ALLOC) {     /* beyond the credit we gave */
+            if (ratelimit_ok(&v->rl))
+                log_warn("%s: guest port %u overran its credit: reset", v->name, c->pport);
+            conn_reset(v, c);
+            return;
+        }
+        if (c->pend_off + c->pend_len + len > VSOCK_BUF_ALLOC) {
+            memmove(c->pend, c->pend + c->pend_off, c->pend_len);
+            c->pend_off = 0;
+        }
+        memcpy(c->pend + c->pend_off + c->pend_len, p, len);
+        c->pend_len += len;
+    }
+    maybe_credit_update(v, c);
+}
+
+static void guest_connect(struct vsock_dev *v, const struct vsock_hdr *h)
+{
+    if (v->nconns >= VSOCK_MAX_CONNS)
+        goto rst;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        goto rst;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int pl = snprintf(sa.sun_path, sizeof sa.sun_path, "%s_%u", v->path, h->dst_port);
+    if (pl < 0 || (size_t)pl >= sizeof sa.sun_path ||
+        connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        close(fd);
+        goto rst;
+    }
+    struct conn *c = conn_new(v, fd);
+    if (!c) {
+        close(fd);
+        goto rst;
+    }
+    c->st = C_EST;
+    c->lport = h->dst_port;
+    c->pport = h->src_port;
+    c->peer_buf_alloc = h->buf_alloc;
+    c->peer_fwd_cnt = h->fwd_cnt;
+    atomic_fetch_add(&v->st_gconn, 1);
+    ctrl_push(v, c->lport, c->pport, VSOCK_OP_RESPONSE, 0);
+    return;
+rst:
+    ctrl_push(v, h->dst_port, h->src_port, VSOCK_OP_RST, 0);
+}
+
+static void guest_pkt(struct vsock_dev *v, const struct vsock_hdr *h, const uint8_t *payload)
+{
+    log_debug("%s: guest op %u %u -> %u len %u", v->name, h->op, h->src_port, h->dst_port, h->len);
+    struct conn *c = conn_find(v, h->dst_port, h->src_port);
+    if (!c) {
+        if (h->op == VSOCK_OP_REQUEST)
+            guest_connect(v, h);
+        else if (h->op != VSOCK_OP_RST)
+            ctrl_push(v, h->dst_port, h->src_port, VSOCK_OP_RST, 0);
+        return;
+    }
+    c->peer_buf_alloc = h->buf_alloc;
+    c->peer_fwd_cnt = h->fwd_cnt;
+    if (peer_credit(c))
+        c->credit_req_sent = false;
+    if (c->st == C_AWAIT) {
+        if (h->op == VSOCK_OP_RESPONSE) {
+            char ok[32];
+            int n = vsock_ok_line(c->lport, ok, sizeof ok);
+            if (n < 0 || send(c->fd, ok, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) != n) {
+                conn_reset(v, c);
+                return;
+            }
+            c->st = C_EST;
+            atomic_fetch_add(&v->st_hconn, 1);
+            /* bytes pipelined after the CONNECT line wait in the socket */
+            c->readable = true;
+        } else if (h->op == VSOCK_OP_RST) {
+            conn_free(v, c);
+        } else {
+            conn_reset(v, c);
+        }
+        return;
+    }
+    switch (h->op) {
+    case VSOCK_OP_RW:
+        guest_data(v, c, payload, h->len);
+        break;
+    case VSOCK_OP_RST:
+        conn_free(v, c);
+        break;
+    case VSOCK_OP_SHUTDOWN:
+        if (h->flags & VSOCK_SHUTDOWN_RCV)
+            c->peer_shut_rcv = true;
+        if (h->flags & VSOCK_SHUTDOWN_SEND)
+            c->peer_shut_send = true;
+        if (c->peer_shut_rcv && c->peer_shut_send) {
+            conn_reset(v, c);   /* the guest waits for our RST to finish closing */
+            return;
+        }
+        if (c->peer_shut_send && !c->pend_len && !c->wr_shut) {
+            shutdown(c->fd, SHUT_WR);
+            c->wr_shut = true;
+        }
+        break;
+    case VSOCK_OP_CREDIT_REQUEST:
+        ctrl_push(v, c->lport, c->pport, VSOCK_OP_CREDIT_UPDATE, 0);
+        break;
+    case VSOCK_OP_CREDIT_UPDATE:
+        break;
+    case VSOCK_OP_REQUEST:      /* already connected */
+    case VSOCK_OP_RESPONSE:
+    default:
+        conn_reset(v, c);
+        break;
+    }
+}
+
+static void tx_process(struct vsock_dev *v)
+{
+    struct virtq *q = &v->env.queues[Q_TX];
+    for (;;) {
+        while (!v->vq.broken[Q_TX]) {
+            struct virtq_chain ch = { .seg = v->tx_seg, .max_seg = CHAIN_MAX };
+            int r = virtq_pop(q, v->env.mem, &ch);
+            if (r == 0)
+                break;
+            if (r == -EIO) {
+                vqueues_broken(&v->vq, Q_TX, virtq_strerror(ch.err));
+                return;
+            }
+            if (r < 0) {
+                atomic_fetch_add(&v->st_bad, 1);
+                vqueues_push(&v->vq, Q_TX, ch.head, 0);
+                continue;
+            }
+            long rn = virtq_chain_read(v->env.mem, &ch, 0, v->buf, sizeof v->buf);
+            uint32_t n = rn < 0 ? 0 : (uint32_t)rn;   /* not RAM: a bad packet */
+            struct vsock_hdr h;
+            enum vsock_pkt_err e;
+            if (vsock_pkt_parse(v->buf, n, v->cid, &h, &e) < 0) {
+                atomic_fetch_add(&v->st_bad, 1);
+                if (ratelimit_ok(&v->rl))
+                    log_warn("%s: bad packet: %s", v->name, vsock_pkt_strerror(e));
+                /* answer a well-addressed packet of another type with RST */
+                if (e == VSOCK_E_TYPE && h.op != VSOCK_OP_RST)
+                    ctrl_push(v, h.dst_port, h.src_port, VSOCK_OP_RST, 0);
+            } else {
+                guest_pkt(v, &h, v->buf + VSOCK_HDR_SIZE);
+            }
+            vqueues_push(&v->vq, Q_TX, ch.head, 0);
+        }
+        if (v->vq.broken[Q_TX])
+            return;
+        int n = virtq_enable_notify(q, v->env.mem);
+        if (n == -EIO) {
+            vqueues_broken(&v->vq, Q_TX, virtq_strerror(q->err));
+            return;
+        }
+        if (n <= 0)
+            return;
+    }
+}
+
+/* ---- host clients ---- */
+
+static void host_client(struct vsock_dev *v, int fd)
+{
+    atomic_fetch_add(&v->st_acc, 1);
+    log_debug("%s: host client accepted", v->name);
+    struct conn *c = conn_new(v, fd);
+    if (!c) {
+        if (ratelimit_ok(&v->rl))
+            log_warn("%s: %d connections: refusing a host client", v->name, VSOCK_MAX_CONNS);
+        close(fd);
+        return;
+    }
+    c->st = C_LINE;
+    c->deadline_ns = clock_mono_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
+}
+
+/* Only moat's own user (or root) may use the socket. */
+static bool peer_allowed(int fd)
+{
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cl == sizeof cr &&
+           (cr.uid == geteuid() || cr.uid == 0);
+}
+
+static void host_accept(struct vsock_dev *v)
+{
+    for (;;) {
+        int fd = accept4(v->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+            return;
+        if (!peer_allowed(fd)) {
+            atomic_fetch_add(&v->st_refused, 1);
+            if (ratelimit_ok(&v->rl))
+                log_warn("%s: refusing a host client of another user", v->name);
+            close(fd);
+            continue;
+        }
+        host_client(v, fd);
+    }
+}
+
+/* Internal clients (vsock_open_internal): like accepted ones, not gated;
+ * but only once the driver has handled the TRANSPORT_RESET (a connection
+ * made before would be reset by it, silently for the host). */
+static void take_injected(struct vsock_dev *v)
+{
+    if (v->reset_pending || v->reset_wait)
+        return;
+    pthread_mutex_lock(&v->inj_lock);
+    for (unsigned i = 0; i < v->inj_n; i++)
+        host_client(v, v->inj_fd[i]);
+    v->inj_n = 0;
+    pthread_mutex_unlock(&v->inj_lock);
+}
+
+/* After a restore: tell the driver its connections are gone
+ * (VIRTIO_VSOCK_EVENT_TRANSPORT_RESET, le32 id 0, on the event queue). If
+ * no event buffer is available yet, a kick of queue 2 retries. */
+static void deliver_reset(struct vsock_dev *v)
+{
+    if (!v->reset_pending || v->vq.broken[Q_EV])
+        return;
+    struct virtq *q = &v->env.queues[Q_EV];
+    for (;;) {
+        struct virtq_chain ch = { .seg = v->ev_seg, .max_seg = CHAIN_MAX };
+        int r = virtq_pop(q, v->env.mem, &ch);
+        if (r == 1) {
+            static const uint8_t ev[4] = { 0, 0, 0, 0 };
+            if (ch.write_len >= sizeof ev && virtq_chain_write(v->env.mem, &ch, 0, ev, sizeof ev) == 0) {
+                vqueues_push(&v->vq, Q_EV, ch.head, sizeof ev);
+                v->reset_pending = false;
+                /* Linux handles the event, then gives the buffer back
+                 * (a new available entry): that is the acknowledgement. */
+                v->reset_wait = true;
+                v->reset_deadline_ns = clock_mono_ns() + VSOCK_RESET_ACK_MS * 1000000ull;
+                int left = virtq_enable_notify(q, v->env.mem);
+                v->ev_left = left < 0 ? 0 : left;
+                log_debug("%s: transport reset sent to the guest", v->name);
+                return;
+            }
+            vqueues_push(&v->vq, Q_EV, ch.head, 0);
+            continue;
+        }
+        if (r == -EIO) {
+            vqueues_broken(&v->vq, Q_EV, virtq_strerror(ch.err));
+            return;
+        }
+        if (r < 0) {
+            vqueues_push(&v->vq, Q_EV, ch.head, 0);
+            continue;
+        }
+        int n = virtq_enable_notify(q, v->env.mem);
+        if (n == -EIO) {
+            vqueues_broken(&v->vq, Q_EV, virtq_strerror(q->err));
+            return;
+        }
+        if (n <= 0)
+            return;
+    }
+}
+
+/* Read the CONNECT line one byte at a time: never past the '\n'. */
+static void host_line(struct vsock_dev *v, struct conn *c)
+{
+    for (;;) {
+        if (c->line_len >= sizeof c->line) {
+            conn_free(v, c);
+            return;
+        }
+        ssize_t r = recv(c->fd, c->line + c->line_len, 1, MSG_DONTWAIT);
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        if (r <= 0) {
+            conn_free(v, c);
+            return;
+        }
+        c->line_len++;
+        uint32_t port;
+        int p = vsock_connect_parse(c->line, c->line_len, &port);
+        if (p < 0) {
+            conn_free(v, c);
+            return;
+        }
+        if (p > 0) {
+            c->pport = port;
+            c->lport = alloc_lport(v);
+            c->st = C_AWAIT;
+            c->deadline_ns = clock_mono_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
+            log_debug("%s: host client: CONNECT %u (host port %u)", v->name, port, c->lport);
+            ctrl_push(v, c->lport, c->pport, VSOCK_OP_REQUEST, 0);
+            return;
+        }
+    }
+}
+
+/* ---- the I/O thread ---- */
+
+/* Reset an eventfd that poll() found readable: one read takes the whole
+ * counter (kick eventfds may be blocking: never read twice). */
+static void drain_fd(int fd)
+{
+    uint64_t x;
+    if (read(fd, &x, sizeof x) < 0 && errno != EAGAIN)
+        log_debug("vsock: eventfd read: %s", strerror(errno));
+}
+
+/* Has the driver handled the TRANSPORT_RESET (its event buffer came back),
+ * or did we wait long enough? Then serve the internal clients. */
+static void check_reset_ack(struct vsock_dev *v)
+{
+    if (!v->reset_wait)
+        return;
+    int n = virtq_pending(&v->env.queues[Q_EV], v->env.mem);
+    if (n < 0 || n > v->ev_left || clock_mono_ns() >= v->reset_deadline_ns) {
+        if (n >= 0 && n <= v->ev_left)
+            log_debug("%s: no acknowledgement of the transport reset: going on", v->name);
+        v->reset_wait = false;
+        take_injected(v);
+    }
+}
+
+enum { P_STOP, P_WAKE, P_LISTEN, P_KICK0, P_CONN0 = P_KICK0 + NQUEUES };
+
+static void *io_thread(void *arg)
+{
+    struct vsock_dev *v = arg;
+    /* compact: poll()'s nfds must stay under RLIMIT_NOFILE (often 1024) */
+    struct pollfd *pf = calloc(P_CONN0 + VSOCK_MAX_CONNS, sizeof *pf);
+    unsigned *map = calloc(VSOCK_MAX_CONNS, sizeof *map);     /* pf slot -> conn */
+    if (!pf || !map) {
+        free(pf);
+        free(map);
+        log_err("%s: out of memory", v->name);
+        return NULL;
+    }
+    log_debug("%s: I/O thread running (guest CID %llu, %s)", v->name, (unsigned long long)v->cid, v->path);
+    /* picks up what arrived while stopped */
+    deliver_reset(v);
+    take_injected(v);
+    tx_process(v);
+    rx_pump(v);
+    vqueues_publish(&v->vq, NULL);
+    for (;;) {
+        check_reset_ack(v);         /* may add internal clients: before the poll set */
+        uint64_t now = clock_mono_ns(), next = UINT64_MAX;
+        unsigned nc = 0;
+        pf[P_STOP] = (struct pollfd){ .fd = v->stop_fd, .events = POLLIN };
+        pf[P_WAKE] = (struct pollfd){ .fd = v->wake_fd, .events = POLLIN };
+        pf[P_LISTEN] = (struct pollfd){ .fd = v->nconns < VSOCK_MAX_CONNS && !atomic_load(&v->gated)
+                                              ? v->listen_fd : -1,
+                                        .events = POLLIN };
+        for (unsigned q = 0; q < NQUEUES; q++)
+            pf[P_KICK0 + q] = (struct pollfd){ .fd = v->env.kick_fd[q], .events = POLLIN };
+        for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++) {
+            struct conn *c = &v->conns[i];
+            short ev = 0;
+            if (c->st == C_FREE)
+                continue;
+            if (c->st == C_LINE)
+                ev = POLLIN;
+            if (c->st == C_LINE || c->st == C_AWAIT) {
+                if (c->deadline_ns <= now) {
+                    conn_reset(v, c);
+                    continue;
+                }
+                if (c->deadline_ns < next)
+                    next = c->deadline_ns;
+            }
+            if (c->st == C_EST) {
+                if (!c->readable && !c->host_eof && !c->peer_shut_rcv && !v->rx_starved &&
+                    peer_credit(c))
+                    ev |= POLLIN;
+                if (c->pend_len)
+                    ev |= POLLOUT;
+            }
+            if (c->st == C_FREE)    /* reset above */
+                continue;
+            map[nc] = i;
+            pf[P_CONN0 + nc++] = (struct pollfd){ .fd = c->fd, .events = ev };
+        }
+        if (v->ctrl_n)      /* RSTs from timeouts */
+            rx_pump(v), vqueues_publish(&v->vq, NULL);
+        int timeout = -1;
+        if (next != UINT64_MAX)
+            timeout = (int)((next - now) / 1000000ull) + 1;
+        if (v->reset_wait && (timeout < 0 || timeout > 10))
+            timeout = 10;           /* the driver may not kick after its refill */
+        int r = poll(pf, (nfds_t)(P_CONN0 + nc), timeout);
+        if (r < 0 && errno != EINTR) {
+            log_err("%s: poll: %s: device stopped", v->name, strerror(errno));
+            break;
+        }
+        if (pf[P_STOP].revents & POLLIN)
+            break;
+        if (r <= 0)
+            continue;
+        if (pf[P_KICK0 + Q_EV].revents & POLLIN) {
+            drain_fd(v->env.kick_fd[Q_EV]);
+            deliver_reset(v);
+            check_reset_ack(v);
+        }
+        if (pf[P_WAKE].revents & POLLIN) {
+            drain_fd(v->wake_fd);
+            take_injected(v);
+        }
+        if (pf[P_KICK0 + Q_RX].revents & POLLIN) {
+            drain_fd(v->env.kick_fd[Q_RX]);
+            v->rx_starved = false;
+        }
+        if (pf[P_KICK0 + Q_TX].revents & POLLIN) {
+            drain_fd(v->env.kick_fd[Q_TX]);
+            tx_process(v);
+        }
+        if (pf[P_LISTEN].revents & POLLIN)
+            host_accept(v);
+        for (unsigned k = 0; k < nc; k++) {
+            struct conn *c = &v->conns[map[k]];
+            short re = pf[P_CONN0 + k].revents;
+            if (!re || c->st == C_FREE || pf[P_CONN0 + k].fd != c->fd)
+                continue;
+            if (c->st == C_LINE) {
+                host_line(v, c);
+                continue;
+            }
+            if (c->st != C_EST)
+                continue;
+            if (re & (POLLERR | POLLNVAL)) {
+                conn_reset(v, c);
+                continue;
+            }
+            if (re & POLLOUT)
+                flush_pend(v, c);
+            if (c->st == C_EST && (re & (POLLIN | POLLHUP)))
+                c->readable = true;
+        }
+        rx_pump(v);
+        vqueues_publish(&v->vq, NULL);
+    }
+    free(pf);
+    free(map);
+    return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static int vs_start(void *dev, const struct virtio_dev_env *env)
+{
+    struct vsock_dev *v = dev;
+    if (v->running)
+        return -EALREADY;
+    if (!env || !env->mem || !env->queues || env->nqueues != NQUEUES || !env->notify_used)
+        return -EINVAL;
+    v->env = *env;
+    vqueues_init(&v->vq, &v->env, v->name);
+    v->rx_have = false;     /* a held chain was given back at stop */
+    v->rx_starved = false;
+    drain_fd(v->stop_fd);
+    int r = pthread_create(&v->thread, NULL, io_thread, v);
+    if (r) {
+        log_err("%s: starting the I/O thread: %s", v->name, strerror(r));
+        return -r;
+    }
+    v->running = true;
+    return 0;
+}
+
+static void vs_stop(void *dev)
+{
+    struct vsock_dev *v = dev;
+    if (!v->running)
+        return;
+    uint64_t one = 1;
+    if (write(v->stop_fd, &one, sizeof one) < 0)
+        log_warn("%s: stop eventfd: %s", v->name, strerror(errno));
+    pthread_join(v->thread, NULL);
+    v->running = false;
+    if (v->rx_have) {       /* give the held RX buffer back, unused */
+        vqueues_push(&v->vq, Q_RX, v->rx_chain.head, 0);
+        v->rx_have = false;
+    }
+    vqueues_publish(&v->vq, NULL);
+}
+
+static void vs_reset(void *dev)
+{
+    struct vsock_dev *v = dev;
+    vs_stop(v);
+    for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
+        conn_free(v, &v->conns[i]);
+    /* host clients still in the backlog were waiting for the guest that
+     * went away: they see their connection closed, as those accepted */
+    for (int fd; (fd = accept4(v->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;)
+        close(fd);
+    pthread_mutex_lock(&v->inj_lock);
+    for (unsigned i = 0; i < v->inj_n; i++)
+        close(v->inj_fd[i]);
+    v->inj_n = 0;
+    pthread_mutex_unlock(&v->inj_lock);
+    v->ctrl_head = v->ctrl_n = 0;
+    v->rx_have = false;
+    atomic_store(&v->gated, false);
+    v->reset_pending = v->reset_wait = false;
+    v->ev_left = 0;
+    drain_fd(v->wake_fd);
+}
+
+static void vs_destroy(void *dev)
+{
+    struct vsock_dev *v = dev;
+    if (!v)
+        return;
+    vs_stop(v);
+    for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
+        conn_free(v, &v->conns[i]);
+    close(v->listen_fd);
+    unlink(v->path);
+    close(v->stop_fd);
+    for (unsigned i = 0; i < v->inj_n; i++)
+        close(v->inj_fd[i]);
+    close(v->wake_fd);
+    pthread_mutex_destroy(&v->inj_lock);
+    free(v);
+}
+
+const struct virtio_dev_ops vsock_ops = {
+    .name = "vsock",
+    .device_id = VIRTIO_ID_VSOCK,
+    .nqueues = NQUEUES,
+    .queue_max = VSOCK_QUEUE_MAX,
+    .features = vs_features,
+    .config_read = vs_config_read,
+    .config_write = vs_config_write,
+    .config_size = vs_config_size,
+    .start = vs_start,
+    .stop = vs_stop,
+    .reset = vs_reset,
+    .destroy = vs_destroy,
+};

@@ -1,0 +1,61 @@
+/* Host side of the guest agent protocol (docs/agent-protocol.md).
+ * Library-internal: used by `moat exec` and `moat cp` (vmm/cli/cli.c).
+ *
+ * The agent is reached as a byte stream: either a hybrid-vsock Unix socket
+ * (Firecracker style: write "CONNECT <port>\n", read "OK <hostport>\n",
+ * then the stream is the guest's vsock port), or a plain Unix socket the
+ * agent itself listens on (moat-agent --unix PATH, for tests). Every
+ * function returns 0 or -errno: -EPROTO for a protocol violation by the
+ * peer, -EREMOTEIO when the agent answered with an ERROR frame (its
+ * message is copied to err), -ETIMEDOUT if the handshake or READY frame
+ * does not come within 10 s. */
+#ifndef MOAT_AGENT_CLIENT_H
+#define MOAT_AGENT_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vmm/agent/agent_proto.h"
+
+struct agent_client {
+    int fd;
+    struct agent_rx rx;
+    struct agent_buf out;
+    uint32_t next_id;
+};
+
+/* hybrid: do the CONNECT handshake for port; else connect straight to the
+ * agent. Waits for the agent's READY frame. */
+int agent_client_connect(struct agent_client *c, const char *path, int hybrid, unsigned port);
+void agent_client_close(struct agent_client *c);
+/* The same over an already connected stream fd (owned from now on, closed
+ * by agent_client_close, also on failure), waiting at most timeout_ms for
+ * the OK line and for READY. */
+int agent_client_attach(struct agent_client *c, int fd, int hybrid, unsigned port, int timeout_ms);
+/* Send one frame (type, payload) and wait for its OK (0) or ERROR
+ * (-EREMOTEIO, message in err); no answer within timeout_ms in all
+ * (frames for other ids and trickled bytes do not extend it): -ETIMEDOUT
+ * (< 0: no limit). */
+int agent_client_request(struct agent_client *c, uint32_t type, const void *payload, size_t len,
+                         int timeout_ms, char *err, size_t errlen);
+
+/* Run req (its flags get AGENT_EXEC_STDIN when in_fd >= 0; in_fd is read
+ * to EOF and forwarded). Remote stdout/stderr are written to out_fd/err_fd
+ * as they arrive. On success *st is the remote exit. */
+int agent_client_exec(struct agent_client *c, struct agent_exec *req, int in_fd, int out_fd,
+                      int err_fd, struct agent_exit *st, char *err, size_t errlen);
+
+/* Copy local_fd (read to EOF) to the remote path with mode. */
+int agent_client_put(struct agent_client *c, int local_fd, const char *remote, uint32_t mode,
+                     char *err, size_t errlen);
+/* Copy the remote file to local_fd; *mode gets its permission bits. */
+int agent_client_get(struct agent_client *c, const char *remote, int local_fd, uint32_t *mode,
+                     char *err, size_t errlen);
+int agent_client_mkdir(struct agent_client *c, const char *remote, uint32_t mode, int parents,
+                       char *err, size_t errlen);
+int agent_client_ping(struct agent_client *c);
+
+/* The shell-style status: the exit code, or 128 + signal. */
+int agent_exit_status(const struct agent_exit *st);
+
+#endif

@@ -1,0 +1,201 @@
+/* The guest agent's wire protocol (docs/agent-protocol.md): pure framing and
+ * typed payload encoders/decoders, shared by the guest agent
+ * (guest/agent/agent.c, built static into the initramfs) and the host client
+ * (vmm/agent/agent_client.c). No KVM headers; no global state.
+ *
+ * A frame is a 16-byte little-endian header
+ *     u32 magic (AGENT_MAGIC, which includes the protocol version)
+ *     u32 type  (enum agent_type)
+ *     u32 id    (exec id or transfer id; 0 for connection-level frames)
+ *     u32 len   (payload bytes, <= AGENT_MAX_PAYLOAD)
+ * followed by len payload bytes. Every decoder checks every length and
+ * returns 0 or -EINVAL (-ENOMEM where it allocates); the reason for a
+ * refusal is in *err (enum agent_err) so the agent can send it back. */
+#ifndef MOAT_AGENT_PROTO_H
+#define MOAT_AGENT_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define AGENT_MAGIC        0x3141474du   /* "MGA1" little-endian: version 1 */
+#define AGENT_HDR_SIZE     16u
+#define AGENT_MAX_PAYLOAD  (1u << 20)    /* 1 MiB */
+#define AGENT_MAX_ARGS     4096u         /* argv entries */
+#define AGENT_MAX_ENV      4096u         /* env entries */
+#define AGENT_MAX_PATH     4096u         /* path / cwd bytes */
+#define AGENT_MAX_MSG      1024u         /* error message bytes */
+#define AGENT_CHUNK        (256u * 1024) /* data per stream/file chunk sent */
+#define AGENT_DEFAULT_PORT 1024u
+#define AGENT_MAX_ENTROPY  512u          /* ADD_ENTROPY payload bytes */
+
+enum agent_type {
+    AGENT_T_PING      = 1,   /* c->a  payload: opaque (<= 64 bytes), echoed */
+    AGENT_T_PONG      = 2,   /* a->c  payload: the ping's bytes */
+    AGENT_T_READY     = 3,   /* a->c  first frame on a connection: u32 version */
+    AGENT_T_EXEC      = 16,  /* c->a  start a process (struct agent_exec) */
+    AGENT_T_STDIN     = 17,  /* c->a  bytes for the process' stdin */
+    AGENT_T_STDIN_EOF = 18,  /* c->a  close the process' stdin; empty */
+    AGENT_T_STDOUT    = 19,  /* a->c  bytes the process wrote to stdout */
+    AGENT_T_STDERR    = 20,  /* a->c  bytes the process wrote to stderr */
+    AGENT_T_EXIT      = 21,  /* a->c  the process ended (struct agent_exit) */
+    AGENT_T_KILL      = 22,  /* c->a  u32 signal number for the process group */
+    AGENT_T_FILE_WRITE= 32,  /* c->a  write a chunk of a file (struct agent_fwrite) */
+    AGENT_T_FILE_READ = 33,  /* c->a  read a file: the path */
+    AGENT_T_FILE_DATA = 34,  /* a->c  a chunk of the file being read */
+    AGENT_T_FILE_END  = 35,  /* a->c  end of file: u32 mode, u64 size */
+    AGENT_T_MKDIR     = 36,  /* c->a  u32 mode, u32 flags, path */
+    AGENT_T_SET_TIME  = 37,  /* c->a  set CLOCK_REALTIME: struct agent_time; OK/ERROR */
+    AGENT_T_ADD_ENTROPY = 38,/* c->a  1..AGENT_MAX_ENTROPY bytes credited to the
+                              *       guest's RNG, which is then reseeded; OK/ERROR */
+    AGENT_T_OK        = 48,  /* a->c  a file write chunk / mkdir succeeded; empty */
+    AGENT_T_ERROR     = 49,  /* a->c  struct agent_error */
+};
+
+enum agent_err {
+    AGENT_E_OK = 0,
+    AGENT_E_SHORT,        /* fewer bytes than a header / field needs */
+    AGENT_E_MAGIC,        /* bad magic or version: stream is out of sync */
+    AGENT_E_TOOBIG,       /* payload length over AGENT_MAX_PAYLOAD */
+    AGENT_E_TYPE,         /* unknown type, or one not valid in this direction */
+    AGENT_E_PAYLOAD,      /* malformed payload (lengths, counts, NUL bytes) */
+    AGENT_E_ID,           /* unknown or duplicate exec id */
+    AGENT_E_LIMIT,        /* too many execs / connections / buffered bytes */
+    AGENT_E_SYS,          /* an operation failed: see sys_errno */
+    AGENT_E__COUNT
+};
+
+#define AGENT_EXEC_STDIN   1u  /* flags: stdin is a pipe fed by STDIN frames
+                                 * (else /dev/null) */
+#define AGENT_EXEC_FLAGS   AGENT_EXEC_STDIN
+
+#define AGENT_FW_APPEND    1u  /* file write: append (else create/truncate) */
+#define AGENT_FW_FLAGS     AGENT_FW_APPEND
+
+#define AGENT_MKDIR_PARENTS 1u /* mkdir -p */
+#define AGENT_MKDIR_FLAGS   AGENT_MKDIR_PARENTS
+
+#define AGENT_EXIT_CODE     0u  /* exit kind: exited with value */
+#define AGENT_EXIT_SIGNAL   1u  /* exit kind: killed by signal value */
+#define AGENT_EXIT_TIMEDOUT 1u  /* exit flags: the agent killed it at its timeout */
+
+struct agent_hdr {
+    uint32_t type, id, len;
+};
+
+/* A decoded exec request. Strings are NUL-terminated; argv[argc] and
+ * env[envc] are NULL. All of it lives in one allocation (agent_exec_free). */
+struct agent_exec {
+    uint32_t flags;
+    uint32_t timeout_ms;   /* 0: none; else SIGKILL after this long */
+    uint32_t argc, envc;
+    char *cwd;             /* "" : the agent's own */
+    char **argv;
+    char **env;            /* "KEY=VALUE" each */
+};
+
+struct agent_exit {
+    uint32_t kind;         /* AGENT_EXIT_CODE or AGENT_EXIT_SIGNAL */
+    uint32_t value;        /* exit code 0..255 or signal 1..64 */
+    uint32_t flags;        /* AGENT_EXIT_TIMEDOUT */
+};
+
+/* Decoded file write chunk: pointers into the payload (path not NUL-terminated). */
+struct agent_fwrite {
+    uint32_t flags, mode;
+    const char *path;
+    uint32_t path_len;
+    const uint8_t *data;
+    uint32_t data_len;
+};
+
+struct agent_mkdir {
+    uint32_t mode, flags;
+    const char *path;
+    uint32_t path_len;
+};
+
+/* SET_TIME payload (16 bytes): s64 sec, u32 nsec (< 10^9), u32 flags (0). */
+struct agent_time {
+    int64_t sec;           /* seconds since the Unix epoch, >= 0 */
+    uint32_t nsec;
+};
+
+struct agent_error {
+    uint32_t code;         /* enum agent_err */
+    uint32_t sys_errno;    /* positive errno for AGENT_E_SYS, else 0 */
+    const char *msg;       /* not NUL-terminated; msg_len bytes */
+    uint32_t msg_len;
+};
+
+/* A growable byte buffer frames are appended to. */
+struct agent_buf {
+    uint8_t *p;
+    size_t len, cap;
+};
+
+/* A receive buffer: push bytes in, take whole frames out. */
+struct agent_rx {
+    uint8_t *buf;
+    size_t len, cap, off;
+};
+
+const char *agent_strerror(enum agent_err e);
+const char *agent_type_name(uint32_t type);
+
+/* Header. hdr_decode needs n >= AGENT_HDR_SIZE; checks magic and length
+ * (not the type: unknown types are skipped by the receiver). */
+void agent_hdr_encode(uint8_t out[AGENT_HDR_SIZE], uint32_t type, uint32_t id, uint32_t len);
+int agent_hdr_decode(const uint8_t *p, size_t n, struct agent_hdr *h, enum agent_err *err);
+
+/* Buffers. */
+void agent_buf_free(struct agent_buf *b);
+int agent_buf_reserve(struct agent_buf *b, size_t more);
+void agent_buf_consume(struct agent_buf *b, size_t n);
+
+/* Appending whole frames; -E2BIG if the payload would exceed the limit,
+ * -ENOMEM. On failure the buffer is unchanged. */
+int agent_put_frame(struct agent_buf *b, uint32_t type, uint32_t id,
+                    const void *payload, size_t len);
+int agent_put_exec(struct agent_buf *b, uint32_t id, const struct agent_exec *e);
+int agent_put_exit(struct agent_buf *b, uint32_t id, const struct agent_exit *x);
+int agent_put_u32(struct agent_buf *b, uint32_t type, uint32_t id, uint32_t v);
+int agent_put_fwrite(struct agent_buf *b, uint32_t id, uint32_t flags, uint32_t mode,
+                     const char *path, const void *data, size_t len);
+int agent_put_mkdir(struct agent_buf *b, uint32_t id, uint32_t mode, uint32_t flags,
+                    const char *path);
+int agent_put_file_end(struct agent_buf *b, uint32_t id, uint32_t mode, uint64_t size);
+int agent_put_error(struct agent_buf *b, uint32_t id, enum agent_err code,
+                    uint32_t sys_errno, const char *msg);
+/* -EINVAL for a time the decoder would refuse / an empty or oversized
+ * entropy buffer. */
+int agent_put_set_time(struct agent_buf *b, uint32_t id, const struct agent_time *t);
+int agent_put_entropy(struct agent_buf *b, uint32_t id, const void *data, size_t len);
+
+/* Payload decoders: p/n is exactly the payload. */
+int agent_exec_decode(const uint8_t *p, size_t n, struct agent_exec *out, enum agent_err *err);
+void agent_exec_free(struct agent_exec *e);
+int agent_exit_decode(const uint8_t *p, size_t n, struct agent_exit *out, enum agent_err *err);
+int agent_u32_decode(const uint8_t *p, size_t n, uint32_t *out, enum agent_err *err);
+int agent_kill_decode(const uint8_t *p, size_t n, int *sig, enum agent_err *err);
+int agent_fwrite_decode(const uint8_t *p, size_t n, struct agent_fwrite *out, enum agent_err *err);
+int agent_mkdir_decode(const uint8_t *p, size_t n, struct agent_mkdir *out, enum agent_err *err);
+int agent_file_end_decode(const uint8_t *p, size_t n, uint32_t *mode, uint64_t *size,
+                          enum agent_err *err);
+int agent_error_decode(const uint8_t *p, size_t n, struct agent_error *out, enum agent_err *err);
+int agent_time_decode(const uint8_t *p, size_t n, struct agent_time *out, enum agent_err *err);
+/* Checks the length (1..AGENT_MAX_ENTROPY); the bytes are p itself. */
+int agent_entropy_check(const uint8_t *p, size_t n, enum agent_err *err);
+/* A path (FILE_READ payload, or inside fwrite/mkdir): 1..AGENT_MAX_PATH
+ * bytes, no NUL. Copies it NUL-terminated into out (AGENT_MAX_PATH + 1). */
+int agent_path_check(const char *p, size_t n, char *out, enum agent_err *err);
+
+/* Receive buffer. agent_rx_next: 1 and a frame (payload points into the
+ * buffer, valid until the next push/next/free), 0 if more bytes are
+ * needed, -EINVAL (bad magic: the stream cannot be resynchronised) or
+ * -EMSGSIZE (oversized) with *err set. push: -ENOMEM. */
+int agent_rx_push(struct agent_rx *rx, const void *data, size_t n);
+int agent_rx_next(struct agent_rx *rx, struct agent_hdr *h, const uint8_t **payload,
+                  enum agent_err *err);
+void agent_rx_free(struct agent_rx *rx);
+
+#endif

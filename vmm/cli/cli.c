@@ -1,0 +1,775 @@
+/* moat — the command-line interface: a thin layer over libmoat.
+ * The only place in moat that calls exit(). Exit codes: docs/cli.md. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <sys/signalfd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "include/moat.h"
+#include "vmm/cli/cli.h"
+#include "vmm/base/log.h"
+
+#define OPT_DIFF_SNAPSHOTS 300   /* --diff-snapshots (no short form) */
+#define OPT_DEVICE         301   /* --device (no short form) */
+static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
+
+uint64_t cli_start_ns;
+
+__attribute__((constructor)) static void record_start(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    cli_start_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static const char usage_main[] =
+    "usage: moat <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  run       boot a guest and run a command in it\n"
+    "  restore   restore a snapshot and run it\n"
+    "  device    serve a moat device to another VMM (vhost-user)\n"
+    "  disk      copy-on-write disk overlays: create, info, clone, diff\n"
+    "  exec      run a command in a running guest (its agent)\n"
+    "  cp        copy a file to or from a running guest (its agent)\n"
+    "  host      what this host can run (KVM kind, capabilities, features)\n"
+    "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
+    "            stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)\n"
+    "\n"
+    "options:\n"
+    "  --version  print the version\n"
+    "  --help     this help\n"
+    "\n"
+    "`moat run --help` for the run options. Documentation: docs/cli.md\n";
+
+static const char usage_run[] =
+    "usage: moat run [options] [-- CMD ARGS...]\n"
+    "\n"
+    "Boot a guest. With no --kernel, the built-in default guest (Linux with\n"
+    "moat's /init and busybox) runs CMD ARGS and moat exits with its status.\n"
+    "\n"
+    "  --kernel FILE    bzImage, vmlinux, or any static ELF64 (default: the built guest)\n"
+    "  --initrd FILE    initramfs (default: the built guest's, with the default kernel)\n"
+    "  --cmdline S      kernel command line (default: console=ttyS0 reboot=k panic=-1 ...)\n"
+    "  --mem MIB        guest RAM in MiB (default 256)\n"
+    "  --cpus N         vCPUs (default 1)\n"
+    "  --timeout SEC    hard time limit; exit 124 when reached\n"
+    "  --timings        print phase timestamps as one JSON object on stderr\n"
+    "  --snapshot-dir D SIGUSR1: snapshot into D/state + D/memory and go on;\n"
+    "                   SIGUSR2: snapshot and stop (exit 0)\n"
+    "  --diff-snapshots with --snapshot-dir: D/0 is a full snapshot, D/1, D/2 ...\n"
+    "                   diffs (only the pages written since the one before)\n"
+    "  --pvh            enter a vmlinux through its PVH entry point\n"
+    "  --no-pvm-compat  do not apply the PVM workarounds on a PVM host\n"
+    "  --drive PATH[,ro][,id=NAME]\n"
+    "                   a virtio-blk disk (repeatable; the first is /dev/vda);\n"
+    "                   ,direct: O_DIRECT, bypassing the host page cache\n"
+    "                   ,overlay=FILE: copy-on-write, PATH is a read-only base\n"
+    "                   and writes go to FILE (created if missing; moat disk)\n"
+    "  --vsock PATH[,cid=N]\n"
+    "                   virtio-vsock, Firecracker hybrid vsock on Unix socket PATH\n"
+    "                   (guest CID N, default 3; see docs/vsock.md)\n"
+    "  --device TYPE[,OPTIONS]\n"
+    "                   a device by type and options, after the drives and vsock\n"
+    "                   (repeatable; docs/devices.md): blk,path=FILE[,ro][,id=S]\n"
+    "                   [,overlay=FILE][,direct]  or  vsock,uds=PATH[,cid=N]\n"
+    "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
+    "  --console-log F  append the serial console to F instead of stdout\n"
+    "  -v, --verbose    more log output (repeat for debug)\n"
+    "  -h, --help       this help\n"
+    "\n"
+    "exit status: the guest command's status (0-255); 2 usage error;\n"
+    "124 timeout; 125 VMM error; 126 guest crash or no status reported.\n"
+    "On a terminal, Ctrl-A x quits.\n";
+
+void die_usage(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "moat: ");
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see moat run --help)\n");
+    exit(EXIT_USAGE);
+}
+
+double parse_timeout(const char *s)
+{
+    char *end;
+    errno = 0;
+    double t = strtod(s, &end);
+    if (errno || *end || !*s || !(t > 0) || t > 1e6 || isnan(t))
+        die_usage("invalid --timeout %s", s);
+    return t;
+}
+
+unsigned long parse_uint(const char *s, const char *what, unsigned long max)
+{
+    char *end;
+    errno = 0;
+    if (!s || !*s || *s == '-' || *s == '+')
+        die_usage("invalid %s", what);
+    unsigned long v = strtoul(s, &end, 10);
+    if (errno || *end || v > max)
+        die_usage("invalid %s", what);
+    return v;
+}
+
+/* The default guest lives next to the binary: <dir>/guest/{bzImage,initramfs.cpio},
+ * unless $MOAT_GUEST_DIR says otherwise. */
+static int default_guest(char *kernel, char *initrd, size_t len)
+{
+    char dir[PATH_MAX];
+    const char *env = getenv("MOAT_GUEST_DIR");
+    if (env && *env) {
+        snprintf(dir, sizeof(dir), "%s", env);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+        if (n <= 0)
+            return -errno;
+        dir[n] = 0;
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            return -ENOENT;
+        snprintf(slash, sizeof(dir) - (size_t)(slash - dir), "/guest");
+    }
+    if ((size_t)snprintf(kernel, len, "%s/bzImage", dir) >= len ||
+        (size_t)snprintf(initrd, len, "%s/initramfs.cpio", dir) >= len)
+        return -ENAMETOOLONG;
+    return 0;
+}
+
+/* Terminal raw mode, restored on every way out. */
+static struct termios saved_tio;
+static int tio_saved;
+
+static void restore_tty(void)
+{
+    if (tio_saved)
+        tcsetattr(STDIN_FILENO, TCSANOW, &saved_tio);
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "moat: timeout (hard limit)\n";
+    restore_tty();
+    if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) { /* nothing to do */ }
+    _exit(EXIT_TIMEOUT);
+}
+
+static void print_timings(const struct moat_vm *vm)
+{
+    struct moat_timings t;
+    if (moat_get_timings(vm, &t) < 0)
+        return;
+    fprintf(stderr, "{\"process_start\": 0");
+    const struct { const char *k; int64_t v; } f[] = {
+        { "kvm_ready", t.kvm_ready }, { "first_run", t.first_run },
+        { "init_reached", t.init_reached }, { "cmd_finished", t.cmd_finished },
+        { "exit", t.exit },
+    };
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+        if (f[i].v >= 0)
+            fprintf(stderr, ", \"%s\": %lld", f[i].k, (long long)f[i].v);
+    fprintf(stderr, ", \"origin_monotonic_ns\": %llu}\n", (unsigned long long)cli_start_ns);
+}
+
+static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
+                  int timings, int verbose, const char *control);
+
+/* --console-log FILE: the console is appended to FILE, no console input.
+ * The guest writes it, so it is bounded: a FILE already over
+ * CONSOLE_LOG_MAX moves to FILE.1 (replacing it) first, and one run writes
+ * at most CONSOLE_LOG_MAX bytes (*limit). */
+#define CONSOLE_LOG_MAX (16ull << 20)
+static void console_log_fds(const char *file, int *in, int *out, uint64_t *limit)
+{
+    *in = -1;
+    struct stat st;
+    if (stat(file, &st) == 0 && S_ISREG(st.st_mode) && (uint64_t)st.st_size >= CONSOLE_LOG_MAX) {
+        char old[PATH_MAX];
+        if ((size_t)snprintf(old, sizeof old, "%s.1", file) < sizeof old)
+            rename(file, old);
+    }
+    *out = open(file, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (*out < 0)
+        die_usage("--console-log %s: %s", file, strerror(errno));
+    *limit = CONSOLE_LOG_MAX;
+}
+
+/* --drive PATH[,ro][,id=NAME]: the path cannot contain a comma. */
+static void parse_drive(char *spec, struct moat_drive *d, const char **overlay, int *direct)
+{
+    *overlay = NULL;
+    *direct = 0;
+    char orig[256];
+    snprintf(orig, sizeof(orig), "%s", spec);
+    memset(d, 0, sizeof(*d));
+    char *save = NULL, *tok = strtok_r(spec, ",", &save);
+    if (!tok || spec[0] == ',')
+        die_usage("invalid --drive '%s': no path", orig);
+    d->path = tok;
+    while ((tok = strtok_r(NULL, ",", &save))) {
+        if (!strcmp(tok, "ro")) {
+            d->read_only = 1;
+        } else if (!strcmp(tok, "rw")) {
+            d->read_only = 0;
+        } else if (!strcmp(tok, "direct")) {
+            *direct = 1;
+        } else if (!strncmp(tok, "overlay=", 8)) {
+            if (!tok[8])
+                die_usage("invalid --drive '%s': overlay=FILE needs a file", orig);
+            *overlay = tok + 8;
+        } else if (!strncmp(tok, "id=", 3)) {
+            if (!tok[3] || strlen(tok + 3) > 20)
+                die_usage("invalid --drive '%s': id must be 1 to 20 bytes", orig);
+            d->id = tok + 3;
+        } else {
+            die_usage("invalid --drive '%s': unknown option '%s' (ro, direct, id=NAME, overlay=FILE)", orig, tok);
+        }
+    }
+}
+
+/* --device TYPE[,OPTIONS] (run, restore): the library checks the type and
+ * the options. */
+static void parse_device(char *arg, struct moat_device *devs, size_t *n)
+{
+    if (*n >= MOAT_MAX_DRIVES)
+        die_usage("too many --device options (at most %d)", MOAT_MAX_DRIVES);
+    if (!arg[0] || arg[0] == ',')
+        die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock)", arg);
+    char *comma = strchr(arg, ',');
+    if (comma)
+        *comma = 0;
+    devs[(*n)++] = (struct moat_device){ arg, comma ? comma + 1 : NULL };
+}
+
+/* --vsock PATH[,cid=N]: the path cannot contain a comma. */
+static void parse_vsock(char *spec, struct moat_config *cfg)
+{
+    char *comma = strchr(spec, ',');
+    if (spec[0] == 0 || spec[0] == ',')
+        die_usage("invalid --vsock '%s': no path", spec);
+    cfg->vsock_uds = spec;
+    if (!comma)
+        return;
+    *comma = 0;
+    if (strncmp(comma + 1, "cid=", 4) != 0)
+        die_usage("invalid --vsock option '%s' (cid=N)", comma + 1);
+    unsigned long cid = parse_uint(comma + 5, "--vsock cid", 0xfffffffeul);
+    if (cid < 3)
+        die_usage("invalid --vsock cid %lu (3 .. 4294967294)", cid);
+    cfg->vsock_cid = (uint32_t)cid;
+}
+
+/* The console: the UART writes to stdout; stdin feeds it if open, and on
+ * a terminal Ctrl-A x quits. */
+static void console_fds(int *in, int *out, uint32_t *flags)
+{
+    *out = STDOUT_FILENO;
+    *in = fcntl(STDIN_FILENO, F_GETFD) >= 0 ? STDIN_FILENO : -1;
+    if (*in >= 0 && isatty(STDIN_FILENO))
+        *flags |= MOAT_F_CONSOLE_ESCAPE;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "kernel", required_argument, NULL, 'k' },
+        { "initrd", required_argument, NULL, 'i' },
+        { "cmdline", required_argument, NULL, 'c' },
+        { "mem", required_argument, NULL, 'm' },
+        { "cpus", required_argument, NULL, 'n' },
+        { "timeout", required_argument, NULL, 't' },
+        { "timings", no_argument, NULL, 'T' },
+        { "snapshot-dir", required_argument, NULL, 'S' },
+        { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
+        { "drive", required_argument, NULL, 'D' },
+        { "vsock", required_argument, NULL, 'V' },
+        { "device", required_argument, NULL, OPT_DEVICE },
+        { "control", required_argument, NULL, 'C' },
+        { "console-log", required_argument, NULL, 'L' },
+        { "pvh", no_argument, NULL, 'P' },
+        { "no-pvm-compat", no_argument, NULL, 'N' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 },
+    };
+    struct moat_config cfg;
+    moat_config_init(&cfg);
+    static struct moat_device devices[MOAT_MAX_DRIVES];
+    size_t ndevices = 0;
+    const char *kernel = NULL, *initrd = NULL, *snapdir = NULL;
+    const char *control = NULL, *conslog = NULL;
+    static struct moat_drive drives[MOAT_MAX_DRIVES];
+    static const char *overlays[MOAT_MAX_DRIVES];
+    static int direct[MOAT_MAX_DRIVES];
+    bool has_overlay = false, has_direct = false;
+    size_t ndrives = 0;
+    double timeout = 0;
+    int timings = 0, verbose = 0;
+    opterr = 0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "+:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'k': kernel = optarg; break;
+        case 'i': initrd = optarg; break;
+        case 'c': cfg.cmdline = optarg; break;
+        case 'm': cfg.mem_mib = (uint32_t)parse_uint(optarg, "--mem (MiB)", 1u << 20); break;
+        case 'n': cfg.cpus = (uint32_t)parse_uint(optarg, "--cpus", 64); break;
+        case 't': timeout = parse_timeout(optarg); break;
+        case 'S': snapdir = optarg; break;
+        case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; cfg.flags |= MOAT_F_DIRTY_LOG; break;
+        case 'D':
+            if (ndrives >= MOAT_MAX_DRIVES)
+                die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
+            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives], &direct[ndrives]); has_overlay |= overlays[ndrives] != NULL; has_direct |= direct[ndrives] != 0; ndrives++; }
+            break;
+        case 'V': parse_vsock(optarg, &cfg); break;
+        case OPT_DEVICE: parse_device(optarg, devices, &ndevices); break;
+        case 'C': control = optarg; break;
+        case 'L': conslog = optarg; break;
+        case 'T': timings = 1; break;
+        case 'P': cfg.flags |= MOAT_F_PVH; break;
+        case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
+        case 'v': verbose++; break;
+        case 'h': fputs(usage_run, stdout); return 0;
+        case ':':
+            die_usage("option %s needs a value", argv[optind - 1]);
+            break;
+        default:
+            die_usage("unknown option %s", argv[optind - 1]);
+        }
+    }
+    if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
+        die_usage("unexpected argument '%s' (put the guest command after --)", argv[optind]);
+    if (cfg.mem_mib == 0)
+        die_usage("invalid %s", "--mem (MiB)");
+    if (cfg.cpus == 0)
+        die_usage("invalid %s", "--cpus");
+    moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
+    cfg.argv = (const char *const *)&argv[optind];
+    cfg.argc = (size_t)(argc - optind);
+    cfg.drives = drives;
+    cfg.ndrives = ndrives;
+    cfg.drive_overlays = has_overlay ? overlays : NULL;
+    cfg.drive_direct = has_direct ? direct : NULL;
+    cfg.devices = ndevices ? devices : NULL;
+    cfg.ndevices = ndevices;
+
+    char dk[PATH_MAX], di[PATH_MAX];
+    if (!kernel) {
+        if (default_guest(dk, di, sizeof(dk)) < 0)
+            die_usage("%s", "cannot locate the default guest; pass --kernel");
+        kernel = dk;
+        if (!initrd && access(di, R_OK) == 0)
+            initrd = di;
+        if (access(dk, R_OK) != 0)
+            die_usage("default guest kernel %s not found: run `make guest` or pass --kernel", dk);
+    }
+    cfg.kernel = kernel;
+    cfg.initrd = initrd;
+
+    /* Console: the UART writes to stdout; stdin feeds it if open. */
+    if (conslog)
+        console_log_fds(conslog, &cfg.console_in, &cfg.console_out, &cfg.console_limit);
+    else
+        console_fds(&cfg.console_in, &cfg.console_out, &cfg.flags);
+
+    moat_timings_set_origin(cli_start_ns);
+    struct moat_vm *vm = NULL;
+    struct moat_error err;
+    int r = moat_create(&cfg, &vm, &err);
+    if (r < 0) {
+        fprintf(stderr, "moat: %s\n", err.msg[0] ? err.msg : strerror(-r));
+        return err.is_config ? EXIT_USAGE : EXIT_VMM_ERROR;
+    }
+    struct moat_vm_info info = { .size = sizeof(info) };
+    if (moat_get_info(vm, &info) == 0 && info.is_linux && info.pvm_compat)
+        fprintf(stderr, "moat: note: this host's KVM is PVM (software virtualization): PVM workarounds "
+                        "applied; Linux boots to /init but cannot reach user space here "
+                        "(it needs hardware KVM)\n");
+
+    return run_vm(vm, cfg.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose,
+                  control);
+}
+
+/* --diff-snapshots: into the first free dir/N (created): a diff against
+ * the VM's last snapshot, or a full one when there is none yet (or the
+ * chain is at its depth cap). */
+static int diff_snapshot_to(struct moat_vm *vm, const char *dir)
+{
+    char sub[PATH_MAX], st[PATH_MAX], mem[PATH_MAX];
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    for (unsigned n = 0;; n++) {
+        if ((size_t)snprintf(sub, sizeof(sub), "%s/%u", dir, n) >= sizeof(sub))
+            return -ENAMETOOLONG;
+        if (mkdir(sub, 0700) == 0)
+            break;
+        if (errno != EEXIST || n >= 100000)
+            return -errno;
+    }
+    if ((size_t)snprintf(st, sizeof(st), "%s/state", sub) >= sizeof(st) ||
+        (size_t)snprintf(mem, sizeof(mem), "%s/memory", sub) >= sizeof(mem))
+        return -ENAMETOOLONG;
+    int r = moat_snapshot_diff(vm, st, mem);
+    bool full = r == -ENODATA || r == -EMLINK || r == -ENOTSUP;
+    if (full)
+        r = moat_snapshot(vm, st, mem);
+    if (r < 0) {
+        /* Leave no numbered directory behind: a gap-free D/0, D/1, ... is
+         * what restore follows. */
+        unlink(mem);
+        unlink(st);
+        rmdir(sub);
+    }
+    else
+        fprintf(stderr, "moat: %s snapshot in %s\n", full ? "full" : "diff", sub);
+    return r;
+}
+
+/* Snapshot into dir/state and dir/memory. */
+static int snapshot_to(struct moat_vm *vm, const char *dir)
+{
+    char st[PATH_MAX], mem[PATH_MAX];
+    if (diff_snapshots)
+        return diff_snapshot_to(vm, dir);
+    if ((size_t)snprintf(st, sizeof(st), "%s/state", dir) >= sizeof(st) ||
+        (size_t)snprintf(mem, sizeof(mem), "%s/memory", dir) >= sizeof(mem))
+        return -ENAMETOOLONG;
+    return moat_snapshot(vm, st, mem);
+}
+
+/* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
+ * stop, when snapdir is set), map the outcome to an exit code, destroy vm. */
+static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
+                  int timings, int verbose, const char *control)
+{
+    struct ctl_server ctl = { .fd = -1 };
+    if (raw_tty) {
+        struct termios raw;
+        if (tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
+            tio_saved = 1;
+            atexit(restore_tty);
+            raw = saved_tio;
+            cfmakeraw(&raw);
+            raw.c_oflag |= OPOST | ONLCR;  /* keep output newlines sane */
+            tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+        }
+    }
+    if (timeout > 0) {
+        /* A hard backstop in case stopping itself hangs. */
+        signal(SIGALRM, on_alarm);
+        alarm((unsigned)ceil(timeout) + 3);
+    }
+    /* Snapshot requests arrive as signals, read through a signalfd; block
+     * them before the vCPU threads exist so those inherit the mask. */
+    int sfd = -1;
+    if (snapdir) {
+        sigset_t ss;
+        sigemptyset(&ss);
+        sigaddset(&ss, SIGUSR1);
+        sigaddset(&ss, SIGUSR2);
+        pthread_sigmask(SIG_BLOCK, &ss, NULL);
+        sfd = signalfd(-1, &ss, SFD_CLOEXEC);
+    }
+
+    struct moat_exit ex = { 0 };
+    int code;
+    if (control && ctl_server_open(&ctl, control) < 0) {
+        code = EXIT_VMM_ERROR;
+        goto done;
+    }
+    int r = moat_start(vm);
+    if (r < 0) {
+        fprintf(stderr, "moat: starting the VM: %s\n", strerror(-r));
+        code = EXIT_VMM_ERROR;
+        goto done;
+    }
+    uint64_t deadline = timeout > 0 ? cli_start_ns + (uint64_t)(timeout * 1e9) : 0;
+    bool timed_out = false;
+    for (;;) {
+        int wait_ms = -1;
+        if (deadline) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+            if (now >= deadline) {
+                timed_out = true;
+                break;
+            }
+            wait_ms = (int)((deadline - now) / 1000000) + 1;
+        }
+        struct pollfd p[3] = { { .fd = moat_exit_fd(vm), .events = POLLIN }, { .fd = sfd, .events = POLLIN },
+                               { .fd = ctl.fd, .events = POLLIN } };
+        int n = poll(p, 3, wait_ms);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (n > 0 && p[0].revents)
+            break;
+        if (n > 0 && p[2].revents) {
+            ctl_server_serve(&ctl, vm);     /* a stop shows up on the exit fd */
+            continue;
+        }
+        if (n > 0 && sfd >= 0 && p[1].revents) {
+            struct signalfd_siginfo si;
+            if (read(sfd, &si, sizeof(si)) != sizeof(si))
+                continue;
+            /* SIGUSR2 stops after the snapshot: pause first so the guest
+             * cannot run (and print) between the snapshot and the stop. */
+            if (si.ssi_signo == SIGUSR2)
+                moat_pause(vm);
+            struct timespec t0, t1;
+            clock_gettime(CLOCK_MONOTONIC, &t0);
+            r = snapshot_to(vm, snapdir);
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            if (r < 0)
+                fprintf(stderr, "moat: snapshot to %s failed: %s\n", snapdir, strerror(-r));
+            else
+                fprintf(stderr, "moat: snapshot written to %s in %.3f ms\n", snapdir,
+                        (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+            if (si.ssi_signo == SIGUSR2 && r == 0)
+                moat_stop(vm);
+        }
+    }
+    if (timed_out) {
+        moat_stop(vm);
+        moat_wait(vm, -1, &ex);
+        fprintf(stderr, "moat: timeout after %gs\n", timeout);
+        code = EXIT_TIMEOUT;
+        goto done;
+    }
+    moat_wait(vm, -1, &ex);
+    switch (ex.reason) {
+    case MOAT_EXIT_RESET:
+    case MOAT_EXIT_CRASH:
+    case MOAT_EXIT_STOPPED:
+        if (ex.status >= 0) {
+            code = ex.status;
+        } else if (ex.reason == MOAT_EXIT_STOPPED) {
+            code = 0;
+        } else {
+            code = EXIT_GUEST_CRASH;
+            fprintf(stderr, "moat: guest %s without reporting an exit status (%s)\n",
+                    ex.reason == MOAT_EXIT_CRASH ? "crashed" : "stopped", ex.detail);
+            break;
+        }
+        if (verbose)
+            fprintf(stderr, "moat: %s\n", ex.detail);
+        break;
+    default:
+        fprintf(stderr, "moat: VMM error: %s\n", ex.detail);
+        code = EXIT_VMM_ERROR;
+        break;
+    }
+done:
+    if (timings)
+        print_timings(vm);
+    moat_destroy(vm);
+    ctl_server_close(&ctl);
+    if (sfd >= 0)
+        close(sfd);
+    restore_tty();
+    return code;
+}
+
+static const char usage_restore[] =
+    "usage: moat restore [options] DIR\n"
+    "\n"
+    "Restore a snapshot (DIR/state and DIR/memory, as written by\n"
+    "`moat run --snapshot-dir DIR`) and run it to the end, like moat run.\n"
+    "\n"
+    "  --state FILE     the state file (default DIR/state)\n"
+    "  --mem FILE       the memory file (default DIR/memory)\n"
+    "  --timeout SEC    hard time limit; exit 124 when reached\n"
+    "  --timings        print phase timestamps as JSON on stderr\n"
+    "  --snapshot-dir D SIGUSR1: snapshot into D; SIGUSR2: snapshot into D and stop\n"
+    "  --diff-snapshots with --snapshot-dir: numbered diffs D/N against the\n"
+    "                   restored snapshot (DIR may hold D/0, D/1 ...: the last is restored)\n"
+    "  --drive PATH[,ro][,id=NAME]\n"
+    "                   reopen the snapshot's drives from these images instead of\n"
+    "                   the recorded paths (repeat: one per drive, in order)\n"
+    "                   (,overlay=FILE: a copy-on-write drive's overlay; required\n"
+    "                   for a drive the snapshot recorded with one)\n"
+    "  --vsock PATH     serve the snapshot's vsock device on PATH instead of the\n"
+    "                   recorded path (guest connections are reset on restore)\n"
+    "  --device TYPE,OPTIONS\n"
+    "                   new options for the recorded device of TYPE with id=ID (or\n"
+    "                   the only one): blk,path=FILE[,ro][,overlay=F][,direct][,id=ID]\n"
+    "                   or vsock,uds=PATH\n"
+    "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
+    "  --console-log F  append the serial console to F instead of stdout\n"
+    "  -v, --verbose    more log output\n"
+    "  -h, --help       this help\n";
+
+int cmd_restore(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "state", required_argument, NULL, 's' },
+        { "mem", required_argument, NULL, 'm' },
+        { "timeout", required_argument, NULL, 't' },
+        { "timings", no_argument, NULL, 'T' },
+        { "snapshot-dir", required_argument, NULL, 'S' },
+        { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
+        { "drive", required_argument, NULL, 'D' },
+        { "vsock", required_argument, NULL, 'V' },
+        { "device", required_argument, NULL, OPT_DEVICE },
+        { "control", required_argument, NULL, 'C' },
+        { "console-log", required_argument, NULL, 'L' },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 },
+    };
+    static struct moat_device devices[MOAT_MAX_DRIVES];
+    size_t ndevices = 0;
+    static struct moat_drive drives[MOAT_MAX_DRIVES];
+    static const char *overlays[MOAT_MAX_DRIVES];
+    static int direct[MOAT_MAX_DRIVES];
+    bool has_overlay = false, has_direct = false;
+    size_t ndrives = 0;
+    const char *state = NULL, *mem = NULL, *snapdir = NULL;
+    const char *vsock = NULL, *control = NULL, *conslog = NULL;
+    double timeout = 0;
+    int timings = 0, verbose = 0, c;
+    opterr = 0;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+:vh", opts, NULL)) != -1) {
+        switch (c) {
+        case 's': state = optarg; break;
+        case 'm': mem = optarg; break;
+        case 't': timeout = parse_timeout(optarg); break;
+        case 'T': timings = 1; break;
+        case 'S': snapdir = optarg; break;
+        case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; break;
+        case 'D':
+            if (ndrives >= MOAT_MAX_DRIVES)
+                die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
+            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives], &direct[ndrives]); has_overlay |= overlays[ndrives] != NULL; has_direct |= direct[ndrives] != 0; ndrives++; }
+            break;
+        case 'V':
+            if (!optarg[0] || strchr(optarg, ','))
+                die_usage("invalid restore --vsock '%s' (a path; the CID is the snapshot's)", optarg);
+            vsock = optarg;
+            break;
+        case OPT_DEVICE: parse_device(optarg, devices, &ndevices); break;
+        case 'C': control = optarg; break;
+        case 'L': conslog = optarg; break;
+        case 'v': verbose++; break;
+        case 'h': fputs(usage_restore, stdout); return 0;
+        case ':': die_usage("option %s needs a value", argv[optind - 1]);
+        default: die_usage("unknown option %s", argv[optind - 1]);
+        }
+    }
+    char st[PATH_MAX], mm[PATH_MAX];
+    if (optind < argc) {
+        if (optind + 1 != argc)
+            die_usage("unexpected argument '%s'", argv[optind + 1]);
+        /* DIR/state, or the last DIR/N/state of --diff-snapshots */
+        const char *sd = argv[optind];
+        char last[PATH_MAX];
+        if (strlen(sd) > PATH_MAX - 32)
+            die_usage("%s", "snapshot directory path too long");
+        snprintf(st, sizeof(st), "%.4000s/state", sd);
+        if (access(st, F_OK) < 0) {
+            /* The highest N with a state file (a failed snapshot may have
+             * left a gap). */
+            unsigned misses = 0;
+            for (unsigned n = 0; n < 100000 && misses < 64; n++) {
+                snprintf(st, sizeof(st), "%.4000s/%u/state", argv[optind], n);
+                if (access(st, F_OK) < 0) {
+                    misses++;
+                    continue;
+                }
+                misses = 0;
+                snprintf(last, sizeof(last), "%.4000s/%u", argv[optind], n);
+                sd = last;
+            }
+        }
+        snprintf(st, sizeof(st), "%.4000s/state", sd);
+        snprintf(mm, sizeof(mm), "%.4000s/memory", sd);
+        if (!state)
+            state = st;
+        if (!mem)
+            mem = mm;
+    }
+    if (!state || !mem)
+        die_usage("%s", "restore needs a snapshot directory (or --state and --mem)");
+    moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
+    struct moat_restore_config rc;
+    moat_restore_config_init(&rc);
+    rc.state_path = state;
+    rc.mem_path = mem;
+    if (conslog)
+        console_log_fds(conslog, &rc.console_in, &rc.console_out, &rc.console_limit);
+    else
+        console_fds(&rc.console_in, &rc.console_out, &rc.flags);
+    rc.vsock_uds = vsock;
+    rc.devices = ndevices ? devices : NULL;
+    rc.ndevices = ndevices;
+    rc.drives = ndrives ? drives : NULL;
+    rc.ndrives = ndrives;
+    rc.drive_overlays = has_overlay ? overlays : NULL;
+    rc.drive_direct = has_direct ? direct : NULL;
+    moat_timings_set_origin(cli_start_ns);
+    struct moat_vm *vm = NULL;
+    struct moat_error err;
+    int r = moat_restore(&rc, &vm, &err);
+    if (r < 0) {
+        fprintf(stderr, "moat: %s\n", err.msg[0] ? err.msg : strerror(-r));
+        return err.is_config ? EXIT_USAGE : EXIT_VMM_ERROR;
+    }
+    return run_vm(vm, rc.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose,
+                  control);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("moat %s\n", moat_version());
+        return 0;
+    }
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "device"))
+        return cmd_device(argc - 1, argv + 1);
+    if (!strcmp(cmd, "disk"))
+        return cmd_disk(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run"))
+        return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "restore"))
+        return cmd_restore(argc - 1, argv + 1);
+    if (!strcmp(cmd, "exec"))
+        return cmd_exec(argc - 1, argv + 1);
+    if (!strcmp(cmd, "cp"))
+        return cmd_cp(argc - 1, argv + 1);
+    if (!strcmp(cmd, "host"))
+        return cmd_host(argc - 1, argv + 1);
+    if (cli_is_sandbox_command(cmd))
+        return cmd_sandbox(argc - 1, argv + 1);
+    fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,72 @@
+/* The moat CLI's internals, shared by its files (vmm/cli/cli*.c): exit codes,
+ * option parsing helpers, and one entry point per command. Only the CLI
+ * calls exit(). */
+#ifndef MOAT_CLI_H
+#define MOAT_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum {
+    EXIT_USAGE = 2,
+    EXIT_TIMEOUT = 124,
+    EXIT_VMM_ERROR = 125,
+    EXIT_GUEST_CRASH = 126,
+};
+
+/* CLOCK_MONOTONIC ns when the process started (the --timings origin). */
+extern uint64_t cli_start_ns;
+
+/* "moat: <msg> (see moat run --help)" on stderr, exit 2. */
+__attribute__((format(printf, 1, 2), noreturn)) void die_usage(const char *fmt, ...);
+double parse_timeout(const char *s);
+unsigned long parse_uint(const char *s, const char *what, unsigned long max);
+
+/* An agent endpoint for exec/cp: a hybrid-vsock socket and port, or a
+ * plain Unix socket. */
+struct agent_target {
+    const char *path;
+    int hybrid;
+    unsigned port;
+    double wait;        /* --wait: keep trying to connect this long */
+};
+struct agent_client;
+int agent_target_opt(struct agent_target *t, int argc, char **argv, int *i);
+int agent_target_connect(const struct agent_target *t, struct agent_client *c);
+
+/* --control PATH (vmm/cli/cli_ctl.c): the VM's control socket, served from
+ * run_vm's loop; docs/control-socket.md. */
+struct ctl_server {
+    int fd;
+    int paused;
+    char path[108];
+};
+struct moat_vm;
+int ctl_server_open(struct ctl_server *s, const char *path);   /* prints why on failure */
+int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm); /* 1: the VM was told to stop */
+void ctl_server_close(struct ctl_server *s);                    /* closes and unlinks */
+/* Client: send one request line, read the reply line (without "\n") into
+ * reply; -errno if the socket cannot be reached or does not answer. */
+int ctl_request(const char *path, const char *req, char *reply, size_t rlen, int timeout_s);
+
+/* Sandboxes (vmm/cli/cli_sandbox.c, docs/sandboxes.md). */
+int cli_is_sandbox_command(const char *cmd);
+int cmd_sandbox(int argc, char **argv);
+/* NAME -> its agent target (the sandbox's vsock socket); starts a stopped
+ * sandbox first. 0, or -1 after printing why. */
+int sandbox_agent_target(const char *name, struct agent_target *t);
+/* Whether NAME names an existing sandbox (for cp's NAME:PATH). */
+int sandbox_exists(const char *name);
+/* $MOAT_HOME, or its default (docs/sandboxes.md); -1 after printing why. */
+int cli_moat_home(char *buf, size_t len);
+
+/* Commands: argv[0] is the command name. */
+int cmd_run(int argc, char **argv);
+int cmd_restore(int argc, char **argv);
+int cmd_device(int argc, char **argv);
+int cmd_disk(int argc, char **argv);     /* vmm/cli/cli_disk.c: copy-on-write overlays */
+int cmd_exec(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
+int cmd_host(int argc, char **argv);     /* vmm/cli/cli_host.c: what this host can run */
+
+#endif

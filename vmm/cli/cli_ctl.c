@@ -1,0 +1,297 @@
+/* moat run/restore --control PATH: a Unix socket served from run_vm's
+ * main loop. One request line per connection, one reply line back
+ * (docs/control-socket.md); requests are parsed by vmm/cli/ctl_proto.c. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "include/moat.h"
+#include "vmm/cli/cli.h"
+#include "vmm/cli/ctl_proto.h"
+
+#define CTL_CLIENT_MS 2000   /* a client's time to send its request line */
+
+static int fill_addr(struct sockaddr_un *sa, const char *path)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    if (!path[0] || strlen(path) >= sizeof sa->sun_path)
+        return -ENAMETOOLONG;
+    memcpy(sa->sun_path, path, strlen(path) + 1);
+    return 0;
+}
+
+int ctl_server_open(struct ctl_server *s, const char *path)
+{
+    struct sockaddr_un sa;
+    s->fd = -1;
+    s->paused = 0;
+    if (fill_addr(&sa, path) < 0) {
+        fprintf(stderr, "moat: --control %s: path too long for a Unix socket\n", path);
+        return -ENAMETOOLONG;
+    }
+    snprintf(s->path, sizeof s->path, "%s", path);
+    struct stat st;
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            fprintf(stderr, "moat: --control %s exists and is not a socket\n", path);
+            return -EEXIST;
+        }
+        /* A socket someone still answers on is in use; else it is stale. */
+        int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0) {
+            close(probe);
+            fprintf(stderr, "moat: --control %s: another process serves it\n", path);
+            return -EADDRINUSE;
+        }
+        if (probe >= 0)
+            close(probe);
+        unlink(path);
+    }
+    s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        chmod(path, 0600) < 0 || listen(s->fd, 16) < 0) {
+        int e = errno;
+        fprintf(stderr, "moat: --control %s: %s\n", path, strerror(e));
+        if (s->fd >= 0)
+            close(s->fd);
+        s->fd = -1;
+        return -e;
+    }
+    return 0;
+}
+
+void ctl_server_close(struct ctl_server *s)
+{
+    if (s->fd < 0)
+        return;
+    close(s->fd);
+    s->fd = -1;
+    unlink(s->path);
+}
+
+static int snapshot_dir(struct moat_vm *vm, const char *dir, double *ms)
+{
+    char st[4200], mem[4200];
+    if ((size_t)snprintf(st, sizeof st, "%s/state", dir) >= sizeof st ||
+        (size_t)snprintf(mem, sizeof mem, "%s/memory", dir) >= sizeof mem)
+        return -ENAMETOOLONG;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int r = moat_snapshot(vm, st, mem);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    *ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    return r;
+}
+
+/* Pin every copy-on-write drive: DIR/diskN.overlay for drive N (the VM is
+ * paused by the caller, or moat_clone_overlay pauses it per copy). *count
+ * gets the number of pins. */
+static int clone_disks(struct moat_vm *vm, const char *dir, unsigned *count)
+{
+    *count = 0;
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    for (unsigned i = 0; i < MOAT_MAX_DRIVES; i++) {
+        char dst[4200];
+        if ((size_t)snprintf(dst, sizeof dst, "%s/disk%u.overlay", dir, i) >= sizeof dst)
+            return -ENAMETOOLONG;
+        int r = moat_clone_overlay(vm, i, dst);
+        if (r == -ERANGE)
+            break;
+        if (r == -ENOENT)
+            continue;       /* no overlay on this drive */
+        if (r < 0)
+            return r;
+        (*count)++;
+    }
+    return 0;
+}
+
+/* Carry out one request; the reply goes to out. 1 if the VM was told to stop. */
+static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, size_t len,
+                  char *out, size_t olen)
+{
+    struct ctl_req req;
+    int r = ctl_parse(line, len, &req);
+    if (r < 0) {
+        snprintf(out, olen, "error bad request: %s\n",
+                 r == -ENOENT ? "unknown verb" : r == -E2BIG ? "too long" :
+                 r == -EBADMSG ? "bad bytes" : r == -ENODATA ? "empty" : "bad argument");
+        return 0;
+    }
+    double ms = 0;
+    switch (req.op) {
+    case CTL_PAUSE:
+    case CTL_RESUME:
+        r = req.op == CTL_PAUSE ? moat_pause(vm) : moat_resume(vm);
+        if (r == 0 || r == -EALREADY) {
+            s->paused = req.op == CTL_PAUSE;
+            snprintf(out, olen, "ok %s\n", s->paused ? "paused" : "running");
+        } else {
+            snprintf(out, olen, "error %s: %s\n", ctl_op_name(req.op), strerror(-r));
+        }
+        return 0;
+    case CTL_STATUS: {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        snprintf(out, olen, "ok %s pid=%d uptime=%.1f\n", s->paused ? "paused" : "running",
+                 (int)getpid(), (double)(now - cli_start_ns) / 1e9);
+        return 0;
+    }
+    case CTL_SNAPSHOT:
+        r = snapshot_dir(vm, req.arg, &ms);
+        if (r < 0)
+            snprintf(out, olen, "error snapshot: %s\n", strerror(-r));
+        else
+            snprintf(out, olen, "ok snapshot ms=%.3f\n", ms);
+        return 0;
+    case CTL_STOP_SNAPSHOT: {
+        /* Pause first so the guest cannot run between the snapshot and the stop. */
+        int was_paused = s->paused || moat_pause(vm) == -EALREADY;
+        r = snapshot_dir(vm, req.arg, &ms);
+        if (r < 0) {
+            if (!was_paused)
+                moat_resume(vm);
+            snprintf(out, olen, "error snapshot: %s\n", strerror(-r));
+            return 0;
+        }
+        moat_stop(vm);
+        snprintf(out, olen, "ok stopped ms=%.3f\n", ms);
+        return 1;
+    }
+    case CTL_STOP:
+        moat_stop(vm);
+        snprintf(out, olen, "ok stopped\n");
+        return 1;
+    case CTL_SNAPSHOT_DISKS:
+    case CTL_CLONE_DISKS: {
+        /* One pause for the memory snapshot and the disk pins: the pins are
+         * the disk state the snapshot refers to. */
+        int was_paused = s->paused || moat_pause(vm) == -EALREADY;
+        unsigned pins = 0;
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        r = req.op == CTL_SNAPSHOT_DISKS ? snapshot_dir(vm, req.arg, &ms) : 0;
+        if (r == 0)
+            r = clone_disks(vm, req.arg, &pins);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (!was_paused)
+            moat_resume(vm);
+        ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        if (r < 0)
+            snprintf(out, olen, "error %s: %s\n", ctl_op_name(req.op), strerror(-r));
+        else
+            snprintf(out, olen, "ok %s disks=%u ms=%.3f\n", ctl_op_name(req.op), pins, ms);
+        return 0;
+    }
+    }
+    snprintf(out, olen, "error internal\n");
+    return 0;
+}
+
+int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm)
+{
+    int c = accept4(s->fd, NULL, NULL, SOCK_CLOEXEC);
+    if (c < 0)
+        return 0;
+    /* Only our own user (or root) may steer the VM. */
+    struct ucred cr;
+    socklen_t cl = sizeof cr;
+    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
+        (cr.uid != geteuid() && cr.uid != 0)) {
+        close(c);
+        return 0;
+    }
+    /* A client gets 2 s in all to send its line: a stuck one, or one that
+     * trickles a byte at a time, cannot stall the VMM's loop for longer
+     * (SO_RCVTIMEO alone would restart the 2 s at every byte). */
+    struct timeval tv = { .tv_sec = CTL_CLIENT_MS / 1000 };
+    setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char line[CTL_LINE_MAX + 1], out[256];
+    size_t len = 0;
+    int stop = 0;
+    while (len <= CTL_LINE_MAX) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        long left = CTL_CLIENT_MS - ((long)(t.tv_sec - t0.tv_sec) * 1000 +
+                                     (long)(t.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0)
+            break;
+        struct pollfd pf = { .fd = c, .events = POLLIN };
+        int pr = poll(&pf, 1, (int)left);
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr <= 0)
+            break;
+        ssize_t n = recv(c, line + len, CTL_LINE_MAX + 1 - len, MSG_DONTWAIT);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+        if (memchr(line, '\n', len))
+            break;
+    }
+    if (len > 0) {
+        stop = handle(s, vm, line, len, out, sizeof out);
+        if (send(c, out, strlen(out), MSG_NOSIGNAL) < 0) { /* the client left */ }
+    }
+    close(c);
+    return stop;
+}
+
+int ctl_request(const char *path, const char *req, char *reply, size_t rlen, int timeout_s)
+{
+    struct sockaddr_un sa;
+    if (fill_addr(&sa, path) < 0)
+        return -ENAMETOOLONG;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -errno;
+    struct timeval tv = { .tv_sec = timeout_s };
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    int r = 0;
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
+        send(fd, req, strlen(req), MSG_NOSIGNAL) < 0 || send(fd, "\n", 1, MSG_NOSIGNAL) < 0) {
+        r = -errno;
+        close(fd);
+        return r;
+    }
+    size_t len = 0;
+    while (len + 1 < rlen) {
+        ssize_t n = recv(fd, reply + len, rlen - 1 - len, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            r = errno == EAGAIN ? -ETIMEDOUT : -errno;
+            break;
+        }
+        if (n == 0)
+            break;
+        len += (size_t)n;
+        if (memchr(reply, '\n', len))
+            break;
+    }
+    close(fd);
+    reply[len] = 0;
+    char *nl = strchr(reply, '\n');
+    if (nl)
+        *nl = 0;
+    if (r == 0 && len == 0)
+        r = -ECONNRESET;
+    return r;
+}

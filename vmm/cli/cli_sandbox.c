@@ -1,0 +1,1626 @@
+/* Named, persistent sandboxes (docs/sandboxes.md): moat create, ls, rm,
+ * pause, resume, stop, start, snapshot --tag, reset --to, fork, and the
+ * sandbox-name form of exec/cp. A sandbox is a background `moat run` (or
+ * `moat restore`) process with its files in $MOAT_HOME/NAME/, steered
+ * through its control socket (vmm/cli/cli_ctl.c, docs/control-socket.md). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices/blk/overlay_disk.h"
+#include "include/moat.h"
+#include "vmm/agent/agent_client.h"
+#include "vmm/cli/cli.h"
+#include "vmm/cli/ctl_proto.h"
+
+#define NAME_MAX_LEN 63
+#define DEFAULT_WAIT 120.0
+
+static const char usage_sandbox[] =
+    "usage: moat create NAME [--ephemeral] [--wait SEC] [run options...] [-- CMD ARGS...]\n"
+    "       moat ls\n"
+    "       moat rm [-f] NAME...\n"
+    "       moat pause NAME | moat resume NAME\n"
+    "       moat stop NAME              (snapshot to $MOAT_HOME/NAME/snap and exit)\n"
+    "       moat start [--wait SEC] NAME\n"
+    "       moat snapshot NAME --tag T\n"
+    "       moat reset [--wait SEC] NAME --to T\n"
+    "       moat fork NAME --count N [--prefix P] [--wait SEC]\n"
+    "       moat diff NAME --against T [--files]\n"
+    "       moat exec NAME [exec options] -- CMD...   moat cp SRC NAME:PATH | NAME:PATH DST\n"
+    "\n"
+    "A sandbox is a background moat process with its files in $MOAT_HOME/NAME\n"
+    "($MOAT_HOME defaults to /var/lib/moat for root, ~/.local/share/moat\n"
+    "otherwise). create returns once the guest agent answers (--wait SEC, default\n"
+    "120; 0: only wait for the VMM). Run options are those of moat run, except\n"
+    "--vsock, --control and --console-log, which moat sets. See docs/sandboxes.md.\n";
+
+struct sbx {
+    char name[NAME_MAX_LEN + 1];
+    char dir[3100];         /* $MOAT_HOME (<= 3000 bytes) / NAME */
+    int dfd;                /* the directory, flock'ed while its state changes */
+    char ctl[108], vsock[108];
+    int ephemeral, rw_drive;
+    /* drive.N= lines of the config: each drive's --drive spec as moat run
+     * got it (absolute paths, overlay= included); heap strings. */
+    char *drive[MOAT_MAX_DRIVES];
+    unsigned ndrive;
+};
+
+enum sbx_state { ST_RUNNING, ST_PAUSED, ST_STOPPED, ST_DEAD, ST_HUNG };
+static const char *const state_names[] = { "running", "paused", "stopped", "dead", "unresponsive" };
+
+/* ---- paths and files ---- */
+
+static int valid_name(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len > NAME_MAX_LEN || !strcmp(n, ".") || !strcmp(n, ".."))
+        return 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = n[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 (i > 0 && (c == '-' || c == '_' || c == '.'));
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+int cli_moat_home(char *buf, size_t len)
+{
+    const char *env = getenv("MOAT_HOME");
+    char cwd[PATH_MAX];
+    int n;
+    if (env && *env == '/')
+        n = snprintf(buf, len, "%s", env);
+    else if (env && *env)   /* relative: against the current directory, once and for all */
+        n = getcwd(cwd, sizeof cwd) ? snprintf(buf, len, "%s/%s", cwd, env) : -1;
+    else if (geteuid() == 0)
+        n = snprintf(buf, len, "/var/lib/moat");
+    else if (getenv("XDG_DATA_HOME") && *getenv("XDG_DATA_HOME"))
+        n = snprintf(buf, len, "%s/moat", getenv("XDG_DATA_HOME"));
+    else if (getenv("HOME") && *getenv("HOME"))
+        n = snprintf(buf, len, "%s/.local/share/moat", getenv("HOME"));
+    else {
+        fprintf(stderr, "moat: no $MOAT_HOME and no $HOME: set MOAT_HOME\n");
+        return -1;
+    }
+    if (n < 0 || (size_t)n >= len || n >= 3000) {
+        fprintf(stderr, "moat: $MOAT_HOME path too long\n");
+        return -1;
+    }
+    for (const char *p = buf; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+            fprintf(stderr, "moat: $MOAT_HOME contains control characters\n");
+            return -1;
+        }
+    return 0;
+}
+
+static int mkdir_p(const char *path, mode_t mode)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
+        return -errno;
+    return 0;
+}
+
+/* dir/NAME of the sandbox into p. */
+static const char *sp(const struct sbx *s, const char *file, char *p, size_t len)
+{
+    snprintf(p, len, "%s/%s", s->dir, file);
+    return p;
+}
+
+static int sbx_paths(struct sbx *s, const char *name)
+{
+    memset(s, 0, sizeof *s);
+    s->dfd = -1;
+    if (!valid_name(name)) {
+        fprintf(stderr, "moat: invalid sandbox name '%s' (1-%d of A-Z a-z 0-9 - _ ., "
+                        "starting with a letter or digit)\n", name, NAME_MAX_LEN);
+        return -1;
+    }
+    char home[3001];
+    if (cli_moat_home(home, sizeof home) < 0)
+        return -1;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    snprintf(s->dir, sizeof s->dir, "%s/%s", home, name);
+    if ((size_t)snprintf(s->ctl, sizeof s->ctl, "%s/ctl.sock", s->dir) >= sizeof s->ctl ||
+        (size_t)snprintf(s->vsock, sizeof s->vsock, "%s/vsock.sock", s->dir) >= sizeof s->vsock) {
+        fprintf(stderr, "moat: %s: path too long for a Unix socket (%zu bytes at most): "
+                        "use a shorter $MOAT_HOME or name\n", s->dir, sizeof s->ctl - 12);
+        return -1;
+    }
+    return 0;
+}
+
+/* Take the directory's lock, waiting up to 30 s for another moat command. */
+static int sbx_lock(struct sbx *s)
+{
+    for (int i = 0; i < 300; i++) {
+        if (flock(s->dfd, LOCK_EX | LOCK_NB) == 0)
+            return 0;
+        if (errno != EWOULDBLOCK)
+            break;
+        usleep(100 * 1000);
+    }
+    fprintf(stderr, "moat: sandbox %s is busy (another moat command is changing it)\n", s->name);
+    return -1;
+}
+
+static void sbx_close(struct sbx *s)
+{
+    if (s->dfd >= 0)
+        close(s->dfd);
+    s->dfd = -1;
+    for (unsigned i = 0; i < s->ndrive; i++)
+        free(s->drive[i]);
+    s->ndrive = 0;
+}
+
+/* Drive n's overlay path (from its spec) into buf; 0 if it has none. */
+static int drive_overlay(const struct sbx *s, unsigned n, char *buf, size_t len)
+{
+    if (n >= s->ndrive)
+        return 0;
+    char tmp[8192];
+    snprintf(tmp, sizeof tmp, ",%s", s->drive[n]);
+    const char *o = strstr(tmp, ",overlay=");
+    if (!o)
+        return 0;
+    o += 9;
+    size_t l = strcspn(o, ",");
+    snprintf(buf, len, "%.*s", (int)l, o);
+    return l > 0;
+}
+
+/* spec with its overlay= replaced by ovl (heap string). */
+static char *spec_with_overlay(const char *spec, const char *ovl)
+{
+    size_t cap = strlen(spec) + strlen(ovl) + 16;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    char *copy = strdup(spec), *save = NULL;
+    if (!copy) {
+        free(out);
+        return NULL;
+    }
+    out[0] = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (!strncmp(tok, "overlay=", 8))
+            continue;
+        if (out[0])
+            strcat(out, ",");
+        strcat(out, tok);
+    }
+    strcat(out, ",overlay=");
+    strcat(out, ovl);
+    free(copy);
+    return out;
+}
+
+static void read_config(struct sbx *s)
+{
+    char p[PATH_MAX], line[512];
+    FILE *f = fopen(sp(s, "config", p, sizeof p), "re");
+    if (!f)
+        return;
+    char *big = malloc(65536);
+    while (big && fgets(big, 65536, f)) {
+        unsigned n;
+        int off = 0;
+        if (sscanf(big, "drive.%u=%n", &n, &off) == 1 && off > 0 && n < MOAT_MAX_DRIVES &&
+            n == s->ndrive) {
+            big[strcspn(big, "\n")] = 0;
+            s->drive[s->ndrive] = strdup(big + off);
+            if (s->drive[s->ndrive])
+                s->ndrive++;
+            continue;
+        }
+        snprintf(line, sizeof line, "%s", big);
+        if (!strcmp(line, "ephemeral=1\n"))
+            s->ephemeral = 1;
+        else if (!strcmp(line, "rw_drive=1\n"))
+            s->rw_drive = 1;
+    }
+    free(big);
+    fclose(f);
+}
+
+/* Open an existing sandbox (and lock it when lock). */
+static int sbx_open(struct sbx *s, const char *name, int lock)
+{
+    if (sbx_paths(s, name) < 0)
+        return -1;
+    s->dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->dfd < 0) {
+        if (errno == ENOENT)
+            fprintf(stderr, "moat: no sandbox named %s (moat ls)\n", name);
+        else
+            fprintf(stderr, "moat: %s: %s\n", s->dir, strerror(errno));
+        return -1;
+    }
+    if (lock && sbx_lock(s) < 0) {
+        sbx_close(s);
+        return -1;
+    }
+    /* rm may have removed it while we waited for the lock. */
+    struct stat st;
+    if (fstat(s->dfd, &st) < 0 || st.st_nlink == 0) {
+        fprintf(stderr, "moat: sandbox %s was just removed\n", name);
+        sbx_close(s);
+        return -1;
+    }
+    read_config(s);
+    return 0;
+}
+
+static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    if (flag == FTW_DP ? rmdir(path) : unlink(path))
+        return errno == ENOENT ? 0 : -1;
+    return 0;
+}
+
+static int rm_rf(const char *path)
+{
+    if (access(path, F_OK) != 0)
+        return 0;
+    return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    char tmp[PATH_MAX];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    size_t len = strlen(text);
+    int r = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
+    if (close(fd) < 0 && r == 0)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+/* ---- the process ---- */
+
+static pid_t read_pid(const struct sbx *s)
+{
+    char p[PATH_MAX], buf[32] = "";
+    int fd = open(sp(s, "pid", p, sizeof p), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = 0;
+    long v = strtol(buf, NULL, 10);
+    return v > 1 && v < INT_MAX ? (pid_t)v : -1;
+}
+
+/* Is pid a live moat serving this sandbox's control socket? (Not a zombie,
+ * not a recycled pid.) */
+static int pid_is_ours(const struct sbx *s, pid_t pid)
+{
+    if (pid <= 1)
+        return 0;
+    char p[64], buf[8192];
+    snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = 0;
+    for (char *a = buf; a < buf + n; a += strlen(a) + 1)
+        if (!strcmp(a, "--control") && a + strlen(a) + 1 < buf + n && !strcmp(a + strlen(a) + 1, s->ctl))
+            return 1;
+    return 0;
+}
+
+static enum sbx_state sbx_state(const struct sbx *s, pid_t *pidp, double *uptime)
+{
+    pid_t pid = read_pid(s);
+    *pidp = pid > 0 ? pid : 0;
+    *uptime = -1;
+    char p[PATH_MAX];
+    if (pid != 0) {
+        if (!pid_is_ours(s, pid))
+            return ST_DEAD;
+        char reply[256];
+        if (ctl_request(s->ctl, "status", reply, sizeof reply, 5) < 0)
+            return ST_HUNG;
+        const char *u = strstr(reply, "uptime=");
+        if (u)
+            *uptime = strtod(u + 7, NULL);
+        return !strncmp(reply, "ok paused", 9) ? ST_PAUSED : ST_RUNNING;
+    }
+    return access(sp(s, "snap/state", p, sizeof p), F_OK) == 0 ? ST_STOPPED : ST_DEAD;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Wait up to timeout s for pid to be gone (it is not our child); then
+ * SIGKILL it when force. 0 once gone. */
+static int wait_gone(const struct sbx *s, pid_t pid, double timeout, int force)
+{
+    double t0 = now_s();
+    while (pid_is_ours(s, pid)) {
+        if (now_s() - t0 > timeout) {
+            if (!force)
+                return -1;
+            kill(pid, SIGKILL);
+            force = 0;
+            t0 = now_s();
+            timeout = 5;
+        }
+        waitpid(pid, NULL, WNOHANG);    /* in case it is our child */
+        usleep(50 * 1000);
+    }
+    return 0;
+}
+
+/* Print the tail of the sandbox's moat.log to stderr. */
+static void show_log(const struct sbx *s)
+{
+    char p[PATH_MAX], buf[2048];
+    int fd = open(sp(s, "moat.log", p, sizeof p), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    off_t end = lseek(fd, 0, SEEK_END);
+    lseek(fd, end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0, SEEK_SET);
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n > 0) {
+        buf[n] = 0;
+        fprintf(stderr, "moat: %s's log (%s):\n%s%s", s->name, p, buf, buf[n - 1] == '\n' ? "" : "\n");
+    }
+}
+
+/* Start `moat run|restore` in the background for s: its own session,
+ * stdin /dev/null, stdout+stderr appended to NAME/moat.log, the console
+ * to NAME/console.log. extra: the command's own arguments (NULL-ended). */
+static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, int nextra)
+{
+    char conslog[PATH_MAX], log[PATH_MAX], pidf[PATH_MAX], pidtxt[32];
+    sp(s, "console.log", conslog, sizeof conslog);
+    sp(s, "moat.log", log, sizeof log);
+    size_t n = 0;
+    char **av = calloc((size_t)nextra + 12, sizeof *av);
+    if (!av)
+        return -1;
+    av[n++] = "moat";
+    av[n++] = (char *)verb;
+    av[n++] = "--control";
+    av[n++] = (char *)s->ctl;
+    av[n++] = "--console-log";
+    av[n++] = conslog;
+    av[n++] = "--vsock";
+    av[n++] = (char *)s->vsock;
+    for (int i = 0; i < nextra; i++)
+        av[n++] = extra[i];
+    av[n] = NULL;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "moat: fork: %s\n", strerror(errno));
+        free(av);
+        return -1;
+    }
+    if (pid == 0) {
+        setsid();
+        int in = open("/dev/null", O_RDONLY);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
+            _exit(125);
+        if (in > 2)
+            close(in);
+        if (out > 2)
+            close(out);
+        /* Keep nothing of the caller's (a pipe held open would make a
+         * `$(moat create ...)` wait for the sandbox to end). */
+        long maxfd = sysconf(_SC_OPEN_MAX);
+        for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
+            close(fd);
+        signal(SIGPIPE, SIG_DFL);
+        execv("/proc/self/exe", av);
+        fprintf(stderr, "moat: exec /proc/self/exe: %s\n", strerror(errno));
+        _exit(125);
+    }
+    free(av);
+    snprintf(pidtxt, sizeof pidtxt, "%d\n", (int)pid);
+    if (write_file(sp(s, "pid", pidf, sizeof pidf), pidtxt) < 0)
+        fprintf(stderr, "moat: warning: cannot write %s\n", pidf);
+    return pid;
+}
+
+/* Ctrl-C (or SIGTERM, SIGHUP) while waiting for a new process: give up
+ * and clean up instead of leaving a half-made sandbox behind. */
+static volatile sig_atomic_t interrupted;
+
+static void on_interrupt(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void catch_interrupts(void)
+{
+    struct sigaction sa = { .sa_handler = on_interrupt };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+}
+
+/* Wait until the control socket answers and (wait > 0) the guest agent
+ * answers a ping, or the process dies, or wait s pass. */
+static int wait_ready(const struct sbx *s, pid_t pid, double wait)
+{
+    double t0 = now_s(), limit = wait > 0 ? wait : 30;
+    int ctl_ok = 0;
+    for (;;) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            fprintf(stderr, "moat: sandbox %s: its moat process exited (%s %d) while starting\n",
+                    s->name, WIFEXITED(st) ? "status" : "signal",
+                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+            show_log(s);
+            return -1;
+        }
+        if (!ctl_ok) {
+            char reply[256];
+            ctl_ok = ctl_request(s->ctl, "status", reply, sizeof reply, 2) == 0;
+        }
+        if (ctl_ok && wait <= 0)
+            return 0;
+        if (ctl_ok) {
+            struct agent_client c;
+            if (agent_client_connect(&c, s->vsock, 1, AGENT_DEFAULT_PORT) == 0) {
+                int r = agent_client_ping(&c);
+                agent_client_close(&c);
+                if (r == 0)
+                    return 0;
+            }
+        }
+        if (interrupted) {
+            fprintf(stderr, "moat: sandbox %s: interrupted while starting\n", s->name);
+            return -1;
+        }
+        if (now_s() - t0 > limit) {
+            fprintf(stderr, "moat: sandbox %s: %s did not answer within %g s\n", s->name,
+                    ctl_ok ? "the guest agent" : "the VMM", limit);
+            show_log(s);
+            return -1;
+        }
+        usleep(200 * 1000);
+    }
+}
+
+/* Send a request; print an error unless the reply starts with "ok". */
+static int ctl(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
+{
+    char buf[256];
+    if (!reply) {
+        reply = buf;
+        len = sizeof buf;
+    }
+    int r = ctl_request(s->ctl, req, reply, len, timeout_s);
+    if (r < 0) {
+        fprintf(stderr, "moat: sandbox %s: control socket: %s\n", s->name, strerror(-r));
+        return -1;
+    }
+    if (strncmp(reply, "ok", 2) != 0) {
+        fprintf(stderr, "moat: sandbox %s: %s\n", s->name, reply);
+        return -1;
+    }
+    return 0;
+}
+
+/* Stop s's process (stop, then SIGKILL if it does not go) and forget its pid. */
+static int kill_process(const struct sbx *s, pid_t pid)
+{
+    if (pid > 0 && pid_is_ours(s, pid)) {
+        char reply[256];
+        ctl_request(s->ctl, "stop", reply, sizeof reply, 5);
+        if (wait_gone(s, pid, 10, 1) < 0) {
+            fprintf(stderr, "moat: sandbox %s: process %d does not go away\n", s->name, (int)pid);
+            return -1;
+        }
+    }
+    char p[PATH_MAX];
+    unlink(sp(s, "pid", p, sizeof p));
+    unlink(s->ctl);
+    return 0;
+}
+
+static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
+{
+    if (st == ST_RUNNING || st == ST_PAUSED)
+        return 0;
+    fprintf(stderr, "moat: sandbox %s is %s: cannot %s it%s\n", s->name, state_names[st], what,
+            st == ST_STOPPED ? " (moat start it first)" :
+            st == ST_DEAD ? " (its process has exited; moat rm it)" : "");
+    return -1;
+}
+
+/* Restore dir (a snapshot) as s's process and wait for it. The drives
+ * are given from s's config (its own overlays: a fork's first restore
+ * needs them, and they are what every snapshot of s recorded anyway). */
+static int start_from(struct sbx *s, const char *snapdir, double wait)
+{
+    char *extra[2 * MOAT_MAX_DRIVES + 1];
+    int n = 0;
+    for (unsigned i = 0; i < s->ndrive; i++) {
+        extra[n++] = "--drive";
+        extra[n++] = s->drive[i];
+    }
+    extra[n++] = (char *)snapdir;
+    pid_t pid = spawn(s, "restore", extra, n);
+    if (pid < 0)
+        return -1;
+    if (wait_ready(s, pid, wait) < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        kill_process(s, 0);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_wait(const char *v, double *w)
+{
+    char *end;
+    *w = strtod(v, &end);
+    if (!*v || *end || !(*w >= 0) || *w > 86400) {
+        fprintf(stderr, "moat: bad --wait '%s'\n", v);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- commands ---- */
+
+/* moat run's long options (vmm/cli/cli.c cmd_run): which take a value. An
+ * argument is matched as getopt_long does (an unambiguous prefix). */
+static const struct { const char *name; int has_val; } run_opts[] = {
+    { "kernel", 1 }, { "initrd", 1 }, { "cmdline", 1 }, { "mem", 1 }, { "cpus", 1 },
+    { "timeout", 1 }, { "timings", 0 }, { "snapshot-dir", 1 }, { "diff-snapshots", 0 },
+    { "drive", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
+    { "no-pvm-compat", 0 }, { "verbose", 0 }, { "help", 0 },
+};
+
+/* The run option a names ("--NAME" or "--NAME=V", NAME a prefix), or -1. */
+static int run_opt(const char *a)
+{
+    if (strncmp(a, "--", 2) || !a[2])
+        return -1;
+    size_t l = strcspn(a + 2, "=");
+    int found = -1;
+    for (int k = 0; k < (int)(sizeof run_opts / sizeof run_opts[0]); k++) {
+        if (strncmp(run_opts[k].name, a + 2, l))
+            continue;
+        if (strlen(run_opts[k].name) == l)
+            return k;           /* exact */
+        found = found == -1 ? k : -2;
+    }
+    return found < 0 ? -1 : found;
+}
+
+/* A sandbox's --drive: absolute paths, and a writable drive gets an overlay
+ * in the sandbox directory (diskN.overlay) unless the spec names one
+ * (overlay=FILE: that one; overlay=none: the image itself is written). The
+ * new spec into out; *rw_in_place set for a writable drive without overlay. */
+static int sandbox_drive(const struct sbx *s, unsigned n, const char *spec, char *out, size_t olen,
+                         int *rw_in_place)
+{
+    char cwd[PATH_MAX], copy[8192], *save = NULL;
+    if (!getcwd(cwd, sizeof cwd) || strlen(spec) >= sizeof copy) {
+        fprintf(stderr, "moat create: --drive %s: path too long\n", spec);
+        return -1;
+    }
+    snprintf(copy, sizeof copy, "%s", spec);
+    char *path = strtok_r(copy, ",", &save);
+    if (!path || spec[0] == ',') {
+        fprintf(stderr, "moat create: invalid --drive '%s': no path\n", spec);
+        return -1;
+    }
+    int ro = 0, direct = 0;
+    const char *ovl = NULL, *id = NULL;
+    for (char *t = strtok_r(NULL, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (!strcmp(t, "ro"))
+            ro = 1;
+        else if (!strcmp(t, "rw"))
+            ro = 0;
+        else if (!strcmp(t, "direct"))
+            direct = 1;
+        else if (!strncmp(t, "overlay=", 8))
+            ovl = t + 8;
+        else if (!strncmp(t, "id=", 3))
+            id = t + 3;
+        else {
+            fprintf(stderr, "moat create: invalid --drive '%s': unknown option '%s'\n", spec, t);
+            return -1;
+        }
+    }
+    char ovlbuf[PATH_MAX + 64] = "";
+    if (ovl && !strcmp(ovl, "none")) {
+        ovl = NULL;
+        *rw_in_place |= !ro;
+    } else if (ovl && *ovl) {
+        snprintf(ovlbuf, sizeof ovlbuf, "%s%s%s", ovl[0] == '/' ? "" : cwd, ovl[0] == '/' ? "" : "/", ovl);
+    } else if (!ro) {
+        if (direct) {
+            fprintf(stderr, "moat create: --drive %s: direct cannot be combined with the sandbox's "
+                            "copy-on-write overlay (add ,overlay=none to write the image in place)\n", spec);
+            return -1;
+        }
+        snprintf(ovlbuf, sizeof ovlbuf, "%s/disk%u.overlay", s->dir, n);
+    }
+    int k = snprintf(out, olen, "%s%s%s%s%s%s%s%s%s", path[0] == '/' ? "" : cwd, path[0] == '/' ? "" : "/",
+                     path, ro ? ",ro" : "", direct ? ",direct" : "", id ? ",id=" : "", id ? id : "",
+                     ovlbuf[0] ? ",overlay=" : "", ovlbuf);
+    if (k < 0 || (size_t)k >= olen) {
+        fprintf(stderr, "moat create: --drive %s: too long\n", spec);
+        return -1;
+    }
+    return 0;
+}
+
+static int cmd_create(int argc, char **argv)
+{
+    if (argc < 2 || argv[1][0] == '-') {
+        if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+            fputs(usage_sandbox, stdout);
+            return 0;
+        }
+        fprintf(stderr, "moat create: the sandbox NAME comes first\n%s", usage_sandbox);
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_paths(&s, argv[1]) < 0)
+        return EXIT_USAGE;
+    double wait = DEFAULT_WAIT;
+    char **extra = calloc(2 * (size_t)argc + 1, sizeof *extra);
+    if (!extra)
+        return EXIT_VMM_ERROR;
+    int nextra = 0, after_dd = 0;
+    char *config = calloc(1, 65536);
+    if (!config) {
+        free(extra);
+        return EXIT_VMM_ERROR;
+    }
+    char *drives[MOAT_MAX_DRIVES] = { 0 };    /* the rewritten --drive specs */
+    unsigned ndrive = 0;
+    static char optbuf[64][24];                 /* --NAME of --NAME=V arguments */
+    unsigned nopt = 0;
+    size_t clen = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!after_dd) {
+            if (!strcmp(a, "--")) {
+                after_dd = 1;
+            } else if (!strcmp(a, "--ephemeral")) {
+                s.ephemeral = 1;
+                continue;
+            } else if (!strcmp(a, "--wait") || !strncmp(a, "--wait=", 7)) {
+                const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : "";
+                if (parse_wait(v, &wait) < 0)
+                    goto usage;
+                continue;
+            } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+                fputs(usage_sandbox, stdout);
+                free(extra);
+                free(config);
+                return 0;
+            } else {
+                int k = run_opt(a);
+                const char *on = k >= 0 ? run_opts[k].name : "";
+                if (!strcmp(on, "vsock") || !strcmp(on, "control") || !strcmp(on, "console-log")) {
+                    fprintf(stderr, "moat create: --%s is set by moat for a sandbox\n", on);
+                    goto usage;
+                }
+                const char *eq = strchr(a, '=');
+                if (k >= 0 && run_opts[k].has_val && (eq || i + 1 < argc)) {
+                    /* The value: not scanned as an option itself. */
+                    const char *v = eq ? eq + 1 : argv[++i];
+                    char spec[8192];
+                    if (!strcmp(on, "drive")) {
+                        if (ndrive >= MOAT_MAX_DRIVES) {
+                            fprintf(stderr, "moat create: too many --drive options\n");
+                            goto usage;
+                        }
+                        if (sandbox_drive(&s, ndrive, v, spec, sizeof spec, &s.rw_drive) < 0)
+                            goto usage;
+                        drives[ndrive] = strdup(spec);
+                        if (!drives[ndrive])
+                            goto usage;
+                        v = drives[ndrive++];
+                    }
+                    if (strchr(v, '\n')) {
+                        fprintf(stderr, "moat create: arguments cannot contain newlines\n");
+                        goto usage;
+                    }
+                    char *o = eq ? "" : argv[i - 1];
+                    if (eq && nopt >= sizeof optbuf / sizeof optbuf[0]) {
+                        fprintf(stderr, "moat create: too many options\n");
+                        goto usage;
+                    }
+                    if (eq) {   /* --NAME=V: passed on as --NAME V */
+                        snprintf(optbuf[nopt], sizeof optbuf[nopt], "--%s", on);
+                        o = optbuf[nopt++];
+                    }
+                    extra[nextra++] = o;
+                    extra[nextra++] = (char *)v;
+                    int n = snprintf(config + clen, 65536 - clen, "arg=%s\narg=%s\n", o, v);
+                    if (n < 0 || clen + (size_t)n >= 65000) {
+                        fprintf(stderr, "moat create: arguments too long\n");
+                        goto usage;
+                    }
+                    clen += (size_t)n;
+                    continue;
+                }
+            }
+        }
+        if (strchr(a, '\n')) {
+            fprintf(stderr, "moat create: arguments cannot contain newlines\n");
+            goto usage;
+        }
+        extra[nextra++] = argv[i];
+        int n = snprintf(config + clen, 65536 - clen, "arg=%s\n", a);
+        if (n < 0 || clen + (size_t)n >= 65000) {
+            fprintf(stderr, "moat create: arguments too long\n");
+            goto usage;
+        }
+        clen += (size_t)n;
+    }
+    char home[PATH_MAX];
+    snprintf(home, sizeof home, "%.*s", (int)(strrchr(s.dir, '/') - s.dir), s.dir);
+    int r = mkdir_p(home, 0700);
+    if (r < 0) {
+        fprintf(stderr, "moat: %s: %s\n", home, strerror(-r));
+        goto fail_noclean;
+    }
+    if (mkdir(s.dir, 0700) < 0) {
+        if (errno == EEXIST)
+            fprintf(stderr, "moat: a sandbox named %s already exists (moat ls; moat rm %s)\n",
+                    s.name, s.name);
+        else
+            fprintf(stderr, "moat: %s: %s\n", s.dir, strerror(errno));
+        goto fail_noclean;
+    }
+    s.dfd = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s.dfd < 0 || sbx_lock(&s) < 0)
+        goto fail;
+    char p[PATH_MAX], *hdr = malloc(65536);
+    if (!hdr)
+        goto fail;
+    int hl = snprintf(hdr, 65536, "# moat sandbox %s\nephemeral=%d\nrw_drive=%d\n", s.name, s.ephemeral,
+                      s.rw_drive);
+    for (unsigned k = 0; k < ndrive && hl > 0 && hl < 65536; k++)
+        hl += snprintf(hdr + hl, 65536 - (size_t)hl, "drive.%u=%s\n", k, drives[k]);
+    if (hl < 0 || (size_t)hl + clen >= 65536) {
+        fprintf(stderr, "moat create: arguments too long\n");
+        free(hdr);
+        goto fail;
+    }
+    memmove(config + hl, config, clen + 1);
+    memcpy(config, hdr, (size_t)hl);
+    free(hdr);
+    if (write_file(sp(&s, "config", p, sizeof p), config) < 0) {
+        fprintf(stderr, "moat: cannot write %s\n", p);
+        goto fail;
+    }
+    pid_t pid = spawn(&s, "run", extra, nextra);
+    if (pid < 0)
+        goto fail;
+    if (wait_ready(&s, pid, wait) < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        goto fail;
+    }
+    printf("%s\n", s.name);
+    sbx_close(&s);
+    free(extra);
+    free(config);
+    for (unsigned k = 0; k < ndrive; k++)
+        free(drives[k]);
+    return 0;
+fail:
+    rm_rf(s.dir);
+    sbx_close(&s);
+    rmdir(home);    /* only if empty: leave nothing behind */
+fail_noclean:
+    free(extra);
+    free(config);
+    for (unsigned k = 0; k < ndrive; k++)
+        free(drives[k]);
+    return EXIT_VMM_ERROR;
+usage:
+    free(extra);
+    free(config);
+    for (unsigned k = 0; k < ndrive; k++)
+        free(drives[k]);
+    return EXIT_USAGE;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int cmd_ls(int argc, char **argv)
+{
+    (void)argv;
+    if (argc > 1) {
+        fprintf(stderr, "moat ls: no arguments\n");
+        return EXIT_USAGE;
+    }
+    char home[PATH_MAX];
+    if (cli_moat_home(home, sizeof home) < 0)
+        return EXIT_USAGE;
+    printf("%-24s %-12s %-8s %s\n", "NAME", "STATE", "PID", "UPTIME");
+    DIR *d = opendir(home);
+    if (!d)
+        return 0;
+    char *names[4096];
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < 4096)
+        if (valid_name(e->d_name) && (names[n] = strdup(e->d_name)))
+            n++;
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    for (size_t i = 0; i < n; i++) {
+        struct sbx s;
+        char p[PATH_MAX];
+        if (sbx_paths(&s, names[i]) < 0 || access(sp(&s, "config", p, sizeof p), F_OK) != 0) {
+            free(names[i]);
+            continue;       /* not a sandbox directory */
+        }
+        pid_t pid;
+        double up;
+        enum sbx_state st = sbx_state(&s, &pid, &up);
+        char pidtxt[16] = "-", uptxt[32] = "-";
+        if (st != ST_STOPPED && st != ST_DEAD && pid > 0)
+            snprintf(pidtxt, sizeof pidtxt, "%d", (int)pid);
+        if (up >= 0)
+            snprintf(uptxt, sizeof uptxt, "%.0fs", up);
+        printf("%-24s %-12s %-8s %s\n", s.name, state_names[st], pidtxt, uptxt);
+        free(names[i]);
+    }
+    return 0;
+}
+
+static int cmd_rm(int argc, char **argv)
+{
+    int force = 0, rc = 0, any = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-f") || !strcmp(argv[i], "--force")) {
+            force = 1;
+            continue;
+        }
+        any = 1;
+        struct sbx s;
+        if (sbx_open(&s, argv[i], 1) < 0) {
+            rc = 1;
+            continue;
+        }
+        pid_t pid = read_pid(&s);
+        if (pid > 0 && pid_is_ours(&s, pid)) {
+            char reply[256];
+            ctl_request(s.ctl, "stop", reply, sizeof reply, 5);
+            if (wait_gone(&s, pid, 10, force) < 0) {
+                fprintf(stderr, "moat: sandbox %s does not stop; moat rm -f kills it\n", s.name);
+                sbx_close(&s);
+                rc = 1;
+                continue;
+            }
+        }
+        if (rm_rf(s.dir) < 0) {
+            fprintf(stderr, "moat: removing %s: %s\n", s.dir, strerror(errno));
+            rc = 1;
+        }
+        sbx_close(&s);
+    }
+    if (!any) {
+        fprintf(stderr, "usage: moat rm [-f] NAME...\n");
+        return EXIT_USAGE;
+    }
+    return rc;
+}
+
+static int cmd_pause_resume(int argc, char **argv, const char *verb)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: moat %s NAME\n", verb);
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, argv[1], 1) < 0)
+        return 1;
+    pid_t pid;
+    double up;
+    int rc = 1;
+    if (need_live(&s, sbx_state(&s, &pid, &up), verb) == 0 && ctl(&s, verb, NULL, 0, 10) == 0)
+        rc = 0;
+    sbx_close(&s);
+    return rc;
+}
+
+/* Make a complete NAME/snap.new (its state file is written last) NAME/snap:
+ * swapped atomically with an existing snap (RENAME_EXCHANGE), so a crash at
+ * any point leaves a whole snapshot under snap or under snap.new. It is the
+ * newest one, the one the sandbox's disk overlay has moved on with, so
+ * start promotes a snap.new left behind by an interrupted stop. 0 (also
+ * when there is none), -1 with a message. */
+static int promote_snap_new(struct sbx *s)
+{
+    char nw[PATH_MAX], snap[PATH_MAX], p[PATH_MAX];
+    sp(s, "snap.new", nw, sizeof nw);
+    sp(s, "snap", snap, sizeof snap);
+    if (access(sp(s, "snap.new/state", p, sizeof p), F_OK) != 0) {
+        rm_rf(nw);              /* nothing, or an incomplete one */
+        return 0;
+    }
+    if (renameat2(AT_FDCWD, nw, AT_FDCWD, snap, RENAME_EXCHANGE) == 0) {
+        rm_rf(nw);              /* now the old snapshot */
+        return 0;
+    }
+    if (errno == ENOENT && rename(nw, snap) == 0)   /* no snap yet */
+        return 0;
+    fprintf(stderr, "moat: %s: %s\n", snap, strerror(errno));
+    return -1;
+}
+
+/* Snapshot into NAME/snap (via snap.new) and exit; or, ephemeral, destroy. */
+static int stop_locked(struct sbx *s)
+{
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(s, &pid, &up);
+    if (st == ST_STOPPED) {
+        fprintf(stderr, "moat: sandbox %s is already stopped\n", s->name);
+        return 0;
+    }
+    if (s->ephemeral) {
+        if (pid > 0 && kill_process(s, pid) < 0)
+            return -1;
+        return rm_rf(s->dir) < 0 ? -1 : 0;
+    }
+    if (need_live(s, st, "stop") < 0)
+        return -1;
+    char nw[PATH_MAX], req[PATH_MAX + 32], p[PATH_MAX];
+    sp(s, "snap.new", nw, sizeof nw);
+    rm_rf(nw);
+    snprintf(req, sizeof req, "stop-snapshot %s", nw);
+    if (ctl(s, req, NULL, 0, 600) < 0)
+        return -1;
+    if (wait_gone(s, pid, 30, 1) < 0)
+        return -1;
+    unlink(sp(s, "pid", p, sizeof p));
+    return promote_snap_new(s) < 0 ? -1 : 0;
+}
+
+static int cmd_stop(int argc, char **argv)
+{
+    if (argc != 2 || argv[1][0] == '-') {
+        fprintf(stderr, "usage: moat stop NAME\n");
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, argv[1], 1) < 0)
+        return 1;
+    int r = stop_locked(&s);
+    sbx_close(&s);
+    return r < 0 ? 1 : 0;
+}
+
+static int start_locked(struct sbx *s, double wait)
+{
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(s, &pid, &up);
+    if (st == ST_RUNNING || st == ST_PAUSED) {
+        fprintf(stderr, "moat: sandbox %s is already %s\n", s->name, state_names[st]);
+        return 0;
+    }
+    char snap[PATH_MAX], p[PATH_MAX];
+    if (promote_snap_new(s) < 0)    /* a stop interrupted after its snapshot */
+        return -1;
+    if (access(sp(s, "snap/state", p, sizeof p), F_OK) != 0) {
+        fprintf(stderr, "moat: sandbox %s has no snapshot to start from (it was never stopped)%s\n",
+                s->name, st == ST_DEAD ? "; its process has exited: moat rm it" : "");
+        return -1;
+    }
+    if (kill_process(s, pid) < 0)
+        return -1;
+    return start_from(s, sp(s, "snap", snap, sizeof snap), wait);
+}
+
+static int cmd_start(int argc, char **argv)
+{
+    double wait = DEFAULT_WAIT;
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
+            if (parse_wait(argv[++i], &wait) < 0)
+                return EXIT_USAGE;
+        } else if (argv[i][0] != '-' && !name) {
+            name = argv[i];
+        } else {
+            fprintf(stderr, "usage: moat start [--wait SEC] NAME\n");
+            return EXIT_USAGE;
+        }
+    }
+    if (!name) {
+        fprintf(stderr, "usage: moat start [--wait SEC] NAME\n");
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    int r = start_locked(&s, wait);
+    sbx_close(&s);
+    return r < 0 ? 1 : 0;
+}
+
+/* Hard-link dir/state and dir/memory into to/ (snapshot files are never
+ * changed in place, only replaced, so links are safe copies). */
+static int link_snapshot(const char *from, const char *to)
+{
+    char a[PATH_MAX], b[PATH_MAX];
+    if (mkdir(to, 0700) < 0 && errno != EEXIST)
+        return -errno;
+    static const char *const files[] = { "state", "memory" };
+    for (int i = 0; i < 2; i++) {
+        snprintf(a, sizeof a, "%s/%s", from, files[i]);
+        snprintf(b, sizeof b, "%s/%s", to, files[i]);
+        if (link(a, b) < 0)
+            return -errno;
+    }
+    return 0;
+}
+
+/* Pin s's overlays into dir/diskN.overlay from the files themselves (no
+ * process has them open: ovl_clone takes its shared lock). */
+static int clone_own_disks(const struct sbx *s, const char *dir)
+{
+    char src[PATH_MAX], dst[PATH_MAX], why[512];
+    for (unsigned n = 0; n < s->ndrive; n++) {
+        if (!drive_overlay(s, n, src, sizeof src))
+            continue;
+        snprintf(dst, sizeof dst, "%s/disk%u.overlay", dir, n);
+        why[0] = 0;
+        if (ovl_clone(src, dst, why, sizeof why) < 0) {
+            fprintf(stderr, "moat: sandbox %s: pinning its disk: %s\n", s->name, why);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* A snapshot of s into dir, its copy-on-write disks pinned beside it
+ * (dir/diskN.overlay, the disk state the memory refers to): through the
+ * control socket when it runs (snapshot-disks: one pause for both), by
+ * linking its stop snapshot and copying its overlays when stopped. */
+static int snapshot_into(struct sbx *s, const char *dir)
+{
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(s, &pid, &up);
+    char p[PATH_MAX];
+    if (st == ST_STOPPED) {
+        int r = link_snapshot(sp(s, "snap", p, sizeof p), dir);
+        if (r < 0)
+            fprintf(stderr, "moat: linking the snapshot into %s: %s\n", dir, strerror(-r));
+        return r < 0 || clone_own_disks(s, dir) < 0 ? -1 : 0;
+    }
+    if (need_live(s, st, "snapshot") < 0)
+        return -1;
+    char req[PATH_MAX + 16];
+    snprintf(req, sizeof req, "snapshot-disks %s", dir);
+    return ctl(s, req, NULL, 0, 600);
+}
+
+static int cmd_snapshot(int argc, char **argv)
+{
+    const char *name = NULL, *tag = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--tag") && i + 1 < argc)
+            tag = argv[++i];
+        else if (argv[i][0] != '-' && !name)
+            name = argv[i];
+        else
+            name = tag = NULL, i = argc;
+    }
+    if (!name || !tag) {
+        fprintf(stderr, "usage: moat snapshot NAME --tag T\n");
+        return EXIT_USAGE;
+    }
+    if (!valid_name(tag)) {
+        fprintf(stderr, "moat: invalid tag '%s' (as a sandbox name)\n", tag);
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    char tags[3200], tmp[PATH_MAX], final[PATH_MAX];
+    sp(&s, "tags", tags, sizeof tags);
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", tags, tag);
+    snprintf(final, sizeof final, "%s/%s", tags, tag);
+    int rc = 1;
+    if (access(final, F_OK) == 0) {
+        fprintf(stderr, "moat: sandbox %s already has a tag %s\n", s.name, tag);
+        goto out;
+    }
+    mkdir(tags, 0700);
+    rm_rf(tmp);
+    if (snapshot_into(&s, tmp) < 0) {
+        rm_rf(tmp);
+        goto out;
+    }
+    if (rename(tmp, final) < 0) {
+        fprintf(stderr, "moat: %s: %s\n", final, strerror(errno));
+        rm_rf(tmp);
+        goto out;
+    }
+    rc = 0;
+out:
+    sbx_close(&s);
+    return rc;
+}
+
+static int cmd_reset(int argc, char **argv)
+{
+    const char *name = NULL, *tag = NULL;
+    double wait = DEFAULT_WAIT;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--to") && i + 1 < argc) {
+            tag = argv[++i];
+        } else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
+            if (parse_wait(argv[++i], &wait) < 0)
+                return EXIT_USAGE;
+        } else if (argv[i][0] != '-' && !name) {
+            name = argv[i];
+        } else {
+            name = NULL;
+            break;
+        }
+    }
+    if (!name || !tag || !valid_name(tag)) {
+        fprintf(stderr, "usage: moat reset [--wait SEC] NAME --to TAG\n");
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    char dir[3300], p[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/tags/%s", s.dir, tag);
+    snprintf(p, sizeof p, "%s/state", dir);
+    int rc = 1;
+    if (access(p, F_OK) != 0) {
+        fprintf(stderr, "moat: sandbox %s has no tag %s (moat snapshot %s --tag %s)\n", s.name, tag,
+                s.name, tag);
+        goto out;
+    }
+    /* The disk goes back too: each overlay is replaced by a copy of the
+     * tag's pin (made first, next to it; swapped in once the process is
+     * gone). */
+    char own[PATH_MAX], pin[PATH_MAX + 64], stage[PATH_MAX + 16], why[512];
+    bool staged[MOAT_MAX_DRIVES] = { false }, any = false;
+    for (unsigned n = 0; n < s.ndrive; n++) {
+        if (!drive_overlay(&s, n, own, sizeof own))
+            continue;
+        snprintf(pin, sizeof pin, "%s/disk%u.overlay", dir, n);
+        if (access(pin, F_OK) != 0) {
+            fprintf(stderr, "moat: warning: tag %s has no pin of drive %u: that disk stays as it "
+                            "is now\n", tag, n);
+            continue;
+        }
+        snprintf(stage, sizeof stage, "%s.reset", own);
+        unlink(stage);
+        why[0] = 0;
+        if (ovl_clone(pin, stage, why, sizeof why) < 0) {
+            fprintf(stderr, "moat: sandbox %s: copying the tag's disk: %s\n", s.name, why);
+            goto unstage;
+        }
+        staged[n] = any = true;
+    }
+    if (kill_process(&s, read_pid(&s)) < 0)
+        goto unstage;
+    for (unsigned n = 0; n < s.ndrive; n++) {
+        if (!staged[n] || !drive_overlay(&s, n, own, sizeof own))
+            continue;
+        snprintf(stage, sizeof stage, "%s.reset", own);
+        if (rename(stage, own) < 0) {
+            fprintf(stderr, "moat: %s: %s\n", own, strerror(errno));
+            goto unstage;
+        }
+        staged[n] = false;
+    }
+    /* A stop snapshot of the old disk must not be started over the tag's. */
+    if (any)
+        rm_rf(sp(&s, "snap", p, sizeof p));
+    rc = start_from(&s, dir, wait) < 0 ? 1 : 0;
+    goto out;
+unstage:
+    for (unsigned n = 0; n < s.ndrive; n++)
+        if (staged[n] && drive_overlay(&s, n, own, sizeof own)) {
+            snprintf(stage, sizeof stage, "%s.reset", own);
+            unlink(stage);
+        }
+out:
+    sbx_close(&s);
+    return rc;
+}
+
+static int cmd_fork(int argc, char **argv)
+{
+    const char *name = NULL, *prefix = NULL;
+    unsigned long count = 0;
+    double wait = DEFAULT_WAIT;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--count") && i + 1 < argc) {
+            count = parse_uint(argv[++i], "--count", 1000);
+        } else if (!strcmp(argv[i], "--prefix") && i + 1 < argc) {
+            prefix = argv[++i];
+        } else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
+            if (parse_wait(argv[++i], &wait) < 0)
+                return EXIT_USAGE;
+        } else if (argv[i][0] != '-' && !name) {
+            name = argv[i];
+        } else {
+            name = NULL;
+            break;
+        }
+    }
+    if (!name || count == 0) {
+        fprintf(stderr, "usage: moat fork NAME --count N [--prefix P] [--wait SEC]\n");
+        return EXIT_USAGE;
+    }
+    if (!prefix)
+        prefix = name;
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    int rc = 1;
+    char *cfg = NULL, *kcfg = NULL;
+    struct sbx *kids = calloc(count, sizeof *kids);
+    unsigned long made = 0;
+    if (!kids)
+        goto out;
+    for (unsigned long i = 0; i < count; i++)
+        kids[i].dfd = -1;
+    if (s.rw_drive) {
+        fprintf(stderr, "moat: sandbox %s has a writable drive without a copy-on-write overlay "
+                        "(overlay=none, or made by an older moat): forks would share and corrupt it\n",
+                s.name);
+        goto out;
+    }
+    /* Every child name is valid and free before anything happens. */
+    for (unsigned long i = 0; i < count; i++) {
+        char cn[128];
+        snprintf(cn, sizeof cn, "%s-%lu", prefix, i + 1);
+        if (sbx_paths(&kids[i], cn) < 0)
+            goto out;
+        if (access(kids[i].dir, F_OK) == 0) {
+            fprintf(stderr, "moat: a sandbox named %s already exists\n", cn);
+            goto out;
+        }
+        /* Its drives: the parent's, each overlay replaced by its own. */
+        for (unsigned n = 0; n < s.ndrive; n++) {
+            char o[PATH_MAX], mine[PATH_MAX + 32];
+            snprintf(mine, sizeof mine, "%s/disk%u.overlay", kids[i].dir, n);
+            kids[i].drive[n] = drive_overlay(&s, n, o, sizeof o) ? spec_with_overlay(s.drive[n], mine)
+                                                                 : strdup(s.drive[n]);
+            if (!kids[i].drive[n])
+                goto out;
+            kids[i].ndrive = n + 1;
+        }
+    }
+    char parent_cfg[PATH_MAX], p[PATH_MAX], base0[PATH_MAX];
+    cfg = calloc(1, 65536);
+    kcfg = calloc(1, 65536);
+    if (!cfg || !kcfg)
+        goto out;
+    FILE *pf = fopen(sp(&s, "config", parent_cfg, sizeof parent_cfg), "re");
+    size_t clen = 0;
+    while (pf && clen < 60000 && fgets(cfg + clen, (int)(60000 - clen), pf))
+        if (strncmp(cfg + clen, "drive.", 6))   /* a child's own come below */
+            clen += strlen(cfg + clen);
+    cfg[clen] = 0;
+    if (pf)
+        fclose(pf);
+    snprintf(cfg + clen, 200, "forked_from=%s\n", s.name);
+    for (; made < count; made++) {
+        struct sbx *k = &kids[made];
+        if (mkdir(k->dir, 0700) < 0) {
+            fprintf(stderr, "moat: %s: %s\n", k->dir, strerror(errno));
+            goto undo;
+        }
+        size_t kl = (size_t)snprintf(kcfg, 65536, "%s", cfg);
+        for (unsigned n = 0; n < k->ndrive && kl < 65536; n++)
+            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "drive.%u=%s\n", n, k->drive[n]);
+        k->dfd = open(k->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (kl >= 65536 || k->dfd < 0 || sbx_lock(k) < 0 ||
+            write_file(sp(k, "config", p, sizeof p), kcfg) < 0) {
+            made++;
+            goto undo;
+        }
+        k->ephemeral = s.ephemeral;
+    }
+    /* One snapshot of the parent (it goes on running), linked into each
+     * child; its disk pins (base/diskN.overlay, taken in the same pause)
+     * copied to each child's own overlay. */
+    sp(&kids[0], "base", base0, sizeof base0);
+    if (snapshot_into(&s, base0) < 0)
+        goto undo;
+    for (unsigned long i = 1; i < count; i++) {
+        int r = link_snapshot(base0, sp(&kids[i], "base", p, sizeof p));
+        if (r < 0) {
+            fprintf(stderr, "moat: linking the snapshot into %s: %s\n", p, strerror(-r));
+            goto undo;
+        }
+    }
+    for (unsigned n = 0; n < s.ndrive; n++) {
+        char pin[PATH_MAX + 32], o[PATH_MAX], why[512];
+        snprintf(pin, sizeof pin, "%s/disk%u.overlay", base0, n);
+        if (!drive_overlay(&s, n, o, sizeof o))
+            continue;
+        for (unsigned long i = count; i-- > 0;) {
+            drive_overlay(&kids[i], n, o, sizeof o);
+            why[0] = 0;
+            int r = i == 0 ? (rename(pin, o) < 0 ? -errno : 0) : ovl_clone(pin, o, why, sizeof why);
+            if (r < 0) {
+                fprintf(stderr, "moat: %s: %s\n", o, why[0] ? why : strerror(-r));
+                goto undo;
+            }
+        }
+    }
+    rc = 0;
+    for (unsigned long i = 0; i < count; i++) {
+        if (start_from(&kids[i], sp(&kids[i], "base", p, sizeof p), wait) < 0) {
+            rc = 1;
+            rm_rf(kids[i].dir);
+        } else {
+            printf("%s\n", kids[i].name);
+        }
+        sbx_close(&kids[i]);
+    }
+    goto out;
+undo:
+    for (unsigned long i = 0; i < made; i++) {
+        rm_rf(kids[i].dir);
+        sbx_close(&kids[i]);
+    }
+out:
+    for (unsigned long i = 0; kids && i < count; i++)
+        sbx_close(&kids[i]);
+    free(cfg);
+    free(kcfg);
+    free(kids);
+    sbx_close(&s);
+    return rc;
+}
+
+/* moat diff NAME --against T [--files]: the blocks (and ext4 files) of each
+ * copy-on-write drive that changed since tag T's pin. A running sandbox's
+ * overlays are pinned into a temporary directory first (clone-disks: a
+ * short pause), so the comparison sees what the guest has written, flushed
+ * or not. */
+static int cmd_diff(int argc, char **argv)
+{
+    const char *name = NULL, *tag = NULL;
+    int files = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--against") && i + 1 < argc)
+            tag = argv[++i];
+        else if (!strcmp(argv[i], "--files"))
+            files = 1;
+        else if (argv[i][0] != '-' && !name)
+            name = argv[i];
+        else
+            name = tag = NULL, i = argc;
+    }
+    if (!name || !tag || !valid_name(tag)) {
+        fprintf(stderr, "usage: moat diff NAME --against TAG [--files]\n");
+        return EXIT_USAGE;
+    }
+    struct sbx s;
+    if (sbx_open(&s, name, 1) < 0)
+        return 1;
+    int rc = 1;
+    char tagdir[3300], p[PATH_MAX], tmp[PATH_MAX], own[PATH_MAX], pin[PATH_MAX + 64], cur[PATH_MAX + 64];
+    snprintf(tagdir, sizeof tagdir, "%s/tags/%s", s.dir, tag);
+    snprintf(p, sizeof p, "%s/state", tagdir);
+    tmp[0] = 0;
+    if (access(p, F_OK) != 0) {
+        fprintf(stderr, "moat: sandbox %s has no tag %s\n", s.name, tag);
+        goto out;
+    }
+    unsigned novl = 0;
+    for (unsigned n = 0; n < s.ndrive; n++)
+        novl += (unsigned)drive_overlay(&s, n, own, sizeof own);
+    if (!novl) {
+        fprintf(stderr, "moat: sandbox %s has no copy-on-write drive: nothing to compare\n", s.name);
+        goto out;
+    }
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(&s, &pid, &up);
+    if (st == ST_RUNNING || st == ST_PAUSED) {
+        snprintf(tmp, sizeof tmp, "%s/.diff-%d", s.dir, (int)getpid());
+        rm_rf(tmp);
+        char req[PATH_MAX + 16];
+        snprintf(req, sizeof req, "clone-disks %s", tmp);
+        if (ctl(&s, req, NULL, 0, 600) < 0)
+            goto out;
+    } else if (st == ST_HUNG) {
+        fprintf(stderr, "moat: sandbox %s is unresponsive\n", s.name);
+        goto out;
+    }
+    rc = 0;
+    for (unsigned n = 0; n < s.ndrive; n++) {
+        if (!drive_overlay(&s, n, own, sizeof own))
+            continue;
+        snprintf(pin, sizeof pin, "%s/disk%u.overlay", tagdir, n);
+        if (tmp[0])
+            snprintf(cur, sizeof cur, "%s/disk%u.overlay", tmp, n);
+        else
+            snprintf(cur, sizeof cur, "%s", own);
+        printf("drive %u (vd%c) since tag %s:\n", n, 'a' + n, tag);
+        fflush(stdout);
+        if (access(pin, F_OK) != 0) {
+            printf("  no disk pin in tag %s (taken without one)\n", tag);
+            rc = 1;
+            continue;
+        }
+        char *av[] = { "disk", "diff", "--files", pin, cur, NULL };
+        if (!files) {
+            av[2] = pin;
+            av[3] = cur;
+            av[4] = NULL;
+        }
+        if (cmd_disk(files ? 5 : 4, av) != 0)
+            rc = 1;
+        fflush(stdout);
+    }
+out:
+    if (tmp[0])
+        rm_rf(tmp);
+    sbx_close(&s);
+    return rc;
+}
+
+/* ---- exec / cp by name ---- */
+
+int sandbox_exists(const char *name)
+{
+    struct sbx s;
+    char p[PATH_MAX];
+    if (!valid_name(name))
+        return 0;
+    char home[3001];
+    if (cli_moat_home(home, sizeof home) < 0)
+        return 0;
+    snprintf(s.dir, sizeof s.dir, "%s/%s", home, name);
+    return access(sp(&s, "config", p, sizeof p), F_OK) == 0;
+}
+
+int sandbox_agent_target(const char *name, struct agent_target *t)
+{
+    static struct sbx s;
+    if (sbx_open(&s, name, 0) < 0)
+        return -1;
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(&s, &pid, &up);
+    if (st == ST_STOPPED) {
+        if (sbx_lock(&s) < 0 || start_locked(&s, t->wait > DEFAULT_WAIT ? t->wait : DEFAULT_WAIT) < 0) {
+            sbx_close(&s);
+            return -1;
+        }
+        st = sbx_state(&s, &pid, &up);
+    }
+    sbx_close(&s);
+    if (st != ST_RUNNING) {
+        fprintf(stderr, "moat: sandbox %s is %s%s\n", s.name, state_names[st],
+                st == ST_PAUSED ? " (moat resume it first)" :
+                st == ST_DEAD ? " (its process has exited; see its moat.log and console.log)" : "");
+        return -1;
+    }
+    t->path = s.vsock;
+    t->hybrid = 1;
+    if (t->wait < 10)
+        t->wait = 10;   /* after a restore the agent may take a moment */
+    return 0;
+}
+
+/* ---- dispatch ---- */
+
+static const char *const sandbox_cmds[] = {
+    "create", "ls", "rm", "pause", "resume", "stop", "start", "snapshot", "reset", "fork", "diff",
+};
+
+int cli_is_sandbox_command(const char *cmd)
+{
+    for (size_t i = 0; i < sizeof sandbox_cmds / sizeof sandbox_cmds[0]; i++)
+        if (!strcmp(cmd, sandbox_cmds[i]))
+            return 1;
+    return 0;
+}
+
+int cmd_sandbox(int argc, char **argv)
+{
+    const char *c = argv[0];
+    signal(SIGPIPE, SIG_IGN);
+    if (!strcmp(c, "create") || !strcmp(c, "start") || !strcmp(c, "reset") || !strcmp(c, "fork"))
+        catch_interrupts();
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (strcmp(c, "create") && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
+            fputs(usage_sandbox, stdout);
+            return 0;
+        }
+    if (!strcmp(c, "create"))
+        return cmd_create(argc, argv);
+    if (!strcmp(c, "ls"))
+        return cmd_ls(argc, argv);
+    if (!strcmp(c, "rm"))
+        return cmd_rm(argc, argv);
+    if (!strcmp(c, "pause") || !strcmp(c, "resume"))
+        return cmd_pause_resume(argc, argv, c);
+    if (!strcmp(c, "stop"))
+        return cmd_stop(argc, argv);
+    if (!strcmp(c, "start"))
+        return cmd_start(argc, argv);
+    if (!strcmp(c, "snapshot"))
+        return cmd_snapshot(argc, argv);
+    if (!strcmp(c, "reset"))
+        return cmd_reset(argc, argv);
+    if (!strcmp(c, "fork"))
+        return cmd_fork(argc, argv);
+    if (!strcmp(c, "diff"))
+        return cmd_diff(argc, argv);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,80 @@
+/* Control-socket request parser (see vmm/cli/ctl_proto.h). */
+#include <errno.h>
+#include <string.h>
+
+#include "vmm/cli/ctl_proto.h"
+
+static const struct {
+    const char *name;
+    enum ctl_op op;
+    int has_arg;
+} verbs[] = {
+    { "pause", CTL_PAUSE, 0 },
+    { "resume", CTL_RESUME, 0 },
+    { "status", CTL_STATUS, 0 },
+    { "snapshot", CTL_SNAPSHOT, 1 },
+    { "stop-snapshot", CTL_STOP_SNAPSHOT, 1 },
+    { "stop", CTL_STOP, 0 },
+    { "snapshot-disks", CTL_SNAPSHOT_DISKS, 1 },
+    { "clone-disks", CTL_CLONE_DISKS, 1 },
+};
+
+const char *ctl_op_name(enum ctl_op op)
+{
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        if (verbs[i].op == op)
+            return verbs[i].name;
+    return NULL;
+}
+
+int ctl_parse(const char *buf, size_t len, struct ctl_req *req)
+{
+    if (!buf || !req)
+        return -EINVAL;
+    if (len > CTL_LINE_MAX)
+        return -E2BIG;
+    /* Strip one terminator: "\n" or "\r\n"; nothing may follow it. */
+    const char *nl = memchr(buf, '\n', len);
+    if (nl) {
+        if ((size_t)(nl - buf) != len - 1)
+            return -EBADMSG;
+        len--;
+        if (len && buf[len - 1] == '\r')
+            len--;
+    }
+    if (len == 0)
+        return -ENODATA;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (c < 0x20 || c == 0x7f)     /* bytes >= 0x80 pass: UTF-8 paths */
+            return -EBADMSG;
+    }
+    const char *sp = memchr(buf, ' ', len);
+    size_t vlen = sp ? (size_t)(sp - buf) : len;
+    if (vlen == 0)
+        return -EINVAL;     /* leading space */
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++) {
+        if (strlen(verbs[i].name) != vlen || memcmp(verbs[i].name, buf, vlen) != 0)
+            continue;
+        if (!verbs[i].has_arg) {
+            if (sp)
+                return -EINVAL;     /* no argument allowed */
+            req->op = verbs[i].op;
+            req->arg[0] = 0;
+            return 0;
+        }
+        if (!sp)
+            return -EINVAL;
+        const char *a = sp + 1;
+        size_t alen = len - vlen - 1;
+        if (alen == 0 || a[0] == ' ' || a[alen - 1] == ' ')
+            return -EINVAL;
+        if (alen > CTL_ARG_MAX)
+            return -E2BIG;
+        req->op = verbs[i].op;
+        memcpy(req->arg, a, alen);
+        req->arg[alen] = 0;
+        return 0;
+    }
+    return -ENOENT;
+}

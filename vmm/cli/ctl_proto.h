@@ -1,0 +1,46 @@
+/* The control-socket line protocol (docs/control-socket.md): one request
+ * line from a client, one reply line from the VMM. This is the pure parser
+ * of requests (no KVM, no I/O), so it can be unit tested and fuzzed; the
+ * server lives in the CLI (vmm/cli/cli_ctl.c).
+ *
+ * A request is one line without control bytes (bytes >= 0x80 are allowed,
+ * so that paths may be UTF-8): a verb, and for the snapshot
+ * verbs a single space and an argument (the rest of the line, which may
+ * contain spaces). An optional "\n" (or "\r\n") ends it. */
+#ifndef MOAT_CTL_PROTO_H
+#define MOAT_CTL_PROTO_H
+
+#include <stddef.h>
+
+#define CTL_LINE_MAX 4096   /* bytes in a request line, terminator included */
+#define CTL_ARG_MAX 4000    /* bytes in an argument, NUL excluded */
+
+enum ctl_op {
+    CTL_PAUSE = 1,
+    CTL_RESUME,
+    CTL_STATUS,
+    CTL_SNAPSHOT,           /* snapshot DIR: DIR/state + DIR/memory, the VM goes on */
+    CTL_STOP_SNAPSHOT,      /* stop-snapshot DIR: pause, snapshot, stop */
+    CTL_STOP,
+    CTL_SNAPSHOT_DISKS,     /* snapshot-disks DIR: snapshot + DIR/diskN.overlay pins, same point */
+    CTL_CLONE_DISKS,        /* clone-disks DIR: DIR/diskN.overlay pins only (paused for the copy) */
+};
+
+struct ctl_req {
+    enum ctl_op op;
+    char arg[CTL_ARG_MAX + 1];  /* "" for verbs without one */
+};
+
+/* Parse buf[0..len) (need not be NUL-terminated). 0 and *req filled, or:
+ *   -ENODATA   empty line
+ *   -E2BIG     longer than CTL_LINE_MAX, or the argument than CTL_ARG_MAX
+ *   -EBADMSG   a NUL or control byte (0x00-0x1f, 0x7f), or bytes after the "\n"
+ *   -ENOENT    unknown verb
+ *   -EINVAL    an argument missing, empty, not allowed, or badly separated
+ *              (two spaces, a leading/trailing space, a tab) */
+int ctl_parse(const char *buf, size_t len, struct ctl_req *req);
+
+/* The verb's name ("pause", ...), or NULL for an unknown op. */
+const char *ctl_op_name(enum ctl_op op);
+
+#endif

@@ -1,0 +1,140 @@
+/* Internal VM state: one struct moat_vm per VM, no globals. */
+#ifndef MOAT_VM_H
+#define MOAT_VM_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "boot/boot.h"
+#include "devices/legacy/i8042.h"
+#include "devices/legacy/moatdev.h"
+#include "devices/legacy/serial.h"
+#include "include/moat.h"
+#include "vmm/base/bus.h"
+#include "vmm/base/clock.h"
+#include "vmm/core/console.h"
+#include "vmm/base/gmem.h"
+#include "vmm/core/kvm.h"
+#include "vmm/base/log.h"
+#include "vmm/transport/virtio_mmio_kvm.h"
+
+struct moat_vm;
+struct vm_dev_kind;
+
+/* One virtio device of a VM: its kind (vmm/core/devtab.c), its transport and
+ * the kind's own record. */
+struct vm_dev {
+    const struct vm_dev_kind *kind;
+    struct virtio_mmio_kvm *t;    /* owns the device instance */
+    char *id;                     /* unique among the VM's devices of its kind */
+    void *priv;                   /* the kind's record, freed by the kind */
+};
+
+struct vcpu {
+    struct moat_vm *vm;
+    unsigned index;
+    int fd;
+    struct kvm_run *run;
+    size_t run_size;
+    pthread_t thread;
+    bool thread_started;
+    _Atomic bool in_run;          /* inside (or about to enter) KVM_RUN */
+};
+
+struct moat_vm {
+    struct kvm_host host;         /* /dev/kvm fd and capabilities */
+    int vm_fd;
+    bool pvm_compat;              /* PVM workarounds applied */
+
+    /* guest RAM */
+    uint8_t *ram;
+    uint64_t ram_size;            /* bytes requested */
+    size_t ram_map_size;
+    struct gmem mem;
+    /* Diff snapshots (vmm/snapshot/snapdiff.c): pages written since the last
+     * snapshot, one bit per page of ram (mem.dirty points here): the host's
+     * own writes, plus KVM's dirty log once harvested. */
+    bool dirty_log;               /* slots have KVM_MEM_LOG_DIRTY_PAGES */
+    uint64_t *dirty;
+    struct snapdiff_last *last_snap;  /* the snapshot a diff would be against, or NULL */
+    /* Restore of a diff chain: maps the diffs' pages over ram before the
+     * memory slots are registered (NULL: nothing to do). */
+    int (*map_hook)(struct moat_vm *vm, void *arg);
+    void *map_hook_arg;
+
+    struct bus pio, mmio;
+    struct serial uart;
+    struct moatdev ctl;
+    struct i8042 kbd;
+    /* The virtio devices, one per virtio-mmio slot (slot = index): the
+     * table that pause, resume, snapshot, restore, fork and teardown
+     * iterate (vmm/core/devtab.h). */
+    struct vm_dev dev[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    unsigned ndev;
+    /* Post-restore fix-up through the agent (vmm/agent/fixup.c, docs/vsock.md). */
+    bool fixup_pending;           /* restored with a vsock device: at moat_start */
+    bool fixup_started;
+    pthread_t fixup_thread;
+    int fixup_fd;                 /* its connection (under lock), -1 */
+
+    unsigned ncpus;
+    struct vcpu *vcpus;
+    struct boot_info boot;
+    char *cmdline;                /* as given to the guest */
+
+    int console_in;
+    struct ratelimit guest_rl;    /* this VM's guest-triggered messages (log_guest) */
+    struct console_out con;       /* UART output: buffer and writer thread (vmm/core/console.h) */
+    uint32_t flags;
+    int kick_signal;
+    pthread_t console_thread;
+    bool console_started;
+    int stop_efd;                 /* wakes the console thread on stop */
+    int exit_efd;                 /* readable once the VM has stopped */
+
+    /* exit state */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    _Atomic bool stopping;
+    _Atomic bool pause_req;       /* vCPUs park at the top of their loop */
+    bool paused;                  /* every vCPU parked (moat_pause returned) */
+    bool snapshotting;            /* a moat_snapshot(_diff) is running (under lock) */
+    unsigned parked_vcpus;
+    bool started, exited;
+    struct moat_exit exit;
+    int guest_status;             /* last status written to the control port, -1 */
+    unsigned running_vcpus;
+
+    /* timings, CLOCK_MONOTONIC ns; 0 = not yet */
+    _Atomic uint64_t t_kvm_ready, t_first_run, t_init, t_cmd_done, t_exit;
+};
+
+/* Stop the VM with a reason (first caller wins) and kick every vCPU. */
+void vm_request_exit(struct moat_vm *vm, enum moat_exit_reason reason, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* vCPU setup and the run loop (vmm/core/vcpu.c). */
+int vcpu_create(struct moat_vm *vm, struct vcpu *v, unsigned index);
+int vcpu_setup(struct moat_vm *vm, struct vcpu *v);
+void *vcpu_thread(void *arg);
+void vcpu_destroy(struct vcpu *v);
+
+
+/* Creation stages shared by moat_create and moat_restore (vmm/core/vm.c). */
+struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int console_out,
+                         uint32_t flags, int kick_signal);
+int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err);
+int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err);
+void vm_free(struct moat_vm *vm);
+/* Post-restore fix-up (vmm/agent/fixup.c): started by moat_start when
+ * fixup_pending; stopped (joined) by moat_destroy. */
+int vm_fixup_start(struct moat_vm *vm);
+void vm_fixup_stop(struct moat_vm *vm);
+/* Fill *err (if not NULL) and return code. */
+int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif

@@ -1,0 +1,298 @@
+/* Disk pins and fork (include/moat.h): moat_clone_overlay copies a
+ * copy-on-write drive's overlay through the descriptor its device holds;
+ * moat_fork snapshots a VM once, clones its overlays once while it is
+ * paused, and restores n children from that snapshot, each with its own
+ * overlays, vsock socket and console. */
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "devices/blk/overlay_disk.h"
+#include "devices/blk/virtio_blk.h"
+#include "vmm/core/devtab.h"
+#include "vmm/base/log.h"
+#include "vmm/core/vm.h"
+
+#define FORK_MAX 65536u     /* children per call */
+
+static struct ovl_disk *drive_overlay(struct moat_vm *vm, unsigned drive)
+{
+    const struct vm_drive *d = vm_drive(vm, drive);
+    return d && d->overlay && d->blk ? virtio_blk_overlay(d->blk) : NULL;
+}
+
+/* Pause vm if it runs. *paused_here says whether to resume it after. */
+static int pause_if_running(struct moat_vm *vm, bool *paused_here)
+{
+    *paused_here = false;
+    pthread_mutex_lock(&vm->lock);
+    bool exited = vm->exited, running = vm->started && !vm->paused;
+    pthread_mutex_unlock(&vm->lock);
+    if (exited)
+        return -ESRCH;
+    if (!running)
+        return 0;
+    int r = moat_pause(vm);
+    if (r == -EALREADY)
+        return 0;
+    if (r < 0)
+        return r;
+    *paused_here = true;
+    return 0;
+}
+
+int moat_clone_overlay(struct moat_vm *vm, unsigned drive, const char *dst)
+{
+    if (!vm || !dst || !*dst)
+        return -EINVAL;
+    if (drive >= vm_ndrives(vm))
+        return -ERANGE;
+    struct ovl_disk *d = drive_overlay(vm, drive);
+    if (!d)
+        return -ENOENT;
+    bool paused_here;
+    int r = pause_if_running(vm, &paused_here);
+    if (r < 0)
+        return r;
+    /* The VM is paused (devices stopped and flushed) or has not run yet:
+     * no request is in flight, the clone is the disk as of now. */
+    char why[512] = "";
+    r = ovl_clone_disk(d, dst, why, sizeof why);
+    if (r < 0)
+        log_warn("drive %u: pinning the overlay: %s", drive, why);
+    if (paused_here)
+        moat_resume(vm);
+    return r;
+}
+
+/* ---- path templates: only %u (exactly nconv of them) and %% ---- */
+
+static int check_template(const char *fmt, unsigned nconv)
+{
+    unsigned k = 0;
+    for (const char *p = fmt; *p; p++) {
+        if (*p != '%')
+            continue;
+        if (p[1] == '%') {
+            p++;
+        } else if (p[1] == 'u') {
+            k++;
+            p++;
+        } else {
+            return -EINVAL;
+        }
+    }
+    return k == nconv ? 0 : -EINVAL;
+}
+
+/* fmt (checked) with its %u replaced by a, then b. */
+static char *expand(const char *fmt, unsigned a, unsigned b)
+{
+    size_t cap = strlen(fmt) + 2 * 12 + 1, n = 0;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    unsigned k = 0;
+    for (const char *p = fmt; *p; p++) {
+        if (*p == '%' && p[1] == '%') {
+            out[n++] = '%';
+            p++;
+        } else if (*p == '%' && p[1] == 'u') {
+            n += (size_t)snprintf(out + n, cap - n, "%u", k++ == 0 ? a : b);
+            p++;
+        } else {
+            out[n++] = *p;
+        }
+    }
+    out[n] = 0;
+    return out;
+}
+
+void moat_fork_config_init(struct moat_fork_config *fc)
+{
+    if (!fc)
+        return;
+    memset(fc, 0, sizeof(*fc));
+    fc->size = sizeof(*fc);
+}
+
+struct fork_plan {
+    size_t n;
+    unsigned ndrives;
+    char **vsock;           /* n, or NULL */
+    char **ovl;             /* n * ndrives (NULL: drive without overlay) */
+    bool *made;             /* n * ndrives: the clone exists (ours to remove) */
+};
+
+static void plan_free(struct fork_plan *p, bool unlink_clones)
+{
+    for (size_t i = 0; p->ovl && i < p->n * p->ndrives; i++) {
+        if (unlink_clones && p->made && p->made[i])
+            unlink(p->ovl[i]);
+        free(p->ovl[i]);
+    }
+    for (size_t i = 0; p->vsock && i < p->n; i++)
+        free(p->vsock[i]);
+    free(p->ovl);
+    free(p->vsock);
+    free(p->made);
+}
+
+static int plan(struct moat_vm *vm, const struct moat_fork_config *fc, size_t n, struct fork_plan *p,
+                struct moat_error *err)
+{
+    memset(p, 0, sizeof(*p));
+    p->n = n;
+    p->ndrives = vm_ndrives(vm);
+    if (vm_vsock(vm)) {
+        if (!fc->vsock_uds && !fc->vsock_uds_fmt)
+            return seterr(err, 1, -EINVAL, "the parent has a vsock device: give the children "
+                                           "their socket paths (vsock_uds or vsock_uds_fmt)");
+        if (!fc->vsock_uds && check_template(fc->vsock_uds_fmt, 1) < 0)
+            return seterr(err, 1, -EINVAL, "vsock_uds_fmt must hold exactly one %%u (and no other conversion)");
+        p->vsock = calloc(n, sizeof(*p->vsock));
+        if (!p->vsock)
+            return seterr(err, 0, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < n; i++) {
+            if (fc->vsock_uds && !fc->vsock_uds[i])
+                return seterr(err, 1, -EINVAL, "child %zu: no vsock socket path", i);
+            p->vsock[i] = fc->vsock_uds ? strdup(fc->vsock_uds[i]) : expand(fc->vsock_uds_fmt, (unsigned)i, 0);
+            if (!p->vsock[i])
+                return seterr(err, 0, -ENOMEM, "out of memory");
+        }
+    }
+    bool any_ovl = false;
+    for (unsigned d = 0; d < p->ndrives; d++) {
+        if (vm_drive(vm, d)->overlay) {
+            if (!drive_overlay(vm, d))
+                return seterr(err, 0, -EINVAL, "drive %u: its overlay is not open", d);
+            any_ovl = true;
+        } else if (!vm_drive(vm, d)->read_only) {
+            return seterr(err, 1, -EINVAL, "drive %u (%s) is writable and has no overlay: the children "
+                                           "would share and corrupt it", d, vm_drive(vm, d)->path);
+        }
+    }
+    if (!any_ovl)
+        return 0;
+    if (!fc->drive_overlays && !fc->overlay_fmt)
+        return seterr(err, 1, -EINVAL, "the parent has copy-on-write drives: give the children "
+                                       "their overlay paths (drive_overlays or overlay_fmt)");
+    if (!fc->drive_overlays && check_template(fc->overlay_fmt, 2) < 0)
+        return seterr(err, 1, -EINVAL, "overlay_fmt must hold exactly two %%u (child, drive)");
+    p->ovl = calloc(n * p->ndrives, sizeof(*p->ovl));
+    p->made = calloc(n * p->ndrives, sizeof(*p->made));
+    if (!p->ovl || !p->made)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        for (unsigned d = 0; d < p->ndrives; d++) {
+            if (!vm_drive(vm, d)->overlay)
+                continue;
+            size_t k = i * p->ndrives + d;
+            if (fc->drive_overlays && !fc->drive_overlays[k])
+                return seterr(err, 1, -EINVAL, "child %zu drive %u: no overlay path", i, d);
+            p->ovl[k] = fc->drive_overlays ? strdup(fc->drive_overlays[k])
+                                           : expand(fc->overlay_fmt, (unsigned)i, d);
+            if (!p->ovl[k])
+                return seterr(err, 0, -ENOMEM, "out of memory");
+            for (size_t j = 0; j < k; j++)
+                if (p->ovl[j] && !strcmp(p->ovl[j], p->ovl[k]))
+                    return seterr(err, 1, -EINVAL, "overlay path %s given twice", p->ovl[k]);
+        }
+    return 0;
+}
+
+int moat_fork(struct moat_vm *parent, const struct moat_fork_config *fc_in, struct moat_vm **children,
+              size_t n, struct moat_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+    if (!parent || !fc_in || !children || n == 0 || n > FORK_MAX ||
+        fc_in->size < offsetof(struct moat_fork_config, flags))
+        return seterr(err, 1, -EINVAL, "invalid fork configuration");
+    struct moat_fork_config fc;
+    moat_fork_config_init(&fc);
+    memcpy(&fc, fc_in, fc_in->size < sizeof(fc) ? fc_in->size : sizeof(fc));
+    fc.size = sizeof(fc);
+    if (!fc.state_path || !fc.mem_path)
+        return seterr(err, 1, -EINVAL, "fork needs a state file and a memory file path");
+    for (size_t i = 0; i < n; i++)
+        children[i] = NULL;
+    struct fork_plan p;
+    int r = plan(parent, &fc, n, &p, err);
+    if (r < 0) {
+        plan_free(&p, false);
+        return r;
+    }
+    /* One pause: the snapshot, then the first set of clones (the disk state
+     * that snapshot refers to). */
+    bool paused_here;
+    r = pause_if_running(parent, &paused_here);
+    if (r < 0) {
+        plan_free(&p, false);
+        return seterr(err, 0, r, "pausing the parent: %s", strerror(-r));
+    }
+    r = moat_snapshot(parent, fc.state_path, fc.mem_path);
+    if (r < 0)
+        seterr(err, 0, r, "snapshot of the parent: %s", strerror(-r));
+    for (unsigned d = 0; r == 0 && p.ovl && d < p.ndrives; d++) {
+        if (!p.ovl[d])
+            continue;
+        char why[512] = "";
+        r = ovl_clone_disk(drive_overlay(parent, d), p.ovl[d], why, sizeof why);
+        if (r < 0)
+            seterr(err, r == -EEXIST, r, "drive %u: %s", d, why);
+        else
+            p.made[d] = true;
+    }
+    if (paused_here)
+        moat_resume(parent);
+    /* The other children's clones come from the first one's: the parent
+     * runs meanwhile. */
+    for (size_t i = 1; r == 0 && p.ovl && i < n; i++)
+        for (unsigned d = 0; r == 0 && d < p.ndrives; d++) {
+            size_t k = i * p.ndrives + d;
+            if (!p.ovl[k])
+                continue;
+            char why[512] = "";
+            r = ovl_clone(p.ovl[d], p.ovl[k], why, sizeof why);
+            if (r < 0)
+                seterr(err, r == -EEXIST, r, "child %zu drive %u: %s", i, d, why);
+            else
+                p.made[k] = true;
+        }
+    struct moat_drive drives[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    for (unsigned d = 0; d < p.ndrives; d++)
+        drives[d] = (struct moat_drive){ .path = vm_drive(parent, d)->path, .id = vm_drive(parent, d)->id,
+                                         .read_only = vm_drive(parent, d)->read_only };
+    for (size_t i = 0; r == 0 && i < n; i++) {
+        struct moat_restore_config rc;
+        moat_restore_config_init(&rc);
+        rc.state_path = fc.state_path;
+        rc.mem_path = fc.mem_path;
+        rc.console_in = fc.console_in ? fc.console_in[i] : -1;
+        rc.console_out = fc.console_out ? fc.console_out[i] : -1;
+        rc.flags = fc.flags;
+        rc.kick_signal = fc.kick_signal;
+        rc.drives = p.ndrives ? drives : NULL;
+        rc.ndrives = p.ndrives;
+        rc.drive_overlays = p.ovl ? (const char *const *)&p.ovl[i * p.ndrives] : NULL;
+        rc.vsock_uds = p.vsock ? p.vsock[i] : NULL;
+        struct moat_error e;
+        r = moat_restore(&rc, &children[i], &e);
+        if (r < 0) {
+            children[i] = NULL;
+            seterr(err, e.is_config, r, "child %zu: %s", i, e.msg);
+        }
+    }
+    if (r < 0)
+        for (size_t i = 0; i < n; i++) {
+            moat_destroy(children[i]);
+            children[i] = NULL;
+        }
+    plan_free(&p, r < 0);
+    return r;
+}

@@ -1,0 +1,457 @@
+/* Diff snapshots: dirty tracking, the diff memory file, and restoring a
+ * chain of diffs. Contracts in snapdiff.h. */
+#include "vmm/snapshot/snapdiff.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vmm/base/log.h"
+
+#define PAGE 4096ul
+/* More runs than this over a whole chain are read in instead of mapped
+ * (each mapped run is a VMA; vm.max_map_count is 65530 by default). */
+#define MAP_RUN_BUDGET 16384u
+
+/* ---- tracking ---- */
+
+int snapdiff_setup(struct moat_vm *vm)
+{
+    if (!(vm->flags & MOAT_F_DIRTY_LOG))
+        return 0;
+    uint64_t words = snap_bitmap_words(vm->ram_size);
+    vm->dirty = calloc(words ? words : 1, sizeof(uint64_t));
+    if (!vm->dirty)
+        return -ENOMEM;
+    vm->mem.dirty = vm->dirty;
+    vm->mem.dirty_base = vm->ram;
+    vm->mem.dirty_pages = vm->ram_size / PAGE;
+    vm->dirty_log = true;
+    return KVM_MEM_LOG_DIRTY_PAGES;
+}
+
+void snapdiff_free(struct moat_vm *vm)
+{
+    free(vm->dirty);
+    vm->dirty = NULL;
+    vm->mem.dirty = NULL;
+    vm->mem.dirty_base = NULL;
+    vm->mem.dirty_pages = 0;
+    /* Tracking is off now (vm.c also calls this when KVM refuses dirty
+     * logging on restore): collect/sections must not use the freed bitmap
+     * or ask KVM for a log its slots do not keep. */
+    vm->dirty_log = false;
+    if (vm->last_snap) {
+        free(vm->last_snap->state_path);
+        free(vm->last_snap->mem_path);
+        free(vm->last_snap);
+        vm->last_snap = NULL;
+    }
+}
+
+int snapdiff_collect(struct moat_vm *vm, uint64_t **out)
+{
+    *out = NULL;
+    if (!vm->dirty_log)
+        return -ENOTSUP;
+    for (unsigned s = 0; s < vm->mem.n; s++) {
+        const struct gmem_region *rg = &vm->mem.r[s];
+        uint64_t npages = rg->size / PAGE, words = (npages + 63) / 64;
+        uint64_t *kb = calloc(words ? words : 1, sizeof(uint64_t));
+        if (!kb)
+            return -ENOMEM;
+        struct kvm_dirty_log dl = { .slot = s, .dirty_bitmap = kb };
+        if (ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &dl) < 0) {
+            int e = errno;
+            free(kb);
+            return -e;
+        }
+        /* KVM cleared its log: the bits are ours to keep until committed. */
+        uint64_t base = (uint64_t)(rg->host - vm->ram) / PAGE;
+        for (uint64_t w = 0; w < words; w++) {
+            uint64_t v = kb[w];
+            while (v) {
+                uint64_t pg = base + 64 * w + (uint64_t)__builtin_ctzll(v);
+                v &= v - 1;
+                __atomic_fetch_or(&vm->dirty[pg / 64], 1ull << (pg % 64), __ATOMIC_RELAXED);
+            }
+        }
+        free(kb);
+    }
+    uint64_t words = snap_bitmap_words(vm->ram_size);
+    uint64_t *bm = malloc(words ? words * 8 : 8);
+    if (!bm)
+        return -ENOMEM;
+    for (uint64_t w = 0; w < words; w++)
+        bm[w] = htole64(__atomic_load_n(&vm->dirty[w], __ATOMIC_RELAXED));
+    *out = bm;
+    return 0;
+}
+
+void snapdiff_commit(struct moat_vm *vm, const uint64_t *bm)
+{
+    if (!vm->dirty || !bm)
+        return;
+    uint64_t words = snap_bitmap_words(vm->ram_size);
+    for (uint64_t w = 0; w < words; w++)
+        __atomic_fetch_and(&vm->dirty[w], ~le64toh(bm[w]), __ATOMIC_RELAXED);
+}
+
+int snapdiff_set_last(struct moat_vm *vm, const char *state_path, const char *mem_path,
+                      uint64_t checksum, uint32_t depth)
+{
+    char *s = realpath(state_path, NULL), *m = realpath(mem_path, NULL);
+    struct snapdiff_last *l = calloc(1, sizeof(*l));
+    if (!s || !m || !l) {
+        int e = (!s || !m) ? errno : ENOMEM;
+        free(s);
+        free(m);
+        free(l);
+        return -e;
+    }
+    *l = (struct snapdiff_last){ s, m, checksum, depth };
+    if (vm->last_snap) {
+        free(vm->last_snap->state_path);
+        free(vm->last_snap->mem_path);
+        free(vm->last_snap);
+    }
+    vm->last_snap = l;
+    return 0;
+}
+
+int snapdiff_same_file(const char *path, const char *other)
+{
+    struct stat a, b;
+    if (stat(path, &a) == 0 && stat(other, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
+        return -EEXIST;
+    return 0;
+}
+
+/* The dirty pages at their offsets; zero ones (and clean ones) stay holes. */
+int snapdiff_fill(int fd, void *arg)
+{
+    const struct snapdiff_fill_arg *a = arg;
+    struct moat_vm *vm = a->vm;
+    if (ftruncate(fd, (off_t)vm->ram_size) < 0)
+        return -errno;
+    uint64_t npages = vm->ram_size / PAGE, run, at = 0;
+    const uint8_t *bm = (const uint8_t *)a->bm;
+    while ((at = snap_bitmap_next_run(bm, npages, at, &run)) < npages) {
+        uint64_t end = at + run;
+        for (uint64_t i = at; i < end;) {
+            if (snap_page_is_zero(vm->ram + i * PAGE)) {
+                i++;
+                continue;
+            }
+            uint64_t j = i + 1;
+            while (j < end && j - i < 256 && !snap_page_is_zero(vm->ram + j * PAGE))
+                j++;
+            int r = snap_pwrite_all(fd, vm->ram + i * PAGE, (size_t)((j - i) * PAGE), (off_t)(i * PAGE));
+            if (r < 0)
+                return r;
+            i = j;
+        }
+        at = end;
+    }
+    return 0;
+}
+
+/* ---- restore ---- */
+
+static int read_file(const char *path, uint8_t **buf, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return -EINVAL;
+    }
+    if ((uint64_t)st.st_size > SNAP_HEADER_SIZE + (uint64_t)SNAP_MAX_PAYLOAD) {
+        close(fd);
+        return -EFBIG;
+    }
+    *len = (size_t)st.st_size;
+    *buf = malloc(*len ? *len : 1);
+    if (!*buf) {
+        close(fd);
+        return -ENOMEM;
+    }
+    size_t got = 0;
+    while (got < *len) {
+        ssize_t n = read(fd, *buf + got, *len - got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got != *len) {
+        free(*buf);
+        *buf = NULL;
+        return -EIO;
+    }
+    return 0;
+}
+
+/* One diff layer: its bitmap (checked) and its memory file (exact size). */
+static int open_layer(struct snapdiff_chain *c, const char *state_path, const char *mem_path,
+                      const struct snap_section *secs, size_t nsecs, struct moat_error *err)
+{
+    struct snapdiff_layer *l = &c->l[c->n];
+    l->mem_fd = -1;
+    const struct snap_section *ps = snap_find(secs, nsecs, SNAP_DIFF_PAGES, 0);
+    const char *why = NULL;
+    if (!ps)
+        return seterr(err, 1, -EINVAL, "state file %s: a diff without a page bitmap", state_path);
+    if (snap_bitmap_check(ps->data, ps->len, c->mem_size, &why) < 0)
+        return seterr(err, 1, -EINVAL, "state file %s: %s", state_path, why);
+    l->bm = ps->data;
+    l->mem_fd = open(mem_path, O_RDONLY | O_CLOEXEC);
+    if (l->mem_fd < 0)
+        return seterr(err, 1, -errno, "diff memory file %s: %s", mem_path, strerror(errno));
+    c->n++;
+    struct stat st;
+    if (fstat(l->mem_fd, &st) < 0)
+        return seterr(err, 1, -errno, "diff memory file %s: %s", mem_path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return seterr(err, 1, -EINVAL, "diff memory file %s: not a regular file", mem_path);
+    if ((uint64_t)st.st_size != c->mem_size)
+        return seterr(err, 1, -EINVAL, "diff memory file %s: size %lld, the snapshot needs %llu bytes",
+                      mem_path, (long long)st.st_size, (unsigned long long)c->mem_size);
+    return 0;
+}
+
+int snapdiff_chain_open(struct snapdiff_chain *c, const char *state_path, const char *mem_path,
+                        const struct snap_section *secs, size_t nsecs, uint64_t mem_size,
+                        struct moat_error *err)
+{
+    memset(c, 0, sizeof(*c));
+    c->mem_size = mem_size;
+    const struct snap_section *par = snap_find(secs, nsecs, SNAP_DIFF_PARENT, 0);
+    if (!par) {
+        if (snap_find(secs, nsecs, SNAP_DIFF_PAGES, 0))
+            return seterr(err, 1, -EINVAL, "state file %s: a page bitmap without a parent", state_path);
+        return 0;
+    }
+    char (*pst)[SNAP_PARENT_PATH_MAX + 1] = malloc(3 * sizeof(*pst));
+    struct snap_section *psecs = calloc(SNAP_MAX_SECTIONS, sizeof(*psecs));
+    if (!pst || !psecs) {
+        free(pst);
+        free(psecs);
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    }
+    char *pstate = pst[0], *pmem = pst[1], *child = pst[2];
+    snprintf(child, SNAP_PARENT_PATH_MAX + 1, "%s", state_path);
+    int r = open_layer(c, state_path, mem_path, secs, nsecs, err);
+    uint32_t depth = 0, want = 0;
+    bool top = true;
+    while (r == 0 && par) {
+        const char *why = NULL;
+        uint64_t sum;
+        if (snap_parent_decode(par->data, par->len, &sum, &depth, pstate, SNAP_PARENT_PATH_MAX + 1,
+                               pmem, SNAP_PARENT_PATH_MAX + 1, &why) < 0) {
+            r = seterr(err, 1, -EINVAL, "state file %s: %s", child, why);
+            break;
+        }
+        if (top)
+            c->depth = depth;
+        else if (depth != want) {
+            r = seterr(err, 1, -EINVAL, "state file %s: diff depth %u, its child expects %u", child, depth, want);
+            break;
+        }
+        top = false;
+        want = depth - 1;
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        r = read_file(pstate, &buf, &len);
+        if (r < 0) {
+            r = seterr(err, 1, r, "parent state file %s (of %s): %s", pstate, child, strerror(-r));
+            break;
+        }
+        size_t np = 0;
+        r = snap_parse(buf, len, psecs, SNAP_MAX_SECTIONS, &np, &why);
+        if (r < 0) {
+            free(buf);
+            r = seterr(err, 1, r, "parent state file %s: %s", pstate, why);
+            break;
+        }
+        if (snap_file_checksum(buf, len) != sum) {
+            free(buf);
+            r = seterr(err, 1, -EINVAL, "parent state file %s: not the snapshot %s was taken against "
+                       "(checksum mismatch: replaced or rewritten?)", pstate, child);
+            break;
+        }
+        struct snap_meta pm;
+        const struct snap_section *ms = snap_find(psecs, np, SNAP_META, 0);
+        if (!ms || ms->len != sizeof(pm) || (memcpy(&pm, ms->data, sizeof(pm)), pm.mem_size != mem_size)) {
+            free(buf);
+            r = seterr(err, 1, -EINVAL, "parent state file %s: no metadata or a different memory size", pstate);
+            break;
+        }
+        par = snap_find(psecs, np, SNAP_DIFF_PARENT, 0);
+        if (!par) {
+            free(buf);
+            if (want != 0) {
+                r = seterr(err, 1, -EINVAL, "state file %s: the chain ends %u diff(s) early", pstate, want);
+                break;
+            }
+            if (snap_find(psecs, np, SNAP_DIFF_PAGES, 0)) {
+                r = seterr(err, 1, -EINVAL, "state file %s: a page bitmap without a parent", pstate);
+                break;
+            }
+            c->base_mem = strdup(pmem);
+            if (!c->base_mem)
+                r = seterr(err, 0, -ENOMEM, "out of memory");
+            break;
+        }
+        if (want == 0 || c->n >= SNAP_DIFF_MAX_DEPTH) {
+            free(buf);
+            r = seterr(err, 1, -EINVAL, "state file %s: diff chain deeper than recorded (or than %u)",
+                       pstate, SNAP_DIFF_MAX_DEPTH);
+            break;
+        }
+        c->l[c->n].state_buf = buf;   /* owned by the layer even if opening it fails */
+        r = open_layer(c, pstate, pmem, psecs, np, err);
+        memcpy(child, pstate, SNAP_PARENT_PATH_MAX + 1);
+        /* par (in psecs) is decoded before psecs is reused; its data is in buf */
+    }
+    free(pst);
+    free(psecs);
+    if (r < 0)
+        snapdiff_chain_close(c);
+    return r;
+}
+
+static int read_in(int fd, uint8_t *dst, size_t len, off_t off)
+{
+    while (len) {
+        ssize_t n = pread(fd, dst, len, off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return -errno;
+        if (n == 0)
+            return -EIO;
+        dst += n;
+        off += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int snapdiff_map(struct moat_vm *vm, void *arg)
+{
+    struct snapdiff_chain *c = arg;
+    uint64_t npages = c->mem_size / PAGE, runs = 0;
+    for (unsigned i = 0; i < c->n; i++) {
+        uint64_t nr;
+        snap_bitmap_count(c->l[i].bm, npages, &nr);
+        runs += nr;
+    }
+    bool map = runs <= MAP_RUN_BUDGET;
+    if (!map)
+        log_debug("restore: %llu diff runs: reading them in instead of mapping", (unsigned long long)runs);
+    for (unsigned i = c->n; i-- > 0;) {     /* bottom diff first */
+        uint64_t run, at = 0;
+        while ((at = snap_bitmap_next_run(c->l[i].bm, npages, at, &run)) < npages) {
+            uint8_t *dst = vm->ram + at * PAGE;
+            size_t len = (size_t)(run * PAGE);
+            if (map) {
+                void *p = mmap(dst, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE,
+                               c->l[i].mem_fd, (off_t)(at * PAGE));
+                if (p == MAP_FAILED)
+                    return -errno;
+            } else {
+                int r = read_in(c->l[i].mem_fd, dst, len, (off_t)(at * PAGE));
+                if (r < 0)
+                    return r;
+            }
+            at += run;
+        }
+    }
+    return 0;
+}
+
+void snapdiff_chain_close(struct snapdiff_chain *c)
+{
+    for (unsigned i = 0; i < SNAP_DIFF_MAX_DEPTH; i++) {
+        if (i < c->n && c->l[i].mem_fd >= 0)
+            close(c->l[i].mem_fd);
+        free(c->l[i].state_buf);
+        c->l[i].state_buf = NULL;
+    }
+    c->n = 0;
+    free(c->base_mem);
+    c->base_mem = NULL;
+}
+
+/* ---- the snapshot.c side ---- */
+
+int snapdiff_precheck(struct moat_vm *vm, const char *state_path, const char *mem_path)
+{
+    if (!vm->dirty_log)
+        return -ENOTSUP;
+    if (vm->ram_size > SNAP_DIFF_MAX_MEM)
+        return -EFBIG;
+    const struct snapdiff_last *l = vm->last_snap;
+    if (!l)
+        return -ENODATA;
+    if (l->depth + 1 > SNAP_DIFF_MAX_DEPTH)
+        return -EMLINK;
+    if (snapdiff_same_file(state_path, l->state_path) || snapdiff_same_file(state_path, l->mem_path) ||
+        snapdiff_same_file(mem_path, l->state_path) || snapdiff_same_file(mem_path, l->mem_path))
+        return -EEXIST;
+    return 0;
+}
+
+int snapdiff_sections(struct moat_vm *vm, struct snap_writer *w, bool diff, uint64_t **bm)
+{
+    *bm = NULL;
+    if (!vm->dirty_log)
+        return diff ? -ENOTSUP : 0;
+    int r = snapdiff_collect(vm, bm);
+    if (r < 0 || !diff)
+        return r;
+    const struct snapdiff_last *l = vm->last_snap;
+    size_t cap = sizeof(struct snap_parent) + 2 * SNAP_PARENT_PATH_MAX;
+    uint8_t *buf = malloc(cap);
+    if (!buf)
+        return -ENOMEM;
+    long n = snap_parent_encode(buf, cap, l->checksum, l->depth + 1, l->state_path, l->mem_path);
+    if (n < 0) {
+        free(buf);
+        return (int)n;
+    }
+    snapw_section(w, SNAP_DIFF_PARENT, 0, buf, (uint64_t)n);
+    free(buf);
+    snapw_section(w, SNAP_DIFF_PAGES, 0, *bm, snap_bitmap_words(vm->ram_size) * 8);
+    return 0;
+}
+
+void snapdiff_done(struct moat_vm *vm, const char *state_path, const char *mem_path,
+                   const uint8_t *state, size_t len, bool diff, const uint64_t *bm)
+{
+    uint32_t depth = diff && vm->last_snap ? vm->last_snap->depth + 1 : 0;
+    snapdiff_commit(vm, bm);
+    if (snapdiff_set_last(vm, state_path, mem_path, snap_file_checksum(state, len), depth) < 0) {
+        /* Without a record of it, the next diff must not use the old parent. */
+        log_warn("snapshot %s: cannot resolve its path; the next snapshot must be a full one", state_path);
+        if (vm->last_snap) {
+            free(vm->last_snap->state_path);
+            free(vm->last_snap->mem_path);
+            free(vm->last_snap);
+            vm->last_snap = NULL;
+        }
+    }
+}

@@ -1,0 +1,461 @@
+#include "vmm/snapshot/snapfmt.h"
+
+#include "boot/boot.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+/* Header layout (little-endian):
+ *   0  magic[8]    "MOATSNAP"
+ *   8  u32 version
+ *  12  u32 header size (64)
+ *  16  u64 payload length
+ *  24  u64 XXH3-64 of the file with this field zero
+ *  32  reserved, zero
+ */
+#define OFF_VERSION 8
+#define OFF_HSIZE   12
+#define OFF_PLEN    16
+#define OFF_SUM     24
+#define SECTION_HDR 16
+
+static void put32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint32_t get32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static uint64_t get64(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+
+void snapw_init(struct snap_writer *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->cap = 64 * 1024;
+    w->buf = calloc(1, w->cap);
+    if (!w->buf)
+        w->err = -ENOMEM;
+    w->len = SNAP_HEADER_SIZE;
+}
+
+static int reserve(struct snap_writer *w, uint64_t more)
+{
+    if (w->err)
+        return w->err;
+    if (more > SNAP_MAX_PAYLOAD || w->len + more > SNAP_HEADER_SIZE + (uint64_t)SNAP_MAX_PAYLOAD)
+        return w->err = -EFBIG;
+    if (w->len + more <= w->cap)
+        return 0;
+    size_t cap = w->cap;
+    while (cap < w->len + more)
+        cap *= 2;
+    uint8_t *nb = realloc(w->buf, cap);
+    if (!nb)
+        return w->err = -ENOMEM;
+    memset(nb + w->cap, 0, cap - w->cap);
+    w->buf = nb;
+    w->cap = cap;
+    return 0;
+}
+
+void snapw_section(struct snap_writer *w, uint32_t type, uint32_t index, const void *data, uint64_t len)
+{
+    uint64_t padded = (len + 7) & ~7ull;
+    if (reserve(w, SECTION_HDR + padded) < 0)
+        return;
+    uint8_t *p = w->buf + w->len;
+    put32(p, type);
+    put32(p + 4, index);
+    put64(p + 8, len);
+    memcpy(p + SECTION_HDR, data, len);
+    memset(p + SECTION_HDR + len, 0, padded - len);
+    w->len += SECTION_HDR + padded;
+}
+
+int snapw_finish(struct snap_writer *w, const uint8_t **out, size_t *outlen)
+{
+    if (w->err)
+        return w->err;
+    memset(w->buf, 0, SNAP_HEADER_SIZE);
+    memcpy(w->buf, SNAP_MAGIC, 8);
+    put32(w->buf + OFF_VERSION, SNAP_VERSION);
+    put32(w->buf + OFF_HSIZE, SNAP_HEADER_SIZE);
+    put64(w->buf + OFF_PLEN, w->len - SNAP_HEADER_SIZE);
+    put64(w->buf + OFF_SUM, XXH3_64bits(w->buf, w->len));
+    *out = w->buf;
+    *outlen = w->len;
+    return 0;
+}
+
+void snapw_free(struct snap_writer *w)
+{
+    free(w->buf);
+    w->buf = NULL;
+}
+
+static int fail(const char **why, const char *msg, int code)
+{
+    if (why)
+        *why = msg;
+    return code;
+}
+
+int snap_parse(const uint8_t *buf, size_t len, struct snap_section *secs, size_t max,
+               size_t *n, const char **why)
+{
+    *n = 0;
+    if (len < SNAP_HEADER_SIZE)
+        return fail(why, "state file truncated (no header)", -EINVAL);
+    if (memcmp(buf, SNAP_MAGIC, 8) != 0)
+        return fail(why, "not a moat state file (bad magic)", -EINVAL);
+    if (get32(buf + OFF_HSIZE) != SNAP_HEADER_SIZE)
+        return fail(why, "bad header size", -EINVAL);
+    uint64_t plen = get64(buf + OFF_PLEN);
+    if (plen > SNAP_MAX_PAYLOAD)
+        return fail(why, "state file larger than the cap", -EFBIG);
+    if (plen != len - SNAP_HEADER_SIZE)
+        return fail(why, "state file length does not match its header (truncated?)", -EINVAL);
+    /* Checksum over the file with the checksum field zeroed, without
+     * copying the (capped) file. */
+    uint8_t hdr[SNAP_HEADER_SIZE];
+    memcpy(hdr, buf, SNAP_HEADER_SIZE);
+    memset(hdr + OFF_SUM, 0, 8);
+    XXH3_state_t *st = XXH3_createState();
+    if (!st)
+        return fail(why, "out of memory", -ENOMEM);
+    XXH3_64bits_reset(st);
+    XXH3_64bits_update(st, hdr, sizeof(hdr));
+    XXH3_64bits_update(st, buf + SNAP_HEADER_SIZE, (size_t)plen);
+    uint64_t sum = XXH3_64bits_digest(st);
+    XXH3_freeState(st);
+    if (sum != get64(buf + OFF_SUM))
+        return fail(why, "state file checksum mismatch (corrupted)", -EINVAL);
+    uint32_t version = get32(buf + OFF_VERSION);
+    if (version == 1)
+        return fail(why, "state file of an older moat (format version 1; this moat reads version 2): "
+                         "take the snapshot again with this moat", -EPROTONOSUPPORT);
+    if (version != SNAP_VERSION)
+        return fail(why, "state file of another moat (unknown format version; this moat reads version 2)",
+                    -EPROTONOSUPPORT);
+    for (size_t i = 32; i < SNAP_HEADER_SIZE; i++)
+        if (buf[i])
+            return fail(why, "reserved header bytes not zero", -EINVAL);
+    uint64_t off = SNAP_HEADER_SIZE;
+    while (off < len) {
+        if (len - off < SECTION_HDR)
+            return fail(why, "section header truncated", -EINVAL);
+        uint64_t slen = get64(buf + off + 8);
+        uint64_t padded = (slen + 7) & ~7ull;
+        if (slen > SNAP_MAX_PAYLOAD || padded > len - off - SECTION_HDR)
+            return fail(why, "section runs past the end of the file", -EINVAL);
+        if (*n >= max)
+            return fail(why, "too many sections", -E2BIG);
+        secs[*n] = (struct snap_section){ get32(buf + off), get32(buf + off + 4), slen,
+                                          buf + off + SECTION_HDR };
+        for (size_t i = 0; i < *n; i++)
+            if (secs[i].type == secs[*n].type && secs[i].index == secs[*n].index)
+                return fail(why, "duplicate section", -EINVAL);
+        (*n)++;
+        off += SECTION_HDR + padded;
+    }
+    return fail(why, "ok", 0);
+}
+
+const struct snap_section *snap_find(const struct snap_section *secs, size_t n,
+                                     uint32_t type, uint32_t index)
+{
+    for (size_t i = 0; i < n; i++)
+        if (secs[i].type == type && secs[i].index == index)
+            return &secs[i];
+    return NULL;
+}
+
+long snap_drive_encode(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only)
+{
+    return snap_drive_encode_ov(buf, cap, path, id, read_only, NULL);
+}
+
+long snap_drive_encode_ov(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only,
+                          const char *overlay)
+{
+    if (!path)
+        return -EINVAL;
+    size_t pl = strlen(path), il = id ? strlen(id) : 0, ol = overlay ? strlen(overlay) : 0;
+    if (pl == 0)
+        return -EINVAL;
+    if (pl > SNAP_DRIVE_PATH_MAX || il > SNAP_DRIVE_ID_MAX || ol > SNAP_DRIVE_PATH_MAX)
+        return -ENAMETOOLONG;
+    struct snap_drive d = { .read_only = read_only ? 1 : 0, .path_len = (uint32_t)pl, .id_len = (uint32_t)il,
+                            .overlay_len = (uint32_t)ol };
+    size_t total = sizeof d + pl + il + ol;
+    if (total > cap)
+        return -ENOSPC;
+    memcpy(buf, &d, sizeof d);
+    memcpy(buf + sizeof d, path, pl);
+    if (il)
+        memcpy(buf + sizeof d + pl, id, il);
+    if (ol)
+        memcpy(buf + sizeof d + pl + il, overlay, ol);
+    return (long)total;
+}
+
+int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
+                      char *id, size_t id_cap, int *read_only, const char **why)
+{
+    return snap_drive_decode_ov(data, len, path, path_cap, id, id_cap, read_only, NULL, 0, why);
+}
+
+int snap_drive_decode_ov(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
+                         char *id, size_t id_cap, int *read_only, char *overlay, size_t overlay_cap,
+                         const char **why)
+{
+    struct snap_drive d;
+    *why = NULL;
+    if (len < sizeof d) {
+        *why = "drive section too short";
+        return -EINVAL;
+    }
+    memcpy(&d, data, sizeof d);
+    if (d.read_only > 1) {
+        *why = "drive flags or padding out of range";
+        return -EINVAL;
+    }
+    if (d.path_len == 0 || d.path_len > SNAP_DRIVE_PATH_MAX || d.path_len >= path_cap ||
+        d.id_len > SNAP_DRIVE_ID_MAX || d.id_len >= id_cap) {
+        *why = "drive path or id length out of range";
+        return -EINVAL;
+    }
+    if (d.overlay_len > SNAP_DRIVE_PATH_MAX || (d.overlay_len && d.overlay_len >= overlay_cap)) {
+        *why = overlay ? "drive overlay path length out of range"
+                       : "drive has a copy-on-write overlay (not expected here)";
+        return -EINVAL;
+    }
+    if (len != sizeof d + (uint64_t)d.path_len + d.id_len + d.overlay_len) {
+        *why = "drive section length does not match its strings";
+        return -EINVAL;
+    }
+    const uint8_t *p = data + sizeof d;
+    if (memchr(p, 0, d.path_len) || (d.id_len && memchr(p + d.path_len, 0, d.id_len)) ||
+        (d.overlay_len && memchr(p + d.path_len + d.id_len, 0, d.overlay_len))) {
+        *why = "NUL inside the drive path, id or overlay path";
+        return -EINVAL;
+    }
+    memcpy(path, p, d.path_len);
+    path[d.path_len] = 0;
+    memcpy(id, p + d.path_len, d.id_len);
+    id[d.id_len] = 0;
+    if (overlay && overlay_cap) {
+        memcpy(overlay, p + d.path_len + d.id_len, d.overlay_len);
+        overlay[d.overlay_len] = 0;
+    }
+    *read_only = (int)d.read_only;
+    return 0;
+}
+
+static bool vsock_cid_ok(uint64_t cid)
+{
+    return cid >= 3 && cid <= 0xfffffffeull;
+}
+
+long snap_vsock_encode(uint8_t *buf, size_t cap, uint64_t guest_cid, const char *path)
+{
+    if (!path || !vsock_cid_ok(guest_cid))
+        return -EINVAL;
+    size_t pl = strlen(path);
+    if (pl == 0)
+        return -EINVAL;
+    if (pl > SNAP_VSOCK_PATH_MAX)
+        return -ENAMETOOLONG;
+    struct snap_vsock v = { .guest_cid = guest_cid, .path_len = (uint32_t)pl, .pad = 0 };
+    if (cap < sizeof v + pl)
+        return -ENOSPC;
+    memcpy(buf, &v, sizeof v);
+    memcpy(buf + sizeof v, path, pl);
+    return (long)(sizeof v + pl);
+}
+
+int snap_vsock_decode(const uint8_t *data, uint64_t len, uint64_t *guest_cid, char *path,
+                      size_t path_cap, const char **why)
+{
+    struct snap_vsock v;
+    *why = NULL;
+    if (len < sizeof v) {
+        *why = "vsock section too short";
+        return -EINVAL;
+    }
+    memcpy(&v, data, sizeof v);
+    if (!vsock_cid_ok(v.guest_cid) || v.pad) {
+        *why = "vsock guest CID or padding out of range";
+        return -EINVAL;
+    }
+    if (v.path_len == 0 || v.path_len > SNAP_VSOCK_PATH_MAX || v.path_len >= path_cap) {
+        *why = "vsock socket path length out of range";
+        return -EINVAL;
+    }
+    if (len != sizeof v + (uint64_t)v.path_len) {
+        *why = "vsock section length does not match its path";
+        return -EINVAL;
+    }
+    if (memchr(data + sizeof v, 0, v.path_len)) {
+        *why = "NUL inside the vsock socket path";
+        return -EINVAL;
+    }
+    memcpy(path, data + sizeof v, v.path_len);
+    path[v.path_len] = 0;
+    *guest_cid = v.guest_cid;
+    return 0;
+}
+
+/* ---- fixed sections ---- */
+
+int snap_meta_check(const struct snap_meta *m, unsigned max_cpus, const char **why)
+{
+    if (m->ncpus < 1 || m->ncpus > max_cpus)
+        return fail(why, "metadata: vCPU count out of range", -EINVAL);
+    if (m->mem_size < (2u << 20) || m->mem_size > (1ull << 40))
+        return fail(why, "metadata: memory size out of range (2 MiB .. 1 TiB)", -EINVAL);
+    if (m->mem_size % 4096 != 0)
+        return fail(why, "metadata: memory size not a multiple of 4 KiB", -EINVAL);
+    if (m->boot_kind < BOOT_LINUX_BZIMAGE || m->boot_kind > BOOT_ELF)
+        return fail(why, "metadata: unknown boot kind", -EINVAL);
+    if (m->flags & ~(SNAP_META_PVM | SNAP_META_DIRTY_LOG))
+        return fail(why, "metadata: unknown flags", -EINVAL);
+    if (m->guest_status < -1 || m->guest_status > 255)
+        return fail(why, "metadata: guest status out of range (-1 .. 255)", -EINVAL);
+    return 0;
+}
+
+int snap_serial_check(const struct snap_serial *s, const char **why)
+{
+    if (s->rx_len > sizeof s->rx || s->rx_head >= sizeof s->rx)
+        return fail(why, "UART: receive FIFO position out of range", -EINVAL);
+    if (s->ier & 0xf0)
+        return fail(why, "UART: IER bits 7:4 set", -EINVAL);
+    if (s->mcr & 0xe0)
+        return fail(why, "UART: MCR bits 7:5 set", -EINVAL);
+    /* IIR: an interrupt ID the model produces (none, modem status, THR
+     * empty, data, line status), the FIFO bits both set or both clear, bits
+     * 5:4 clear. */
+    uint8_t id = s->iir & 0x0f, fifo = s->iir & 0xc0;
+    if ((s->iir & 0x30) || (fifo != 0 && fifo != 0xc0) ||
+        (id != 0x01 && id != 0x00 && id != 0x02 && id != 0x04 && id != 0x06))
+        return fail(why, "UART: IIR not a state the UART can be in", -EINVAL);
+    if (s->thr_ipending > 1 || s->irq_level > 1)
+        return fail(why, "UART: a flag byte other than 0 or 1", -EINVAL);
+    if (s->pad[0] || s->pad[1])
+        return fail(why, "UART: padding not zero", -EINVAL);
+    return 0;
+}
+
+int snap_moatdev_check(const struct snap_moatdev *m, const char **why)
+{
+    if (m->pad)
+        return fail(why, "control device: padding not zero", -EINVAL);
+    return 0;
+}
+
+/* ---- devices (SNAP_DEV) ---- */
+
+long snap_dev_encode(uint8_t *buf, size_t cap, uint32_t device_id, const char *id,
+                     const void *state, size_t state_len, const void *data, size_t data_len)
+{
+    if (!id || !device_id || !state || !state_len || (data_len && !data))
+        return -EINVAL;
+    size_t il = strlen(id);
+    if (il == 0)
+        return -EINVAL;
+    if (il > SNAP_DEV_ID_MAX)
+        return -ENAMETOOLONG;
+    if (state_len > SNAP_DEV_STATE_MAX || data_len > SNAP_DEV_DATA_MAX)
+        return -E2BIG;
+    struct snap_dev h = { .device_id = device_id, .id_len = (uint32_t)il,
+                          .state_len = (uint32_t)state_len, .data_len = (uint32_t)data_len };
+    size_t total = sizeof h + il + state_len + data_len;
+    if (cap < total)
+        return -ENOSPC;
+    memcpy(buf, &h, sizeof h);
+    memcpy(buf + sizeof h, id, il);
+    memcpy(buf + sizeof h + il, state, state_len);
+    if (data_len)
+        memcpy(buf + sizeof h + il + state_len, data, data_len);
+    return (long)total;
+}
+
+int snap_dev_decode(const uint8_t *data, uint64_t len, struct snap_dev_view *v, const char **why)
+{
+    struct snap_dev h;
+    *why = NULL;
+    if (len < sizeof h) {
+        *why = "device section too short";
+        return -EINVAL;
+    }
+    memcpy(&h, data, sizeof h);
+    if (h.device_id == 0) {
+        *why = "device section without a device type";
+        return -EINVAL;
+    }
+    if (h.id_len == 0 || h.id_len > SNAP_DEV_ID_MAX) {
+        *why = "device id length out of range";
+        return -EINVAL;
+    }
+    if (h.state_len == 0 || h.state_len > SNAP_DEV_STATE_MAX || h.data_len > SNAP_DEV_DATA_MAX) {
+        *why = "device state or record length out of range";
+        return -EINVAL;
+    }
+    if (len != sizeof h + (uint64_t)h.id_len + h.state_len + h.data_len) {
+        *why = "device section length does not match its parts";
+        return -EINVAL;
+    }
+    const uint8_t *p = data + sizeof h;
+    if (memchr(p, 0, h.id_len)) {
+        *why = "NUL inside the device id";
+        return -EINVAL;
+    }
+    v->device_id = h.device_id;
+    memcpy(v->id, p, h.id_len);
+    v->id[h.id_len] = 0;
+    v->state = p + h.id_len;
+    v->state_len = h.state_len;
+    v->data = p + h.id_len + h.state_len;
+    v->data_len = h.data_len;
+    return 0;
+}
+
+int snap_match_overrides(const char *const *snap_ids, size_t n, const char *const *ovr_ids, size_t m,
+                         size_t *map, char *why, size_t wlen)
+{
+    if (m != n) {
+        snprintf(why, wlen, "the snapshot has %zu, %zu given", n, m);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < n; i++)
+        map[i] = SIZE_MAX;
+    /* overrides with an id take the device with that id */
+    for (size_t k = 0; k < m; k++) {
+        if (!ovr_ids[k])
+            continue;
+        size_t i = 0;
+        while (i < n && strcmp(snap_ids[i], ovr_ids[k]) != 0)
+            i++;
+        if (i == n) {
+            snprintf(why, wlen, "'%s': the snapshot has no such device", ovr_ids[k]);
+            return -EINVAL;
+        }
+        if (map[i] != SIZE_MAX) {
+            snprintf(why, wlen, "'%s' given twice", ovr_ids[k]);
+            return -EINVAL;
+        }
+        map[i] = k;
+    }
+    /* the others take the rest, in slot order */
+    size_t i = 0;
+    for (size_t k = 0; k < m; k++) {
+        if (ovr_ids[k])
+            continue;
+        while (i < n && map[i] != SIZE_MAX)
+            i++;
+        map[i] = k;     /* m == n: there is one */
+    }
+    return 0;
+}

@@ -1,0 +1,635 @@
+/* Snapshot and restore: a state file (vmm/snapshot/snapfmt.h, docs/snapshot-format.md)
+ * and a memory file (guest RAM, sparse: zero pages are holes). Restore maps
+ * the memory file MAP_PRIVATE, so pages load lazily and are shared with
+ * every other restore of the same file until written (fork). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices/virtio/virtio_dev.h"
+#include "devices/virtio/virtio_mmio.h"
+#include "vmm/core/devtab.h"
+#include "vmm/base/layout.h"
+#include "vmm/base/log.h"
+#include "vmm/snapshot/snapdiff.h"
+#include "vmm/snapshot/snapfmt.h"
+#include "vmm/core/vm.h"
+
+#define MSR_IA32_XSS 0xda0
+#define PAGE 4096ul
+
+/* ---- save ---- */
+
+static int save_msrs(struct moat_vm *vm, struct vcpu *v, struct snap_writer *w)
+{
+    unsigned n = vm->host.nmsrs;
+    if (!n)
+        return 0;
+    size_t sz = sizeof(struct kvm_msrs) + n * sizeof(struct kvm_msr_entry);
+    struct kvm_msrs *m = calloc(1, sz);
+    struct snap_msr *out = calloc(n, sizeof(*out));
+    if (!m || !out) {
+        free(m);
+        free(out);
+        return -ENOMEM;
+    }
+    /* KVM_GET_MSRS stops at the first MSR it cannot read: skip it, go on. */
+    unsigned got = 0, next = 0;
+    while (next < n) {
+        unsigned batch = n - next;
+        m->nmsrs = batch;
+        for (unsigned i = 0; i < batch; i++)
+            m->entries[i] = (struct kvm_msr_entry){ .index = vm->host.msrs[next + i] };
+        int r = ioctl(v->fd, KVM_GET_MSRS, m);
+        if (r < 0) {
+            int e = errno;
+            free(m);
+            free(out);
+            return -e;
+        }
+        for (int i = 0; i < r; i++)
+            out[got++] = (struct snap_msr){ .index = m->entries[i].index, .data = m->entries[i].data };
+        next += (unsigned)r + 1;  /* skip the unreadable one */
+    }
+    snapw_section(w, SNAP_VCPU_MSRS, v->index, out, got * sizeof(*out));
+    free(m);
+    free(out);
+    return 0;
+}
+
+#define SAVE(ioc, type, idx, T) do {                                  \
+        T s_;                                                         \
+        memset(&s_, 0, sizeof(s_));                                   \
+        if (ioctl(fd, ioc, &s_) < 0)                                  \
+            return -errno;                                            \
+        snapw_section(w, type, idx, &s_, sizeof(s_));                 \
+    } while (0)
+
+static int save_vcpu(struct moat_vm *vm, struct vcpu *v, struct snap_writer *w)
+{
+    int fd = v->fd;
+    SAVE(KVM_GET_REGS, SNAP_VCPU_REGS, v->index, struct kvm_regs);
+    SAVE(KVM_GET_SREGS, SNAP_VCPU_SREGS, v->index, struct kvm_sregs);
+    SAVE(KVM_GET_FPU, SNAP_VCPU_FPU, v->index, struct kvm_fpu);
+    if (ioctl(vm->host.fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE) > 0)
+        SAVE(KVM_GET_XSAVE, SNAP_VCPU_XSAVE, v->index, struct kvm_xsave);
+    if (ioctl(vm->host.fd, KVM_CHECK_EXTENSION, KVM_CAP_XCRS) > 0)
+        SAVE(KVM_GET_XCRS, SNAP_VCPU_XCRS, v->index, struct kvm_xcrs);
+    SAVE(KVM_GET_LAPIC, SNAP_VCPU_LAPIC, v->index, struct kvm_lapic_state);
+    SAVE(KVM_GET_MP_STATE, SNAP_VCPU_MP_STATE, v->index, struct kvm_mp_state);
+    SAVE(KVM_GET_VCPU_EVENTS, SNAP_VCPU_EVENTS, v->index, struct kvm_vcpu_events);
+    SAVE(KVM_GET_DEBUGREGS, SNAP_VCPU_DEBUGREGS, v->index, struct kvm_debugregs);
+    return save_msrs(vm, v, w);
+}
+
+static int save_vm(struct moat_vm *vm, struct snap_writer *w)
+{
+    int fd = vm->vm_fd;
+    static const uint32_t chips[3] = { KVM_IRQCHIP_PIC_MASTER, KVM_IRQCHIP_PIC_SLAVE, KVM_IRQCHIP_IOAPIC };
+    for (int i = 0; i < 3; i++) {
+        struct kvm_irqchip c;
+        memset(&c, 0, sizeof(c));
+        c.chip_id = chips[i];
+        if (ioctl(fd, KVM_GET_IRQCHIP, &c) < 0)
+            return -errno;
+        snapw_section(w, SNAP_VM_PIC_MASTER + (uint32_t)i, 0, &c, sizeof(c));
+    }
+    SAVE(KVM_GET_PIT2, SNAP_VM_PIT, 0, struct kvm_pit_state2);
+    SAVE(KVM_GET_CLOCK, SNAP_VM_CLOCK, 0, struct kvm_clock_data);
+    return 0;
+}
+
+static void save_devices(struct moat_vm *vm, struct snap_writer *w)
+{
+    struct serial *s = &vm->uart;
+    struct snap_serial ss;
+    memset(&ss, 0, sizeof(ss));
+    pthread_mutex_lock(&s->lock);
+    ss.ier = s->ier; ss.iir = s->iir; ss.lcr = s->lcr; ss.mcr = s->mcr; ss.lsr = s->lsr;
+    ss.msr = s->msr; ss.scr = s->scr; ss.dll = s->dll; ss.dlm = s->dlm; ss.fcr = s->fcr;
+    ss.thr_ipending = s->thr_ipending;
+    ss.irq_level = (uint8_t)s->irq_level;
+    ss.rx_len = (uint8_t)s->rx_len;
+    ss.rx_head = (uint8_t)s->rx_head;
+    memcpy(ss.rx, s->rx, sizeof(ss.rx));
+    pthread_mutex_unlock(&s->lock);
+    snapw_section(w, SNAP_DEV_SERIAL, 0, &ss, sizeof(ss));
+
+    struct snap_moatdev md = { 0 };
+    pthread_mutex_lock(&vm->ctl.lock);
+    md.pio_scratch = vm->ctl.pio_scratch;
+    md.mmio_scratch = vm->ctl.mmio_scratch;
+    pthread_mutex_unlock(&vm->ctl.lock);
+    snapw_section(w, SNAP_DEV_MOATDEV, 0, &md, sizeof(md));
+}
+
+int snap_pwrite_all(int fd, const void *buf, size_t len, off_t off)
+{
+    const uint8_t *p = buf;
+    while (len) {
+        ssize_t n = pwrite(fd, p, len, off);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -errno;
+        }
+        p += n;
+        off += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+bool snap_page_is_zero(const uint8_t *p)
+{
+    const uint64_t *q = (const uint64_t *)p;
+    for (size_t i = 0; i < PAGE / 8; i += 8)
+        if (q[i] | q[i + 1] | q[i + 2] | q[i + 3] | q[i + 4] | q[i + 5] | q[i + 6] | q[i + 7])
+            return false;
+    return true;
+}
+
+/* Write a file under path.tmp with fill(fd, arg), fsync it, rename it to
+ * path: a reader never sees a half-written file. */
+/* Write path through path.tmp (fill, fsync, rename). If stale is set, that
+ * file is unlinked just before the rename: it is the state file that
+ * belonged to the file being replaced, and must not survive next to the
+ * new one (a crash before the new state file lands then leaves no state
+ * file, which restore refuses, instead of a mismatched pair). */
+static int write_atomically_unlinking(const char *path, int (*fill)(int fd, void *arg), void *arg,
+                                      const char *stale)
+{
+    char tmp[4096];
+    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+        return -ENAMETOOLONG;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    int r = fill(fd, arg);
+    if (r == 0 && fsync(fd) < 0)
+        r = -errno;
+    close(fd);
+    if (r == 0 && stale && unlink(stale) < 0 && errno != ENOENT)
+        r = -errno;
+    if (r == 0 && rename(tmp, path) < 0)
+        r = -errno;
+    if (r < 0)
+        unlink(tmp);
+    return r;
+}
+
+static int write_atomically(const char *path, int (*fill)(int fd, void *arg), void *arg)
+{
+    return write_atomically_unlinking(path, fill, arg, NULL);
+}
+
+/* Guest RAM to a sparse file: runs of non-zero pages are written, zero
+ * pages stay holes. */
+static int fill_memory(int fd, void *arg)
+{
+    struct moat_vm *vm = arg;
+    if (ftruncate(fd, (off_t)vm->ram_size) < 0)
+        return -errno;
+    size_t npages = vm->ram_size / PAGE;
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < npages;) {
+        if (snap_page_is_zero(vm->ram + i * PAGE)) {
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        while (j < npages && j - i < 256 && !snap_page_is_zero(vm->ram + j * PAGE))
+            j++;
+        r = snap_pwrite_all(fd, vm->ram + i * PAGE, (j - i) * PAGE, (off_t)(i * PAGE));
+        i = j;
+    }
+    return r;
+}
+
+struct bytes { const uint8_t *buf; size_t len; };
+
+static int fill_bytes(int fd, void *arg)
+{
+    const struct bytes *b = arg;
+    return snap_pwrite_all(fd, b->buf, b->len, 0);
+}
+
+/* A full snapshot, or (diff) one of the pages written since the last. */
+static int snapshot_locked(struct moat_vm *vm, const char *state_path, const char *mem_path, bool diff)
+{
+    if (diff) {
+        int dr = snapdiff_precheck(vm, state_path, mem_path);
+        if (dr < 0)
+            return dr;
+    }
+    pthread_mutex_lock(&vm->lock);
+    bool was_paused = vm->paused, exited = vm->exited, started = vm->started;
+    pthread_mutex_unlock(&vm->lock);
+    if (exited)
+        return -ESRCH;
+    if (started && !was_paused) {
+        int r = moat_pause(vm);
+        if (r < 0)
+            return r;
+    }
+    struct snap_writer w;
+    snapw_init(&w);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    pthread_mutex_lock(&vm->lock);
+    struct snap_meta meta = {
+        .mem_size = vm->ram_size, .ncpus = vm->ncpus, .boot_kind = (uint32_t)vm->boot.kind,
+        .flags = (vm->pvm_compat ? SNAP_META_PVM : 0) | (vm->dirty_log ? SNAP_META_DIRTY_LOG : 0),
+        .guest_status = vm->guest_status,
+        .created_unix_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
+    };
+    pthread_mutex_unlock(&vm->lock);
+    snapw_section(&w, SNAP_META, 0, &meta, sizeof(meta));
+    uint64_t *dirty_bm = NULL;   /* pages written since the last snapshot */
+    int r = snapdiff_sections(vm, &w, diff, &dirty_bm);
+    if (r == 0)
+        r = save_vm(vm, &w);
+    for (unsigned i = 0; r == 0 && i < vm->ncpus; i++)
+        r = save_vcpu(vm, &vm->vcpus[i], &w);
+    if (r == 0) {
+        save_devices(vm, &w);
+        r = devtab_save(vm, &w);
+    }
+    const uint8_t *buf = NULL;
+    size_t len = 0;
+    if (r == 0)
+        r = snapw_finish(&w, &buf, &len);
+    /* Memory first, state last: a state file implies its memory file. */
+    struct snapdiff_fill_arg dfa = { vm, dirty_bm };
+    if (r == 0)
+        r = diff ? write_atomically_unlinking(mem_path, snapdiff_fill, &dfa, state_path)
+                 : write_atomically_unlinking(mem_path, fill_memory, vm, state_path);
+    struct bytes state = { buf, len };
+    if (r == 0)
+        r = write_atomically(state_path, fill_bytes, &state);
+    /* Durable: only now forget the written pages. */
+    if (r == 0)
+        snapdiff_done(vm, state_path, mem_path, buf, len, diff, dirty_bm);
+    free(dirty_bm);
+    snapw_free(&w);
+    if (started && !was_paused)
+        moat_resume(vm);
+    return r;
+}
+
+/* One snapshot at a time per VM: each one clears the dirty pages it wrote
+ * and becomes the parent of the next diff, so two at once would lose pages
+ * from later diffs. A second caller gets -EBUSY. */
+static int snapshot_impl(struct moat_vm *vm, const char *state_path, const char *mem_path, bool diff)
+{
+    if (!vm || !state_path || !mem_path)
+        return -EINVAL;
+    pthread_mutex_lock(&vm->lock);
+    bool busy = vm->snapshotting;
+    vm->snapshotting = true;
+    pthread_mutex_unlock(&vm->lock);
+    if (busy)
+        return -EBUSY;
+    int r = snapshot_locked(vm, state_path, mem_path, diff);
+    pthread_mutex_lock(&vm->lock);
+    vm->snapshotting = false;
+    pthread_mutex_unlock(&vm->lock);
+    return r;
+}
+
+int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_path)
+{
+    return snapshot_impl(vm, state_path, mem_path, false);
+}
+
+int moat_snapshot_diff(struct moat_vm *vm, const char *state_path, const char *mem_path)
+{
+    return snapshot_impl(vm, state_path, mem_path, true);
+}
+
+/* ---- restore ---- */
+
+#define SECTION(type, idx, T, dst) do {                                         \
+        const struct snap_section *s_ = snap_find(secs, nsecs, type, idx);      \
+        if (!s_ || s_->len != sizeof(T))                                        \
+            return seterr(err, 1, -EINVAL, "state file: section %u/%u missing or of the wrong size", \
+                          (unsigned)(type), (unsigned)(idx));                   \
+        memcpy(dst, s_->data, sizeof(T));                                       \
+    } while (0)
+
+#define APPLY(fd, ioc, arg, what) do {                                          \
+        if (ioctl(fd, ioc, arg) < 0)                                            \
+            return seterr(err, 0, -errno, "restore: %s: %s", what, strerror(errno)); \
+    } while (0)
+
+static int restore_vcpu(struct moat_vm *vm, struct vcpu *v, const struct snap_section *secs,
+                        size_t nsecs, struct moat_error *err)
+{
+    unsigned i = v->index;
+    int fd = v->fd;
+    /* The vCPU model: the same filter as at boot. */
+    const struct kvm_cpuid2 *sup = vm->host.cpuid;
+    size_t csz = sizeof(*sup) + sup->nent * sizeof(sup->entries[0]);
+    struct kvm_cpuid2 *c = malloc(csz);
+    if (!c)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    memcpy(c, sup, csz);
+    cpuid_filter(c->entries, c->nent, i, vm->ncpus, vm->pvm_compat);
+    int r = ioctl(fd, KVM_SET_CPUID2, c) < 0 ? -errno : 0;
+    free(c);
+    if (r < 0)
+        return seterr(err, 0, r, "restore: KVM_SET_CPUID2: %s", strerror(-r));
+
+    struct kvm_sregs sregs;
+    struct kvm_regs regs;
+    struct kvm_fpu fpu;
+    struct kvm_lapic_state lapic;
+    struct kvm_mp_state mp;
+    struct kvm_vcpu_events ev;
+    struct kvm_debugregs dr;
+    SECTION(SNAP_VCPU_SREGS, i, struct kvm_sregs, &sregs);
+    SECTION(SNAP_VCPU_REGS, i, struct kvm_regs, &regs);
+    SECTION(SNAP_VCPU_FPU, i, struct kvm_fpu, &fpu);
+    SECTION(SNAP_VCPU_LAPIC, i, struct kvm_lapic_state, &lapic);
+    SECTION(SNAP_VCPU_MP_STATE, i, struct kvm_mp_state, &mp);
+    SECTION(SNAP_VCPU_EVENTS, i, struct kvm_vcpu_events, &ev);
+    SECTION(SNAP_VCPU_DEBUGREGS, i, struct kvm_debugregs, &dr);
+    /* KVM on SVM reports TR as busy (type 11) whatever the VMCB holds,
+     * while the hidden TR of a CPU that ran ltr says "available" (9). AMD
+     * hardware ignores the difference, but an emulated SVM (QEMU TCG, our
+     * nested test bed) then refuses ring-3 port I/O through the TSS
+     * bitmap. Give back what ltr would have left. (VMX requires 11: only
+     * on SVM.) */
+    if (vm->host.is_svm && sregs.tr.type == 11)
+        sregs.tr.type = 9;
+    APPLY(fd, KVM_SET_SREGS, &sregs, "KVM_SET_SREGS");
+    APPLY(fd, KVM_SET_REGS, &regs, "KVM_SET_REGS");
+    const struct snap_section *xs = snap_find(secs, nsecs, SNAP_VCPU_XSAVE, i);
+    if (xs && xs->len == sizeof(struct kvm_xsave) &&
+        ioctl(vm->host.fd, KVM_CHECK_EXTENSION, KVM_CAP_XSAVE) > 0) {
+        struct kvm_xsave *x = malloc(sizeof(*x));
+        if (!x)
+            return seterr(err, 0, -ENOMEM, "out of memory");
+        memcpy(x, xs->data, sizeof(*x));
+        r = ioctl(fd, KVM_SET_XSAVE, x) < 0 ? -errno : 0;
+        free(x);
+        if (r < 0)
+            return seterr(err, 0, r, "restore: KVM_SET_XSAVE: %s", strerror(-r));
+    } else {
+        APPLY(fd, KVM_SET_FPU, &fpu, "KVM_SET_FPU");
+    }
+    const struct snap_section *xc = snap_find(secs, nsecs, SNAP_VCPU_XCRS, i);
+    if (xc && xc->len == sizeof(struct kvm_xcrs) && ioctl(vm->host.fd, KVM_CHECK_EXTENSION, KVM_CAP_XCRS) > 0) {
+        struct kvm_xcrs x;
+        memcpy(&x, xc->data, sizeof(x));
+        APPLY(fd, KVM_SET_XCRS, &x, "KVM_SET_XCRS");
+    }
+    APPLY(fd, KVM_SET_DEBUGREGS, &dr, "KVM_SET_DEBUGREGS");
+    APPLY(fd, KVM_SET_LAPIC, &lapic, "KVM_SET_LAPIC");
+
+    const struct snap_section *ms = snap_find(secs, nsecs, SNAP_VCPU_MSRS, i);
+    if (!ms || ms->len % sizeof(struct snap_msr) != 0)
+        return seterr(err, 1, -EINVAL, "state file: MSR section of vCPU %u missing or malformed", i);
+    size_t n = ms->len / sizeof(struct snap_msr);
+    struct kvm_msrs *m = calloc(1, sizeof(*m) + n * sizeof(struct kvm_msr_entry));
+    if (!m)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    unsigned k = 0;
+    for (size_t j = 0; j < n; j++) {
+        struct snap_msr sm;
+        memcpy(&sm, ms->data + j * sizeof(sm), sizeof(sm));
+        if (vm->pvm_compat && sm.index == MSR_IA32_XSS)
+            continue;  /* PVM refuses it */
+        m->entries[k++] = (struct kvm_msr_entry){ .index = sm.index, .data = sm.data };
+    }
+    m->nmsrs = k;
+    r = ioctl(fd, KVM_SET_MSRS, m);
+    int e = errno;
+    if (r >= 0 && (unsigned)r < k)
+        log_warn("restore: vCPU %u: MSR 0x%x not accepted; %d of %u restored", i,
+                 m->entries[r].index, r, k);
+    free(m);
+    if (r < 0)
+        return seterr(err, 0, -e, "restore: KVM_SET_MSRS: %s", strerror(e));
+    APPLY(fd, KVM_SET_MP_STATE, &mp, "KVM_SET_MP_STATE");
+    ev.flags &= KVM_VCPUEVENT_VALID_NMI_PENDING | KVM_VCPUEVENT_VALID_SIPI_VECTOR | KVM_VCPUEVENT_VALID_SHADOW;
+    APPLY(fd, KVM_SET_VCPU_EVENTS, &ev, "KVM_SET_VCPU_EVENTS");
+    return 0;
+}
+
+static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs, size_t nsecs,
+                            struct moat_error *err)
+{
+    for (uint32_t i = 0; i < 3; i++) {
+        struct kvm_irqchip c;
+        SECTION(SNAP_VM_PIC_MASTER + i, 0, struct kvm_irqchip, &c);
+        APPLY(vm->vm_fd, KVM_SET_IRQCHIP, &c, "KVM_SET_IRQCHIP");
+    }
+    struct kvm_pit_state2 pit;
+    SECTION(SNAP_VM_PIT, 0, struct kvm_pit_state2, &pit);
+    APPLY(vm->vm_fd, KVM_SET_PIT2, &pit, "KVM_SET_PIT2");
+    struct kvm_clock_data clk;
+    SECTION(SNAP_VM_CLOCK, 0, struct kvm_clock_data, &clk);
+    clk.flags = 0;  /* only the clock value; no host-TSC pinning */
+    memset(clk.pad, 0, sizeof(clk.pad));
+    APPLY(vm->vm_fd, KVM_SET_CLOCK, &clk, "KVM_SET_CLOCK");
+
+    struct snap_serial ss;
+    SECTION(SNAP_DEV_SERIAL, 0, struct snap_serial, &ss);
+    const char *why = NULL;
+    if (snap_serial_check(&ss, &why) < 0)
+        return seterr(err, 1, -EINVAL, "state file: %s", why);
+    struct serial *s = &vm->uart;
+    pthread_mutex_lock(&s->lock);
+    s->ier = ss.ier; s->iir = ss.iir; s->lcr = ss.lcr; s->mcr = ss.mcr; s->lsr = ss.lsr;
+    s->msr = ss.msr; s->scr = ss.scr; s->dll = ss.dll; s->dlm = ss.dlm; s->fcr = ss.fcr;
+    s->thr_ipending = ss.thr_ipending;
+    s->irq_level = ss.irq_level ? 1 : 0;  /* the IOAPIC state carries the line */
+    s->rx_len = ss.rx_len;
+    s->rx_head = ss.rx_head;
+    memcpy(s->rx, ss.rx, sizeof(ss.rx));
+    pthread_mutex_unlock(&s->lock);
+
+    struct snap_moatdev md;
+    SECTION(SNAP_DEV_MOATDEV, 0, struct snap_moatdev, &md);
+    if (snap_moatdev_check(&md, &why) < 0)
+        return seterr(err, 1, -EINVAL, "state file: %s", why);
+    pthread_mutex_lock(&vm->ctl.lock);
+    vm->ctl.pio_scratch = md.pio_scratch;
+    vm->ctl.mmio_scratch = md.mmio_scratch;
+    pthread_mutex_unlock(&vm->ctl.lock);
+    return 0;
+}
+
+/* Start the live devices (their state is loaded: devtab_restore), before
+ * any vCPU runs. */
+static int restore_virtio(struct moat_vm *vm, struct moat_error *err)
+{
+    for (unsigned i = 0; i < vm->ndev; i++) {
+        int r = virtio_mmio_kvm_resume(vm->dev[i].t);
+        if (r < 0)
+            return seterr(err, 0, r, "restore: starting %s: %s", vm->dev[i].id, strerror(-r));
+    }
+    return 0;
+}
+
+static int read_state(const char *path, uint8_t **buf, size_t *len, struct moat_error *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return seterr(err, 1, -errno, "state file %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return seterr(err, 1, -EINVAL, "state file %s: not a regular file", path);
+    }
+    /* The cap is checked before any allocation. */
+    if ((uint64_t)st.st_size > SNAP_HEADER_SIZE + (uint64_t)SNAP_MAX_PAYLOAD) {
+        close(fd);
+        return seterr(err, 1, -EFBIG, "state file %s: larger than the %u MiB cap", path, SNAP_MAX_PAYLOAD >> 20);
+    }
+    *len = (size_t)st.st_size;
+    *buf = malloc(*len ? *len : 1);
+    if (!*buf) {
+        close(fd);
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    }
+    size_t got = 0;
+    while (got < *len) {
+        ssize_t n = read(fd, *buf + got, *len - got);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            break;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    if (got != *len) {
+        free(*buf);
+        return seterr(err, 1, -EIO, "state file %s: short read", path);
+    }
+    return 0;
+}
+
+void moat_restore_config_init(struct moat_restore_config *rc)
+{
+    memset(rc, 0, sizeof(*rc));
+    rc->size = sizeof(*rc);
+    rc->console_in = -1;
+    rc->console_out = -1;
+}
+
+int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, struct moat_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+    if (!rc_in || !out || rc_in->size < offsetof(struct moat_restore_config, kick_signal))
+        return seterr(err, 1, -EINVAL, "invalid restore configuration");
+    moat_timings_set_origin(0);
+    struct moat_restore_config rc;
+    moat_restore_config_init(&rc);
+    memcpy(&rc, rc_in, rc_in->size < sizeof(rc) ? rc_in->size : sizeof(rc));
+    if (!rc.state_path || !rc.mem_path)
+        return seterr(err, 1, -EINVAL, "restore needs a state file and a memory file");
+
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    int r = read_state(rc.state_path, &buf, &len, err);
+    if (r < 0)
+        return r;
+    struct snap_section *secs = calloc(SNAP_MAX_SECTIONS, sizeof(*secs));
+    if (!secs) {
+        free(buf);
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    }
+    size_t nsecs = 0;
+    const char *why = NULL;
+    struct moat_vm *vm = NULL;
+    int mem_fd = -1;
+    struct snapdiff_chain chain = { 0 };   /* a diff's parents, down to the full snapshot */
+    r = snap_parse(buf, len, secs, SNAP_MAX_SECTIONS, &nsecs, &why);
+    if (r < 0) {
+        seterr(err, 1, r, "state file %s: %s", rc.state_path, why);
+        goto out;
+    }
+    struct snap_meta meta;
+    const struct snap_section *ms = snap_find(secs, nsecs, SNAP_META, 0);
+    if (!ms || ms->len != sizeof(meta)) {
+        r = seterr(err, 1, -EINVAL, "state file %s: no metadata section", rc.state_path);
+        goto out;
+    }
+    memcpy(&meta, ms->data, sizeof(meta));
+    if ((r = snap_meta_check(&meta, LAYOUT_MAX_CPUS, &why)) < 0) {
+        seterr(err, 1, r, "state file %s: %s", rc.state_path, why);
+        goto out;
+    }
+    if ((r = snapdiff_chain_open(&chain, rc.state_path, rc.mem_path, secs, nsecs, meta.mem_size, err)) < 0)
+        goto out;
+    const char *base_mem = chain.n ? chain.base_mem : rc.mem_path;
+    /* A restored VM always tracks written pages (diff snapshots against
+     * this one): it costs nothing measurable (docs/snapshot-format.md). */
+    rc.flags |= MOAT_F_DIRTY_LOG;
+    mem_fd = open(base_mem, O_RDONLY | O_CLOEXEC);
+    if (mem_fd < 0) {
+        r = seterr(err, 1, -errno, "memory file %s: %s", base_mem, strerror(errno));
+        goto out;
+    }
+    struct stat st;
+    if (fstat(mem_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != meta.mem_size) {
+        r = seterr(err, 1, -EINVAL, "memory file %s: size %lld, the snapshot needs %llu bytes",
+                   base_mem, (long long)st.st_size, (unsigned long long)meta.mem_size);
+        goto out;
+    }
+    vm = vm_alloc(meta.ncpus, meta.mem_size, rc.console_in, rc.console_out, rc.flags, rc.kick_signal);
+    if (!vm) {
+        r = seterr(err, 0, -ENOMEM, "out of memory");
+        goto out;
+    }
+    vm->con.limit = rc.console_limit;
+    vm->boot.kind = (enum boot_kind)meta.boot_kind;
+    vm->pvm_compat = (meta.flags & SNAP_META_PVM) && !(rc.flags & MOAT_F_NO_PVM_COMPAT);
+    vm->guest_status = meta.guest_status;
+    if (chain.n) {
+        vm->map_hook = snapdiff_map;
+        vm->map_hook_arg = &chain;
+    }
+    if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0 || (r = vm_setup_rest(vm, false, err)) < 0)
+        goto out;
+    if ((r = devtab_restore(vm, &rc, secs, nsecs, err)) < 0)
+        goto out;
+    if ((r = restore_vm_state(vm, secs, nsecs, err)) < 0)
+        goto out;
+    for (unsigned i = 0; i < vm->ncpus; i++)
+        if ((r = restore_vcpu(vm, &vm->vcpus[i], secs, nsecs, err)) < 0)
+            goto out;
+    if ((r = restore_virtio(vm, err)) < 0)
+        goto out;
+    vm->map_hook = NULL;
+    /* The next diff is against this snapshot. */
+    if (vm->dirty_log && snapdiff_set_last(vm, rc.state_path, rc.mem_path, snap_file_checksum(buf, len),
+                                           chain.depth) < 0)
+        log_warn("restore: cannot resolve %s: the first snapshot must be a full one", rc.state_path);
+    atomic_store(&vm->t_kvm_ready, clock_mono_ns());
+    *out = vm;
+    vm = NULL;
+    r = 0;
+out:
+    if (mem_fd >= 0)
+        close(mem_fd);  /* the mapping keeps the file */
+    snapdiff_chain_close(&chain);
+    if (vm)
+        vm_free(vm);
+    free(secs);
+    free(buf);
+    return r;
+}
