@@ -72,7 +72,7 @@ $(B)/libmoat-internal.a: $(LIB_OBJS) $(CLI_LIB_OBJS)
 # is local, so it cannot clash with the embedder's (tests/symbols.sh checks).
 $(B)/libmoat.a: $(LIB_OBJS) vmm/libmoat.map
 	@mkdir -p $(dir $@)
-	grep -o 'moat_[a-z_]*' vmm/libmoat.map | sort -u > $(B)/libmoat.syms
+	grep -o 'moat_[a-z0-9_]*' vmm/libmoat.map | sort -u > $(B)/libmoat.syms
 	$(LD) -r -o $(B)/libmoat-api.o $(LIB_OBJS)
 	objcopy --keep-global-symbols=$(B)/libmoat.syms $(B)/libmoat-api.o
 	rm -f $@ && ar rcs $@ $(B)/libmoat-api.o
@@ -120,7 +120,7 @@ test: deps
 
 test-unit: $(UNIT_BINS) $(B)/libmoat.so $(B)/libmoat.a
 	tests/run-unit.sh $(UNIT_BINS)
-	tests/symbols.sh $(B)/libmoat.so include/moat.h $(B)/libmoat.a
+	LDLIBS="$(LDLIBS)" tests/symbols.sh $(B)/libmoat.so include/moat.h $(B)/libmoat.a
 	tests/includes.sh
 
 test-san: $(UNIT_SAN_BINS)

@@ -16,21 +16,21 @@ lower=$(ls devices/*/*.[ch] boot/*.[ch])
 # 1. devices/ and boot/ take from vmm/ only its base (vmm/base/: guest
 #    memory, the bus, logging, monotonic time, the memory map).
 check "devices/ and boot/ include from vmm/ only vmm/base/" \
-    "$(grep -Hn '#include "vmm/' $lower | grep -v '"vmm/base/')"
+    "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/' $lower | grep -v '"vmm/base/')"
 # 2. The base includes nothing of moat's but itself (and the public
 #    header, whose moat_set_log log.c implements).
 check "vmm/base/ includes only vmm/base/ and include/moat.h" \
-    "$(grep -Hn '#include "' vmm/base/*.[ch] | grep -v '"vmm/base/' | grep -v '"include/moat.h"')"
+    "$(grep -HnE '#[[:space:]]*include[[:space:]]*"' vmm/base/*.[ch] | grep -v '"vmm/base/' | grep -v '"include/moat.h"')"
 # 3. boot/ is below devices/.
-check "boot/ includes nothing from devices/" "$(grep -Hn '#include "devices/' boot/*.[ch])"
+check "boot/ includes nothing from devices/" "$(grep -HnE '#[[:space:]]*include[[:space:]]*"devices/' boot/*.[ch])"
 # 4. No KVM in devices/ and boot/: transports do that.
-check "devices/ and boot/ include no KVM header" "$(grep -Hn '#include <linux/kvm' $lower)"
+check "devices/ and boot/ include no KVM header" "$(grep -HnE '#[[:space:]]*include[[:space:]]*<linux/kvm' $lower)"
 # 5. The library never reaches up into the CLI.
 lib=$(ls vmm/*/*.[ch] devices/*/*.[ch] boot/*.[ch] | grep -v '^vmm/cli/')
-check "library code includes nothing from vmm/cli/" "$(grep -Hn '#include "vmm/cli/' $lib)"
+check "library code includes nothing from vmm/cli/" "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/cli/' $lib)"
 # 6. Only the CLI ends the process.
 check "only vmm/cli/ calls exit()" \
-    "$(grep -HnE '(^|[^_a-zA-Z0-9])exit\(' $(ls vmm/*/*.c devices/*/*.c boot/*.c | grep -v '^vmm/cli/') |
+    "$(grep -HnE '(^|[^_a-zA-Z0-9])exit[[:space:]]*\(' $(ls vmm/*/*.c devices/*/*.c boot/*.c | grep -v '^vmm/cli/') |
        grep -Ev '^[^:]*:[0-9]+:[[:space:]]*(/?\*|//)')"
 # 7. Every source is in a layer folder.
 check "no source directly in vmm/ or devices/" "$(ls vmm/*.[ch] devices/*.[ch] 2>/dev/null)"

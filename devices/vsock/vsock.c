@@ -140,7 +140,8 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
         return -ENOMEM;
     }
     /* room for "_<u32>" after the path for guest-initiated connections */
-    if (strlen(o->uds_path) + 12 > sizeof v->path) {
+    _Static_assert(VSOCK_UDS_PATH_MAX + 12 == sizeof(v->path), "VSOCK_UDS_PATH_MAX");
+    if (strlen(o->uds_path) > VSOCK_UDS_PATH_MAX) {
         snprintf(why, wlen, "vsock: socket path too long: %s", o->uds_path);
         free(v);
         return -ENAMETOOLONG;

@@ -42,6 +42,9 @@
 
 #define VSOCK_QUEUE_MAX     256
 #define VSOCK_MAX_CONNS     1023
+/* The longest uds_path: sun_path (108) less its NUL and room for the
+ * "_<u32>" of guest-initiated connections' paths. */
+#define VSOCK_UDS_PATH_MAX  96
 #define VSOCK_BUF_ALLOC     (256u * 1024)   /* our receive buffer per connection */
 #define VSOCK_CONNECT_TIMEOUT_MS 2000
 #define VSOCK_DEFAULT_CID   3u

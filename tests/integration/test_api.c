@@ -1137,6 +1137,8 @@ START_TEST(device_by_type_and_options)
         { "net", "tap=t0", "unknown type 'net'" },
         { "blk", "path=/nonexistent/disk", "/nonexistent/disk" },
         { "blk", "id=gen0", "path=FILE is required" },
+        { "blk", "path=/etc/hostname,colour=red", "unknown option 'colour'" },
+        { "vsock", "uds=/tmp/moat-devopt-x.sock,cid=9", "unknown option 'cid'" },   /* the CID is the snapshot's */
     };
     for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
         struct moat_device b = { bad[k].type, bad[k].opts };
@@ -1619,6 +1621,8 @@ START_TEST(config_errors)
         { "vsock", "cid=7", "uds=PATH is required", -EINVAL },
         { "vsock", "uds=/tmp/x.sock,cid=2", "cid must be 3", -EINVAL },
         { "vsock", "uds=/tmp/x.sock,cid=3x", "cid must be 3", -EINVAL },
+        /* 100 bytes: fits a snapshot record (107) but not vsock's own limit */
+        { "vsock", "uds=/tmp/012345678901234567890123456789012345678901234567890123456789012345678901234567890123456789.sock", "uds path longer than 96 bytes", -ENAMETOOLONG },
     };
     for (size_t k = 0; k < sizeof devs / sizeof devs[0]; k++) {
         struct moat_device md = { devs[k].type, devs[k].opts };
@@ -1628,6 +1632,21 @@ START_TEST(config_errors)
         ck_assert(err.is_config);
         ck_assert_msg(strstr(err.msg, devs[k].why) != NULL, "'%s': %s", devs[k].why, err.msg);
     }
+    /* a second vsock device; more devices than slots */
+    cfg.vsock_uds = "/tmp/moat-api-two.sock";
+    struct moat_device vs2 = { "vsock", "uds=/tmp/moat-api-two-b.sock" };
+    cfg.devices = &vs2;
+    cfg.ndevices = 1;
+    ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "more than one vsock device") != NULL, "%s", err.msg);
+    cfg.vsock_uds = NULL;
+    struct moat_device many[20];
+    for (size_t k = 0; k < 20; k++)
+        many[k] = (struct moat_device){ "blk", "path=/etc/hostname,ro" };
+    cfg.devices = many;
+    cfg.ndevices = 20;
+    ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EINVAL);
+    ck_assert_msg(strstr(err.msg, "too many devices") != NULL, "%s", err.msg);
     cfg.devices = NULL;
     cfg.ndevices = 0;
     ck_assert_ptr_eq(vm, (struct moat_vm *)0x1);

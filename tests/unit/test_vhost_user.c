@@ -319,6 +319,38 @@ START_TEST(two_backend_queues_of_three)
 }
 END_TEST
 
+/* A frontend that stops its rings (GET_VRING_BASE: the device stops) and
+ * then resets the device (RESET_OWNER): the device forgets its guest
+ * (ops->reset) although it was no longer running. Before, only a running
+ * device was reset by the message. */
+START_TEST(reset_after_the_rings_stopped)
+{
+    struct fake f = { .cid = 3 };
+    struct srv v;
+    struct vhu_server_opts o = { .nqueues = 2, .queue_max = 1024,
+                                 .disconnected = f_disconnected, .opaque = &f };
+    srv_start(&v, &f, &o);
+    int c = dial(v.path);
+    setup(c, 2, 1024);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 1, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 1);
+    uint8_t p[8], r[8];
+    put32(p, 0);
+    put32(p + 4, 0);
+    msg(c, VHU_GET_VRING_BASE, p, sizeof p, -1, false);
+    ck_assert_uint_eq(reply(c, VHU_GET_VRING_BASE, r, sizeof r), 8);
+    ck_assert_int_ge(atomic_load(&f.stops), 1);
+    int before = atomic_load(&f.resets);
+    msg(c, VHU_RESET_OWNER, NULL, 0, -1, false);
+    get_u64(c, VHU_GET_QUEUE_NUM);          /* the server handled the reset */
+    ck_assert_int_eq(atomic_load(&f.resets), before + 1);
+    close(c);
+    ck_assert(wait_for(&f.disconnects, 1));
+    srv_end(&v);
+}
+END_TEST
+
 START_TEST(default_ring_limit_is_the_device_max)
 {
     struct fake f = { .cid = 3 };
@@ -409,6 +441,7 @@ int main(void)
     TCase *tc = tcase_create("server");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, two_backend_queues_of_three);
+    tcase_add_test(tc, reset_after_the_rings_stopped);
     tcase_add_test(tc, default_ring_limit_is_the_device_max);
     tcase_add_test(tc, broken_ring_signals_the_error_fd);
     tcase_add_test(tc, bad_options_rejected);

@@ -278,9 +278,12 @@ static int blk_add_opts(struct moat_vm *vm, const struct devopts *o, struct moat
     return add_drive(vm, &d, devopt_get(o, "overlay"), devopt_get(o, "direct") != NULL, vm_ndrives(vm), err);
 }
 
+static const char *const blk_override_keys[] = { "path", "ro", "id", "overlay", "direct", NULL };
+
 static const struct vm_dev_kind blk_kind = {
     .name = "drive",
     .type = "blk",
+    .override_keys = blk_override_keys,
     .check_opts = blk_check_opts,
     .add_opts = blk_add_opts,
     .device_id = VIRTIO_ID_BLOCK,
@@ -391,8 +394,8 @@ static int vsock_check_opts(const struct devopts *o, char *why, size_t wlen)
         snprintf(why, wlen, "uds=PATH is required");
         return -EINVAL;
     }
-    if (strlen(uds) > SNAP_VSOCK_PATH_MAX) {
-        snprintf(why, wlen, "uds path longer than %u bytes", SNAP_VSOCK_PATH_MAX);
+    if (strlen(uds) > VSOCK_UDS_PATH_MAX) {
+        snprintf(why, wlen, "uds path longer than %u bytes", VSOCK_UDS_PATH_MAX);
         return -ENAMETOOLONG;
     }
     if (parse_cid(devopt_get(o, "cid"), &cid) < 0) {
@@ -410,9 +413,13 @@ static int vsock_add_opts(struct moat_vm *vm, const struct devopts *o, struct mo
     return vm_setup_vsock(vm, devopt_get(o, "uds"), cid, err);
 }
 
+/* the CID is the snapshot's: the guest has it */
+static const char *const vsock_override_keys[] = { "uds", NULL };
+
 static const struct vm_dev_kind vsock_kind = {
     .name = "vsock",
     .type = "vsock",
+    .override_keys = vsock_override_keys,
     .cmdline_extra = "moat.agent=1024",   /* /init starts the guest agent (docs/agent-protocol.md) */
     .check_opts = vsock_check_opts,
     .add_opts = vsock_add_opts,
@@ -441,12 +448,21 @@ const char *devtab_cmdline_extra(const char *type)
     return k ? k->cmdline_extra : NULL;
 }
 
-int devtab_check_devices(const struct moat_device *d, size_t n, struct moat_error *err)
+int devtab_check_devices(const struct moat_config *cfg, struct moat_error *err)
 {
+    const struct moat_device *d = cfg->devices;
+    size_t n = cfg->ndevices;
     if (n && !d)
         return seterr(err, 1, -EINVAL, "device list missing");
-    if (n > VIRTIO_MMIO_KVM_MAX_SLOTS)
-        return seterr(err, 1, -EINVAL, "too many devices (%zu, at most %d)", n, VIRTIO_MMIO_KVM_MAX_SLOTS);
+    /* every device has a slot; one vsock device per VM */
+    size_t slots = cfg->ndrives + (cfg->vsock_uds ? 1 : 0) + n, nvsock = cfg->vsock_uds ? 1 : 0;
+    if (slots > VIRTIO_MMIO_KVM_MAX_SLOTS)
+        return seterr(err, 1, -EINVAL, "too many devices (%zu with the drives and vsock, at most %d)", slots,
+                      VIRTIO_MMIO_KVM_MAX_SLOTS);
+    for (size_t i = 0; i < n; i++)
+        nvsock += d[i].type && !strcmp(d[i].type, "vsock");
+    if (nvsock > 1)
+        return seterr(err, 1, -EINVAL, "more than one vsock device (a VM has at most one)");
     struct devopts *o = malloc(sizeof(*o));
     if (!o)
         return seterr(err, 0, -ENOMEM, "out of memory");
@@ -494,7 +510,7 @@ static const struct vm_dev_kind *kind_by_id(uint32_t device_id)
 /* Restore overrides given as devices (type, options): parsed into *ovo
  * (rc->ndevices entries, freed by the caller) and matched to the recorded
  * devices v[0, n) into ctx->ovr. Each override's type must be known, its
- * options valid for that type (the same check as at create, id= allowed),
+ * options among the kind's override_keys and valid (the check at create),
  * and it must name exactly one recorded device, not claimed twice nor also
  * overridden by the typed fields (drives, vsock_uds). */
 static int match_device_overrides(const struct moat_restore_config *rc, const struct snap_dev_view *v,
@@ -514,6 +530,8 @@ static int match_device_overrides(const struct moat_restore_config *rc, const st
             return seterr(err, 1, -EINVAL, "device override %zu: unknown type '%.40s' (blk, vsock)", j,
                           rc->devices[j].type ? rc->devices[j].type : "(none)");
         int r = devopt_parse(rc->devices[j].options, o, why, sizeof(why));
+        if (r == 0)
+            r = devopt_only(o, k->override_keys, why, sizeof(why));
         if (r == 0)
             r = k->check_opts(o, why, sizeof(why));
         if (r < 0)

@@ -54,6 +54,9 @@ struct vm_dev_kind {
     int (*restore)(struct moat_vm *vm, const struct devtab_restore *ctx, const struct snap_dev_view *v,
                    unsigned k, struct moat_error *err);
     void (*free)(void *priv);
+    /* The options a restore override (moat_restore_config.devices) may
+     * give: NULL-terminated; id= names the device and is matched. */
+    const char *const *override_keys;
 };
 
 /* Add a device of kind to the next slot: the transport takes ops/dev (on
@@ -73,9 +76,10 @@ int devtab_save(struct moat_vm *vm, struct snap_writer *w);
 int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
                    const struct snap_section *secs, size_t nsecs, struct moat_error *err);
 
-/* moat_config.devices: check each (known type, its options) before any
- * KVM work; add them in the next slots. Errors name the device. */
-int devtab_check_devices(const struct moat_device *d, size_t n, struct moat_error *err);
+/* moat_config.devices: check each (known type, its options) and the
+ * totals (slots, one vsock) before any KVM work; add them in the next
+ * slots. Errors name the device. */
+int devtab_check_devices(const struct moat_config *cfg, struct moat_error *err);
 int devtab_add_devices(struct moat_vm *vm, const struct moat_device *d, size_t n, struct moat_error *err);
 /* The kernel parameter devices of this type need (NULL: none or unknown). */
 const char *devtab_cmdline_extra(const char *type);

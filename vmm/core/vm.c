@@ -678,7 +678,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
         return seterr(err, 1, -EINVAL, "vCPU count %u out of range (1..%d)", cfg.cpus, LAYOUT_MAX_CPUS);
     int dr = check_drives(&cfg, err);
     if (dr == 0)
-        dr = devtab_check_devices(cfg.devices, cfg.ndevices, err);
+        dr = devtab_check_devices(&cfg, err);
     if (dr < 0)
         return dr;
 

@@ -66,6 +66,7 @@ struct vhu_server {
     struct virtq queues[VIRTIO_DEV_MAX_QUEUES];
     struct vhu_vring vr[VIRTIO_DEV_MAX_QUEUES];
     unsigned running;               /* queues the device was started with; 0: stopped */
+    bool had_guest;                 /* started since the last reset: a guest to forget */
     uint8_t status;                 /* SET_STATUS (PROTOCOL_F_STATUS) */
     _Atomic bool broken;            /* the device found a queue broken: NEEDS_RESET until reset */
     struct ratelimit rl;            /* this server's guest-triggered messages */
@@ -220,6 +221,7 @@ static void reconcile(struct vhu_server *s)
         log_err("vhost-user: device start failed: %s", strerror(-r));
         return;
     }
+    s->had_guest = true;
     s->running = n;
     for (unsigned i = 0; i < n; i++)
         kick_dev(s, i);
@@ -262,10 +264,10 @@ static void unmap_all(struct vhu_server *s)
  * that was running forgets its guest (ops->reset). */
 static void reset_state(struct vhu_server *s)
 {
-    bool had_guest = s->running;
     dev_stop(s);
-    if (had_guest && s->ops->reset)
+    if (s->had_guest && s->ops->reset)   /* also when its rings were stopped first */
         s->ops->reset(s->dev);
+    s->had_guest = false;
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
         struct vhu_vring *v = &s->vr[i];
         close_fd(&v->kick_fd);
