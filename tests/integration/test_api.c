@@ -1594,8 +1594,14 @@ START_TEST(config_errors)
     /* two drives with one id (ids name drives in snapshots), also a
      * serial that is another drive's default name */
     cfg.kernel = "/etc/hostname";
-    struct moat_drive dup[2] = { { .path = "/etc/hostname", .id = "data", .read_only = 1 },
-                                 { .path = "/etc/hostname", .id = "data", .read_only = 1 } };
+    char dfile[] = "/tmp/moat-api-drive-XXXXXX";   /* made here: the nested L1 has no /etc/hostname */
+    int dfd = mkstemp(dfile);
+    ck_assert_int_ge(dfd, 0);
+    close(dfd);
+    char dopt[64];
+    snprintf(dopt, sizeof dopt, "path=%s,ro", dfile);
+    struct moat_drive dup[2] = { { .path = dfile, .id = "data", .read_only = 1 },
+                                 { .path = dfile, .id = "data", .read_only = 1 } };
     cfg.drives = dup;
     cfg.ndrives = 2;
     ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EINVAL);
@@ -1642,11 +1648,12 @@ START_TEST(config_errors)
     cfg.vsock_uds = NULL;
     struct moat_device many[20];
     for (size_t k = 0; k < 20; k++)
-        many[k] = (struct moat_device){ "blk", "path=/etc/hostname,ro" };
+        many[k] = (struct moat_device){ "blk", dopt };
     cfg.devices = many;
     cfg.ndevices = 20;
     ck_assert_int_eq(moat_create(&cfg, &vm, &err), -EINVAL);
     ck_assert_msg(strstr(err.msg, "too many devices") != NULL, "%s", err.msg);
+    unlink(dfile);
     cfg.devices = NULL;
     cfg.ndevices = 0;
     ck_assert_ptr_eq(vm, (struct moat_vm *)0x1);
