@@ -190,39 +190,39 @@ static int blk_restore(struct moat_vm *vm, const struct devtab_restore *ctx, con
     struct moat_drive d = { .path = path, .id = id[0] ? id : NULL, .read_only = ro };
     const char *ovl = ovls[0] ? ovls : NULL;
     bool direct = false;
+    /* An override: moat_restore_config.devices (matched by slot) or
+     * .drives (matched by drive): path and read-only-ness from it. */
     const struct devopts *oo = ctx->ovr[vm->ndev];
+    bool have_o = oo || rc->ndrives;
+    struct moat_drive o = { 0 };
+    const char *o_ovl = NULL;
+    bool o_direct = false;
     if (oo) {
-        /* moat_restore_config.devices: path and read-only-ness from the
-         * override, as a drive override */
-        const char *o_ovl = devopt_get(oo, "overlay");
-        if (ovl && !o_ovl) {
-            r = seterr(err, 1, -EINVAL, "drive %s was a copy-on-write drive (overlay %s): "
-                       "give an overlay for it too", v->id, ovl);
-            goto out;
-        }
-        ovl = o_ovl;
-        d.path = devopt_get(oo, "path");
-        d.read_only = devopt_get(oo, "ro") != NULL;
-        direct = devopt_get(oo, "direct") != NULL;
+        o = (struct moat_drive){ .path = devopt_get(oo, "path"), .read_only = devopt_get(oo, "ro") != NULL };
+        o_ovl = devopt_get(oo, "overlay");
+        o_direct = devopt_get(oo, "direct") != NULL;
     } else if (rc->ndrives) {
         size_t o_i = ctx->drive_map[k];
+        o = rc->drives[o_i];
+        o_ovl = rc->drive_overlays ? rc->drive_overlays[o_i] : NULL;
+        o_direct = rc->drive_direct && rc->drive_direct[o_i];
+    }
+    if (have_o) {
         /* A copy-on-write drive keeps its overlay only if one is given:
          * reopening its base writable would write the shared base. */
-        const char *o_ovl = rc->drive_overlays ? rc->drive_overlays[o_i] : NULL;
         if (ovl && !o_ovl) {
             r = seterr(err, 1, -EINVAL, "drive %s was a copy-on-write drive (overlay %s): "
                        "give an overlay for it too", v->id, ovl);
             goto out;
         }
-        ovl = o_ovl;
-        const struct moat_drive *o = &rc->drives[o_i];
-        if (!o->path || !*o->path) {
+        if (!o.path || !*o.path) {
             r = seterr(err, 1, -EINVAL, "drive %s: no path", v->id);
             goto out;
         }
-        d.path = o->path;
-        d.read_only = o->read_only;
-        direct = rc->drive_direct && rc->drive_direct[o_i];
+        d.path = o.path;
+        d.read_only = o.read_only;
+        ovl = o_ovl;
+        direct = o_direct;
     }
     if (access(d.path, d.read_only || ovl ? R_OK : R_OK | W_OK) < 0)
         r = seterr(err, 1, -errno, "drive %s: %s", d.path, strerror(errno));
@@ -278,12 +278,10 @@ static int blk_add_opts(struct moat_vm *vm, const struct devopts *o, struct moat
     return add_drive(vm, &d, devopt_get(o, "overlay"), devopt_get(o, "direct") != NULL, vm_ndrives(vm), err);
 }
 
-static const char *const blk_override_keys[] = { "path", "ro", "id", "overlay", "direct", NULL };
-
 static const struct vm_dev_kind blk_kind = {
     .name = "drive",
     .type = "blk",
-    .override_keys = blk_override_keys,
+    .override_keys = blk_keys,        /* an override may give every option */
     .check_opts = blk_check_opts,
     .add_opts = blk_add_opts,
     .device_id = VIRTIO_ID_BLOCK,
