@@ -1,8 +1,8 @@
 /* Fuzz snapshot input: a whole state file, as moat_restore reads it. The
  * framing parser (snap_parse), then every section a restore reads through
  * its pure checker or decoder: metadata, UART and control-device state,
- * each device section (its framing, then the drive or vsock record its
- * type's loader reads, and its virtio-mmio transport state, loaded into a
+ * each device section (its framing, then its record, the options that
+ * made the device (devices/virtio/devopt.h), and its virtio-mmio transport state, loaded into a
  * device model made from the section's own identity, then saved again:
  * what loads must come back unchanged), and the diff-chain sections
  * (parent, page bitmap and its runs).
@@ -19,6 +19,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "devices/virtio/devopt.h"
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
 #include "tests/fuzz/fuzz_common.h"
@@ -80,32 +81,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
     return 0;
 }
 
-static void check_drive(const uint8_t *data, uint64_t len)
+/* A device's record: the options that made it (devopt_decode), then
+ * encoded again: what decodes must come back byte for byte. */
+static void check_record(const uint8_t *data, uint64_t len)
 {
-    static char path[SNAP_DRIVE_PATH_MAX + 1], id[SNAP_DRIVE_ID_MAX + 1], ov[SNAP_DRIVE_PATH_MAX + 1];
+    static struct devopts o;
+    static uint8_t back[SNAP_DEV_DATA_MAX];
     const char *why = NULL;
-    int ro = -1;
-    if (snap_drive_decode_ov(data, len, path, sizeof path, id, sizeof id, &ro, ov, sizeof ov, &why) == 0) {
-        FUZZ_ASSERT(strlen(path) >= 1 && strlen(path) <= SNAP_DRIVE_PATH_MAX);
-        FUZZ_ASSERT(strlen(id) <= SNAP_DRIVE_ID_MAX && (ro == 0 || ro == 1));
-    } else {
+    if (devopt_decode(data, (size_t)len, &o, &why) != 0) {
         FUZZ_ASSERT(why);
+        return;
     }
+    FUZZ_ASSERT(o.n <= DEVOPT_MAX);
+    long n = devopt_encode(&o, back, sizeof back);
+    FUZZ_ASSERT(n == (long)len && memcmp(back, data, (size_t)len) == 0);
 }
 
-static void check_vsock(const uint8_t *data, uint64_t len)
-{
-    static char path[SNAP_VSOCK_PATH_MAX + 1];
-    const char *why = NULL;
-    uint64_t cid = 0;
-    if (snap_vsock_decode(data, len, &cid, path, sizeof path, &why) == 0)
-        FUZZ_ASSERT(cid >= 3 && cid <= 0xfffffffeull && strlen(path) >= 1);
-    else
-        FUZZ_ASSERT(why);
-}
-
-/* A device section: its framing, then its transport state and the
- * record its type's loader reads (vmm/core/devtab.c). */
+/* A device section: its framing, then its transport state and its
+ * record (vmm/core/devtab.c makes the device again from it). */
 static void check_dev(const struct snap_section *sec)
 {
     struct snap_dev_view v;
@@ -119,10 +112,7 @@ static void check_dev(const struct snap_section *sec)
     FUZZ_ASSERT(v.data >= v.state + v.state_len && v.data + v.data_len == sec->data + sec->len);
     struct snap_section st = { .type = SNAP_DEV, .index = sec->index, .len = v.state_len, .data = v.state };
     check_virtio_mmio(&st);
-    if (v.device_id == VIRTIO_ID_BLOCK)
-        check_drive(v.data, v.data_len);
-    else if (v.device_id == VIRTIO_ID_VSOCK)
-        check_vsock(v.data, v.data_len);
+    check_record(v.data, v.data_len);
 }
 
 static void fuzz_one(const uint8_t *data, size_t size)

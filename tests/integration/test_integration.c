@@ -984,6 +984,33 @@ START_TEST(cli_sandbox_no_kvm)
 }
 END_TEST
 
+/* moat device: any kind by its type, with the typed flags or TYPE,OPTIONS;
+ * options another kind takes, missing or bad ones refused before anything
+ * is served (no KVM needed). */
+START_TEST(cli_device_args)
+{
+    struct run r;
+    static const struct { const char *a1, *a2, *a3, *want; } bad[] = {
+        { "net", "--socket", "/tmp/moat-dev-x.sock", "unknown or missing device type (blk, vsock)" },
+        { "vsock", "--disk", "/tmp/f", "--disk is not an option of this device" },
+        { "blk", "--uds", "/tmp/u", "--uds is not an option of this device" },
+        { "blk", "--socket", "/tmp/moat-dev-x.sock", "path=FILE is required" },
+        { "blk,path=/nonexistent/disk", "--socket", "/tmp/moat-dev-x.sock", "/nonexistent/disk: No such file" },
+        { "vsock,uds=/tmp/u,cid=2", "--socket", "/tmp/moat-dev-x.sock", "cid must be 3" },
+        { "vsock,uds=/tmp/u,colour=red", "--socket", "/tmp/moat-dev-x.sock", "unknown option 'colour'" },
+        { "vsock,uds=/tmp/u", "--uds", "/tmp/v", "--uds given twice" },
+        { "blk,,ro", "--socket", "/tmp/moat-dev-x.sock", "an empty option" },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        run_moat(&r, 10, "device", bad[k].a1, bad[k].a2, bad[k].a3);
+        expect_status(&r, CLI_EXIT_USAGE);
+        ck_assert_msg(strstr(r.err, bad[k].want) != NULL, "%s: want '%s': %s", r.cmd, bad[k].want, r.err);
+        run_free(&r);
+    }
+    ck_assert_msg(access("/tmp/moat-dev-x.sock", F_OK) != 0, "a socket was made for a refused device");
+}
+END_TEST
+
 /* moat host without a usable KVM device: kind none, exit 2, and it says
  * why (docs/host.md). */
 START_TEST(cli_host_no_kvm)
@@ -1069,7 +1096,7 @@ int main(void)
         cli_unknown_flag, cli_unknown_command, cli_bad_numbers, cli_missing_flag_value,
         cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
         cli_kernel_truncated_elf, cli_version, cli_help, cli_restore_errors,
-        cli_sandbox_no_kvm, cli_host_no_kvm,
+        cli_sandbox_no_kvm, cli_host_no_kvm, cli_device_args,
     };
     const TTest *kvm[] = {
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,

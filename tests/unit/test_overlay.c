@@ -593,45 +593,6 @@ END_TEST
 
 /* ---------------- the snapshot's drive section with an overlay ---------------- */
 
-START_TEST(snap_drive_overlay)
-{
-    uint8_t buf[256];
-    char path[SNAP_DRIVE_PATH_MAX + 1], id[SNAP_DRIVE_ID_MAX + 1], ov[SNAP_DRIVE_PATH_MAX + 1];
-    int ro = -1;
-    const char *why = NULL;
-    long n = snap_drive_encode_ov(buf, sizeof buf, "/b/base.img", "ser", 0, "/s/o.ovl");
-    ck_assert_int_gt(n, 0);
-    ck_assert_int_eq(snap_drive_decode_ov(buf, (uint64_t)n, path, sizeof path, id, sizeof id, &ro,
-                                          ov, sizeof ov, &why), 0);
-    ck_assert_str_eq(path, "/b/base.img");
-    ck_assert_str_eq(id, "ser");
-    ck_assert_str_eq(ov, "/s/o.ovl");
-    ck_assert_int_eq(ro, 0);
-    /* The decoder that expects no overlay refuses it. */
-    ck_assert_int_eq(snap_drive_decode(buf, (uint64_t)n, path, sizeof path, id, sizeof id, &ro, &why), -EINVAL);
-    ck_assert_ptr_nonnull(why);
-    /* Truncated / NUL inside the overlay path / overlay too long. */
-    ck_assert_int_eq(snap_drive_decode_ov(buf, (uint64_t)n - 1, path, sizeof path, id, sizeof id, &ro,
-                                          ov, sizeof ov, &why), -EINVAL);
-    buf[n - 2] = 0;
-    ck_assert_int_eq(snap_drive_decode_ov(buf, (uint64_t)n, path, sizeof path, id, sizeof id, &ro,
-                                          ov, sizeof ov, &why), -EINVAL);
-    ck_assert_int_eq(snap_drive_decode_ov(buf, (uint64_t)n, path, sizeof path, id, sizeof id, &ro,
-                                          ov, 4, &why), -EINVAL);
-    /* Without an overlay: "" and the old decoder still accepts it. */
-    n = snap_drive_encode_ov(buf, sizeof buf, "/b/plain.img", NULL, 1, NULL);
-    ck_assert_int_gt(n, 0);
-    ck_assert_int_eq(snap_drive_decode_ov(buf, (uint64_t)n, path, sizeof path, id, sizeof id, &ro,
-                                          ov, sizeof ov, &why), 0);
-    ck_assert_str_eq(ov, "");
-    ck_assert_int_eq(ro, 1);
-    ck_assert_int_eq(snap_drive_decode(buf, (uint64_t)n, path, sizeof path, id, sizeof id, &ro, &why), 0);
-    char longp[SNAP_DRIVE_PATH_MAX + 2];
-    memset(longp, 'a', sizeof longp - 1);
-    longp[sizeof longp - 1] = 0;
-    ck_assert_int_eq(snap_drive_encode_ov(buf, sizeof buf, "/p", NULL, 0, longp), -ENAMETOOLONG);
-}
-END_TEST
 
 static Suite *suite(void)
 {
@@ -647,7 +608,6 @@ static Suite *suite(void)
     tcase_add_test(t, bitmap_ops);
     tcase_add_test(t, extent_split);
     tcase_add_test(t, extent_bad_ranges);
-    tcase_add_test(t, snap_drive_overlay);
     suite_add_tcase(s, t);
     TCase *io = tcase_create("io");
     tcase_set_timeout(io, 60);

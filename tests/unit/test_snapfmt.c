@@ -162,56 +162,6 @@ START_TEST(size_cap)
 }
 END_TEST
 
-START_TEST(vsock_section)
-{
-    uint8_t buf[sizeof(struct snap_vsock) + SNAP_VSOCK_PATH_MAX + 8];
-    char path[SNAP_VSOCK_PATH_MAX + 1];
-    uint64_t cid = 0;
-    const char *why = NULL;
-    long n = snap_vsock_encode(buf, sizeof(buf), 42, "/tmp/v.sock");
-    ck_assert_int_eq(n, (long)sizeof(struct snap_vsock) + 11);
-    ck_assert_int_eq(snap_vsock_decode(buf, (uint64_t)n, &cid, path, sizeof(path), &why), 0);
-    ck_assert_uint_eq(cid, 42);
-    ck_assert_str_eq(path, "/tmp/v.sock");
-    /* encoder refusals */
-    ck_assert_int_eq(snap_vsock_encode(buf, sizeof(buf), 2, "/x"), -EINVAL);
-    ck_assert_int_eq(snap_vsock_encode(buf, sizeof(buf), 1ull << 32, "/x"), -EINVAL);
-    ck_assert_int_eq(snap_vsock_encode(buf, sizeof(buf), 3, ""), -EINVAL);
-    char longp[SNAP_VSOCK_PATH_MAX + 2];
-    memset(longp, 'a', sizeof(longp) - 1);
-    longp[sizeof(longp) - 1] = 0;
-    ck_assert_int_eq(snap_vsock_encode(buf, sizeof(buf), 3, longp), -ENAMETOOLONG);
-    ck_assert_int_eq(snap_vsock_encode(buf, 20, 3, "/tmp/v.sock"), -ENOSPC);
-    /* every truncation and an extra byte */
-    for (long k = 0; k < n; k++) {
-        ck_assert_int_eq(snap_vsock_decode(buf, (uint64_t)k, &cid, path, sizeof(path), &why), -EINVAL);
-        ck_assert_ptr_nonnull(why);
-    }
-    ck_assert_int_eq(snap_vsock_decode(buf, (uint64_t)n + 1, &cid, path, sizeof(path), &why), -EINVAL);
-    /* bad CID, padding, path length, NUL inside, small output */
-    uint8_t bad[sizeof(buf)];
-    struct snap_vsock v;
-    memcpy(bad, buf, (size_t)n);
-    memcpy(&v, bad, sizeof(v));
-    v.guest_cid = 2;
-    memcpy(bad, &v, sizeof(v));
-    ck_assert_int_eq(snap_vsock_decode(bad, (uint64_t)n, &cid, path, sizeof(path), &why), -EINVAL);
-    memcpy(bad, buf, (size_t)n);
-    v.guest_cid = 42; v.pad = 1;
-    memcpy(bad, &v, sizeof(v));
-    ck_assert_int_eq(snap_vsock_decode(bad, (uint64_t)n, &cid, path, sizeof(path), &why), -EINVAL);
-    v.pad = 0; v.path_len = 0;
-    memcpy(bad, &v, sizeof(v));
-    ck_assert_int_eq(snap_vsock_decode(bad, sizeof(v), &cid, path, sizeof(path), &why), -EINVAL);
-    v.path_len = SNAP_VSOCK_PATH_MAX + 1;
-    memcpy(bad, &v, sizeof(v));
-    ck_assert_int_eq(snap_vsock_decode(bad, sizeof(v) + v.path_len, &cid, path, sizeof(path), &why), -EINVAL);
-    memcpy(bad, buf, (size_t)n);
-    bad[sizeof(v) + 3] = 0;
-    ck_assert_int_eq(snap_vsock_decode(bad, (uint64_t)n, &cid, path, sizeof(path), &why), -EINVAL);
-    ck_assert_int_eq(snap_vsock_decode(buf, (uint64_t)n, &cid, path, 5, &why), -EINVAL);
-}
-END_TEST
 
 /* The fixed sections a restore reads: a good one passes, and each field
  * out of its range is refused with a reason naming it. */
@@ -405,7 +355,6 @@ int main(void)
     tcase_add_test(tc, every_truncation_rejected);
     tcase_add_test(tc, wrong_version_and_framing);
     tcase_add_test(tc, size_cap);
-    tcase_add_test(tc, vsock_section);
     tcase_add_test(tc, dev_section);
     tcase_add_test(tc, overrides_matched_by_id);
     tcase_add_test(tc, meta_fields_checked);

@@ -271,62 +271,7 @@ START_TEST(status_table)
 }
 END_TEST
 
-START_TEST(drive_codec)
-{
-    uint8_t buf[sizeof(struct snap_drive) + SNAP_DRIVE_PATH_MAX + SNAP_DRIVE_ID_MAX];
-    long n = snap_drive_encode(buf, sizeof buf, "/img/disk.raw", "serial-1", 1);
-    ck_assert_int_eq(n, (long)(sizeof(struct snap_drive) + 13 + 8));
-    char path[SNAP_DRIVE_PATH_MAX + 1], id[SNAP_DRIVE_ID_MAX + 1];
-    int ro = -1;
-    const char *why;
-    ck_assert_int_eq(snap_drive_decode(buf, (uint64_t)n, path, sizeof path, id, sizeof id, &ro, &why), 0);
-    ck_assert_str_eq(path, "/img/disk.raw");
-    ck_assert_str_eq(id, "serial-1");
-    ck_assert_int_eq(ro, 1);
-    n = snap_drive_encode(buf, sizeof buf, "d", NULL, 0);
-    ck_assert_int_eq(snap_drive_decode(buf, (uint64_t)n, path, sizeof path, id, sizeof id, &ro, &why), 0);
-    ck_assert_str_eq(id, "");
-    ck_assert_int_eq(ro, 0);
-    /* Encoding refuses bad strings. */
-    ck_assert_int_eq(snap_drive_encode(buf, sizeof buf, "", NULL, 0), -EINVAL);
-    ck_assert_int_eq(snap_drive_encode(buf, sizeof buf, "p", "012345678901234567890", 0), -ENAMETOOLONG);
-    ck_assert_int_eq(snap_drive_encode(buf, 20, "/a/long/path", NULL, 0), -ENOSPC);
-}
-END_TEST
 
-START_TEST(drive_decode_malformed)
-{
-    uint8_t good_buf[64];
-    long n = snap_drive_encode(good_buf, sizeof good_buf, "/x/y", "id", 0);
-    ck_assert_int_gt(n, 0);
-    char path[SNAP_DRIVE_PATH_MAX + 1], id[SNAP_DRIVE_ID_MAX + 1];
-    int ro;
-    const char *why;
-    struct snap_drive h;
-    uint8_t b[64];
-    for (int k = 0; k < 9; k++) {
-        memcpy(b, good_buf, sizeof b);
-        uint64_t len = (uint64_t)n;
-        memcpy(&h, b, sizeof h);
-        switch (k) {
-        case 0: len = sizeof h - 1; break;            /* short header */
-        case 1: h.read_only = 2; break;
-        case 2: h.overlay_len = 1; break;       /* an overlay where none is expected */
-        case 3: h.path_len = 0; break;
-        case 4: h.path_len = SNAP_DRIVE_PATH_MAX + 1; break;
-        case 5: h.id_len = SNAP_DRIVE_ID_MAX + 1; break;
-        case 6: len += 1; break;                      /* trailing byte */
-        case 7: h.path_len += 1; break;               /* overruns the section */
-        case 8: b[sizeof h + 1] = 0; break;           /* NUL in the path */
-        }
-        if (k != 8 && k != 0 && k != 6)
-            memcpy(b, &h, sizeof h);
-        why = NULL;
-        ck_assert_msg(snap_drive_decode(b, len, path, sizeof path, id, sizeof id, &ro, &why) == -EINVAL, "case %d", k);
-        ck_assert_ptr_nonnull(why);
-    }
-}
-END_TEST
 
 int main(void)
 {
@@ -338,8 +283,6 @@ int main(void)
     tcase_add_test(tc, save_busy_with_inflight);
     tcase_add_loop_test(tc, rejects_malformed, 0, (int)(sizeof muts / sizeof muts[0]));
     tcase_add_test(tc, status_table);
-    tcase_add_test(tc, drive_codec);
-    tcase_add_test(tc, drive_decode_malformed);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -17,14 +17,16 @@
 #include "vmm/cli/cli.h"
 #include "vmm/base/log.h"
 #include "vmm/transport/vhost_user.h"
-#include "devices/blk/virtio_blk.h"
-#include "devices/vsock/vsock.h"
+#include "devices/virtio/devopt.h"
+#include "devices/virtio/virtio_kind.h"
+#include "vmm/core/devtab.h"
 
 /* ---- moat device: serve a moat device over vhost-user (docs/vhost-user.md) */
 
 static const char usage_device[] =
     "usage: moat device blk --socket PATH --disk FILE [--ro] [--direct] [--overlay FILE] [-v]\n"
     "       moat device vsock --socket PATH --uds PATH [--cid N] [-v]\n"
+    "       moat device TYPE,OPTIONS --socket PATH [-v]   (as moat run --device takes them)\n"
     "\n"
     "Serve a moat virtio device on a vhost-user socket: a frontend such as QEMU\n"
     "(-device vhost-user-blk,chardev=... or vhost-user-vsock-device,chardev=...)\n"
@@ -56,114 +58,116 @@ static void device_on_signal(int sig)
         vhu_server_stop(device_server);
 }
 
+/* The typed flags: each an option of the device's kind. */
+static const struct { const char *flag, *key; bool has_arg; } device_flags[] = {
+    { "disk", "path", true }, { "ro", "ro", false }, { "direct", "direct", false },
+    { "overlay", "overlay", true }, { "uds", "uds", true }, { "cid", "cid", true },
+};
+#define NFLAGS (sizeof(device_flags) / sizeof(device_flags[0]))
+
+static bool kind_takes(const struct virtio_kind *k, const char *key)
+{
+    for (size_t i = 0; k->keys[i]; i++)
+        if (!strcmp(k->keys[i], key))
+            return true;
+    return false;
+}
+
 int cmd_device(int argc, char **argv)
 {
-    static const struct option opts[] = {
-        { "socket", required_argument, NULL, 's' },
-        { "disk", required_argument, NULL, 'd' },
-        { "ro", no_argument, NULL, 'r' },
-        { "direct", no_argument, NULL, 'D' },
-        { "overlay", required_argument, NULL, 'O' },
-        { "uds", required_argument, NULL, 'u' },
-        { "cid", required_argument, NULL, 'c' },
-        { "verbose", no_argument, NULL, 'v' },
-        { "help", no_argument, NULL, 'h' },
-        { 0, 0, 0, 0 },
-    };
-    const char *sock = NULL, *disk = NULL, *uds = NULL, *overlay = NULL;
-    unsigned long long cid = VSOCK_DEFAULT_CID;
-    bool ro = false, have_cid = false, direct = false;
+    struct option opts[NFLAGS + 4];
+    for (size_t i = 0; i < NFLAGS; i++)
+        opts[i] = (struct option){ device_flags[i].flag, device_flags[i].has_arg ? required_argument : no_argument,
+                                   NULL, 1000 + (int)i };
+    opts[NFLAGS] = (struct option){ "socket", required_argument, NULL, 's' };
+    opts[NFLAGS + 1] = (struct option){ "verbose", no_argument, NULL, 'v' };
+    opts[NFLAGS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
+    opts[NFLAGS + 3] = (struct option){ 0, 0, 0, 0 };
+    const char *sock = NULL;
     int verbose = 0, c;
-    char *end;
+    char why[512] = "";
 
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
         fputs(usage_device, stdout);
         return 0;
     }
-    if (argc < 2 || (strcmp(argv[1], "blk") != 0 && strcmp(argv[1], "vsock") != 0)) {
-        fprintf(stderr, "moat: device: unknown or missing device type ('blk' or 'vsock')\n%s",
-                usage_device);
+    /* TYPE, or TYPE,OPTIONS as moat run --device takes them */
+    char type[32] = "";
+    const char *comma = argc >= 2 ? strchr(argv[1], ',') : NULL;
+    if (argc >= 2)
+        snprintf(type, sizeof(type), "%.*s", (int)(comma ? (size_t)(comma - argv[1]) : strlen(argv[1])), argv[1]);
+    const struct virtio_kind *k = devtab_kind(type);
+    if (!k) {
+        fprintf(stderr, "moat: device: unknown or missing device type (%s)\n%s", devtab_types(), usage_device);
         return EXIT_USAGE;
     }
-    const char *type = argv[1];
-    bool is_vsock = !strcmp(type, "vsock");
+    struct devopts *o = malloc(sizeof(*o));
+    if (!o)
+        return EXIT_VMM_ERROR;
+    int ret = EXIT_USAGE;
+    if (devopt_parse(comma ? comma + 1 : NULL, o, why, sizeof(why)) < 0) {
+        fprintf(stderr, "moat: device %s: %s\n", type, why);
+        goto out;
+    }
     argc--;
     argv++;
     optind = 1;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+        if (c >= 1000 && c < 1000 + (int)NFLAGS) {
+            const char *flag = device_flags[c - 1000].flag, *key = device_flags[c - 1000].key;
+            if (!kind_takes(k, key)) {
+                fprintf(stderr, "moat: device %s: --%s is not an option of this device\n%s", type, flag,
+                        usage_device);
+                goto out;
+            }
+            if (devopt_get(o, key)) {
+                fprintf(stderr, "moat: device %s: --%s given twice (or also as %s=)\n", type, flag, key);
+                goto out;
+            }
+            if (devopt_set(o, key, device_flags[c - 1000].has_arg ? optarg : NULL) < 0) {
+                fprintf(stderr, "moat: device %s: invalid --%s '%s'\n", type, flag, optarg ? optarg : "");
+                goto out;
+            }
+            continue;
+        }
         switch (c) {
         case 's': sock = optarg; break;
-        case 'd': disk = optarg; break;
-        case 'r': ro = true; break;
-        case 'D': direct = true; break;
-        case 'O': overlay = optarg; break;
-        case 'u': uds = optarg; break;
-        case 'c':
-            errno = 0;
-            cid = strtoull(optarg, &end, 10);
-            if (errno || end == optarg || *end || optarg[0] == '-' || cid < 3 ||
-                cid > 0xfffffffeull) {
-                fprintf(stderr, "moat: device vsock: invalid --cid '%s' (3 .. 4294967294)\n",
-                        optarg);
-                return EXIT_USAGE;
-            }
-            have_cid = true;
-            break;
         case 'v': verbose++; break;
-        case 'h': fputs(usage_device, stdout); return 0;
-        default: fputs(usage_device, stderr); return EXIT_USAGE;
+        case 'h': fputs(usage_device, stdout); ret = 0; goto out;
+        default: fputs(usage_device, stderr); goto out;
         }
     }
-    if (optind < argc || !sock || (is_vsock ? !uds : !disk)) {
-        fprintf(stderr, "moat: device %s: --socket and %s are required\n%s", type,
-                is_vsock ? "--uds" : "--disk", usage_device);
-        return EXIT_USAGE;
+    if (optind < argc || !sock) {
+        fprintf(stderr, "moat: device %s: --socket is required\n%s", type, usage_device);
+        goto out;
     }
-    if (is_vsock ? (disk || ro || direct) : (uds || have_cid)) {
-        fprintf(stderr, "moat: device %s: %s is not an option of this device\n%s", type,
-                is_vsock ? (disk ? "--disk" : ro ? "--ro" : "--direct") : (uds ? "--uds" : "--cid"),
-                usage_device);
-        return EXIT_USAGE;
+    if (devopt_only(o, k->keys, why, sizeof(why)) < 0 || k->check(o, why, sizeof(why)) < 0) {
+        fprintf(stderr, "moat: device %s: %s\n", type, why);
+        goto out;
     }
     moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
 
-    void *dev;
-    const struct virtio_dev_ops *ops;
     /* vhost-user-vsock: QEMU keeps the event queue and hands us rx and tx
-     * only; its virtio-mmio offers 1024-entry rings (docs/vhost-user.md). */
-    struct vhu_server_opts so = { .nqueues = 0 };
-    char why[256] = "";
-    int r;
-    if (is_vsock) {
-        /* When the frontend goes away the server resets the device
-         * (vsock_ops.reset): every host connection is closed, as when a
-         * `moat run` VM exits, and the next guest starts afresh. */
-        struct vsock_opts vo = { .uds_path = uds, .guest_cid = cid, .name = "vhost-user-vsock" };
-        struct vsock_dev *vd = NULL;
-        ops = &vsock_ops;
-        so.nqueues = 2;
-        so.queue_max = 1024;
-        r = vsock_create(&vo, &vd, why, sizeof why);
-        dev = vd;
-    } else {
-        struct virtio_blk_opts bo = { .path = disk, .read_only = ro, .id = "moat-vhost-blk",
-                                      .engine = BLK_ENGINE_AUTO, .name = "vhost-user-blk",
-                                      .direct = direct, .overlay = overlay };
-        struct virtio_blk *bd;
-        ops = &virtio_blk_ops;
-        r = virtio_blk_create(&bo, &bd, why, sizeof why);
-        dev = bd;
-    }
+     * only; its virtio-mmio offers 1024-entry rings (docs/vhost-user.md).
+     * When the frontend goes away the server resets the device: vsock
+     * closes every host connection, as when a `moat run` VM exits. */
+    struct vhu_server_opts so = { .nqueues = k->vhost_user_nqueues, .queue_max = k->vhost_user_queue_max };
+    struct virtio_made m;
+    char name[48];
+    snprintf(name, sizeof(name), "vhost-user-%s", k->type);
+    int r = k->create(o, name, false, &m, why, sizeof why);
     if (r < 0) {
-        fprintf(stderr, "moat: device %s: %s: %s\n", type, is_vsock ? uds : disk,
-                why[0] ? why : strerror(-r));
-        return EXIT_VMM_ERROR;
+        fprintf(stderr, "moat: device %s: %s\n", type, why[0] ? why : strerror(-r));
+        ret = EXIT_VMM_ERROR;
+        goto out;
     }
-    r = vhu_server_create_opts(sock, ops, dev, &so, &device_server);
+    r = vhu_server_create_opts(sock, m.ops, m.dev, &so, &device_server);
     if (r < 0) {
         fprintf(stderr, "moat: device %s: socket %s: %s\n", type, sock, strerror(-r));
-        ops->destroy(dev);
-        return EXIT_VMM_ERROR;
+        m.ops->destroy(m.dev);
+        k->free(m.priv);
+        ret = EXIT_VMM_ERROR;
+        goto out;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -174,11 +178,14 @@ int cmd_device(int argc, char **argv)
     r = vhu_server_run(device_server);
     vhu_server_destroy(device_server);
     device_server = NULL;
-    ops->destroy(dev);
+    m.ops->destroy(m.dev);
+    k->free(m.priv);
+    ret = 0;
     if (r < 0) {
         fprintf(stderr, "moat: device %s: %s\n", type, strerror(-r));
-        return EXIT_VMM_ERROR;
+        ret = EXIT_VMM_ERROR;
     }
-    return 0;
+out:
+    free(o);
+    return ret;
 }
-

@@ -1,61 +1,108 @@
-/* The VM's device table and its kinds (vmm/core/devtab.h). */
+/* The VM's device table (vmm/core/devtab.h). Generic: what a device is
+ * and how it is made is its kind's (devices/virtio/virtio_kind.h); this
+ * file makes the kinds' devices from a configuration, saves each as the
+ * options that made it, and makes them again from a snapshot. */
 #include "vmm/core/devtab.h"
 
 #include <errno.h>
 #include <stddef.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <unistd.h>
 
-#include "devices/blk/virtio_blk.h"
+#include "devices/virtio/devopt.h"
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
-#include "devices/vsock/vsock.h"
-#include "vmm/core/devopt.h"
 #include "vmm/base/log.h"
 #include "vmm/core/vm.h"
+#include "vmm/transport/virtio_mmio_kvm.h"
+
+/* ---- the kinds: a new device is one more entry ---- */
+
+static const struct virtio_kind *const kinds[] = {
+    &blk_kind,
+    &vsock_kind,
+};
+#define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
+
+const struct virtio_kind *devtab_kind(const char *type)
+{
+    for (size_t i = 0; type && i < NKINDS; i++)
+        if (!strcmp(kinds[i]->type, type))
+            return kinds[i];
+    return NULL;
+}
+
+const char *devtab_types(void)
+{
+    return "blk, vsock";
+}
+
+static const struct virtio_kind *kind_by_id(uint32_t device_id)
+{
+    for (size_t i = 0; i < NKINDS; i++)
+        if (kinds[i]->device_id == device_id)
+            return kinds[i];
+    return NULL;
+}
+
+static size_t kind_index(const struct virtio_kind *k)
+{
+    size_t i = 0;
+    while (i < NKINDS && kinds[i] != k)
+        i++;
+    return i;
+}
 
 /* ---- the table ---- */
 
-int devtab_add(struct moat_vm *vm, const struct vm_dev_kind *kind, const char *id, void *priv,
-               const struct virtio_dev_ops *ops, void *dev, struct moat_error *err)
+/* Make a device of kind from checked options o into the next slot; k: its
+ * ordinal among the VM's devices of its kind. want_id: the id it must get
+ * (a snapshot's), or NULL. */
+static int add_device(struct moat_vm *vm, const struct virtio_kind *kind, const struct devopts *o, unsigned k,
+                      bool restoring, const char *want_id, struct moat_error *err)
 {
+    char id[VIRTIO_KIND_ID_MAX + 1], why[512] = "";
     unsigned slot = vm->ndev;
-    int r;
-    if (slot >= VIRTIO_MMIO_KVM_MAX_SLOTS) {
-        r = seterr(err, 1, -ENOSPC, "%s %s: no free virtio-mmio slot (at most %d devices)", kind->name, id,
-                   VIRTIO_MMIO_KVM_MAX_SLOTS);
-        goto fail;
-    }
+    kind->id(o, k, id);
+    if (want_id && strcmp(id, want_id) != 0)
+        return seterr(err, 1, -EINVAL, "state file: %s %s: its record names it %s", kind->name, want_id, id);
+    if (slot >= VIRTIO_MMIO_KVM_MAX_SLOTS)
+        return seterr(err, 1, -ENOSPC, "%s %s: no free virtio-mmio slot (at most %d devices)", kind->name, id,
+                      VIRTIO_MMIO_KVM_MAX_SLOTS);
     for (unsigned i = 0; i < vm->ndev; i++)
-        if (vm->dev[i].kind == kind && strcmp(vm->dev[i].id, id) == 0) {
-            r = seterr(err, 1, -EEXIST, "%s %s: the id is taken by another %s device (ids name devices "
-                       "in snapshots: give each its own)", kind->name, id, kind->name);
-            goto fail;
-        }
-    char *idc = strdup(id);
-    if (!idc) {
-        r = seterr(err, 0, -ENOMEM, "out of memory");
+        if (vm->dev[i].kind == kind && strcmp(vm->dev[i].id, id) == 0)
+            return seterr(err, 1, -EEXIST, "%s %s: the id is taken by another %s device (ids name devices "
+                          "in snapshots: give each its own)", kind->name, id, kind->name);
+    struct vm_dev *d = &vm->dev[slot];
+    d->id = strdup(id);
+    d->opts = malloc(sizeof(*d->opts));
+    if (!d->id || !d->opts || devopt_copy(d->opts, o) < 0) {
+        free(d->id);
+        free(d->opts);
+        memset(d, 0, sizeof(*d));
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    }
+    struct virtio_made m = { 0 };
+    int r = kind->create(o, id, restoring, &m, why, sizeof(why));
+    if (r < 0) {
+        seterr(err, 1, r, "%s", why);
         goto fail;
     }
-    r = virtio_mmio_kvm_create(&vm->dev[slot].t, vm->vm_fd, &vm->mmio, &vm->mem, slot, ops, dev);
-    if (r < 0) {
-        free(idc);
-        kind->free(priv);
-        return seterr(err, 0, r, "%s %s: virtio-mmio slot %u: %s", kind->name, id, slot, strerror(-r));
+    r = virtio_mmio_kvm_create(&d->t, vm->vm_fd, &vm->mmio, &vm->mem, slot, m.ops, m.dev);
+    if (r < 0) {       /* the transport destroyed the device */
+        kind->free(m.priv);
+        seterr(err, 0, r, "%s %s: virtio-mmio slot %u: %s", kind->name, id, slot, strerror(-r));
+        goto fail;
     }
-    vm->dev[slot].kind = kind;
-    vm->dev[slot].id = idc;
-    vm->dev[slot].priv = priv;
+    d->kind = kind;
+    d->priv = m.priv;
     vm->ndev++;
     return 0;
 fail:
-    ops->destroy(dev);
-    kind->free(priv);
+    free(d->id);
+    free(d->opts);
+    memset(d, 0, sizeof(*d));
     return r;
 }
 
@@ -66,6 +113,7 @@ void devtab_free(struct moat_vm *vm)
     for (unsigned i = 0; i < vm->ndev; i++) {
         vm->dev[i].kind->free(vm->dev[i].priv);
         free(vm->dev[i].id);
+        free(vm->dev[i].opts);
     }
     memset(vm->dev, 0, sizeof(vm->dev));
     vm->ndev = 0;
@@ -81,7 +129,7 @@ int devtab_save(struct moat_vm *vm, struct snap_writer *w)
         struct virtio_mmio_state st;
         if ((r = virtio_mmio_kvm_save(d->t, &st)) < 0)
             break;
-        long n = d->kind->save(d, rec, SNAP_DEV_DATA_MAX);
+        long n = devopt_encode(d->opts, rec, SNAP_DEV_DATA_MAX);
         if (n < 0) {
             r = (int)n;
             break;
@@ -98,442 +146,274 @@ int devtab_save(struct moat_vm *vm, struct snap_writer *w)
     return r;
 }
 
-/* ---- virtio-blk ---- */
+/* ---- a configuration's devices ---- */
 
-static void drive_free(void *priv)
+struct cfg_dev {
+    const struct virtio_kind *kind;
+    struct devopts o;
+    char label[48];             /* "drive 1", "device 0 (blk)": in messages */
+};
+
+size_t devtab_config_count(const struct moat_config *cfg)
 {
-    struct vm_drive *d = priv;
-    if (!d)
-        return;
-    free(d->path);
-    free(d->id);
-    free(d->overlay);
-    free(d);
+    return cfg->ndrives + (cfg->vsock_uds ? 1 : 0) + cfg->ndevices;
 }
 
-static const struct vm_dev_kind blk_kind;
-
-const char *vm_drive_table_id(const struct moat_drive *d, unsigned k, char name[16])
+/* A typed drive (moat_config.drives and its parallel arrays) as options. */
+static int drive_opts(const struct moat_drive *d, const char *overlay, bool direct, struct devopts *o)
 {
-    snprintf(name, 16, "vd%c", k < 26 ? (char)('a' + k) : '?');
-    return d->id && *d->id ? d->id : name;
-}
-
-/* One drive in the next slot; k: its ordinal among the drives. */
-static int add_drive(struct moat_vm *vm, const struct moat_drive *md, const char *overlay, bool direct,
-                     unsigned k, struct moat_error *err)
-{
-    char name[16], why[256];
-    const char *tid = vm_drive_table_id(md, k, name);
-    struct vm_drive *d = calloc(1, sizeof(*d));
-    if (!d)
-        return seterr(err, 0, -ENOMEM, "out of memory");
-    d->read_only = md->read_only != 0;
-    d->path = strdup(md->path);
-    d->id = md->id ? strdup(md->id) : NULL;
-    d->overlay = overlay ? strdup(overlay) : NULL;
-    if (!d->path || (md->id && !d->id) || (overlay && !d->overlay)) {
-        drive_free(d);
-        return seterr(err, 0, -ENOMEM, "out of memory");
-    }
-    struct virtio_blk_opts o = { .path = md->path, .read_only = d->read_only, .id = md->id,
-                                 .engine = BLK_ENGINE_AUTO, .name = name, .direct = direct,
-                                 .overlay = overlay };
-    int r = virtio_blk_create(&o, &d->blk, why, sizeof(why));
-    if (r < 0) {
-        drive_free(d);
-        return seterr(err, 1, r, "%s", why);
-    }
-    return devtab_add(vm, &blk_kind, tid, d, &virtio_blk_ops, d->blk, err);
-}
-
-int vm_setup_drives(struct moat_vm *vm, const struct moat_drive *drives, const char *const *overlays,
-                    const int *direct, size_t n, struct moat_error *err)
-{
-    if (n > VIRTIO_MMIO_KVM_MAX_SLOTS - vm->ndev)
-        return seterr(err, 1, -EINVAL, "too many drives");
-    unsigned k0 = vm_ndrives(vm);
-    for (size_t i = 0; i < n; i++) {
-        int r = add_drive(vm, &drives[i], overlays ? overlays[i] : NULL, direct && direct[i],
-                          k0 + (unsigned)i, err);
-        if (r < 0)
-            return r;
-    }
-    return 0;
-}
-
-static long blk_save(const struct vm_dev *d, uint8_t *buf, size_t cap)
-{
-    const struct vm_drive *dr = d->priv;
-    return snap_drive_encode_ov(buf, cap, dr->path, dr->id, dr->read_only, dr->overlay);
-}
-
-/* A recorded drive, with the restore configuration's override (matched in
- * devtab_restore) if it has any. Config errors for anything missing. */
-static int blk_restore(struct moat_vm *vm, const struct devtab_restore *ctx, const struct snap_dev_view *v,
-                       unsigned k, struct moat_error *err)
-{
-    const struct moat_restore_config *rc = ctx->rc;
-    char *path = malloc(SNAP_DRIVE_PATH_MAX + 1), *ovls = malloc(SNAP_DRIVE_PATH_MAX + 1);
-    char id[SNAP_DRIVE_ID_MAX + 1];
-    int r = 0, ro = 0;
-    if (!path || !ovls) {
-        r = seterr(err, 0, -ENOMEM, "out of memory");
-        goto out;
-    }
-    const char *why = NULL;
-    if (snap_drive_decode_ov(v->data, v->data_len, path, SNAP_DRIVE_PATH_MAX + 1, id, sizeof(id), &ro, ovls,
-                             SNAP_DRIVE_PATH_MAX + 1, &why) < 0) {
-        r = seterr(err, 1, -EINVAL, "state file: drive %s: %s", v->id, why);
-        goto out;
-    }
-    struct moat_drive d = { .path = path, .id = id[0] ? id : NULL, .read_only = ro };
-    const char *ovl = ovls[0] ? ovls : NULL;
-    bool direct = false;
-    /* An override: moat_restore_config.devices (matched by slot) or
-     * .drives (matched by drive): path and read-only-ness from it. */
-    const struct devopts *oo = ctx->ovr[vm->ndev];
-    bool have_o = oo || rc->ndrives;
-    struct moat_drive o = { 0 };
-    const char *o_ovl = NULL;
-    bool o_direct = false;
-    if (oo) {
-        o = (struct moat_drive){ .path = devopt_get(oo, "path"), .read_only = devopt_get(oo, "ro") != NULL };
-        o_ovl = devopt_get(oo, "overlay");
-        o_direct = devopt_get(oo, "direct") != NULL;
-    } else if (rc->ndrives) {
-        size_t o_i = ctx->drive_map[k];
-        o = rc->drives[o_i];
-        o_ovl = rc->drive_overlays ? rc->drive_overlays[o_i] : NULL;
-        o_direct = rc->drive_direct && rc->drive_direct[o_i];
-    }
-    if (have_o) {
-        /* A copy-on-write drive keeps its overlay only if one is given:
-         * reopening its base writable would write the shared base. */
-        if (ovl && !o_ovl) {
-            r = seterr(err, 1, -EINVAL, "drive %s was a copy-on-write drive (overlay %s): "
-                       "give an overlay for it too", v->id, ovl);
-            goto out;
-        }
-        if (!o.path || !*o.path) {
-            r = seterr(err, 1, -EINVAL, "drive %s: no path", v->id);
-            goto out;
-        }
-        d.path = o.path;
-        d.read_only = o.read_only;
-        ovl = o_ovl;
-        direct = o_direct;
-    }
-    if (access(d.path, d.read_only || ovl ? R_OK : R_OK | W_OK) < 0)
-        r = seterr(err, 1, -errno, "drive %s: %s", d.path, strerror(errno));
-    else if (ovl && access(ovl, R_OK) < 0)     /* never a fresh, empty one */
-        r = seterr(err, 1, -errno, "drive %s: overlay %s: %s", d.path, ovl, strerror(errno));
-    else
-        r = add_drive(vm, &d, ovl, direct, k, err);
-    if (r == 0 && strcmp(vm->dev[vm->ndev - 1].id, v->id) != 0)
-        r = seterr(err, 1, -EINVAL, "state file: drive %s: its record names it %s", v->id,
-                   vm->dev[vm->ndev - 1].id);
-out:
-    free(path);
-    free(ovls);
+    devopt_init(o);
+    int r = devopt_set(o, "path", d->path);
+    if (r == 0 && d->read_only)
+        r = devopt_set(o, "ro", NULL);
+    if (r == 0 && d->id && *d->id)
+        r = devopt_set(o, "id", d->id);
+    if (r == 0 && overlay)
+        r = devopt_set(o, "overlay", overlay);
+    if (r == 0 && direct)
+        r = devopt_set(o, "direct", NULL);
     return r;
 }
 
-static const char *const blk_keys[] = { "path", "ro", "id", "overlay", "direct", NULL };
-
-static int blk_check_opts(const struct devopts *o, char *why, size_t wlen)
+/* cfg's devices in slot order, parsed and checked (each known, its options
+ * valid), into list (devtab_config_count entries, the caller's). */
+static int config_list(const struct moat_config *cfg, struct cfg_dev *list, struct moat_error *err)
 {
-    int r = devopt_only(o, blk_keys, why, wlen);
-    if (r < 0)
-        return r;
-    const char *path = devopt_get(o, "path"), *id = devopt_get(o, "id"), *ovl = devopt_get(o, "overlay");
-    if (!path || !*path) {
-        snprintf(why, wlen, "path=FILE is required");
-        return -EINVAL;
+    size_t n = 0;
+    char why[512];
+    if (cfg->ndrives && !cfg->drives)
+        return seterr(err, 1, -EINVAL, "drive list missing");
+    if (cfg->ndevices && !cfg->devices)
+        return seterr(err, 1, -EINVAL, "device list missing");
+    for (size_t i = 0; i < cfg->ndrives; i++, n++) {
+        struct cfg_dev *c = &list[n];
+        const struct moat_drive *d = &cfg->drives[i];
+        c->kind = &blk_kind;
+        snprintf(c->label, sizeof(c->label), "drive %zu", i);
+        if (!d->path || !*d->path)
+            return seterr(err, 1, -EINVAL, "drive %zu: no path", i);
+        if (drive_opts(d, cfg->drive_overlays ? cfg->drive_overlays[i] : NULL,
+                       cfg->drive_direct && cfg->drive_direct[i], &c->o) < 0)
+            return seterr(err, 1, -EINVAL, "drive %zu: path, id or overlay too long or malformed", i);
     }
-    if ((devopt_get(o, "ro") && *devopt_get(o, "ro")) || (devopt_get(o, "direct") && *devopt_get(o, "direct"))) {
-        snprintf(why, wlen, "ro and direct take no value");
-        return -EINVAL;
+    if (cfg->vsock_uds) {
+        struct cfg_dev *c = &list[n++];
+        c->kind = &vsock_kind;
+        snprintf(c->label, sizeof(c->label), "vsock");
+        devopt_init(&c->o);
+        char cid[24];
+        snprintf(cid, sizeof(cid), "%llu", (unsigned long long)cfg->vsock_cid);
+        if (devopt_set(&c->o, "uds", cfg->vsock_uds) < 0 ||
+            (cfg->vsock_cid && devopt_set(&c->o, "cid", cid) < 0))
+            return seterr(err, 1, -EINVAL, "vsock: socket path too long or malformed");
     }
-    if (id && (!*id || strlen(id) > SNAP_DRIVE_ID_MAX)) {
-        snprintf(why, wlen, "id must be 1 to %u bytes", SNAP_DRIVE_ID_MAX);
-        return -EINVAL;
+    for (size_t i = 0; i < cfg->ndevices; i++, n++) {
+        struct cfg_dev *c = &list[n];
+        const struct moat_device *d = &cfg->devices[i];
+        if (!(c->kind = devtab_kind(d->type)))
+            return seterr(err, 1, -EINVAL, "device %zu: unknown type '%.40s' (%s)", i, d->type ? d->type : "(none)",
+                          devtab_types());
+        snprintf(c->label, sizeof(c->label), "device %zu (%s)", i, c->kind->type);
+        int r = devopt_parse(d->options, &c->o, why, sizeof(why));
+        if (r < 0)
+            return seterr(err, 1, r, "%s: %s", c->label, why);
     }
-    if (ovl && !*ovl) {
-        snprintf(why, wlen, "overlay=FILE needs a file");
-        return -EINVAL;
-    }
-    bool ro = devopt_get(o, "ro") != NULL;
-    if (access(path, ro || ovl ? R_OK : R_OK | W_OK) < 0) {
-        snprintf(why, wlen, "%s: %s", path, strerror(errno));
-        return -errno;
+    for (size_t i = 0; i < n; i++) {
+        struct cfg_dev *c = &list[i];
+        int r = devopt_only(&c->o, c->kind->keys, why, sizeof(why));
+        if (r == 0)
+            r = c->kind->check(&c->o, why, sizeof(why));
+        if (r < 0)
+            return seterr(err, 1, r, "%s: %s", c->label, why);
     }
     return 0;
 }
 
-static int blk_add_opts(struct moat_vm *vm, const struct devopts *o, struct moat_error *err)
+static int config_devices(const struct moat_config *cfg, struct cfg_dev **out, size_t *n, struct moat_error *err)
 {
-    struct moat_drive d = { .path = devopt_get(o, "path"), .id = devopt_get(o, "id"),
-                            .read_only = devopt_get(o, "ro") != NULL };
-    return add_drive(vm, &d, devopt_get(o, "overlay"), devopt_get(o, "direct") != NULL, vm_ndrives(vm), err);
-}
-
-static const struct vm_dev_kind blk_kind = {
-    .name = "drive",
-    .type = "blk",
-    .override_keys = blk_keys,        /* an override may give every option */
-    .check_opts = blk_check_opts,
-    .add_opts = blk_add_opts,
-    .device_id = VIRTIO_ID_BLOCK,
-    .save = blk_save,
-    .restore = blk_restore,
-    .free = drive_free,
-};
-
-/* ---- virtio-vsock ---- */
-
-static void vsock_free(void *priv)
-{
-    struct vm_vsock *v = priv;
-    if (v)
-        free(v->uds);
-    free(v);
-}
-
-static const struct vm_dev_kind vsock_kind;
-
-int vm_setup_vsock(struct moat_vm *vm, const char *uds, uint64_t cid, struct moat_error *err)
-{
-    if (vm_vsock(vm))
-        return seterr(err, 1, -EEXIST, "vsock: the VM has one already");
-    char why[256];
-    struct vm_vsock *v = calloc(1, sizeof(*v));
-    if (!v || !(v->uds = strdup(uds))) {
-        vsock_free(v);
+    *out = NULL;
+    *n = devtab_config_count(cfg);
+    if (cfg->ndrives > MOAT_MAX_DRIVES)
+        return seterr(err, 1, -EINVAL, "too many drives (%zu, at most %d)", cfg->ndrives, MOAT_MAX_DRIVES);
+    if (*n > VIRTIO_MMIO_KVM_MAX_SLOTS)
+        return seterr(err, 1, -EINVAL, "too many devices (%zu with the drives and vsock, at most %d)", *n,
+                      VIRTIO_MMIO_KVM_MAX_SLOTS);
+    struct cfg_dev *list = calloc(*n ? *n : 1, sizeof(*list));
+    if (!list)
         return seterr(err, 0, -ENOMEM, "out of memory");
-    }
-    struct vsock_opts o = { .uds_path = uds, .guest_cid = cid ? cid : VSOCK_DEFAULT_CID, .name = "vsock" };
-    int r = vsock_create(&o, &v->dev, why, sizeof(why));
+    int r = config_list(cfg, list, err);
     if (r < 0) {
-        vsock_free(v);
-        return seterr(err, 1, r, "%s", why);
+        free(list);
+        return r;
     }
-    return devtab_add(vm, &vsock_kind, "vsock", v, &vsock_ops, v->dev, err);
+    *out = list;
+    return 0;
 }
 
-static long vsock_save(const struct vm_dev *d, uint8_t *buf, size_t cap)
+int devtab_check_config(const struct moat_config *cfg, struct moat_error *err)
 {
-    /* its CID and socket path; no connections (docs/vsock.md) */
-    const struct vm_vsock *v = d->priv;
-    return snap_vsock_encode(buf, cap, vsock_guest_cid(v->dev), v->uds);
-}
-
-/* Created fresh (no connections), on the recorded socket path or
- * rc->vsock_uds, and marked restored: its first start tells the driver
- * TRANSPORT_RESET, and host clients wait until moat_start's fix-up
- * (vmm/agent/fixup.c) is done. */
-static int vsock_restore(struct moat_vm *vm, const struct devtab_restore *ctx, const struct snap_dev_view *v,
-                         unsigned k, struct moat_error *err)
-{
-    (void)k;
-    char path[SNAP_VSOCK_PATH_MAX + 1];
-    uint64_t cid;
-    const char *why = NULL;
-    if (snap_vsock_decode(v->data, v->data_len, &cid, path, sizeof(path), &why) < 0)
-        return seterr(err, 1, -EINVAL, "state file: vsock: %s", why);
-    const struct devopts *oo = ctx->ovr[vm->ndev];
-    const char *uds = oo ? devopt_get(oo, "uds") : ctx->rc->vsock_uds ? ctx->rc->vsock_uds : path;
-    /* vsock_create replaces a stale socket file: refuse a live one (the
-     * snapshotted VM may still be running on it). */
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    if (strlen(uds) < sizeof(sa.sun_path)) {
-        strcpy(sa.sun_path, uds);
-        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd >= 0) {
-            int live = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-            close(fd);
-            if (live)
-                return seterr(err, 1, -EADDRINUSE, "vsock: %s is in use (give another path)", uds);
+    size_t n;
+    struct cfg_dev *list;
+    int r = config_devices(cfg, &list, &n, err);
+    if (r < 0)
+        return r;
+    unsigned count[NKINDS] = { 0 };
+    char id_i[VIRTIO_KIND_ID_MAX + 1], id_j[VIRTIO_KIND_ID_MAX + 1];
+    for (size_t i = 0; i < n && r == 0; i++) {
+        const struct virtio_kind *k = list[i].kind;
+        unsigned ki = count[kind_index(k)]++;
+        if (k->max_per_vm && ki == k->max_per_vm) {
+            if (k->max_per_vm == 1)
+                r = seterr(err, 1, -EINVAL, "more than one %s device (a VM has at most one)", k->type);
+            else
+                r = seterr(err, 1, -EINVAL, "more than %u %s devices (a VM has at most %u)", k->max_per_vm,
+                           k->type, k->max_per_vm);
+            break;
+        }
+        /* ids name devices in snapshots: each its own */
+        k->id(&list[i].o, ki, id_i);
+        unsigned kj = 0;
+        for (size_t j = 0; j < i && r == 0; j++) {
+            if (list[j].kind != k)
+                continue;
+            k->id(&list[j].o, kj, id_j);
+            if (!strcmp(id_i, id_j))
+                r = seterr(err, 1, -EINVAL, "%s %u: id %s is %s %u's too (each needs its own)", k->name, ki, id_i,
+                           k->name, kj);
+            kj++;
         }
     }
-    int r = vm_setup_vsock(vm, uds, cid, err);
+    free(list);
+    return r;
+}
+
+int devtab_add_config(struct moat_vm *vm, const struct moat_config *cfg, struct moat_error *err)
+{
+    size_t n;
+    struct cfg_dev *list;
+    int r = config_devices(cfg, &list, &n, err);
     if (r < 0)
         return r;
-    vsock_restored(vm_vsock(vm)->dev);
-    vm->fixup_pending = true;
-    return 0;
+    unsigned count[NKINDS] = { 0 };
+    for (size_t i = 0; i < n && r == 0; i++)
+        r = add_device(vm, list[i].kind, &list[i].o, count[kind_index(list[i].kind)]++, false, NULL, err);
+    free(list);
+    return r;
 }
 
-static const char *const vsock_keys[] = { "uds", "cid", NULL };
-
-/* cid: "" (not given) -> 0; else 3 .. 2^32 - 2, decimal. */
-static int parse_cid(const char *s, uint64_t *cid)
+size_t devtab_cmdline_extras(const struct moat_config *cfg, const char **out, size_t max)
 {
-    *cid = 0;
-    if (!s)
-        return 0;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (!*s || *end || errno || *s == '-' || v < 3 || v > 0xfffffffeull)
-        return -EINVAL;
-    *cid = v;
-    return 0;
-}
-
-static int vsock_check_opts(const struct devopts *o, char *why, size_t wlen)
-{
-    int r = devopt_only(o, vsock_keys, why, wlen);
-    if (r < 0)
-        return r;
-    const char *uds = devopt_get(o, "uds");
-    uint64_t cid;
-    if (!uds || !*uds) {
-        snprintf(why, wlen, "uds=PATH is required");
-        return -EINVAL;
+    size_t nx = 0;
+    for (size_t i = 0; i < NKINDS; i++) {
+        const struct virtio_kind *k = kinds[i];
+        bool have = (k == &blk_kind && cfg->ndrives) || (k == &vsock_kind && cfg->vsock_uds);
+        for (size_t j = 0; !have && cfg->devices && j < cfg->ndevices; j++)
+            have = cfg->devices[j].type && !strcmp(cfg->devices[j].type, k->type);
+        if (have && k->cmdline_extra && nx < max)
+            out[nx++] = k->cmdline_extra;
     }
-    if (strlen(uds) > VSOCK_UDS_PATH_MAX) {
-        snprintf(why, wlen, "uds path longer than %u bytes", VSOCK_UDS_PATH_MAX);
-        return -ENAMETOOLONG;
-    }
-    if (parse_cid(devopt_get(o, "cid"), &cid) < 0) {
-        snprintf(why, wlen, "cid must be 3 .. 4294967294");
-        return -EINVAL;
-    }
-    return 0;
+    return nx;
 }
-
-static int vsock_add_opts(struct moat_vm *vm, const struct devopts *o, struct moat_error *err)
-{
-    uint64_t cid;
-    if (parse_cid(devopt_get(o, "cid"), &cid) < 0)
-        return seterr(err, 1, -EINVAL, "vsock: cid must be 3 .. 4294967294");
-    return vm_setup_vsock(vm, devopt_get(o, "uds"), cid, err);
-}
-
-/* the CID is the snapshot's: the guest has it */
-static const char *const vsock_override_keys[] = { "uds", NULL };
-
-static const struct vm_dev_kind vsock_kind = {
-    .name = "vsock",
-    .type = "vsock",
-    .override_keys = vsock_override_keys,
-    .cmdline_extra = "moat.agent=1024",   /* /init starts the guest agent (docs/agent-protocol.md) */
-    .check_opts = vsock_check_opts,
-    .add_opts = vsock_add_opts,
-    .device_id = VIRTIO_ID_VSOCK,
-    .save = vsock_save,
-    .restore = vsock_restore,
-    .free = vsock_free,
-};
 
 /* ---- restore ---- */
 
-/* The kinds a snapshot's devices are matched to. */
-static const struct vm_dev_kind *const kinds[] = { &blk_kind, &vsock_kind };
+/* A restore's overrides, matched to the recorded devices (slot i): the
+ * options given anew, or none. */
+struct restore_ovr {
+    bool have[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    bool typed[VIRTIO_MMIO_KVM_MAX_SLOTS];      /* from rc->drives / rc->vsock_uds */
+    struct devopts o[VIRTIO_MMIO_KVM_MAX_SLOTS];
+};
 
-static const struct vm_dev_kind *kind_by_type(const char *type)
+/* The typed overrides: rc->drives (matched to the recorded drives by id,
+ * the others in order) and rc->vsock_uds. */
+static int match_typed(const struct moat_restore_config *rc, const struct snap_dev_view *v,
+                       const struct virtio_kind *const *kind, unsigned n, struct restore_ovr *ov,
+                       struct moat_error *err)
 {
-    for (size_t i = 0; type && i < sizeof(kinds) / sizeof(kinds[0]); i++)
-        if (!strcmp(kinds[i]->type, type))
-            return kinds[i];
-    return NULL;
-}
-
-const char *devtab_cmdline_extra(const char *type)
-{
-    const struct vm_dev_kind *k = kind_by_type(type);
-    return k ? k->cmdline_extra : NULL;
-}
-
-int devtab_check_devices(const struct moat_config *cfg, struct moat_error *err)
-{
-    const struct moat_device *d = cfg->devices;
-    size_t n = cfg->ndevices;
-    if (n && !d)
-        return seterr(err, 1, -EINVAL, "device list missing");
-    /* every device has a slot; one vsock device per VM */
-    size_t slots = cfg->ndrives + (cfg->vsock_uds ? 1 : 0) + n, nvsock = cfg->vsock_uds ? 1 : 0;
-    if (slots > VIRTIO_MMIO_KVM_MAX_SLOTS)
-        return seterr(err, 1, -EINVAL, "too many devices (%zu with the drives and vsock, at most %d)", slots,
-                      VIRTIO_MMIO_KVM_MAX_SLOTS);
-    for (size_t i = 0; i < n; i++)
-        nvsock += d[i].type && !strcmp(d[i].type, "vsock");
-    if (nvsock > 1)
-        return seterr(err, 1, -EINVAL, "more than one vsock device (a VM has at most one)");
-    struct devopts *o = malloc(sizeof(*o));
-    if (!o)
-        return seterr(err, 0, -ENOMEM, "out of memory");
-    int r = 0;
-    for (size_t i = 0; i < n && r == 0; i++) {
-        const struct vm_dev_kind *k = kind_by_type(d[i].type);
-        char why[200] = "";
-        if (!k)
-            r = seterr(err, 1, -EINVAL, "device %zu: unknown type '%.40s' (blk, vsock)", i,
-                       d[i].type ? d[i].type : "(none)");
-        else if ((r = devopt_parse(d[i].options, o, why, sizeof(why))) < 0 ||
-                 (r = k->check_opts(o, why, sizeof(why))) < 0)
-            r = seterr(err, 1, r, "device %zu (%s): %s", i, k->type, why);
+    const char *snap_ids[VIRTIO_MMIO_KVM_MAX_SLOTS], *ovr_ids[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    unsigned slot_of[VIRTIO_MMIO_KVM_MAX_SLOTS], ndrv = 0;
+    int vs = -1;
+    for (unsigned i = 0; i < n; i++) {
+        if (kind[i] == &blk_kind) {
+            slot_of[ndrv] = i;
+            snap_ids[ndrv++] = v[i].id;
+        } else if (kind[i] == &vsock_kind) {
+            vs = (int)i;
+        }
     }
-    free(o);
-    return r;
-}
-
-int devtab_add_devices(struct moat_vm *vm, const struct moat_device *d, size_t n, struct moat_error *err)
-{
-    struct devopts *o = malloc(sizeof(*o));
-    if (!o)
-        return seterr(err, 0, -ENOMEM, "out of memory");
-    int r = 0;
-    for (size_t i = 0; i < n && r == 0; i++) {
-        const struct vm_dev_kind *k = kind_by_type(d[i].type);
-        char why[200] = "";
-        if (!k || devopt_parse(d[i].options, o, why, sizeof(why)) < 0)   /* checked before */
-            r = seterr(err, 1, -EINVAL, "device %zu: %s", i, k ? why : "unknown type");
-        else
-            r = k->add_opts(vm, o, err);
+    if (rc->ndrives && !rc->drives)
+        return seterr(err, 1, -EINVAL, "drive list missing");
+    if (rc->ndrives) {
+        char why[160];
+        size_t map[VIRTIO_MMIO_KVM_MAX_SLOTS];
+        if (rc->ndrives > VIRTIO_MMIO_KVM_MAX_SLOTS)
+            return seterr(err, 1, -EINVAL, "drives: too many given");
+        for (size_t k = 0; k < rc->ndrives; k++)
+            ovr_ids[k] = rc->drives[k].id && *rc->drives[k].id ? rc->drives[k].id : NULL;
+        if (snap_match_overrides(snap_ids, ndrv, ovr_ids, rc->ndrives, map, why, sizeof(why)) < 0)
+            return seterr(err, 1, -EINVAL, "drives: %s", why);
+        for (unsigned k = 0; k < ndrv; k++) {
+            size_t oi = map[k];
+            unsigned s = slot_of[k];
+            const struct moat_drive *d = &rc->drives[oi];
+            if (!d->path || !*d->path)
+                return seterr(err, 1, -EINVAL, "drive %s: no path", v[s].id);
+            if (drive_opts(d, rc->drive_overlays ? rc->drive_overlays[oi] : NULL,
+                           rc->drive_direct && rc->drive_direct[oi], &ov->o[s]) < 0)
+                return seterr(err, 1, -EINVAL, "drive %s: path or overlay too long or malformed", v[s].id);
+            ov->have[s] = ov->typed[s] = true;
+        }
     }
-    free(o);
-    return r;
+    if (rc->vsock_uds) {
+        if (vs < 0)
+            return seterr(err, 1, -EINVAL, "the snapshot has no vsock device");
+        devopt_init(&ov->o[vs]);
+        if (devopt_set(&ov->o[vs], "uds", rc->vsock_uds) < 0)
+            return seterr(err, 1, -EINVAL, "vsock: socket path too long or malformed");
+        ov->have[vs] = ov->typed[vs] = true;
+    }
+    return 0;
 }
 
-static const struct vm_dev_kind *kind_by_id(uint32_t device_id)
-{
-    for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-        if (kinds[i]->device_id == device_id)
-            return kinds[i];
-    return NULL;
-}
-
-/* Restore overrides given as devices (type, options): parsed into *ovo
- * (rc->ndevices entries, freed by the caller) and matched to the recorded
- * devices v[0, n) into ctx->ovr. Each override's type must be known, its
- * options among the kind's override_keys and valid (the check at create),
- * and it must name exactly one recorded device, not claimed twice nor also
- * overridden by the typed fields (drives, vsock_uds). */
-static int match_device_overrides(const struct moat_restore_config *rc, const struct snap_dev_view *v,
-                                  const struct vm_dev_kind *const *kind, unsigned n,
-                                  struct devtab_restore *ctx, struct devopts **ovo, struct moat_error *err)
+/* moat_restore_config.devices: each names a recorded device by type and
+ * id= (or the only one of its type); its options must be among the kind's
+ * override keys, and no device is overridden twice. */
+static int match_devices(const struct moat_restore_config *rc, const struct snap_dev_view *v,
+                         const struct virtio_kind *const *kind, unsigned n, struct restore_ovr *ov,
+                         struct moat_error *err)
 {
     if (!rc->devices || rc->ndevices > VIRTIO_MMIO_KVM_MAX_SLOTS)
         return seterr(err, 1, -EINVAL, "device overrides: %s", rc->devices ? "too many" : "list missing");
-    *ovo = calloc(rc->ndevices, sizeof(**ovo));
-    if (!*ovo)
+    struct devopts *o = malloc(sizeof(*o));
+    if (!o)
         return seterr(err, 0, -ENOMEM, "out of memory");
-    for (size_t j = 0; j < rc->ndevices; j++) {
-        struct devopts *o = &(*ovo)[j];
-        const struct vm_dev_kind *k = kind_by_type(rc->devices[j].type);
-        char why[200] = "";
-        if (!k)
-            return seterr(err, 1, -EINVAL, "device override %zu: unknown type '%.40s' (blk, vsock)", j,
-                          rc->devices[j].type ? rc->devices[j].type : "(none)");
-        int r = devopt_parse(rc->devices[j].options, o, why, sizeof(why));
-        if (r == 0)
+    int r = 0;
+    for (size_t j = 0; j < rc->ndevices && r == 0; j++) {
+        const struct virtio_kind *k = devtab_kind(rc->devices[j].type);
+        char why[512] = "";
+        if (!k) {
+            r = seterr(err, 1, -EINVAL, "device override %zu: unknown type '%.40s' (%s)", j,
+                       rc->devices[j].type ? rc->devices[j].type : "(none)", devtab_types());
+            break;
+        }
+        r = devopt_parse(rc->devices[j].options, o, why, sizeof(why));
+        if (r == 0 && devopt_get(o, "id") == NULL)
             r = devopt_only(o, k->override_keys, why, sizeof(why));
-        if (r == 0)
-            r = k->check_opts(o, why, sizeof(why));
-        if (r < 0)
-            return seterr(err, 1, r, "device override %zu (%s): %s", j, k->type, why);
+        else if (r == 0) {
+            /* id= names the device; the rest are its options anew */
+            struct devopts *rest = malloc(sizeof(*rest));
+            r = rest ? devopt_copy(rest, o) : -ENOMEM;
+            if (r == 0) {
+                devopt_del(rest, "id");
+                r = devopt_only(rest, k->override_keys, why, sizeof(why));
+            }
+            free(rest);
+        }
+        if (r < 0) {
+            r = seterr(err, 1, r, "device override %zu (%s): %s", j, k->type, why[0] ? why : strerror(-r));
+            break;
+        }
         const char *id = devopt_get(o, "id");
         unsigned hit = n, count = 0;
         for (unsigned i = 0; i < n; i++)
@@ -542,28 +422,50 @@ static int match_device_overrides(const struct moat_restore_config *rc, const st
                 count++;
             }
         if (count == 0)
-            return seterr(err, 1, -EINVAL, "device override %zu (%s%s%s): the snapshot has no such device", j,
-                          k->type, id ? " " : "", id ? id : "");
-        if (count > 1)
-            return seterr(err, 1, -EINVAL, "device override %zu (%s): the snapshot has %u of them: name one "
-                          "with id=", j, k->type, count);
-        if (ctx->ovr[hit] || (k == &blk_kind && rc->ndrives) || (k == &vsock_kind && rc->vsock_uds))
-            return seterr(err, 1, -EINVAL, "device override %zu: %s %s is overridden twice", j, k->type,
-                          v[hit].id);
-        ctx->ovr[hit] = o;
+            r = seterr(err, 1, -EINVAL, "device override %zu (%s%s%s): the snapshot has no such device", j,
+                       k->type, id ? " " : "", id ? id : "");
+        else if (count > 1)
+            r = seterr(err, 1, -EINVAL, "device override %zu (%s): the snapshot has %u of them: name one "
+                       "with id=", j, k->type, count);
+        else if (ov->have[hit])
+            r = seterr(err, 1, -EINVAL, "device override %zu: %s %s is overridden twice", j, k->type, v[hit].id);
+        else if ((r = devopt_copy(&ov->o[hit], o)) < 0)
+            r = seterr(err, 1, r, "device override %zu: too large", j);
+        else
+            ov->have[hit] = true;
     }
-    return 0;
+    free(o);
+    return r;
+}
+
+/* rec with the override's keys given anew (the kind's override keys, but
+ * id: a device keeps its id) into out. */
+static int merge_override(const struct virtio_kind *k, const struct devopts *rec, const struct devopts *ovr,
+                          struct devopts *out)
+{
+    int r = devopt_copy(out, rec);
+    for (size_t i = 0; r == 0 && k->override_keys[i]; i++) {
+        const char *key = k->override_keys[i];
+        if (!strcmp(key, "id"))
+            continue;
+        const char *val = devopt_get(ovr, key);
+        if (!val)
+            devopt_del(out, key);
+        else
+            r = devopt_set(out, key, *val ? val : NULL);
+    }
+    return r;
 }
 
 int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
                    const struct snap_section *secs, size_t nsecs, struct moat_error *err)
 {
     struct snap_dev_view *v = calloc(VIRTIO_MMIO_KVM_MAX_SLOTS, sizeof(*v));
-    if (!v)
-        return seterr(err, 0, -ENOMEM, "out of memory");
-    const struct vm_dev_kind *kind[VIRTIO_MMIO_KVM_MAX_SLOTS];
+    struct restore_ovr *ov = calloc(1, sizeof(*ov));
+    struct devopts *rec = malloc(sizeof(*rec)), *merged = malloc(sizeof(*merged));
+    const struct virtio_kind *kind[VIRTIO_MMIO_KVM_MAX_SLOTS];
     unsigned n = 0;
-    int r = 0;
+    int r = v && ov && rec && merged ? 0 : seterr(err, 0, -ENOMEM, "out of memory");
     /* The recorded devices: slots 0 .. n-1, each decoded and of a known
      * kind, ids unique per kind. */
     for (size_t i = 0; i < nsecs && r == 0; i++) {
@@ -595,55 +497,53 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
         n++;
     }
     /* The configuration's overrides, matched to the recorded devices by
-     * kind and id before anything is created. */
-    struct devtab_restore ctx = { .rc = rc };
-    const char *snap_ids[VIRTIO_MMIO_KVM_MAX_SLOTS], *ovr_ids[VIRTIO_MMIO_KVM_MAX_SLOTS];
-    unsigned ndrv = 0, nvsock = 0;
-    for (unsigned i = 0; i < n; i++) {
-        if (kind[i] == &blk_kind)
-            snap_ids[ndrv++] = v[i].id;
-        else if (kind[i] == &vsock_kind)
-            nvsock++;
-    }
-    if (r == 0 && rc->ndrives && !rc->drives)
-        r = seterr(err, 1, -EINVAL, "drive list missing");
-    if (r == 0 && rc->ndrives) {
-        char why[160];
-        for (size_t k = 0; k < rc->ndrives && k < VIRTIO_MMIO_KVM_MAX_SLOTS; k++)
-            ovr_ids[k] = rc->drives[k].id && *rc->drives[k].id ? rc->drives[k].id : NULL;
-        if (rc->ndrives > VIRTIO_MMIO_KVM_MAX_SLOTS ||
-            snap_match_overrides(snap_ids, ndrv, ovr_ids, rc->ndrives, ctx.drive_map, why, sizeof(why)) < 0)
-            r = seterr(err, 1, -EINVAL, "drives: %s",
-                       rc->ndrives > VIRTIO_MMIO_KVM_MAX_SLOTS ? "too many given" : why);
-    }
-    if (r == 0 && rc->vsock_uds && !nvsock)
-        r = seterr(err, 1, -EINVAL, "the snapshot has no vsock device");
-    /* moat_restore_config.devices: each names a recorded device by type
-     * and id= (or the only one of its type) and replaces its options */
-    struct devopts *ovo = NULL;
+     * kind and id before anything is made. */
+    if (r == 0)
+        r = match_typed(rc, v, kind, n, ov, err);
     if (r == 0 && rc->size > offsetof(struct moat_restore_config, ndevices) && rc->ndevices)
-        r = match_device_overrides(rc, v, kind, n, &ctx, &ovo, err);
-    /* Recreate them in their slots, and load each transport's state
-     * (untrusted: virtio_mmio_load checks it). */
-    unsigned seen[sizeof(kinds) / sizeof(kinds[0])] = { 0 };
+        r = match_devices(rc, v, kind, n, ov, err);
+    /* Make each again in its slot from its record (the options that made
+     * it) and its override, and load its transport's state (untrusted:
+     * virtio_mmio_load checks it). */
+    unsigned seen[NKINDS] = { 0 };
     for (unsigned i = 0; i < n && r == 0; i++) {
-        size_t ki = 0;
-        while (kinds[ki] != kind[i])
-            ki++;
-        r = kind[i]->restore(vm, &ctx, &v[i], seen[ki]++, err);
-        if (r == 0 && vm->ndev != i + 1)
-            r = seterr(err, 0, -EINVAL, "restore: %s %s did not land in slot %u", kind[i]->name, v[i].id, i);
-        if (r < 0)
+        const struct virtio_kind *k = kind[i];
+        const char *why = NULL;
+        char cwhy[512] = "";
+        if (devopt_decode(v[i].data, v[i].data_len, rec, &why) < 0 ||
+            devopt_only(rec, k->keys, cwhy, sizeof(cwhy)) < 0) {
+            r = seterr(err, 1, -EINVAL, "state file: %s %s: %s", k->name, v[i].id, why ? why : cwhy);
             break;
+        }
+        const struct devopts *use = rec;
+        if (ov->have[i]) {
+            if (merge_override(k, rec, &ov->o[i], merged) < 0) {
+                r = seterr(err, 1, -EINVAL, "%s %s: the override's options are too large", k->name, v[i].id);
+                break;
+            }
+            if (k->override_check && (r = k->override_check(rec, merged, cwhy, sizeof(cwhy))) < 0) {
+                r = seterr(err, 1, r, "%s %s: %s", k->name, v[i].id, cwhy);
+                break;
+            }
+            use = merged;
+        }
+        if ((r = k->check(use, cwhy, sizeof(cwhy))) < 0) {
+            r = seterr(err, 1, r, "%s %s: %s", k->name, v[i].id, cwhy);
+            break;
+        }
+        if ((r = add_device(vm, k, use, seen[kind_index(k)]++, true, v[i].id, err)) < 0)
+            break;
+        if (k->restored && k->restored(vm->dev[i].priv))
+            vm->fixup_pending = true;
         struct virtio_mmio_state st;
         memcpy(&st, v[i].state, sizeof(st));
-        const char *why = NULL;
         r = virtio_mmio_kvm_load(vm->dev[i].t, &st, &why);
         if (r < 0)
-            r = seterr(err, 1, r, "state file: %s %s (slot %u): %s", kind[i]->name, v[i].id, i,
-                       why ? why : strerror(-r));
+            r = seterr(err, 1, r, "state file: %s %s (slot %u): %s", k->name, v[i].id, i, why ? why : strerror(-r));
     }
-    free(ovo);
+    free(merged);
+    free(rec);
+    free(ov);
     free(v);
     return r;
 }
@@ -658,7 +558,7 @@ unsigned vm_ndrives(const struct moat_vm *vm)
     return n;
 }
 
-const struct vm_drive *vm_drive(const struct moat_vm *vm, unsigned k)
+const struct blk_drive *vm_drive(const struct moat_vm *vm, unsigned k)
 {
     for (unsigned i = 0; i < vm->ndev; i++)
         if (vm->dev[i].kind == &blk_kind && k-- == 0)
@@ -666,7 +566,7 @@ const struct vm_drive *vm_drive(const struct moat_vm *vm, unsigned k)
     return NULL;
 }
 
-const struct vm_vsock *vm_vsock(const struct moat_vm *vm)
+const struct vsock_rec *vm_vsock(const struct moat_vm *vm)
 {
     for (unsigned i = 0; i < vm->ndev; i++)
         if (vm->dev[i].kind == &vsock_kind)
@@ -676,12 +576,12 @@ const struct vm_vsock *vm_vsock(const struct moat_vm *vm)
 
 const char *vm_vsock_uds(const struct moat_vm *vm)
 {
-    const struct vm_vsock *v = vm_vsock(vm);
+    const struct vsock_rec *v = vm_vsock(vm);
     return v ? v->uds : NULL;
 }
 
 struct vsock_dev *vm_vsock_dev(const struct moat_vm *vm)
 {
-    const struct vm_vsock *v = vm_vsock(vm);
+    const struct vsock_rec *v = vm_vsock(vm);
     return v ? v->dev : NULL;
 }

@@ -467,7 +467,7 @@ static int drives_cmdline(const struct moat_config *cfg, char *buf, size_t size)
     size_t n = 0;
     buf[0] = 0;
     /* drives, the vsock device, then moat_config.devices */
-    size_t nslots = cfg->ndrives + (cfg->vsock_uds ? 1 : 0) + cfg->ndevices;
+    size_t nslots = devtab_config_count(cfg);
     for (size_t i = 0; i < nslots && i < VIRTIO_MMIO_KVM_MAX_SLOTS; i++) {
         if (n && n + 1 < size)
             buf[n++] = ' ';
@@ -477,40 +477,6 @@ static int drives_cmdline(const struct moat_config *cfg, char *buf, size_t size)
         n += (size_t)r;
     }
     return (int)n;
-}
-
-/* Before any KVM work, so that a bad drive is reported as such. */
-static int check_drives(const struct moat_config *cfg, struct moat_error *err)
-{
-    if (cfg->ndrives && !cfg->drives)
-        return seterr(err, 1, -EINVAL, "drive list missing");
-    if (cfg->ndrives > MOAT_MAX_DRIVES || cfg->ndrives > VIRTIO_MMIO_KVM_MAX_SLOTS)
-        return seterr(err, 1, -EINVAL, "too many drives (%zu, at most %d)", cfg->ndrives, MOAT_MAX_DRIVES);
-    for (size_t i = 0; i < cfg->ndrives; i++) {
-        const struct moat_drive *d = &cfg->drives[i];
-        if (!d->path || !*d->path)
-            return seterr(err, 1, -EINVAL, "drive %zu: no path", i);
-        bool cow = cfg->drive_overlays && cfg->drive_overlays[i];   /* the base is only read */
-        if (access(d->path, d->read_only || cow ? R_OK : R_OK | W_OK) < 0)
-            return seterr(err, 1, -errno, "drive %s: %s", d->path, strerror(errno));
-        /* ids name drives in snapshots: each its own */
-        char ni[16], nj[16];
-        const char *id_i = vm_drive_table_id(d, (unsigned)i, ni);
-        for (size_t j = 0; j < i; j++)
-            if (strcmp(vm_drive_table_id(&cfg->drives[j], (unsigned)j, nj), id_i) == 0)
-                return seterr(err, 1, -EINVAL, "drive %zu: id %s is drive %zu's too (each drive needs its own)",
-                              i, id_i, j);
-    }
-    return 0;
-}
-
-/* ---- virtio-vsock (the slot after the drives) ---- */
-
-static int setup_vsock(struct moat_vm *vm, const struct moat_config *cfg, struct moat_error *err)
-{
-    if (!cfg->vsock_uds)
-        return 0;
-    return vm_setup_vsock(vm, cfg->vsock_uds, cfg->vsock_cid, err);
 }
 
 static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum boot_kind kind,
@@ -532,19 +498,11 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
     char drives[VIRTIO_MMIO_KVM_MAX_SLOTS * 48];
     if (linux_kind && drives_cmdline(cfg, drives, sizeof(drives)) > 0)
         extras[nx++] = drives;
-    /* With a vsock device, /init starts the guest agent on this port
-     * (docs/agent-protocol.md) and, with no command, keeps the guest up;
-     * other devices may need a parameter too (their kind says). */
-    if (linux_kind && cfg->vsock_uds)
-        extras[nx++] = devtab_cmdline_extra("vsock");
-    for (size_t i = 0; linux_kind && i < cfg->ndevices; i++) {
-        const char *x = devtab_cmdline_extra(cfg->devices[i].type);
-        bool have = false;
-        for (size_t j = 0; x && j < nx; j++)
-            have |= strcmp(extras[j], x) == 0;
-        if (x && !have && nx < sizeof(extras) / sizeof(extras[0]))
-            extras[nx++] = x;
-    }
+    /* A device may need a parameter (its kind says): with a vsock device,
+     * /init starts the guest agent (docs/agent-protocol.md) and, with no
+     * command, keeps the guest up. */
+    if (linux_kind)
+        nx += devtab_cmdline_extras(cfg, extras + nx, sizeof(extras) / sizeof(extras[0]) - nx);
     return boot_cmdline_build(buf, size, base, extras, nx, cfg->argv, cfg->argv ? cfg->argc : 0);
 }
 
@@ -676,9 +634,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
                       cfg.mem_mib, MEM_MIN_MIB, MEM_MAX_MIB);
     if (cfg.cpus < 1 || cfg.cpus > LAYOUT_MAX_CPUS)
         return seterr(err, 1, -EINVAL, "vCPU count %u out of range (1..%d)", cfg.cpus, LAYOUT_MAX_CPUS);
-    int dr = check_drives(&cfg, err);
-    if (dr == 0)
-        dr = devtab_check_devices(&cfg, err);
+    int dr = devtab_check_config(&cfg, err);
     if (dr < 0)
         return dr;
 
@@ -740,10 +696,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     }
     if ((r = vm_setup_rest(vm, true, err)) < 0)
         goto fail;
-    if ((r = vm_setup_drives(vm, cfg.drives, cfg.drive_overlays, cfg.drive_direct, cfg.ndrives, err)) < 0)
-        goto fail;
-    if ((r = setup_vsock(vm, &cfg, err)) < 0 ||
-        (r = devtab_add_devices(vm, cfg.devices, cfg.ndevices, err)) < 0)
+    if ((r = devtab_add_config(vm, &cfg, err)) < 0)
         goto fail;
     atomic_store(&vm->t_kvm_ready, clock_mono_ns());
     vm->cmdline = cmdline;

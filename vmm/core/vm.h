@@ -22,14 +22,17 @@
 #include "vmm/transport/virtio_mmio_kvm.h"
 
 struct moat_vm;
-struct vm_dev_kind;
+struct virtio_kind;
+struct devopts;
 
-/* One virtio device of a VM: its kind (vmm/core/devtab.c), its transport and
- * the kind's own record. */
+/* One virtio device of a VM: its kind (devices/virtio/virtio_kind.h, listed
+ * in vmm/core/devtab.c), its transport, the options that made it (its
+ * snapshot record) and the kind's own record. */
 struct vm_dev {
-    const struct vm_dev_kind *kind;
+    const struct virtio_kind *kind;
     struct virtio_mmio_kvm *t;    /* owns the device instance */
     char *id;                     /* unique among the VM's devices of its kind */
+    struct devopts *opts;
     void *priv;                   /* the kind's record, freed by the kind */
 };
 

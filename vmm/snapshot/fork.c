@@ -21,7 +21,7 @@
 
 static struct ovl_disk *drive_overlay(struct moat_vm *vm, unsigned drive)
 {
-    const struct vm_drive *d = vm_drive(vm, drive);
+    const struct blk_drive *d = vm_drive(vm, drive);
     return d && d->overlay && d->blk ? virtio_blk_overlay(d->blk) : NULL;
 }
 

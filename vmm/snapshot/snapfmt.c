@@ -132,11 +132,13 @@ int snap_parse(const uint8_t *buf, size_t len, struct snap_section *secs, size_t
     if (sum != get64(buf + OFF_SUM))
         return fail(why, "state file checksum mismatch (corrupted)", -EINVAL);
     uint32_t version = get32(buf + OFF_VERSION);
-    if (version == 1)
-        return fail(why, "state file of an older moat (format version 1; this moat reads version 2): "
-                         "take the snapshot again with this moat", -EPROTONOSUPPORT);
+    if (version == 1 || version == 2)
+        return fail(why, version == 1 ? "state file of an older moat (format version 1; this moat reads version 3): "
+                                        "take the snapshot again with this moat"
+                                      : "state file of an older moat (format version 2; this moat reads version 3): "
+                                        "take the snapshot again with this moat", -EPROTONOSUPPORT);
     if (version != SNAP_VERSION)
-        return fail(why, "state file of another moat (unknown format version; this moat reads version 2)",
+        return fail(why, "state file of another moat (unknown format version; this moat reads version 3)",
                     -EPROTONOSUPPORT);
     for (size_t i = 32; i < SNAP_HEADER_SIZE; i++)
         if (buf[i])
@@ -169,142 +171,6 @@ const struct snap_section *snap_find(const struct snap_section *secs, size_t n,
         if (secs[i].type == type && secs[i].index == index)
             return &secs[i];
     return NULL;
-}
-
-long snap_drive_encode(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only)
-{
-    return snap_drive_encode_ov(buf, cap, path, id, read_only, NULL);
-}
-
-long snap_drive_encode_ov(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only,
-                          const char *overlay)
-{
-    if (!path)
-        return -EINVAL;
-    size_t pl = strlen(path), il = id ? strlen(id) : 0, ol = overlay ? strlen(overlay) : 0;
-    if (pl == 0)
-        return -EINVAL;
-    if (pl > SNAP_DRIVE_PATH_MAX || il > SNAP_DRIVE_ID_MAX || ol > SNAP_DRIVE_PATH_MAX)
-        return -ENAMETOOLONG;
-    struct snap_drive d = { .read_only = read_only ? 1 : 0, .path_len = (uint32_t)pl, .id_len = (uint32_t)il,
-                            .overlay_len = (uint32_t)ol };
-    size_t total = sizeof d + pl + il + ol;
-    if (total > cap)
-        return -ENOSPC;
-    memcpy(buf, &d, sizeof d);
-    memcpy(buf + sizeof d, path, pl);
-    if (il)
-        memcpy(buf + sizeof d + pl, id, il);
-    if (ol)
-        memcpy(buf + sizeof d + pl + il, overlay, ol);
-    return (long)total;
-}
-
-int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
-                      char *id, size_t id_cap, int *read_only, const char **why)
-{
-    return snap_drive_decode_ov(data, len, path, path_cap, id, id_cap, read_only, NULL, 0, why);
-}
-
-int snap_drive_decode_ov(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
-                         char *id, size_t id_cap, int *read_only, char *overlay, size_t overlay_cap,
-                         const char **why)
-{
-    struct snap_drive d;
-    *why = NULL;
-    if (len < sizeof d) {
-        *why = "drive section too short";
-        return -EINVAL;
-    }
-    memcpy(&d, data, sizeof d);
-    if (d.read_only > 1) {
-        *why = "drive flags or padding out of range";
-        return -EINVAL;
-    }
-    if (d.path_len == 0 || d.path_len > SNAP_DRIVE_PATH_MAX || d.path_len >= path_cap ||
-        d.id_len > SNAP_DRIVE_ID_MAX || d.id_len >= id_cap) {
-        *why = "drive path or id length out of range";
-        return -EINVAL;
-    }
-    if (d.overlay_len > SNAP_DRIVE_PATH_MAX || (d.overlay_len && d.overlay_len >= overlay_cap)) {
-        *why = overlay ? "drive overlay path length out of range"
-                       : "drive has a copy-on-write overlay (not expected here)";
-        return -EINVAL;
-    }
-    if (len != sizeof d + (uint64_t)d.path_len + d.id_len + d.overlay_len) {
-        *why = "drive section length does not match its strings";
-        return -EINVAL;
-    }
-    const uint8_t *p = data + sizeof d;
-    if (memchr(p, 0, d.path_len) || (d.id_len && memchr(p + d.path_len, 0, d.id_len)) ||
-        (d.overlay_len && memchr(p + d.path_len + d.id_len, 0, d.overlay_len))) {
-        *why = "NUL inside the drive path, id or overlay path";
-        return -EINVAL;
-    }
-    memcpy(path, p, d.path_len);
-    path[d.path_len] = 0;
-    memcpy(id, p + d.path_len, d.id_len);
-    id[d.id_len] = 0;
-    if (overlay && overlay_cap) {
-        memcpy(overlay, p + d.path_len + d.id_len, d.overlay_len);
-        overlay[d.overlay_len] = 0;
-    }
-    *read_only = (int)d.read_only;
-    return 0;
-}
-
-static bool vsock_cid_ok(uint64_t cid)
-{
-    return cid >= 3 && cid <= 0xfffffffeull;
-}
-
-long snap_vsock_encode(uint8_t *buf, size_t cap, uint64_t guest_cid, const char *path)
-{
-    if (!path || !vsock_cid_ok(guest_cid))
-        return -EINVAL;
-    size_t pl = strlen(path);
-    if (pl == 0)
-        return -EINVAL;
-    if (pl > SNAP_VSOCK_PATH_MAX)
-        return -ENAMETOOLONG;
-    struct snap_vsock v = { .guest_cid = guest_cid, .path_len = (uint32_t)pl, .pad = 0 };
-    if (cap < sizeof v + pl)
-        return -ENOSPC;
-    memcpy(buf, &v, sizeof v);
-    memcpy(buf + sizeof v, path, pl);
-    return (long)(sizeof v + pl);
-}
-
-int snap_vsock_decode(const uint8_t *data, uint64_t len, uint64_t *guest_cid, char *path,
-                      size_t path_cap, const char **why)
-{
-    struct snap_vsock v;
-    *why = NULL;
-    if (len < sizeof v) {
-        *why = "vsock section too short";
-        return -EINVAL;
-    }
-    memcpy(&v, data, sizeof v);
-    if (!vsock_cid_ok(v.guest_cid) || v.pad) {
-        *why = "vsock guest CID or padding out of range";
-        return -EINVAL;
-    }
-    if (v.path_len == 0 || v.path_len > SNAP_VSOCK_PATH_MAX || v.path_len >= path_cap) {
-        *why = "vsock socket path length out of range";
-        return -EINVAL;
-    }
-    if (len != sizeof v + (uint64_t)v.path_len) {
-        *why = "vsock section length does not match its path";
-        return -EINVAL;
-    }
-    if (memchr(data + sizeof v, 0, v.path_len)) {
-        *why = "NUL inside the vsock socket path";
-        return -EINVAL;
-    }
-    memcpy(path, data + sizeof v, v.path_len);
-    path[v.path_len] = 0;
-    *guest_cid = v.guest_cid;
-    return 0;
 }
 
 /* ---- fixed sections ---- */

@@ -10,7 +10,8 @@
 #include <stdint.h>
 
 #define SNAP_MAGIC        "MOATSNAP"
-#define SNAP_VERSION      2u   /* 2: one self-describing section per device (SNAP_DEV) */
+#define SNAP_VERSION      3u   /* 2: one self-describing section per device (SNAP_DEV); 3: its record is
+                                   the options that made it */
 #define SNAP_HEADER_SIZE  64u
 #define SNAP_MAX_PAYLOAD  (16u << 20)   /* 16 MiB */
 #define SNAP_MAX_SECTIONS 1024u
@@ -71,60 +72,15 @@ struct snap_moatdev {
     uint64_t mmio_scratch;
 };
 
-/* A virtio-blk drive: the fixed part, followed by path_len bytes of path,
- * id_len bytes of id and overlay_len bytes of the copy-on-write overlay's
- * path (no terminating NULs, no NUL inside). */
-struct snap_drive {
-    uint32_t read_only;      /* 0 or 1 */
-    uint32_t path_len;       /* 1 .. SNAP_DRIVE_PATH_MAX */
-    uint32_t id_len;         /* 0 .. SNAP_DRIVE_ID_MAX */
-    uint32_t overlay_len;    /* 0 (none; was padding) .. SNAP_DRIVE_PATH_MAX */
-};
-#define SNAP_DRIVE_PATH_MAX 4095u
-#define SNAP_DRIVE_ID_MAX   20u
-
-/* Encode a drive section into buf (cap bytes): its length, or -ENAMETOOLONG
- * / -EINVAL (path empty or too long, id too long, NUL inside) / -ENOSPC. */
-long snap_drive_encode(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only);
-/* Decode one: path (path_cap >= SNAP_DRIVE_PATH_MAX + 1) and id (id_cap >=
- * SNAP_DRIVE_ID_MAX + 1) NUL-terminated; 0 or -EINVAL with *why. */
-int snap_drive_decode(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
-                      char *id, size_t id_cap, int *read_only, const char **why);
-/* The same with the overlay path (encode: NULL for none; decode: overlay
- * of overlay_cap >= SNAP_DRIVE_PATH_MAX + 1 bytes, "" for none). The
- * functions without _ov refuse a drive section that has an overlay. */
-long snap_drive_encode_ov(uint8_t *buf, size_t cap, const char *path, const char *id, int read_only,
-                          const char *overlay);
-int snap_drive_decode_ov(const uint8_t *data, uint64_t len, char *path, size_t path_cap,
-                         char *id, size_t id_cap, int *read_only, char *overlay, size_t overlay_cap,
-                         const char **why);
-
-/* The virtio-vsock device (its transport and queues: SNAP_DEV_VIRTIO_MMIO
- * of the same slot). Connections are not saved. Followed by path_len bytes
- * of the host Unix socket path (no NUL). */
-struct snap_vsock {
-    uint64_t guest_cid;      /* 3 .. 2^32 - 2 */
-    uint32_t path_len;       /* 1 .. SNAP_VSOCK_PATH_MAX */
-    uint32_t pad;            /* 0 */
-};
-#define SNAP_VSOCK_PATH_MAX 107u    /* sun_path less its NUL */
-
-/* Encode: the length, or -EINVAL (bad CID, empty path, NUL inside) /
- * -ENAMETOOLONG / -ENOSPC. Decode: path NUL-terminated into path
- * (path_cap >= SNAP_VSOCK_PATH_MAX + 1); 0 or -EINVAL with *why. */
-long snap_vsock_encode(uint8_t *buf, size_t cap, uint64_t guest_cid, const char *path);
-int snap_vsock_decode(const uint8_t *data, uint64_t len, uint64_t *guest_cid, char *path,
-                      size_t path_cap, const char **why);
-
-/* A virtio device (version 2): one SNAP_DEV section per device, index =
+/* A virtio device (version 3): one SNAP_DEV section per device, index =
  * its virtio-mmio slot, slots 0 .. n-1 without gaps. The fixed part, then
  * id_len bytes of the device's id (unique among the VM's devices of its
  * type; no NUL), state_len bytes of its transport state (struct
- * virtio_mmio_state, devices/virtio/virtio_mmio.h), then data_len bytes of the
- * device type's own record (virtio-blk: struct snap_drive and its strings;
- * virtio-vsock: struct snap_vsock and its path). A restore finds the
- * loader by device_id and matches the device to the configuration by
- * type and id (vmm/core/devtab.c). */
+ * virtio_mmio_state, devices/virtio/virtio_mmio.h), then data_len bytes of
+ * its record: the options that made it (devopt_encode,
+ * devices/virtio/devopt.h). A restore finds the kind by device_id, matches
+ * the device to the configuration's overrides by type and id and makes it
+ * again from those options (vmm/core/devtab.c). */
 struct snap_dev {
     uint32_t device_id;      /* VIRTIO_ID_* (devices/virtio/virtio_dev.h) */
     uint32_t id_len;         /* 1 .. SNAP_DEV_ID_MAX */

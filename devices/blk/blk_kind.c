@@ -1,0 +1,117 @@
+/* virtio-blk as a kind of device (devices/blk/blk_kind.h). */
+#include "devices/blk/blk_kind.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "devices/blk/virtio_blk.h"
+
+static const char *const blk_keys[] = { "path", "ro", "id", "overlay", "direct", NULL };
+
+static int blk_check(const struct devopts *o, char *why, size_t wlen)
+{
+    const char *path = devopt_get(o, "path"), *id = devopt_get(o, "id"), *ovl = devopt_get(o, "overlay");
+    const char *ro = devopt_get(o, "ro"), *direct = devopt_get(o, "direct");
+    if (!path || !*path) {
+        snprintf(why, wlen, "path=FILE is required");
+        return -EINVAL;
+    }
+    if ((ro && *ro) || (direct && *direct)) {
+        snprintf(why, wlen, "ro and direct take no value");
+        return -EINVAL;
+    }
+    if (id && (!*id || strlen(id) > BLK_ID_MAX)) {
+        snprintf(why, wlen, "id must be 1 to %u bytes", BLK_ID_MAX);
+        return -EINVAL;
+    }
+    if (ovl && !*ovl) {
+        snprintf(why, wlen, "overlay=FILE needs a file");
+        return -EINVAL;
+    }
+    /* a copy-on-write drive's base is only read */
+    if (access(path, ro || ovl ? R_OK : R_OK | W_OK) < 0) {
+        int e = errno;
+        snprintf(why, wlen, "%s: %s", path, strerror(e));
+        return -e;
+    }
+    return 0;
+}
+
+/* Its serial if it has one, else its name by ordinal: vda, vdb, ... */
+static void blk_id(const struct devopts *o, unsigned k, char *id)
+{
+    const char *serial = devopt_get(o, "id");
+    if (serial && *serial)
+        snprintf(id, VIRTIO_KIND_ID_MAX + 1, "%s", serial);
+    else
+        snprintf(id, VIRTIO_KIND_ID_MAX + 1, "vd%c", k < 26 ? (char)('a' + k) : '?');
+}
+
+static void blk_free(void *priv)
+{
+    struct blk_drive *d = priv;
+    if (!d)
+        return;
+    free(d->path);
+    free(d->id);
+    free(d->overlay);
+    free(d);
+}
+
+static int blk_create(const struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
+                      size_t wlen)
+{
+    const char *path = devopt_get(o, "path"), *serial = devopt_get(o, "id"), *ovl = devopt_get(o, "overlay");
+    /* a restore never starts from a fresh, empty overlay */
+    if (restoring && ovl && access(ovl, R_OK) < 0) {
+        int e = errno;
+        snprintf(why, wlen, "drive %s: overlay %s: %s", path, ovl, strerror(e));
+        return -e;
+    }
+    struct blk_drive *d = calloc(1, sizeof(*d));
+    if (!d || !(d->path = strdup(path)) || (serial && !(d->id = strdup(serial))) ||
+        (ovl && !(d->overlay = strdup(ovl)))) {
+        blk_free(d);
+        snprintf(why, wlen, "out of memory");
+        return -ENOMEM;
+    }
+    d->read_only = devopt_get(o, "ro") != NULL;
+    struct virtio_blk_opts bo = { .path = path, .read_only = d->read_only, .id = serial,
+                                  .engine = BLK_ENGINE_AUTO, .name = id, .direct = devopt_get(o, "direct") != NULL,
+                                  .overlay = ovl };
+    int r = virtio_blk_create(&bo, &d->blk, why, wlen);
+    if (r < 0) {
+        blk_free(d);
+        return r;
+    }
+    *out = (struct virtio_made){ .ops = &virtio_blk_ops, .dev = d->blk, .priv = d };
+    return 0;
+}
+
+/* A copy-on-write drive keeps its overlay only if the override gives one:
+ * reopening its base writable would write the shared base. */
+static int blk_override_check(const struct devopts *rec, const struct devopts *merged, char *why, size_t wlen)
+{
+    const char *ovl = devopt_get(rec, "overlay");
+    if (ovl && !devopt_get(merged, "overlay")) {
+        snprintf(why, wlen, "it was a copy-on-write drive (overlay %s): give an overlay for it too", ovl);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+const struct virtio_kind blk_kind = {
+    .type = "blk",
+    .name = "drive",
+    .device_id = VIRTIO_ID_BLOCK,
+    .keys = blk_keys,
+    .override_keys = blk_keys,      /* an override gives every option anew */
+    .check = blk_check,
+    .id = blk_id,
+    .create = blk_create,
+    .override_check = blk_override_check,
+    .free = blk_free,
+};

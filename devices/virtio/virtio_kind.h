@@ -1,0 +1,66 @@
+/* A kind of virtio device, as a VM (vmm/core/devtab.c) or the vhost-user
+ * server (`moat device`) makes it: from its options, checked first; again
+ * from a snapshot, whose record for the device is the options that made it
+ * (devices/virtio/devopt.h), with a restore's override merged in. Each
+ * device family defines its kind next to its device (devices/blk/
+ * blk_kind.c, devices/vsock/vsock_kind.c); the VM's table lists them. No
+ * KVM, no VM: a kind only makes devices (docs/architecture.md, "Adding a
+ * device"). */
+#ifndef MOAT_VIRTIO_KIND_H
+#define MOAT_VIRTIO_KIND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "devices/virtio/devopt.h"
+#include "devices/virtio/virtio_dev.h"
+
+#define VIRTIO_KIND_ID_MAX 32u   /* bytes of a device's id (the snapshot's SNAP_DEV_ID_MAX) */
+
+/* What a kind made: the device (its transport takes ops/dev) and the
+ * kind's own record of it (freed with the kind's free). */
+struct virtio_made {
+    const struct virtio_dev_ops *ops;
+    void *dev;
+    void *priv;
+};
+
+struct virtio_kind {
+    const char *type;           /* moat_device.type, --device TYPE: "blk", "vsock" */
+    const char *name;           /* in messages: "drive", "vsock" */
+    uint32_t device_id;         /* VIRTIO_ID_*: matches snapshot sections */
+    unsigned max_per_vm;        /* 0: as many as there are slots */
+    /* A kernel parameter a Linux guest needs with this device, or NULL. */
+    const char *cmdline_extra;
+    /* Served over vhost-user (`moat device`): the queues the frontend
+     * hands over and their largest size (0: the device's own). */
+    unsigned vhost_user_nqueues;
+    uint16_t vhost_user_queue_max;
+    /* The options it takes, and those a restore override may give anew
+     * (the others are the snapshot's); NULL-terminated. */
+    const char *const *keys;
+    const char *const *override_keys;
+    /* Check options before any KVM work (values, files): 0 or -errno
+     * with why. Only keys in keys reach it. */
+    int (*check)(const struct devopts *o, char *why, size_t wlen);
+    /* The id that names the device in snapshots (unique per kind in a
+     * VM): from its options or, k being its ordinal among the VM's
+     * devices of this kind, a default. Into id (VIRTIO_KIND_ID_MAX + 1). */
+    void (*id)(const struct devopts *o, unsigned k, char *id);
+    /* Make the device from checked options; id: its id (for messages). restoring: it comes back from
+     * a snapshot (a kind may refuse what a fresh one would take over, e.g.
+     * a socket still served). 0 or -errno with why. */
+    int (*create)(const struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
+                  size_t wlen);
+    /* A restore's override (may be NULL): rec the recorded options, merged
+     * rec with the override's keys given anew; refuse a merge that would
+     * lose or break something (0 or -errno with why). */
+    int (*override_check)(const struct devopts *rec, const struct devopts *merged, char *why, size_t wlen);
+    /* After a restore made it (may be NULL): true if the guest needs the
+     * post-restore fix-up through the agent (vmm/agent/fixup.c). */
+    bool (*restored)(void *priv);
+    void (*free)(void *priv);
+};
+
+#endif
