@@ -967,6 +967,12 @@ START_TEST(cli_sandbox_no_kvm)
     ck_assert_msg(strstr(r.err, "sandbox box") && strstr(r.err, "exited"), "%s", r.err);
     ck_assert_msg(access(dir, F_OK) != 0, "%s left behind", dir);
     run_free(&r);
+    /* a device by type and options: checked before any KVM work, named */
+    run_moat(&r, 30, "create", "box", "--wait", "5", "--device", "blk,path=/nonexistent/disk");
+    ck_assert_msg(r.status == 125, "%s: status %d: %s", r.cmd, r.status, r.err);
+    ck_assert_msg(strstr(r.err, "device 0 (blk): /nonexistent/disk: No such file"), "%s", r.err);
+    ck_assert_msg(access(dir, F_OK) != 0, "%s left behind", dir);
+    run_free(&r);
     run_moat(&r, 10, "create", "../x");
     expect_usage_error(&r);
     run_free(&r);

@@ -46,7 +46,9 @@ static const char usage_sandbox[] =
     "($MOAT_HOME defaults to /var/lib/moat for root, ~/.local/share/moat\n"
     "otherwise). create returns once the guest agent answers (--wait SEC, default\n"
     "120; 0: only wait for the VMM). Run options are those of moat run, except\n"
-    "--vsock, --control and --console-log, which moat sets. See docs/sandboxes.md.\n";
+    "--vsock, --control and --console-log, which moat sets. A --device TYPE,OPTIONS\n"
+    "is taken as given (its paths as they are: give absolute ones) and comes back\n"
+    "from the sandbox's snapshots on start, reset and fork. See docs/sandboxes.md.\n";
 
 struct sbx {
     char name[NAME_MAX_LEN + 1];
@@ -626,7 +628,7 @@ static int parse_wait(const char *v, double *w)
 static const struct { const char *name; int has_val; } run_opts[] = {
     { "kernel", 1 }, { "initrd", 1 }, { "cmdline", 1 }, { "mem", 1 }, { "cpus", 1 },
     { "timeout", 1 }, { "timings", 0 }, { "snapshot-dir", 1 }, { "diff-snapshots", 0 },
-    { "drive", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
+    { "drive", 1 }, { "device", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
     { "no-pvm-compat", 0 }, { "verbose", 0 }, { "help", 0 },
 };
 

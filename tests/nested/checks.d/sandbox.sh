@@ -101,6 +101,18 @@ t sandbox-dead sh -c '
     $M rm d1; r2=$?
     echo "state $s rc $r1 $r2"
     [ "$s" = dead ] && [ $r1 != 0 ] && grep -q dead /tmp/sbx-de && [ $r2 = 0 ] && [ ! -e $MOAT_HOME/d1 ]'
+# A device given by type and options (--device) comes back from the
+# sandbox's snapshot on start: its record is the options that made it.
+t sandbox-device sh -c '
+    M=./build/moat
+    printf device-data >/tmp/sbx-dev-img; truncate -s 1M /tmp/sbx-dev-img
+    $M create dv1 --wait 600 --device blk,path=/tmp/sbx-dev-img,ro,id=devdata || exit 1
+    o1=$($M exec dv1 -- head -c 11 /dev/vda)
+    $M stop dv1 && $M start --wait 600 dv1; r=$?
+    o2=$($M exec dv1 -- head -c 11 /dev/vda)
+    $M rm -f dv1
+    echo "rc $r out $o1 $o2"
+    [ "$o1" = device-data ] && [ $r = 0 ] && [ "$o2" = device-data ]'
 # A moat killed with SIGKILL leaves its pid file and sockets: ls says dead,
 # exec refuses, start restores its last stop snapshot over the stale
 # sockets, rm cleans up.
