@@ -70,6 +70,8 @@ void evloop_timer_init(struct evloop_timer *t, evloop_timer_fn fn, void *opaque)
 void evloop_timer_arm(struct evloop *l, struct evloop_timer *t, uint64_t deadline_ns);
 void evloop_timer_cancel(struct evloop *l, struct evloop_timer *t);
 static inline bool evloop_timer_armed(const struct evloop_timer *t) { return t->armed; }
+/* The deadline it was last armed for. */
+static inline uint64_t evloop_timer_deadline(const struct evloop_timer *t) { return t->deadline_ns; }
 
 /* One pass: wait at most timeout_ms (-1: no limit; an armed timer shortens
  * the wait) for an fd, a timer or a stop, then run the callbacks of what
