@@ -2,10 +2,12 @@
  * minimal frontend written here, with a fake device: the backend queue count
  * and ring size options (vhost-user-vsock: the frontend keeps the device's
  * last queue), config space, start only once every backend ring is ready,
- * a ring index past the backend's queues dropping the connection, and the
- * disconnect callback. */
+ * a ring index past the backend's queues dropping the connection, the
+ * disconnect callback, and the frontend's kick fds handed to the device
+ * as they are. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -418,6 +420,60 @@ START_TEST(broken_ring_signals_the_error_fd)
 }
 END_TEST
 
+/* The frontend's kick eventfd, O_NONBLOCK as QEMU's, is the device's kick
+ * fd: the same counter, its flags untouched, nothing read or written by
+ * the server. (Before, the server polled it, read each kick and wrote 1
+ * to a blocking eventfd of its own, which the device got instead, and
+ * kicked that one once after every start.) */
+START_TEST(kick_fd_goes_to_the_device)
+{
+    struct fake f = { .cid = 3 };
+    struct srv v;
+    srv_start(&v, &f, NULL);
+    int c = dial(v.path);
+    setup(c, 1, 256);
+    int kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    ck_assert_int_ge(kick, 0);
+    uint8_t p[8];
+    put64(p, 0);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_KICK, p, 8, kick), 0);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 1);
+    int dk = f.env.kick_fd[0];
+    ck_assert_int_ge(dk, 0);
+    ck_assert_int_ne(dk, kick);                 /* the server's copy of it */
+    int fl = fcntl(dk, F_GETFL);
+    ck_assert_int_ge(fl, 0);
+    ck_assert(fl & O_NONBLOCK);                 /* the frontend's description */
+    /* no kick of the server's own at start */
+    struct pollfd pd = { .fd = dk, .events = POLLIN };
+    ck_assert_int_eq(poll(&pd, 1, 50), 0);
+    /* a kick of 5 stays whole for the device: the server does not take it */
+    uint64_t five = 5, got = 0;
+    ck_assert_int_eq(write(kick, &five, 8), 8);
+    usleep(100 * 1000);
+    ck_assert_int_eq(poll(&pd, 1, 0), 1);
+    ck_assert_int_eq(read(dk, &got, 8), 8);
+    ck_assert_uint_eq(got, 5);
+    /* one counter: the frontend's end is empty now */
+    struct pollfd pk = { .fd = kick, .events = POLLIN };
+    ck_assert_int_eq(poll(&pk, 1, 0), 0);
+    ck_assert_int_eq(read(dk, &got, 8), -1);
+    ck_assert_int_eq(errno, EAGAIN);            /* and it never blocks */
+    /* stopping the ring stops the device before the fd is closed */
+    uint8_t st[8], r[8];
+    put32(st, 0);
+    put32(st + 4, 0);
+    msg(c, VHU_GET_VRING_BASE, st, sizeof st, -1, false);
+    ck_assert_uint_eq(reply(c, VHU_GET_VRING_BASE, r, sizeof r), 8);
+    ck_assert_int_ge(atomic_load(&f.stops), 1);
+    ck_assert_int_eq(fcntl(dk, F_GETFD), -1);   /* closed after the stop */
+    close(kick);
+    close(c);
+    srv_end(&v);
+}
+END_TEST
+
 START_TEST(bad_options_rejected)
 {
     struct fake f = { 0 };
@@ -444,6 +500,7 @@ int main(void)
     tcase_add_test(tc, reset_after_the_rings_stopped);
     tcase_add_test(tc, default_ring_limit_is_the_device_max);
     tcase_add_test(tc, broken_ring_signals_the_error_fd);
+    tcase_add_test(tc, kick_fd_goes_to_the_device);
     tcase_add_test(tc, bad_options_rejected);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
