@@ -36,6 +36,10 @@ struct fake {
     uint16_t q0_size;
     uint64_t cid;
     struct virtio_dev_env env;   /* the last start()'s */
+    /* stop() drains as a real device does: its thread signals used
+     * buffers and NEEDS_RESET, and stop() joins it */
+    bool notify_in_stop;
+    atomic_int stuck_stops;      /* joins that timed out */
 };
 
 static uint64_t f_features(void *d) { (void)d; return 1ull << 28; }
@@ -60,7 +64,29 @@ static int f_start(void *d, const struct virtio_dev_env *env)
     atomic_fetch_add(&f->starts, 1);
     return 0;
 }
-static void f_stop(void *d) { struct fake *f = d; atomic_fetch_add(&f->stops, 1); }
+static void *f_draining(void *d)
+{
+    struct fake *f = d;
+    f->env.notify_used(f->env.opaque, 0);
+    f->env.needs_reset(f->env.opaque, 0);
+    return NULL;
+}
+static void f_stop(void *d)
+{
+    struct fake *f = d;
+    atomic_fetch_add(&f->stops, 1);
+    if (!f->notify_in_stop)
+        return;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, f_draining, f), 0);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 3;
+    if (pthread_timedjoin_np(t, NULL, &dl) != 0) {
+        atomic_fetch_add(&f->stuck_stops, 1);
+        pthread_join(t, NULL);      /* hangs for good if it is a deadlock */
+    }
+}
 static void f_reset(void *d)
 {
     struct fake *f = d;
@@ -474,6 +500,59 @@ START_TEST(kick_fd_goes_to_the_device)
 }
 END_TEST
 
+/* The server stops the device (which joins its thread) holding no lock
+ * that thread needs: a device thread that signals used buffers or
+ * NEEDS_RESET while it drains (call fd, error fd, under the vring's
+ * call_lock) is never blocked, whether the stop comes from GET_VRING_BASE,
+ * a reset or the frontend going away. */
+START_TEST(stop_holds_no_lock_the_device_needs)
+{
+    struct fake f = { .cid = 3, .notify_in_stop = true };
+    struct srv v;
+    struct vhu_server_opts o = { .disconnected = f_disconnected, .opaque = &f };
+    srv_start(&v, &f, &o);
+    int c = dial(v.path);
+    setup(c, 1, 256);
+    int errfd = eventfd(0, EFD_NONBLOCK), callfd = eventfd(0, EFD_NONBLOCK);
+    uint8_t p[8];
+    put64(p, 0);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_ERR, p, 8, errfd), 0);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_CALL, p, 8, callfd), 0);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 1);
+    /* GET_VRING_BASE */
+    uint8_t st[8], r[8];
+    put32(st, 0);
+    put32(st + 4, 0);
+    msg(c, VHU_GET_VRING_BASE, st, sizeof st, -1, false);
+    ck_assert_uint_eq(reply(c, VHU_GET_VRING_BASE, r, sizeof r), 8);
+    ck_assert_int_eq(atomic_load(&f.stops), 1);
+    uint64_t n = 0;
+    ck_assert_int_eq(read(callfd, &n, 8), 8);   /* the drain's signals got out */
+    ck_assert_int_eq(read(errfd, &n, 8), 8);
+    /* started again, then RESET_DEVICE ... */
+    int k = eventfd(0, EFD_NONBLOCK);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_KICK, p, 8, k), 0);
+    close(k);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 2);
+    msg(c, VHU_RESET_OWNER, NULL, 0, -1, false);
+    get_u64(c, VHU_GET_QUEUE_NUM);
+    ck_assert_int_eq(atomic_load(&f.stops), 2);
+    /* ... and a frontend that goes away with the device running */
+    setup(c, 1, 256);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 3);
+    close(c);
+    ck_assert(wait_for(&f.disconnects, 1));
+    ck_assert_int_eq(atomic_load(&f.stops), 3);
+    ck_assert_int_eq(atomic_load(&f.stuck_stops), 0);
+    close(errfd);
+    close(callfd);
+    srv_end(&v);
+}
+END_TEST
+
 START_TEST(bad_options_rejected)
 {
     struct fake f = { 0 };
@@ -501,6 +580,7 @@ int main(void)
     tcase_add_test(tc, default_ring_limit_is_the_device_max);
     tcase_add_test(tc, broken_ring_signals_the_error_fd);
     tcase_add_test(tc, kick_fd_goes_to_the_device);
+    tcase_add_test(tc, stop_holds_no_lock_the_device_needs);
     tcase_add_test(tc, bad_options_rejected);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
