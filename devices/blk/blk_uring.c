@@ -17,6 +17,7 @@
 #include <liburing.h>
 #endif
 
+#include "devices/virtio/evloop.h"
 #include "vmm/base/log.h"
 
 #define TAG_IO   0u
@@ -38,7 +39,7 @@ struct blk_engine {
     char name[32];
     pthread_t thread;
     bool thread_started;
-    uint64_t stop_buf, kick_buf[BLK_ENGINE_MAX_KICK];
+    uint64_t stop_buf;
 #ifdef MOAT_HAVE_URING
     struct io_uring ring;
     bool ring_ok;
@@ -203,6 +204,17 @@ static void drain_fd(int fd)
         log_debug("eventfd read: %s", strerror(errno));
 }
 
+/* Reset a kick eventfd found readable, without blocking: the transport's
+ * are blocking (KVM ioeventfds), a vhost-user frontend's usually are
+ * O_NONBLOCK, and the device gets them as they are. */
+static void take_kick(struct blk_engine *e, unsigned q)
+{
+    uint64_t v;
+    int r = evloop_eventfd_take(e->kick_fd[q], &v);
+    if (r < 0)
+        log_debug("%s: kick eventfd (queue %u): %s", e->name, q, strerror(-r));
+}
+
 static void *pool_thread(void *arg)
 {
     struct blk_engine *e = arg;
@@ -244,7 +256,7 @@ static void *pool_thread(void *arg)
         }
         for (unsigned q = 0; q < e->nkick && !stopping; q++) {
             if (p[2 + q].revents & POLLIN) {
-                drain_fd(e->kick_fd[q]);
+                take_kick(e, q);
                 e->cb->kick(e->opaque, q);
             }
         }
@@ -350,6 +362,7 @@ static int uring_queue(struct blk_engine *e, struct blk_io *io)
     return 0;
 }
 
+/* The stop eventfd (ours, blocking): an 8-byte READ. */
 static int uring_arm(struct blk_engine *e, unsigned fixed, uint64_t *buf, uint64_t tag)
 {
     struct io_uring_sqe *sqe = get_sqe(e);
@@ -358,6 +371,21 @@ static int uring_arm(struct blk_engine *e, unsigned fixed, uint64_t *buf, uint64
     io_uring_prep_read(sqe, (int)fixed, buf, sizeof *buf, 0);
     sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, tag);
+    return 0;
+}
+
+/* Queue q's kick eventfd: a one-shot POLL_ADD, then the thread reads the
+ * counter itself without blocking (take_kick). A READ would not do for
+ * an O_NONBLOCK eventfd: kernels that honour the flag in io_uring (5.x)
+ * complete it at once with -EAGAIN. */
+static int uring_arm_kick(struct blk_engine *e, unsigned q)
+{
+    struct io_uring_sqe *sqe = get_sqe(e);
+    if (!sqe)
+        return -EIO;
+    io_uring_prep_poll_add(sqe, (int)(FIXED_KICK0 + q), POLLIN);
+    sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data64(sqe, (uint64_t)q << 8 | TAG_KICK);
     return 0;
 }
 
@@ -372,10 +400,12 @@ static void uring_cqe(struct blk_engine *e, uint64_t ud, int res, bool *stopping
         unsigned q = (unsigned)(ud >> 8) & 0xff;
         if (q >= e->nkick || *stopping)
             return;
-        if (res < 0 && res != -EAGAIN && res != -EINTR)
-            log_err("%s: kick read (queue %u): %s", e->name, q, strerror(-res));
-        /* Re-arm first: a kick after this point fires again. */
-        uring_arm(e, FIXED_KICK0 + q, &e->kick_buf[q], (uint64_t)q << 8 | TAG_KICK);
+        if (res < 0 && res != -EINTR)
+            log_err("%s: kick poll (queue %u): %s", e->name, q, strerror(-res));
+        /* Reset the counter, then re-arm: a kick after the reset fires
+         * again (the poll finds the counter non-zero). */
+        take_kick(e, q);
+        uring_arm_kick(e, q);
         e->cb->kick(e->opaque, q);
         return;
     }
@@ -400,7 +430,7 @@ static void *uring_thread(void *arg)
     bool stopping = false;
     uring_arm(e, FIXED_STOP, &e->stop_buf, TAG_STOP);
     for (unsigned q = 0; q < e->nkick; q++)
-        uring_arm(e, FIXED_KICK0 + q, &e->kick_buf[q], (uint64_t)q << 8 | TAG_KICK);
+        uring_arm_kick(e, q);
     initial_kicks(e);
     for (;;) {
         int r = io_uring_submit_and_wait(&e->ring, 1);
@@ -453,7 +483,7 @@ static int uring_setup(struct blk_engine *e, char *why, size_t wlen)
         return r;
     }
     static const uint8_t ops[] = { IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_FSYNC,
-                                   IORING_OP_FALLOCATE, IORING_OP_READ };
+                                   IORING_OP_FALLOCATE, IORING_OP_READ, IORING_OP_POLL_ADD };
     struct io_uring_restriction res[sizeof ops + 2];
     memset(res, 0, sizeof res);
     unsigned n = 0;

@@ -7,11 +7,15 @@
  *  - the ring is created disabled (IORING_SETUP_R_DISABLED); the image file,
  *    the device's kick eventfds and a stop eventfd are registered as fixed
  *    files; restrictions allow only the opcodes used (READV, WRITEV, FSYNC,
- *    FALLOCATE, READ) and require IOSQE_FIXED_FILE; then it is enabled.
- *    Nothing else can be registered afterwards.
- *  - each kick eventfd and the stop eventfd have an 8-byte READ armed on the
- *    ring, so the I/O thread has a single wait point
- *    (io_uring_submit_and_wait); stopping never cancels a thread.
+ *    FALLOCATE, READ, POLL_ADD) and require IOSQE_FIXED_FILE; then it is
+ *    enabled. Nothing else can be registered afterwards.
+ *  - each kick eventfd has a one-shot POLL_ADD armed on the ring (on its
+ *    completion the thread resets the counter with a non-blocking read,
+ *    re-arms, then calls kick()), the stop eventfd an 8-byte READ, so the
+ *    I/O thread has a single wait point (io_uring_submit_and_wait);
+ *    stopping never cancels a thread. Kick fds may be blocking (KVM
+ *    ioeventfds) or O_NONBLOCK (a vhost-user frontend's, handed over as
+ *    they are).
  *  - user_data = generation << 32 | slot << 8 | tag: the engine maps a
  *    completion back to its request through the device's lookup callback,
  *    which refuses a stale generation.
@@ -74,7 +78,7 @@ struct blk_engine_cb {
 struct blk_engine_cfg {
     enum blk_engine_kind kind;
     int file_fd;                        /* the image; the engine does not close it */
-    const int *kick_fd;                 /* blocking eventfds (no EFD_NONBLOCK) */
+    const int *kick_fd;                 /* eventfds, blocking or O_NONBLOCK */
     unsigned nkick;                     /* 1 .. BLK_ENGINE_MAX_KICK */
     unsigned max_inflight;              /* 1 .. 1024 */
     const struct blk_engine_cb *cb;

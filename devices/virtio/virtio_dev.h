@@ -26,7 +26,12 @@ struct virtio_dev_env {
     struct virtq *queues;           /* configured, enabled queues [0, nqueues) */
     unsigned nqueues;
     uint64_t features;              /* negotiated */
-    int kick_fd[VIRTIO_DEV_MAX_QUEUES]; /* eventfd: readable when the driver kicked queue i */
+    /* eventfd: readable when the driver kicked queue i (-1: not the
+     * device's). Blocking (KVM ioeventfd) or O_NONBLOCK (a vhost-user
+     * frontend's, as it gave it): wait for it to be readable (epoll,
+     * io_uring POLL_ADD) and reset it with evloop_eventfd_take
+     * (devices/virtio/evloop.h), never with a blocking read. */
+    int kick_fd[VIRTIO_DEV_MAX_QUEUES];
     /* Tell the driver that queue q has new used buffers (the transport
      * decides, with virtq_should_notify(), whether an interrupt is due or
      * the device does — see the device's docs). Thread-safe. */
@@ -50,7 +55,9 @@ struct virtio_dev_ops {
     void (*config_write)(void *dev, uint32_t off, const uint8_t *data, uint32_t len);
     uint32_t (*config_size)(void *dev);
     /* Start processing (DRIVER_OK / vring enable). 0 or -errno. The device
-     * owns its I/O thread(s) from here until stop(). */
+     * owns its I/O thread(s) from here until stop(), and looks at every
+     * queue once when it starts: buffers made available before (or while
+     * it was stopped) get no kick of their own. */
     int (*start)(void *dev, const struct virtio_dev_env *env);
     /* Quiesce: stop the thread(s), drain or complete every in-flight request
      * (publishing used entries), return once no guest memory is touched any

@@ -4,7 +4,6 @@
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -18,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devices/virtio/evloop.h"
 #include "devices/virtio/virtq.h"
 #include "devices/virtio/vqueues.h"
 #include "devices/vsock/vsock_pkt.h"
@@ -59,7 +59,8 @@ struct conn {
     bool peer_shut_send;        /* guest will send no more */
     bool peer_shut_rcv;         /* guest will receive no more */
     bool wr_shut;               /* shutdown(SHUT_WR) done */
-    bool readable;              /* poll said POLLIN (or HUP) */
+    bool readable;              /* epoll said IN (or HUP): read it when we can */
+    struct vsock_dev *dev;      /* for its event callback */
 };
 
 struct ctrl {
@@ -75,8 +76,16 @@ struct vsock_dev {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     uint64_t cid;
     int listen_fd;
-    int stop_fd;
     int wake_fd;                /* vsock_open_internal / vsock_ungate */
+    /* The I/O thread's loop, for the device's lifetime: the wake and
+     * listening fds and every connection's fd are registered once, the kick
+     * fds from start to stop; interest follows the state (sync_conns). */
+    struct evloop *loop;
+    struct evloop_timer conn_timer;     /* the earliest C_LINE / C_AWAIT deadline */
+    struct evloop_timer ack_timer;      /* while reset_wait: look again every 10 ms */
+    uint16_t dirty[VSOCK_MAX_CONNS];    /* connections whose interest may have changed */
+    bool is_dirty[VSOCK_MAX_CONNS];
+    unsigned ndirty;
     uint32_t next_port;
     /* after a restore (vsock_restored) */
     _Atomic bool gated;         /* host clients wait in the listen backlog */
@@ -94,7 +103,6 @@ struct vsock_dev {
     pthread_t thread;
     bool running;
     struct vqueues vq;          /* broken / pushed-not-published, per queue */
-    bool rx_starved;
     struct ctrl ctrl[CTRL_RING];
     unsigned ctrl_head, ctrl_n;
     struct virtq_seg rx_seg[CHAIN_MAX], tx_seg[CHAIN_MAX], ev_seg[CHAIN_MAX];
@@ -121,6 +129,12 @@ void vsock_get_stats(struct vsock_dev *v, struct vsock_stats *s)
 
 
 /* ---- creation ---- */
+
+static void on_wake(void *opaque, int fd, uint32_t events);
+static void on_conn(void *opaque, int fd, uint32_t events);
+static void on_listen(void *opaque, int fd, uint32_t events);
+static void on_conn_timer(void *opaque);
+static void on_ack_timer(void *opaque);
 
 int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, size_t wlen)
 {
@@ -151,7 +165,6 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
     v->cid = o->guest_cid;
     v->next_port = VSOCK_HOST_PORT_BASE;
     v->rl = RATELIMIT(10);
-    v->stop_fd = -1;
     v->wake_fd = -1;
     int r;
     struct stat st;
@@ -184,13 +197,17 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
         free(v);
         return r;
     }
-    v->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (v->stop_fd < 0 || v->wake_fd < 0) {
+    if (v->wake_fd < 0) {
         r = -errno;
         snprintf(why, wlen, "vsock: eventfd: %s", strerror(errno));
-        if (v->stop_fd >= 0)
-            close(v->stop_fd);
+    } else if ((r = evloop_create(&v->loop)) < 0 ||
+               (r = evloop_add(v->loop, v->wake_fd, EVLOOP_IN, on_wake, v)) < 0 ||
+               (r = evloop_add(v->loop, v->listen_fd, 0, on_listen, v)) < 0) {
+        snprintf(why, wlen, "vsock: event loop: %s", strerror(-r));
+    }
+    if (r < 0) {
+        evloop_destroy(v->loop);
         if (v->wake_fd >= 0)
             close(v->wake_fd);
         close(v->listen_fd);
@@ -198,6 +215,8 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
         free(v);
         return r;
     }
+    evloop_timer_init(&v->conn_timer, on_conn_timer, v);
+    evloop_timer_init(&v->ack_timer, on_ack_timer, v);
     for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
         v->conns[i].fd = -1;
     pthread_mutex_init(&v->inj_lock, NULL);
@@ -295,25 +314,55 @@ static struct conn *conn_find(struct vsock_dev *v, uint32_t lport, uint32_t ppor
     return NULL;
 }
 
+/* c's state changed in a way that may change what we wait for on its fd:
+ * sync_conns() updates the interest at the end of the pass. */
+static void touch(struct vsock_dev *v, struct conn *c)
+{
+    unsigned i = (unsigned)(c - v->conns);
+    if (!v->is_dirty[i]) {
+        v->is_dirty[i] = true;
+        v->dirty[v->ndirty++] = (uint16_t)i;
+    }
+}
+
+/* A new connection on fd, registered with the loop (silent until its
+ * state is set and synced). NULL: all slots taken, or the loop refused. */
 static struct conn *conn_new(struct vsock_dev *v, int fd)
 {
     for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++) {
         struct conn *c = &v->conns[i];
         if (c->st == C_FREE) {
+            int r = evloop_add(v->loop, fd, 0, on_conn, c);
+            if (r < 0) {
+                if (ratelimit_ok(&v->rl))
+                    log_warn("%s: event loop: %s", v->name, strerror(-r));
+                return NULL;
+            }
             memset(c, 0, sizeof *c);
             c->fd = fd;
+            c->dev = v;
             v->nconns++;
             atomic_store(&v->st_conns, v->nconns);
+            touch(v, c);
             return c;
         }
     }
     return NULL;
 }
 
+/* A host client's CONNECT line or the guest's answer is due by then. */
+static void conn_deadline(struct vsock_dev *v, struct conn *c, uint64_t deadline_ns)
+{
+    c->deadline_ns = deadline_ns;
+    if (!evloop_timer_armed(&v->conn_timer) || deadline_ns < evloop_timer_deadline(&v->conn_timer))
+        evloop_timer_arm(v->loop, &v->conn_timer, deadline_ns);
+}
+
 static void conn_free(struct vsock_dev *v, struct conn *c)
 {
     if (c->st == C_FREE)
         return;
+    evloop_del(v->loop, c->fd);
     if (c->fd >= 0)
         close(c->fd);
     free(c->pend);
@@ -393,7 +442,6 @@ static bool rx_get(struct vsock_dev *v)
                 continue;
             }
             v->rx_have = true;
-            v->rx_starved = false;
             return true;
         }
         if (r == -EIO) {
@@ -410,10 +458,8 @@ static bool rx_get(struct vsock_dev *v)
             vqueues_broken(&v->vq, Q_RX, virtq_strerror(q->err));
             return false;
         }
-        if (n <= 0) {
-            v->rx_starved = true;
-            return false;
-        }
+        if (n <= 0)
+            return false;   /* the driver's next RX kick wakes the loop */
     }
 }
 
@@ -472,6 +518,7 @@ static void rx_pump(struct vsock_dev *v)
             struct conn *c = &v->conns[i];
             if (c->st != C_EST || !c->readable || c->host_eof || c->peer_shut_rcv)
                 continue;
+            touch(v, c);
             uint32_t cr = peer_credit(c);
             if (!cr) {
                 if (!c->credit_req_sent) {
@@ -632,6 +679,7 @@ static void guest_pkt(struct vsock_dev *v, const struct vsock_hdr *h, const uint
             ctrl_push(v, h->dst_port, h->src_port, VSOCK_OP_RST, 0);
         return;
     }
+    touch(v, c);        /* credit, state, pending bytes: its interest may change */
     c->peer_buf_alloc = h->buf_alloc;
     c->peer_fwd_cnt = h->fwd_cnt;
     if (peer_credit(c))
@@ -749,7 +797,7 @@ static void host_client(struct vsock_dev *v, int fd)
         return;
     }
     c->st = C_LINE;
-    c->deadline_ns = clock_mono_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
+    conn_deadline(v, c, clock_mono_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull);
 }
 
 /* Only moat's own user (or root) may use the socket. */
@@ -812,6 +860,8 @@ static void deliver_reset(struct vsock_dev *v)
                  * (a new available entry): that is the acknowledgement. */
                 v->reset_wait = true;
                 v->reset_deadline_ns = clock_mono_ns() + VSOCK_RESET_ACK_MS * 1000000ull;
+                /* the driver may not kick after its refill: look every 10 ms */
+                evloop_timer_arm(v->loop, &v->ack_timer, clock_mono_ns() + 10 * 1000000ull);
                 int left = virtq_enable_notify(q, v->env.mem);
                 v->ev_left = left < 0 ? 0 : left;
                 log_debug("%s: transport reset sent to the guest", v->name);
@@ -864,7 +914,7 @@ static void host_line(struct vsock_dev *v, struct conn *c)
             c->pport = port;
             c->lport = alloc_lport(v);
             c->st = C_AWAIT;
-            c->deadline_ns = clock_mono_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull;
+            conn_deadline(v, c, clock_mono_ns() + VSOCK_CONNECT_TIMEOUT_MS * 1000000ull);
             log_debug("%s: host client: CONNECT %u (host port %u)", v->name, port, c->lport);
             ctrl_push(v, c->lport, c->pport, VSOCK_OP_REQUEST, 0);
             return;
@@ -873,15 +923,6 @@ static void host_line(struct vsock_dev *v, struct conn *c)
 }
 
 /* ---- the I/O thread ---- */
-
-/* Reset an eventfd that poll() found readable: one read takes the whole
- * counter (kick eventfds may be blocking: never read twice). */
-static void drain_fd(int fd)
-{
-    uint64_t x;
-    if (read(fd, &x, sizeof x) < 0 && errno != EAGAIN)
-        log_debug("vsock: eventfd read: %s", strerror(errno));
-}
 
 /* Has the driver handled the TRANSPORT_RESET (its event buffer came back),
  * or did we wait long enough? Then serve the internal clients. */
@@ -894,133 +935,194 @@ static void check_reset_ack(struct vsock_dev *v)
         if (n >= 0 && n <= v->ev_left)
             log_debug("%s: no acknowledgement of the transport reset: going on", v->name);
         v->reset_wait = false;
+        evloop_timer_cancel(v->loop, &v->ack_timer);
         take_injected(v);
     }
 }
 
-enum { P_STOP, P_WAKE, P_LISTEN, P_KICK0, P_CONN0 = P_KICK0 + NQUEUES };
+/* While reset_wait (armed by deliver_reset). */
+static void on_ack_timer(void *opaque)
+{
+    struct vsock_dev *v = opaque;
+    check_reset_ack(v);
+    if (v->reset_wait)
+        evloop_timer_arm(v->loop, &v->ack_timer, clock_mono_ns() + 10 * 1000000ull);
+}
+
+/* Reset the connections whose CONNECT line or answer is overdue; wait for
+ * the next deadline. */
+static void on_conn_timer(void *opaque)
+{
+    struct vsock_dev *v = opaque;
+    uint64_t now = clock_mono_ns(), next = UINT64_MAX;
+    for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++) {
+        struct conn *c = &v->conns[i];
+        if (c->st != C_LINE && c->st != C_AWAIT)
+            continue;
+        if (c->deadline_ns <= now)
+            conn_reset(v, c);       /* its RST goes out at the end of the pass */
+        else if (c->deadline_ns < next)
+            next = c->deadline_ns;
+    }
+    if (next != UINT64_MAX)
+        evloop_timer_arm(v->loop, &v->conn_timer, next);
+}
+
+/* Reset a kick or wake eventfd the loop found readable: one non-blocking
+ * read takes the whole counter (kick fds may be blocking or not). */
+static void take_fd(struct vsock_dev *v, int fd)
+{
+    uint64_t x;
+    int r = evloop_eventfd_take(fd, &x);
+    if (r < 0)
+        log_debug("%s: eventfd read: %s", v->name, strerror(-r));
+}
+
+static void on_wake(void *opaque, int fd, uint32_t events)
+{
+    (void)events;
+    struct vsock_dev *v = opaque;
+    take_fd(v, fd);
+    take_injected(v);
+}
+
+static void on_kick_rx(void *opaque, int fd, uint32_t events)
+{
+    (void)events;
+    take_fd(opaque, fd);    /* new RX buffers: rx_pump at the end of the pass */
+}
+
+static void on_kick_tx(void *opaque, int fd, uint32_t events)
+{
+    (void)events;
+    take_fd(opaque, fd);
+    tx_process(opaque);
+}
+
+static void on_kick_ev(void *opaque, int fd, uint32_t events)
+{
+    (void)events;
+    struct vsock_dev *v = opaque;
+    take_fd(v, fd);
+    deliver_reset(v);
+    check_reset_ack(v);
+}
+
+static void on_listen(void *opaque, int fd, uint32_t events)
+{
+    (void)fd; (void)events;
+    host_accept(opaque);
+}
+
+static void on_conn(void *opaque, int fd, uint32_t events)
+{
+    (void)fd;
+    struct conn *c = opaque;
+    struct vsock_dev *v = c->dev;
+    touch(v, c);
+    if (c->st == C_LINE) {
+        host_line(v, c);
+        return;
+    }
+    if (c->st != C_EST)
+        return;
+    if (events & EVLOOP_ERR) {
+        conn_reset(v, c);
+        return;
+    }
+    if (events & EVLOOP_OUT)
+        flush_pend(v, c);
+    if (c->st == C_EST && (events & (EVLOOP_IN | EVLOOP_HUP)))
+        c->readable = true;
+}
+
+/* What the loop waits for on c's fd. A connection with unread bytes
+ * (readable) is not watched for more: rx_pump reads it when the guest has
+ * RX buffers and credit, and marks it unreadable once drained. So a guest
+ * that gives no RX buffers stops our reading of the host sockets, and each
+ * connection wakes the thread once, not in a loop. */
+static uint32_t conn_want(const struct conn *c)
+{
+    switch (c->st) {
+    case C_LINE:
+        return EVLOOP_IN;
+    case C_EST: {
+        uint32_t ev = 0;
+        if (!c->readable && !c->host_eof && !c->peer_shut_rcv && peer_credit(c))
+            ev |= EVLOOP_IN;
+        if (c->pend_len)
+            ev |= EVLOOP_OUT;
+        return ev;
+    }
+    default:
+        return 0;           /* C_AWAIT: its deadline or the guest's answer */
+    }
+}
+
+/* Bring the interest of the connections touched in this pass, and of the
+ * listening socket, up to date (no system call where nothing changed). */
+static void sync_conns(struct vsock_dev *v)
+{
+    for (unsigned k = 0; k < v->ndirty; k++) {
+        unsigned i = v->dirty[k];
+        struct conn *c = &v->conns[i];
+        v->is_dirty[i] = false;
+        if (c->st == C_FREE)
+            continue;
+        int r = evloop_mod(v->loop, c->fd, conn_want(c));
+        if (r < 0) {
+            if (ratelimit_ok(&v->rl))
+                log_warn("%s: event loop: %s: connection reset", v->name, strerror(-r));
+            conn_reset(v, c);
+        }
+    }
+    v->ndirty = 0;
+    /* host clients wait in the backlog while gated or when full */
+    bool accept_more = v->nconns < VSOCK_MAX_CONNS && !atomic_load(&v->gated);
+    evloop_mod(v->loop, v->listen_fd, accept_more ? EVLOOP_IN : 0);
+}
+
+/* After every pass: what the callbacks queued goes to the guest. */
+static void pass_end(struct vsock_dev *v)
+{
+    check_reset_ack(v);
+    rx_pump(v);
+    vqueues_publish(&v->vq, NULL);
+    sync_conns(v);
+    if (v->ctrl_n)          /* RSTs of connections sync_conns gave up on */
+        rx_pump(v), vqueues_publish(&v->vq, NULL);
+}
 
 static void *io_thread(void *arg)
 {
     struct vsock_dev *v = arg;
-    /* compact: poll()'s nfds must stay under RLIMIT_NOFILE (often 1024) */
-    struct pollfd *pf = calloc(P_CONN0 + VSOCK_MAX_CONNS, sizeof *pf);
-    unsigned *map = calloc(VSOCK_MAX_CONNS, sizeof *map);     /* pf slot -> conn */
-    if (!pf || !map) {
-        free(pf);
-        free(map);
-        log_err("%s: out of memory", v->name);
-        return NULL;
-    }
     log_debug("%s: I/O thread running (guest CID %llu, %s)", v->name, (unsigned long long)v->cid, v->path);
     /* picks up what arrived while stopped */
     deliver_reset(v);
     take_injected(v);
     tx_process(v);
-    rx_pump(v);
-    vqueues_publish(&v->vq, NULL);
+    pass_end(v);
     for (;;) {
-        check_reset_ack(v);         /* may add internal clients: before the poll set */
-        uint64_t now = clock_mono_ns(), next = UINT64_MAX;
-        unsigned nc = 0;
-        pf[P_STOP] = (struct pollfd){ .fd = v->stop_fd, .events = POLLIN };
-        pf[P_WAKE] = (struct pollfd){ .fd = v->wake_fd, .events = POLLIN };
-        pf[P_LISTEN] = (struct pollfd){ .fd = v->nconns < VSOCK_MAX_CONNS && !atomic_load(&v->gated)
-                                              ? v->listen_fd : -1,
-                                        .events = POLLIN };
-        for (unsigned q = 0; q < NQUEUES; q++)
-            pf[P_KICK0 + q] = (struct pollfd){ .fd = v->env.kick_fd[q], .events = POLLIN };
-        for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++) {
-            struct conn *c = &v->conns[i];
-            short ev = 0;
-            if (c->st == C_FREE)
-                continue;
-            if (c->st == C_LINE)
-                ev = POLLIN;
-            if (c->st == C_LINE || c->st == C_AWAIT) {
-                if (c->deadline_ns <= now) {
-                    conn_reset(v, c);
-                    continue;
-                }
-                if (c->deadline_ns < next)
-                    next = c->deadline_ns;
-            }
-            if (c->st == C_EST) {
-                if (!c->readable && !c->host_eof && !c->peer_shut_rcv && !v->rx_starved &&
-                    peer_credit(c))
-                    ev |= POLLIN;
-                if (c->pend_len)
-                    ev |= POLLOUT;
-            }
-            if (c->st == C_FREE)    /* reset above */
-                continue;
-            map[nc] = i;
-            pf[P_CONN0 + nc++] = (struct pollfd){ .fd = c->fd, .events = ev };
-        }
-        if (v->ctrl_n)      /* RSTs from timeouts */
-            rx_pump(v), vqueues_publish(&v->vq, NULL);
-        int timeout = -1;
-        if (next != UINT64_MAX)
-            timeout = (int)((next - now) / 1000000ull) + 1;
-        if (v->reset_wait && (timeout < 0 || timeout > 10))
-            timeout = 10;           /* the driver may not kick after its refill */
-        int r = poll(pf, (nfds_t)(P_CONN0 + nc), timeout);
-        if (r < 0 && errno != EINTR) {
-            log_err("%s: poll: %s: device stopped", v->name, strerror(errno));
+        int r = evloop_run_once(v->loop, -1);
+        if (r > 0)
+            break;
+        if (r < 0) {
+            log_err("%s: epoll_wait: %s: device stopped", v->name, strerror(-r));
             break;
         }
-        if (pf[P_STOP].revents & POLLIN)
-            break;
-        if (r <= 0)
-            continue;
-        if (pf[P_KICK0 + Q_EV].revents & POLLIN) {
-            drain_fd(v->env.kick_fd[Q_EV]);
-            deliver_reset(v);
-            check_reset_ack(v);
-        }
-        if (pf[P_WAKE].revents & POLLIN) {
-            drain_fd(v->wake_fd);
-            take_injected(v);
-        }
-        if (pf[P_KICK0 + Q_RX].revents & POLLIN) {
-            drain_fd(v->env.kick_fd[Q_RX]);
-            v->rx_starved = false;
-        }
-        if (pf[P_KICK0 + Q_TX].revents & POLLIN) {
-            drain_fd(v->env.kick_fd[Q_TX]);
-            tx_process(v);
-        }
-        if (pf[P_LISTEN].revents & POLLIN)
-            host_accept(v);
-        for (unsigned k = 0; k < nc; k++) {
-            struct conn *c = &v->conns[map[k]];
-            short re = pf[P_CONN0 + k].revents;
-            if (!re || c->st == C_FREE || pf[P_CONN0 + k].fd != c->fd)
-                continue;
-            if (c->st == C_LINE) {
-                host_line(v, c);
-                continue;
-            }
-            if (c->st != C_EST)
-                continue;
-            if (re & (POLLERR | POLLNVAL)) {
-                conn_reset(v, c);
-                continue;
-            }
-            if (re & POLLOUT)
-                flush_pend(v, c);
-            if (c->st == C_EST && (re & (POLLIN | POLLHUP)))
-                c->readable = true;
-        }
-        rx_pump(v);
-        vqueues_publish(&v->vq, NULL);
+        pass_end(v);
     }
-    free(pf);
-    free(map);
     return NULL;
 }
 
 /* ---- lifecycle ---- */
+
+static void kicks_del(struct vsock_dev *v)
+{
+    for (unsigned q = 0; q < NQUEUES; q++)
+        if (v->env.kick_fd[q] >= 0)
+            evloop_del(v->loop, v->env.kick_fd[q]);
+}
 
 static int vs_start(void *dev, const struct virtio_dev_env *env)
 {
@@ -1032,11 +1134,26 @@ static int vs_start(void *dev, const struct virtio_dev_env *env)
     v->env = *env;
     vqueues_init(&v->vq, &v->env, v->name);
     v->rx_have = false;     /* a held chain was given back at stop */
-    v->rx_starved = false;
-    drain_fd(v->stop_fd);
-    int r = pthread_create(&v->thread, NULL, io_thread, v);
+    /* The transport's kick fds (a vhost-user frontend keeps the event
+     * queue: -1), blocking or not. */
+    static const evloop_fd_fn kick_fn[NQUEUES] = { on_kick_rx, on_kick_tx, on_kick_ev };
+    int r = 0;
+    unsigned q;
+    for (q = 0; q < NQUEUES && r == 0; q++)
+        if (v->env.kick_fd[q] >= 0)
+            r = evloop_add(v->loop, v->env.kick_fd[q], EVLOOP_IN, kick_fn[q], v);
+    if (r < 0) {
+        log_err("%s: kick fd of queue %u: %s", v->name, q - 1, strerror(-r));
+        while (--q > 0)
+            if (v->env.kick_fd[q - 1] >= 0)
+                evloop_del(v->loop, v->env.kick_fd[q - 1]);
+        return r;
+    }
+    evloop_clear_stop(v->loop);     /* a stop the thread did not see (it failed) */
+    r = pthread_create(&v->thread, NULL, io_thread, v);
     if (r) {
         log_err("%s: starting the I/O thread: %s", v->name, strerror(r));
+        kicks_del(v);
         return -r;
     }
     v->running = true;
@@ -1048,11 +1165,10 @@ static void vs_stop(void *dev)
     struct vsock_dev *v = dev;
     if (!v->running)
         return;
-    uint64_t one = 1;
-    if (write(v->stop_fd, &one, sizeof one) < 0)
-        log_warn("%s: stop eventfd: %s", v->name, strerror(errno));
+    evloop_stop(v->loop);
     pthread_join(v->thread, NULL);
     v->running = false;
+    kicks_del(v);           /* the transport may close them before the next start */
     if (v->rx_have) {       /* give the held RX buffer back, unused */
         vqueues_push(&v->vq, Q_RX, v->rx_chain.head, 0);
         v->rx_have = false;
@@ -1080,7 +1196,9 @@ static void vs_reset(void *dev)
     atomic_store(&v->gated, false);
     v->reset_pending = v->reset_wait = false;
     v->ev_left = 0;
-    drain_fd(v->wake_fd);
+    evloop_timer_cancel(v->loop, &v->conn_timer);
+    evloop_timer_cancel(v->loop, &v->ack_timer);
+    take_fd(v, v->wake_fd);
 }
 
 static void vs_destroy(void *dev)
@@ -1091,9 +1209,9 @@ static void vs_destroy(void *dev)
     vs_stop(v);
     for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
         conn_free(v, &v->conns[i]);
+    evloop_destroy(v->loop);
     close(v->listen_fd);
     unlink(v->path);
-    close(v->stop_fd);
     for (unsigned i = 0; i < v->inj_n; i++)
         close(v->inj_fd[i]);
     close(v->wake_fd);

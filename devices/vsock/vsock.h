@@ -17,9 +17,13 @@
  *
  * Queues: 0 rx (device -> driver), 1 tx, 2 event (buffers are held; used
  * only for the TRANSPORT_RESET after a restore).
- * One I/O thread per device, polling the sockets, the kick eventfds and a
- * stop eventfd. stop() joins it; connections survive stop/start (pause,
- * snapshot). Everything the guest sends is parsed by devices/vsock/vsock_pkt.h.
+ * One I/O thread per device on its own epoll loop (devices/virtio/evloop.h):
+ * the listening socket, each connection's socket, the kick eventfds
+ * (blocking or O_NONBLOCK: the transport's own, or a vhost-user frontend's)
+ * and a stop eventfd; each fd is registered once and its interest follows
+ * the connection's state. A guest that gives no RX buffers stops the
+ * reading of host sockets. stop() joins the thread; connections survive
+ * stop/start (pause, snapshot). Everything the guest sends is parsed by devices/vsock/vsock_pkt.h.
  *
  * Restore (docs/vsock.md): connections are not part of a snapshot. A device
  * recreated for a restored VM is marked with vsock_restored() before its

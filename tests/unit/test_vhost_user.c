@@ -2,10 +2,12 @@
  * minimal frontend written here, with a fake device: the backend queue count
  * and ring size options (vhost-user-vsock: the frontend keeps the device's
  * last queue), config space, start only once every backend ring is ready,
- * a ring index past the backend's queues dropping the connection, and the
- * disconnect callback. */
+ * a ring index past the backend's queues dropping the connection, the
+ * disconnect callback, and the frontend's kick fds handed to the device
+ * as they are. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -34,6 +36,10 @@ struct fake {
     uint16_t q0_size;
     uint64_t cid;
     struct virtio_dev_env env;   /* the last start()'s */
+    /* stop() drains as a real device does: its thread signals used
+     * buffers and NEEDS_RESET, and stop() joins it */
+    bool notify_in_stop;
+    atomic_int stuck_stops;      /* joins that timed out */
 };
 
 static uint64_t f_features(void *d) { (void)d; return 1ull << 28; }
@@ -58,7 +64,29 @@ static int f_start(void *d, const struct virtio_dev_env *env)
     atomic_fetch_add(&f->starts, 1);
     return 0;
 }
-static void f_stop(void *d) { struct fake *f = d; atomic_fetch_add(&f->stops, 1); }
+static void *f_draining(void *d)
+{
+    struct fake *f = d;
+    f->env.notify_used(f->env.opaque, 0);
+    f->env.needs_reset(f->env.opaque, 0);
+    return NULL;
+}
+static void f_stop(void *d)
+{
+    struct fake *f = d;
+    atomic_fetch_add(&f->stops, 1);
+    if (!f->notify_in_stop)
+        return;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, f_draining, f), 0);
+    struct timespec dl;
+    clock_gettime(CLOCK_REALTIME, &dl);
+    dl.tv_sec += 3;
+    if (pthread_timedjoin_np(t, NULL, &dl) != 0) {
+        atomic_fetch_add(&f->stuck_stops, 1);
+        pthread_join(t, NULL);      /* hangs for good if it is a deadlock */
+    }
+}
 static void f_reset(void *d)
 {
     struct fake *f = d;
@@ -418,6 +446,113 @@ START_TEST(broken_ring_signals_the_error_fd)
 }
 END_TEST
 
+/* The frontend's kick eventfd, O_NONBLOCK as QEMU's, is the device's kick
+ * fd: the same counter, its flags untouched, nothing read or written by
+ * the server. (Before, the server polled it, read each kick and wrote 1
+ * to a blocking eventfd of its own, which the device got instead, and
+ * kicked that one once after every start.) */
+START_TEST(kick_fd_goes_to_the_device)
+{
+    struct fake f = { .cid = 3 };
+    struct srv v;
+    srv_start(&v, &f, NULL);
+    int c = dial(v.path);
+    setup(c, 1, 256);
+    int kick = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    ck_assert_int_ge(kick, 0);
+    uint8_t p[8];
+    put64(p, 0);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_KICK, p, 8, kick), 0);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 1);
+    int dk = f.env.kick_fd[0];
+    ck_assert_int_ge(dk, 0);
+    ck_assert_int_ne(dk, kick);                 /* the server's copy of it */
+    int fl = fcntl(dk, F_GETFL);
+    ck_assert_int_ge(fl, 0);
+    ck_assert(fl & O_NONBLOCK);                 /* the frontend's description */
+    /* no kick of the server's own at start */
+    struct pollfd pd = { .fd = dk, .events = POLLIN };
+    ck_assert_int_eq(poll(&pd, 1, 50), 0);
+    /* a kick of 5 stays whole for the device: the server does not take it */
+    uint64_t five = 5, got = 0;
+    ck_assert_int_eq(write(kick, &five, 8), 8);
+    usleep(100 * 1000);
+    ck_assert_int_eq(poll(&pd, 1, 0), 1);
+    ck_assert_int_eq(read(dk, &got, 8), 8);
+    ck_assert_uint_eq(got, 5);
+    /* one counter: the frontend's end is empty now */
+    struct pollfd pk = { .fd = kick, .events = POLLIN };
+    ck_assert_int_eq(poll(&pk, 1, 0), 0);
+    ck_assert_int_eq(read(dk, &got, 8), -1);
+    ck_assert_int_eq(errno, EAGAIN);            /* and it never blocks */
+    /* stopping the ring stops the device before the fd is closed */
+    uint8_t st[8], r[8];
+    put32(st, 0);
+    put32(st + 4, 0);
+    msg(c, VHU_GET_VRING_BASE, st, sizeof st, -1, false);
+    ck_assert_uint_eq(reply(c, VHU_GET_VRING_BASE, r, sizeof r), 8);
+    ck_assert_int_ge(atomic_load(&f.stops), 1);
+    ck_assert_int_eq(fcntl(dk, F_GETFD), -1);   /* closed after the stop */
+    close(kick);
+    close(c);
+    srv_end(&v);
+}
+END_TEST
+
+/* The server stops the device (which joins its thread) holding no lock
+ * that thread needs: a device thread that signals used buffers or
+ * NEEDS_RESET while it drains (call fd, error fd, under the vring's
+ * call_lock) is never blocked, whether the stop comes from GET_VRING_BASE,
+ * a reset or the frontend going away. */
+START_TEST(stop_holds_no_lock_the_device_needs)
+{
+    struct fake f = { .cid = 3, .notify_in_stop = true };
+    struct srv v;
+    struct vhu_server_opts o = { .disconnected = f_disconnected, .opaque = &f };
+    srv_start(&v, &f, &o);
+    int c = dial(v.path);
+    setup(c, 1, 256);
+    int errfd = eventfd(0, EFD_NONBLOCK), callfd = eventfd(0, EFD_NONBLOCK);
+    uint8_t p[8];
+    put64(p, 0);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_ERR, p, 8, errfd), 0);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_CALL, p, 8, callfd), 0);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 1);
+    /* GET_VRING_BASE */
+    uint8_t st[8], r[8];
+    put32(st, 0);
+    put32(st + 4, 0);
+    msg(c, VHU_GET_VRING_BASE, st, sizeof st, -1, false);
+    ck_assert_uint_eq(reply(c, VHU_GET_VRING_BASE, r, sizeof r), 8);
+    ck_assert_int_eq(atomic_load(&f.stops), 1);
+    uint64_t n = 0;
+    ck_assert_int_eq(read(callfd, &n, 8), 8);   /* the drain's signals got out */
+    ck_assert_int_eq(read(errfd, &n, 8), 8);
+    /* started again, then RESET_DEVICE ... */
+    int k = eventfd(0, EFD_NONBLOCK);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_KICK, p, 8, k), 0);
+    close(k);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 2);
+    msg(c, VHU_RESET_OWNER, NULL, 0, -1, false);
+    get_u64(c, VHU_GET_QUEUE_NUM);
+    ck_assert_int_eq(atomic_load(&f.stops), 2);
+    /* ... and a frontend that goes away with the device running */
+    setup(c, 1, 256);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 3);
+    close(c);
+    ck_assert(wait_for(&f.disconnects, 1));
+    ck_assert_int_eq(atomic_load(&f.stops), 3);
+    ck_assert_int_eq(atomic_load(&f.stuck_stops), 0);
+    close(errfd);
+    close(callfd);
+    srv_end(&v);
+}
+END_TEST
+
 START_TEST(bad_options_rejected)
 {
     struct fake f = { 0 };
@@ -444,6 +579,8 @@ int main(void)
     tcase_add_test(tc, reset_after_the_rings_stopped);
     tcase_add_test(tc, default_ring_limit_is_the_device_max);
     tcase_add_test(tc, broken_ring_signals_the_error_fd);
+    tcase_add_test(tc, kick_fd_goes_to_the_device);
+    tcase_add_test(tc, stop_holds_no_lock_the_device_needs);
     tcase_add_test(tc, bad_options_rejected);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

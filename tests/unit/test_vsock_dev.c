@@ -10,7 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <time.h>
@@ -487,6 +489,153 @@ START_TEST(stop_and_restart_keep_connections)
 }
 END_TEST
 
+/* CPU time of the whole process (every thread), in ms. */
+static uint64_t cpu_ms(void)
+{
+    struct rusage ru;
+    ck_assert_int_eq(getrusage(RUSAGE_SELF, &ru), 0);
+    return (uint64_t)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+           (uint64_t)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000;
+}
+
+/* A guest that stops refilling RX: take the used RX entries without
+ * giving the buffers back. Adds their payload bytes to *bytes, their
+ * buffer ids to ids[*n]; true if there was any. */
+static bool rx_hold(uint16_t *ids, unsigned *n, size_t *bytes)
+{
+    uint64_t used = QBASE(0) + 0x2000;
+    bool any = false;
+    for (;;) {
+        uint16_t idx = __atomic_load_n((uint16_t *)(R.ram + used + 2), __ATOMIC_ACQUIRE);
+        if (idx == R.used_seen[0])
+            return any;
+        uint64_t e = used + 4 + 8u * (R.used_seen[0] % QSIZE);
+        uint16_t id = (uint16_t)rd32(e);
+        uint32_t len = rd32(e + 4);
+        R.used_seen[0]++;
+        ids[(*n)++] = id;
+        any = true;
+        if (len >= VSOCK_HDR_SIZE) {
+            struct vsock_hdr h;
+            vsock_hdr_decode(R.ram + RXBUF + id * 0x2000u, &h);
+            if (h.op == VSOCK_OP_RW)
+                *bytes += h.len;
+        }
+    }
+}
+
+/* An established host client on guest port gport, with a large credit
+ * from the guest; returns its fd (non-blocking). */
+static int host_established(uint32_t gport)
+{
+    struct vsock_hdr req;
+    char line[32];
+    snprintf(line, sizeof line, "CONNECT %u\n", gport);
+    int fd = host_connect(line, &req);
+    struct vsock_hdr r = gh(gport, req.src_port, VSOCK_OP_RESPONSE, 0);
+    r.buf_alloc = 1u << 30;     /* RX buffers run out before the credit */
+    tx_send(&r, NULL, 0);
+    char ok[32];
+    size_t okn = (size_t)snprintf(ok, sizeof ok, "OK %u\n", req.src_port);
+    ck_assert_uint_eq(read_n(fd, ok, okn), okn);
+    ck_assert_int_eq(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK), 0);
+    return fd;
+}
+
+/* Backpressure: a guest that gives no RX buffers stops our reading of the
+ * host socket (its bytes wait there), and the I/O thread sleeps, also when
+ * the host client then hangs up; once the buffers come back every byte
+ * arrives, then the SHUTDOWN. (Before, a hung-up socket with unread bytes
+ * woke poll() again at once: the thread spun until the guest refilled.) */
+START_TEST(no_rx_buffers_no_reading_no_spinning)
+{
+    int fd = host_established(61);
+    /* more than the 32 posted RX buffers hold */
+    static uint8_t chunk[4096];
+    memset(chunk, 'x', sizeof chunk);
+    size_t written = 0;
+    while (written < (1u << 20)) {
+        ssize_t w = send(fd, chunk, sizeof chunk, MSG_DONTWAIT);
+        if (w <= 0)
+            break;
+        written += (size_t)w;
+    }
+    ck_assert_uint_gt(written, 32u * RXLEN);
+    uint16_t ids[QSIZE * 4];
+    unsigned n = 0;
+    size_t held = 0;
+    uint64_t quiet = ms_now() + 200, end = ms_now() + 5000;
+    while (ms_now() < quiet) {
+        if (rx_hold(ids, &n, &held))
+            quiet = ms_now() + 200;
+        ck_assert_msg(ms_now() < end, "RX never ran dry");
+        ck_assert_uint_le(n, 32);
+        usleep(1000);
+    }
+    ck_assert_uint_eq(n, 32);           /* every buffer used ... */
+    ck_assert_uint_lt(held, written);   /* ... and the rest left in the socket */
+    /* starved: nothing more read, and no CPU burnt */
+    uint64_t c0 = cpu_ms();
+    usleep(300 * 1000);
+    ck_assert_uint_lt(cpu_ms() - c0, 100);
+    ck_assert(!rx_hold(ids, &n, &held));
+    /* the host client hangs up with bytes still unread */
+    close(fd);
+    c0 = cpu_ms();
+    usleep(300 * 1000);
+    uint64_t burnt = cpu_ms() - c0;
+    ck_assert_msg(burnt < 100, "the I/O thread spun: %llu ms of CPU in 300 ms",
+                  (unsigned long long)burnt);
+    ck_assert(!rx_hold(ids, &n, &held));
+    /* RX buffers back: the rest, then the host's SHUTDOWN */
+    for (unsigned i = 0; i < n; i++)
+        rx_post(ids[i]);
+    kick(0);
+    struct vsock_hdr h;
+    uint8_t p[RXLEN];
+    bool shut = false;
+    while (!shut && rx_wait(&h, p, 2000)) {
+        if (h.op == VSOCK_OP_RW)
+            held += h.len;
+        else if (h.op == VSOCK_OP_SHUTDOWN)
+            shut = true;
+    }
+    ck_assert(shut);
+    ck_assert_uint_eq(held, written);
+}
+END_TEST
+
+/* Kick eventfds that are O_NONBLOCK (a vhost-user frontend's, QEMU's):
+ * served as the blocking ones, and an idle device does not spin on them. */
+START_TEST(nonblocking_kick_fds)
+{
+    vsock_ops.stop(R.dev);
+    for (unsigned q = 0; q < 3; q++) {
+        close(R.env.kick_fd[q]);
+        R.env.kick_fd[q] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        ck_assert_int_ge(R.env.kick_fd[q], 0);
+    }
+    ck_assert_int_eq(vsock_ops.start(R.dev, &R.env), 0);
+    int fd = host_established(62);
+    struct vsock_hdr h;
+    uint8_t p[RXLEN];
+    write_all(fd, "to guest", 8);
+    ck_assert_int_eq(rx_next(&h, p, 2000), 1);
+    ck_assert_uint_eq(h.op, VSOCK_OP_RW);
+    ck_assert_mem_eq(p, "to guest", 8);
+    struct vsock_hdr d = gh(62, h.src_port, VSOCK_OP_RW, 7);
+    tx_send(&d, "to host", 7);
+    char got[8] = {0};
+    ck_assert_int_eq(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK), 0);
+    ck_assert_uint_eq(read_n(fd, got, 7), 7);
+    ck_assert_str_eq(got, "to host");
+    uint64_t c0 = cpu_ms();
+    usleep(200 * 1000);
+    ck_assert_uint_lt(cpu_ms() - c0, 60);
+    close(fd);
+}
+END_TEST
+
 /* reset: the guest is gone (driver reset, vhost-user frontend gone). Every
  * host connection is closed, host clients still in the backlog too; the
  * socket stays bound and the next guest serves new clients. */
@@ -702,6 +851,8 @@ int main(void)
     tcase_add_test(tc, restored_reset_gate_internal);
     tcase_add_test(tc, restored_reset_unacknowledged);
     tcase_add_test(tc, socket_owner_only);
+    tcase_add_test(tc, no_rx_buffers_no_reading_no_spinning);
+    tcase_add_test(tc, nonblocking_kick_fds);
     suite_add_tcase(s, tc);
     TCase *t2 = tcase_create("create");
     tcase_add_test(t2, create_rejects_bad_options);

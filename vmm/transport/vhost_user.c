@@ -1,7 +1,10 @@
 /* vhost-user backend server. Contracts in vhost_user.h; protocol notes in
  * docs/vhost-user.md. One thread runs the message loop; the device runs its
  * own I/O thread(s) between start() and stop(). The only state shared with
- * them is each vring's call fd, behind a mutex (notify_used). */
+ * them is each vring's call fd, behind a mutex (notify_used). The
+ * frontend's kick fds go to the device as they are (usually O_NONBLOCK:
+ * devices read them without blocking); the server closes or replaces one
+ * only with the device stopped. */
 #include "vmm/transport/vhost_user.h"
 
 #include <endian.h>
@@ -29,9 +32,8 @@ struct vhu_vring {
     uint16_t base;          /* SET_VRING_BASE: next avail index */
     bool addr_set;
     uint64_t desc_uva, avail_uva, used_uva;
-    int kick_fd;            /* the frontend's */
+    int kick_fd;            /* the frontend's, handed to the device while it runs */
     int err_fd;             /* the frontend's, under call_lock (the device thread signals it) */
-    int dev_kick_fd;        /* ours, blocking, handed to the device (see kick_forward) */
     bool enabled;           /* SET_VRING_ENABLE (implicit without PROTOCOL_FEATURES) */
     bool live;              /* struct virtq enabled and its indices valid */
     pthread_mutex_t call_lock;
@@ -109,26 +111,6 @@ static void needs_reset(void *opaque, unsigned q)
     if (ratelimit_ok(&s->rl))
         log_warn("vhost-user: device found queue %u broken (needs reset)%s", q,
                  told ? "; error eventfd signalled" : "; the frontend gave no error eventfd");
-}
-
-static void kick_dev(struct vhu_server *s, unsigned i)
-{
-    uint64_t one = 1;
-    ssize_t n = write(s->vr[i].dev_kick_fd, &one, sizeof one);
-    (void)n;
-}
-
-/* The frontend's kick eventfds are usually O_NONBLOCK (QEMU's are), and the
- * frontend reads them itself when it takes a queue back, so we must not
- * change their flags; devices may wait on their kick fds with blocking
- * io_uring reads, which a non-blocking eventfd would fail with -EAGAIN. So
- * the device gets our own blocking eventfd per queue, and the server's poll
- * loop forwards each frontend kick to it. */
-static void kick_forward(struct vhu_server *s, unsigned i)
-{
-    uint64_t v;
-    if (read(s->vr[i].kick_fd, &v, sizeof v) == (ssize_t)sizeof v)
-        kick_dev(s, i);
 }
 
 static void dev_stop(struct vhu_server *s)
@@ -210,8 +192,12 @@ static void reconcile(struct vhu_server *s)
     env.queues = s->queues;
     env.nqueues = s->dev_nq > s->nq ? s->dev_nq : n;
     env.features = s->acked & ~(1ull << VHU_F_PROTOCOL_FEATURES);
+    /* The frontend's kick fds themselves: the device waits on them (epoll,
+     * io_uring poll) and resets them without blocking, O_NONBLOCK or not
+     * (QEMU's are; we leave their flags alone: the frontend reads them
+     * itself once it takes a queue back). */
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++)
-        env.kick_fd[i] = i < n ? s->vr[i].dev_kick_fd : -1;
+        env.kick_fd[i] = i < n ? s->vr[i].kick_fd : -1;
     env.notify_used = notify_used;
     env.needs_reset = needs_reset;
     env.opaque = s;
@@ -222,9 +208,7 @@ static void reconcile(struct vhu_server *s)
         return;
     }
     s->had_guest = true;
-    s->running = n;
-    for (unsigned i = 0; i < n; i++)
-        kick_dev(s, i);
+    s->running = n;     /* no kick needed: a device looks at its queues when it starts */
     log_info("vhost-user: %s device started with %u queue(s)", s->ops->name, n);
 }
 
@@ -700,12 +684,8 @@ int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, v
     s->rl = RATELIMIT(10);
     if (s->nq > 1)
         s->proto_offered |= 1ull << VHU_PROTOCOL_F_MQ;
-    bool efd_ok = true;
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
         s->vr[i].kick_fd = s->vr[i].err_fd = s->vr[i].call_fd = -1;
-        s->vr[i].dev_kick_fd = eventfd(0, EFD_CLOEXEC);
-        if (s->vr[i].dev_kick_fd < 0)
-            efd_ok = false;
         pthread_mutex_init(&s->vr[i].call_lock, NULL);
         virtq_init(&s->queues[i], qmax);
     }
@@ -715,7 +695,7 @@ int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, v
     int r;
     s->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s->stop_fd < 0 || s->listen_fd < 0 || !efd_ok) {
+    if (s->stop_fd < 0 || s->listen_fd < 0) {
         r = -errno;
         goto fail;
     }
@@ -734,10 +714,8 @@ fail:
         close(s->stop_fd);
     if (s->listen_fd >= 0)
         close(s->listen_fd);
-    for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
+    for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++)
         pthread_mutex_destroy(&s->vr[i].call_lock);
-        close_fd(&s->vr[i].dev_kick_fd);
-    }
     free(s);
     return r;
 }
@@ -745,27 +723,18 @@ fail:
 int vhu_server_run(struct vhu_server *s)
 {
     for (;;) {
-        struct pollfd p[2 + VIRTIO_DEV_MAX_QUEUES];
-        unsigned np = 2, kq[VIRTIO_DEV_MAX_QUEUES];
-        p[0] = (struct pollfd){ .fd = s->stop_fd, .events = POLLIN };
-        p[1] = (struct pollfd){ .fd = s->conn_fd >= 0 ? s->conn_fd : s->listen_fd,
-                                .events = POLLIN };
-        for (unsigned i = 0; i < s->nq; i++) {
-            if (s->vr[i].kick_fd >= 0) {
-                kq[np - 2] = i;
-                p[np++] = (struct pollfd){ .fd = s->vr[i].kick_fd, .events = POLLIN };
-            }
-        }
-        if (poll(p, np, -1) < 0) {
+        /* the frontend's messages only: its kicks go to the device */
+        struct pollfd p[2] = {
+            { .fd = s->stop_fd, .events = POLLIN },
+            { .fd = s->conn_fd >= 0 ? s->conn_fd : s->listen_fd, .events = POLLIN },
+        };
+        if (poll(p, 2, -1) < 0) {
             if (errno == EINTR)
                 continue;
             return -errno;
         }
         if (p[0].revents)
             return 0;
-        for (unsigned k = 2; k < np; k++)
-            if (p[k].revents & POLLIN)
-                kick_forward(s, kq[k - 2]);
         if (!p[1].revents)
             continue;
         if (s->conn_fd < 0) {
@@ -812,9 +781,7 @@ void vhu_server_destroy(struct vhu_server *s)
     close_fd(&s->listen_fd);
     close_fd(&s->stop_fd);
     unlink(s->path);
-    for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
+    for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++)
         pthread_mutex_destroy(&s->vr[i].call_lock);
-        close_fd(&s->vr[i].dev_kick_fd);
-    }
     free(s);
 }

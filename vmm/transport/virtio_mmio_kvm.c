@@ -228,7 +228,8 @@ int virtio_mmio_kvm_create(struct virtio_mmio_kvm **out, int vm_fd, struct bus *
         t->kick_fd[q] = -1;
     int r;
     for (unsigned q = 0; q < t->nqueues; q++) {
-        /* Blocking: the device's engine reads it through io_uring/poll. */
+        /* Blocking (KVM signals it; devices read it without blocking, whatever
+         * its flags: a vhost-user frontend hands them non-blocking ones). */
         t->kick_fd[q] = eventfd(0, EFD_CLOEXEC);
         if (t->kick_fd[q] < 0) {
             r = -errno;
