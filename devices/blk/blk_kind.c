@@ -61,7 +61,7 @@ static void blk_free(void *priv)
     free(d);
 }
 
-static int blk_create(const struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
+static int blk_create(struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
                       size_t wlen)
 {
     const char *path = devopt_get(o, "path"), *serial = devopt_get(o, "id"), *ovl = devopt_get(o, "overlay");
@@ -109,6 +109,7 @@ const struct virtio_kind blk_kind = {
     .device_id = VIRTIO_ID_BLOCK,
     .keys = blk_keys,
     .override_keys = blk_keys,      /* an override gives every option anew */
+    .override_whole = true,
     .check = blk_check,
     .id = blk_id,
     .create = blk_create,

@@ -41,6 +41,10 @@ struct virtio_kind {
      * (the others are the snapshot's); NULL-terminated. */
     const char *const *keys;
     const char *const *override_keys;
+    /* An override gives all its override keys anew (one it does not give
+     * is dropped: blk's flags), or only those it gives (the rest stay the
+     * snapshot's: net's MAC). */
+    bool override_whole;
     /* Check options before any KVM work (values, files): 0 or -errno
      * with why. Only keys in keys reach it. */
     int (*check)(const struct devopts *o, char *why, size_t wlen);
@@ -48,10 +52,12 @@ struct virtio_kind {
      * VM): from its options or, k being its ordinal among the VM's
      * devices of this kind, a default. Into id (VIRTIO_KIND_ID_MAX + 1). */
     void (*id)(const struct devopts *o, unsigned k, char *id);
-    /* Make the device from checked options; id: its id (for messages). restoring: it comes back from
+    /* Make the device from checked options; id: its id (for messages). It
+     * may add to o the values it chose itself (a generated MAC address):
+     * o is what the snapshot records. restoring: it comes back from
      * a snapshot (a kind may refuse what a fresh one would take over, e.g.
      * a socket still served). 0 or -errno with why. */
-    int (*create)(const struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
+    int (*create)(struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
                   size_t wlen);
     /* A restore's override (may be NULL): rec the recorded options, merged
      * rec with the override's keys given anew; refuse a merge that would

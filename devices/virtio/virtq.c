@@ -284,6 +284,15 @@ int virtq_pop(struct virtq *q, const struct gmem *m, struct virtq_chain *c)
     return 1;
 }
 
+int virtq_unpop(struct virtq *q, uint16_t n)
+{
+    if (n > q->inflight)
+        return -EINVAL;
+    q->last_avail_idx = (uint16_t)(q->last_avail_idx - n);
+    q->inflight -= n;
+    return 0;
+}
+
 void virtq_drop(struct virtq *q)
 {
     if (q->inflight)

@@ -176,6 +176,12 @@ int virtq_push(struct virtq *q, const struct gmem *m, uint16_t head, uint32_t wr
  * snapshot is not refused for a request that cannot complete. */
 void virtq_drop(struct virtq *q);
 
+/* Give back the last n chains popped (successfully, none pushed since):
+ * they stay available and the next pops return them again, read afresh
+ * from the ring. For a device that found, after popping, that it cannot
+ * use them yet (a receive frame that needs more buffers than there are).
+ * 0, or -EINVAL (n more than are in flight). */
+int virtq_unpop(struct virtq *q, uint16_t n);
 /* Make all pushed elements visible: release barrier, then a single store of
  * used->idx. 0 or -EIO (used ring not in RAM). */
 int virtq_publish(struct virtq *q, const struct gmem *m);

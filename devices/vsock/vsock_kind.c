@@ -78,7 +78,7 @@ static bool socket_live(const char *path)
     return live;
 }
 
-static int vsock_kind_create(const struct devopts *o, const char *id, bool restoring, struct virtio_made *out,
+static int vsock_kind_create(struct devopts *o, const char *id, bool restoring, struct virtio_made *out,
                         char *why, size_t wlen)
 {
     const char *uds = devopt_get(o, "uds");

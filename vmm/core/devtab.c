@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/net/net_kind.h"
 #include "devices/virtio/devopt.h"
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
@@ -22,6 +23,7 @@
 static const struct virtio_kind *const kinds[] = {
     &blk_kind,
     &vsock_kind,
+    &net_kind,
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
@@ -35,7 +37,7 @@ const struct virtio_kind *devtab_kind(const char *type)
 
 const char *devtab_types(void)
 {
-    return "blk, vsock";
+    return "blk, vsock, net";
 }
 
 static const struct virtio_kind *kind_by_id(uint32_t device_id)
@@ -84,7 +86,7 @@ static int add_device(struct moat_vm *vm, const struct virtio_kind *kind, const 
         return seterr(err, 0, -ENOMEM, "out of memory");
     }
     struct virtio_made m = { 0 };
-    int r = kind->create(o, id, restoring, &m, why, sizeof(why));
+    int r = kind->create(d->opts, id, restoring, &m, why, sizeof(why));
     if (r < 0) {
         seterr(err, 1, r, "%s", why);
         goto fail;
@@ -439,7 +441,8 @@ static int match_devices(const struct moat_restore_config *rc, const struct snap
 }
 
 /* rec with the override's keys given anew (the kind's override keys, but
- * id: a device keeps its id) into out. */
+ * id: a device keeps its id; those not given dropped if the kind says an
+ * override is whole) into out. */
 static int merge_override(const struct virtio_kind *k, const struct devopts *rec, const struct devopts *ovr,
                           struct devopts *out)
 {
@@ -449,9 +452,9 @@ static int merge_override(const struct virtio_kind *k, const struct devopts *rec
         if (!strcmp(key, "id"))
             continue;
         const char *val = devopt_get(ovr, key);
-        if (!val)
+        if (!val && k->override_whole)
             devopt_del(out, key);
-        else
+        else if (val)
             r = devopt_set(out, key, *val ? val : NULL);
     }
     return r;

@@ -1,0 +1,161 @@
+/* virtio-net as a kind of device (devices/net/net_kind.h). */
+#include "devices/net/net_kind.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "devices/net/net_tap.h"
+#include "devices/net/virtio_net.h"
+
+static const char *const net_keys[] = { "tap", "mac", "mtu", "id", NULL };
+/* a restore may put the device on another backend, or give it another
+ * MAC (a fork of a running VM must not share its parent's) */
+static const char *const net_override_keys[] = { "tap", "mac", NULL };
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+int net_parse_mac(const char *s, uint8_t mac[6])
+{
+    if (!s || strlen(s) != 17)
+        return -EINVAL;
+    for (int i = 0; i < 6; i++) {
+        int hi = hexval(s[3 * i]), lo = hexval(s[3 * i + 1]);
+        if (hi < 0 || lo < 0 || (i < 5 && s[3 * i + 2] != ':'))
+            return -EINVAL;
+        mac[i] = (uint8_t)(hi << 4 | lo);
+    }
+    static const uint8_t zero[6];
+    if ((mac[0] & 1) || !memcmp(mac, zero, 6))
+        return -EINVAL;
+    return 0;
+}
+
+void net_random_mac(uint8_t mac[6])
+{
+    if (getrandom(mac, 6, 0) != 6) {    /* no entropy source: time and pid, still unique enough locally */
+        uint64_t x = (uint64_t)time(NULL) * 6364136223846793005ull ^ (uint64_t)getpid() << 16 ^ (uint64_t)clock();
+        memcpy(mac, &x, 6);
+    }
+    mac[0] = (uint8_t)((mac[0] & 0xfe) | 0x02);     /* unicast, locally administered */
+}
+
+void net_format_mac(const uint8_t mac[6], char out[18])
+{
+    snprintf(out, 18, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5]);
+}
+
+/* mtu=N: 68 .. 65535, decimal. */
+static int parse_mtu(const char *s, unsigned *mtu)
+{
+    char *end;
+    errno = 0;
+    unsigned long v = strtoul(s, &end, 10);
+    if (!*s || *end || errno || *s == '-' || v < VIRTIO_NET_MTU_MIN || v > VIRTIO_NET_MTU_MAX)
+        return -EINVAL;
+    *mtu = (unsigned)v;
+    return 0;
+}
+
+static int net_check(const struct devopts *o, char *why, size_t wlen)
+{
+    const char *tap = devopt_get(o, "tap"), *mac = devopt_get(o, "mac"), *mtu = devopt_get(o, "mtu");
+    const char *id = devopt_get(o, "id");
+    uint8_t m[6];
+    unsigned u;
+    if (!tap || !*tap) {
+        snprintf(why, wlen, "a backend is required: tap=NAME");
+        return -EINVAL;
+    }
+    if (strlen(tap) > NET_TAP_NAME_MAX || strchr(tap, '/')) {
+        snprintf(why, wlen, "tap=NAME: 1 to %u bytes, no '/'", NET_TAP_NAME_MAX);
+        return -EINVAL;
+    }
+    if (mac && net_parse_mac(mac, m) < 0) {
+        snprintf(why, wlen, "mac=%.40s: not a unicast MAC address (52:54:00:12:34:56)", mac);
+        return -EINVAL;
+    }
+    if (mtu && parse_mtu(mtu, &u) < 0) {
+        snprintf(why, wlen, "mtu must be %u .. %u", VIRTIO_NET_MTU_MIN, VIRTIO_NET_MTU_MAX);
+        return -EINVAL;
+    }
+    if (id && (!*id || strlen(id) > NET_ID_MAX)) {
+        snprintf(why, wlen, "id must be 1 to %u bytes", NET_ID_MAX);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void net_id(const struct devopts *o, unsigned k, char *id)
+{
+    const char *given = devopt_get(o, "id");
+    if (given && *given)
+        snprintf(id, VIRTIO_KIND_ID_MAX + 1, "%s", given);
+    else
+        snprintf(id, VIRTIO_KIND_ID_MAX + 1, "net%u", k);
+}
+
+static void net_free(void *priv)
+{
+    free(priv);
+}
+
+static int net_kind_create(struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
+                           size_t wlen)
+{
+    (void)restoring;
+    struct net_rec *rec = calloc(1, sizeof(*rec));
+    if (!rec) {
+        snprintf(why, wlen, "out of memory");
+        return -ENOMEM;
+    }
+    const char *mac = devopt_get(o, "mac"), *mtu = devopt_get(o, "mtu");
+    char ms[18];
+    if (!mac || net_parse_mac(mac, rec->mac) < 0) {
+        /* its own address, recorded so that a restore keeps it */
+        net_random_mac(rec->mac);
+        net_format_mac(rec->mac, ms);
+        if (devopt_set(o, "mac", ms) < 0) {
+            free(rec);
+            snprintf(why, wlen, "out of memory");
+            return -ENOMEM;
+        }
+    }
+    unsigned u = 0;
+    if (mtu)
+        parse_mtu(mtu, &u);
+    struct net_backend *be = NULL;
+    int r = net_tap_open(devopt_get(o, "tap"), &be, why, wlen);
+    if (r < 0) {
+        free(rec);
+        return r;
+    }
+    struct virtio_net_opts no = { .mtu = (uint16_t)u, .backend = be, .name = id };
+    memcpy(no.mac, rec->mac, 6);
+    r = virtio_net_create(&no, &rec->dev, why, wlen);
+    if (r < 0) {
+        free(rec);
+        return r;
+    }
+    *out = (struct virtio_made){ .ops = &virtio_net_ops, .dev = rec->dev, .priv = rec };
+    return 0;
+}
+
+const struct virtio_kind net_kind = {
+    .type = "net",
+    .name = "net",
+    .device_id = VIRTIO_ID_NET,
+    .keys = net_keys,
+    .override_keys = net_override_keys,
+    .check = net_check,
+    .id = net_id,
+    .create = net_kind_create,
+    .free = net_free,
+};

@@ -1,0 +1,27 @@
+/* virtio-net as a kind of device (devices/virtio/virtio_kind.h): options
+ * tap=NAME, mac=MAC, mtu=N, id=NAME (docs/net.md). */
+#ifndef MOAT_NET_KIND_H
+#define MOAT_NET_KIND_H
+
+#include <stdint.h>
+
+#include "devices/virtio/virtio_kind.h"
+
+#define NET_ID_MAX 16u
+
+/* The kind's record of the device (virtio_made.priv). */
+struct net_rec {
+    struct virtio_net *dev;     /* owned by its transport */
+    uint8_t mac[6];
+};
+
+extern const struct virtio_kind net_kind;
+
+/* "52:54:00:12:34:56" (hex, either case): 0, or -EINVAL (malformed, a
+ * multicast or the all-zero address). Pure. */
+int net_parse_mac(const char *s, uint8_t mac[6]);
+/* A random locally administered unicast address (02:xx:...). */
+void net_random_mac(uint8_t mac[6]);
+void net_format_mac(const uint8_t mac[6], char out[18]);
+
+#endif
