@@ -1134,7 +1134,7 @@ START_TEST(device_by_type_and_options)
     struct { const char *type, *opts, *why; } bad[] = {
         { "blk", o3, "(blk nope): the snapshot has no such device" },
         { "vsock", "uds=/tmp/moat-devopt-x.sock", "(vsock): the snapshot has no such device" },
-        { "net", "tap=t0", "unknown type 'net'" },
+        { "gpu", "vram=1", "unknown type 'gpu'" },
         { "blk", "path=/nonexistent/disk", "/nonexistent/disk" },
         { "blk", "id=gen0", "path=FILE is required" },
         { "blk", "path=/etc/hostname,colour=red", "unknown option 'colour'" },
@@ -1616,7 +1616,12 @@ START_TEST(config_errors)
     ck_assert_ptr_eq(vm, (struct moat_vm *)0x1);
     /* devices by type and options: an unknown type, bad options */
     struct { const char *type, *opts, *why; int r; } devs[] = {
-        { "net", "tap=t0", "unknown type 'net'", -EINVAL },
+        { "gpu", "vram=1", "unknown type 'gpu'", -EINVAL },
+        { "net", NULL, "a backend is required: tap=NAME", -EINVAL },
+        { "net", "tap=t0,mac=01:00:5e:00:00:01", "not a unicast MAC address", -EINVAL },
+        { "net", "tap=t0,mtu=10", "mtu must be 68 .. 65535", -EINVAL },
+        { "net", "tap=a/b", "tap=NAME: 1 to 15 bytes", -EINVAL },
+        { "net", "tap=t0,bridge=br0", "unknown option 'bridge'", -EINVAL },
         { NULL, NULL, "unknown type '(none)'", -EINVAL },
         { "blk", NULL, "path=FILE is required", -EINVAL },
         { "blk", "path=/etc/hostname,ro,colour=red", "unknown option 'colour'", -EINVAL },

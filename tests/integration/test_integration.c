@@ -997,7 +997,7 @@ START_TEST(cli_device_args)
 {
     struct run r;
     static const struct { const char *a1, *a2, *a3, *want; } bad[] = {
-        { "net", "--socket", "/tmp/moat-dev-x.sock", "unknown or missing device type (blk, vsock)" },
+        { "gpu", "--socket", "/tmp/moat-dev-x.sock", "unknown or missing device type (blk, vsock, net)" },
         { "vsock", "--disk", "/tmp/f", "--disk is not an option of this device" },
         { "blk", "--uds", "/tmp/u", "--uds is not an option of this device" },
         { "blk", "--socket", "/tmp/moat-dev-x.sock", "path=FILE is required" },
