@@ -25,6 +25,7 @@
 
 #define OPT_DIFF_SNAPSHOTS 300   /* --diff-snapshots (no short form) */
 #define OPT_DEVICE         301   /* --device (no short form) */
+#define OPT_NET            302   /* --net: --device net,... */
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
 
 uint64_t cli_start_ns;
@@ -86,7 +87,9 @@ static const char usage_run[] =
     "  --device TYPE[,OPTIONS]\n"
     "                   a device by type and options, after the drives and vsock\n"
     "                   (repeatable; docs/devices.md): blk,path=FILE[,ro][,id=S]\n"
-    "                   [,overlay=FILE][,direct]  or  vsock,uds=PATH[,cid=N]\n"
+    "                   [,overlay=FILE][,direct]  or  vsock,uds=PATH[,cid=N]  or\n"
+    "                   net,tap=NAME[,mac=MAC][,mtu=N][,id=S]\n"
+    "  --net OPTIONS    virtio-net: --device net,OPTIONS (docs/net.md)\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
     "  --console-log F  append the serial console to F instead of stdout\n"
     "  -v, --verbose    more log output (repeat for debug)\n"
@@ -247,12 +250,22 @@ static void parse_drive(char *spec, struct moat_drive *d, const char **overlay, 
 
 /* --device TYPE[,OPTIONS] (run, restore): the library checks the type and
  * the options. */
+/* --net OPTIONS: --device net,OPTIONS. */
+static void parse_net(char *arg, struct moat_device *devs, size_t *n)
+{
+    if (*n >= MOAT_MAX_DRIVES)
+        die_usage("too many --device and --net options (at most %d)", MOAT_MAX_DRIVES);
+    if (!arg[0])
+        die_usage("invalid --net '': tap=NAME[,mac=MAC][,mtu=N]");
+    devs[(*n)++] = (struct moat_device){ "net", arg };
+}
+
 static void parse_device(char *arg, struct moat_device *devs, size_t *n)
 {
     if (*n >= MOAT_MAX_DRIVES)
         die_usage("too many --device options (at most %d)", MOAT_MAX_DRIVES);
     if (!arg[0] || arg[0] == ',')
-        die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock)", arg);
+        die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock, net)", arg);
     char *comma = strchr(arg, ',');
     if (comma)
         *comma = 0;
@@ -302,6 +315,7 @@ int cmd_run(int argc, char **argv)
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
         { "device", required_argument, NULL, OPT_DEVICE },
+        { "net", required_argument, NULL, OPT_NET },
         { "control", required_argument, NULL, 'C' },
         { "console-log", required_argument, NULL, 'L' },
         { "pvh", no_argument, NULL, 'P' },
@@ -343,6 +357,7 @@ int cmd_run(int argc, char **argv)
             break;
         case 'V': parse_vsock(optarg, &cfg); break;
         case OPT_DEVICE: parse_device(optarg, devices, &ndevices); break;
+        case OPT_NET: parse_net(optarg, devices, &ndevices); break;
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
         case 'T': timings = 1; break;
@@ -613,7 +628,9 @@ static const char usage_restore[] =
     "  --device TYPE,OPTIONS\n"
     "                   new options for the recorded device of TYPE with id=ID (or\n"
     "                   the only one): blk,path=FILE[,ro][,overlay=F][,direct][,id=ID]\n"
-    "                   or vsock,uds=PATH\n"
+    "                   or vsock,uds=PATH  or  net,tap=NAME[,mac=MAC][,id=ID]\n"
+    "  --net OPTIONS    --device net,OPTIONS: the snapshot's network device on\n"
+    "                   another TAP device, or with another MAC\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
     "  --console-log F  append the serial console to F instead of stdout\n"
     "  -v, --verbose    more log output\n"
@@ -631,6 +648,7 @@ int cmd_restore(int argc, char **argv)
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
         { "device", required_argument, NULL, OPT_DEVICE },
+        { "net", required_argument, NULL, OPT_NET },
         { "control", required_argument, NULL, 'C' },
         { "console-log", required_argument, NULL, 'L' },
         { "verbose", no_argument, NULL, 'v' },
@@ -669,6 +687,7 @@ int cmd_restore(int argc, char **argv)
             vsock = optarg;
             break;
         case OPT_DEVICE: parse_device(optarg, devices, &ndevices); break;
+        case OPT_NET: parse_net(optarg, devices, &ndevices); break;
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
         case 'v': verbose++; break;
