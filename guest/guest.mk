@@ -37,9 +37,9 @@ $(DGUEST_OUT)/bzImage $(DGUEST_OUT)/vmlinux &: guest/kernel/moat.config guest/ke
 		guest/kernel/check-config.sh $(DGUEST_KSRC)/.moat-extracted
 	guest/kernel/build.sh $(DGUEST_KSRC_TAR) $< $(DGUEST_OUT) $(DGUEST_JOBS)
 
-$(DGUEST_INIT): guest/init/init.c
+$(DGUEST_INIT): guest/init/init.c guest/init/netcfg.c guest/init/netcfg.h
 	@mkdir -p $(dir $@)
-	$(CC) $(DGUEST_CFLAGS) -o $@ $<
+	$(CC) $(DGUEST_CFLAGS) -o $@ guest/init/init.c guest/init/netcfg.c
 
 # The guest agent (guest/agent/agent.c, docs/agent-protocol.md): static, so
 # it runs in the initramfs and, for tests, on the host too.
@@ -53,7 +53,8 @@ $(DGUEST_GENCPIO): $(DGUEST_KSRC)/.moat-extracted
 
 $(DGUEST_OUT)/initramfs.cpio: guest/mkinitramfs.sh $(DGUEST_INIT) $(DGUEST_BUSYBOX) \
 		$(DGUEST_GENCPIO) $(DGUEST_ROOTFS) $(DGUEST_AGENT)
-	$< $@ $(DGUEST_INIT) $(DGUEST_BUSYBOX) $(DGUEST_GENCPIO) guest/rootfs $(DGUEST_AGENT)
+	$< $@ $(DGUEST_INIT) $(DGUEST_BUSYBOX) $(DGUEST_GENCPIO) guest/rootfs \
+	    /sbin/moat-agent=$(DGUEST_AGENT)
 
 guest-clean:
 	rm -rf $(DGUEST_OUT)
