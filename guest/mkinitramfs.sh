@@ -12,7 +12,8 @@
 # files under ROOTFS_DIR (etc/passwd, etc/group, etc/hosts,
 # etc/udhcpc/default.script; mode 0755 where the source is executable,
 # else 0644) with their directories, and each PROGRAM as DEST, mode 0755
-# (guest.mk: the guest agent as /sbin/moat-agent, docs/agent-protocol.md).
+# (guest.mk: the guest agent as /sbin/moat-agent, docs/agent-protocol.md;
+# the HTTP client as /bin/moat-fetch, docs/guest.md).
 set -eu
 out=$1
 init=$2
