@@ -37,9 +37,16 @@ $(DGUEST_OUT)/bzImage $(DGUEST_OUT)/vmlinux &: guest/kernel/moat.config guest/ke
 		guest/kernel/check-config.sh $(DGUEST_KSRC)/.moat-extracted
 	guest/kernel/build.sh $(DGUEST_KSRC_TAR) $< $(DGUEST_OUT) $(DGUEST_JOBS)
 
-$(DGUEST_INIT): guest/init/init.c
+$(DGUEST_INIT): guest/init/init.c guest/init/netcfg.c guest/init/netcfg.h
 	@mkdir -p $(dir $@)
-	$(CC) $(DGUEST_CFLAGS) -o $@ $<
+	$(CC) $(DGUEST_CFLAGS) -o $@ guest/init/init.c guest/init/netcfg.c
+
+# The HTTP client (guest/tools/fetch.c, docs/guest.md "Network"): static,
+# with its own name lookup (no glibc NSS).
+DGUEST_FETCH    := $(DGUEST_OUT)/moat-fetch
+$(DGUEST_FETCH): guest/tools/fetch.c guest/tools/fetch_parse.c guest/tools/fetch_parse.h
+	@mkdir -p $(dir $@)
+	$(CC) $(DGUEST_CFLAGS) -o $@ guest/tools/fetch.c guest/tools/fetch_parse.c
 
 # The guest agent (guest/agent/agent.c, docs/agent-protocol.md): static, so
 # it runs in the initramfs and, for tests, on the host too.
@@ -52,8 +59,9 @@ $(DGUEST_GENCPIO): $(DGUEST_KSRC)/.moat-extracted
 	$(CC) -O2 -o $@ $(DGUEST_KSRC)/usr/gen_init_cpio.c
 
 $(DGUEST_OUT)/initramfs.cpio: guest/mkinitramfs.sh $(DGUEST_INIT) $(DGUEST_BUSYBOX) \
-		$(DGUEST_GENCPIO) $(DGUEST_ROOTFS) $(DGUEST_AGENT)
-	$< $@ $(DGUEST_INIT) $(DGUEST_BUSYBOX) $(DGUEST_GENCPIO) guest/rootfs $(DGUEST_AGENT)
+		$(DGUEST_GENCPIO) $(DGUEST_ROOTFS) $(DGUEST_AGENT) $(DGUEST_FETCH)
+	$< $@ $(DGUEST_INIT) $(DGUEST_BUSYBOX) $(DGUEST_GENCPIO) guest/rootfs \
+	    /sbin/moat-agent=$(DGUEST_AGENT) /bin/moat-fetch=$(DGUEST_FETCH)
 
 guest-clean:
 	rm -rf $(DGUEST_OUT)

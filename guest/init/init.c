@@ -3,6 +3,11 @@
  * Protocol with the VMM (the moat control device, devices/legacy/moatdev.h):
  *   1. chmod / 0755; mount /proc, /sys, /dev (devtmpfs), /dev/pts,
  *      /dev/shm, /tmp; set PATH, HOME; bring up lo; hostname "moat".
+ *   1b. Network (guest/init/netcfg.h): moat.net=dhcp|off|static:... on the
+ *      kernel command line; without it, DHCP if eth0 exists. DHCP runs
+ *      busybox udhcpc on eth0 with /etc/udhcpc/default.script and waits
+ *      for a lease at most DHCP_TRIES s (udhcpc then stays in the
+ *      background to renew it); without one /init says so and goes on.
  *   2. ioperm(0x0F40, 2) and write event byte 1 ("init reached") to port
  *      0x0F41. If ioperm fails (not root, no X86_IOPL_IOPERM) nothing is
  *      written; under QEMU the ports are unassigned and writes are ignored.
@@ -31,9 +36,12 @@
  *      The default command line has reboot=k, so the kernel resets through
  *      the i8042 (port 0x64 <- 0xFE) and the VMM exits.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +56,8 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "netcfg.h"
+
 #define PORT_STATUS   0x0F40
 #define PORT_EVENT    0x0F41
 #define EV_INIT       1
@@ -55,6 +65,10 @@
 #define ST_NOSTART    125
 #define ST_NOEXEC     126
 #define ST_NOTFOUND   127
+#define NET_IF        "eth0"
+#define DHCP_SCRIPT   "/etc/udhcpc/default.script"
+#define DHCP_TRIES    4         /* discover packets, 1 s apart */
+#define DHCP_LIMIT    10        /* s: udhcpc is killed if still waiting */
 
 static int have_ports;
 
@@ -78,20 +92,162 @@ static void mnt(const char *src, const char *dst, const char *type,
         warn("mount", dst);
 }
 
-static void lo_up(void)
+static void on_alarm(int sig)
+{
+    (void)sig;
+}
+
+static int if_up(const char *name)
 {
     struct ifreq ifr;
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int r = -1, s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
     if (s < 0)
-        return;
+        return -1;
     memset(&ifr, 0, sizeof(ifr));
-    strcpy(ifr.ifr_name, "lo");
+    strcpy(ifr.ifr_name, name);
     if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
         ifr.ifr_flags |= IFF_UP;
-        ioctl(s, SIOCSIFFLAGS, &ifr);
+        r = ioctl(s, SIOCSIFFLAGS, &ifr);
     }
     close(s);
+    return r;
+}
+
+static int set_ipv4(int s, unsigned long req, const char *ifname, uint32_t a)
+{
+    struct ifreq ifr;
+    struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(a) };
+
+    memset(&ifr, 0, sizeof(ifr));
+    strcpy(ifr.ifr_name, ifname);
+    memcpy(&ifr.ifr_addr, &sin, sizeof(sin));
+    return ioctl(s, req, &ifr);
+}
+
+static void write_resolv(uint32_t dns)
+{
+    char ip[16];
+    FILE *f = fopen("/etc/resolv.conf", "we");
+
+    if (!f) {
+        warn("open", "/etc/resolv.conf");
+        return;
+    }
+    netcfg_fmt_ipv4(dns, ip);
+    fprintf(f, "nameserver %s\n", ip);
+    if (fclose(f) != 0)
+        warn("write", "/etc/resolv.conf");
+}
+
+/* moat.net=static:ADDR/PREFIX[,GW[,DNS]] on eth0. */
+static void net_static(const struct netcfg *c)
+{
+    struct rtentry rt;
+    struct sockaddr_in *sin;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+    if (s < 0) {
+        warn("socket", NULL);
+        return;
+    }
+    if (set_ipv4(s, SIOCSIFADDR, NET_IF, c->addr) != 0 ||
+        set_ipv4(s, SIOCSIFNETMASK, NET_IF, 0xffffffffu << (32 - c->prefix)) != 0) {
+        warn("moat.net=static: address on", NET_IF);
+        close(s);
+        return;
+    }
+    if (if_up(NET_IF) != 0)
+        warn("moat.net=static: bringing up", NET_IF);
+    if (c->gw) {
+        memset(&rt, 0, sizeof(rt));
+        sin = (struct sockaddr_in *)&rt.rt_dst;
+        sin->sin_family = AF_INET;
+        sin = (struct sockaddr_in *)&rt.rt_genmask;
+        sin->sin_family = AF_INET;
+        sin = (struct sockaddr_in *)&rt.rt_gateway;
+        sin->sin_family = AF_INET;
+        sin->sin_addr.s_addr = htonl(c->gw);
+        rt.rt_flags = RTF_UP | RTF_GATEWAY;
+        rt.rt_dev = (char *)NET_IF;
+        if (ioctl(s, SIOCADDRT, &rt) != 0)
+            warn("moat.net=static: default route on", NET_IF);
+    }
+    close(s);
+    if (c->dns)
+        write_resolv(c->dns);
+}
+
+/* DHCP on eth0: busybox udhcpc, which runs DHCP_SCRIPT to configure the
+ * lease, exits with 0 once it has one (leaving a child in the background
+ * that renews it) or with 1 after DHCP_TRIES discovers unanswered (-n).
+ * It is killed if it is still waiting after DHCP_LIMIT s. Quiet on
+ * success; a missing lease is said on the console and boot goes on. */
+static void net_dhcp(void)
+{
+    static char tries[] = { '0' + DHCP_TRIES, 0 };
+    struct sigaction sa;
+    pid_t pid;
+    int st, r;
+
+    if (if_up(NET_IF) != 0)
+        warn("bringing up", NET_IF);
+    pid = fork();
+    if (pid == 0) {
+        int fd = open("/dev/null", O_RDWR);
+
+        setsid();
+        for (int i = 0; i < 3 && fd >= 0; i++)
+            dup2(fd, i);
+        execl("/sbin/udhcpc", "udhcpc", "-i", NET_IF, "-n", "-t", tries,
+              "-T", "1", "-s", DHCP_SCRIPT, (char *)NULL);
+        _exit(127);
+    }
+    if (pid < 0) {
+        warn("fork", "udhcpc");
+        return;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_alarm;   /* no SA_RESTART: waitpid gets EINTR */
+    sigaction(SIGALRM, &sa, NULL);
+    alarm(DHCP_LIMIT);
+    r = waitpid(pid, &st, 0);
+    alarm(0);
+    if (r < 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        fprintf(stderr, "moat-init: %s: udhcpc still waiting after %d s, killed; "
+                "going on without an address\n", NET_IF, DHCP_LIMIT);
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) == 127) {
+        fprintf(stderr, "moat-init: %s: /sbin/udhcpc could not be run; "
+                "going on without an address\n", NET_IF);
+    } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "moat-init: %s: no DHCP lease after %d tries; "
+                "going on without an address\n", NET_IF, DHCP_TRIES);
+    }
+}
+
+/* The network, as moat.net= in CMDLINE says (guest/init/netcfg.h). */
+static void net_setup(const char *cmdline)
+{
+    struct netcfg c;
+    int have_if = if_nametoindex(NET_IF) != 0;
+
+    if (netcfg_from_cmdline(cmdline, &c) != 0) {
+        fprintf(stderr, "moat-init: moat.net: malformed value (want dhcp, off or "
+                "static:ADDR/PREFIX[,GW[,DNS]]); %s left down\n", NET_IF);
+        return;
+    }
+    if (c.mode == NETCFG_OFF || (c.mode == NETCFG_DEFAULT && !have_if))
+        return;
+    if (!have_if) {
+        fprintf(stderr, "moat-init: moat.net: no %s in this VM\n", NET_IF);
+        return;
+    }
+    if (c.mode == NETCFG_STATIC)
+        net_static(&c);
+    else
+        net_dhcp();
 }
 
 /* The tty behind /dev/console, e.g. "/dev/ttyS0", which (unlike
@@ -161,11 +317,6 @@ static void setup_child_tty(int tty)
         dup2(tty, i);
 }
 
-static void on_alarm(int sig)
-{
-    (void)sig;
-}
-
 /* Wait until the console has transmitted everything queued on it, giving
  * up after 5 s (a UART that never drains must not keep the VM alive). */
 static void drain_console(int tty)
@@ -191,19 +342,21 @@ static void finish(int tty, int status)
         pause();
 }
 
-/* moat.agent=PORT on the kernel command line: PORT (1..4294967294), else 0. */
-static unsigned long agent_port(void)
+/* /proc/cmdline into BUF (LEN > 0), NUL-terminated; empty if unreadable. */
+static void read_cmdline(char *buf, size_t len)
 {
-    char buf[4096];
     int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    ssize_t n = fd >= 0 ? read(fd, buf, len - 1) : -1;
 
     if (fd >= 0)
         close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = 0;
-    for (char *s = buf; (s = strstr(s, "moat.agent=")) != NULL; s++) {
+    buf[n > 0 ? n : 0] = 0;
+}
+
+/* moat.agent=PORT on the kernel command line: PORT (1..4294967294), else 0. */
+static unsigned long agent_port(const char *buf)
+{
+    for (const char *s = buf; (s = strstr(s, "moat.agent=")) != NULL; s++) {
         char *end;
         unsigned long v;
 
@@ -237,6 +390,7 @@ static pid_t start_agent(unsigned long port)
 int main(int argc, char **argv)
 {
     static char *shell[] = { "/bin/sh", NULL };
+    static char cmdline[4096];
     char **cmd = argc > 1 ? argv + 1 : shell;
     int status = ST_NOSTART;
     int tty;
@@ -259,11 +413,14 @@ int main(int argc, char **argv)
     if (!getenv("TERM"))
         setenv("TERM", "linux", 1);
     sethostname("moat", 4);
-    lo_up();
+    if_up("lo");
     chdir("/root");
+    read_cmdline(cmdline, sizeof(cmdline));
 
-    /* Before ioperm: the agent must not inherit the port permission. */
-    unsigned long aport = agent_port();
+    /* Before ioperm: udhcpc and the agent must not inherit the port
+     * permission. */
+    net_setup(cmdline);
+    unsigned long aport = agent_port(cmdline);
     pid_t agent = aport ? start_agent(aport) : -1;
 
     tty = open_ctty();

@@ -11,7 +11,9 @@
 #    running /init;
 #  - none (no usable KVM): all of those SKIPPED, loudly.
 # Always: the same guest under QEMU TCG (tests/linux/qemu-smoke.sh), which
-# exercises the kernel config, /init and the initramfs without KVM.
+# exercises the kernel config, /init and the initramfs without KVM, and its
+# network set-up and HTTP client there (tests/linux/qemu-net.sh: QEMU's
+# user-mode network, traffic only to the host's loopback).
 set -u
 cd "$(dirname "$0")/../.."
 MOAT=${MOAT_BIN:-build/moat}
@@ -114,6 +116,19 @@ if [ -x tests/linux/qemu-smoke.sh ] && command -v qemu-system-x86_64 >/dev/null;
     if tests/linux/qemu-smoke.sh >"$out" 2>&1; then ok "qemu-tcg-smoke"; else bad "qemu-tcg-smoke"; tail -30 "$out"; fi
 else
     skp "qemu-tcg-smoke: qemu-system-x86_64 or tests/linux/qemu-smoke.sh missing"
+fi
+# The guest's network under QEMU TCG: /init's moat.net= modes, DHCP,
+# moat-fetch and wget against a server on the loopback. Its own PASS lines
+# are shown indented (one count for the lot); each SKIPPED line counts.
+if [ -x tests/linux/qemu-net.sh ]; then
+    tests/linux/qemu-net.sh >"$out" 2>&1; rc=$?
+    grep -E '^(PASS|FAIL): ' "$out" | sed 's/^/    /'
+    grep '^SKIPPED: ' "$out" > "$tmp/net-skips"
+    while IFS= read -r l; do skp "qemu-tcg-net: ${l#SKIPPED: qemu-net: }"; done < "$tmp/net-skips"
+    if [ $rc -ne 0 ]; then bad "qemu-tcg-net"; grep -v -E '^(PASS|FAIL|SKIPPED): ' "$out" | tail -40
+    elif grep -q '^PASS: ' "$out"; then ok "qemu-tcg-net"; fi
+else
+    skp "qemu-tcg-net: tests/linux/qemu-net.sh missing"
 fi
 echo "linux: $pass passed, $fail failed, $skip skipped"
 [ "$fail" -eq 0 ]
