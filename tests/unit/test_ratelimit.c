@@ -1,4 +1,5 @@
-/* Token-bucket rate limiter (devices/virtio/ratelimit.c): refill arithmetic, burst, wait times,
+/* Token-bucket rate limiter (devices/virtio/ratelimit.c) and its JSON shape
+ * (vmm/core/ratelimit_json.c): refill arithmetic, burst, wait times,
  * debt, refunds, run-time updates, a simulated 5 s stream. */
 #include <check.h>
 #include <errno.h>
@@ -6,6 +7,7 @@
 #include <string.h>
 
 #include "devices/virtio/ratelimit.h"
+#include "vmm/core/ratelimit_json.h"
 
 #define MS 1000000ull
 #define S  1000000000ull
@@ -423,6 +425,89 @@ START_TEST(five_second_stream_within_ten_percent)
 }
 END_TEST
 
+/* ---- JSON shape ---- */
+
+static int parse(const char *s, struct ratelimit_cfg *c, char *why)
+{
+    return ratelimit_cfg_from_json(s, strlen(s), c, why, 200);
+}
+
+START_TEST(json_full_and_partial)
+{
+    struct ratelimit_cfg c;
+    char why[200] = "";
+    ck_assert_int_eq(parse("{\"bandwidth\": {\"size\": 1048576, \"one_time_burst\": 5000000, "
+                           "\"refill_time\": 1000}, \"ops\": {\"size\": 100, \"refill_time\": 10}}",
+                           &c, why), 0);
+    ck_assert_uint_eq(c.bandwidth.size, 1048576);
+    ck_assert_uint_eq(c.bandwidth.one_time_burst, 5000000);
+    ck_assert_uint_eq(c.bandwidth.refill_time_ms, 1000);
+    ck_assert_uint_eq(c.ops.size, 100);
+    ck_assert_uint_eq(c.ops.one_time_burst, 0);
+    ck_assert_uint_eq(c.ops.refill_time_ms, 10);
+
+    ck_assert_int_eq(parse("{}", &c, why), 0);
+    ck_assert(c.bandwidth.size == 0 && c.ops.size == 0);
+    ck_assert_int_eq(parse("{\"bandwidth\": null, \"ops\": {\"size\": 1, \"refill_time\": 1, "
+                           "\"one_time_burst\": null}}", &c, why), 0);
+    ck_assert(c.bandwidth.size == 0 && c.ops.size == 1 && c.ops.one_time_burst == 0);
+    ck_assert_int_eq(parse("{\"ops\": {\"size\": 9223372036854775807, \"refill_time\": 0}}", &c, why), 0);
+    ck_assert_uint_eq(c.ops.size, 9223372036854775807ull);
+
+    /* the writer round-trips */
+    struct ratelimit_cfg in = { .bandwidth = { 1000, 7, 50 }, .ops = { 10, 0, 1000 } }, out;
+    char *s = ratelimit_cfg_to_json(&in);
+    ck_assert_ptr_nonnull(s);
+    ck_assert_str_eq(s, "{\"bandwidth\":{\"size\":1000,\"one_time_burst\":7,\"refill_time\":50},"
+                        "\"ops\":{\"size\":10,\"refill_time\":1000}}");
+    ck_assert_int_eq(parse(s, &out, why), 0);
+    ck_assert(memcmp(&in, &out, sizeof in) == 0);
+    free(s);
+    struct ratelimit_cfg none = { 0 };
+    s = ratelimit_cfg_to_json(&none);
+    ck_assert_str_eq(s, "{}");
+    free(s);
+    struct ratelimit_cfg huge = bw_only(UINT64_MAX, 0, 1);
+    ck_assert_ptr_null(ratelimit_cfg_to_json(&huge));
+}
+END_TEST
+
+START_TEST(json_malformed)
+{
+    static const struct { const char *in, *why; } bad[] = {
+        { "", "JSON" },
+        { "{", "JSON" },
+        { "[]", "is a JSON object" },
+        { "{\"bandwidth\": 5}", "\"bandwidth\" is not an object" },
+        { "{\"bandwith\": {}}", "unknown member \"bandwith\"" },
+        { "{\"bandwidth\": {\"size\": 1}}", "bandwidth: \"refill_time\" is required" },
+        { "{\"ops\": {\"refill_time\": 1}}", "ops: \"size\" is required" },
+        { "{\"ops\": {\"size\": -1, \"refill_time\": 1}}", "ops: \"size\" is negative" },
+        { "{\"ops\": {\"size\": 1.5, \"refill_time\": 1}}", "ops: \"size\" is not an integer" },
+        { "{\"ops\": {\"size\": \"1\", \"refill_time\": 1}}", "ops: \"size\" is not an integer" },
+        { "{\"ops\": {\"size\": 1, \"refill_time\": true}}", "ops: \"refill_time\" is not an integer" },
+        { "{\"ops\": {\"size\": 1, \"refill_time\": 1, \"one_time_burst\": -5}}", "negative" },
+        { "{\"ops\": {\"size\": 1, \"refill_time\": 1, \"one_time_bust\": 5}}", "unknown member \"one_time_bust\"" },
+        { "{\"ops\": {\"size\": 18446744073709551615, \"refill_time\": 1}}", "JSON" },
+        { "{\"ops\": {\"size\": 1, \"refill_time\": 1099511627777}}", "above the limit" },
+        { "{\"ops\": {\"size\": 1, \"refill_time\": 1}, \"ops\": {\"size\": 2, \"refill_time\": 1}}", "duplicate" },
+        { "{\"ops\": {}} x", "JSON" },
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct ratelimit_cfg c;
+        memset(&c, 0x5a, sizeof c);
+        char why[200] = "";
+        ck_assert_msg(parse(bad[i].in, &c, why) == -EINVAL, "accepted: %s", bad[i].in);
+        ck_assert_msg(strstr(why, bad[i].why), "%s: why \"%s\"", bad[i].in, why);
+        ck_assert(c.bandwidth.size == 0 && c.ops.size == 0 && c.ops.refill_time_ms == 0);
+    }
+    /* NULL why is fine */
+    struct ratelimit_cfg c;
+    ck_assert_int_eq(ratelimit_cfg_from_json("[", 1, &c, NULL, 0), -EINVAL);
+    ck_assert_int_eq(ratelimit_cfg_from_value(NULL, &c, NULL, 0), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ratelimit");
@@ -438,6 +523,8 @@ int main(void)
     tcase_add_test(tc, refund_reverses_a_charge);
     tcase_add_test(tc, update_at_run_time);
     tcase_add_test(tc, five_second_stream_within_ten_percent);
+    tcase_add_test(tc, json_full_and_partial);
+    tcase_add_test(tc, json_malformed);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
