@@ -742,8 +742,10 @@ int mmds_respond(struct mmds *m, const struct http_parser *p, uint64_t now_ns, c
         cl = !p->req.keep_alive || minor == 0;
     }
     pthread_mutex_unlock(&m->lock);
-    if (r.body.err)
+    if (r.body.err) {
         set_error(&r, 500, "Internal Server Error.");
+        r.extra[0] = 0;
+    }
 
     struct sb h = { .limit = SIZE_MAX };
     sb_fmt(&h, "HTTP/1.%d %d %s\r\n", minor, r.status, http_reason(r.status));

@@ -122,7 +122,9 @@ size_t mmds_response_max(const struct mmds *m);
  * (status line, Content-Type, Content-Length, other headers, body) into
  * out and its length into *len; *close (may be NULL) is set when the
  * connection is to be closed after it. 0; -EINVAL if the parser needs
- * more bytes; -ENOSPC if cap is too small (nothing written). */
+ * more bytes; -ENOMEM; -ENOSPC if cap is too small (nothing written, but
+ * the request was acted on: a PUT issued its token, counters moved; give
+ * it mmds_response_max() bytes). */
 int mmds_respond(struct mmds *m, const struct http_parser *p, uint64_t now_ns, char *out,
                  size_t cap, size_t *len, bool *close);
 
