@@ -30,7 +30,7 @@ ifeq ($(HAVE_URING),1)
 endif
 # libjansson is required, not optional (JSON: the metadata service's
 # document, devices/net/mmds.c; rate-limiter configs,
-# vmm/core/ratelimit_json.c). Without it only `make deps` (which installs
+# devices/virtio/ratelimit_json.c). Without it only `make deps` (which installs
 # libjansson-dev), `make run`, `make test` (they run deps first, then build
 # in a new make) and `make clean` go on.
 HAVE_JANSSON := $(shell pkg-config --exists jansson 2>/dev/null && echo 1)

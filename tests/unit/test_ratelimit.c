@@ -1,5 +1,5 @@
 /* Token-bucket rate limiter (devices/virtio/ratelimit.c) and its JSON shape
- * (vmm/core/ratelimit_json.c): refill arithmetic, burst, wait times,
+ * (devices/virtio/ratelimit_json.c): refill arithmetic, burst, wait times,
  * debt, refunds, run-time updates, a simulated 5 s stream. */
 #include <check.h>
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "devices/virtio/ratelimit.h"
-#include "vmm/core/ratelimit_json.h"
+#include "devices/virtio/ratelimit_json.h"
 
 #define MS 1000000ull
 #define S  1000000000ull

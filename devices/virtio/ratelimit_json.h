@@ -11,9 +11,10 @@
  * (Firecracker ignores them inside a bucket; a typo such as
  * "one_time_bust" should not pass silently).
  *
- * This is host configuration (the CLI, the control socket, a
- * Firecracker-style API), so it lives here with the other configuration
- * parsers, not in devices/: the limiter itself stays free of libraries. */
+ * Host configuration, beside the device options (devopt.c): here in
+ * devices/ both a device's kind and the layers above (the control socket,
+ * a Firecracker-style API) can call it. A separate file, so the limiter
+ * itself (ratelimit.c) stays free of libraries. */
 #ifndef MOAT_RATELIMIT_JSON_H
 #define MOAT_RATELIMIT_JSON_H
 

@@ -1,5 +1,5 @@
 /* Firecracker's rate-limiter JSON shape (see ratelimit_json.h). */
-#include "vmm/core/ratelimit_json.h"
+#include "devices/virtio/ratelimit_json.h"
 
 #include <errno.h>
 #include <jansson.h>
