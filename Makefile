@@ -28,6 +28,21 @@ ifeq ($(HAVE_URING),1)
   CFLAGS_COMMON += -DMOAT_HAVE_URING=1
   LDLIBS += $(shell pkg-config --libs liburing)
 endif
+# libjansson is required, not optional (JSON: the metadata service's
+# document, devices/net/mmds.c; rate-limiter configs,
+# devices/virtio/ratelimit_json.c). Without it only `make deps` (which installs
+# libjansson-dev), `make run`, `make test` (they run deps first, then build
+# in a new make) and `make clean` go on.
+HAVE_JANSSON := $(shell pkg-config --exists jansson 2>/dev/null && echo 1)
+ifeq ($(HAVE_JANSSON),1)
+  CFLAGS_COMMON += $(shell pkg-config --cflags jansson)
+  LDLIBS += $(shell pkg-config --libs jansson)
+else
+  LDLIBS += -ljansson
+  ifeq ($(filter deps run test clean,$(MAKECMDGOALS)),)
+    $(error libjansson-dev is required and pkg-config does not find jansson: run `make deps` (scripts/deps.sh) or `apt-get install libjansson-dev`)
+  endif
+endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 

@@ -55,7 +55,7 @@ struct virtio_blk {
     struct vqueues vq;          /* broken / pushed-not-published, per queue */
     struct virtq_seg chain_seg[CHAIN_MAX];
     struct slot slots[NSLOTS];
-    struct ratelimit rl;
+    struct log_limit rl;
 
     _Atomic uint64_t st_completed, st_failed, st_bad, st_notifies, st_batches, st_maxinf;
     _Atomic int st_engine;
@@ -134,7 +134,7 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
     if (o->id)
         memcpy(b->id, o->id, strlen(o->id));
     b->engine_kind = o->engine;
-    b->rl = RATELIMIT(10);
+    b->rl = LOG_LIMIT(10);
     b->dfd = -1;
     if (o->overlay)
         return create_overlay(b, o, out, why, wlen);
@@ -328,7 +328,7 @@ static void bad_request(struct virtio_blk *b, unsigned q, const struct virtq_cha
                         const struct blk_req *r)
 {
     atomic_fetch_add(&b->st_bad, 1);
-    if (r->err != BLK_E_UNSUPP_TYPE && ratelimit_ok(&b->rl))
+    if (r->err != BLK_E_UNSUPP_TYPE && log_limit_ok(&b->rl))
         log_warn("%s: request (head %u, type %u) refused: %s", b->name, c->head, r->raw_type,
                  blk_req_strerror(r->err));
     if (r->has_status) {
@@ -383,7 +383,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
             s->written = r.data_len + 1;
         if (b->dfd >= 0 && !direct_ok(b, io->iov, io->niov, io->off)) {
             int e = rw_buffered(b, r.type == BLK_REQ_IN, io->iov, io->niov, io->off);
-            if (e < 0 && ratelimit_ok(&b->rl))
+            if (e < 0 && log_limit_ok(&b->rl))
                 log_warn("%s: I/O error: %s", b->name, strerror(-e));
             set_status(b, r.status_gpa, e < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK);
             vqueues_push(&b->vq, q, c->head, e < 0 ? 1 : s->written);
@@ -452,7 +452,7 @@ static void process_queue(struct virtio_blk *b, unsigned q)
             if (r < 0) {
                 atomic_fetch_add(&b->st_bad, 1);
                 atomic_fetch_add(&b->st_failed, 1);
-                if (ratelimit_ok(&b->rl))
+                if (log_limit_ok(&b->rl))
                     log_warn("%s: bad descriptor chain (head %u): %s", b->name, c.head,
                              virtq_strerror(c.err));
                 vqueues_push(&b->vq, q, c.head, 0);
@@ -495,7 +495,7 @@ static void cb_done(void *opaque, struct blk_io *io)
     struct virtio_blk *b = opaque;
     struct slot *s = (struct slot *)io;
     s->busy = false;
-    if (io->res < 0 && ratelimit_ok(&b->rl))
+    if (io->res < 0 && log_limit_ok(&b->rl))
         log_warn("%s: I/O error: %s", b->name, strerror(-io->res));
     set_status(b, s->status_gpa, io->res < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK);
     vqueues_push(&b->vq, s->q, s->head, s->written);

@@ -35,7 +35,7 @@ struct virtio_net {
     struct net_backend *be;
     bool be_failed;
     struct net_filter filter;
-    struct ratelimit rl;        /* guest-triggered messages */
+    struct log_limit rl;        /* guest-triggered messages */
 
     struct virtio_dev_env env;
     struct vqueues vq;
@@ -594,7 +594,7 @@ int virtio_net_create(const struct virtio_net_opts *o, struct virtio_net **out, 
     n->mtu = o->mtu;
     n->be = o->backend;
     n->filter = o->filter;
-    n->rl = RATELIMIT(10);
+    n->rl = LOG_LIMIT(10);
     atomic_store(&n->status, VIRTIO_NET_S_LINK_UP);
     int r = evloop_create(&n->loop);
     if (r < 0) {

@@ -109,7 +109,7 @@ struct vsock_dev {
     struct virtq_chain rx_chain;
     bool rx_have;
     uint8_t buf[VSOCK_HDR_SIZE + VSOCK_MAX_PKT_LEN];
-    struct ratelimit rl;
+    struct log_limit rl;
     _Atomic uint64_t st_acc, st_refused, st_hconn, st_gconn, st_bad, st_rst, st_rx, st_tx;
     _Atomic unsigned st_conns;
 };
@@ -164,7 +164,7 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
     snprintf(v->name, sizeof v->name, "%s", o->name ? o->name : "vsock");
     v->cid = o->guest_cid;
     v->next_port = VSOCK_HOST_PORT_BASE;
-    v->rl = RATELIMIT(10);
+    v->rl = LOG_LIMIT(10);
     v->wake_fd = -1;
     int r;
     struct stat st;
@@ -334,7 +334,7 @@ static struct conn *conn_new(struct vsock_dev *v, int fd)
         if (c->st == C_FREE) {
             int r = evloop_add(v->loop, fd, 0, on_conn, c);
             if (r < 0) {
-                if (ratelimit_ok(&v->rl))
+                if (log_limit_ok(&v->rl))
                     log_warn("%s: event loop: %s", v->name, strerror(-r));
                 return NULL;
             }
@@ -396,7 +396,7 @@ static uint32_t alloc_lport(struct vsock_dev *v)
 static void ctrl_push(struct vsock_dev *v, uint32_t lport, uint32_t pport, uint16_t op, uint32_t flags)
 {
     if (v->ctrl_n == CTRL_RING) {
-        if (ratelimit_ok(&v->rl))
+        if (log_limit_ok(&v->rl))
             log_warn("%s: control ring full, dropping op %u", v->name, op);
         return;
     }
@@ -622,7 +622,7 @@ static void guest_data(struct vsock_dev *v, struct conn *c, const uint8_t *p, ui
             return;
         }
         if (c->pend_len + len > VSOCK_BUF_ALLOC) {     /* beyond the credit we gave */
-            if (ratelimit_ok(&v->rl))
+            if (log_limit_ok(&v->rl))
                 log_warn("%s: guest port %u overran its credit: reset", v->name, c->pport);
             conn_reset(v, c);
             return;
@@ -761,7 +761,7 @@ static void tx_process(struct vsock_dev *v)
             enum vsock_pkt_err e;
             if (vsock_pkt_parse(v->buf, n, v->cid, &h, &e) < 0) {
                 atomic_fetch_add(&v->st_bad, 1);
-                if (ratelimit_ok(&v->rl))
+                if (log_limit_ok(&v->rl))
                     log_warn("%s: bad packet: %s", v->name, vsock_pkt_strerror(e));
                 /* answer a well-addressed packet of another type with RST */
                 if (e == VSOCK_E_TYPE && h.op != VSOCK_OP_RST)
@@ -791,7 +791,7 @@ static void host_client(struct vsock_dev *v, int fd)
     log_debug("%s: host client accepted", v->name);
     struct conn *c = conn_new(v, fd);
     if (!c) {
-        if (ratelimit_ok(&v->rl))
+        if (log_limit_ok(&v->rl))
             log_warn("%s: %d connections: refusing a host client", v->name, VSOCK_MAX_CONNS);
         close(fd);
         return;
@@ -817,7 +817,7 @@ static void host_accept(struct vsock_dev *v)
             return;
         if (!peer_allowed(fd)) {
             atomic_fetch_add(&v->st_refused, 1);
-            if (ratelimit_ok(&v->rl))
+            if (log_limit_ok(&v->rl))
                 log_warn("%s: refusing a host client of another user", v->name);
             close(fd);
             continue;
@@ -1071,7 +1071,7 @@ static void sync_conns(struct vsock_dev *v)
             continue;
         int r = evloop_mod(v->loop, c->fd, conn_want(c));
         if (r < 0) {
-            if (ratelimit_ok(&v->rl))
+            if (log_limit_ok(&v->rl))
                 log_warn("%s: event loop: %s: connection reset", v->name, strerror(-r));
             conn_reset(v, c);
         }

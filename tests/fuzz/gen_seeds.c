@@ -290,6 +290,112 @@ static void seeds_net_local(void)
     be(a + 30, 0x0a00020f, 4);
     be(a + 40, 0xa9fea9fe, 4);
     put("net_local", "arp", a, sizeof a);
+/* ---- http_req: [0] options (bit0 V1, bit1 imds_compat, bits 2..7 segment
+ * size - 1), then the guest's bytes on one connection ---- */
+static uint8_t hq[8192];
+static size_t hq_len;
+
+static void hq_begin(int v1, int compat, unsigned seg)
+{
+    hq[0] = (uint8_t)((v1 ? 1 : 0) | (compat ? 2 : 0) | ((seg - 1) & 63) << 2);
+    hq_len = 1;
+}
+static void hq_add(const char *s)
+{
+    size_t n = strlen(s);
+    if (hq_len + n > sizeof hq) {
+        fprintf(stderr, "http_req seed too long\n");
+        exit(1);
+    }
+    memcpy(hq + hq_len, s, n);
+    hq_len += n;
+}
+
+#define HQ_TOKEN "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"   /* the fuzz target's all-zero token */
+
+static void seeds_http(void)
+{
+    hq_begin(0, 0, 7);
+    hq_add("PUT /latest/api/token HTTP/1.1\r\nHost: 169.254.169.254\r\n"
+           "X-metadata-token-ttl-seconds: 21600\r\n\r\n");
+    hq_add("GET /latest/meta-data/ami-id HTTP/1.1\r\nX-metadata-token: " HQ_TOKEN "\r\n\r\n");
+    hq_add("GET /latest/ HTTP/1.1\r\nX-aws-ec2-metadata-token: " HQ_TOKEN "\r\n\r\n");
+    hq_add("GET / HTTP/1.1\r\nAccept: application/json\r\nX-metadata-token: " HQ_TOKEN
+           "\r\nConnection: close\r\n\r\n");
+    put("http_req", "v2-token-flow", hq, hq_len);
+
+    hq_begin(0, 0, 64);
+    hq_add("GET / HTTP/1.1\r\n\r\n");
+    hq_add("GET / HTTP/1.1\r\nX-metadata-token: " HQ_TOKEN "\r\n\r\n");
+    hq_add("GET / HTTP/1.1\r\nX-metadata-token: nope\r\n\r\n");
+    put("http_req", "v2-no-token", hq, hq_len);
+
+    hq_begin(1, 0, 1);
+    hq_add("GET / HTTP/1.1\r\nHost: 169.254.169.254\r\nUser-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n");
+    hq_add("GET /latest/meta-data/ HTTP/1.1\r\n\r\n");
+    hq_add("GET //latest//user-data HTTP/1.1\r\n\r\n");
+    hq_add("GET /n/1 HTTP/1.1\r\nAccept: application/json\r\n\r\n");
+    hq_add("GET /n/5/k HTTP/1.1\r\nAccept: text/plain, application/json;q=0.5\r\n\r\n");
+    hq_add("GET /a~1b~0/c HTTP/1.1\r\n\r\n");
+    hq_add("GET http://169.254.169.254/latest/meta-data/tags/a HTTP/1.1\r\n\r\n");
+    hq_add("GET /n/2 HTTP/1.1\r\n\r\n");
+    hq_add("GET /nope HTTP/1.1\r\n\r\n");
+    hq_add("GET latest HTTP/1.1\r\n\r\n");
+    put("http_req", "v1-paths", hq, hq_len);
+
+    hq_begin(0, 0, 3);
+    hq_add("PUT /latest/api/token HTTP/1.1\r\nX-metadata-token-ttl-seconds: 60\r\n"
+           "X-Forwarded-For: 10.0.0.1\r\n\r\n");
+    hq_add("PUT /latest/api/token HTTP/1.1\r\n\r\n");
+    hq_add("PUT /latest/api/token HTTP/1.1\r\nX-metadata-token-ttl-seconds: 0\r\n\r\n");
+    hq_add("PUT /latest/api/token HTTP/1.1\r\nX-aws-ec2-metadata-token-ttl-seconds: abc\r\n\r\n");
+    hq_add("PUT /latest/api HTTP/1.1\r\nX-metadata-token-ttl-seconds: 5\r\n\r\n");
+    hq_add("PUT /latest/api/token HTTP/1.1\r\nX-metadata-token-ttl-seconds: 5\r\n"
+           "Content-Length: 4\r\n\r\nbody");
+    put("http_req", "put-errors", hq, hq_len);
+
+    hq_begin(1, 0, 5);
+    hq_add("POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nab");
+    hq_add("DELETE /latest HTTP/1.1\r\n\r\n");
+    hq_add("GET /latest HTTP/1.1\r\nContent-Length: 1\r\n\r\nx");
+    hq_add("GET /latest HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    put("http_req", "methods", hq, hq_len);
+
+    hq_begin(1, 1, 9);
+    hq_add("\r\n\r\nGET /latest/meta-data HTTP/1.1\r\nAccept: application/json\r\n\r\n");
+    hq_add("GET /n HTTP/1.1\r\n\r\n");
+    put("http_req", "imds-compat", hq, hq_len);
+
+    static const char *const bad[] = {
+        "GET / HTTP/1.1\r\nX: a\r\n b\r\n\r\n",
+        "GET / HTTP/1.1\r\nX: a\rb\r\n\r\n",
+        "GET / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "GET / HTTP/2.0\r\n\r\n",
+        "GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\nx",
+        "GET / HTTP/1.1\r\nHost : x\r\n\r\n",
+        "PUT / HTTP/1.1\r\nContent-Length: 99999\r\n\r\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[32];
+        hq_begin(0, 0, 1 + (unsigned)i * 4);
+        hq_add(bad[i]);
+        snprintf(name, sizeof name, "bad-%zu", i);
+        put("http_req", name, hq, hq_len);
+    }
+
+    hq_begin(1, 0, 64);
+    hq_add("GET /");
+    for (int i = 0; i < 2100; i++)
+        hq_add("a");
+    hq_add(" HTTP/1.1\r\n\r\n");
+    put("http_req", "long-target", hq, hq_len);
+
+    hq_begin(1, 0, 64);
+    hq_add("GET / HTTP/1.1\r\n");
+    for (int i = 0; i < 33; i++)
+        hq_add("X-Header: value\r\n");
+    hq_add("\r\n");
+    put("http_req", "many-headers", hq, hq_len);
 }
 
 int main(int argc, char **argv)
@@ -300,5 +406,6 @@ int main(int argc, char **argv)
     seeds_blk();
     seeds_mmio();
     seeds_net_local();
+    seeds_http();
     return 0;
 }

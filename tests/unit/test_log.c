@@ -14,7 +14,7 @@
 
 /* One call site, as a device or the vCPU loop has: which VM's limiter it
  * uses is the argument. */
-static void guest_did_something(struct ratelimit *vm_rl, int vm)
+static void guest_did_something(struct log_limit *vm_rl, int vm)
 {
     log_guest(vm_rl, "vm%d: something odd", vm);
 }
@@ -52,7 +52,7 @@ static unsigned count(const char *hay, const char *needle)
  * the whole process.) */
 static void flood_then_other(void)
 {
-    struct ratelimit a = RATELIMIT(10), b = RATELIMIT(10);
+    struct log_limit a = LOG_LIMIT(10), b = LOG_LIMIT(10);
     for (int i = 0; i < 1000; i++)
         guest_did_something(&a, 1);
     guest_did_something(&b, 2);
@@ -68,21 +68,21 @@ END_TEST
 
 /* Four threads on one limiter: exactly the burst gets through (the 5 s
  * interval does not pass), whatever the interleaving. */
-static struct ratelimit shared;
+static struct log_limit shared;
 static atomic_uint passed;
 
 static void *hammer(void *arg)
 {
     (void)arg;
     for (int i = 0; i < 20000; i++)
-        if (ratelimit_ok(&shared))
+        if (log_limit_ok(&shared))
             atomic_fetch_add(&passed, 1);
     return NULL;
 }
 
 START_TEST(threads_share_a_limiter)
 {
-    shared = RATELIMIT(10);
+    shared = LOG_LIMIT(10);
     atomic_store(&passed, 0);
     pthread_t t[4];
     for (int i = 0; i < 4; i++)

@@ -47,7 +47,7 @@ void log_msg(int level, const char *fmt, ...)
     pthread_mutex_unlock(&log_lock);
 }
 
-int ratelimit_ok(struct ratelimit *rl)
+int log_limit_ok(struct log_limit *rl)
 {
     if (atomic_exchange(&rl->busy, 1)) {
         atomic_fetch_add(&rl->contended, 1);

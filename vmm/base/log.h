@@ -17,16 +17,16 @@ void log_set_level(int level);   /* keeps the callback */
  * those suppressed. Each VM (and each device) owns its own, so one noisy
  * guest cannot mute another's messages. Thread-safe without waiting: a call
  * that finds another thread inside counts as suppressed. Initialise with
- * RATELIMIT(burst). */
-struct ratelimit {
+ * LOG_LIMIT(burst). */
+struct log_limit {
     uint64_t last_ns;
     unsigned burst_left;
     unsigned suppressed;
     _Atomic int busy;
     _Atomic unsigned contended;   /* calls suppressed because another thread was inside */
 };
-#define RATELIMIT(burst) ((struct ratelimit){ .burst_left = (burst) })
-int ratelimit_ok(struct ratelimit *rl);
+#define LOG_LIMIT(burst) ((struct log_limit){ .burst_left = (burst) })
+int log_limit_ok(struct log_limit *rl);
 
 #define log_err(...)   log_msg(LOG_ERR, __VA_ARGS__)
 #define log_warn(...)  log_msg(LOG_WARN, __VA_ARGS__)
@@ -35,7 +35,7 @@ int ratelimit_ok(struct ratelimit *rl);
 
 /* Guest-triggered messages, through the VM's (or device's) own limiter. */
 #define log_guest(rl, ...) do { \
-        if (ratelimit_ok(rl)) log_msg(LOG_WARN, __VA_ARGS__); \
+        if (log_limit_ok(rl)) log_msg(LOG_WARN, __VA_ARGS__); \
     } while (0)
 
 #endif

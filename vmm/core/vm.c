@@ -546,7 +546,7 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
     vm->ncpus = ncpus;
     vm->ram_size = ram_size;
     vm->console_in = console_in;
-    vm->guest_rl = RATELIMIT(10);
+    vm->guest_rl = LOG_LIMIT(10);
     if (console_init(&vm->con, console_out, 0, 0) < 0) {
         free(vm);
         return NULL;

@@ -89,7 +89,7 @@ struct moat_vm {
     char *cmdline;                /* as given to the guest */
 
     int console_in;
-    struct ratelimit guest_rl;    /* this VM's guest-triggered messages (log_guest) */
+    struct log_limit guest_rl;    /* this VM's guest-triggered messages (log_guest) */
     struct console_out con;       /* UART output: buffer and writer thread (vmm/core/console.h) */
     uint32_t flags;
     int kick_signal;

@@ -71,7 +71,7 @@ struct vhu_server {
     bool had_guest;                 /* started since the last reset: a guest to forget */
     uint8_t status;                 /* SET_STATUS (PROTOCOL_F_STATUS) */
     _Atomic bool broken;            /* the device found a queue broken: NEEDS_RESET until reset */
-    struct ratelimit rl;            /* this server's guest-triggered messages */
+    struct log_limit rl;            /* this server's guest-triggered messages */
 };
 
 /* ---------------------------------------------------------------- device */
@@ -108,7 +108,7 @@ static void needs_reset(void *opaque, unsigned q)
         }
         pthread_mutex_unlock(&v->call_lock);
     }
-    if (ratelimit_ok(&s->rl))
+    if (log_limit_ok(&s->rl))
         log_warn("vhost-user: device found queue %u broken (needs reset)%s", q,
                  told ? "; error eventfd signalled" : "; the frontend gave no error eventfd");
 }
@@ -681,7 +681,7 @@ int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, v
                  (1ull << VHU_F_PROTOCOL_FEATURES);
     s->proto_offered = (1ull << VHU_PROTOCOL_F_REPLY_ACK) | (1ull << VHU_PROTOCOL_F_CONFIG) |
                        (1ull << VHU_PROTOCOL_F_RESET_DEVICE) | (1ull << VHU_PROTOCOL_F_STATUS);
-    s->rl = RATELIMIT(10);
+    s->rl = LOG_LIMIT(10);
     if (s->nq > 1)
         s->proto_offered |= 1ull << VHU_PROTOCOL_F_MQ;
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
