@@ -7,12 +7,20 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
+#include <arpa/inet.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "devices/net/http_req.h"
+#include "devices/net/mmds.h"
+#include "devices/net/net_local.h"
 #include "devices/net/net_tap.h"
 #include "devices/net/virtio_net.h"
+#include "vmm/base/clock.h"
 
-static const char *const net_keys[] = { "tap", "mac", "mtu", "id", NULL };
+static const char *const net_keys[] = { "tap", "mac", "mtu", "id", "mmds", "metadata", "mmds_v1", NULL };
 /* a restore may put the device on another backend, or give it another
  * MAC (a fork of a running VM must not share its parent's) */
 static const char *const net_override_keys[] = { "tap", "mac", NULL };
@@ -86,6 +94,16 @@ static int net_check(const struct devopts *o, char *why, size_t wlen)
         snprintf(why, wlen, "mtu must be %u .. %u", VIRTIO_NET_MTU_MIN, VIRTIO_NET_MTU_MAX);
         return -EINVAL;
     }
+    const char *md = devopt_get(o, "metadata"), *mm = devopt_get(o, "mmds"), *v1 = devopt_get(o, "mmds_v1");
+    if ((mm && *mm) || (v1 && *v1)) {
+        snprintf(why, wlen, "mmds and mmds_v1 take no value");
+        return -EINVAL;
+    }
+    if (md && access(md, R_OK) < 0) {
+        int e = errno;
+        snprintf(why, wlen, "metadata=%s: %s", md, strerror(e));
+        return -e;
+    }
     if (id && (!*id || strlen(id) > NET_ID_MAX)) {
         snprintf(why, wlen, "id must be 1 to %u bytes", NET_ID_MAX);
         return -EINVAL;
@@ -102,9 +120,89 @@ static void net_id(const struct devopts *o, unsigned k, char *id)
         snprintf(id, VIRTIO_KIND_ID_MAX + 1, "net%u", k);
 }
 
+/* ---- the metadata service on the device's own IPv4 host ---- */
+
+static const uint8_t mmds_mac[6] = { 0x06, 0x00, 0xa9, 0xfe, 0xa9, 0xfe };
+
+/* net_local's service: one HTTP request at a time through the parser. */
+static long mmds_serve(void *opaque, const uint8_t *in, size_t in_len, uint8_t *out, size_t out_cap, size_t *out_len,
+                       bool *close, uint64_t now_ns)
+{
+    struct net_rec *r = opaque;
+    http_parser_init(r->http);
+    size_t used = http_parser_feed(r->http, in, in_len);
+    if (http_parser_state(r->http) == HTTP_NEED_MORE)
+        return 0;
+    size_t len = 0;
+    int e = mmds_respond(r->mmds, r->http, now_ns, (char *)out, out_cap, &len, close);
+    if (e < 0)
+        return e;
+    *out_len = len;
+    return (long)used;
+}
+
+static void mmds_emit(void *opaque, const uint8_t *frame, size_t len)
+{
+    struct net_rec *r = opaque;
+    if (virtio_net_inject(r->dev, frame, len) < 0)
+        r->inject_dropped++;
+}
+
+static enum net_verdict rec_tx(void *opaque, const uint8_t *frame, size_t len)
+{
+    struct net_rec *r = opaque;
+    if (r->mmds && net_local_wants(r->local, frame, len))
+        return NET_LOCAL;
+    return NET_PASS;
+}
+
+static void rec_local(void *opaque, struct virtio_net *n, const uint8_t *frame, size_t len)
+{
+    struct net_rec *r = opaque;
+    (void)n;
+    net_local_input(r->local, frame, len, clock_mono_ns());
+}
+
+/* The metadata document from a file (at most 1 MiB). */
+static int read_doc(struct mmds *m, const char *path, char *why, size_t wlen)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        int e = errno;
+        snprintf(why, wlen, "metadata=%s: %s", path, strerror(e));
+        return -e;
+    }
+    size_t cap = 1u << 20, n = 0;
+    char *buf = malloc(cap);
+    ssize_t k = 0;
+    while (buf && n < cap && (k = read(fd, buf + n, cap - n)) > 0)
+        n += (size_t)k;
+    close(fd);
+    if (!buf || k < 0) {
+        free(buf);
+        snprintf(why, wlen, "metadata=%s: %s", path, buf ? "read error" : "out of memory");
+        return buf ? -EIO : -ENOMEM;
+    }
+    char e[200] = "";
+    int r = mmds_put(m, buf, n, e, sizeof(e));
+    free(buf);
+    if (r < 0)
+        snprintf(why, wlen, "metadata=%s: %s", path, e);
+    return r;
+}
+
 static void net_free(void *priv)
 {
-    free(priv);
+    struct net_rec *r = priv;
+    if (!r)
+        return;
+    if (r->local) {
+        net_local_free(r->local);
+        free(r->local);
+    }
+    mmds_destroy(r->mmds);
+    free(r->http);
+    free(r);
 }
 
 static int net_kind_create(struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
@@ -137,11 +235,33 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
         free(rec);
         return r;
     }
-    struct virtio_net_opts no = { .mtu = (uint16_t)u, .backend = be, .name = id };
+    const char *md = devopt_get(o, "metadata");
+    if (md || devopt_get(o, "mmds") || devopt_get(o, "mmds_v1")) {
+        struct mmds_config mc = { .version = devopt_get(o, "mmds_v1") ? MMDS_V1 : MMDS_V2 };
+        uint32_t seed = 0;
+        if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed))
+            seed = (uint32_t)clock_mono_ns();
+        rec->http = malloc(sizeof(*rec->http));
+        rec->local = malloc(sizeof(*rec->local));
+        r = rec->http && rec->local ? mmds_create(&mc, &rec->mmds) : -ENOMEM;
+        if (r == 0)
+            r = net_local_init(rec->local, htonl(MMDS_IPV4), 80, mmds_mac, mmds_serve, mmds_emit, rec, seed);
+        if (r == 0 && md)
+            r = read_doc(rec->mmds, md, why, wlen);
+        else if (r < 0)
+            snprintf(why, wlen, "out of memory");
+        if (r < 0) {
+            be->ops->destroy(be);
+            net_free(rec);
+            return r;
+        }
+    }
+    struct virtio_net_opts no = { .mtu = (uint16_t)u, .backend = be, .name = id,
+                                  .filter = { .tx = rec_tx, .local = rec_local, .opaque = rec } };
     memcpy(no.mac, rec->mac, 6);
     r = virtio_net_create(&no, &rec->dev, why, wlen);
     if (r < 0) {
-        free(rec);
+        net_free(rec);
         return r;
     }
     *out = (struct virtio_made){ .ops = &virtio_net_ops, .dev = rec->dev, .priv = rec };

@@ -1,5 +1,7 @@
 /* virtio-net as a kind of device (devices/virtio/virtio_kind.h): options
- * tap=NAME, mac=MAC, mtu=N, id=NAME (docs/net.md). */
+ * tap=NAME, mac=MAC, mtu=N, id=NAME; mmds (the metadata service at
+ * 169.254.169.254, session tokens required), mmds_v1 (no token needed),
+ * metadata=FILE (its first document; implies mmds) (docs/net.md). */
 #ifndef MOAT_NET_KIND_H
 #define MOAT_NET_KIND_H
 
@@ -9,10 +11,21 @@
 
 #define NET_ID_MAX 16u
 
+#define MMDS_IPV4 0xa9fea9feu   /* 169.254.169.254: the metadata service (host order) */
+
+struct mmds;
+struct net_local;
+struct http_parser;
+
 /* The kind's record of the device (virtio_made.priv). */
 struct net_rec {
     struct virtio_net *dev;     /* owned by its transport */
     uint8_t mac[6];
+    /* the metadata service (options mmds, metadata=FILE), or NULL */
+    struct mmds *mmds;
+    struct net_local *local;
+    struct http_parser *http;
+    uint64_t inject_dropped;
 };
 
 extern const struct virtio_kind net_kind;
