@@ -18,9 +18,34 @@
 #include "devices/net/net_local.h"
 #include "devices/net/net_tap.h"
 #include "devices/net/virtio_net.h"
+#include "devices/virtio/ratelimit.h"
 #include "vmm/base/clock.h"
 
-static const char *const net_keys[] = { "tap", "mac", "mtu", "id", "mmds", "metadata", "mmds_v1", NULL };
+static const char *const net_keys[] = { "tap", "mac", "mtu", "id", "mmds", "metadata", "mmds_v1",
+                                         "tx_bw", "tx_ops", "rx_bw", "rx_ops", NULL };
+static const char *const limit_keys[] = { "tx_bw", "tx_ops", "rx_bw", "rx_ops" };
+
+/* The limiters of o's tx_bw/tx_ops/rx_bw/rx_ops (checked): tx, rx; *have
+ * says which are limited at all. */
+static int limits(const struct devopts *o, struct ratelimit_cfg *tx, struct ratelimit_cfg *rx, bool have[2],
+                  char *why, size_t wlen)
+{
+    memset(tx, 0, sizeof(*tx));
+    memset(rx, 0, sizeof(*rx));
+    have[0] = have[1] = false;
+    for (int i = 0; i < 4; i++) {
+        const char *v = devopt_get(o, limit_keys[i]);
+        if (!v)
+            continue;
+        struct ratelimit_cfg *c = i < 2 ? tx : rx;
+        if (ratelimit_bucket_parse(v, i % 2 ? &c->ops : &c->bandwidth) < 0) {
+            snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", limit_keys[i], v);
+            return -EINVAL;
+        }
+        have[i / 2] = true;
+    }
+    return 0;
+}
 /* a restore may put the device on another backend, or give it another
  * MAC (a fork of a running VM must not share its parent's) */
 static const char *const net_override_keys[] = { "tap", "mac", NULL };
@@ -104,6 +129,11 @@ static int net_check(const struct devopts *o, char *why, size_t wlen)
         snprintf(why, wlen, "metadata=%s: %s", md, strerror(e));
         return -e;
     }
+    struct ratelimit_cfg tl, rl;
+    bool have[2];
+    int lr = limits(o, &tl, &rl, have, why, wlen);
+    if (lr < 0)
+        return lr;
     if (id && (!*id || strlen(id) > NET_ID_MAX)) {
         snprintf(why, wlen, "id must be 1 to %u bytes", NET_ID_MAX);
         return -EINVAL;
@@ -256,8 +286,12 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
             return r;
         }
     }
+    struct ratelimit_cfg tl, rl;
+    bool have[2];
+    limits(o, &tl, &rl, have, why, wlen);       /* checked */
     struct virtio_net_opts no = { .mtu = (uint16_t)u, .backend = be, .name = id,
-                                  .filter = { .tx = rec_tx, .local = rec_local, .opaque = rec } };
+                                  .filter = { .tx = rec_tx, .local = rec_local, .opaque = rec },
+                                  .tx_limit = have[0] ? &tl : NULL, .rx_limit = have[1] ? &rl : NULL };
     memcpy(no.mac, rec->mac, 6);
     r = virtio_net_create(&no, &rec->dev, why, wlen);
     if (r < 0) {

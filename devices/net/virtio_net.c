@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "devices/virtio/evloop.h"
+#include "devices/virtio/ratelimit.h"
+#include "vmm/base/clock.h"
 #include "devices/virtio/virtq.h"
 #include "devices/virtio/vqueues.h"
 #include "vmm/base/log.h"
@@ -55,6 +57,12 @@ struct virtio_net {
     struct net_vhdr rx_hdr;
     bool rx_held;
     bool rx_starved;            /* no receive buffers: wait for a kick */
+    /* rate limiters (docs/ratelimit.md): a frame is charged before it is
+     * sent or delivered; while one waits for tokens the queue waits too */
+    pthread_mutex_t rl_lock;    /* run-time changes come from other threads */
+    struct ratelimit tx_rl, rx_rl;
+    bool tx_charged, rx_charged;
+    struct evloop_timer rl_timer;
     /* frames of local endpoints for the guest (FIFO) */
     struct inj inj[VIRTIO_NET_INJECT_MAX];
     unsigned inj_head, inj_n;
@@ -147,14 +155,35 @@ static void backend_failed(struct virtio_net *n, int err)
 
 /* Send the held frame: true if it is gone (sent or dropped), false if
  * the backend still cannot take it. */
+/* Charge a frame to a limiter: true if it may go now; else the timer is
+ * armed for when it may. */
+static bool rl_charge(struct virtio_net *n, struct ratelimit *rl, size_t len)
+{
+    uint64_t now = clock_mono_ns(), wait = 0;
+    pthread_mutex_lock(&n->rl_lock);
+    int r = ratelimit_unlimited(rl) ? 0 : ratelimit_consume(rl, len, 1, now, &wait);
+    pthread_mutex_unlock(&n->rl_lock);
+    if (r == 0)
+        return true;
+    if (!evloop_timer_armed(&n->rl_timer) || evloop_timer_deadline(&n->rl_timer) > now + wait)
+        evloop_timer_arm(n->loop, &n->rl_timer, wait > UINT64_MAX - now ? UINT64_MAX : now + wait);
+    return false;
+}
+
 static bool tx_flush(struct virtio_net *n)
 {
     if (!n->tx_held)
         return true;
+    if (!n->tx_charged && !n->be_failed) {
+        if (!rl_charge(n, &n->tx_rl, n->tx_len))
+            return false;
+        n->tx_charged = true;
+    }
     int r = n->be_failed ? -EPIPE : n->be->ops->send(n->be, &n->tx_hdr, n->tx_buf, n->tx_len);
     if (r == -EAGAIN)
         return false;
     n->tx_held = false;
+    n->tx_charged = false;
     if (r == 0) {
         STAT_ADD(n, st_tx_frames, 1);
         STAT_ADD(n, st_tx_bytes, n->tx_len);
@@ -381,6 +410,7 @@ static int rx_deliver(struct virtio_net *n)
             n->filter.rx(n->filter.opaque, n->rx_buf, n->rx_len);
     }
     n->rx_held = false;
+    n->rx_charged = false;
     return 1;
 }
 
@@ -393,6 +423,11 @@ static void rx_process(struct virtio_net *n)
     for (unsigned k = 0; k < RX_BATCH; k++) {
         if (!rx_next(n))
             return;
+        if (!n->rx_charged) {
+            if (!rl_charge(n, &n->rx_rl, n->rx_len))
+                return;             /* the timer brings it back */
+            n->rx_charged = true;
+        }
         int r = rx_deliver(n);
         if (r <= 0) {
             n->rx_starved = true;   /* wait for the driver's kick */
@@ -463,6 +498,11 @@ static void on_backend(void *opaque, int fd, uint32_t events)
     work(n);
 }
 
+static void on_rl_timer(void *opaque)
+{
+    work(opaque);
+}
+
 static void *io_thread(void *arg)
 {
     struct virtio_net *n = arg;
@@ -524,8 +564,10 @@ static void net_stop(void *dev)
     pthread_join(n->thread, NULL);
     n->running = false;
     unwatch(n);
+    evloop_timer_cancel(n->loop, &n->rl_timer);
     if (n->tx_held) {           /* its chain was pushed: a frame lost, as a busy link loses them */
         n->tx_held = false;
+        n->tx_charged = false;
         STAT_ADD(n, st_tx_be_err, 1);
     }
     vqueues_publish(&n->vq, NULL);
@@ -545,6 +587,7 @@ static void net_reset(void *dev)
     struct virtio_net *n = dev;
     net_stop(n);
     n->rx_held = false;
+    n->rx_charged = false;
     inj_clear(n);
 }
 
@@ -558,6 +601,7 @@ static void net_destroy(void *dev)
     if (n->be)
         n->be->ops->destroy(n->be);
     evloop_destroy(n->loop);
+    pthread_mutex_destroy(&n->rl_lock);
     free(n->tx_buf);
     free(n->rx_buf);
     free(n);
@@ -596,7 +640,19 @@ int virtio_net_create(const struct virtio_net_opts *o, struct virtio_net **out, 
     n->filter = o->filter;
     n->rl = LOG_LIMIT(10);
     atomic_store(&n->status, VIRTIO_NET_S_LINK_UP);
-    int r = evloop_create(&n->loop);
+    pthread_mutex_init(&n->rl_lock, NULL);
+    evloop_timer_init(&n->rl_timer, on_rl_timer, n);
+    uint64_t now = clock_mono_ns();
+    int r = ratelimit_init(&n->tx_rl, o->tx_limit, now);
+    if (r == 0)
+        r = ratelimit_init(&n->rx_rl, o->rx_limit, now);
+    if (r < 0) {
+        snprintf(why, wlen, "net: rate limiter: refill time too long");
+        n->loop = NULL;
+        net_destroy(n);
+        return r;
+    }
+    r = evloop_create(&n->loop);
     if (r < 0) {
         snprintf(why, wlen, "net: event loop: %s", strerror(-r));
         net_destroy(n);
@@ -604,6 +660,14 @@ int virtio_net_create(const struct virtio_net_opts *o, struct virtio_net **out, 
     }
     *out = n;
     return 0;
+}
+
+int virtio_net_set_limit(struct virtio_net *n, bool tx, const struct ratelimit_cfg *cfg)
+{
+    pthread_mutex_lock(&n->rl_lock);
+    int r = ratelimit_update(tx ? &n->tx_rl : &n->rx_rl, cfg, clock_mono_ns());
+    pthread_mutex_unlock(&n->rl_lock);
+    return r;
 }
 
 void virtio_net_get_stats(const struct virtio_net *n, struct virtio_net_stats *s)
@@ -620,6 +684,10 @@ void virtio_net_get_stats(const struct virtio_net *n, struct virtio_net_stats *s
     s->rx_dropped = atomic_load(&m->st_rx_dropped);
     s->rx_bad = atomic_load(&m->st_rx_bad);
     s->backend_failed = atomic_load(&m->st_be_failed);
+    pthread_mutex_lock(&m->rl_lock);
+    s->tx_throttled = m->tx_rl.stats.throttled;
+    s->rx_throttled = m->rx_rl.stats.throttled;
+    pthread_mutex_unlock(&m->rl_lock);
 }
 
 const struct virtio_dev_ops virtio_net_ops = {

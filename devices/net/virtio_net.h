@@ -52,6 +52,7 @@ enum net_verdict {
 };
 
 struct virtio_net;
+struct ratelimit_cfg;
 
 /* The device's filter (all may be NULL: everything passes). Called on the
  * device's I/O thread only. */
@@ -69,8 +70,12 @@ struct virtio_net_opts {
     uint16_t mtu;               /* 0: not offered (the driver's default, 1500) */
     struct net_backend *backend;   /* taken over (destroyed with the device, also on failure) */
     struct net_filter filter;
+    /* Rate limiters (devices/virtio/ratelimit.h) for what the guest sends
+     * and receives; NULL: unlimited. */
+    const struct ratelimit_cfg *tx_limit, *rx_limit;
     const char *name;           /* for logs */
 };
+
 
 /* 0 or -errno with why. */
 int virtio_net_create(const struct virtio_net_opts *o, struct virtio_net **out, char *why, size_t wlen);
@@ -87,6 +92,10 @@ int virtio_net_inject(struct virtio_net *n, const uint8_t *frame, size_t len);
  * the driver reads it on its next look). */
 void virtio_net_set_link(struct virtio_net *n, bool up);
 
+/* Change a limiter at run time (any thread): tx, or rx. cfg NULL:
+ * unlimited. 0 or -EINVAL. */
+int virtio_net_set_limit(struct virtio_net *n, bool tx, const struct ratelimit_cfg *cfg);
+
 struct virtio_net_stats {
     uint64_t tx_frames, tx_bytes;   /* sent to the backend */
     uint64_t tx_dropped;            /* the filter said drop */
@@ -97,6 +106,7 @@ struct virtio_net_stats {
     uint64_t rx_dropped;            /* too large for the guest's buffers, or inject queue full */
     uint64_t rx_bad;                /* malformed receive chains */
     uint64_t backend_failed;        /* 1 once the backend failed (the device goes on without it) */
+    uint64_t tx_throttled, rx_throttled;   /* times a frame waited for its limiter */
 };
 void virtio_net_get_stats(const struct virtio_net *n, struct virtio_net_stats *s);
 

@@ -234,3 +234,31 @@ void ratelimit_get_cfg(const struct ratelimit *rl, struct ratelimit_cfg *cfg)
     bucket_get_cfg(&rl->bw, &cfg->bandwidth);
     bucket_get_cfg(&rl->ops, &cfg->ops);
 }
+
+/* One decimal u64 ending at a '/' or the end: the next char, or NULL. */
+static const char *parse_u64(const char *s, uint64_t *v)
+{
+    if (*s < '0' || *s > '9')
+        return NULL;
+    uint64_t x = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (x > (UINT64_MAX - (uint64_t)(*s - '0')) / 10)
+            return NULL;
+        x = x * 10 + (uint64_t)(*s - '0');
+    }
+    *v = x;
+    return *s == '/' || *s == 0 ? s : NULL;
+}
+
+int ratelimit_bucket_parse(const char *s, struct ratelimit_bucket_cfg *out)
+{
+    struct ratelimit_bucket_cfg c = { 0 };
+    if (!s || !(s = parse_u64(s, &c.size)) || *s != '/' || !(s = parse_u64(s + 1, &c.refill_time_ms)))
+        return -EINVAL;
+    if (*s == '/' && !(s = parse_u64(s + 1, &c.one_time_burst)))
+        return -EINVAL;
+    if (*s || c.size == 0 || c.refill_time_ms == 0 || c.refill_time_ms > RATELIMIT_MAX_REFILL_MS)
+        return -EINVAL;
+    *out = c;
+    return 0;
+}

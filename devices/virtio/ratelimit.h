@@ -118,6 +118,11 @@ int ratelimit_unlimited(const struct ratelimit *rl);
  * bandwidth, 1 = ops. Unlimited: INT64_MAX. */
 int64_t ratelimit_tokens(struct ratelimit *rl, int which, uint64_t now_ns);
 
+/* A bucket as a device option's value: "SIZE/REFILL_MS" or
+ * "SIZE/REFILL_MS/BURST" (decimal; e.g. tx_bw=1048576/100 is 10 MiB/s).
+ * 0, or -EINVAL (malformed, a zero size or refill, a refill above
+ * RATELIMIT_MAX_REFILL_MS). Pure. */
+int ratelimit_bucket_parse(const char *s, struct ratelimit_bucket_cfg *out);
 /* The configuration in force (what ratelimit_init/update was given,
  * normalized: an unlimited bucket reads all zero). */
 void ratelimit_get_cfg(const struct ratelimit *rl, struct ratelimit_cfg *cfg);

@@ -17,6 +17,7 @@
 
 #include "devices/net/net_kind.h"
 #include "devices/net/virtio_net.h"
+#include "devices/virtio/ratelimit.h"
 #include "devices/virtio/virtq.h"
 #include "vmm/base/gmem.h"
 
@@ -178,6 +179,8 @@ static void rig_start(uint64_t features, uint32_t rxlen, uint16_t nrx)
     ck_assert_int_eq(virtio_net_ops.start(R.dev, &R.env), 0);
 }
 
+static const struct ratelimit_cfg *setup_tx_limit, *setup_rx_limit;
+
 static void rig_setup(void)
 {
     memset(&R, 0, sizeof R);
@@ -194,7 +197,8 @@ static void rig_setup(void)
     R.be->b = (struct net_backend){ .ops = &pair_ops, .fd = sv[0] };
     R.peer = sv[1];
     struct virtio_net_opts o = { .mac = { 0x52, 0x54, 0, 0x12, 0x34, 0x56 }, .mtu = 1500, .backend = &R.be->b,
-                                 .filter = { .tx = f_tx, .rx = f_rx, .local = f_local }, .name = "nettest" };
+                                 .filter = { .tx = f_tx, .rx = f_rx, .local = f_local }, .name = "nettest",
+                                 .tx_limit = setup_tx_limit, .rx_limit = setup_rx_limit };
     char why[200];
     ck_assert_msg(virtio_net_create(&o, &R.dev, why, sizeof why) == 0, "%s", why);
     for (unsigned q = 0; q < 2; q++)
@@ -547,6 +551,116 @@ START_TEST(mac_parse)
 }
 END_TEST
 
+/* Bytes the peer receives in [from_ms, to_ms) after t0 while the guest
+ * keeps 8 frames of len bytes in flight. */
+static double tx_rate(unsigned len, unsigned from_ms, unsigned to_ms)
+{
+    static uint8_t f[2048], g[70000];
+    frame_make(f, len, 0x45, 1);
+    uint64_t t0 = ms_now(), bytes = 0;
+    static unsigned outstanding;    /* across calls: chains the device still has */
+    for (;;) {
+        uint64_t t = ms_now() - t0;
+        if (t >= to_ms)
+            break;
+        while (outstanding < 8) {
+            guest_send(f, len, 1);
+            outstanding++;
+        }
+        uint16_t head;
+        uint32_t ulen;
+        while (used_wait(Q_TX, &head, &ulen, 0) == 1)
+            outstanding--;
+        ssize_t n;
+        while ((n = recv(R.peer, g, sizeof g, MSG_DONTWAIT)) > 0)
+            if (ms_now() - t0 >= from_ms)
+                bytes += (uint64_t)n;
+        usleep(500);
+    }
+    return (double)bytes * 1000.0 / (double)(to_ms - from_ms);
+}
+
+/* TX limited to 1 MB/s (100000 bytes a 100 ms): over 5 s the rate is
+ * within 10 % of it, and the limiter said wait. */
+START_TEST(tx_rate_limit)
+{
+    static const struct ratelimit_cfg lim = { .bandwidth = { .size = 100000, .refill_time_ms = 100 } };
+    setup_tx_limit = &lim;
+    tx_head = 0;
+    rig_setup();
+    setup_tx_limit = NULL;
+    rig_start(F_BASE | F_MRG, 2048, 8);
+    double rate = tx_rate(1000, 0, 5000) - 100000.0 / 5.0;   /* less the bucket's first fill */
+    fprintf(stderr, "tx_rate_limit: %.0f bytes/s (limit 1000000)\n", rate);
+    ck_assert_msg(rate > 900000 && rate < 1100000, "rate %.0f", rate);
+    struct virtio_net_stats st;
+    virtio_net_get_stats(R.dev, &st);
+    ck_assert_uint_gt(st.tx_throttled, 0);
+    /* changed at run time: 4 MB/s */
+    static const struct ratelimit_cfg fast = { .bandwidth = { .size = 400000, .refill_time_ms = 100 } };
+    ck_assert_int_eq(virtio_net_set_limit(R.dev, true, &fast), 0);
+    rate = tx_rate(1000, 500, 2500);
+    fprintf(stderr, "tx_rate_limit after the change: %.0f bytes/s (limit 4000000)\n", rate);
+    ck_assert_msg(rate > 3600000 && rate < 4400000, "rate %.0f", rate);
+    rig_teardown();
+}
+END_TEST
+
+/* RX limited to 500 kB/s: what the guest receives over 2 s (after the
+ * first fill) is within 10 % of it; nothing is dropped meanwhile. */
+START_TEST(rx_rate_limit)
+{
+    static const struct ratelimit_cfg lim = { .bandwidth = { .size = 50000, .refill_time_ms = 100 } };
+    setup_rx_limit = &lim;
+    rig_setup();
+    setup_rx_limit = NULL;
+    rig_start(F_BASE | F_MRG, 2048, 64);
+    static uint8_t f[2048];
+    frame_make(f, 1000, 0x45, 2);
+    uint64_t t0 = ms_now(), bytes = 0, sent = 0, got = 0;
+    while (ms_now() - t0 < 2500) {
+        while (send(R.peer, f, 1000, MSG_DONTWAIT) == 1000)
+            sent++;
+        uint16_t head;
+        uint32_t len;
+        while (used_wait(Q_RX, &head, &len, 0) == 1) {
+            got++;
+            if (ms_now() - t0 >= 500)
+                bytes += len - 12;
+            rx_post(head);
+        }
+        kick(Q_RX);
+        usleep(1000);
+    }
+    double rate = (double)bytes / 2.0;
+    fprintf(stderr, "rx_rate_limit: %.0f bytes/s (limit 500000), %llu frames sent, %llu received\n", rate,
+            (unsigned long long)sent, (unsigned long long)got);
+    ck_assert_msg(rate > 450000 && rate < 550000, "rate %.0f", rate);
+    struct virtio_net_stats st;
+    virtio_net_get_stats(R.dev, &st);
+    ck_assert_uint_eq(st.rx_dropped, 0);
+    ck_assert_uint_gt(st.rx_throttled, 0);
+    rig_teardown();
+}
+END_TEST
+
+START_TEST(bucket_option_parse)
+{
+    struct ratelimit_bucket_cfg b;
+    ck_assert_int_eq(ratelimit_bucket_parse("1048576/100", &b), 0);
+    ck_assert_uint_eq(b.size, 1048576);
+    ck_assert_uint_eq(b.refill_time_ms, 100);
+    ck_assert_uint_eq(b.one_time_burst, 0);
+    ck_assert_int_eq(ratelimit_bucket_parse("10/1/5000", &b), 0);
+    ck_assert_uint_eq(b.one_time_burst, 5000);
+    static const char *bad[] = { "", "10", "10/", "/10", "0/10", "10/0", "10/10/", "10/10/5/1", "a/10", "10/-1",
+                                 "18446744073709551616/1", "1/1099511627777", " 10/10", NULL };
+    for (int i = 0; bad[i]; i++)
+        ck_assert_msg(ratelimit_bucket_parse(bad[i], &b) == -EINVAL, "%s", bad[i]);
+    ck_assert_int_eq(ratelimit_bucket_parse(NULL, &b), -EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("virtio_net");
@@ -561,6 +675,9 @@ int main(void)
     tcase_add_test(tc, backpressure_and_stop);
     tcase_add_test(tc, config_space);
     tcase_add_test(tc, mac_parse);
+    tcase_add_test(tc, tx_rate_limit);
+    tcase_add_test(tc, rx_rate_limit);
+    tcase_add_test(tc, bucket_option_parse);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
