@@ -288,6 +288,19 @@ int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, str
  * drive; -ENOENT: the drive has no overlay; -ESRCH: the VM has stopped. */
 int moat_clone_overlay(struct moat_vm *vm, unsigned drive, const char *dst);
 
+/* Change a device while the VM runs (or is paused): the device of type
+ * (moat_device.type: "net", ...) with id (its id in snapshots, e.g.
+ * "net0"; NULL: the only one of its type), option key, to value. What a
+ * type lets change (docs/devices.md): net's "metadata" (the metadata
+ * service's JSON document, replaced), "metadata_patch" (merged, RFC
+ * 7396), "tx_bw"/"tx_ops"/"rx_bw"/"rx_ops" (a rate limiter,
+ * SIZE/REFILL_MS[/BURST] or "off"), "link" ("up"/"down"). The change is
+ * not recorded in the device's options: a snapshot records those it was
+ * made with. 0, or -ENODEV (no such device, or several and no id), -EINVAL
+ * (a key the type cannot change, a bad value: err says which). */
+int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const char *key, const char *value,
+                    struct moat_error *err);
+
 /* Fork: one snapshot of parent, n children restored from it.
  * moat_fork pauses parent (if running), writes its snapshot once to
  * state_path/mem_path, clones each copy-on-write drive's overlay for every

@@ -302,7 +302,44 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
     return 0;
 }
 
+static const char *const net_set_keys[] = { "metadata", "metadata_patch", "tx_bw", "tx_ops", "rx_bw", "rx_ops",
+                                             "link", NULL };
+
+static int net_set(void *priv, const char *key, const char *value, char *why, size_t wlen)
+{
+    struct net_rec *r = priv;
+    if (!strcmp(key, "metadata") || !strcmp(key, "metadata_patch")) {
+        if (!r->mmds) {
+            snprintf(why, wlen, "the device has no metadata service (give it mmds)");
+            return -EINVAL;
+        }
+        return key[8] ? mmds_patch(r->mmds, value, strlen(value), why, wlen)
+                      : mmds_put(r->mmds, value, strlen(value), why, wlen);
+    }
+    if (!strcmp(key, "link")) {
+        if (strcmp(value, "up") && strcmp(value, "down")) {
+            snprintf(why, wlen, "up or down");
+            return -EINVAL;
+        }
+        virtio_net_set_link(r->dev, !strcmp(value, "up"));
+        return 0;
+    }
+    /* a limiter: one bucket anew, the other as it is */
+    bool tx = key[0] == 't', ops = !strcmp(key + 3, "ops");
+    struct ratelimit_cfg c;
+    virtio_net_get_limit(r->dev, tx, &c);
+    struct ratelimit_bucket_cfg b = { 0 };
+    if (strcmp(value, "off") && ratelimit_bucket_parse(value, &b) < 0) {
+        snprintf(why, wlen, "SIZE/REFILL_MS[/BURST] or off");
+        return -EINVAL;
+    }
+    *(ops ? &c.ops : &c.bandwidth) = b;
+    return virtio_net_set_limit(r->dev, tx, &c);
+}
+
 const struct virtio_kind net_kind = {
+    .set = net_set,
+    .set_keys = net_set_keys,
     .type = "net",
     .name = "net",
     .device_id = VIRTIO_ID_NET,

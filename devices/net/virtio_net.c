@@ -670,6 +670,13 @@ int virtio_net_set_limit(struct virtio_net *n, bool tx, const struct ratelimit_c
     return r;
 }
 
+void virtio_net_get_limit(struct virtio_net *n, bool tx, struct ratelimit_cfg *cfg)
+{
+    pthread_mutex_lock(&n->rl_lock);
+    ratelimit_get_cfg(tx ? &n->tx_rl : &n->rx_rl, cfg);
+    pthread_mutex_unlock(&n->rl_lock);
+}
+
 void virtio_net_get_stats(const struct virtio_net *n, struct virtio_net_stats *s)
 {
     struct virtio_net *m = (struct virtio_net *)n;

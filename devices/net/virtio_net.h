@@ -95,6 +95,8 @@ void virtio_net_set_link(struct virtio_net *n, bool up);
 /* Change a limiter at run time (any thread): tx, or rx. cfg NULL:
  * unlimited. 0 or -EINVAL. */
 int virtio_net_set_limit(struct virtio_net *n, bool tx, const struct ratelimit_cfg *cfg);
+/* The limiter in force (all zero: unlimited). */
+void virtio_net_get_limit(struct virtio_net *n, bool tx, struct ratelimit_cfg *cfg);
 
 struct virtio_net_stats {
     uint64_t tx_frames, tx_bytes;   /* sent to the backend */

@@ -66,6 +66,10 @@ struct virtio_kind {
     /* After a restore made it (may be NULL): true if the guest needs the
      * post-restore fix-up through the agent (vmm/agent/fixup.c). */
     bool (*restored)(void *priv);
+    /* Change the device while it runs (any thread; may be NULL: nothing
+     * can change): key one of set_keys. 0 or -errno with why. */
+    int (*set)(void *priv, const char *key, const char *value, char *why, size_t wlen);
+    const char *const *set_keys;
     void (*free)(void *priv);
 };
 

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <errno.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "vmm/cli/ctl_proto.h"
@@ -135,11 +136,39 @@ START_TEST(lengths)
 }
 END_TEST
 
+START_TEST(set_split)
+{
+    struct ctl_req r;
+    const char *line = "set net:net0 metadata {\"a\": \"b c\"}\n";
+    ck_assert_int_eq(ctl_parse(line, strlen(line), &r), 0);
+    ck_assert_int_eq(r.op, CTL_SET);
+    char *type, *id, *key, *value;
+    ck_assert_int_eq(ctl_set_split(r.arg, &type, &id, &key, &value), 0);
+    ck_assert_str_eq(type, "net");
+    ck_assert_str_eq(id, "net0");
+    ck_assert_str_eq(key, "metadata");
+    ck_assert_str_eq(value, "{\"a\": \"b c\"}");
+    char a2[] = "net tx_bw 1000/10";
+    ck_assert_int_eq(ctl_set_split(a2, &type, &id, &key, &value), 0);
+    ck_assert_ptr_null(id);
+    ck_assert_str_eq(value, "1000/10");
+    static const char *bad[] = { "net", "net tx_bw", "net tx_bw ", "Net tx_bw 1", "net: tx_bw 1", "net:a/b k v",
+                                 "net K v", ":x k v", "net  k v", NULL };
+    for (int i = 0; bad[i]; i++) {
+        char b[64];
+        snprintf(b, sizeof b, "%s", bad[i]);
+        ck_assert_msg(ctl_set_split(b, &type, &id, &key, &value) == -EINVAL, "'%s'", bad[i]);
+    }
+    ck_assert_int_eq(ctl_parse("set", 3, &r), -EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ctl_proto");
     TCase *tc = tcase_create("parse");
     tcase_add_test(tc, verbs_without_argument);
+    tcase_add_test(tc, set_split);
     tcase_add_test(tc, verbs_with_argument);
     tcase_add_test(tc, empty_lines);
     tcase_add_test(tc, unknown_verbs);

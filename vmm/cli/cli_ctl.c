@@ -174,6 +174,20 @@ static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, si
         moat_stop(vm);
         snprintf(out, olen, "ok stopped\n");
         return 1;
+    case CTL_SET: {
+        char *type, *id, *key, *value;
+        struct moat_error e;
+        if (ctl_set_split(req.arg, &type, &id, &key, &value) < 0) {
+            snprintf(out, olen, "error bad request: set TYPE[:ID] KEY VALUE\n");
+            return 0;
+        }
+        r = moat_device_set(vm, type, id, key, value, &e);
+        if (r < 0)
+            snprintf(out, olen, "error set: %.200s\n", e.msg);
+        else
+            snprintf(out, olen, "ok set\n");
+        return 0;
+    }
     case CTL_SNAPSHOT_DISKS:
     case CTL_CLONE_DISKS: {
         /* One pause for the memory snapshot and the disk pins: the pins are

@@ -17,7 +17,40 @@ static const struct {
     { "stop", CTL_STOP, 0 },
     { "snapshot-disks", CTL_SNAPSHOT_DISKS, 1 },
     { "clone-disks", CTL_CLONE_DISKS, 1 },
+    { "set", CTL_SET, 1 },
 };
+
+static int word_ok(const char *w, const char *extra)
+{
+    if (!*w)
+        return 0;
+    for (; *w; w++)
+        if (!((*w >= 'a' && *w <= 'z') || (*w >= '0' && *w <= '9') || *w == '_' || *w == '-' || strchr(extra, *w)))
+            return 0;
+    return 1;
+}
+
+int ctl_set_split(char *arg, char **type, char **id, char **key, char **value)
+{
+    char *sp1 = strchr(arg, ' ');
+    if (!sp1)
+        return -EINVAL;
+    *sp1 = 0;
+    char *k = sp1 + 1, *sp2 = strchr(k, ' ');
+    if (!sp2 || !sp2[1])
+        return -EINVAL;
+    *sp2 = 0;
+    char *colon = strchr(arg, ':');
+    if (colon)
+        *colon = 0;
+    if (!word_ok(arg, "") || (colon && !word_ok(colon + 1, ".")) || !word_ok(k, ""))
+        return -EINVAL;
+    *type = arg;
+    *id = colon ? colon + 1 : NULL;
+    *key = k;
+    *value = sp2 + 1;
+    return 0;
+}
 
 const char *ctl_op_name(enum ctl_op op)
 {

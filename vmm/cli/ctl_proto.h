@@ -24,6 +24,7 @@ enum ctl_op {
     CTL_STOP,
     CTL_SNAPSHOT_DISKS,     /* snapshot-disks DIR: snapshot + DIR/diskN.overlay pins, same point */
     CTL_CLONE_DISKS,        /* clone-disks DIR: DIR/diskN.overlay pins only (paused for the copy) */
+    CTL_SET,                /* set TYPE[:ID] KEY VALUE: moat_device_set */
 };
 
 struct ctl_req {
@@ -39,6 +40,12 @@ struct ctl_req {
  *   -EINVAL    an argument missing, empty, not allowed, or badly separated
  *              (two spaces, a leading/trailing space, a tab) */
 int ctl_parse(const char *buf, size_t len, struct ctl_req *req);
+
+/* A set request's argument "TYPE[:ID] KEY VALUE" split in place: type,
+ * id (NULL if not given), key, value (the rest of the line, spaces
+ * included). 0, or -EINVAL: a part missing or empty, a type, id or key of
+ * other bytes than [a-z0-9_-] (and '.' in an id). */
+int ctl_set_split(char *arg, char **type, char **id, char **key, char **value);
 
 /* The verb's name ("pause", ...), or NULL for an unknown op. */
 const char *ctl_op_name(enum ctl_op op);

@@ -551,6 +551,41 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
     return r;
 }
 
+/* ---- run-time changes ---- */
+
+int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const char *key, const char *value,
+                    struct moat_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+    if (!vm || !type || !key || !value)
+        return seterr(err, 1, -EINVAL, "device set: type, key and value are required");
+    const struct virtio_kind *k = devtab_kind(type);
+    if (!k)
+        return seterr(err, 1, -ENODEV, "unknown device type '%.40s' (%s)", type, devtab_types());
+    int hit = -1, count = 0;
+    for (unsigned i = 0; i < vm->ndev; i++)
+        if (vm->dev[i].kind == k && (!id || !strcmp(vm->dev[i].id, id))) {
+            hit = (int)i;
+            count++;
+        }
+    if (count == 0)
+        return seterr(err, 1, -ENODEV, "no %s device%s%.40s", k->type, id ? " named " : "", id ? id : "");
+    if (count > 1)
+        return seterr(err, 1, -ENODEV, "%d %s devices: name one by its id", count, k->type);
+    bool settable = false;
+    for (size_t i = 0; k->set && k->set_keys && k->set_keys[i]; i++)
+        settable |= !strcmp(k->set_keys[i], key);
+    if (!settable)
+        return seterr(err, 1, -EINVAL, "%s %s: '%.40s' cannot be changed while it runs", k->name, vm->dev[hit].id,
+                      key);
+    char why[256] = "";
+    int r = k->set(vm->dev[hit].priv, key, value, why, sizeof(why));
+    if (r < 0)
+        return seterr(err, 1, r, "%s %s: %s: %s", k->name, vm->dev[hit].id, key, why[0] ? why : strerror(-r));
+    return 0;
+}
+
 /* ---- accessors ---- */
 
 unsigned vm_ndrives(const struct moat_vm *vm)
