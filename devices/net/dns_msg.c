@@ -252,7 +252,7 @@ int dns_parse_response(const uint8_t *m, size_t n, struct dns_answer *a, const c
             a->chain_cut = true;
             break;
         }
-        memcpy(a->chain[h + 1], next, sizeof next);
+        memcpy(a->chain[h + 1], next, strlen(next) + 1);   /* not the stack bytes after it */
         a->n_chain = h + 2;
         if (recs[cname].ttl < chain_ttl)
             chain_ttl = recs[cname].ttl;
