@@ -504,6 +504,8 @@ int net_policy_new(const struct np_conf *c, struct net_policy **out, char *why, 
         struct np_rule_spec s;
         memset(&s, 0, sizeof s);
         s.net = c->host[i];
+        if (s.net.family == 4)          /* only b[12..15] count */
+            nf_addr_v4(&s.net, c->host[i].b + 12);
         s.prefix = s.net.family == 4 ? 32 : 128;
         char t[NF_ADDR_STRLEN], text[NP_SPEC_MAX];
         snprintf(text, sizeof text, "%s/%u (host)", nf_addr_str(&s.net, t, sizeof t), s.prefix);

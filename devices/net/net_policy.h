@@ -144,7 +144,8 @@ struct np_conf {
     const char *const *allow;   size_t n_allow;         /* CIDR rules */
     const char *const *deny;    size_t n_deny;          /* CIDR rules */
     const char *const *allow_domain; size_t n_allow_domain;
-    const struct nf_addr *host; size_t n_host;          /* the host's own addresses (preset) */
+    const struct nf_addr *host; size_t n_host;          /* the host's own addresses (preset);
+                                                           family 4: b[12..15], the rest ignored */
     uint32_t ttl_min_s, ttl_max_s;  /* 0: NP_TTL_MIN_DEFAULT / NP_TTL_MAX_DEFAULT */
     uint32_t learn_max;             /* 0: NP_LEARN_DEFAULT; at most NP_LEARN_MAX */
 };

@@ -479,12 +479,13 @@ END_TEST
 START_TEST(preset_and_default)
 {
     uint8_t hb[4] = { 203, 0, 113, 5 }, hb6[16];
-    struct nf_addr host[2];
+    struct nf_addr host[3];
     nf_addr_v4(&host[0], hb);
     inet_pton(AF_INET6, "2001:db8:1::5", hb6);
     nf_addr_v6(&host[1], hb6);
-    struct net_policy *p = mk(&(struct np_conf){ .default_allow = true, .host = host, .n_host = 2 });
-    ck_assert_uint_eq(net_policy_rule_count(p), NP_B__COUNT + np_preset_count + 2);
+    host[2] = (struct nf_addr){ .family = 4, .b = { [0] = 0x77, [12] = 198, 51, 100, 7 } };
+    struct net_policy *p = mk(&(struct np_conf){ .default_allow = true, .host = host, .n_host = 3 });
+    ck_assert_uint_eq(net_policy_rule_count(p), NP_B__COUNT + np_preset_count + 3);
     static const struct { const char *dst, *rule; } denied[] = {
         { "10.9.9.9", "10.0.0.0/8" }, { "172.31.0.1", "172.16.0.0/12" },
         { "192.168.1.1", "192.168.0.0/16" }, { "127.0.0.1", "127.0.0.0/8" },
@@ -494,6 +495,7 @@ START_TEST(preset_and_default)
         { "::1", "::1/128" }, { "fd00:ec2::254", "fc00::/7" }, { "fe80::1", "fe80::/10" },
         { "ff02::1", "ff00::/8" }, { "::ffff:10.0.0.1", "::ffff:0.0.0.0/96" },
         { "2001:db8:1::5", "2001:db8:1::5/128 (host)" },
+        { "198.51.100.7", "198.51.100.7/32 (host)" },     /* not given in mapped form */
     };
     for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
         ck_assert_msg(to(p, denied[i].dst, 6, 443, 0) == NP_DROP, "%s allowed", denied[i].dst);
