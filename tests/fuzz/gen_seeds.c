@@ -290,6 +290,8 @@ static void seeds_net_local(void)
     be(a + 30, 0x0a00020f, 4);
     be(a + 40, 0xa9fea9fe, 4);
     put("net_local", "arp", a, sizeof a);
+}
+
 /* ---- http_req: [0] options (bit0 V1, bit1 imds_compat, bits 2..7 segment
  * size - 1), then the guest's bytes on one connection ---- */
 static uint8_t hq[8192];
@@ -398,6 +400,342 @@ static void seeds_http(void)
     put("http_req", "many-headers", hq, hq_len);
 }
 
+/* ---- dns_msg: selector byte, then a DNS message or a rule spec ---- */
+static uint8_t dm[2048];
+static size_t dm_len;
+
+static void dm_b8(unsigned v) { dm[dm_len++] = (uint8_t)v; }
+static void dm_b16(unsigned v) { dm_b8(v >> 8); dm_b8(v & 0xff); }
+static void dm_b32(uint32_t v) { dm_b16(v >> 16); dm_b16(v & 0xffff); }
+static void dm_name(const char *s)
+{
+    while (*s) {
+        const char *dot = strchr(s, '.');
+        size_t n = dot ? (size_t)(dot - s) : strlen(s);
+        dm_b8((unsigned)n);
+        memcpy(dm + dm_len, s, n);
+        dm_len += n;
+        s += n + (dot ? 1 : 0);
+    }
+    dm_b8(0);
+}
+/* header (after the selector byte at dm[0]) and one question */
+static void dm_begin(uint8_t sel, unsigned id, unsigned flags, unsigned an, const char *q, unsigned qtype)
+{
+    dm_len = 0;
+    dm_b8(sel);
+    dm_b16(id); dm_b16(flags); dm_b16(1); dm_b16(an); dm_b16(0); dm_b16(0);
+    if (q) {
+        dm_name(q);
+        dm_b16(qtype); dm_b16(1);
+    }
+}
+static void dm_rr(unsigned owner_ptr, unsigned type, uint32_t ttl, unsigned rdlen)
+{
+    dm_b16(0xc000 | owner_ptr); dm_b16(type); dm_b16(1); dm_b32(ttl); dm_b16(rdlen);
+}
+static void dm_spec(uint8_t sel, const char *name, const char *spec)
+{
+    dm_len = 0;
+    dm_b8(sel);
+    memcpy(dm + 1, spec, strlen(spec));
+    dm_len += strlen(spec);
+    put("dns_msg", name, dm, dm_len);
+}
+
+static void seeds_dns(void)
+{
+    /* A + AAAA for the question (owner: a pointer to it; message offset 12) */
+    dm_begin(0, 0x1234, 0x8180, 2, "Files.PyPI.org", 1);
+    dm_rr(12, 1, 300, 4); dm_b32(0x97650001);
+    dm_rr(12, 28, 300, 16); dm_b32(0x2a044e42); dm_b32(0); dm_b32(0); dm_b32(0x223);
+    put("dns_msg", "a-aaaa", dm, dm_len);
+
+    /* a CNAME chain; the target compressed against the question's "org" */
+    dm_begin(0, 7, 0x8180, 4, "files.pythonhosted.org", 1);
+    dm_rr(12, 5, 60, 0);
+    size_t rdl = dm_len - 2;
+    unsigned cn = (unsigned)(dm_len - 1);   /* the target's offset in the message */
+    dm_b8(9); memcpy(dm + dm_len, "dualstack", 9); dm_len += 9;
+    dm_b8(6); memcpy(dm + dm_len, "fastly", 6); dm_len += 6;
+    dm_b16(0xc000 | (12 + 19));
+    dm[rdl] = 0;
+    dm[rdl + 1] = (uint8_t)(dm_len - 1 - cn);
+    dm_rr(cn, 1, 30, 4); dm_b32(0x97650041);
+    dm_rr(cn, 1, 900, 4); dm_b32(0x97654041);
+    dm_b8(4); memcpy(dm + dm_len, "evil", 4); dm_len += 4; dm_b8(0);   /* off the chain */
+    dm_b16(1); dm_b16(1); dm_b32(60); dm_b16(4); dm_b32(0x0a000001);
+    put("dns_msg", "cname-chain", dm, dm_len);
+
+    /* a CNAME loop: q -> q */
+    dm_begin(0, 8, 0x8180, 1, "self.test", 1);
+    dm_rr(12, 5, 5, 2); dm_b16(0xc000 | 12);
+    put("dns_msg", "cname-self", dm, dm_len);
+
+    /* NXDOMAIN, a truncated (TC) answer */
+    dm_begin(0, 9, 0x8183, 0, "nope.example", 28);
+    put("dns_msg", "nxdomain", dm, dm_len);
+    dm_begin(0, 9, 0x8380, 1, "big.example", 1);
+    dm_rr(12, 1, 60, 4); dm_b32(0x01020304);
+    put("dns_msg", "tc", dm, dm_len);
+
+    /* malformed: a pointer to itself, a lying count, a long name */
+    dm_begin(0, 10, 0x8180, 0, NULL, 0);
+    dm_b16(0xc000 | 12); dm_b16(1); dm_b16(1);
+    put("dns_msg", "ptr-loop", dm, dm_len);
+    dm_begin(0, 11, 0x8180, 5, "count.test", 1);
+    dm_rr(12, 1, 60, 4); dm_b32(1);
+    put("dns_msg", "count-lies", dm, dm_len);
+    dm_begin(0, 12, 0x8180, 0, NULL, 0);
+    for (int i = 0; i < 5; i++) {
+        dm_b8(60);
+        memset(dm + dm_len, 'a' + i, 60);
+        dm_len += 60;
+    }
+    dm_b8(0); dm_b16(1); dm_b16(1);
+    put("dns_msg", "name-long", dm, dm_len);
+
+    /* a query */
+    dm_begin(1, 0xbeef, 0x0100, 0, "example.org", 28);
+    put("dns_msg", "query", dm, dm_len);
+
+    /* rule and domain specs */
+    dm_spec(2, "rule-v4", "93.184.216.0/24,port=443,proto=tcp");
+    dm_spec(2, "rule-v6", "2001:db8::/32,proto=icmp");
+    dm_spec(2, "rule-range", "10.0.0.0/8,proto=udp,port=1000-2000");
+    dm_spec(2, "rule-bad", "10.1.0.0/8,port=2000-1000");
+    dm_spec(3, "domain-wild", "*.PyPI.org.,port=443");
+    dm_spec(3, "domain-bad", "a..b,proto=icmp,port=1");
+}
+
+/* ---- net_frame: config byte, then records {u8 dir, u8 dt, le16 len, frame} ---- */
+static uint8_t nr[8192];
+static size_t nr_len;
+static uint8_t fr[2048];
+static size_t fr_len;
+
+static void f8(unsigned v) { fr[fr_len++] = (uint8_t)v; }
+static void f16(unsigned v) { f8(v >> 8); f8(v & 0xff); }
+static void f32(uint32_t v) { f16(v >> 16); f16(v & 0xffff); }
+static void fmem(const void *b, size_t n) { memcpy(fr + fr_len, b, n); fr_len += n; }
+static void fset16(size_t at, unsigned v) { fr[at] = (uint8_t)(v >> 8); fr[at + 1] = (uint8_t)v; }
+
+static void nr_begin(uint8_t cfg) { nr_len = 0; nr[nr_len++] = cfg; }
+static void nr_rec(int rx, unsigned dt)
+{
+    nr[nr_len++] = (uint8_t)rx;
+    nr[nr_len++] = (uint8_t)dt;
+    le(nr + nr_len, fr_len, 2);
+    nr_len += 2;
+    memcpy(nr + nr_len, fr, fr_len);
+    nr_len += fr_len;
+}
+
+static void eth(unsigned type, int vlan)
+{
+    static const uint8_t macs[12] = { 2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2 };
+    fr_len = 0;
+    fmem(macs, 12);
+    if (vlan) {
+        f16(0x8100);
+        f16(5);
+    }
+    f16(type);
+}
+/* IPv4 header with optional 4 option bytes; returns its offset */
+static size_t ip4(unsigned frag, unsigned proto, uint32_t src, uint32_t dst, const uint8_t *opt)
+{
+    size_t at = fr_len;
+    f8(opt ? 0x46 : 0x45); f8(0); f16(0); f16(0x4242); f16(frag); f8(64); f8(proto); f16(0);
+    f32(src); f32(dst);
+    if (opt)
+        fmem(opt, 4);
+    return at;
+}
+static void ip4_done(size_t at) { fset16(at + 2, (unsigned)(fr_len - at)); }
+static const uint8_t v6_guest[16] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 0x15 };
+static const uint8_t v6_dns[16] = { 0x20, 0x01, 0x0d, 0xb8, [15] = 0x03 };
+static const uint8_t v6_cf[16] = { 0x26, 0x06, 0x47, 0x00, [15] = 0x01 };
+static size_t ip6(unsigned nh, const uint8_t *src, const uint8_t *dst)
+{
+    size_t at = fr_len;
+    f32(0x60000000); f16(0); f8(nh); f8(64);
+    fmem(src, 16);
+    fmem(dst, 16);
+    return at;
+}
+static void ip6_done(size_t at) { fset16(at + 4, (unsigned)(fr_len - at - 40)); }
+static void tcp(unsigned sport, unsigned dport)
+{
+    f16(sport); f16(dport); f32(1); f32(0); f8(5 << 4); f8(0x02); f16(0xffff); f16(0); f16(0);
+}
+static void udp(unsigned sport, unsigned dport, size_t payload)
+{
+    f16(sport); f16(dport); f16((unsigned)(8 + payload)); f16(0);
+}
+
+#define GUEST 0x0a00020f        /* 10.0.2.15 */
+#define RESOLV 0x0a000203       /* 10.0.2.3 */
+
+/* a DNS message into fr as a UDP datagram, from the dm builder */
+static void udp_dns(uint32_t src, uint32_t dst, unsigned sport, unsigned dport)
+{
+    eth(0x0800, 0);
+    size_t at = ip4(0x4000, 17, src, dst, NULL);
+    udp(sport, dport, dm_len - 1);
+    fmem(dm + 1, dm_len - 1);
+    ip4_done(at);
+}
+
+static void seeds_net(void)
+{
+    /* a query, its answer (CNAME + A + AAAA), traffic to the answer, expiry */
+    nr_begin(0);
+    dm_begin(0, 0x1234, 0x0100, 0, "files.pypi.org", 1);
+    udp_dns(GUEST, RESOLV, 40000, 53);
+    nr_rec(0, 0);
+    dm_begin(0, 0x1234, 0x8180, 3, "files.pypi.org", 1);
+    dm_rr(12, 5, 60, 12);
+    size_t t = dm_len - 1;
+    dm_b8(6); memcpy(dm + dm_len, "fastly", 6); dm_len += 6;
+    dm_b8(3); memcpy(dm + dm_len, "net", 3); dm_len += 3; dm_b8(0);
+    dm_rr((unsigned)t, 1, 300, 4); dm_b32(0x97650001);
+    dm_rr((unsigned)t, 28, 300, 16); dm_b32(0x26064700); dm_b32(0); dm_b32(0); dm_b32(1);
+    udp_dns(RESOLV, GUEST, 53, 40000);
+    nr_rec(1, 1);
+    eth(0x0800, 0);
+    size_t at = ip4(0x4000, 6, GUEST, 0x97650001, NULL);
+    tcp(40001, 443);
+    ip4_done(at);
+    nr_rec(0, 1);
+    nr_rec(0, 200);
+    put("net_frame", "dns-learn", nr, nr_len);
+
+    /* DNS over TCP, IPv6 resolver */
+    nr_begin(0);
+    dm_begin(0, 0x55, 0x0100, 0, "example.org", 28);
+    eth(0x86dd, 0);
+    at = ip6(6, v6_guest, v6_dns);
+    tcp(40002, 53);
+    f16((unsigned)(dm_len - 1));
+    fmem(dm + 1, dm_len - 1);
+    ip6_done(at);
+    nr_rec(0, 0);
+    dm_begin(0, 0x55, 0x8180, 1, "example.org", 28);
+    dm_rr(12, 28, 50, 16); dm_b32(0x26064700); dm_b32(0); dm_b32(0); dm_b32(2);
+    eth(0x86dd, 0);
+    at = ip6(6, v6_dns, v6_guest);
+    tcp(53, 40002);
+    f16((unsigned)(dm_len - 1));
+    fmem(dm + 1, dm_len - 1);
+    ip6_done(at);
+    nr_rec(1, 0);
+    put("net_frame", "dns-tcp-v6", nr, nr_len);
+
+    /* the fixed steps: ARP, LLDP, VLAN, metadata, DHCP, ND, source route */
+    nr_begin(1);
+    eth(0x0806, 0);
+    f16(1); f16(0x0800); f8(6); f8(4); f16(1);
+    fmem("\x02\0\0\0\0\x02", 6); f32(GUEST); fmem("\0\0\0\0\0\0", 6); f32(0x0a000202);
+    nr_rec(0, 0);
+    eth(0x88cc, 0);
+    f32(0); f32(0);
+    nr_rec(0, 0);
+    eth(0x0800, 1);
+    at = ip4(0, 6, GUEST, 0x5db8d822, NULL);
+    tcp(1, 443);
+    ip4_done(at);
+    nr_rec(0, 0);
+    eth(0x0800, 0);
+    at = ip4(0, 6, GUEST, 0xa9fea9fe, NULL);
+    tcp(2, 80);
+    ip4_done(at);
+    nr_rec(0, 0);
+    eth(0x0800, 0);
+    at = ip4(0, 17, 0, 0xffffffff, NULL);
+    udp(68, 67, 4);
+    f32(0x63825363);
+    ip4_done(at);
+    nr_rec(0, 0);
+    static const uint8_t ll[16] = { 0xfe, 0x80, [15] = 0x15 };
+    static const uint8_t sol[16] = { 0xff, 0x02, [11] = 1, 0xff, 0, 0, 1 };
+    eth(0x86dd, 0);
+    at = ip6(58, ll, sol);
+    f8(135); f8(0); f16(0); f32(0);
+    fmem(v6_guest, 16);
+    ip6_done(at);
+    nr_rec(0, 0);
+    static const uint8_t lsrr[4] = { 131, 3, 4, 0 };
+    eth(0x0800, 0);
+    at = ip4(0, 6, GUEST, 0x5db8d822, lsrr);
+    tcp(3, 443);
+    ip4_done(at);
+    nr_rec(0, 0);
+    put("net_frame", "steps", nr, nr_len);
+
+    /* IPv4 fragments: first, middle, last; one without its first */
+    nr_begin(0);
+    eth(0x0800, 0);
+    at = ip4(0x2000, 6, GUEST, 0x5db8d801, NULL);
+    tcp(4, 443);
+    f32(0);
+    ip4_done(at);
+    nr_rec(0, 0);
+    eth(0x0800, 0);
+    at = ip4(0x2003, 6, GUEST, 0x5db8d801, NULL);
+    f32(0); f32(0);
+    ip4_done(at);
+    nr_rec(0, 0);
+    eth(0x0800, 0);
+    at = ip4(0x0004, 6, GUEST, 0x5db8d801, NULL);
+    f8(1);
+    ip4_done(at);
+    nr_rec(0, 61);
+    put("net_frame", "frag4", nr, nr_len);
+
+    /* IPv6: extension headers, a routing header, fragments, ICMPv6 */
+    nr_begin(1);
+    eth(0x86dd, 0);
+    at = ip6(0, v6_guest, v6_cf);
+    f8(60); f8(0); f8(1); f8(4); f32(0);             /* HBH: PadN */
+    f8(43); f8(0); f16(0); f32(0);                   /* DSTOPTS */
+    f8(44); f8(0); f8(4); f8(0); f32(0);             /* ROUTING, segments left 0 */
+    f8(58); f8(0); f16(1); f32(0x77);                /* FRAGMENT: first, M */
+    f8(128); f8(0); f16(0); f32(0x00010001);         /* ICMPv6 echo */
+    ip6_done(at);
+    nr_rec(0, 0);
+    eth(0x86dd, 0);
+    at = ip6(44, v6_guest, v6_cf);
+    f8(58); f8(0); f16(8); f32(0x77);                /* FRAGMENT: offset 8, last */
+    f32(0xdead);
+    ip6_done(at);
+    nr_rec(0, 0);
+    eth(0x86dd, 0);
+    at = ip6(43, v6_guest, v6_cf);
+    f8(6); f8(0); f8(4); f8(1); f32(0);              /* segments left 1 */
+    tcp(5, 443);
+    ip6_done(at);
+    nr_rec(0, 0);
+    put("net_frame", "ipv6-ext", nr, nr_len);
+
+    /* malformed frames */
+    nr_begin(0);
+    eth(0x0800, 0);
+    at = ip4(0, 6, GUEST, 0x5db8d822, NULL);
+    tcp(6, 443);
+    ip4_done(at);
+    fr[at] = 0x44;                                   /* IHL 4 */
+    nr_rec(0, 0);
+    fr[at] = 0x45;
+    fr[at + 20 + 12] = 0x30;                          /* data offset 3 */
+    nr_rec(0, 0);
+    fset16(at + 2, 200);                              /* total length past the frame */
+    nr_rec(0, 0);
+    fr_len = 10;
+    nr_rec(0, 0);
+    put("net_frame", "malformed", nr, nr_len);
+}
+
 int main(int argc, char **argv)
 {
     root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
@@ -407,5 +745,7 @@ int main(int argc, char **argv)
     seeds_mmio();
     seeds_net_local();
     seeds_http();
+    seeds_dns();
+    seeds_net();
     return 0;
 }

@@ -1,0 +1,1109 @@
+/* The egress policy: rule parsing, evaluation, DNS learning, counters. */
+#include "devices/net/net_policy.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NIL UINT32_MAX
+#define NS_PER_S 1000000000ull
+
+const char *const np_preset[] = {
+    "0.0.0.0/8",            /* "this" network */
+    "10.0.0.0/8",           /* RFC 1918 */
+    "100.64.0.0/10",        /* shared address space (CGNAT; some clouds' metadata) */
+    "127.0.0.0/8",          /* loopback */
+    "169.254.0.0/16",       /* link-local (cloud metadata) */
+    "172.16.0.0/12",        /* RFC 1918 */
+    "192.0.0.0/24",         /* IETF protocol assignments */
+    "192.168.0.0/16",       /* RFC 1918 */
+    "198.18.0.0/15",        /* benchmarking */
+    "224.0.0.0/4",          /* multicast */
+    "240.0.0.0/4",          /* reserved, limited broadcast */
+    "::/128",               /* unspecified */
+    "::1/128",              /* loopback */
+    "::ffff:0:0/96",        /* IPv4-mapped */
+    "64:ff9b:1::/48",       /* local-use NAT64 */
+    "fc00::/7",             /* unique local (ULA; cloud metadata fd00:ec2::254) */
+    "fe80::/10",            /* link-local */
+    "fec0::/10",            /* site-local (deprecated) */
+    "ff00::/8",             /* multicast */
+};
+const size_t np_preset_count = sizeof np_preset / sizeof np_preset[0];
+
+static const char *const builtin_text[NP_B__COUNT] = {
+    [NP_B_MALFORMED] = "malformed",
+    [NP_B_VLAN] = "vlan-tagged",
+    [NP_B_ARP] = "arp",
+    [NP_B_NONIP] = "non-ip",
+    [NP_B_METADATA] = "metadata 169.254.169.254:80",
+    [NP_B_DHCP4] = "link dhcpv4",
+    [NP_B_ND6] = "link ipv6-nd/mld",
+    [NP_B_DHCP6] = "link dhcpv6",
+    [NP_B_SRCROUTE] = "source-routed",
+    [NP_B_FRAG] = "fragment without an allowed first fragment",
+    [NP_B_DEFAULT] = "default",
+};
+
+/* A rule's matching part, kept small for the per-frame scan. */
+struct np_match {
+    uint64_t hi, lo, mhi, mlo;  /* network and mask, as two big-endian halves */
+    uint16_t plo, phi;
+    uint8_t family, proto;
+    bool icmp, has_port;
+    uint32_t rule;
+};
+
+struct np_rule {
+    enum np_kind kind;
+    uint64_t hash;              /* of kind and text: finds the same rule in a new policy */
+    struct np_counters c;
+    char text[NP_SPEC_MAX];
+};
+
+struct np_dom {
+    struct np_match m;          /* proto / ports only */
+    bool wildcard;
+    char name[DNS_NAME_TEXT_MAX + 1];
+};
+
+/* learned (address, domain rule) entries: a hash table with chains and an
+ * LRU list (prev: newer, next: older), slots in one array */
+struct np_learn {
+    uint64_t hi, lo, expires;
+    uint32_t dom, hnext, prev, next;
+    uint8_t family;
+};
+
+struct np_pending {
+    uint64_t hi, lo, name_hash, expires;
+    uint16_t port, id;
+    uint8_t family, proto;
+    bool used;
+};
+
+struct np_frag {
+    uint64_t shi, slo, dhi, dlo, expires;
+    uint32_t id, rule;
+    uint8_t family, proto;
+    bool used;
+};
+
+struct net_policy {
+    bool default_allow, preset;
+    uint32_t ttl_min_s, ttl_max_s;
+    struct np_rule *rules;
+    size_t n_rules;
+    struct np_match *deny, *allow, *pre;
+    size_t n_deny, n_allow, n_pre;
+    struct np_dom *dom;
+    size_t n_dom;
+
+    struct np_learn *ln;
+    uint32_t ln_max, ln_count, ln_free, lru_new, lru_old;
+    uint32_t *bucket, bucket_mask;
+
+    struct np_pending pend[NP_DNS_PENDING];
+    unsigned pend_next;
+    struct np_frag frag[NP_FRAG_MAX];
+    unsigned frag_next;
+
+    struct np_stats st;
+};
+
+struct key {
+    uint64_t hi, lo;
+    uint8_t family, proto;
+    bool ports;
+    uint16_t dport;
+};
+
+/* ---- small helpers --------------------------------------------------- */
+
+static int errf(char *why, size_t wlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int errf(char *why, size_t wlen, const char *fmt, ...)
+{
+    if (why && wlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, wlen, fmt, ap);
+        va_end(ap);
+    }
+    return -EINVAL;
+}
+
+static uint64_t ld64(const uint8_t *p)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+static void split(const struct nf_addr *a, uint64_t *hi, uint64_t *lo)
+{
+    *hi = ld64(a->b);
+    *lo = ld64(a->b + 8);
+}
+
+static void join(struct nf_addr *a, uint8_t family, uint64_t hi, uint64_t lo)
+{
+    a->family = family;
+    for (int i = 0; i < 8; i++) {
+        a->b[i] = (uint8_t)(hi >> (56 - 8 * i));
+        a->b[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
+    }
+}
+
+static void mask_of(unsigned bits, uint64_t *mhi, uint64_t *mlo)
+{
+    *mhi = bits >= 64 ? ~0ull : bits == 0 ? 0 : ~0ull << (64 - bits);
+    *mlo = bits <= 64 ? 0 : bits >= 128 ? ~0ull : ~0ull << (128 - bits);
+}
+
+static uint64_t hash_str(const char *s, uint64_t h)
+{
+    for (; *s; s++) {
+        h ^= (uint8_t)*s;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+
+/* ---- rule specs ------------------------------------------------------ */
+
+/* 1..65535, decimal digits only */
+static bool parse_port(const char *s, size_t n, uint16_t *out)
+{
+    if (n == 0 || n > 5)
+        return false;
+    unsigned v = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (unsigned)(s[i] - '0');
+    }
+    if (v == 0 || v > 65535)
+        return false;
+    *out = (uint16_t)v;
+    return true;
+}
+
+/* ",key=value" options after the address or name: port, proto. */
+static int parse_opts(char *s, const char *spec, struct np_rule_spec *o, char *why, size_t wlen)
+{
+    bool have_port = false, have_proto = false;
+    while (s) {
+        char *next = strchr(s, ',');
+        if (next)
+            *next++ = 0;
+        char *eq = strchr(s, '=');
+        if (!*s)
+            return errf(why, wlen, "%s: empty option", spec);
+        if (!eq || !eq[1])
+            return errf(why, wlen, "%s: option '%s' needs a value (port=P[-Q] or proto=tcp|udp|icmp)",
+                        spec, s);
+        *eq = 0;
+        const char *v = eq + 1;
+        if (strcmp(s, "port") == 0) {
+            if (have_port)
+                return errf(why, wlen, "%s: port given twice", spec);
+            have_port = true;
+            const char *dash = strchr(v, '-');
+            size_t n1 = dash ? (size_t)(dash - v) : strlen(v);
+            if (!parse_port(v, n1, &o->port_lo) ||
+                (dash && !parse_port(dash + 1, strlen(dash + 1), &o->port_hi)))
+                return errf(why, wlen, "%s: port '%s' is not P or P-Q with ports 1..65535", spec, v);
+            if (!dash)
+                o->port_hi = o->port_lo;
+            if (o->port_lo > o->port_hi)
+                return errf(why, wlen, "%s: port range %u-%u is reversed", spec, o->port_lo, o->port_hi);
+        } else if (strcmp(s, "proto") == 0) {
+            if (have_proto)
+                return errf(why, wlen, "%s: proto given twice", spec);
+            have_proto = true;
+            if (strcmp(v, "tcp") == 0)
+                o->proto = NF_IPPROTO_TCP;
+            else if (strcmp(v, "udp") == 0)
+                o->proto = NF_IPPROTO_UDP;
+            else if (strcmp(v, "icmp") == 0)
+                o->icmp = true;
+            else
+                return errf(why, wlen, "%s: unknown proto '%s' (tcp, udp or icmp)", spec, v);
+        } else {
+            return errf(why, wlen, "%s: unknown option '%s' (port, proto)", spec, s);
+        }
+        s = next;
+    }
+    if (have_port && o->icmp)
+        return errf(why, wlen, "%s: a port needs proto=tcp or proto=udp (or no proto: both), not icmp",
+                    spec);
+    return 0;
+}
+
+static void append_opts(struct np_rule_spec *o)
+{
+    size_t n = strlen(o->text);
+    if (o->port_lo && o->port_lo == o->port_hi)
+        n += (size_t)snprintf(o->text + n, sizeof o->text - n, ",port=%u", o->port_lo);
+    else if (o->port_lo)
+        n += (size_t)snprintf(o->text + n, sizeof o->text - n, ",port=%u-%u", o->port_lo, o->port_hi);
+    if (o->proto || o->icmp)
+        snprintf(o->text + n, sizeof o->text - n, ",proto=%s",
+                 o->icmp ? "icmp" : o->proto == NF_IPPROTO_TCP ? "tcp" : "udp");
+}
+
+static int copy_spec(const char *spec, char *buf, char *why, size_t wlen)
+{
+    if (!spec || !*spec)
+        return errf(why, wlen, "empty rule");
+    size_t n = strlen(spec);
+    if (n >= NP_SPEC_MAX)
+        return errf(why, wlen, "rule longer than %u bytes", NP_SPEC_MAX - 1);
+    memcpy(buf, spec, n + 1);
+    return 0;
+}
+
+int np_parse_rule(const char *spec, struct np_rule_spec *o, char *why, size_t wlen)
+{
+    char buf[NP_SPEC_MAX];
+    memset(o, 0, sizeof *o);
+    int r = copy_spec(spec, buf, why, wlen);
+    if (r)
+        return r;
+    char *opts = strchr(buf, ',');
+    if (opts)
+        *opts++ = 0;
+    char *slash = strchr(buf, '/');
+    int prefix = -1;
+    if (slash) {
+        *slash = 0;
+        const char *d = slash + 1;
+        size_t n = strlen(d);
+        if (n == 0 || n > 3 || strspn(d, "0123456789") != n)
+            return errf(why, wlen, "%s: prefix '/%s' is not a number", spec, d);
+        prefix = atoi(d);
+    }
+    uint8_t b[16];
+    if (inet_pton(AF_INET, buf, b) == 1)
+        nf_addr_v4(&o->net, b);
+    else if (inet_pton(AF_INET6, buf, b) == 1)
+        nf_addr_v6(&o->net, b);
+    else
+        return errf(why, wlen, "%s: '%s' is not an IPv4 or IPv6 address", spec, buf);
+    int max = o->net.family == 4 ? 32 : 128;
+    if (prefix < 0)
+        prefix = max;
+    if (prefix > max)
+        return errf(why, wlen, "%s: prefix /%d is longer than /%d", spec, prefix, max);
+    o->prefix = (uint8_t)prefix;
+    uint64_t hi, lo, mhi, mlo;
+    split(&o->net, &hi, &lo);
+    mask_of((unsigned)prefix + (o->net.family == 4 ? 96 : 0), &mhi, &mlo);
+    if ((hi & ~mhi) || (lo & ~mlo)) {
+        struct nf_addr net;
+        char t[NF_ADDR_STRLEN];
+        join(&net, o->net.family, hi & mhi, lo & mlo);
+        return errf(why, wlen, "%s: address has bits set past /%d (the network is %s/%d)", spec,
+                    prefix, nf_addr_str(&net, t, sizeof t), prefix);
+    }
+    if ((r = parse_opts(opts, spec, o, why, wlen)))
+        return r;
+    char t[NF_ADDR_STRLEN];
+    snprintf(o->text, sizeof o->text, "%s/%d", nf_addr_str(&o->net, t, sizeof t), prefix);
+    append_opts(o);
+    return 0;
+}
+
+int np_parse_domain(const char *spec, struct np_rule_spec *o, char *why, size_t wlen)
+{
+    char buf[NP_SPEC_MAX];
+    memset(o, 0, sizeof *o);
+    int r = copy_spec(spec, buf, why, wlen);
+    if (r)
+        return r;
+    char *opts = strchr(buf, ',');
+    if (opts)
+        *opts++ = 0;
+    char *name = buf;
+    if (strncmp(name, "*.", 2) == 0) {
+        o->wildcard = true;
+        name += 2;
+    }
+    size_t n = strlen(name);
+    if (n && name[n - 1] == '.')
+        name[--n] = 0;
+    if (n == 0)
+        return errf(why, wlen, "%s: no domain name", spec);
+    if (n > DNS_NAME_TEXT_MAX)
+        return errf(why, wlen, "%s: name longer than %u characters", spec, DNS_NAME_TEXT_MAX);
+    size_t label = 0;
+    for (size_t i = 0; i <= n; i++) {
+        char c = name[i];
+        if (c == '.' || c == 0) {
+            if (label == 0)
+                return errf(why, wlen, "%s: empty label in the name", spec);
+            label = 0;
+            continue;
+        }
+        if (c >= 'A' && c <= 'Z')
+            name[i] = (char)(c + 32);
+        else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_'))
+            return errf(why, wlen, "%s: '%c' in the name (letters, digits, '-', '_'; '*.' only first)",
+                        spec, c);
+        if (++label > DNS_LABEL_MAX)
+            return errf(why, wlen, "%s: a label longer than %u characters", spec, DNS_LABEL_MAX);
+    }
+    memcpy(o->domain, name, n + 1);
+    if ((r = parse_opts(opts, spec, o, why, wlen)))
+        return r;
+    snprintf(o->text, sizeof o->text, "%s%s", o->wildcard ? "*." : "", o->domain);
+    append_opts(o);
+    return 0;
+}
+
+bool np_domain_match(const char *domain, bool wildcard, const char *name)
+{
+    if (!wildcard)
+        return strcmp(domain, name) == 0;
+    size_t dl = strlen(domain), nl = strlen(name);
+    return nl > dl + 1 && name[nl - dl - 1] == '.' && memcmp(name + nl - dl, domain, dl) == 0;
+}
+
+/* ---- building ------------------------------------------------------- */
+
+static uint32_t add_rule(struct net_policy *p, enum np_kind kind, const char *text)
+{
+    struct np_rule *r = &p->rules[p->n_rules];
+    r->kind = kind;
+    snprintf(r->text, sizeof r->text, "%s", text);
+    r->hash = hash_str(r->text, 0xcbf29ce484222325ull ^ (uint64_t)kind);
+    return (uint32_t)p->n_rules++;
+}
+
+static void match_from(struct np_match *m, const struct np_rule_spec *s, uint32_t rule)
+{
+    memset(m, 0, sizeof *m);
+    m->family = s->net.family;
+    if (m->family) {
+        split(&s->net, &m->hi, &m->lo);
+        mask_of(s->prefix + (m->family == 4 ? 96u : 0u), &m->mhi, &m->mlo);
+    }
+    m->proto = s->proto;
+    m->icmp = s->icmp;
+    m->has_port = s->port_lo != 0;
+    m->plo = s->port_lo;
+    m->phi = s->port_hi;
+    m->rule = rule;
+}
+
+static int add_cidr(struct net_policy *p, enum np_kind kind, const char *spec, struct np_match *m,
+                    char *why, size_t wlen)
+{
+    struct np_rule_spec s;
+    int r = np_parse_rule(spec, &s, why, wlen);
+    if (r)
+        return r;
+    match_from(m, &s, add_rule(p, kind, s.text));
+    return 0;
+}
+
+static void ln_init(struct net_policy *p)
+{
+    for (uint32_t i = 0; i < p->ln_max; i++)
+        p->ln[i].next = i + 1 < p->ln_max ? i + 1 : NIL;
+    p->ln_free = 0;
+    p->lru_new = p->lru_old = NIL;
+    for (uint32_t i = 0; i <= p->bucket_mask; i++)
+        p->bucket[i] = NIL;
+}
+
+int net_policy_new(const struct np_conf *c, struct net_policy **out, char *why, size_t wlen)
+{
+    *out = NULL;
+    size_t nuser = c->n_deny + c->n_allow + c->n_allow_domain;
+    if (nuser > NP_RULES_MAX) {
+        errf(why, wlen, "%zu rules: at most %u", nuser, NP_RULES_MAX);
+        return -E2BIG;
+    }
+    if (c->n_host > NP_HOSTS_MAX) {
+        errf(why, wlen, "%zu host addresses: at most %u", c->n_host, NP_HOSTS_MAX);
+        return -E2BIG;
+    }
+    uint32_t tmin = c->ttl_min_s ? c->ttl_min_s : NP_TTL_MIN_DEFAULT;
+    uint32_t tmax = c->ttl_max_s ? c->ttl_max_s : NP_TTL_MAX_DEFAULT;
+    if (tmin > tmax)
+        return errf(why, wlen, "learned-address TTL range %u..%u s is reversed", tmin, tmax);
+    uint32_t lmax = c->learn_max ? c->learn_max : NP_LEARN_DEFAULT;
+    if (lmax > NP_LEARN_MAX)
+        return errf(why, wlen, "learned-address table of %u entries: at most %u", lmax, NP_LEARN_MAX);
+    for (size_t i = 0; i < c->n_host; i++)
+        if (c->host[i].family != 4 && c->host[i].family != 6)
+            return errf(why, wlen, "host address %zu has no family (4 or 6)", i);
+
+    struct net_policy *p = calloc(1, sizeof *p);
+    size_t npre = c->no_preset ? 0 : np_preset_count + c->n_host;
+    uint32_t nb = 1;
+    while (nb < 2 * lmax)
+        nb <<= 1;
+    if (p) {
+        p->rules = calloc(NP_B__COUNT + nuser + npre, sizeof *p->rules);
+        p->deny = calloc(c->n_deny + 1, sizeof *p->deny);
+        p->allow = calloc(c->n_allow + 1, sizeof *p->allow);
+        p->pre = calloc(npre + 1, sizeof *p->pre);
+        p->dom = calloc(c->n_allow_domain + 1, sizeof *p->dom);
+        p->ln = calloc(lmax, sizeof *p->ln);
+        p->bucket = calloc(nb, sizeof *p->bucket);
+    }
+    if (!p || !p->rules || !p->deny || !p->allow || !p->pre || !p->dom || !p->ln || !p->bucket) {
+        net_policy_free(p);
+        errf(why, wlen, "out of memory");
+        return -ENOMEM;
+    }
+    p->default_allow = c->default_allow;
+    p->preset = !c->no_preset;
+    p->ttl_min_s = tmin;
+    p->ttl_max_s = tmax;
+    p->ln_max = lmax;
+    p->bucket_mask = nb - 1;
+    p->st.learn_max = lmax;
+    ln_init(p);
+
+    for (unsigned i = 0; i < NP_B__COUNT; i++)
+        add_rule(p, NP_K_BUILTIN, builtin_text[i]);
+    int r = 0;
+    for (size_t i = 0; i < c->n_deny && !r; i++)
+        if (!(r = add_cidr(p, NP_K_DENY, c->deny[i], &p->deny[i], why, wlen)))
+            p->n_deny++;
+    for (size_t i = 0; i < c->n_allow && !r; i++)
+        if (!(r = add_cidr(p, NP_K_ALLOW, c->allow[i], &p->allow[i], why, wlen)))
+            p->n_allow++;
+    for (size_t i = 0; i < c->n_allow_domain && !r; i++) {
+        struct np_rule_spec s;
+        if ((r = np_parse_domain(c->allow_domain[i], &s, why, wlen)))
+            break;
+        struct np_dom *d = &p->dom[p->n_dom++];
+        match_from(&d->m, &s, add_rule(p, NP_K_DOMAIN, s.text));
+        d->wildcard = s.wildcard;
+        memcpy(d->name, s.domain, sizeof d->name);
+    }
+    for (size_t i = 0; i < (p->preset ? np_preset_count : 0) && !r; i++)
+        if (!(r = add_cidr(p, NP_K_PRESET, np_preset[i], &p->pre[p->n_pre], why, wlen)))
+            p->n_pre++;
+    for (size_t i = 0; i < (p->preset ? c->n_host : 0) && !r; i++) {
+        struct np_rule_spec s;
+        memset(&s, 0, sizeof s);
+        s.net = c->host[i];
+        if (s.net.family == 4)          /* only b[12..15] count */
+            nf_addr_v4(&s.net, c->host[i].b + 12);
+        s.prefix = s.net.family == 4 ? 32 : 128;
+        char t[NF_ADDR_STRLEN], text[NP_SPEC_MAX];
+        snprintf(text, sizeof text, "%s/%u (host)", nf_addr_str(&s.net, t, sizeof t), s.prefix);
+        match_from(&p->pre[p->n_pre++], &s, add_rule(p, NP_K_PRESET, text));
+    }
+    if (r) {
+        net_policy_free(p);
+        return r;
+    }
+    *out = p;
+    return 0;
+}
+
+void net_policy_free(struct net_policy *p)
+{
+    if (!p)
+        return;
+    free(p->rules);
+    free(p->deny);
+    free(p->allow);
+    free(p->pre);
+    free(p->dom);
+    free(p->ln);
+    free(p->bucket);
+    free(p);
+}
+
+/* ---- the learned table ------------------------------------------------ */
+
+static uint32_t ln_hash(const struct net_policy *p, uint8_t family, uint64_t hi, uint64_t lo)
+{
+    uint64_t x = hi * 0x9e3779b97f4a7c15ull ^ lo ^ family;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    return (uint32_t)x & p->bucket_mask;
+}
+
+static void lru_unlink(struct net_policy *p, uint32_t i)
+{
+    struct np_learn *e = &p->ln[i];
+    if (e->prev != NIL)
+        p->ln[e->prev].next = e->next;
+    else
+        p->lru_new = e->next;
+    if (e->next != NIL)
+        p->ln[e->next].prev = e->prev;
+    else
+        p->lru_old = e->prev;
+}
+
+static void lru_push(struct net_policy *p, uint32_t i)
+{
+    struct np_learn *e = &p->ln[i];
+    e->prev = NIL;
+    e->next = p->lru_new;
+    if (p->lru_new != NIL)
+        p->ln[p->lru_new].prev = i;
+    p->lru_new = i;
+    if (p->lru_old == NIL)
+        p->lru_old = i;
+}
+
+static void ln_remove(struct net_policy *p, uint32_t i)
+{
+    struct np_learn *e = &p->ln[i];
+    uint32_t *link = &p->bucket[ln_hash(p, e->family, e->hi, e->lo)];
+    while (*link != i)
+        link = &p->ln[*link].hnext;
+    *link = e->hnext;
+    lru_unlink(p, i);
+    e->next = p->ln_free;
+    p->ln_free = i;
+    p->ln_count--;
+}
+
+static void ln_put(struct net_policy *p, uint8_t family, uint64_t hi, uint64_t lo, uint32_t dom,
+                   uint64_t expires)
+{
+    uint32_t b = ln_hash(p, family, hi, lo);
+    for (uint32_t i = p->bucket[b]; i != NIL; i = p->ln[i].hnext) {
+        struct np_learn *e = &p->ln[i];
+        if (e->family == family && e->hi == hi && e->lo == lo && e->dom == dom) {
+            if (expires > e->expires)
+                e->expires = expires;
+            lru_unlink(p, i);
+            lru_push(p, i);
+            return;
+        }
+    }
+    if (p->ln_count == p->ln_max) {
+        ln_remove(p, p->lru_old);
+        p->st.learn_evicted++;
+    }
+    uint32_t i = p->ln_free;
+    struct np_learn *e = &p->ln[i];
+    p->ln_free = e->next;
+    *e = (struct np_learn){ .hi = hi, .lo = lo, .expires = expires, .dom = dom,
+                            .hnext = p->bucket[b], .family = family };
+    p->bucket[b] = i;
+    lru_push(p, i);
+    p->ln_count++;
+}
+
+static bool l4_ok(const struct np_match *m, const struct key *k)
+{
+    if (m->icmp) {
+        if (k->proto != (k->family == 4 ? NF_IPPROTO_ICMP : NF_IPPROTO_ICMPV6))
+            return false;
+    } else if (m->proto && m->proto != k->proto) {
+        return false;
+    }
+    return !m->has_port || (k->ports && k->dport >= m->plo && k->dport <= m->phi);
+}
+
+/* A learned entry admitting k: its domain rule's index, or -1. Drops the
+ * expired entries it meets; extends the one it uses. */
+static int ln_hit(struct net_policy *p, const struct key *k, uint64_t now)
+{
+    uint32_t i = p->bucket[ln_hash(p, k->family, k->hi, k->lo)];
+    while (i != NIL) {
+        struct np_learn *e = &p->ln[i];
+        uint32_t next = e->hnext;
+        if (e->family == k->family && e->hi == k->hi && e->lo == k->lo) {
+            if (e->expires <= now) {
+                ln_remove(p, i);
+            } else if (l4_ok(&p->dom[e->dom].m, k)) {
+                uint64_t keep = add_sat(now, (uint64_t)p->ttl_min_s * NS_PER_S);
+                if (keep > e->expires)
+                    e->expires = keep;
+                lru_unlink(p, i);
+                lru_push(p, i);
+                return (int)e->dom;
+            }
+        }
+        i = next;
+    }
+    return -1;
+}
+
+bool net_policy_learned(const struct net_policy *p, const struct nf_addr *a, uint64_t now_ns,
+                        uint64_t *expires_ns)
+{
+    uint64_t hi, lo, best = 0;
+    bool found = false;
+    split(a, &hi, &lo);
+    for (uint32_t i = p->bucket[ln_hash(p, a->family, hi, lo)]; i != NIL; i = p->ln[i].hnext) {
+        const struct np_learn *e = &p->ln[i];
+        if (e->family == a->family && e->hi == hi && e->lo == lo && e->expires > now_ns) {
+            found = true;
+            if (e->expires > best)
+                best = e->expires;
+        }
+    }
+    if (found && expires_ns)
+        *expires_ns = best;
+    return found;
+}
+
+/* ---- evaluation ------------------------------------------------------ */
+
+static const struct np_match *scan(const struct np_match *m, size_t n, const struct key *k)
+{
+    for (size_t i = 0; i < n; i++)
+        if (m[i].family == k->family && (k->hi & m[i].mhi) == m[i].hi &&
+            (k->lo & m[i].mlo) == m[i].lo && l4_ok(&m[i], k))
+            return &m[i];
+    return NULL;
+}
+
+static bool nd_type(uint8_t t)
+{
+    return (t >= 130 && t <= 133) || t == 135 || t == 136 || t == 143;
+}
+
+static struct np_frag *frag_find(struct net_policy *p, const struct net_frame *f, uint64_t now)
+{
+    uint64_t shi, slo, dhi, dlo;
+    split(&f->src, &shi, &slo);
+    split(&f->dst, &dhi, &dlo);
+    for (unsigned i = 0; i < NP_FRAG_MAX; i++) {
+        struct np_frag *g = &p->frag[i];
+        if (g->used && g->expires > now && g->family == f->dst.family && g->id == f->frag_id &&
+            g->proto == f->proto && g->shi == shi && g->slo == slo && g->dhi == dhi && g->dlo == dlo)
+            return g;
+    }
+    return NULL;
+}
+
+static void frag_put(struct net_policy *p, const struct net_frame *f, uint32_t rule, uint64_t now)
+{
+    struct np_frag *g = frag_find(p, f, now);
+    if (!g) {
+        g = &p->frag[p->frag_next];
+        p->frag_next = (p->frag_next + 1) % NP_FRAG_MAX;
+        if (g->used && g->expires > now)
+            p->st.frag_evicted++;
+    }
+    split(&f->src, &g->shi, &g->slo);
+    split(&f->dst, &g->dhi, &g->dlo);
+    g->family = f->dst.family;
+    g->id = f->frag_id;
+    g->proto = f->proto;
+    g->rule = rule;
+    g->expires = add_sat(now, NP_FRAG_NS);
+    g->used = true;
+}
+
+static enum np_verdict decide(struct net_policy *p, const struct net_frame *f, uint64_t now,
+                              uint32_t *rule)
+{
+    if (f->err != NF_E_OK) {
+        p->st.malformed[(unsigned)f->err < NF_E__COUNT ? f->err : NF_E_OK]++;
+        *rule = NP_B_MALFORMED;
+        return NP_DROP;
+    }
+    if (f->n_vlan) {
+        *rule = NP_B_VLAN;
+        return NP_DROP;
+    }
+    if (f->l3 == NF_L3_ARP) {
+        *rule = NP_B_ARP;
+        return NP_ALLOW;
+    }
+    if (f->l3 != NF_L3_IPV4 && f->l3 != NF_L3_IPV6) {
+        *rule = NP_B_NONIP;
+        return NP_DROP;
+    }
+    struct key k = { .family = f->dst.family, .proto = f->proto,
+                     .ports = (f->flags & NF_F_PORTS) != 0, .dport = f->dport };
+    split(&f->dst, &k.hi, &k.lo);
+    if (k.family == 4 && k.proto == NF_IPPROTO_TCP && k.ports && k.dport == NP_METADATA_PORT &&
+        k.hi == 0 && k.lo == 0x0000ffffa9fea9feull) {
+        *rule = NP_B_METADATA;
+        return NP_METADATA;
+    }
+    if (k.family == 4 && k.proto == NF_IPPROTO_UDP && k.ports && f->sport == 68 && k.dport == 67 &&
+        k.hi == 0 && k.lo == 0x0000ffffffffffffull) {
+        *rule = NP_B_DHCP4;
+        return NP_ALLOW;
+    }
+    if (k.family == 6 && k.proto == NF_IPPROTO_ICMPV6 && (f->flags & NF_F_L4) &&
+        nd_type(f->icmp_type) &&
+        ((k.hi & 0xffc0000000000000ull) == 0xfe80000000000000ull || k.hi >> 48 == 0xff02)) {
+        *rule = NP_B_ND6;
+        return NP_ALLOW;
+    }
+    if (k.family == 6 && k.proto == NF_IPPROTO_UDP && k.ports && f->sport == 546 && k.dport == 547 &&
+        k.hi == 0xff02000000000000ull && k.lo == 0x0000000000010002ull) {
+        *rule = NP_B_DHCP6;
+        return NP_ALLOW;
+    }
+    if (f->flags & NF_F_SRCROUTE) {
+        *rule = NP_B_SRCROUTE;
+        return NP_DROP;
+    }
+    if ((f->flags & NF_F_FRAG) && !(f->flags & NF_F_FRAG_FIRST)) {
+        const struct np_frag *g = frag_find(p, f, now);
+        *rule = g ? g->rule : NP_B_FRAG;
+        return g ? NP_ALLOW : NP_DROP;
+    }
+    const struct np_match *m;
+    if ((m = scan(p->deny, p->n_deny, &k))) {
+        *rule = m->rule;
+        return NP_DROP;
+    }
+    if ((m = scan(p->allow, p->n_allow, &k))) {
+        *rule = m->rule;
+        return NP_ALLOW;
+    }
+    if ((m = scan(p->pre, p->n_pre, &k))) {
+        *rule = m->rule;
+        return NP_DROP;
+    }
+    int d = p->ln_count ? ln_hit(p, &k, now) : -1;
+    if (d >= 0) {
+        *rule = p->dom[d].m.rule;
+        return NP_ALLOW;
+    }
+    *rule = NP_B_DEFAULT;
+    return p->default_allow ? NP_ALLOW : NP_DROP;
+}
+
+/* The DNS message in an (unfragmented) UDP or one-segment TCP payload. */
+static bool dns_payload(const uint8_t *frame, size_t len, const struct net_frame *f,
+                        const uint8_t **m, size_t *n)
+{
+    if (f->payload_off > len || f->payload_len > len - f->payload_off)
+        return false;
+    const uint8_t *b = frame + f->payload_off;
+    size_t l = f->payload_len;
+    if (f->proto == NF_IPPROTO_TCP) {
+        if (l < 2 || be16(b) != l - 2)
+            return false;
+        b += 2;
+        l -= 2;
+    }
+    *m = b;
+    *n = l;
+    return true;
+}
+
+static int dom_first(const struct net_policy *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_dom; i++)
+        if (np_domain_match(p->dom[i].name, p->dom[i].wildcard, name))
+            return (int)i;
+    return -1;
+}
+
+static void track_query(struct net_policy *p, const uint8_t *frame, size_t len,
+                        const struct net_frame *f, uint64_t now)
+{
+    const uint8_t *m;
+    size_t n;
+    struct dns_query q;
+    if (!p->n_dom || !(f->flags & NF_F_PORTS) || f->dport != 53 || (f->flags & NF_F_FRAG) ||
+        !dns_payload(frame, len, f, &m, &n) || dns_parse_query(m, n, &q, NULL) ||
+        dom_first(p, q.qname) < 0)
+        return;
+    struct np_pending *e = &p->pend[p->pend_next];
+    p->pend_next = (p->pend_next + 1) % NP_DNS_PENDING;
+    if (e->used && e->expires > now)
+        p->st.dns_pending_evicted++;
+    split(&f->dst, &e->hi, &e->lo);
+    e->family = f->dst.family;
+    e->proto = f->proto;
+    e->port = f->sport;
+    e->id = q.id;
+    e->name_hash = dns_name_hash(q.qname);
+    e->expires = add_sat(now, NP_DNS_PENDING_NS);
+    e->used = true;
+}
+
+enum np_verdict net_policy_tx_parsed(struct net_policy *p, const uint8_t *frame, size_t len,
+                                     const struct net_frame *f, uint64_t now_ns,
+                                     struct np_result *r)
+{
+    uint32_t rule;
+    enum np_verdict v = decide(p, f, now_ns, &rule);
+    struct np_counters *c = &p->rules[rule].c;
+    if (v == NP_DROP) {
+        c->frames_dropped++;
+        c->bytes_dropped += len;
+    } else {
+        c->frames_allowed++;
+        c->bytes_allowed += len;
+    }
+    if (v == NP_ALLOW && (f->flags & NF_F_FRAG_FIRST))
+        frag_put(p, f, rule, now_ns);
+    if (v == NP_ALLOW)
+        track_query(p, frame, len, f, now_ns);
+    if (r)
+        *r = (struct np_result){ .verdict = v, .rule = rule, .err = f->err };
+    return v;
+}
+
+enum np_verdict net_policy_tx(struct net_policy *p, const uint8_t *frame, size_t len,
+                              uint64_t now_ns, struct np_result *r)
+{
+    struct net_frame f;
+    net_frame_parse(frame, len, &f, NULL);
+    return net_policy_tx_parsed(p, frame, len, &f, now_ns, r);
+}
+
+/* ---- learning -------------------------------------------------------- */
+
+unsigned net_policy_rx(struct net_policy *p, const uint8_t *frame, size_t len, uint64_t now_ns)
+{
+    struct net_frame f;
+    if (net_frame_parse(frame, len, &f, NULL)) {
+        p->st.rx_malformed++;
+        return 0;
+    }
+    const uint8_t *m;
+    size_t n;
+    if (!(f.flags & NF_F_PORTS) || f.sport != 53 || (f.flags & NF_F_FRAG) ||
+        !dns_payload(frame, len, &f, &m, &n))
+        return 0;
+    p->st.dns_seen++;
+    struct dns_answer a;
+    if (dns_parse_response(m, n, &a, NULL)) {
+        p->st.dns_bad++;
+        return 0;
+    }
+    uint64_t shi, slo, h = dns_name_hash(a.chain[0]);
+    split(&f.src, &shi, &slo);
+    struct np_pending *q = NULL;
+    for (unsigned i = 0; i < NP_DNS_PENDING && !q; i++) {
+        struct np_pending *e = &p->pend[i];
+        if (e->used && e->expires > now_ns && e->family == f.src.family && e->hi == shi &&
+            e->lo == slo && e->proto == f.proto && e->port == f.dport && e->id == a.id &&
+            e->name_hash == h)
+            q = e;
+    }
+    if (!q) {
+        p->st.dns_unsolicited++;
+        return 0;
+    }
+    q->used = false;
+    struct key k = { .hi = shi, .lo = slo, .family = f.src.family, .proto = f.proto,
+                     .ports = true, .dport = 53 };
+    if (scan(p->deny, p->n_deny, &k) || !scan(p->allow, p->n_allow, &k)) {
+        p->st.dns_untrusted++;
+        return 0;
+    }
+    if (a.rcode != DNS_RCODE_NOERROR) {
+        p->st.dns_rcode++;
+        return 0;
+    }
+    unsigned learned = 0;
+    for (size_t d = 0; d < p->n_dom; d++) {
+        if (!np_domain_match(p->dom[d].name, p->dom[d].wildcard, a.chain[0]))
+            continue;
+        for (unsigned i = 0; i < a.n_addr; i++) {
+            uint32_t ttl = a.addr[i].ttl;
+            ttl = ttl < p->ttl_min_s ? p->ttl_min_s : ttl > p->ttl_max_s ? p->ttl_max_s : ttl;
+            struct nf_addr ad = { .family = a.addr[i].family };
+            memcpy(ad.b, a.addr[i].b, 16);
+            uint64_t hi, lo;
+            split(&ad, &hi, &lo);
+            ln_put(p, ad.family, hi, lo, (uint32_t)d, add_sat(now_ns, (uint64_t)ttl * NS_PER_S));
+            learned++;
+        }
+    }
+    if (learned) {
+        p->st.dns_learned++;
+        p->st.addrs_learned += learned;
+    }
+    return learned;
+}
+
+/* ---- run-time change ------------------------------------------------- */
+
+static int find_same(const struct net_policy *to, const struct np_rule *r, const bool *taken)
+{
+    for (size_t j = 0; j < to->n_rules; j++)
+        if (!taken[j] && to->rules[j].hash == r->hash && to->rules[j].kind == r->kind &&
+            strcmp(to->rules[j].text, r->text) == 0)
+            return (int)j;
+    return -1;
+}
+
+void net_policy_carry(struct net_policy *to, const struct net_policy *from, uint64_t now_ns)
+{
+    int *map = calloc(from->n_rules, sizeof *map);
+    bool *taken = calloc(to->n_rules, sizeof *taken);
+    if (map && taken) {
+        for (size_t i = 0; i < from->n_rules; i++) {
+            int j = find_same(to, &from->rules[i], taken);
+            map[i] = j;
+            if (j >= 0) {
+                taken[j] = true;
+                struct np_counters *c = &to->rules[j].c;
+                const struct np_counters *o = &from->rules[i].c;
+                c->frames_allowed += o->frames_allowed;
+                c->bytes_allowed += o->bytes_allowed;
+                c->frames_dropped += o->frames_dropped;
+                c->bytes_dropped += o->bytes_dropped;
+            }
+        }
+        /* learned entries, oldest first so the LRU order survives */
+        for (uint32_t i = from->lru_old; i != NIL; i = from->ln[i].prev) {
+            const struct np_learn *e = &from->ln[i];
+            int j = map[from->dom[e->dom].m.rule];
+            if (e->expires <= now_ns || j < 0)
+                continue;
+            for (size_t d = 0; d < to->n_dom; d++)
+                if (to->dom[d].m.rule == (uint32_t)j)
+                    ln_put(to, e->family, e->hi, e->lo, (uint32_t)d, e->expires);
+        }
+        for (unsigned i = 0; i < NP_FRAG_MAX; i++) {
+            const struct np_frag *g = &from->frag[i];
+            if (g->used && g->expires > now_ns && map[g->rule] >= 0) {
+                to->frag[i] = *g;
+                to->frag[i].rule = (uint32_t)map[g->rule];
+            }
+        }
+        to->frag_next = from->frag_next;
+    }
+    free(map);
+    free(taken);
+    memcpy(to->pend, from->pend, sizeof to->pend);
+    to->pend_next = from->pend_next;
+    struct np_stats keep = to->st;
+    to->st = from->st;
+    to->st.learned = keep.learned;
+    to->st.learn_max = keep.learn_max;
+    to->st.learn_evicted += keep.learn_evicted;
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+size_t net_policy_rule_count(const struct net_policy *p) { return p->n_rules; }
+
+bool net_policy_default_allow(const struct net_policy *p) { return p->default_allow; }
+
+int net_policy_rule(const struct net_policy *p, size_t i, struct np_rule_info *out)
+{
+    if (i >= p->n_rules)
+        return -ENOENT;
+    out->kind = p->rules[i].kind;
+    out->text = p->rules[i].text;
+    out->c = p->rules[i].c;
+    return 0;
+}
+
+void net_policy_stats(const struct net_policy *p, struct np_stats *s)
+{
+    *s = p->st;
+    s->learned = p->ln_count;
+    s->learn_max = p->ln_max;
+}
+
+const char *np_verdict_str(enum np_verdict v)
+{
+    return v == NP_ALLOW ? "allow" : v == NP_METADATA ? "metadata" : v == NP_DROP ? "drop" : "?";
+}
+
+struct out {
+    char *buf;
+    size_t n, len;
+};
+
+static void put(struct out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(struct out *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(o->len < o->n ? o->buf + o->len : NULL, o->len < o->n ? o->n - o->len : 0,
+                      fmt, ap);
+    va_end(ap);
+    if (r > 0)
+        o->len += (size_t)r;
+}
+
+static const char *kind_str(enum np_kind k)
+{
+    static const char *const s[] = { "step", "deny", "allow", "domain", "preset" };
+    return (unsigned)k < sizeof s / sizeof s[0] ? s[k] : "?";
+}
+
+size_t net_policy_render(const struct net_policy *p, uint64_t now_ns, char *buf, size_t n)
+{
+    struct out o = { .buf = buf, .n = n };
+    if (n)
+        buf[0] = 0;
+    put(&o, "default %s; preset %s; %zu deny, %zu allow, %zu domain rules\n",
+        p->default_allow ? "allow" : "deny", p->preset ? "on" : "off", p->n_deny, p->n_allow,
+        p->n_dom);
+    put(&o, "order: malformed, vlan, arp, non-ip, metadata, link, source-route, fragments, "
+            "deny, allow, preset, learned, default\n");
+    put(&o, "%4s  %-6s  %-44s %12s %14s %12s %14s\n", "#", "kind", "rule", "frames-ok", "bytes-ok",
+        "frames-drop", "bytes-drop");
+    for (size_t i = 0; i < p->n_rules; i++) {
+        const struct np_rule *r = &p->rules[i];
+        const char *text = r->text;
+        char def[32];
+        if (i == NP_B_DEFAULT) {
+            snprintf(def, sizeof def, "default %s", p->default_allow ? "allow" : "deny");
+            text = def;
+        }
+        put(&o, "%4zu  %-6s  %-44s %12llu %14llu %12llu %14llu\n", i, kind_str(r->kind), text,
+            (unsigned long long)r->c.frames_allowed, (unsigned long long)r->c.bytes_allowed,
+            (unsigned long long)r->c.frames_dropped, (unsigned long long)r->c.bytes_dropped);
+    }
+    bool any = false;
+    for (unsigned e = 1; e < NF_E__COUNT; e++)
+        if (p->st.malformed[e]) {
+            put(&o, "%s %s %llu", any ? "," : "malformed:", net_frame_errname((enum nf_err)e),
+                (unsigned long long)p->st.malformed[e]);
+            any = true;
+        }
+    if (any)
+        put(&o, "\n");
+    put(&o, "dns: %llu responses seen, %llu learned from, %llu malformed, %llu unsolicited, "
+            "%llu from untrusted resolvers, %llu with an error code; %llu queries and %llu "
+            "fragments evicted\n",
+        (unsigned long long)p->st.dns_seen, (unsigned long long)p->st.dns_learned,
+        (unsigned long long)p->st.dns_bad, (unsigned long long)p->st.dns_unsolicited,
+        (unsigned long long)p->st.dns_untrusted, (unsigned long long)p->st.dns_rcode,
+        (unsigned long long)p->st.dns_pending_evicted, (unsigned long long)p->st.frag_evicted);
+    put(&o, "learned: %u of %u entries (ttl %u..%u s), %llu evicted\n", p->ln_count, p->ln_max,
+        p->ttl_min_s, p->ttl_max_s, (unsigned long long)p->st.learn_evicted);
+    for (uint32_t i = p->lru_new; i != NIL; i = p->ln[i].next) {
+        const struct np_learn *e = &p->ln[i];
+        struct nf_addr a;
+        char t[NF_ADDR_STRLEN];
+        join(&a, e->family, e->hi, e->lo);
+        if (e->expires <= now_ns)
+            put(&o, "  %-40s %s  expired\n", nf_addr_str(&a, t, sizeof t),
+                p->rules[p->dom[e->dom].m.rule].text);
+        else
+            put(&o, "  %-40s %s  %llu s left\n", nf_addr_str(&a, t, sizeof t),
+                p->rules[p->dom[e->dom].m.rule].text,
+                (unsigned long long)((e->expires - now_ns + NS_PER_S - 1) / NS_PER_S));
+    }
+    return o.len;
+}
