@@ -11,18 +11,23 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include "devices/net/http_req.h"
 #include "devices/net/mmds.h"
 #include "devices/net/net_local.h"
+#include "devices/net/net_policy.h"
+#include "devices/net/net_policy_text.h"
 #include "devices/net/net_tap.h"
 #include "devices/net/virtio_net.h"
 #include "devices/virtio/ratelimit.h"
 #include "vmm/base/clock.h"
 
 static const char *const net_keys[] = { "tap", "mac", "mtu", "id", "mmds", "metadata", "mmds_v1",
-                                         "tx_bw", "tx_ops", "rx_bw", "rx_ops", NULL };
+                                         "tx_bw", "tx_ops", "rx_bw", "rx_ops", "policy", NULL };
 static const char *const limit_keys[] = { "tx_bw", "tx_ops", "rx_bw", "rx_ops" };
 
 /* The limiters of o's tx_bw/tx_ops/rx_bw/rx_ops (checked): tx, rx; *have
@@ -97,6 +102,44 @@ static int parse_mtu(const char *s, unsigned *mtu)
     return 0;
 }
 
+#define HOST_ADDRS_MAX 64
+
+/* The host's own addresses (those of the network namespace moat runs in),
+ * denied by the preset. */
+static size_t host_addrs(struct nf_addr *a, size_t max)
+{
+    struct ifaddrs *ifa = NULL;
+    size_t n = 0;
+    if (getifaddrs(&ifa) < 0)
+        return 0;
+    for (struct ifaddrs *i = ifa; i && n < max; i = i->ifa_next) {
+        if (!i->ifa_addr)
+            continue;
+        if (i->ifa_addr->sa_family == AF_INET)
+            nf_addr_v4(&a[n++], (const uint8_t *)&((struct sockaddr_in *)i->ifa_addr)->sin_addr);
+        else if (i->ifa_addr->sa_family == AF_INET6)
+            nf_addr_v6(&a[n++], ((struct sockaddr_in6 *)i->ifa_addr)->sin6_addr.s6_addr);
+    }
+    freeifaddrs(ifa);
+    return n;
+}
+
+/* A policy from its text (policy= option, or a run-time change). */
+static int policy_build(const char *text, struct net_policy **out, char *why, size_t wlen)
+{
+    struct np_text t;
+    struct np_conf c;
+    int r = np_text_parse(text, &t, &c, why, wlen);
+    if (r == 0) {
+        struct nf_addr host[HOST_ADDRS_MAX];
+        c.host = host;
+        c.n_host = host_addrs(host, HOST_ADDRS_MAX);
+        r = net_policy_new(&c, out, why, wlen);
+    }
+    np_text_free(&t);
+    return r;
+}
+
 static int net_check(const struct devopts *o, char *why, size_t wlen)
 {
     const char *tap = devopt_get(o, "tap"), *mac = devopt_get(o, "mac"), *mtu = devopt_get(o, "mtu");
@@ -134,6 +177,17 @@ static int net_check(const struct devopts *o, char *why, size_t wlen)
     int lr = limits(o, &tl, &rl, have, why, wlen);
     if (lr < 0)
         return lr;
+    const char *pol = devopt_get(o, "policy");
+    if (pol) {
+        struct net_policy *p = NULL;
+        char w[200] = "";
+        lr = policy_build(pol, &p, w, sizeof(w));
+        net_policy_free(p);
+        if (lr < 0) {
+            snprintf(why, wlen, "policy: %s", w);
+            return lr;
+        }
+    }
     if (id && (!*id || strlen(id) > NET_ID_MAX)) {
         snprintf(why, wlen, "id must be 1 to %u bytes", NET_ID_MAX);
         return -EINVAL;
@@ -178,12 +232,30 @@ static void mmds_emit(void *opaque, const uint8_t *frame, size_t len)
         r->inject_dropped++;
 }
 
+/* Every frame the guest sends: the metadata service's, then the policy. */
 static enum net_verdict rec_tx(void *opaque, const uint8_t *frame, size_t len)
 {
     struct net_rec *r = opaque;
     if (r->mmds && net_local_wants(r->local, frame, len))
         return NET_LOCAL;
-    return NET_PASS;
+    if (!r->policy)
+        return NET_PASS;
+    pthread_mutex_lock(&r->plock);
+    enum np_verdict v = net_policy_tx(r->policy, frame, len, clock_mono_ns(), NULL);
+    pthread_mutex_unlock(&r->plock);
+    /* the metadata address without the service: nobody there */
+    return v == NP_ALLOW ? NET_PASS : NET_DROP;
+}
+
+/* Every frame the guest receives: DNS answers for domain rules. */
+static void rec_rx(void *opaque, const uint8_t *frame, size_t len)
+{
+    struct net_rec *r = opaque;
+    if (!r->policy)
+        return;
+    pthread_mutex_lock(&r->plock);
+    net_policy_rx(r->policy, frame, len, clock_mono_ns());
+    pthread_mutex_unlock(&r->plock);
 }
 
 static void rec_local(void *opaque, struct virtio_net *n, const uint8_t *frame, size_t len)
@@ -231,6 +303,8 @@ static void net_free(void *priv)
         free(r->local);
     }
     mmds_destroy(r->mmds);
+    net_policy_free(r->policy);
+    pthread_mutex_destroy(&r->plock);
     free(r->http);
     free(r);
 }
@@ -244,6 +318,17 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
         snprintf(why, wlen, "out of memory");
         return -ENOMEM;
     }
+    pthread_mutex_init(&rec->plock, NULL);
+    const char *pol = devopt_get(o, "policy");
+    if (pol) {
+        char w[200] = "";
+        int pr = policy_build(pol, &rec->policy, w, sizeof(w));
+        if (pr < 0) {
+            snprintf(why, wlen, "policy: %s", w);
+            net_free(rec);
+            return pr;
+        }
+    }
     const char *mac = devopt_get(o, "mac"), *mtu = devopt_get(o, "mtu");
     char ms[18];
     if (!mac || net_parse_mac(mac, rec->mac) < 0) {
@@ -251,7 +336,7 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
         net_random_mac(rec->mac);
         net_format_mac(rec->mac, ms);
         if (devopt_set(o, "mac", ms) < 0) {
-            free(rec);
+            net_free(rec);
             snprintf(why, wlen, "out of memory");
             return -ENOMEM;
         }
@@ -262,7 +347,7 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
     struct net_backend *be = NULL;
     int r = net_tap_open(devopt_get(o, "tap"), &be, why, wlen);
     if (r < 0) {
-        free(rec);
+        net_free(rec);
         return r;
     }
     const char *md = devopt_get(o, "metadata");
@@ -290,7 +375,7 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
     bool have[2];
     limits(o, &tl, &rl, have, why, wlen);       /* checked */
     struct virtio_net_opts no = { .mtu = (uint16_t)u, .backend = be, .name = id,
-                                  .filter = { .tx = rec_tx, .local = rec_local, .opaque = rec },
+                                  .filter = { .tx = rec_tx, .rx = rec_rx, .local = rec_local, .opaque = rec },
                                   .tx_limit = have[0] ? &tl : NULL, .rx_limit = have[1] ? &rl : NULL };
     memcpy(no.mac, rec->mac, 6);
     r = virtio_net_create(&no, &rec->dev, why, wlen);
@@ -303,7 +388,7 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
 }
 
 static const char *const net_set_keys[] = { "metadata", "metadata_patch", "tx_bw", "tx_ops", "rx_bw", "rx_ops",
-                                             "link", NULL };
+                                             "link", "policy", NULL };
 
 static int net_set(void *priv, const char *key, const char *value, char *why, size_t wlen)
 {
@@ -315,6 +400,21 @@ static int net_set(void *priv, const char *key, const char *value, char *why, si
         }
         return key[8] ? mmds_patch(r->mmds, value, strlen(value), why, wlen)
                       : mmds_put(r->mmds, value, strlen(value), why, wlen);
+    }
+    if (!strcmp(key, "policy")) {
+        /* built off the lock; learned addresses and counters carried over */
+        struct net_policy *np = NULL, *old;
+        int e = policy_build(value, &np, why, wlen);
+        if (e < 0)
+            return e;
+        pthread_mutex_lock(&r->plock);
+        old = r->policy;
+        if (old)
+            net_policy_carry(np, old, clock_mono_ns());
+        r->policy = np;
+        pthread_mutex_unlock(&r->plock);
+        net_policy_free(old);
+        return 0;
     }
     if (!strcmp(key, "link")) {
         if (strcmp(value, "up") && strcmp(value, "down")) {

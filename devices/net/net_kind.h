@@ -1,10 +1,13 @@
 /* virtio-net as a kind of device (devices/virtio/virtio_kind.h): options
  * tap=NAME, mac=MAC, mtu=N, id=NAME; mmds (the metadata service at
  * 169.254.169.254, session tokens required), mmds_v1 (no token needed),
- * metadata=FILE (its first document; implies mmds) (docs/net.md). */
+ * metadata=FILE (its first document; implies mmds), policy="..." (the
+ * egress policy: devices/net/net_policy_text.h), tx_bw/tx_ops/rx_bw/rx_ops
+ * (rate limiters) (docs/net.md). */
 #ifndef MOAT_NET_KIND_H
 #define MOAT_NET_KIND_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "devices/virtio/virtio_kind.h"
@@ -15,6 +18,7 @@
 
 struct mmds;
 struct net_local;
+struct net_policy;
 struct http_parser;
 
 /* The kind's record of the device (virtio_made.priv). */
@@ -26,6 +30,9 @@ struct net_rec {
     struct net_local *local;
     struct http_parser *http;
     uint64_t inject_dropped;
+    /* the egress policy (option policy="..."), or NULL: everything passes */
+    pthread_mutex_t plock;
+    struct net_policy *policy;
 };
 
 extern const struct virtio_kind net_kind;

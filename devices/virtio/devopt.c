@@ -45,10 +45,31 @@ int devopt_parse(const char *s, struct devopts *out, char *why, size_t wlen)
     out->used = len + 1;
     char *p = out->buf;
     for (;;) {
-        char *end = strchr(p, ',');
-        if (end)
-            *end = 0;
-        if (!*p) {
+        /* key[=value]: the value runs to the next ',', or, quoted, to
+         * its closing '"' (then it may hold ','), which ends the option */
+        char *eq = p + strcspn(p, "=,"), *val = NULL, *end;
+        if (*eq == '=' && eq[1] == '"') {
+            char *close = strchr(eq + 2, '"');
+            if (!close || (close[1] && close[1] != ',')) {
+                snprintf(why, wlen, "option '%.40s': a quoted value must end with '\"' before ',' or the end", p);
+                return -EINVAL;
+            }
+            *eq = 0;
+            *close = 0;
+            val = eq + 2;
+            end = close[1] ? close + 1 : NULL;
+            if (end)
+                *end = 0;
+        } else {
+            end = strchr(p, ',');
+            if (end)
+                *end = 0;
+            if (*eq == '=') {
+                *eq = 0;
+                val = eq + 1;
+            }
+        }
+        if (!*p && !val) {
             snprintf(why, wlen, "an empty option");
             return -EINVAL;
         }
@@ -56,14 +77,11 @@ int devopt_parse(const char *s, struct devopts *out, char *why, size_t wlen)
             snprintf(why, wlen, "more than %u options", DEVOPT_MAX);
             return -E2BIG;
         }
-        char *eq = strchr(p, '=');
-        if (eq)
-            *eq = 0;
         if (!key_ok(p, strlen(p))) {
             snprintf(why, wlen, "option '%.40s': a key is 1 to %u of a-z, 0-9, '_' or '-'", p, DEVOPT_KEY_MAX);
             return -EINVAL;
         }
-        if (eq && !eq[1]) {
+        if (val && !*val) {
             snprintf(why, wlen, "option '%.40s=' without a value", p);
             return -EINVAL;
         }
@@ -71,7 +89,7 @@ int devopt_parse(const char *s, struct devopts *out, char *why, size_t wlen)
             snprintf(why, wlen, "option '%.40s' given twice", p);
             return -EINVAL;
         }
-        out->o[out->n++] = (struct devopt){ p, eq ? eq + 1 : NULL };
+        out->o[out->n++] = (struct devopt){ p, val };
         if (!end)
             return 0;
         p = end + 1;

@@ -30,8 +30,9 @@ struct devopts {
 /* Split s (NULL or "" -> no options) into out: 0, or -EINVAL with a
  * message in why (an empty option or key, a key given twice, a value
  * that is empty) / -E2BIG (more than DEVOPT_MAX options, longer than
- * DEVOPT_LEN_MAX). Keys are [a-z0-9_-], at most DEVOPT_KEY_MAX bytes;
- * values anything but ','. */
+ * DEVOPT_LEN_MAX), or a quoted value not closed before ',' or the end.
+ * Keys are [a-z0-9_-], at most DEVOPT_KEY_MAX bytes; values anything but
+ * ',', or, in double quotes (key="a,b"), anything but '"'. */
 int devopt_parse(const char *s, struct devopts *out, char *why, size_t wlen);
 /* The option key's value ("" for a flag), or NULL if not given. */
 const char *devopt_get(const struct devopts *o, const char *key);

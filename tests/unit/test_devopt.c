@@ -29,6 +29,14 @@ START_TEST(well_formed)
     const char *fewer[] = { "uds", "cid", NULL };
     ck_assert_int_eq(devopt_only(&o, fewer, why, sizeof why), -EINVAL);
     ck_assert_str_eq(why, "unknown option 'ro'");
+    /* a quoted value holds ',' */
+    ck_assert_int_eq(devopt_parse("tap=t0,policy=\"default deny; allow 10.0.0.0/8,port=80\",mmds", &o, why, sizeof why), 0);
+    ck_assert_uint_eq(o.n, 3);
+    ck_assert_str_eq(devopt_get(&o, "policy"), "default deny; allow 10.0.0.0/8,port=80");
+    ck_assert_str_eq(devopt_get(&o, "mmds"), "");
+    ck_assert_int_eq(devopt_parse("a=x\"y,b=\"z\"", &o, why, sizeof why), 0);   /* a '"' inside is literal */
+    ck_assert_str_eq(devopt_get(&o, "a"), "x\"y");
+    ck_assert_str_eq(devopt_get(&o, "b"), "z");
 }
 END_TEST
 
@@ -39,6 +47,9 @@ START_TEST(malformed)
         { "a,,b", -EINVAL, "an empty option" },
         { "a,", -EINVAL, "an empty option" },
         { ",a", -EINVAL, "an empty option" },
+        { "p=\"a,b", -EINVAL, "option 'p=\"a,b': a quoted value must end with '\"' before ',' or the end" },
+        { "p=\"a\"b", -EINVAL, "option 'p=\"a\"b': a quoted value must end with '\"' before ',' or the end" },
+        { "p=\"\"", -EINVAL, "option 'p=' without a value" },
         { "=x", -EINVAL, "option '': a key is 1 to 32 of a-z, 0-9, '_' or '-'" },
         { "Uds=x", -EINVAL, "option 'Uds': a key is 1 to 32 of a-z, 0-9, '_' or '-'" },
         { "a b=x", -EINVAL, "option 'a b': a key is 1 to 32 of a-z, 0-9, '_' or '-'" },
