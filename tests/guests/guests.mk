@@ -62,3 +62,6 @@ $(B)/tests/test_agent: tests/integration/test_agent.c vmm/agent/agent_proto.c vm
 		$(B)/guest/agent $(B)/moat
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< vmm/agent/agent_proto.c $(CHECK_LIBS)
+
+$(B)/guests/net.elf: $(GUEST_DIR)/net_proto.h
+
