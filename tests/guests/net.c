@@ -58,7 +58,7 @@ static uint8_t asm_flags;
 
 static uint64_t base;
 static bool mrg;
-static uint32_t rxbufsz;
+static uint32_t rxbufsz, rx_stride;    /* receive chains: every rx_stride-th descriptor heads one */
 static uint8_t my_mac[6], peer_mac[6], want_mac[6];
 static uint32_t my_ip, peer_ip, count = 300, window = 16, want_mtu;
 static uint16_t peer_port;
@@ -270,9 +270,19 @@ static int dev_init(void)
         return 14;
     if (want_mtu && mmio_read16(base + R_CONFIG + 10) != want_mtu)
         return 15;
+    /* With mergeable buffers one small descriptor per chain (as Linux);
+     * without, RXQ / 2 chains of two: the header, then the rest (as
+     * Linux's "big packets"), so the device writes across descriptors. */
     rxbufsz = mrg ? RXBUF_MRG : RXBUF_BIG;
-    for (uint16_t i = 0; i < RXQ; i++) {
-        rxq.desc[i] = (struct desc){ (uint64_t)(uintptr_t)rxbuf[i], rxbufsz, F_WRITE, 0 };
+    rx_stride = mrg ? 1 : 2;
+    for (uint16_t i = 0; i < RXQ; i += rx_stride) {
+        uint64_t a = (uint64_t)(uintptr_t)rxbuf[i / rx_stride];
+        if (mrg) {
+            rxq.desc[i] = (struct desc){ a, rxbufsz, F_WRITE, 0 };
+        } else {
+            rxq.desc[i] = (struct desc){ a, VHDR, F_WRITE | F_NEXT, (uint16_t)(i + 1) };
+            rxq.desc[i + 1] = (struct desc){ a + VHDR, rxbufsz - VHDR, F_WRITE, 0 };
+        }
         make_avail(&rxq, RXQ, i);
     }
     notify(0);
@@ -392,11 +402,11 @@ static void poll_rx(void)
     while (__atomic_load_n(&rxq.used.idx, __ATOMIC_ACQUIRE) != rxq.last_used && !fail) {
         uint32_t id = rxq.used.ring[rxq.last_used % RXQ].id, len = rxq.used.ring[rxq.last_used % RXQ].len;
         rxq.last_used++;
-        if (id >= RXQ || len > rxbufsz) {
+        if (id >= RXQ || id % rx_stride || len > rxbufsz) {
             fail = 72;
             break;
         }
-        const uint8_t *b = rxbuf[id];
+        const uint8_t *b = rxbuf[id / rx_stride];
         bool was_mid = asm_left != 0;
         if (asm_left == 0 && len < VHDR) {
             /* length 0: a buffer handed back unused (a frame dropped) */

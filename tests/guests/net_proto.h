@@ -7,8 +7,9 @@
  *   [net.mac=XX:..:XX] [net.mrg=0|1] [net.mtu=N] [net.count=N] [net.window=N]
  * (net.mac / net.mtu: what the device's config space must say; net.mrg=1:
  * negotiate mergeable receive buffers and post small ones, so that a large
- * frame spans several), answers ARP requests for net.ip, and then, from UDP
- * port NET_GUEST_PORT to net.peer:net.port:
+ * frame spans several; without it each receive chain is two descriptors,
+ * the header and then the rest of a 2 KiB buffer), answers ARP requests for
+ * net.ip, and then, from UDP port NET_GUEST_PORT to net.peer:net.port:
  *  1. sends NET_PING "0" and waits for it to come back (NET_OK_PING);
  *  2. asks for net.peer's MAC by ARP: the answer must be net.peermac
  *     (NET_OK_ARP);
