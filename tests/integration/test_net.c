@@ -82,70 +82,92 @@ static pid_t main_pid;
 /* ---- running commands ---- */
 
 struct run {
-    char *out;          /* stdout + stderr */
-    size_t len;
+    char *out;          /* stdout: the guest's console */
+    char *err;          /* stderr: moat's messages */
+    size_t len, elen;
     int status;         /* exit status, 128 + signal */
 };
 
-/* Run argv with its output collected; SIGKILL after cap_s (x slow). */
+/* Run argv with its stdout and stderr collected apart (moat's log lines
+ * must not split the guest's); SIGKILL after cap_s (x slow). */
 static void run_argv(struct run *r, double cap_s, const char *const *argv)
 {
     memset(r, 0, sizeof *r);
     r->out = calloc(1, OUT_CAP + 1);
-    ck_assert_ptr_nonnull(r->out);
-    int p[2];
-    ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+    r->err = calloc(1, OUT_CAP + 1);
+    ck_assert(r->out && r->err);
+    int po[2], pe[2];
+    ck_assert_int_eq(pipe2(po, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(pe, O_CLOEXEC), 0);
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
         int nul = open("/dev/null", O_RDONLY);
         if (nul >= 0)
             dup2(nul, 0);
-        dup2(p[1], 1);
-        dup2(p[1], 2);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
         execvp(argv[0], (char *const *)argv);
         dprintf(2, "test_net: exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
-    close(p[1]);
+    close(po[1]);
+    close(pe[1]);
     double deadline = now() + cap_s * slow();
     bool killed = false;
-    for (;;) {
+    struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+    char *dst[2] = { r->out, r->err };
+    size_t *len[2] = { &r->len, &r->elen };
+    while (pf[0].fd >= 0 || pf[1].fd >= 0) {
         double left = deadline - now();
         if (left <= 0 && !killed) {
             kill(pid, SIGKILL);
             killed = true;
         }
-        struct pollfd pf = { p[0], POLLIN, 0 };
-        int n = poll(&pf, 1, killed ? 1000 : (int)(left * 1000) + 1);
+        int n = poll(pf, 2, killed ? 1000 : (int)(left * 1000) + 1);
         if (n < 0 && errno != EINTR)
             break;
         if (n <= 0)
             continue;
-        char buf[4096];
-        ssize_t got = read(p[0], buf, sizeof buf);
-        if (got <= 0)
-            break;
-        for (ssize_t i = 0; i < got; i++)
-            if (!buf[i])
-                buf[i] = '?';
-        if (r->len + (size_t)got <= OUT_CAP) {
-            memcpy(r->out + r->len, buf, (size_t)got);
-            r->len += (size_t)got;
+        for (int k = 0; k < 2; k++) {
+            if (pf[k].fd < 0 || !pf[k].revents)
+                continue;
+            char buf[4096];
+            ssize_t got = read(pf[k].fd, buf, sizeof buf);
+            if (got <= 0) {
+                close(pf[k].fd);
+                pf[k].fd = -1;
+                continue;
+            }
+            for (ssize_t i = 0; i < got; i++)
+                if (!buf[i])
+                    buf[i] = '?';
+            if (*len[k] + (size_t)got <= OUT_CAP) {
+                memcpy(dst[k] + *len[k], buf, (size_t)got);
+                *len[k] += (size_t)got;
+            }
         }
     }
-    close(p[0]);
+    for (int k = 0; k < 2; k++)
+        if (pf[k].fd >= 0)
+            close(pf[k].fd);
     int st = 0;
     waitpid(pid, &st, 0);
     r->status = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+static void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
 }
 
 #define RUN(r, cap, ...) run_argv((r), (cap), (const char *const[]){ __VA_ARGS__, NULL })
 
 static void show(const struct run *r, const char *what)
 {
-    fprintf(stderr, "---- %s: status %d, output:\n%.*s\n----\n", what, r->status,
-            (int)(r->len > 6000 ? 6000 : r->len), r->out);
+    fprintf(stderr, "---- %s: status %d, console:\n%.*s---- stderr:\n%.*s----\n", what, r->status,
+            (int)(r->len > 6000 ? 6000 : r->len), r->out, (int)(r->elen > 3000 ? 3000 : r->elen), r->err);
 }
 
 /* `ip ARGS...` (outside any namespace, or in ours: "netns", "exec", ...);
@@ -411,7 +433,7 @@ static void guest_run(const char *dev_extra, const char *cmdline_extra, unsigned
     ck_assert(strstr(r.out, NET_OK_BAD));
     ck_assert(strstr(r.out, NET_OK_ALL));
     /* moat says why it refused the short chain */
-    ck_assert(strstr(r.out, "transmit chain of 20 bytes refused"));
+    ck_assert(strstr(r.err, "transmit chain of 20 bytes refused"));
     ck_assert_int_eq(er.err, 0);
     ck_assert_uint_eq(er.datagrams, NET_DATAGRAMS(count));
     ck_assert_uint_eq(er.other, 0);
@@ -422,7 +444,7 @@ static void guest_run(const char *dev_extra, const char *cmdline_extra, unsigned
         ck_assert_int_ge(mb, 2);
     else
         ck_assert_int_eq(mb, 1);
-    free(r.out);
+    run_free(&r);
 }
 
 START_TEST(udp_plain)
@@ -483,10 +505,10 @@ START_TEST(tap_errors)
         "net,tap=" TUN);
     show(&r, "tap is a tun");
     ck_assert_int_eq(r.status, CLI_EXIT_USAGE);
-    ck_assert_msg(strstr(r.out, "tap " TUN ":") && strstr(r.out, "not a TAP device"),
+    ck_assert_msg(strstr(r.err, "tap " TUN ":") && strstr(r.err, "not a TAP device"),
                   "the message names the device and says what is wrong");
-    ck_assert(!strstr(r.out, "net:"));          /* the guest never ran */
-    free(r.out);
+    ck_assert_uint_eq(r.len, 0);                /* the guest never ran */
+    run_free(&r);
 
     /* a TAP another process has open (not multi-queue: one user) */
     int stop_w;
@@ -497,23 +519,23 @@ START_TEST(tap_errors)
     waitpid(holder, NULL, 0);
     show(&r, "tap in use");
     ck_assert_int_eq(r.status, CLI_EXIT_USAGE);
-    ck_assert_msg(strstr(r.out, "tap " BUSY_TAP ":") && strstr(r.out, "in use"),
+    ck_assert_msg(strstr(r.err, "tap " BUSY_TAP ":") && strstr(r.err, "in use"),
                   "the message names the device and says it is in use");
-    free(r.out);
+    run_free(&r);
 
     /* no net device: the guest finds none */
     RUN(&r, 60, moat_bin(), "run", "--timeout", "50", "--kernel", net_elf(), "--cmdline",
         "net.ip=" GUEST_IP " net.peer=" HOST_IP " net.peermac=" HOST_MAC " net.port=7777");
     show(&r, "no device");
     ck_assert_int_eq(r.status, NET_NODEV);
-    free(r.out);
+    run_free(&r);
 
     /* an incomplete command line: the guest says so before touching the device */
     RUN(&r, 60, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--timeout", "50", "--kernel", net_elf(),
         "--device", "net,tap=" TAP, "--cmdline", "net.ip=" GUEST_IP);
     show(&r, "incomplete command line");
     ck_assert_int_eq(r.status, 4);
-    free(r.out);
+    run_free(&r);
 }
 END_TEST
 
@@ -553,21 +575,21 @@ int main(void)
     }
     /* What the namespace and the TAP need: not KVM, so a skip even where
      * MOAT_REQUIRE_KVM is set (the nested L1 has neither tun nor iproute2). */
-    if (geteuid() != 0) {
-        printf("SKIPPED: test_net: not root (a network namespace and TAP devices need it)\n");
-        return 0;
-    }
-    if (access("/dev/net/tun", R_OK | W_OK) != 0) {
-        printf("SKIPPED: test_net: /dev/net/tun: %s (no TUN/TAP support)\n", strerror(errno));
-        return 0;
-    }
-    if (!find_ip()) {
-        printf("SKIPPED: test_net: no `ip` (iproute2) in PATH\n");
-        return 0;
-    }
-    char out[512];
-    if (IP(out, sizeof out, "netns", "list") != 0) {
-        printf("SKIPPED: test_net: %s has no `ip netns` (busybox's ip?): %.200s\n", ip_bin, out);
+    char missing[1024] = "";
+    size_t ml = 0;
+    if (geteuid() != 0)
+        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "; not root (a network namespace and TAP "
+                               "devices need it)");
+    if (access("/dev/net/tun", R_OK | W_OK) != 0)
+        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "; /dev/net/tun: %s (no TUN/TAP support)",
+                               strerror(errno));
+    char out[512] = "";
+    if (!find_ip())
+        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "; no `ip` (iproute2) in PATH");
+    else if (IP(out, sizeof out, "netns", "list") != 0)
+        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "; %s has no `ip netns` (busybox's ip?)", ip_bin);
+    if (missing[0]) {
+        printf("SKIPPED: test_net: %s\n", missing + 2);
         return 0;
     }
     if (netns_make(why, sizeof why) < 0) {
