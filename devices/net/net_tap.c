@@ -124,7 +124,9 @@ int net_tap_open(const char *name, struct net_backend **out, char *why, size_t w
         snprintf(why, wlen, "tap %s: %s%s", name, strerror(e),
                  e == EPERM ? " (needs CAP_NET_ADMIN, or a TAP device made beforehand for this user: "
                               "ip tuntap add dev NAME mode tap user USER)"
-                 : e == EBUSY ? " (in use by another process, or not a TAP device)" : "");
+                 : e == EBUSY ? " (in use by another process)"
+                 : e == EINVAL ? " (a device of that name exists and is not a TAP device, or is a multi-queue one)"
+                 : "");
         close(fd);
         return -e;
     }

@@ -62,3 +62,11 @@ $(B)/tests/test_agent: tests/integration/test_agent.c vmm/agent/agent_proto.c vm
 		$(B)/guest/agent $(B)/moat
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< vmm/agent/agent_proto.c $(CHECK_LIBS)
+
+$(B)/guests/net.elf: $(GUEST_DIR)/net_proto.h
+
+# virtio-net through moat and a TAP in a network namespace
+# (tests/integration/test_net.c; docs/testing.md).
+$(B)/tests/test_net: tests/integration/test_net.c tests/integration/host_probe.h $(GUEST_DIR)/expect.h $(GUEST_DIR)/net_proto.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)

@@ -1,0 +1,625 @@
+/* virtio-net through the moat binary on /dev/kvm and a TAP device, all
+ * inside a network namespace this program makes (and always removes):
+ *  - the tiny polling driver guest (tests/guests/net.c) in the namespace
+ *    (`ip netns exec`), a UDP echo responder on 10.88.0.1 there (a child
+ *    that enters it with setns(2)): a ping, ARP both ways (the host has no
+ *    neighbour entry for the guest: the guest must answer the host's ARP
+ *    request), a few hundred datagrams that all come back in order, a large
+ *    one, a short transmit chain the device must refuse and hand back —
+ *    without mergeable receive buffers, and with them (small buffers, so
+ *    the large frame spans several) plus an MTU in the config space, all
+ *    sent at once;
+ *  - taps moat cannot open (a TUN device of that name, a TAP held by
+ *    another process): moat exits 2 naming the device; no net device at
+ *    all: the guest says so.
+ * No traffic leaves the namespace.
+ *
+ * Environment: MOAT_BIN (build/moat), MOAT_GUESTS (build/guests),
+ * MOAT_TEST_SLOW (time limits x N), MOAT_REQUIRE_KVM (fail instead of skip
+ * without KVM). Needs root, /dev/net/tun and iproute2's `ip` (with
+ * `ip netns`): without them it prints SKIPPED and passes. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/if.h>
+#include <linux/if_tun.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../guests/expect.h"
+#include "../guests/net_proto.h"
+#include "host_probe.h"
+
+#define OUT_CAP   (1u << 20)
+#define HOST_IP   "10.88.0.1"
+#define GUEST_IP  "10.88.0.2"
+#define HOST_MAC  "02:00:0a:58:00:01"
+#define GUEST_MAC "52:54:00:0a:58:02"
+#define ECHO_PORT 7777
+#define TAP       "moattap0"        /* names inside the namespace: no clash outside */
+#define TUN       "moattun0"
+#define BUSY_TAP  "moatbusy0"
+
+static const char *env_or(const char *n, const char *d)
+{
+    const char *v = getenv(n);
+    return v && *v ? v : d;
+}
+static const char *moat_bin(void) { return env_or("MOAT_BIN", "build/moat"); }
+static const char *guests(void) { return env_or("MOAT_GUESTS", "build/guests"); }
+static double slow(void)
+{
+    double f = atof(env_or("MOAT_TEST_SLOW", "1"));
+    return f > 0 ? f : 1;
+}
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static char ip_bin[512];           /* iproute2's ip */
+static char netns[64];             /* the namespace, "" until made */
+static char netns_path[128];       /* /var/run/netns/NAME */
+static pid_t main_pid;
+
+/* ---- running commands ---- */
+
+struct run {
+    char *out;          /* stdout: the guest's console */
+    char *err;          /* stderr: moat's messages */
+    size_t len, elen;
+    int status;         /* exit status, 128 + signal */
+};
+
+/* Run argv with its stdout and stderr collected apart (moat's log lines
+ * must not split the guest's); SIGKILL after cap_s (x slow). */
+static void run_argv(struct run *r, double cap_s, const char *const *argv)
+{
+    memset(r, 0, sizeof *r);
+    r->out = calloc(1, OUT_CAP + 1);
+    r->err = calloc(1, OUT_CAP + 1);
+    ck_assert(r->out && r->err);
+    int po[2], pe[2];
+    ck_assert_int_eq(pipe2(po, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(pe, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0)
+            dup2(nul, 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        execvp(argv[0], (char *const *)argv);
+        dprintf(2, "test_net: exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    close(po[1]);
+    close(pe[1]);
+    double deadline = now() + cap_s * slow();
+    bool killed = false;
+    struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
+    char *dst[2] = { r->out, r->err };
+    size_t *len[2] = { &r->len, &r->elen };
+    while (pf[0].fd >= 0 || pf[1].fd >= 0) {
+        double left = deadline - now();
+        if (left <= 0 && !killed) {
+            kill(pid, SIGKILL);
+            killed = true;
+        }
+        int n = poll(pf, 2, killed ? 1000 : (int)(left * 1000) + 1);
+        if (n < 0 && errno != EINTR)
+            break;
+        if (n <= 0)
+            continue;
+        for (int k = 0; k < 2; k++) {
+            if (pf[k].fd < 0 || !pf[k].revents)
+                continue;
+            char buf[4096];
+            ssize_t got = read(pf[k].fd, buf, sizeof buf);
+            if (got <= 0) {
+                close(pf[k].fd);
+                pf[k].fd = -1;
+                continue;
+            }
+            for (ssize_t i = 0; i < got; i++)
+                if (!buf[i])
+                    buf[i] = '?';
+            if (*len[k] + (size_t)got <= OUT_CAP) {
+                memcpy(dst[k] + *len[k], buf, (size_t)got);
+                *len[k] += (size_t)got;
+            }
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        if (pf[k].fd >= 0)
+            close(pf[k].fd);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    r->status = WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+static void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+#define RUN(r, cap, ...) run_argv((r), (cap), (const char *const[]){ __VA_ARGS__, NULL })
+
+static void show(const struct run *r, const char *what)
+{
+    fprintf(stderr, "---- %s: status %d, console:\n%.*s---- stderr:\n%.*s----\n", what, r->status,
+            (int)(r->len > 6000 ? 6000 : r->len), r->out, (int)(r->elen > 3000 ? 3000 : r->elen), r->err);
+}
+
+/* `ip ARGS...` (outside any namespace, or in ours: "netns", "exec", ...);
+ * its status, its output in out (if given). */
+static int ip_cmd(char *out, size_t cap, const char *const *args)
+{
+    const char *argv[32] = { ip_bin };
+    size_t n = 1;
+    for (; args[n - 1] && n < 31; n++)
+        argv[n] = args[n - 1];
+    argv[n] = NULL;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0)
+            dup2(nul, 0);
+        dup2(p[1], 1);
+        dup2(p[1], 2);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(p[1]);
+    size_t len = 0;
+    char tmp[1024];
+    ssize_t got;
+    while ((got = read(p[0], tmp, sizeof tmp)) > 0 || (got < 0 && errno == EINTR)) {
+        for (ssize_t i = 0; out && i < got && len + 1 < cap; i++)
+            out[len++] = tmp[i];
+    }
+    if (out && cap)
+        out[len] = 0;
+    close(p[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+#define IP(out, cap, ...) ip_cmd((out), (cap), (const char *const[]){ __VA_ARGS__, NULL })
+#define IPNS(out, cap, ...) IP((out), (cap), "netns", "exec", netns, ip_bin, __VA_ARGS__)
+
+/* ---- the namespace ---- */
+
+/* Remove the namespace (the taps in it go with it). Safe to call twice,
+ * and from a signal handler of the main process (fork + exec only). */
+static void netns_remove(void)
+{
+    if (!netns[0] || getpid() != main_pid)
+        return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(ip_bin, ip_bin, "netns", "delete", netns, (char *)NULL);
+        _exit(127);
+    }
+    int st = 0;
+    if (pid > 0)
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+    if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        static const char m[] = "test_net: could not delete the network namespace\n";
+        if (write(2, m, sizeof m - 1) < 0) {
+            /* nothing more to do */
+        }
+    }
+    netns[0] = 0;
+}
+
+static void on_signal(int sig)
+{
+    netns_remove();
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Make the namespace with TAP (HOST_IP/24, HOST_MAC, up) and TUN (a TUN
+ * device: not something moat can open as a TAP). 0, or -1 with why. */
+static int netns_make(char *why, size_t wlen)
+{
+    char out[1024];
+    snprintf(netns, sizeof netns, "moat-test-net-%d-%u", (int)getpid(), (unsigned)rand() % 100000u);
+    snprintf(netns_path, sizeof netns_path, "/var/run/netns/%s", netns);
+    if (IP(out, sizeof out, "netns", "add", netns) != 0) {
+        snprintf(why, wlen, "ip netns add %s: %.300s", netns, out);
+        netns[0] = 0;
+        return -1;
+    }
+#define STEP(what, ...)                                                         \
+    do {                                                                        \
+        if (IPNS(out, sizeof out, __VA_ARGS__) != 0) {                          \
+            snprintf(why, wlen, "%s in the namespace: %.300s", what, out);          \
+            netns_remove();                                                     \
+            return -1;                                                          \
+        }                                                                       \
+    } while (0)
+    STEP("ip tuntap add " TAP, "tuntap", "add", "dev", TAP, "mode", "tap");
+    STEP("ip link set " TAP " address", "link", "set", "dev", TAP, "address", HOST_MAC);
+    STEP("ip addr add", "addr", "add", HOST_IP "/24", "dev", TAP);
+    STEP("ip link set " TAP " up", "link", "set", "dev", TAP, "up");
+    STEP("ip link set lo up", "link", "set", "dev", "lo", "up");
+    STEP("ip tuntap add " TUN, "tuntap", "add", "dev", TUN, "mode", "tun");
+#undef STEP
+    return 0;
+}
+
+/* Enter the namespace (in a child of the test). */
+static int enter_netns(void)
+{
+    int fd = open(netns_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    int r = setns(fd, CLONE_NEWNET);
+    close(fd);
+    return r;
+}
+
+/* ---- the echo responder ---- */
+
+struct echo {
+    pid_t pid;
+    int stop_w;         /* closed: the responder reports and exits */
+    int result_r;
+};
+struct echo_result {
+    unsigned long datagrams;    /* starting with "moat-net-" */
+    unsigned long other;        /* anything else */
+    unsigned long bytes;
+    int err;                    /* errno of a failed sendto, or of setup */
+};
+
+/* A child in the namespace that binds HOST_IP:ECHO_PORT and sends every
+ * datagram back to where it came from, counting them. Returns once it is
+ * bound. */
+static void echo_start(struct echo *e)
+{
+    int stop[2], res[2], ready[2];
+    ck_assert_int_eq(pipe2(stop, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(res, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(stop[1]);
+        close(res[0]);
+        close(ready[0]);
+        struct echo_result er = { 0 };
+        int s = -1;
+        if (enter_netns() < 0 || (s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0) {
+            er.err = errno;
+        } else {
+            int big = 8 << 20;
+            setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
+            setsockopt(s, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof big);
+            struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(ECHO_PORT) };
+            inet_pton(AF_INET, HOST_IP, &a.sin_addr);
+            if (bind(s, (struct sockaddr *)&a, sizeof a) < 0)
+                er.err = errno;
+        }
+        char c = er.err ? 'e' : 'r';
+        if (write(ready[1], &c, 1) != 1)
+            _exit(1);
+        close(ready[1]);
+        while (!er.err) {
+            struct pollfd pf[2] = { { s, POLLIN, 0 }, { stop[0], POLLIN, 0 } };
+            if (poll(pf, 2, -1) < 0) {
+                if (errno == EINTR)
+                    continue;
+                er.err = errno;
+                break;
+            }
+            if (pf[0].revents & POLLIN) {
+                static char buf[65536];
+                struct sockaddr_in from;
+                socklen_t fl = sizeof from;
+                ssize_t n = recvfrom(s, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+                if (n < 0)
+                    continue;
+                if ((size_t)n >= 9 && !memcmp(buf, "moat-net-", 9))
+                    er.datagrams++;
+                else
+                    er.other++;
+                er.bytes += (unsigned long)n;
+                if (sendto(s, buf, (size_t)n, 0, (struct sockaddr *)&from, fl) != n)
+                    er.err = errno ? errno : EIO;
+                continue;
+            }
+            if (pf[1].revents)
+                break;
+        }
+        if (write(res[1], &er, sizeof er) != (ssize_t)sizeof er)
+            _exit(1);
+        _exit(0);
+    }
+    close(stop[0]);
+    close(res[1]);
+    close(ready[1]);
+    char c = 0;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    e->pid = pid;
+    e->stop_w = stop[1];
+    e->result_r = res[0];
+    ck_assert_msg(c == 'r', "the echo responder could not bind " HOST_IP ":%d in the namespace", ECHO_PORT);
+}
+
+static void echo_stop(struct echo *e, struct echo_result *er)
+{
+    close(e->stop_w);
+    memset(er, 0, sizeof *er);
+    ssize_t n = read(e->result_r, er, sizeof *er);
+    close(e->result_r);
+    int st;
+    waitpid(e->pid, &st, 0);
+    ck_assert_int_eq(n, (ssize_t)sizeof *er);
+}
+
+/* ---- the guest ---- */
+
+static const char *net_elf(void)
+{
+    static char p[512];
+    snprintf(p, sizeof p, "%s/net.elf", guests());
+    return p;
+}
+
+/* The number after key in the guest's output, or -1. */
+static long out_num(const struct run *r, const char *key)
+{
+    const char *p = strstr(r->out, key);
+    return p ? strtol(p + strlen(key), NULL, 10) : -1;
+}
+
+/* One run of the guest through TAP; extra: device options after tap=,
+ * cmdline_extra: guest settings after the common ones. */
+static void guest_run(const char *dev_extra, const char *cmdline_extra, unsigned count, bool mrg)
+{
+    /* the host must ask the guest for its MAC (ARP), not remember it */
+    char out[512];
+    IPNS(out, sizeof out, "neigh", "flush", "dev", TAP);
+    struct echo e;
+    echo_start(&e);
+    char dev[256], cmdline[512];
+    snprintf(dev, sizeof dev, "net,tap=" TAP ",mac=" GUEST_MAC "%s", dev_extra);
+    snprintf(cmdline, sizeof cmdline,
+             "net.ip=" GUEST_IP " net.peer=" HOST_IP " net.peermac=" HOST_MAC " net.port=%d net.mac=" GUEST_MAC
+             " net.count=%u %s", ECHO_PORT, count, cmdline_extra);
+    struct run r;
+    RUN(&r, 120, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--timeout", "100", "--kernel", net_elf(),
+        "--device", dev, "--cmdline", cmdline);
+    show(&r, cmdline);
+    struct echo_result er;
+    echo_stop(&e, &er);
+    printf("test_net: echo side: %lu datagrams, %lu other, %lu bytes, error %d\n", er.datagrams, er.other, er.bytes,
+           er.err);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, NET_OK_PING));
+    ck_assert(strstr(r.out, NET_OK_ARP));
+    ck_assert(strstr(r.out, NET_OK_BULK));
+    ck_assert(strstr(r.out, NET_OK_BIG));
+    ck_assert(strstr(r.out, NET_OK_BAD));
+    ck_assert(strstr(r.out, NET_OK_ALL));
+    /* moat says why it refused the short chain */
+    ck_assert(strstr(r.err, "transmit chain of 20 bytes refused"));
+    ck_assert_int_eq(er.err, 0);
+    ck_assert_uint_eq(er.datagrams, NET_DATAGRAMS(count));
+    ck_assert_uint_eq(er.other, 0);
+    ck_assert_int_eq(out_num(&r, "replies "), (long)NET_DATAGRAMS(count));
+    ck_assert_int_ge(out_num(&r, NET_ARP_ANSWERED), 1);
+    long mb = out_num(&r, NET_MAX_BUFFERS);
+    if (mrg)
+        ck_assert_int_ge(mb, 2);
+    else
+        ck_assert_int_eq(mb, 1);
+    run_free(&r);
+}
+
+START_TEST(udp_plain)
+{
+    guest_run("", "net.mrg=0 net.window=16", 300, false);
+}
+END_TEST
+
+START_TEST(udp_mergeable_burst)
+{
+    guest_run(",mtu=1400", "net.mrg=1 net.mtu=1400 net.window=500", 500, true);
+}
+END_TEST
+
+/* A TAP held by another process (this test's child, in the namespace). */
+static pid_t hold_tap(const char *name, int *stop_w)
+{
+    int stop[2], ready[2];
+    ck_assert_int_eq(pipe2(stop, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(stop[1]);
+        close(ready[0]);
+        char c = 'e';
+        int fd = -1;
+        if (enter_netns() == 0 && (fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC)) >= 0) {
+            struct ifreq ifr;
+            memset(&ifr, 0, sizeof ifr);
+            ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+            snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", name);
+            if (ioctl(fd, TUNSETIFF, &ifr) == 0)
+                c = 'r';
+        }
+        if (write(ready[1], &c, 1) != 1)
+            _exit(1);
+        char b;
+        while (read(stop[0], &b, 1) < 0 && errno == EINTR)
+            ;
+        _exit(0);
+    }
+    close(stop[0]);
+    close(ready[1]);
+    char c = 0;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    ck_assert_msg(c == 'r', "could not make and hold TAP %s in the namespace", name);
+    *stop_w = stop[1];
+    return pid;
+}
+
+START_TEST(tap_errors)
+{
+    struct run r;
+    /* a TUN device of that name: TUNSETIFF with IFF_TAP refuses it */
+    RUN(&r, 60, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--kernel", net_elf(), "--device",
+        "net,tap=" TUN);
+    show(&r, "tap is a tun");
+    ck_assert_int_eq(r.status, CLI_EXIT_USAGE);
+    ck_assert_msg(strstr(r.err, "tap " TUN ":") && strstr(r.err, "not a TAP device"),
+                  "the message names the device and says what is wrong");
+    ck_assert_uint_eq(r.len, 0);                /* the guest never ran */
+    run_free(&r);
+
+    /* a TAP another process has open (not multi-queue: one user) */
+    int stop_w;
+    pid_t holder = hold_tap(BUSY_TAP, &stop_w);
+    RUN(&r, 60, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--kernel", net_elf(), "--device",
+        "net,tap=" BUSY_TAP);
+    close(stop_w);
+    waitpid(holder, NULL, 0);
+    show(&r, "tap in use");
+    ck_assert_int_eq(r.status, CLI_EXIT_USAGE);
+    ck_assert_msg(strstr(r.err, "tap " BUSY_TAP ":") && strstr(r.err, "in use"),
+                  "the message names the device and says it is in use");
+    run_free(&r);
+
+    /* no net device: the guest finds none */
+    RUN(&r, 60, moat_bin(), "run", "--timeout", "50", "--kernel", net_elf(), "--cmdline",
+        "net.ip=" GUEST_IP " net.peer=" HOST_IP " net.peermac=" HOST_MAC " net.port=7777");
+    show(&r, "no device");
+    ck_assert_int_eq(r.status, NET_NODEV);
+    run_free(&r);
+
+    /* an incomplete command line: the guest says so before touching the device */
+    RUN(&r, 60, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--timeout", "50", "--kernel", net_elf(),
+        "--device", "net,tap=" TAP, "--cmdline", "net.ip=" GUEST_IP);
+    show(&r, "incomplete command line");
+    ck_assert_int_eq(r.status, 4);
+    run_free(&r);
+}
+END_TEST
+
+/* ---- main ---- */
+
+static bool find_ip(void)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s:/sbin:/usr/sbin:/bin:/usr/bin", env_or("PATH", "/bin:/usr/bin"));
+    for (char *save = NULL, *d = strtok_r(path, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(ip_bin, sizeof ip_bin, "%s/ip", d);
+        if (access(ip_bin, X_OK) == 0)
+            return true;
+    }
+    ip_bin[0] = 0;
+    return false;
+}
+
+static void cleanup(void)
+{
+    netns_remove();
+}
+
+int main(void)
+{
+    main_pid = getpid();
+    srand((unsigned)time(NULL) ^ (unsigned)getpid());
+    char why[512];
+    enum test_host_kind kind = probe_host_kind(moat_bin(), why, sizeof why);
+    if (kind == TEST_HOST_NONE) {
+        if (require_kvm()) {
+            printf("FAILED: test_net: %s and MOAT_REQUIRE_KVM is set\n", why);
+            return 1;
+        }
+        printf("SKIPPED: test_net: %s — virtio-net KVM tests not run\n", why);
+        return 0;
+    }
+    /* What the namespace and the TAP need: not KVM, so a skip even where
+     * MOAT_REQUIRE_KVM is set (the nested L1 has neither tun nor iproute2). */
+    char missing[1024] = "";
+    size_t ml = 0;
+    if (geteuid() != 0)
+        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "; not root (a network namespace and TAP "
+                               "devices need it)");
+    if (access("/dev/net/tun", R_OK | W_OK) != 0)
+        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "; /dev/net/tun: %s (no TUN/TAP support)",
+                               strerror(errno));
+    char out[512] = "";
+    if (!find_ip())
+        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "; no `ip` (iproute2) in PATH");
+    else if (IP(out, sizeof out, "netns", "list") != 0)
+        ml += (size_t)snprintf(missing + ml, sizeof missing - ml, "; %s has no `ip netns` (busybox's ip?)", ip_bin);
+    if (missing[0]) {
+        printf("SKIPPED: test_net: %s\n", missing + 2);
+        return 0;
+    }
+    if (netns_make(why, sizeof why) < 0) {
+        printf("SKIPPED: test_net: cannot make a network namespace with a TAP: %s\n", why);
+        return 0;
+    }
+    atexit(cleanup);
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
+    signal(SIGHUP, on_signal);
+    printf("test_net: namespace %s\n", netns);
+    fflush(stdout);
+
+    Suite *s = suite_create("net");
+    TCase *tc = tcase_create("kvm");
+    tcase_set_timeout(tc, 300 * slow());
+    tcase_add_test(tc, udp_plain);
+    tcase_add_test(tc, udp_mergeable_burst);
+    tcase_add_test(tc, tap_errors);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    netns_remove();
+    /* the namespace must be gone */
+    struct stat st;
+    if (stat(netns_path, &st) == 0) {
+        printf("test_net: %s still exists after removal\n", netns_path);
+        failed++;
+    }
+    return failed ? 1 : 0;
+}
