@@ -459,6 +459,36 @@ START_TEST(udp_mergeable_burst)
 }
 END_TEST
 
+/* The egress policy in the device: the preset denies the peer (10/8 is
+ * private) when nothing allows it, so nothing reaches the echo side and the
+ * guest fails for want of an answer; an allow rule for the peer's port, or
+ * the preset turned off, lets everything through. */
+START_TEST(egress_policy)
+{
+    char out[512];
+    IPNS(out, sizeof out, "neigh", "flush", "dev", TAP);
+    struct echo e;
+    echo_start(&e);
+    char cmdline[512];
+    snprintf(cmdline, sizeof cmdline,
+             "net.ip=" GUEST_IP " net.peer=" HOST_IP " net.peermac=" HOST_MAC " net.port=%d net.mac=" GUEST_MAC
+             " net.count=20 net.mrg=0", ECHO_PORT);
+    struct run r;
+    RUN(&r, 120, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--timeout", "100", "--kernel", net_elf(),
+        "--device", "net,tap=" TAP ",mac=" GUEST_MAC ",policy=\"default allow\"", "--cmdline", cmdline);
+    show(&r, "policy: default allow, the preset on");
+    struct echo_result er;
+    echo_stop(&e, &er);
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_uint_eq(er.datagrams, 0);
+    ck_assert(!strstr(r.out, NET_OK_PING));
+    run_free(&r);
+    guest_run(",policy=\"default deny; allow " HOST_IP "/32,port=7777,proto=udp\"", "net.mrg=0 net.window=16", 50,
+              false);
+    guest_run(",policy=\"default allow; no-preset\"", "net.mrg=0 net.window=16", 50, false);
+}
+END_TEST
+
 /* A TAP held by another process (this test's child, in the namespace). */
 static pid_t hold_tap(const char *name, int *stop_w)
 {
@@ -607,6 +637,7 @@ int main(void)
     TCase *tc = tcase_create("kvm");
     tcase_set_timeout(tc, 300 * slow());
     tcase_add_test(tc, udp_plain);
+    tcase_add_test(tc, egress_policy);
     tcase_add_test(tc, udp_mergeable_burst);
     tcase_add_test(tc, tap_errors);
     suite_add_tcase(s, tc);
