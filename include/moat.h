@@ -301,6 +301,16 @@ int moat_clone_overlay(struct moat_vm *vm, unsigned drive, const char *dst);
 int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const char *key, const char *value,
                     struct moat_error *err);
 
+/* Read a device's state as text into buf (len bytes, NUL-terminated,
+ * cut if longer): the device found as moat_device_set finds it; what a
+ * type tells (docs/devices.md): net's "policy" (the egress policy in force,
+ * as moat_device_set takes it), "stats" (its counters: frames both ways,
+ * the policy's rules with what each allowed and dropped, the metadata
+ * service's requests). The length the text has (may be >= len: cut), or
+ * -ENODEV / -EINVAL as moat_device_set. */
+long moat_device_get(struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf, size_t len,
+                     struct moat_error *err);
+
 /* Fork: one snapshot of parent, n children restored from it.
  * moat_fork pauses parent (if running), writes its snapshot once to
  * state_path/mem_path, clones each copy-on-write drive's overlay for every

@@ -304,6 +304,7 @@ static void net_free(void *priv)
     }
     mmds_destroy(r->mmds);
     net_policy_free(r->policy);
+    free(r->policy_text);
     pthread_mutex_destroy(&r->plock);
     free(r->http);
     free(r);
@@ -322,7 +323,8 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
     const char *pol = devopt_get(o, "policy");
     if (pol) {
         char w[200] = "";
-        int pr = policy_build(pol, &rec->policy, w, sizeof(w));
+        rec->policy_text = strdup(pol);
+        int pr = rec->policy_text ? policy_build(pol, &rec->policy, w, sizeof(w)) : -ENOMEM;
         if (pr < 0) {
             snprintf(why, wlen, "policy: %s", w);
             net_free(rec);
@@ -407,13 +409,22 @@ static int net_set(void *priv, const char *key, const char *value, char *why, si
         int e = policy_build(value, &np, why, wlen);
         if (e < 0)
             return e;
+        char *text = strdup(value), *old_text;
+        if (!text) {
+            net_policy_free(np);
+            snprintf(why, wlen, "out of memory");
+            return -ENOMEM;
+        }
         pthread_mutex_lock(&r->plock);
         old = r->policy;
+        old_text = r->policy_text;
         if (old)
             net_policy_carry(np, old, clock_mono_ns());
         r->policy = np;
+        r->policy_text = text;
         pthread_mutex_unlock(&r->plock);
         net_policy_free(old);
+        free(old_text);
         return 0;
     }
     if (!strcmp(key, "link")) {
@@ -437,7 +448,51 @@ static int net_set(void *priv, const char *key, const char *value, char *why, si
     return virtio_net_set_limit(r->dev, tx, &c);
 }
 
+static const char *const net_get_keys[] = { "policy", "stats", NULL };
+
+static long net_get(void *priv, const char *key, char *buf, size_t len)
+{
+    struct net_rec *r = priv;
+    size_t n = 0;
+    if (!strcmp(key, "policy")) {
+        pthread_mutex_lock(&r->plock);
+        n = (size_t)snprintf(buf, len, "%s", r->policy_text ? r->policy_text : "");
+        pthread_mutex_unlock(&r->plock);
+        return (long)n;
+    }
+    struct virtio_net_stats st;
+    virtio_net_get_stats(r->dev, &st);
+    char mac[18];
+    net_format_mac(r->mac, mac);
+#define PUT(...) do { int k_ = snprintf(buf + (n < len ? n : len), n < len ? len - n : 0, __VA_ARGS__); \
+                      if (k_ > 0) n += (size_t)k_; } while (0)
+    PUT("mac %s\n", mac);
+    PUT("tx frames %llu bytes %llu dropped %llu local %llu bad %llu backend-errors %llu throttled %llu\n",
+        (unsigned long long)st.tx_frames, (unsigned long long)st.tx_bytes, (unsigned long long)st.tx_dropped,
+        (unsigned long long)st.tx_local, (unsigned long long)st.tx_bad, (unsigned long long)st.tx_backend_errors,
+        (unsigned long long)st.tx_throttled);
+    PUT("rx frames %llu bytes %llu dropped %llu bad %llu throttled %llu\n", (unsigned long long)st.rx_frames,
+        (unsigned long long)st.rx_bytes, (unsigned long long)st.rx_dropped, (unsigned long long)st.rx_bad,
+        (unsigned long long)st.rx_throttled);
+    if (r->mmds) {
+        struct mmds_stats ms;
+        mmds_get_stats(r->mmds, &ms);
+        PUT("metadata requests %llu bad %llu tokens %llu no-token %llu invalid-token %llu\n",
+            (unsigned long long)ms.requests, (unsigned long long)ms.bad_requests,
+            (unsigned long long)ms.tokens_issued, (unsigned long long)ms.rx_no_token,
+            (unsigned long long)ms.rx_invalid_token);
+    }
+#undef PUT
+    pthread_mutex_lock(&r->plock);
+    if (r->policy)
+        n += net_policy_render(r->policy, clock_mono_ns(), buf + (n < len ? n : len), n < len ? len - n : 0);
+    pthread_mutex_unlock(&r->plock);
+    return (long)n;
+}
+
 const struct virtio_kind net_kind = {
+    .get = net_get,
+    .get_keys = net_get_keys,
     .set = net_set,
     .set_keys = net_set_keys,
     .type = "net",

@@ -33,6 +33,7 @@ struct net_rec {
     /* the egress policy (option policy="..."), or NULL: everything passes */
     pthread_mutex_t plock;
     struct net_policy *policy;
+    char *policy_text;          /* the policy in force, as given */
 };
 
 extern const struct virtio_kind net_kind;

@@ -70,6 +70,10 @@ struct virtio_kind {
      * can change): key one of set_keys. 0 or -errno with why. */
     int (*set)(void *priv, const char *key, const char *value, char *why, size_t wlen);
     const char *const *set_keys;
+    /* The device's state as text (any thread; may be NULL): key one of
+     * get_keys; snprintf-like (the length of the whole text). */
+    long (*get)(void *priv, const char *key, char *buf, size_t len);
+    const char *const *get_keys;
     void (*free)(void *priv);
 };
 

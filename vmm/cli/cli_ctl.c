@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -188,6 +189,25 @@ static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, si
             snprintf(out, olen, "ok set\n");
         return 0;
     }
+    case CTL_GET: {
+        char *type, *id, *key;
+        struct moat_error e;
+        if (ctl_get_split(req.arg, &type, &id, &key) < 0) {
+            snprintf(out, olen, "error bad request: get TYPE[:ID] KEY\n");
+            return 0;
+        }
+        char *text = malloc(CTL_REPLY_MAX);
+        long n = text ? moat_device_get(vm, type, id, key, text, CTL_REPLY_MAX, &e) : -ENOMEM;
+        if (n < 0) {
+            snprintf(out, olen, "error get: %.200s\n", text ? e.msg : "out of memory");
+        } else {
+            memcpy(out, "ok ", 3);
+            ctl_escape(text, out + 3, olen - 4);
+            strcat(out, "\n");
+        }
+        free(text);
+        return 0;
+    }
     case CTL_SNAPSHOT_DISKS:
     case CTL_CLONE_DISKS: {
         /* One pause for the memory snapshot and the disk pins: the pins are
@@ -234,7 +254,13 @@ int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm)
     setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     struct timespec t0;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    char line[CTL_LINE_MAX + 1], out[256];
+    char line[CTL_LINE_MAX + 1];
+    size_t olen = 2 * CTL_REPLY_MAX + 8;       /* a get's escaped text */
+    char *out = malloc(olen);
+    if (!out) {
+        close(c);
+        return 0;
+    }
     size_t len = 0;
     int stop = 0;
     while (len <= CTL_LINE_MAX) {
@@ -260,9 +286,10 @@ int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm)
             break;
     }
     if (len > 0) {
-        stop = handle(s, vm, line, len, out, sizeof out);
+        stop = handle(s, vm, line, len, out, olen);
         if (send(c, out, strlen(out), MSG_NOSIGNAL) < 0) { /* the client left */ }
     }
+    free(out);
     close(c);
     return stop;
 }

@@ -41,6 +41,10 @@ static const char usage_sandbox[] =
     "       moat fork NAME --count N [--prefix P] [--wait SEC]\n"
     "       moat diff NAME --against T [--files]\n"
     "       moat exec NAME [exec options] -- CMD...   moat cp SRC NAME:PATH | NAME:PATH DST\n"
+    "       moat set NAME TYPE[:ID] KEY VALUE      (a device while it runs: docs/devices.md)\n"
+    "       moat get NAME TYPE[:ID] KEY\n"
+    "       moat net NAME show | policy [TEXT] | allow SPEC | deny SPEC | allow-domain SPEC\n"
+    "                     | default allow|deny | metadata FILE | limit tx_bw|tx_ops|rx_bw|rx_ops VALUE\n"
     "\n"
     "A sandbox is a background moat process with its files in $MOAT_HOME/NAME\n"
     "($MOAT_HOME defaults to /var/lib/moat for root, ~/.local/share/moat\n"
@@ -1579,10 +1583,147 @@ int sandbox_agent_target(const char *name, struct agent_target *t)
     return 0;
 }
 
+/* ---- devices while they run: set, get, net ---- */
+
+/* Send req (a set or get line) to the live sandbox name; the reply's text
+ * (after "ok ", unescaped) into out. 0, or an exit status. */
+static int device_req(const char *name, const char *what, const char *req, char *out, size_t olen)
+{
+    struct sbx s;
+    if (sbx_open(&s, name, 0) < 0)
+        return 1;
+    pid_t pid;
+    double up;
+    int rc = 1;
+    size_t rlen = 2 * CTL_REPLY_MAX + 8;
+    char *reply = malloc(rlen);
+    if (reply && need_live(&s, sbx_state(&s, &pid, &up), what) == 0 && ctl(&s, req, reply, rlen, 10) == 0) {
+        char *nl = strchr(reply, '\n');
+        if (nl)
+            *nl = 0;
+        ctl_unescape(reply);
+        snprintf(out, olen, "%s", reply[2] == ' ' ? reply + 3 : "");
+        rc = 0;
+    }
+    free(reply);
+    sbx_close(&s);
+    return rc;
+}
+
+static int set_req(const char *name, const char *dev, const char *key, const char *value)
+{
+    char req[CTL_LINE_MAX + 64], out[64];
+    if (strchr(value, '\n') || (size_t)snprintf(req, sizeof req, "set %s %s %s", dev, key, value) >= CTL_LINE_MAX) {
+        fprintf(stderr, "moat: set: the value must be one line of at most %d bytes\n", CTL_ARG_MAX - 64);
+        return EXIT_USAGE;
+    }
+    return device_req(name, "change a device of", req, out, sizeof out);
+}
+
+static int get_req(const char *name, const char *dev, const char *key, char *out, size_t olen)
+{
+    char req[256];
+    if ((size_t)snprintf(req, sizeof req, "get %s %s", dev, key) >= sizeof req) {
+        fprintf(stderr, "moat: get: too long\n");
+        return EXIT_USAGE;
+    }
+    return device_req(name, "read a device of", req, out, olen);
+}
+
+static int cmd_set(int argc, char **argv)
+{
+    if (argc != 5) {
+        fprintf(stderr, "usage: moat set NAME TYPE[:ID] KEY VALUE\n");
+        return EXIT_USAGE;
+    }
+    return set_req(argv[1], argv[2], argv[3], argv[4]);
+}
+
+static int cmd_get(int argc, char **argv)
+{
+    if (argc != 4) {
+        fprintf(stderr, "usage: moat get NAME TYPE[:ID] KEY\n");
+        return EXIT_USAGE;
+    }
+    char *out = malloc(CTL_REPLY_MAX + 1);
+    int rc = out ? get_req(argv[1], argv[2], argv[3], out, CTL_REPLY_MAX + 1) : 1;
+    if (rc == 0)
+        fputs(out, stdout), fputs(out[0] && out[strlen(out) - 1] != '\n' ? "\n" : "", stdout);
+    free(out);
+    return rc;
+}
+
+/* moat net NAME ...: the sandbox's (only) network device. */
+static int cmd_net(int argc, char **argv)
+{
+    static const char usage[] = "usage: moat net NAME show | policy [TEXT] | allow SPEC | deny SPEC | "
+                                "allow-domain SPEC | default allow|deny | metadata FILE | limit KEY VALUE\n";
+    if (argc < 3) {
+        fputs(usage, stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[1], *verb = argv[2];
+    char *cur = malloc(CTL_REPLY_MAX + 1);
+    int rc = EXIT_USAGE;
+    if (!cur)
+        return 1;
+    if (!strcmp(verb, "show") && argc == 3) {
+        rc = get_req(name, "net", "stats", cur, CTL_REPLY_MAX + 1);
+        if (rc == 0)
+            fputs(cur, stdout);
+    } else if (!strcmp(verb, "policy") && argc == 3) {
+        rc = get_req(name, "net", "policy", cur, CTL_REPLY_MAX + 1);
+        if (rc == 0)
+            printf("%s\n", cur);
+    } else if (!strcmp(verb, "policy") && argc == 4) {
+        rc = set_req(name, "net", "policy", argv[3]);
+    } else if ((!strcmp(verb, "allow") || !strcmp(verb, "deny") || !strcmp(verb, "allow-domain") ||
+                !strcmp(verb, "default")) && argc == 4) {
+        /* one more item on the policy in force */
+        rc = get_req(name, "net", "policy", cur, CTL_REPLY_MAX + 1);
+        if (rc == 0) {
+            size_t n = strlen(cur) + strlen(verb) + strlen(argv[3]) + 8;
+            char *np = malloc(n);
+            if (!np)
+                rc = 1;
+            else {
+                snprintf(np, n, "%s%s%s %s", cur, cur[0] ? "; " : "", verb, argv[3]);
+                rc = set_req(name, "net", "policy", np);
+                free(np);
+            }
+        }
+    } else if (!strcmp(verb, "metadata") && argc == 4) {
+        FILE *f = !strcmp(argv[3], "-") ? stdin : fopen(argv[3], "r");
+        size_t n = f ? fread(cur, 1, CTL_ARG_MAX - 64, f) : 0;
+        if (!f) {
+            fprintf(stderr, "moat: net metadata: %s: %s\n", argv[3], strerror(errno));
+            rc = 1;
+        } else {
+            cur[n] = 0;
+            for (size_t i = 0; i < n; i++)      /* JSON: a newline is whitespace */
+                if (cur[i] == '\n' || cur[i] == '\r' || cur[i] == '\t')
+                    cur[i] = ' ';
+            while (n && cur[n - 1] == ' ')      /* the control line takes no trailing space */
+                cur[--n] = 0;
+            rc = !feof(f) ? (fprintf(stderr, "moat: net metadata: more than %d bytes (the control socket's "
+                                             "line); use the library call\n", CTL_ARG_MAX - 64), EXIT_USAGE)
+                          : set_req(name, "net", "metadata", cur);
+            if (f != stdin)
+                fclose(f);
+        }
+    } else if (!strcmp(verb, "limit") && argc == 5) {
+        rc = set_req(name, "net", argv[3], argv[4]);
+    } else {
+        fputs(usage, stderr);
+    }
+    free(cur);
+    return rc;
+}
+
 /* ---- dispatch ---- */
 
 static const char *const sandbox_cmds[] = {
-    "create", "ls", "rm", "pause", "resume", "stop", "start", "snapshot", "reset", "fork", "diff",
+    "create", "ls", "rm", "pause", "resume", "stop", "start", "snapshot", "reset", "fork", "diff", "set", "get", "net",
 };
 
 int cli_is_sandbox_command(const char *cmd)
@@ -1624,5 +1765,11 @@ int cmd_sandbox(int argc, char **argv)
         return cmd_fork(argc, argv);
     if (!strcmp(c, "diff"))
         return cmd_diff(argc, argv);
+    if (!strcmp(c, "set"))
+        return cmd_set(argc, argv);
+    if (!strcmp(c, "get"))
+        return cmd_get(argc, argv);
+    if (!strcmp(c, "net"))
+        return cmd_net(argc, argv);
     return EXIT_USAGE;
 }

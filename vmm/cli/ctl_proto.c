@@ -18,6 +18,7 @@ static const struct {
     { "snapshot-disks", CTL_SNAPSHOT_DISKS, 1 },
     { "clone-disks", CTL_CLONE_DISKS, 1 },
     { "set", CTL_SET, 1 },
+    { "get", CTL_GET, 1 },
 };
 
 static int word_ok(const char *w, const char *extra)
@@ -50,6 +51,56 @@ int ctl_set_split(char *arg, char **type, char **id, char **key, char **value)
     *key = k;
     *value = sp2 + 1;
     return 0;
+}
+
+int ctl_get_split(char *arg, char **type, char **id, char **key)
+{
+    char *sp = strchr(arg, ' ');
+    if (!sp || strchr(sp + 1, ' '))
+        return -EINVAL;
+    *sp = 0;
+    char *colon = strchr(arg, ':');
+    if (colon)
+        *colon = 0;
+    if (!word_ok(arg, "") || (colon && !word_ok(colon + 1, ".")) || !word_ok(sp + 1, ""))
+        return -EINVAL;
+    *type = arg;
+    *id = colon ? colon + 1 : NULL;
+    *key = sp + 1;
+    return 0;
+}
+
+void ctl_escape(const char *in, char *out, size_t cap)
+{
+    size_t n = 0;
+    if (!cap)
+        return;
+    for (; *in; in++) {
+        const char *e = *in == '\\' ? "\\\\" : *in == '\n' ? "\\n" : NULL;
+        size_t k = e ? 2 : 1;
+        if (n + k + 1 > cap)
+            break;
+        if (e)
+            memcpy(out + n, e, 2);
+        else
+            out[n] = (unsigned char)*in < 0x20 ? ' ' : *in;
+        n += k;
+    }
+    out[n] = 0;
+}
+
+void ctl_unescape(char *s)
+{
+    char *w = s;
+    for (; *s; s++) {
+        if (*s == '\\' && (s[1] == 'n' || s[1] == '\\')) {
+            *w++ = s[1] == 'n' ? '\n' : '\\';
+            s++;
+        } else {
+            *w++ = *s;
+        }
+    }
+    *w = 0;
 }
 
 const char *ctl_op_name(enum ctl_op op)

@@ -14,6 +14,7 @@
 
 #define CTL_LINE_MAX 4096   /* bytes in a request line, terminator included */
 #define CTL_ARG_MAX 4000    /* bytes in an argument, NUL excluded */
+#define CTL_REPLY_MAX 65536 /* bytes of a get reply's text (escaped: up to twice that) */
 
 enum ctl_op {
     CTL_PAUSE = 1,
@@ -25,6 +26,7 @@ enum ctl_op {
     CTL_SNAPSHOT_DISKS,     /* snapshot-disks DIR: snapshot + DIR/diskN.overlay pins, same point */
     CTL_CLONE_DISKS,        /* clone-disks DIR: DIR/diskN.overlay pins only (paused for the copy) */
     CTL_SET,                /* set TYPE[:ID] KEY VALUE: moat_device_set */
+    CTL_GET,                /* get TYPE[:ID] KEY: moat_device_get */
 };
 
 struct ctl_req {
@@ -46,6 +48,15 @@ int ctl_parse(const char *buf, size_t len, struct ctl_req *req);
  * included). 0, or -EINVAL: a part missing or empty, a type, id or key of
  * other bytes than [a-z0-9_-] (and '.' in an id). */
 int ctl_set_split(char *arg, char **type, char **id, char **key, char **value);
+
+/* A get request's argument "TYPE[:ID] KEY" split in place (as
+ * ctl_set_split, without a value). 0 or -EINVAL. */
+int ctl_get_split(char *arg, char **type, char **id, char **key);
+/* A get reply's text on one line: '\\' and '\n' for a backslash and a
+ * newline, into out (cap bytes, NUL-terminated, cut at a whole escape).
+ * ctl_unescape reverses it in place. */
+void ctl_escape(const char *in, char *out, size_t cap);
+void ctl_unescape(char *s);
 
 /* The verb's name ("pause", ...), or NULL for an unknown op. */
 const char *ctl_op_name(enum ctl_op op);

@@ -553,13 +553,10 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
 
 /* ---- run-time changes ---- */
 
-int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const char *key, const char *value,
-                    struct moat_error *err)
+/* The device of type and id (NULL: the only one of its type), for a
+ * run-time set or get: its slot, or -ENODEV with err set. */
+static int find_device(struct moat_vm *vm, const char *type, const char *id, struct moat_error *err)
 {
-    if (err)
-        memset(err, 0, sizeof(*err));
-    if (!vm || !type || !key || !value)
-        return seterr(err, 1, -EINVAL, "device set: type, key and value are required");
     const struct virtio_kind *k = devtab_kind(type);
     if (!k)
         return seterr(err, 1, -ENODEV, "unknown device type '%.40s' (%s)", type, devtab_types());
@@ -573,17 +570,51 @@ int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const 
         return seterr(err, 1, -ENODEV, "no %s device%s%.40s", k->type, id ? " named " : "", id ? id : "");
     if (count > 1)
         return seterr(err, 1, -ENODEV, "%d %s devices: name one by its id", count, k->type);
-    bool settable = false;
-    for (size_t i = 0; k->set && k->set_keys && k->set_keys[i]; i++)
-        settable |= !strcmp(k->set_keys[i], key);
-    if (!settable)
-        return seterr(err, 1, -EINVAL, "%s %s: '%.40s' cannot be changed while it runs", k->name, vm->dev[hit].id,
-                      key);
+    return hit;
+}
+
+static bool key_in(const char *const *keys, const char *key)
+{
+    for (size_t i = 0; keys && keys[i]; i++)
+        if (!strcmp(keys[i], key))
+            return true;
+    return false;
+}
+
+int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const char *key, const char *value,
+                    struct moat_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+    if (!vm || !type || !key || !value)
+        return seterr(err, 1, -EINVAL, "device set: type, key and value are required");
+    int slot = find_device(vm, type, id, err);
+    if (slot < 0)
+        return slot;
+    struct vm_dev *d = &vm->dev[slot];
+    if (!d->kind->set || !key_in(d->kind->set_keys, key))
+        return seterr(err, 1, -EINVAL, "%s %s: '%.40s' cannot be changed while it runs", d->kind->name, d->id, key);
     char why[256] = "";
-    int r = k->set(vm->dev[hit].priv, key, value, why, sizeof(why));
+    int r = d->kind->set(d->priv, key, value, why, sizeof(why));
     if (r < 0)
-        return seterr(err, 1, r, "%s %s: %s: %s", k->name, vm->dev[hit].id, key, why[0] ? why : strerror(-r));
+        return seterr(err, 1, r, "%s %s: %s: %s", d->kind->name, d->id, key, why[0] ? why : strerror(-r));
     return 0;
+}
+
+long moat_device_get(struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf, size_t len,
+                     struct moat_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+    if (!vm || !type || !key || (!buf && len))
+        return seterr(err, 1, -EINVAL, "device get: type and key are required");
+    int slot = find_device(vm, type, id, err);
+    if (slot < 0)
+        return slot;
+    struct vm_dev *d = &vm->dev[slot];
+    if (!d->kind->get || !key_in(d->kind->get_keys, key))
+        return seterr(err, 1, -EINVAL, "%s %s: nothing called '%.40s' to tell", d->kind->name, d->id, key);
+    return d->kind->get(d->priv, key, buf, len);
 }
 
 /* ---- accessors ---- */
