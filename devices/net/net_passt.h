@@ -112,8 +112,8 @@ int net_passt_argv(const struct net_passt_opts *o, const char *bin, const char *
  * passt's output); nothing is left running or on disk.
  *
  * The backend's send: a frame of 1 .. NET_FRAME_MAX bytes (-EINVAL /
- * -EMSGSIZE otherwise; passt itself drops frames shorter than 14 or
- * longer than 65535 bytes). When the socket takes only part of a frame,
+ * -EMSGSIZE otherwise; passt skips the ones it cannot use, a runt or one
+ * past 65535 bytes, and stays in step). When the socket takes only part of a frame,
  * the rest is kept in the backend (the stream stays whole) and send
  * returns -EAGAIN; the caller sends the same frame again when fd is
  * writable, which sends the rest and returns 0: the frame goes out once.
