@@ -736,6 +736,76 @@ static void seeds_net(void)
     put("net_frame", "malformed", nr, nr_len);
 }
 
+/* ---- passt_frame: [0] piece size, then 4-byte big-endian length + frame ---- */
+static uint8_t pf[1 + 4 * 8 + 65554 + 2048];
+static size_t pf_len;
+
+static void pf_begin(uint8_t piece) { pf[0] = piece; pf_len = 1; }
+static void pf_len32(uint32_t n)
+{
+    pf[pf_len++] = (uint8_t)(n >> 24); pf[pf_len++] = (uint8_t)(n >> 16);
+    pf[pf_len++] = (uint8_t)(n >> 8); pf[pf_len++] = (uint8_t)n;
+}
+static void pf_frame(uint32_t n, uint8_t fill)
+{
+    pf_len32(n);
+    for (uint32_t i = 0; i < n; i++)
+        pf[pf_len++] = (uint8_t)(fill + i);
+}
+
+static void seeds_passt_frame(void)
+{
+    /* an ARP request, broadcast, whole */
+    static const uint8_t arp[42] = {
+        0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x52, 0x54, 0, 0x12, 0x34, 0x56, 0x08, 0x06,
+        0, 1, 0x08, 0, 6, 4, 0, 1, 0x52, 0x54, 0, 0x12, 0x34, 0x56, 192, 0, 2, 2,
+        0, 0, 0, 0, 0, 0, 192, 0, 2, 1 };
+    pf_begin(0);
+    pf_len32(sizeof arp);
+    memcpy(pf + pf_len, arp, sizeof arp);
+    pf_len += sizeof arp;
+    put("passt_frame", "arp", pf, pf_len);
+
+    /* two frames, 7-byte pieces: lengths and frames cut across pushes */
+    pf_begin(7);
+    pf_frame(60, 0x10);
+    pf_frame(1514, 0x20);
+    put("passt_frame", "two-split", pf, pf_len);
+
+    /* many small frames, pushed a byte at a time */
+    pf_begin(1);
+    for (unsigned i = 1; i <= 8; i++)
+        pf_frame(i, (uint8_t)i);
+    put("passt_frame", "tiny-bytewise", pf, pf_len);
+
+    /* the largest frame, then one more: the buffer compacts */
+    pf_begin(255);
+    pf_frame(65554, 0x33);
+    pf_frame(100, 0x44);
+    put("passt_frame", "max-then-small", pf, pf_len);
+
+    /* a frame, then a zero length: an error after a good frame */
+    pf_begin(3);
+    pf_frame(20, 0x55);
+    pf_len32(0);
+    pf_frame(20, 0x66);
+    put("passt_frame", "zero-len", pf, pf_len);
+
+    /* one past the largest length */
+    pf_begin(0);
+    pf_len32(65555);
+    pf_frame(10, 0x77);
+    put("passt_frame", "too-long", pf, pf_len);
+
+    /* a frame cut short at the end of the stream */
+    pf_begin(16);
+    pf_frame(64, 0x01);
+    pf_len32(1000);
+    for (unsigned i = 0; i < 300; i++)
+        pf[pf_len++] = (uint8_t)i;
+    put("passt_frame", "truncated", pf, pf_len);
+}
+
 int main(int argc, char **argv)
 {
     root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
@@ -747,5 +817,6 @@ int main(int argc, char **argv)
     seeds_http();
     seeds_dns();
     seeds_net();
+    seeds_passt_frame();
     return 0;
 }
