@@ -19,6 +19,7 @@
 #include "devices/net/http_req.h"
 #include "devices/net/mmds.h"
 #include "devices/net/net_local.h"
+#include "devices/net/net_passt.h"
 #include "devices/net/net_policy.h"
 #include "devices/net/net_policy_text.h"
 #include "devices/net/net_tap.h"
@@ -26,7 +27,8 @@
 #include "devices/virtio/ratelimit.h"
 #include "vmm/base/clock.h"
 
-static const char *const net_keys[] = { "tap", "mac", "mtu", "id", "mmds", "metadata", "mmds_v1",
+static const char *const net_keys[] = { "tap", "user", "forward", "host_loopback", "mac", "mtu", "id", "mmds",
+                                         "metadata", "mmds_v1",
                                          "tx_bw", "tx_ops", "rx_bw", "rx_ops", "policy", NULL };
 static const char *const limit_keys[] = { "tx_bw", "tx_ops", "rx_bw", "rx_ops" };
 
@@ -53,7 +55,10 @@ static int limits(const struct devopts *o, struct ratelimit_cfg *tx, struct rate
 }
 /* a restore may put the device on another backend, or give it another
  * MAC (a fork of a running VM must not share its parent's) */
-static const char *const net_override_keys[] = { "tap", "mac", NULL };
+static const char *const net_override_keys[] = { "tap", "user", "forward", "host_loopback", "mac", NULL };
+static const char *const net_tap_group[] = { "tap", NULL };
+static const char *const net_user_group[] = { "user", "forward", "host_loopback", NULL };
+static const char *const *const net_backend_groups[] = { net_tap_group, net_user_group, NULL };
 
 static int hexval(char c)
 {
@@ -140,17 +145,66 @@ static int policy_build(const char *text, struct net_policy **out, char *why, si
     return r;
 }
 
+/* forward=SPEC[+SPEC...] (net_passt_parse_forward's SPEC): into fwd
+ * (NET_PASST_MAX_FWD), checked as a list. */
+static int forwards(const char *v, struct net_passt_fwd *fwd, size_t *n, char *why, size_t wlen)
+{
+    *n = 0;
+    if (!v)
+        return 0;
+    char buf[1024];
+    if (strlen(v) >= sizeof(buf)) {
+        snprintf(why, wlen, "forward=: too long");
+        return -EINVAL;
+    }
+    strcpy(buf, v);
+    char *save = NULL;
+    for (char *f = strtok_r(buf, "+", &save); f; f = strtok_r(NULL, "+", &save)) {
+        if (*n == NET_PASST_MAX_FWD) {
+            snprintf(why, wlen, "forward=: more than %u forwards", NET_PASST_MAX_FWD);
+            return -EINVAL;
+        }
+        char w[160] = "";
+        if (net_passt_parse_forward(f, &fwd[(*n)++], w, sizeof(w)) < 0) {
+            snprintf(why, wlen, "forward=%.40s: %s", f, w);
+            return -EINVAL;
+        }
+    }
+    if (*n == 0) {
+        snprintf(why, wlen, "forward=: no forward (tcp:HOSTPORT:GUESTPORT[+...])");
+        return -EINVAL;
+    }
+    return net_passt_check_forwards(fwd, *n, why, wlen);
+}
+
 static int net_check(const struct devopts *o, char *why, size_t wlen)
 {
     const char *tap = devopt_get(o, "tap"), *mac = devopt_get(o, "mac"), *mtu = devopt_get(o, "mtu");
     const char *id = devopt_get(o, "id");
     uint8_t m[6];
     unsigned u;
-    if (!tap || !*tap) {
-        snprintf(why, wlen, "a backend is required: tap=NAME");
+    const char *user = devopt_get(o, "user"), *fw = devopt_get(o, "forward"), *hl = devopt_get(o, "host_loopback");
+    if ((!tap || !*tap) && !user) {
+        snprintf(why, wlen, "a backend is required: tap=NAME or user");
         return -EINVAL;
     }
-    if (strlen(tap) > NET_TAP_NAME_MAX || strchr(tap, '/')) {
+    if (tap && user) {
+        snprintf(why, wlen, "one backend: tap=NAME or user, not both");
+        return -EINVAL;
+    }
+    if ((user && *user) || (hl && *hl)) {
+        snprintf(why, wlen, "user and host_loopback take no value");
+        return -EINVAL;
+    }
+    if (!user && (fw || hl)) {
+        snprintf(why, wlen, "forward= and host_loopback are the user backend's (passt)");
+        return -EINVAL;
+    }
+    struct net_passt_fwd fwds[NET_PASST_MAX_FWD];
+    size_t nf;
+    if (fw && forwards(fw, fwds, &nf, why, wlen) < 0)
+        return -EINVAL;
+    if (tap && (strlen(tap) > NET_TAP_NAME_MAX || strchr(tap, '/'))) {
         snprintf(why, wlen, "tap=NAME: 1 to %u bytes, no '/'", NET_TAP_NAME_MAX);
         return -EINVAL;
     }
@@ -347,7 +401,19 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
     if (mtu)
         parse_mtu(mtu, &u);
     struct net_backend *be = NULL;
-    int r = net_tap_open(devopt_get(o, "tap"), &be, why, wlen);
+    int r;
+    if (devopt_get(o, "user")) {
+        /* passt, moat's child: its DHCP gives the guest the device's MTU */
+        struct net_passt_fwd fwds[NET_PASST_MAX_FWD];
+        size_t nf = 0;
+        r = forwards(devopt_get(o, "forward"), fwds, &nf, why, wlen);
+        struct net_passt_opts po = { .fwd = fwds, .nfwd = nf, .mtu = u ? u : 0,
+                                     .host_loopback = devopt_get(o, "host_loopback") != NULL };
+        if (r == 0)
+            r = net_passt_create(&po, &be, why, wlen);
+    } else {
+        r = net_tap_open(devopt_get(o, "tap"), &be, why, wlen);
+    }
     if (r < 0) {
         net_free(rec);
         return r;
@@ -491,6 +557,7 @@ static long net_get(void *priv, const char *key, char *buf, size_t len)
 }
 
 const struct virtio_kind net_kind = {
+    .override_groups = net_backend_groups,
     .get = net_get,
     .get_keys = net_get_keys,
     .set = net_set,

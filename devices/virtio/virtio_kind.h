@@ -45,6 +45,12 @@ struct virtio_kind {
      * is dropped: blk's flags), or only those it gives (the rest stay the
      * snapshot's: net's MAC). */
     bool override_whole;
+    /* Keys that exclude each other by group (NULL, or NULL-terminated
+     * groups of NULL-terminated keys: net's {tap} and {user, forward,
+     * host_loopback}): an override that gives a key of one group drops
+     * the recorded keys of the others (a device moved to another
+     * backend). */
+    const char *const *const *override_groups;
     /* Check options before any KVM work (values, files): 0 or -errno
      * with why. Only keys in keys reach it. */
     int (*check)(const struct devopts *o, char *why, size_t wlen);

@@ -447,6 +447,14 @@ static int merge_override(const struct virtio_kind *k, const struct devopts *rec
                           struct devopts *out)
 {
     int r = devopt_copy(out, rec);
+    for (size_t g = 0; r == 0 && k->override_groups && k->override_groups[g]; g++) {
+        bool given = false;
+        for (size_t i = 0; k->override_groups[g][i]; i++)
+            given |= devopt_get(ovr, k->override_groups[g][i]) != NULL;
+        for (size_t h = 0; given && k->override_groups[h]; h++)
+            for (size_t i = 0; h != g && k->override_groups[h][i]; i++)
+                devopt_del(out, k->override_groups[h][i]);
+    }
     for (size_t i = 0; r == 0 && k->override_keys[i]; i++) {
         const char *key = k->override_keys[i];
         if (!strcmp(key, "id"))
