@@ -1017,6 +1017,41 @@ START_TEST(cli_device_args)
 }
 END_TEST
 
+/* moat run's network flags: the policy and metadata flags need one --net
+ * device, and every option is checked before any KVM or TAP work, the
+ * message naming what is wrong (no KVM needed). */
+START_TEST(cli_net_flags)
+{
+    struct run r;
+    static const struct { const char *a[6]; int status; const char *want; } bad[] = {
+        { { "--net-allow", "1.2.3.4/32" }, CLI_EXIT_USAGE, "need exactly one --net device (there are 0)" },
+        { { "--net", "tap=t0", "--net", "tap=t1", "--net-no-preset" }, CLI_EXIT_USAGE, "(there are 2)" },
+        { { "--net", "tap=t0", "--net-default", "maybe" }, CLI_EXIT_USAGE, "--net-default allow|deny" },
+        { { "--net", "tap=t0", "--net-allow", "a\"b" }, CLI_EXIT_USAGE, "invalid --net-allow" },
+        { { "--net", "tap=t0", "--net-allow", "10.0.0.0/33" }, CLI_EXIT_USAGE, "prefix /33 is longer than /32" },
+        { { "--net", "tap=t0", "--net-deny", "10.0.0.0/8,port=9-1" }, CLI_EXIT_USAGE, "policy: 'deny" },
+        { { "--net", "tap=t0", "--net-allow-domain", "a..b" }, CLI_EXIT_USAGE, "policy: 'allow-domain" },
+        { { "--net", "user,tap=x" }, CLI_EXIT_USAGE, "one backend: tap=NAME or user, not both" },
+        { { "--net", "tap=t0,forward=tcp:8080:80" }, CLI_EXIT_USAGE, "are the user backend's" },
+        { { "--net", "user,forward=tcp:0:80" }, CLI_EXIT_USAGE, "forward=tcp:0:80" },
+        { { "--net", "tap=t0", "--metadata", "/nonexistent/md.json" }, CLI_EXIT_USAGE, "metadata=/nonexistent/md.json" },
+        { { "--net", "tap=t0,tx_bw=10" }, CLI_EXIT_USAGE, "tx_bw=10: SIZE/REFILL_MS" },
+        { { "--net", "" }, CLI_EXIT_USAGE, "invalid --net ''" },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        const char *args[16] = { "run", "--kernel", some_kernel() };
+        size_t n = 3;
+        for (size_t i = 0; i < 6 && bad[k].a[i]; i++)
+            args[n++] = bad[k].a[i];
+        args[n] = NULL;
+        run_moatv(&r, 10, args);
+        expect_status(&r, bad[k].status);
+        ck_assert_msg(strstr(r.err, bad[k].want) != NULL, "%s: want '%s': %s", r.cmd, bad[k].want, r.err);
+        run_free(&r);
+    }
+}
+END_TEST
+
 /* moat host without a usable KVM device: kind none, exit 2, and it says
  * why (docs/host.md). */
 START_TEST(cli_host_no_kvm)
@@ -1102,7 +1137,7 @@ int main(void)
         cli_unknown_flag, cli_unknown_command, cli_bad_numbers, cli_missing_flag_value,
         cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
         cli_kernel_truncated_elf, cli_version, cli_help, cli_restore_errors,
-        cli_sandbox_no_kvm, cli_host_no_kvm, cli_device_args,
+        cli_sandbox_no_kvm, cli_host_no_kvm, cli_device_args, cli_net_flags,
     };
     const TTest *kvm[] = {
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,

@@ -26,6 +26,12 @@
 #define OPT_DIFF_SNAPSHOTS 300   /* --diff-snapshots (no short form) */
 #define OPT_DEVICE         301   /* --device (no short form) */
 #define OPT_NET            302   /* --net: --device net,... */
+#define OPT_NET_ALLOW      303   /* --net-allow SPEC ... : the --net device's policy */
+#define OPT_NET_DENY       304
+#define OPT_NET_DOMAIN     305
+#define OPT_NET_DEFAULT    306
+#define OPT_NET_NO_PRESET  307
+#define OPT_METADATA       308
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
 
 uint64_t cli_start_ns;
@@ -89,7 +95,16 @@ static const char usage_run[] =
     "                   (repeatable; docs/devices.md): blk,path=FILE[,ro][,id=S]\n"
     "                   [,overlay=FILE][,direct]  or  vsock,uds=PATH[,cid=N]  or\n"
     "                   net,tap=NAME[,mac=MAC][,mtu=N][,id=S]\n"
-    "  --net OPTIONS    virtio-net: --device net,OPTIONS (docs/net.md)\n"
+    "  --net OPTIONS    virtio-net: --device net,OPTIONS (docs/net.md): tap=NAME or\n"
+    "                   user[,forward=tcp:HOSTPORT:GUESTPORT[+...]], mac=, mtu=, mmds,\n"
+    "                   tx_bw=/rx_bw=SIZE/REFILL_MS (rate limits)\n"
+    "  --net-allow SPEC, --net-deny SPEC   the --net device's egress policy:\n"
+    "                   CIDR[,port=P[-Q]][,proto=tcp|udp|icmp]\n"
+    "  --net-allow-domain NAME[,port=..]   addresses DNS answers give for NAME\n"
+    "                   (*.NAME: names below it)\n"
+    "  --net-default allow|deny            what no rule decides (deny)\n"
+    "  --net-no-preset  no preset denies (private, link-local, the host's own)\n"
+    "  --metadata FILE  the metadata service at 169.254.169.254 with FILE's JSON\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
     "  --console-log F  append the serial console to F instead of stdout\n"
     "  -v, --verbose    more log output (repeat for debug)\n"
@@ -260,6 +275,52 @@ static void parse_net(char *arg, struct moat_device *devs, size_t *n)
     devs[(*n)++] = (struct moat_device){ "net", arg };
 }
 
+/* --net-allow/--net-deny/--net-allow-domain/--net-default/--net-no-preset
+ * gather the policy of the (one) --net device; --metadata its document. */
+struct net_flags {
+    char policy[16384];
+    size_t len;
+    const char *metadata;
+};
+
+static void net_flag(struct net_flags *nf, const char *item, const char *arg)
+{
+    if (arg && (!*arg || strpbrk(arg, "\";")))
+        die_usage("invalid --net-%s '%s'", item, arg);
+    if (!strcmp(item, "default") && strcmp(arg, "allow") && strcmp(arg, "deny"))
+        die_usage("--net-default allow|deny, not '%s'", arg);
+    int k = snprintf(nf->policy + nf->len, sizeof(nf->policy) - nf->len, "%s%s%s%s", nf->len ? "; " : "", item,
+                     arg ? " " : "", arg ? arg : "");
+    if (k < 0 || (size_t)k >= sizeof(nf->policy) - nf->len)
+        die_usage("too many --net-* rules");
+    nf->len += (size_t)k;
+}
+
+/* The net device's options with the policy and metadata flags: a new
+ * string (kept until exit). */
+static void net_flags_apply(struct net_flags *nf, struct moat_device *devs, size_t n)
+{
+    if (!nf->len && !nf->metadata)
+        return;
+    size_t hit = n, count = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(devs[i].type, "net")) {
+            hit = i;
+            count++;
+        }
+    if (count != 1)
+        die_usage("--net-allow, --net-deny, --net-allow-domain, --net-default, --net-no-preset and --metadata "
+                  "need exactly one --net device (there are %zu)", count);
+    const char *o = devs[hit].options ? devs[hit].options : "";
+    size_t len = strlen(o) + nf->len + (nf->metadata ? strlen(nf->metadata) : 0) + 32;
+    char *s = malloc(len);
+    if (!s)
+        die_usage("out of memory");
+    snprintf(s, len, "%s%s%s%s%s%s%s", o, nf->len ? "," : "", nf->len ? "policy=\"" : "", nf->len ? nf->policy : "",
+             nf->len ? "\"" : "", nf->metadata ? ",metadata=" : "", nf->metadata ? nf->metadata : "");
+    devs[hit].options = s;
+}
+
 static void parse_device(char *arg, struct moat_device *devs, size_t *n)
 {
     if (*n >= MOAT_MAX_DRIVES)
@@ -316,6 +377,12 @@ int cmd_run(int argc, char **argv)
         { "vsock", required_argument, NULL, 'V' },
         { "device", required_argument, NULL, OPT_DEVICE },
         { "net", required_argument, NULL, OPT_NET },
+        { "net-allow", required_argument, NULL, OPT_NET_ALLOW },
+        { "net-deny", required_argument, NULL, OPT_NET_DENY },
+        { "net-allow-domain", required_argument, NULL, OPT_NET_DOMAIN },
+        { "net-default", required_argument, NULL, OPT_NET_DEFAULT },
+        { "net-no-preset", no_argument, NULL, OPT_NET_NO_PRESET },
+        { "metadata", required_argument, NULL, OPT_METADATA },
         { "control", required_argument, NULL, 'C' },
         { "console-log", required_argument, NULL, 'L' },
         { "pvh", no_argument, NULL, 'P' },
@@ -327,6 +394,7 @@ int cmd_run(int argc, char **argv)
     struct moat_config cfg;
     moat_config_init(&cfg);
     static struct moat_device devices[MOAT_MAX_DRIVES];
+    static struct net_flags nf;
     size_t ndevices = 0;
     const char *kernel = NULL, *initrd = NULL, *snapdir = NULL;
     const char *control = NULL, *conslog = NULL;
@@ -358,6 +426,12 @@ int cmd_run(int argc, char **argv)
         case 'V': parse_vsock(optarg, &cfg); break;
         case OPT_DEVICE: parse_device(optarg, devices, &ndevices); break;
         case OPT_NET: parse_net(optarg, devices, &ndevices); break;
+        case OPT_NET_ALLOW: net_flag(&nf, "allow", optarg); break;
+        case OPT_NET_DENY: net_flag(&nf, "deny", optarg); break;
+        case OPT_NET_DOMAIN: net_flag(&nf, "allow-domain", optarg); break;
+        case OPT_NET_DEFAULT: net_flag(&nf, "default", optarg); break;
+        case OPT_NET_NO_PRESET: net_flag(&nf, "no-preset", NULL); break;
+        case OPT_METADATA: nf.metadata = optarg; break;
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
         case 'T': timings = 1; break;
@@ -385,6 +459,7 @@ int cmd_run(int argc, char **argv)
     cfg.ndrives = ndrives;
     cfg.drive_overlays = has_overlay ? overlays : NULL;
     cfg.drive_direct = has_direct ? direct : NULL;
+    net_flags_apply(&nf, devices, ndevices);
     cfg.devices = ndevices ? devices : NULL;
     cfg.ndevices = ndevices;
 

@@ -632,7 +632,8 @@ static int parse_wait(const char *v, double *w)
 static const struct { const char *name; int has_val; } run_opts[] = {
     { "kernel", 1 }, { "initrd", 1 }, { "cmdline", 1 }, { "mem", 1 }, { "cpus", 1 },
     { "timeout", 1 }, { "timings", 0 }, { "snapshot-dir", 1 }, { "diff-snapshots", 0 },
-    { "drive", 1 }, { "device", 1 }, { "net", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
+    { "drive", 1 }, { "device", 1 }, { "net", 1 }, { "net-allow", 1 }, { "net-deny", 1 }, { "net-allow-domain", 1 },
+    { "net-default", 1 }, { "net-no-preset", 0 }, { "metadata", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
     { "no-pvm-compat", 0 }, { "verbose", 0 }, { "help", 0 },
 };
 
