@@ -489,6 +489,84 @@ START_TEST(egress_policy)
 }
 END_TEST
 
+/* A sandbox's network device while it runs: moat net / set / get through
+ * its control socket change the policy (an item at a time, a bad one
+ * refused with the policy kept), the metadata document, a rate limit and
+ * the link, and tell the counters. The guest is a small one that only
+ * spins; the sandbox's moat runs in the namespace, with the TAP. */
+START_TEST(sandbox_net_commands)
+{
+    char home[] = "/tmp/moat-netsbx-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(home));
+    setenv("MOAT_HOME", home, 1);
+    char counter[512], md[600], pol[256];
+    snprintf(counter, sizeof counter, "%s/counter.elf", guests());
+    snprintf(md, sizeof md, "%s/md.json", home);
+    FILE *f = fopen(md, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\n  \"latest\": {\"meta-data\": {\"instance-id\": \"i-1\"}}\n}\n", f);
+    fclose(f);
+    struct run r;
+    RUN(&r, 60, ip_bin, "netns", "exec", netns, moat_bin(), "create", "nb", "--wait", "0", "--kernel", counter,
+        "--cmdline", "spin=1000000000", "--net", "tap=" TAP ",mmds", "--net-default", "deny", "--net-allow",
+        HOST_IP "/32,port=7777,proto=udp");
+    show(&r, "create");
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    snprintf(pol, sizeof pol, "default deny; allow " HOST_IP "/32,port=7777,proto=udp");
+    RUN(&r, 20, moat_bin(), "net", "nb", "policy");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(r.len == strlen(pol) + 1 && !memcmp(r.out, pol, strlen(pol)), "%.*s", (int)r.len, r.out);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "net", "nb", "deny", "10.88.0.0/24");
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "net", "nb", "allow", "1.2.3.0/33");
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "prefix /33"), "%.*s", (int)r.elen, r.err);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "net", "nb", "policy");
+    ck_assert_msg(strstr(r.out, "; deny 10.88.0.0/24") && !strstr(r.out, "1.2.3.0"), "%.*s", (int)r.len, r.out);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "net", "nb", "show");
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "10.88.0.0/24") && strstr(r.out, "metadata requests 0") &&
+                  strstr(r.out, "mac ") && strstr(r.out, "tx frames"), "%.*s", (int)r.len, r.out);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "net", "nb", "metadata", md);
+    ck_assert_msg(r.status == 0, "%.*s", (int)r.elen, r.err);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "set", "nb", "net", "metadata", "[1, 2]");
+    ck_assert_int_eq(r.status, 1);                  /* not an object */
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "net", "nb", "limit", "tx_bw", "100000/100");
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "net", "nb", "limit", "tx_bw", "fast");
+    ck_assert_int_eq(r.status, 1);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "set", "nb", "net:net0", "link", "down");
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "set", "nb", "net", "mac", "52:54:00:00:00:01");
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "cannot be changed while it runs"), "%.*s", (int)r.elen, r.err);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "get", "nb", "blk", "stats");
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "no blk device"), "%.*s", (int)r.elen, r.err);
+    run_free(&r);
+    RUN(&r, 20, moat_bin(), "get", "nb", "net", "stats");
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    RUN(&r, 30, moat_bin(), "rm", "-f", "nb");
+    ck_assert_int_eq(r.status, 0);
+    run_free(&r);
+    unlink(md);
+    ck_assert_int_eq(rmdir(home), 0);
+}
+END_TEST
+
 /* A TAP held by another process (this test's child, in the namespace). */
 static pid_t hold_tap(const char *name, int *stop_w)
 {
@@ -638,6 +716,7 @@ int main(void)
     tcase_set_timeout(tc, 300 * slow());
     tcase_add_test(tc, udp_plain);
     tcase_add_test(tc, egress_policy);
+    tcase_add_test(tc, sandbox_net_commands);
     tcase_add_test(tc, udp_mergeable_burst);
     tcase_add_test(tc, tap_errors);
     suite_add_tcase(s, tc);
