@@ -1013,6 +1013,24 @@ START_TEST(cli_device_args)
         ck_assert_msg(strstr(r.err, bad[k].want) != NULL, "%s: want '%s': %s", r.cmd, bad[k].want, r.err);
         run_free(&r);
     }
+    /* net: --net OPTIONS and the policy flags, checked before the socket or the TAP */
+    run_moat(&r, 10, "device", "net", "--socket", "/tmp/moat-dev-x.sock", "--net", "tap=t0", "--net-allow",
+             "10.0.0.1/33");
+    expect_status(&r, CLI_EXIT_USAGE);
+    ck_assert_msg(strstr(r.err, "policy: 'allow 10.0.0.1/33'"), "%s", r.err);
+    run_free(&r);
+    run_moat(&r, 10, "device", "net", "--socket", "/tmp/moat-dev-x.sock", "--net", "tap=t0", "--net", "tap=t1");
+    expect_status(&r, CLI_EXIT_USAGE);
+    ck_assert_msg(strstr(r.err, "an option given twice"), "%s", r.err);
+    run_free(&r);
+    run_moat(&r, 10, "device", "blk", "--socket", "/tmp/moat-dev-x.sock", "--net-allow", "1.1.1.1");
+    expect_status(&r, CLI_EXIT_USAGE);
+    ck_assert_msg(strstr(r.err, "--net-allow is not an option of this device"), "%s", r.err);
+    run_free(&r);
+    run_moat(&r, 10, "device", "net", "--socket", "/tmp/moat-dev-x.sock", "--net", "user,tap=x");
+    expect_status(&r, CLI_EXIT_USAGE);
+    ck_assert_msg(strstr(r.err, "one backend"), "%s", r.err);
+    run_free(&r);
     ck_assert_msg(access("/tmp/moat-dev-x.sock", F_OK) != 0, "a socket was made for a refused device");
 }
 END_TEST

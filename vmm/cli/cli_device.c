@@ -27,6 +27,9 @@ static const char usage_device[] =
     "usage: moat device blk --socket PATH --disk FILE [--ro] [--direct] [--overlay FILE] [-v]\n"
     "       moat device vsock --socket PATH --uds PATH [--cid N] [-v]\n"
     "       moat device TYPE,OPTIONS --socket PATH [-v]   (as moat run --device takes them)\n"
+    "       moat device net --socket PATH --net tap=NAME|user[,OPTIONS] [--net-allow SPEC]\n"
+    "                  [--net-deny SPEC] [--net-allow-domain SPEC] [--net-default allow|deny]\n"
+    "                  [--net-no-preset] [--metadata FILE] [-v]     (docs/net.md)\n"
     "\n"
     "Serve a moat virtio device on a vhost-user socket: a frontend such as QEMU\n"
     "(-device vhost-user-blk,chardev=... or vhost-user-vsock-device,chardev=...)\n"
@@ -62,6 +65,11 @@ static void device_on_signal(int sig)
 static const struct { const char *flag, *key; bool has_arg; } device_flags[] = {
     { "disk", "path", true }, { "ro", "ro", false }, { "direct", "direct", false },
     { "overlay", "overlay", true }, { "uds", "uds", true }, { "cid", "cid", true },
+    { "metadata", "metadata", true },
+    /* net's policy: items of its policy= option (--net OPTIONS adds options) */
+    { "net-allow", "allow", true }, { "net-deny", "deny", true }, { "net-allow-domain", "allow-domain", true },
+    { "net-default", "default", true }, { "net-no-preset", "no-preset", false },
+    { "net", "", true },
 };
 #define NFLAGS (sizeof(device_flags) / sizeof(device_flags[0]))
 
@@ -98,13 +106,16 @@ int cmd_device(int argc, char **argv)
         snprintf(type, sizeof(type), "%.*s", (int)(comma ? (size_t)(comma - argv[1]) : strlen(argv[1])), argv[1]);
     const struct virtio_kind *k = devtab_kind(type);
     if (!k) {
-        fprintf(stderr, "moat: device: unknown or missing device type (%s)\n%s", devtab_types(), usage_device);
+        char tb[DEVTAB_TYPES_LEN];
+        fprintf(stderr, "moat: device: unknown or missing device type (%s)\n%s", devtab_types(tb), usage_device);
         return EXIT_USAGE;
     }
     struct devopts *o = malloc(sizeof(*o));
     if (!o)
         return EXIT_VMM_ERROR;
     int ret = EXIT_USAGE;
+    char *policy = NULL;
+    size_t policy_len = 0;
     if (devopt_parse(comma ? comma + 1 : NULL, o, why, sizeof(why)) < 0) {
         fprintf(stderr, "moat: device %s: %s\n", type, why);
         goto out;
@@ -113,6 +124,41 @@ int cmd_device(int argc, char **argv)
     argv++;
     optind = 1;
     while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+        if (c >= 1000 && c < 1000 + (int)NFLAGS && !strncmp(device_flags[c - 1000].flag, "net", 3)) {
+            /* --net OPTIONS: more options; --net-*: an item of the policy */
+            const char *flag = device_flags[c - 1000].flag, *item = device_flags[c - 1000].key;
+            int e = 0;
+            if (!kind_takes(k, "policy")) {
+                fprintf(stderr, "moat: device %s: --%s is not an option of this device\n%s", type, flag, usage_device);
+                goto out;
+            }
+            if (!*item) {
+                struct devopts *more = malloc(sizeof(*more));
+                e = more ? devopt_parse(optarg, more, why, sizeof(why)) : -ENOMEM;
+                for (size_t i = 0; e == 0 && i < more->n; i++)
+                    e = devopt_get(o, more->o[i].key) ? -EEXIST : devopt_set(o, more->o[i].key, more->o[i].val);
+                free(more);
+            } else if (optarg && strpbrk(optarg, ";")) {
+                e = -EINVAL;
+            } else {
+                size_t n = policy_len + strlen(item) + (optarg ? strlen(optarg) : 0) + 4;
+                char *np = realloc(policy, n);
+                if (!np) {
+                    e = -ENOMEM;
+                } else {
+                    snprintf(np + policy_len, n - policy_len, "%s%s%s%s", policy_len ? "; " : "", item,
+                             optarg ? " " : "", optarg ? optarg : "");
+                    policy = np;
+                    policy_len = strlen(np);
+                }
+            }
+            if (e < 0) {
+                fprintf(stderr, "moat: device %s: --%s '%s': %s\n", type, flag, optarg ? optarg : "",
+                        e == -EEXIST ? "an option given twice" : why[0] ? why : strerror(-e));
+                goto out;
+            }
+            continue;
+        }
         if (c >= 1000 && c < 1000 + (int)NFLAGS) {
             const char *flag = device_flags[c - 1000].flag, *key = device_flags[c - 1000].key;
             if (!kind_takes(k, key)) {
@@ -136,6 +182,10 @@ int cmd_device(int argc, char **argv)
         case 'h': fputs(usage_device, stdout); ret = 0; goto out;
         default: fputs(usage_device, stderr); goto out;
         }
+    }
+    if (policy && (devopt_get(o, "policy") || devopt_set(o, "policy", policy) < 0)) {
+        fprintf(stderr, "moat: device %s: the policy given twice (policy= and --net-*), or too long\n", type);
+        goto out;
     }
     if (optind < argc || !sock) {
         fprintf(stderr, "moat: device %s: --socket is required\n%s", type, usage_device);
@@ -186,6 +236,7 @@ int cmd_device(int argc, char **argv)
         ret = EXIT_VMM_ERROR;
     }
 out:
+    free(policy);
     free(o);
     return ret;
 }

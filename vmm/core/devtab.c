@@ -35,9 +35,12 @@ const struct virtio_kind *devtab_kind(const char *type)
     return NULL;
 }
 
-const char *devtab_types(void)
+const char *devtab_types(char buf[DEVTAB_TYPES_LEN])
 {
-    return "blk, vsock, net";
+    buf[0] = 0;
+    for (size_t i = 0; i < NKINDS; i++)
+        snprintf(buf + strlen(buf), DEVTAB_TYPES_LEN - strlen(buf), "%s%s", i ? ", " : "", kinds[i]->type);
+    return buf;
 }
 
 static const struct virtio_kind *kind_by_id(uint32_t device_id)
@@ -212,9 +215,10 @@ static int config_list(const struct moat_config *cfg, struct cfg_dev *list, stru
     for (size_t i = 0; i < cfg->ndevices; i++, n++) {
         struct cfg_dev *c = &list[n];
         const struct moat_device *d = &cfg->devices[i];
+        char tb[DEVTAB_TYPES_LEN];
         if (!(c->kind = devtab_kind(d->type)))
             return seterr(err, 1, -EINVAL, "device %zu: unknown type '%.40s' (%s)", i, d->type ? d->type : "(none)",
-                          devtab_types());
+                          devtab_types(tb));
         snprintf(c->label, sizeof(c->label), "device %zu (%s)", i, c->kind->type);
         int r = devopt_parse(d->options, &c->o, why, sizeof(why));
         if (r < 0)
@@ -395,8 +399,9 @@ static int match_devices(const struct moat_restore_config *rc, const struct snap
         const struct virtio_kind *k = devtab_kind(rc->devices[j].type);
         char why[512] = "";
         if (!k) {
+            char tb[DEVTAB_TYPES_LEN];
             r = seterr(err, 1, -EINVAL, "device override %zu: unknown type '%.40s' (%s)", j,
-                       rc->devices[j].type ? rc->devices[j].type : "(none)", devtab_types());
+                       rc->devices[j].type ? rc->devices[j].type : "(none)", devtab_types(tb));
             break;
         }
         r = devopt_parse(rc->devices[j].options, o, why, sizeof(why));
@@ -566,8 +571,9 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
 static int find_device(struct moat_vm *vm, const char *type, const char *id, struct moat_error *err)
 {
     const struct virtio_kind *k = devtab_kind(type);
+    char tb[DEVTAB_TYPES_LEN];
     if (!k)
-        return seterr(err, 1, -ENODEV, "unknown device type '%.40s' (%s)", type, devtab_types());
+        return seterr(err, 1, -ENODEV, "unknown device type '%.40s' (%s)", type, devtab_types(tb));
     int hit = -1, count = 0;
     for (unsigned i = 0; i < vm->ndev; i++)
         if (vm->dev[i].kind == k && (!id || !strcmp(vm->dev[i].id, id))) {

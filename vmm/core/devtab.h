@@ -22,8 +22,9 @@ struct snap_writer;
 
 /* The kind of this type ("blk", "vsock", ...), or NULL. */
 const struct virtio_kind *devtab_kind(const char *type);
-/* The types moat has, for messages: "blk, vsock". */
-const char *devtab_types(void);
+/* The types moat has, for messages ("blk, vsock, net"), into buf. */
+#define DEVTAB_TYPES_LEN 128
+const char *devtab_types(char buf[DEVTAB_TYPES_LEN]);
 
 /* moat_config's devices, in slot order: its drives, its vsock device, then
  * moat_config.devices. check: each known, its options valid, totals (slots,
