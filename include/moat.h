@@ -32,6 +32,9 @@ struct moat_vm;
 #define MOAT_F_NO_PVM_COMPAT  (1u << 1)  /* never apply the PVM workarounds */
 #define MOAT_F_CONSOLE_ESCAPE (1u << 2)  /* Ctrl-A x on console input stops the VM */
 #define MOAT_F_DIRTY_LOG      (1u << 3)  /* track written pages: moat_snapshot_diff */
+#define MOAT_F_FORK_CHILD     (1u << 4)  /* moat_restore: a fork's child: its devices take an identity of
+                                            their own (net: a new MAC unless an override gives one);
+                                            moat_fork sets it */
 
 struct moat_config {
     size_t size;              /* sizeof(struct moat_config); set by moat_config_init */

@@ -556,7 +556,18 @@ static long net_get(void *priv, const char *key, char *buf, size_t len)
     return (long)n;
 }
 
+/* A fork's child: a MAC of its own. */
+static int net_fork_identity(struct devopts *o)
+{
+    uint8_t m[6];
+    char ms[18];
+    net_random_mac(m);
+    net_format_mac(m, ms);
+    return devopt_set(o, "mac", ms);
+}
+
 const struct virtio_kind net_kind = {
+    .fork_identity = net_fork_identity,
     .override_groups = net_backend_groups,
     .get = net_get,
     .get_keys = net_get_keys,

@@ -69,6 +69,9 @@ struct virtio_kind {
      * rec with the override's keys given anew; refuse a merge that would
      * lose or break something (0 or -errno with why). */
     int (*override_check)(const struct devopts *rec, const struct devopts *merged, char *why, size_t wlen);
+    /* A fork's child (MOAT_F_FORK_CHILD; may be NULL): set in o what must
+     * differ from the parent's (net: a new MAC); an override still wins. */
+    int (*fork_identity)(struct devopts *o);
     /* After a restore made it (may be NULL): true if the guest needs the
      * post-restore fix-up through the agent (vmm/agent/fixup.c). */
     bool (*restored)(void *priv);

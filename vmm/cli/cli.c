@@ -32,6 +32,7 @@
 #define OPT_NET_DEFAULT    306
 #define OPT_NET_NO_PRESET  307
 #define OPT_METADATA       308
+#define OPT_FORK_CHILD     309   /* restore --fork-child */
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
 
 uint64_t cli_start_ns;
@@ -693,6 +694,8 @@ static const char usage_restore[] =
     "  --snapshot-dir D SIGUSR1: snapshot into D; SIGUSR2: snapshot into D and stop\n"
     "  --diff-snapshots with --snapshot-dir: numbered diffs D/N against the\n"
     "                   restored snapshot (DIR may hold D/0, D/1 ...: the last is restored)\n"
+    "  --fork-child     a fork of the snapshotted VM: its devices take an identity of\n"
+    "                   their own (net: a new MAC unless --net mac= gives one)\n"
     "  --drive PATH[,ro][,id=NAME]\n"
     "                   reopen the snapshot's drives from these images instead of\n"
     "                   the recorded paths (repeat: one per drive, in order)\n"
@@ -713,12 +716,14 @@ static const char usage_restore[] =
 
 int cmd_restore(int argc, char **argv)
 {
+    bool fork_child = false;
     static const struct option opts[] = {
         { "state", required_argument, NULL, 's' },
         { "mem", required_argument, NULL, 'm' },
         { "timeout", required_argument, NULL, 't' },
         { "timings", no_argument, NULL, 'T' },
         { "snapshot-dir", required_argument, NULL, 'S' },
+        { "fork-child", no_argument, NULL, OPT_FORK_CHILD },
         { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
@@ -751,6 +756,7 @@ int cmd_restore(int argc, char **argv)
         case 'T': timings = 1; break;
         case 'S': snapdir = optarg; break;
         case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; break;
+        case OPT_FORK_CHILD: fork_child = true; break;
         case 'D':
             if (ndrives >= MOAT_MAX_DRIVES)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
@@ -814,6 +820,8 @@ int cmd_restore(int argc, char **argv)
         console_log_fds(conslog, &rc.console_in, &rc.console_out, &rc.console_limit);
     else
         console_fds(&rc.console_in, &rc.console_out, &rc.flags);
+    if (fork_child)
+        rc.flags |= MOAT_F_FORK_CHILD;
     rc.vsock_uds = vsock;
     rc.devices = ndevices ? devices : NULL;
     rc.ndevices = ndevices;

@@ -593,10 +593,12 @@ static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
 /* Restore dir (a snapshot) as s's process and wait for it. The drives
  * are given from s's config (its own overlays: a fork's first restore
  * needs them, and they are what every snapshot of s recorded anyway). */
-static int start_from(struct sbx *s, const char *snapdir, double wait)
+static int start_from(struct sbx *s, const char *snapdir, double wait, bool fork_child)
 {
-    char *extra[2 * MOAT_MAX_DRIVES + 1];
+    char *extra[2 * MOAT_MAX_DRIVES + 2];
     int n = 0;
+    if (fork_child)         /* its devices take an identity of their own (net: a MAC) */
+        extra[n++] = "--fork-child";
     for (unsigned i = 0; i < s->ndrive; i++) {
         extra[n++] = "--drive";
         extra[n++] = s->drive[i];
@@ -1082,7 +1084,7 @@ static int start_locked(struct sbx *s, double wait)
     }
     if (kill_process(s, pid) < 0)
         return -1;
-    return start_from(s, sp(s, "snap", snap, sizeof snap), wait);
+    return start_from(s, sp(s, "snap", snap, sizeof snap), wait, false);
 }
 
 static int cmd_start(int argc, char **argv)
@@ -1289,7 +1291,7 @@ static int cmd_reset(int argc, char **argv)
     /* A stop snapshot of the old disk must not be started over the tag's. */
     if (any)
         rm_rf(sp(&s, "snap", p, sizeof p));
-    rc = start_from(&s, dir, wait) < 0 ? 1 : 0;
+    rc = start_from(&s, dir, wait, false) < 0 ? 1 : 0;
     goto out;
 unstage:
     for (unsigned n = 0; n < s.ndrive; n++)
@@ -1427,7 +1429,7 @@ static int cmd_fork(int argc, char **argv)
     }
     rc = 0;
     for (unsigned long i = 0; i < count; i++) {
-        if (start_from(&kids[i], sp(&kids[i], "base", p, sizeof p), wait) < 0) {
+        if (start_from(&kids[i], sp(&kids[i], "base", p, sizeof p), wait, true) < 0) {
             rc = 1;
             rm_rf(kids[i].dir);
         } else {

@@ -275,7 +275,7 @@ int moat_fork(struct moat_vm *parent, const struct moat_fork_config *fc_in, stru
         rc.mem_path = fc.mem_path;
         rc.console_in = fc.console_in ? fc.console_in[i] : -1;
         rc.console_out = fc.console_out ? fc.console_out[i] : -1;
-        rc.flags = fc.flags;
+        rc.flags = fc.flags | MOAT_F_FORK_CHILD;
         rc.kick_signal = fc.kick_signal;
         rc.drives = p.ndrives ? drives : NULL;
         rc.ndrives = p.ndrives;
