@@ -8,8 +8,30 @@
 #include <unistd.h>
 
 #include "devices/blk/virtio_blk.h"
+#include "devices/virtio/ratelimit.h"
 
-static const char *const blk_keys[] = { "path", "ro", "id", "overlay", "direct", NULL };
+static const char *const blk_keys[] = { "path", "ro", "id", "overlay", "direct", "bw", "ops", NULL };
+/* what an override gives anew (the limits stay the snapshot's) */
+static const char *const blk_override_keys[] = { "path", "ro", "id", "overlay", "direct", NULL };
+
+/* bw=/ops= (SIZE/REFILL_MS[/BURST]) into cfg; *have if either is given. */
+static int limits(const struct devopts *o, struct ratelimit_cfg *cfg, bool *have, char *why, size_t wlen)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    *have = false;
+    static const char *const k[] = { "bw", "ops" };
+    for (int i = 0; i < 2; i++) {
+        const char *v = devopt_get(o, k[i]);
+        if (!v)
+            continue;
+        if (ratelimit_bucket_parse(v, i ? &cfg->ops : &cfg->bandwidth) < 0) {
+            snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", k[i], v);
+            return -EINVAL;
+        }
+        *have = true;
+    }
+    return 0;
+}
 
 static int blk_check(const struct devopts *o, char *why, size_t wlen)
 {
@@ -31,6 +53,10 @@ static int blk_check(const struct devopts *o, char *why, size_t wlen)
         snprintf(why, wlen, "overlay=FILE needs a file");
         return -EINVAL;
     }
+    struct ratelimit_cfg lc;
+    bool have;
+    if (limits(o, &lc, &have, why, wlen) < 0)
+        return -EINVAL;
     /* a copy-on-write drive's base is only read */
     if (access(path, ro || ovl ? R_OK : R_OK | W_OK) < 0) {
         int e = errno;
@@ -79,9 +105,12 @@ static int blk_create(struct devopts *o, const char *id, bool restoring, struct 
         return -ENOMEM;
     }
     d->read_only = devopt_get(o, "ro") != NULL;
+    struct ratelimit_cfg lc;
+    bool have;
+    limits(o, &lc, &have, why, wlen);       /* checked */
     struct virtio_blk_opts bo = { .path = path, .read_only = d->read_only, .id = serial,
                                   .engine = BLK_ENGINE_AUTO, .name = id, .direct = devopt_get(o, "direct") != NULL,
-                                  .overlay = ovl };
+                                  .overlay = ovl, .limit = have ? &lc : NULL };
     int r = virtio_blk_create(&bo, &d->blk, why, wlen);
     if (r < 0) {
         blk_free(d);
@@ -103,12 +132,31 @@ static int blk_override_check(const struct devopts *rec, const struct devopts *m
     return 0;
 }
 
+static const char *const blk_set_keys[] = { "bw", "ops", NULL };
+
+/* A limiter's bucket anew (or off), the other as it is. */
+static int blk_set(void *priv, const char *key, const char *value, char *why, size_t wlen)
+{
+    struct blk_drive *d = priv;
+    struct ratelimit_cfg c;
+    virtio_blk_get_limit(d->blk, &c);
+    struct ratelimit_bucket_cfg b = { 0 };
+    if (strcmp(value, "off") && ratelimit_bucket_parse(value, &b) < 0) {
+        snprintf(why, wlen, "SIZE/REFILL_MS[/BURST] or off");
+        return -EINVAL;
+    }
+    *(!strcmp(key, "ops") ? &c.ops : &c.bandwidth) = b;
+    return virtio_blk_set_limit(d->blk, &c);
+}
+
 const struct virtio_kind blk_kind = {
+    .set = blk_set,
+    .set_keys = blk_set_keys,
     .type = "blk",
     .name = "drive",
     .device_id = VIRTIO_ID_BLOCK,
     .keys = blk_keys,
-    .override_keys = blk_keys,      /* an override gives every option anew */
+    .override_keys = blk_override_keys,     /* an override gives these anew */
     .override_whole = true,
     .check = blk_check,
     .id = blk_id,

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,12 +13,16 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "devices/blk/overlay_disk.h"
 #include "devices/blk/virtio_blk_req.h"
+#include "devices/virtio/ratelimit.h"
 #include "devices/virtio/virtq.h"
 #include "devices/virtio/vqueues.h"
+#include "vmm/base/clock.h"
 #include "vmm/base/log.h"
 
 #define NQUEUES    1
@@ -56,12 +61,38 @@ struct virtio_blk {
     struct virtq_seg chain_seg[CHAIN_MAX];
     struct slot slots[NSLOTS];
     struct log_limit rl;
+    /* The rate limiter (docs/ratelimit.md): a request is charged when it
+     * is popped; one that must wait is held (the queue waits with it) and
+     * a timerfd, the engine's last kick fd, brings it back. */
+    pthread_mutex_t lim_lock;   /* run-time changes come from other threads */
+    struct ratelimit lim;
+    int timer_fd;
+    int kicks[NQUEUES + 1];
+    bool held;
+    unsigned held_q;
+    struct virtq_chain held_c;
+    struct virtq_seg held_seg[CHAIN_MAX];
 
     _Atomic uint64_t st_completed, st_failed, st_bad, st_notifies, st_batches, st_maxinf;
     _Atomic int st_engine;
 };
 
 uint64_t virtio_blk_capacity(const struct virtio_blk *b) { return b->params.capacity; }
+
+int virtio_blk_set_limit(struct virtio_blk *b, const struct ratelimit_cfg *cfg)
+{
+    pthread_mutex_lock(&b->lim_lock);
+    int r = ratelimit_update(&b->lim, cfg, clock_mono_ns());
+    pthread_mutex_unlock(&b->lim_lock);
+    return r;
+}
+
+void virtio_blk_get_limit(struct virtio_blk *b, struct ratelimit_cfg *cfg)
+{
+    pthread_mutex_lock(&b->lim_lock);
+    ratelimit_get_cfg(&b->lim, cfg);
+    pthread_mutex_unlock(&b->lim_lock);
+}
 
 void virtio_blk_get_stats(struct virtio_blk *b, struct virtio_blk_stats *s)
 {
@@ -136,6 +167,13 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
     b->engine_kind = o->engine;
     b->rl = LOG_LIMIT(10);
     b->dfd = -1;
+    b->timer_fd = -1;
+    pthread_mutex_init(&b->lim_lock, NULL);
+    if (ratelimit_init(&b->lim, o->limit, clock_mono_ns()) < 0) {
+        snprintf(why, wlen, "drive %s: rate limiter: refill time too long", o->path);
+        free(b);
+        return -EINVAL;
+    }
     if (o->overlay)
         return create_overlay(b, o, out, why, wlen);
     b->fd = open(o->path, (o->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
@@ -431,10 +469,42 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
         atomic_store(&b->st_maxinf, inf);
 }
 
+/* Charge a popped chain to the limiter: true if it may go now; else the
+ * timer is armed for when it may. */
+static bool lim_charge(struct virtio_blk *b, const struct virtq_chain *c)
+{
+    uint64_t wait = 0;
+    pthread_mutex_lock(&b->lim_lock);
+    int r = ratelimit_unlimited(&b->lim) ? 0
+          : ratelimit_consume(&b->lim, (uint64_t)c->read_len + c->write_len, 1, clock_mono_ns(), &wait);
+    pthread_mutex_unlock(&b->lim_lock);
+    if (r == 0)
+        return true;
+    struct itimerspec its = { .it_value = { .tv_sec = (time_t)(wait / 1000000000ull),
+                                            .tv_nsec = (long)(wait % 1000000000ull) } };
+    if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+        its.it_value.tv_nsec = 1;
+    if (timerfd_settime(b->timer_fd, 0, &its, NULL) < 0)
+        log_warn("%s: rate limiter timer: %s", b->name, strerror(errno));
+    return false;
+}
+
+/* Keep a chain that waits for tokens (no other is popped meanwhile). */
+static void hold(struct virtio_blk *b, unsigned q, const struct virtq_chain *c)
+{
+    b->held_c = *c;
+    memcpy(b->held_seg, c->seg, c->nseg * sizeof(*c->seg));
+    b->held_c.seg = b->held_seg;
+    b->held_q = q;
+    b->held = true;
+}
+
 static void process_queue(struct virtio_blk *b, unsigned q)
 {
     struct virtq *vq = &b->env.queues[q];
     const struct gmem *m = b->env.mem;
+    if (b->held)
+        return;                 /* the timer brings the queue back */
     for (;;) {
         while (!b->vq.broken[q]) {
             if (!blk_engine_space(b->eng)) {
@@ -458,6 +528,10 @@ static void process_queue(struct virtio_blk *b, unsigned q)
                 vqueues_push(&b->vq, q, c.head, 0);
                 continue;
             }
+            if (!lim_charge(b, &c)) {
+                hold(b, q, &c);
+                return;
+            }
             handle_chain(b, q, &c);
         }
         if (b->vq.broken[q])
@@ -478,6 +552,13 @@ static void process_queue(struct virtio_blk *b, unsigned q)
 static void cb_kick(void *opaque, unsigned q)
 {
     struct virtio_blk *b = opaque;
+    if (q == NQUEUES && b->held) {      /* the limiter's timer */
+        if (!lim_charge(b, &b->held_c))
+            return;
+        b->held = false;
+        handle_chain(b, b->held_q, &b->held_c);
+        q = b->held_q;
+    }
     if (q < NQUEUES)
         process_queue(b, q);
 }
@@ -548,13 +629,23 @@ static int blk_start(void *dev, const struct virtio_dev_env *env)
     for (unsigned q = 0; q < NQUEUES; q++)
         if (env->queues[q].size > VIRTIO_BLK_QUEUE_MAX)
             return -EINVAL;
+    if (b->timer_fd < 0 &&
+        (b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0) {
+        int e = errno;
+        log_err("%s: rate limiter timer: %s", b->name, strerror(e));
+        return -e;
+    }
     b->env = *env;
+    for (unsigned q = 0; q < NQUEUES; q++)
+        b->kicks[q] = env->kick_fd[q];
+    b->kicks[NQUEUES] = b->timer_fd;
+    b->held = false;
     for (unsigned i = 0; i < NSLOTS; i++)
         b->slots[i].busy = false;
     memset(b->backlog, 0, sizeof b->backlog);
     vqueues_init(&b->vq, &b->env, b->name);
     struct blk_engine_cfg ec = {
-        .kind = b->engine_kind, .file_fd = b->dfd >= 0 ? b->dfd : b->fd, .kick_fd = env->kick_fd, .nkick = NQUEUES,
+        .kind = b->engine_kind, .file_fd = b->dfd >= 0 ? b->dfd : b->fd, .kick_fd = b->kicks, .nkick = NQUEUES + 1,
         .max_inflight = VIRTIO_BLK_INFLIGHT_MAX, .cb = &engine_cb, .opaque = b, .name = b->name,
     };
     if (b->ovl && b->fd < 0) {
@@ -579,6 +670,12 @@ static void blk_stop(void *dev)
     blk_engine_stop(b->eng);    /* drains: every request completed and published */
     b->eng = NULL;
     b->running = false;
+    if (b->held) {              /* the last chain popped: available again, for the next start */
+        virtq_unpop(&b->env.queues[b->held_q], 1);
+        b->held = false;
+    }
+    struct itimerspec off = { 0 };
+    timerfd_settime(b->timer_fd, 0, &off, NULL);
     /* An overlay's bitmap is durable only after a flush: make what the guest
      * wrote so far part of the disk state a snapshot taken now refers to. */
     if (b->ovl) {
@@ -608,6 +705,9 @@ static void blk_destroy(void *dev)
     }
     if (b->dfd >= 0)
         close(b->dfd);
+    if (b->timer_fd >= 0)
+        close(b->timer_fd);
+    pthread_mutex_destroy(&b->lim_lock);
     free(b);
 }
 

@@ -49,6 +49,9 @@
 #define VIRTIO_BLK_CONFIG_SIZE     60   /* up to write_zeroes_may_unmap + padding */
 #define VIRTIO_BLK_DISCARD_MAX     0x3fffffu   /* sectors per discard/write-zeroes range */
 
+struct virtio_blk;
+struct ratelimit_cfg;
+
 struct virtio_blk_opts {
     const char *path;               /* image file or block device */
     bool read_only;
@@ -64,7 +67,16 @@ struct virtio_blk_opts {
     const char *overlay;
     bool overlay_no_reflink;        /* create moat's format even where reflinks work */
     bool direct;                    /* O_DIRECT (bypass the host page cache), see below */
+    /* A rate limiter (devices/virtio/ratelimit.h): each request is
+     * charged its chain's bytes and one op when it is taken from the ring;
+     * one that must wait holds the queue. NULL: unlimited. */
+    const struct ratelimit_cfg *limit;
 };
+
+/* Change the limiter at run time (any thread; NULL: unlimited): 0 or
+ * -EINVAL. The one in force into cfg (all zero: unlimited). */
+int virtio_blk_set_limit(struct virtio_blk *b, const struct ratelimit_cfg *cfg);
+void virtio_blk_get_limit(struct virtio_blk *b, struct ratelimit_cfg *cfg);
 
 /* direct: reads and writes go to the file opened O_DIRECT (as QEMU's
  * cache=none); the image stays open buffered too. The direct-I/O alignment

@@ -1720,7 +1720,9 @@ START_TEST(config_errors)
     /* devices by type and options: an unknown type, bad options */
     struct { const char *type, *opts, *why; int r; } devs[] = {
         { "gpu", "vram=1", "unknown type 'gpu'", -EINVAL },
-        { "net", NULL, "a backend is required: tap=NAME", -EINVAL },
+        { "blk", "path=/nonexistent/disk,bw=5", "bw=5: SIZE/REFILL_MS", -EINVAL },
+        { "blk", "path=/nonexistent/disk,ops=1/0", "ops=1/0: SIZE/REFILL_MS", -EINVAL },
+        { "net", NULL, "a backend is required: tap=NAME or user", -EINVAL },
         { "net", "tap=t0,mac=01:00:5e:00:00:01", "not a unicast MAC address", -EINVAL },
         { "net", "tap=t0,mtu=10", "mtu must be 68 .. 65535", -EINVAL },
         { "net", "tap=a/b", "tap=NAME: 1 to 15 bytes", -EINVAL },
