@@ -58,6 +58,7 @@ struct vhu_server {
 
     uint64_t offered, acked;        /* virtio features (acked includes PROTOCOL_FEATURES) */
     uint64_t proto_offered, proto_acked;
+    bool proto_set;                 /* SET_PROTOCOL_FEATURES seen: rings are enabled by message */
     bool features_set;
 
     struct vhu_mem_table table;
@@ -269,6 +270,7 @@ static void reset_state(struct vhu_server *s)
     unmap_all(s);
     s->acked = 0;
     s->proto_acked = 0;
+    s->proto_set = false;
     s->features_set = false;
     s->status = 0;
     atomic_store(&s->broken, false);
@@ -424,6 +426,7 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         if (m->u.u64 & ~s->proto_offered)
             return -EINVAL;
         s->proto_acked = m->u.u64;
+        s->proto_set = true;
         return 0;
     case VHU_GET_QUEUE_NUM:
         *replied = true;
@@ -519,7 +522,11 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         *replied = true;
         return reply_u64(s, m->request, s->status | (atomic_load(&s->broken) ? VIRTIO_STATUS_NEEDS_RESET : 0));
     case VHU_SET_VRING_ENABLE:
-        if (!(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
+        /* Protocol features are negotiated by GET/SET_PROTOCOL_FEATURES;
+         * QEMU's vhost-user-net enables the rings before its SET_FEATURES
+         * (which acks PROTOCOL_FEATURES only from QEMU 7.1 on). The state
+         * is kept; a SET_FEATURES without the bit enables rings by kick. */
+        if (!s->proto_set && !(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
             return 1;
         s->vr[m->u.state.index].enabled = m->u.state.num;
         if (!m->u.state.num)
