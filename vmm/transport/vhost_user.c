@@ -52,6 +52,7 @@ struct vhu_server {
     int listen_fd, conn_fd, stop_fd;
     unsigned nq;                    /* vrings we accept (the backend's queues, see vhu_server_opts) */
     unsigned dev_nq;                /* ops->nqueues (capped): > nq when the frontend keeps some */
+    bool all;                       /* start only with all nq rings ready (nqueues given) */
     uint16_t queue_max;             /* largest vring size accepted */
     void (*disconnected)(void *opaque);
     void *disc_opaque;
@@ -167,16 +168,17 @@ static int ring_enable(struct vhu_server *s, unsigned i)
     return 0;
 }
 
-/* Start the device on the longest prefix of ready queues, if any. When the
- * frontend handles some of the device's queues itself (dev_nq > nq), all of
- * ours must be ready, and the device gets its full queue count with the
- * frontend's queues left not ready (kick fd -1): it never sees them. */
+/* Start the device on the longest prefix of ready queues, if any. With
+ * vhu_server_opts.nqueues given, all nq must be ready; when the frontend
+ * handles some of the device's queues itself (dev_nq > nq), the device gets
+ * its full queue count with the frontend's queues left not ready (kick fd
+ * -1): it never sees them. */
 static void reconcile(struct vhu_server *s)
 {
     unsigned n = 0;
     while (n < s->nq && ring_ready(s, n))
         n++;
-    if (s->dev_nq > s->nq && n < s->nq)
+    if (s->all && n < s->nq)
         n = 0;
     if (n == s->running)
         return;
@@ -679,6 +681,7 @@ int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, v
     s->conn_fd = -1;
     s->nq = nq;
     s->dev_nq = dev_nq;
+    s->all = o && o->nqueues;
     s->queue_max = qmax;
     if (o) {
         s->disconnected = o->disconnected;
