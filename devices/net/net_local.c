@@ -395,12 +395,13 @@ static void tcp_input(struct net_local *l, const uint8_t *f, size_t len, uint64_
             if (flags & TCP_FIN) {
                 c->rcv_nxt++;
                 c->peer_fin = true;
-                c->fin_queued = true;
             }
             ack_now = true;
         }
     }
     conn_serve(l, c, now);
+    if (c->peer_fin)            /* answered what it sent before its FIN: close after the answers */
+        c->fin_queued = true;
     if (dup)
         conn_resend(l, c);
     uint32_t before = c->snd_nxt;
