@@ -262,6 +262,47 @@ START_TEST(request_with_fin)
 }
 END_TEST
 
+/* A SYN from the port of a connection the host still holds (the guest
+ * rebooted, or its RST was lost; Linux reuses a port freely after a close
+ * the server began): answered with an ACK for the old connection (RFC
+ * 5961's challenge ACK), which the guest's stack answers with a RST that
+ * frees it; its next SYN opens a new connection. Before, such a SYN was
+ * ignored: the port could not reach the service until the table filled
+ * and the connection was reclaimed as idle. */
+START_TEST(syn_on_a_held_connection)
+{
+    setup();
+    uint32_t s = handshake(40030, 499, 65535, 1460);
+    size_t pl;
+    nout = 0;
+    net_local_input(&L, fb, seg(fb, 40030, 80, 0x02, 90000, 0, 65535, NULL, 0, 1460), 2000);
+    ck_assert_uint_eq(nout, 1);
+    const uint8_t *t = tcp_of(0, &pl);
+    ck_assert_uint_eq(t[13], 0x10);                 /* ACK, no SYN */
+    ck_assert_uint_eq(be32(t + 4), s);
+    ck_assert_uint_eq(be32(t + 8), 500);            /* the old connection's next byte */
+    /* the guest's RST (seq = that ACK number) frees it */
+    net_local_input(&L, fb, seg(fb, 40030, 80, 0x04, 500, 0, 0, NULL, 0, 0), 2000);
+    for (unsigned i = 0; i < NET_LOCAL_CONNS; i++)
+        ck_assert(!L.conn[i].used);
+    handshake(40030, 90000, 65535, 1460);
+    /* the same during a handshake: a SYN with another sequence number */
+    net_local_reset(&L);
+    nout = 0;
+    net_local_input(&L, fb, seg(fb, 40031, 80, 0x02, 7, 0, 65535, NULL, 0, 1460), 2000);
+    net_local_input(&L, fb, seg(fb, 40031, 80, 0x02, 7000, 0, 65535, NULL, 0, 1460), 2000);
+    ck_assert_uint_eq(nout, 2);
+    t = tcp_of(1, &pl);
+    ck_assert_uint_eq(t[13], 0x10);
+    ck_assert_uint_eq(be32(t + 8), 8);
+    /* while the same SYN again still gets the SYN-ACK again */
+    net_local_input(&L, fb, seg(fb, 40031, 80, 0x02, 7, 0, 65535, NULL, 0, 1460), 2000);
+    t = tcp_of(2, &pl);
+    ck_assert_uint_eq(t[13], 0x12);
+    teardown();
+}
+END_TEST
+
 /* A 3000-line answer: cut to the MSS (536) and the guest's window; the
  * rest goes as ACKs come; a duplicate ACK sends the unacknowledged part
  * again. */
@@ -406,6 +447,7 @@ int main(void)
     tcase_add_test(tc, arp_and_wants);
     tcase_add_test(tc, request_response_and_close);
     tcase_add_test(tc, request_with_fin);
+    tcase_add_test(tc, syn_on_a_held_connection);
     tcase_add_test(tc, segments_window_and_resend);
     tcase_add_test(tc, resets_and_bounds);
     tcase_add_test(tc, malformed_frames);
