@@ -165,13 +165,17 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 test-linux: $(B)/moat guest
 	tests/linux/run.sh
 
-# moat's virtio-blk served over vhost-user to QEMU (TCG): Linux's driver
-# does mkfs/mount/write/sync through it (tests/vhost/run.sh), and through a
-# copy-on-write overlay (tests/vhost/overlay.sh).
+# moat's devices served over vhost-user to QEMU (TCG): Linux's driver
+# does mkfs/mount/write/sync through virtio-blk (tests/vhost/run.sh), and
+# through a copy-on-write overlay (tests/vhost/overlay.sh); exec and cp
+# through vsock and the agent (tests/vhost/vsock.sh); ping, TCP and the
+# metadata service through virtio-net on a TAP in a namespace of the test's
+# own (tests/vhost/net.sh, root).
 test-vhost: $(B)/moat guest
 	tests/vhost/run.sh
 	tests/vhost/overlay.sh
 	tests/vhost/vsock.sh
+	tests/vhost/net.sh
 
 # The KVM suites and the Linux user-space checks inside a Linux that QEMU
 # emulates with SVM (TCG), on hosts the probe calls pvm or none

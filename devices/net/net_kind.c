@@ -576,6 +576,11 @@ const struct virtio_kind net_kind = {
     .type = "net",
     .name = "net",
     .device_id = VIRTIO_ID_NET,
+    /* over vhost-user: started once rx and tx are both ready (the device
+     * refuses to start with one); QEMU's virtio-mmio reports QueueNumMax
+     * 1024 and Linux's virtio-net uses it (docs/vhost-user.md) */
+    .vhost_user_nqueues = 2,
+    .vhost_user_queue_max = 1024,
     .keys = net_keys,
     .override_keys = net_override_keys,
     .check = net_check,

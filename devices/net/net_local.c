@@ -343,10 +343,13 @@ static void tcp_input(struct net_local *l, const uint8_t *f, size_t len, uint64_
         conn_free(c);
         return;
     }
-    if (flags & TCP_SYN) {          /* the SYN again: our SYN-ACK was lost */
-        if (c->state == ST_SYN_RCVD && seq + 1 == c->rcv_nxt)
+    if (flags & TCP_SYN) {
+        if (c->state == ST_SYN_RCVD && seq + 1 == c->rcv_nxt)   /* the SYN again: our SYN-ACK was lost */
             send_seg(l, c->peer_mac, c->our_mac, c->peer_ip, c->peer_port, TCP_SYN | TCP_ACK, c->iss, c->rcv_nxt,
                      1460, NULL, 0);
+        else                    /* a new connection on a port we still hold: an ACK for the old one (RFC 5961
+                                 * 4.2), which the guest answers with a RST that frees it, then SYNs again */
+            conn_seg(l, c, TCP_ACK, c->snd_nxt, NULL, 0);
         return;
     }
     if (!(flags & TCP_ACK))
@@ -395,12 +398,13 @@ static void tcp_input(struct net_local *l, const uint8_t *f, size_t len, uint64_
             if (flags & TCP_FIN) {
                 c->rcv_nxt++;
                 c->peer_fin = true;
-                c->fin_queued = true;
             }
             ack_now = true;
         }
     }
     conn_serve(l, c, now);
+    if (c->peer_fin)            /* answered what it sent before its FIN: close after the answers */
+        c->fin_queued = true;
     if (dup)
         conn_resend(l, c);
     uint32_t before = c->snd_nxt;

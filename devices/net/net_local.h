@@ -5,7 +5,9 @@
  * exchanges: the three-way handshake, in-order data (out-of-order segments
  * are dropped, the guest resends), its answers cut to the guest's MSS and
  * window and sent again when the guest's ACKs say they were lost, FIN
- * both ways, RST for anything else. No host socket is involved: frames in,
+ * both ways (requests that came before the guest's FIN are answered
+ * first), an ACK to a SYN on a connection it still holds (the guest's RST
+ * then frees it), RST for anything else. No host socket is involved: frames in,
  * frames out (the device injects them). Pure apart from the callbacks, with
  * time passed in: unit-tested and fuzzed. */
 #ifndef MOAT_NET_LOCAL_H

@@ -34,7 +34,9 @@ struct virtio_kind {
     /* A kernel parameter a Linux guest needs with this device, or NULL. */
     const char *cmdline_extra;
     /* Served over vhost-user (`moat device`): the queues the frontend
-     * hands over and their largest size (0: the device's own). */
+     * hands over, all needed before the device starts (0: the device's
+     * own, started on a prefix), and their largest size (0: the device's
+     * own). */
     unsigned vhost_user_nqueues;
     uint16_t vhost_user_queue_max;
     /* The options it takes, and those a restore override may give anew

@@ -213,6 +213,96 @@ START_TEST(request_response_and_close)
 }
 END_TEST
 
+/* A request and the guest's FIN in one segment (a client that writes its
+ * request and shuts down its sending side at once, e.g. `printf ... | nc`
+ * when the FIN joins the data): answered, then our FIN. Before, the FIN
+ * closed the connection before the buffered request was served: no answer,
+ * only a FIN. The same with the FIN in a segment of its own right after a
+ * request that is still incomplete: no answer, FIN only. */
+START_TEST(request_with_fin)
+{
+    setup();
+    uint32_t g = 300, s = handshake(40020, g - 1, 65535, 1460);
+    size_t pl;
+    nout = 0;
+    net_local_input(&L, fb, seg(fb, 40020, 80, 0x19, g, s, 65535, "hello\n", 6, 0), 2000);
+    ck_assert_uint_eq(nout, 2);
+    const uint8_t *t = tcp_of(0, &pl);
+    ck_assert_uint_eq(pl, 9);
+    ck_assert(!memcmp(t + 20, "OK hello\n", 9));
+    ck_assert_uint_eq(be32(t + 8), g + 7);          /* acknowledges data and FIN */
+    t = tcp_of(1, &pl);
+    ck_assert_uint_eq(t[13] & 0x01, 1);
+    ck_assert_uint_eq(be32(t + 4), s + 9);
+    net_local_input(&L, fb, seg(fb, 40020, 80, 0x10, g + 7, s + 10, 65535, NULL, 0, 0), 2000);
+    for (unsigned i = 0; i < NET_LOCAL_CONNS; i++)
+        ck_assert(!L.conn[i].used);
+    /* two requests and the FIN in one segment: both answered, in order */
+    s = handshake(40021, g - 1, 65535, 1460);
+    nout = 0;
+    net_local_input(&L, fb, seg(fb, 40021, 80, 0x19, g, s, 65535, "ab\ncd\n", 6, 0), 2000);
+    ck_assert_uint_eq(nout, 2);
+    t = tcp_of(0, &pl);
+    ck_assert_uint_eq(pl, 12);
+    ck_assert(!memcmp(t + 20, "OK ab\nOK cd\n", 12));
+    t = tcp_of(1, &pl);
+    ck_assert_uint_eq(t[13] & 0x01, 1);
+    net_local_reset(&L);
+    /* an incomplete request, then the FIN: nothing to answer, our FIN */
+    s = handshake(40022, g - 1, 65535, 1460);
+    net_local_input(&L, fb, seg(fb, 40022, 80, 0x18, g, s, 65535, "half", 4, 0), 2000);
+    nout = 0;
+    net_local_input(&L, fb, seg(fb, 40022, 80, 0x11, g + 4, s, 65535, NULL, 0, 0), 2000);
+    ck_assert_uint_eq(nout, 1);
+    t = tcp_of(0, &pl);
+    ck_assert_uint_eq(pl, 0);
+    ck_assert_uint_eq(t[13] & 0x01, 1);
+    ck_assert_uint_eq(be32(t + 8), g + 5);
+    teardown();
+}
+END_TEST
+
+/* A SYN from the port of a connection the host still holds (the guest
+ * rebooted, or its RST was lost; Linux reuses a port freely after a close
+ * the server began): answered with an ACK for the old connection (RFC
+ * 5961's challenge ACK), which the guest's stack answers with a RST that
+ * frees it; its next SYN opens a new connection. Before, such a SYN was
+ * ignored: the port could not reach the service until the table filled
+ * and the connection was reclaimed as idle. */
+START_TEST(syn_on_a_held_connection)
+{
+    setup();
+    uint32_t s = handshake(40030, 499, 65535, 1460);
+    size_t pl;
+    nout = 0;
+    net_local_input(&L, fb, seg(fb, 40030, 80, 0x02, 90000, 0, 65535, NULL, 0, 1460), 2000);
+    ck_assert_uint_eq(nout, 1);
+    const uint8_t *t = tcp_of(0, &pl);
+    ck_assert_uint_eq(t[13], 0x10);                 /* ACK, no SYN */
+    ck_assert_uint_eq(be32(t + 4), s);
+    ck_assert_uint_eq(be32(t + 8), 500);            /* the old connection's next byte */
+    /* the guest's RST (seq = that ACK number) frees it */
+    net_local_input(&L, fb, seg(fb, 40030, 80, 0x04, 500, 0, 0, NULL, 0, 0), 2000);
+    for (unsigned i = 0; i < NET_LOCAL_CONNS; i++)
+        ck_assert(!L.conn[i].used);
+    handshake(40030, 90000, 65535, 1460);
+    /* the same during a handshake: a SYN with another sequence number */
+    net_local_reset(&L);
+    nout = 0;
+    net_local_input(&L, fb, seg(fb, 40031, 80, 0x02, 7, 0, 65535, NULL, 0, 1460), 2000);
+    net_local_input(&L, fb, seg(fb, 40031, 80, 0x02, 7000, 0, 65535, NULL, 0, 1460), 2000);
+    ck_assert_uint_eq(nout, 2);
+    t = tcp_of(1, &pl);
+    ck_assert_uint_eq(t[13], 0x10);
+    ck_assert_uint_eq(be32(t + 8), 8);
+    /* while the same SYN again still gets the SYN-ACK again */
+    net_local_input(&L, fb, seg(fb, 40031, 80, 0x02, 7, 0, 65535, NULL, 0, 1460), 2000);
+    t = tcp_of(2, &pl);
+    ck_assert_uint_eq(t[13], 0x12);
+    teardown();
+}
+END_TEST
+
 /* A 3000-line answer: cut to the MSS (536) and the guest's window; the
  * rest goes as ACKs come; a duplicate ACK sends the unacknowledged part
  * again. */
@@ -356,6 +446,8 @@ int main(void)
     TCase *tc = tcase_create("net_local");
     tcase_add_test(tc, arp_and_wants);
     tcase_add_test(tc, request_response_and_close);
+    tcase_add_test(tc, request_with_fin);
+    tcase_add_test(tc, syn_on_a_held_connection);
     tcase_add_test(tc, segments_window_and_resend);
     tcase_add_test(tc, resets_and_bounds);
     tcase_add_test(tc, malformed_frames);

@@ -233,6 +233,8 @@ static uint64_t set_state(int c, uint32_t req, uint32_t idx, uint32_t num)
 /* Features, protocol features (REPLY_ACK, CONFIG), memory table (a memfd
  * of 1 MiB at gpa 0), then vrings [0, nrings) of size num: addresses,
  * base, kick and call. Each ring gets 64 KiB at gpa ring * 64 KiB. */
+static void setup_rings(int c, unsigned nrings, uint32_t num);
+
 static void setup(int c, unsigned nrings, uint32_t num)
 {
     uint64_t feat = get_u64(c, VHU_GET_FEATURES);
@@ -240,11 +242,17 @@ static void setup(int c, unsigned nrings, uint32_t num)
     ck_assert(feat & (1ull << 32));
     uint64_t pf = get_u64(c, VHU_GET_PROTOCOL_FEATURES);
     ck_assert(pf & (1ull << VHU_PROTOCOL_F_REPLY_ACK));
-    uint8_t p[64];
+    uint8_t p[8];
     put64(p, (1ull << VHU_PROTOCOL_F_REPLY_ACK) | (1ull << VHU_PROTOCOL_F_CONFIG));
     msg(c, VHU_SET_PROTOCOL_FEATURES, p, 8, -1, false);
     ck_assert_uint_eq(set_u64(c, VHU_SET_FEATURES, feat), 0);
+    setup_rings(c, nrings, num);
+}
 
+/* The memory table and the rings of setup(), without the features. */
+static void setup_rings(int c, unsigned nrings, uint32_t num)
+{
+    uint8_t p[64];
     int mfd = memfd_create("guest", 0);
     ck_assert_int_ge(mfd, 0);
     ck_assert_int_eq(ftruncate(mfd, MEM_SIZE), 0);
@@ -553,6 +561,83 @@ START_TEST(stop_holds_no_lock_the_device_needs)
 }
 END_TEST
 
+/* QEMU's vhost-user-net (7.2) negotiates protocol features, then enables
+ * both rings (SET_VRING_ENABLE) before SET_FEATURES, the memory table and
+ * the rings' addresses and kicks, and sends no enable after them. The
+ * enables must count: before, they were refused until SET_FEATURES had
+ * acked PROTOCOL_FEATURES, the rings stayed disabled and the device never
+ * started (the guest's eth0 was up, and no frame went anywhere). */
+START_TEST(enable_before_set_features)
+{
+    struct fake f = { .cid = 3 };
+    struct srv v;
+    struct vhu_server_opts o = { .nqueues = 2, .queue_max = 1024 };
+    srv_start(&v, &f, &o);
+    int c = dial(v.path);
+    uint64_t feat = get_u64(c, VHU_GET_FEATURES);
+    get_u64(c, VHU_GET_PROTOCOL_FEATURES);
+    uint8_t p[8];
+    put64(p, (1ull << VHU_PROTOCOL_F_REPLY_ACK) | (1ull << VHU_PROTOCOL_F_CONFIG));
+    msg(c, VHU_SET_PROTOCOL_FEATURES, p, 8, -1, false);
+    ck_assert_uint_eq(get_u64(c, VHU_GET_QUEUE_NUM), 2);
+    msg(c, VHU_SET_OWNER, NULL, 0, -1, false);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 1, 1), 0);
+    ck_assert_uint_eq(set_u64(c, VHU_SET_FEATURES, feat), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 0);
+    setup_rings(c, 2, 1024);
+    ck_assert_int_eq(atomic_load(&f.starts), 1);
+    ck_assert(f.q0_ready && f.q1_ready);
+    /* a disable stops it, an enable starts it again */
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 1, 0), 0);
+    ck_assert_int_ge(atomic_load(&f.stops), 1);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 1, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 2);
+    close(c);
+    srv_end(&v);
+}
+END_TEST
+
+/* nqueues given and equal to the device's (virtio-net: rx and tx): the
+ * device starts only once all of them are ready, never on a prefix (which
+ * virtio-net refuses: "device start failed" was logged twice at every
+ * boot). Without the option a prefix still starts it (see
+ * default_ring_limit_is_the_device_max). */
+START_TEST(given_queues_all_needed)
+{
+    struct fake f = { .cid = 3 };
+    struct srv v;
+    struct vhu_server_opts o = { .nqueues = 3 };
+    srv_start(&v, &f, &o);
+    int c = dial(v.path);
+    setup(c, 2, 256);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 0, 1), 0);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 1, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 0);
+    /* the third ring */
+    uint8_t p[40];
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_NUM, 2, 256), 0);
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_BASE, 2, 0), 0);
+    memset(p, 0, sizeof p);
+    put32(p, 2);
+    put64(p + 8, UVA0 + 0x20000);
+    put64(p + 16, UVA0 + 0x28000);
+    put64(p + 24, UVA0 + 0x24000);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_ADDR, p, 40, -1), 0);
+    int k = eventfd(0, 0);
+    put64(p, 2);
+    ck_assert_uint_eq(acked(c, VHU_SET_VRING_KICK, p, 8, k), 0);
+    close(k);
+    ck_assert_int_eq(atomic_load(&f.starts), 0);        /* not enabled yet */
+    ck_assert_uint_eq(set_state(c, VHU_SET_VRING_ENABLE, 2, 1), 0);
+    ck_assert_int_eq(atomic_load(&f.starts), 1);
+    ck_assert_uint_eq(f.env_nq, 3);
+    ck_assert(f.q0_ready && f.q1_ready && f.q2_ready);
+    close(c);
+    srv_end(&v);
+}
+END_TEST
+
 START_TEST(bad_options_rejected)
 {
     struct fake f = { 0 };
@@ -581,6 +666,8 @@ int main(void)
     tcase_add_test(tc, broken_ring_signals_the_error_fd);
     tcase_add_test(tc, kick_fd_goes_to_the_device);
     tcase_add_test(tc, stop_holds_no_lock_the_device_needs);
+    tcase_add_test(tc, enable_before_set_features);
+    tcase_add_test(tc, given_queues_all_needed);
     tcase_add_test(tc, bad_options_rejected);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

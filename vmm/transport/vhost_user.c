@@ -52,12 +52,14 @@ struct vhu_server {
     int listen_fd, conn_fd, stop_fd;
     unsigned nq;                    /* vrings we accept (the backend's queues, see vhu_server_opts) */
     unsigned dev_nq;                /* ops->nqueues (capped): > nq when the frontend keeps some */
+    bool all;                       /* start only with all nq rings ready (nqueues given) */
     uint16_t queue_max;             /* largest vring size accepted */
     void (*disconnected)(void *opaque);
     void *disc_opaque;
 
     uint64_t offered, acked;        /* virtio features (acked includes PROTOCOL_FEATURES) */
     uint64_t proto_offered, proto_acked;
+    bool proto_set;                 /* SET_PROTOCOL_FEATURES seen: rings are enabled by message */
     bool features_set;
 
     struct vhu_mem_table table;
@@ -166,16 +168,17 @@ static int ring_enable(struct vhu_server *s, unsigned i)
     return 0;
 }
 
-/* Start the device on the longest prefix of ready queues, if any. When the
- * frontend handles some of the device's queues itself (dev_nq > nq), all of
- * ours must be ready, and the device gets its full queue count with the
- * frontend's queues left not ready (kick fd -1): it never sees them. */
+/* Start the device on the longest prefix of ready queues, if any. With
+ * vhu_server_opts.nqueues given, all nq must be ready; when the frontend
+ * handles some of the device's queues itself (dev_nq > nq), the device gets
+ * its full queue count with the frontend's queues left not ready (kick fd
+ * -1): it never sees them. */
 static void reconcile(struct vhu_server *s)
 {
     unsigned n = 0;
     while (n < s->nq && ring_ready(s, n))
         n++;
-    if (s->dev_nq > s->nq && n < s->nq)
+    if (s->all && n < s->nq)
         n = 0;
     if (n == s->running)
         return;
@@ -269,6 +272,7 @@ static void reset_state(struct vhu_server *s)
     unmap_all(s);
     s->acked = 0;
     s->proto_acked = 0;
+    s->proto_set = false;
     s->features_set = false;
     s->status = 0;
     atomic_store(&s->broken, false);
@@ -424,6 +428,7 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         if (m->u.u64 & ~s->proto_offered)
             return -EINVAL;
         s->proto_acked = m->u.u64;
+        s->proto_set = true;
         return 0;
     case VHU_GET_QUEUE_NUM:
         *replied = true;
@@ -519,7 +524,11 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         *replied = true;
         return reply_u64(s, m->request, s->status | (atomic_load(&s->broken) ? VIRTIO_STATUS_NEEDS_RESET : 0));
     case VHU_SET_VRING_ENABLE:
-        if (!(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
+        /* Protocol features are negotiated by GET/SET_PROTOCOL_FEATURES;
+         * QEMU's vhost-user-net enables the rings before its SET_FEATURES
+         * (which acks PROTOCOL_FEATURES only from QEMU 7.1 on). The state
+         * is kept; a SET_FEATURES without the bit enables rings by kick. */
+        if (!s->proto_set && !(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
             return 1;
         s->vr[m->u.state.index].enabled = m->u.state.num;
         if (!m->u.state.num)
@@ -672,6 +681,7 @@ int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, v
     s->conn_fd = -1;
     s->nq = nq;
     s->dev_nq = dev_nq;
+    s->all = o && o->nqueues;
     s->queue_max = qmax;
     if (o) {
         s->disconnected = o->disconnected;

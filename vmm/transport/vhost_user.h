@@ -33,12 +33,14 @@ int vhu_server_create(const char *path, const struct virtio_dev_ops *ops, void *
 /* Per-device-type adjustments (0 fields: the defaults). */
 struct vhu_server_opts {
     /* Vrings the frontend hands the backend: queues 0 .. nqueues-1 of the
-     * device (default and at most ops->nqueues). Fewer when the frontend
-     * handles the device's last queues itself, as QEMU's vhost-user-vsock
-     * does with the event queue (it gives the backend rx and tx only). Then
-     * the device is started only once all nqueues rings are ready, with
-     * env.nqueues = ops->nqueues and the frontend's queues not ready
-     * (virtq_pop() finds nothing, kick_fd -1). */
+     * device (at most ops->nqueues). Given, the device is started only once
+     * all nqueues rings are ready (virtio-net: rx and tx); 0: all of the
+     * device's, started on the longest prefix of ready rings (virtio-blk
+     * with fewer queues than it has). Fewer than ops->nqueues when the
+     * frontend handles the device's last queues itself, as QEMU's
+     * vhost-user-vsock does with the event queue (it gives the backend rx
+     * and tx only): the device gets env.nqueues = ops->nqueues with the
+     * frontend's queues not ready (virtq_pop() finds nothing, kick_fd -1). */
     unsigned nqueues;
     /* Largest vring size accepted (default ops->queue_max; a power of two
      * <= 32768). QEMU's virtio-mmio reports QueueNumMax 1024 whatever the
