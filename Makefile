@@ -170,12 +170,16 @@ test-linux: $(B)/moat guest
 # through a copy-on-write overlay (tests/vhost/overlay.sh); exec and cp
 # through vsock and the agent (tests/vhost/vsock.sh); ping, TCP and the
 # metadata service through virtio-net on a TAP in a namespace of the test's
-# own (tests/vhost/net.sh, root).
+# own (tests/vhost/net.sh, root); DHCP through passt, the egress policy's
+# allow, deny and domain rules and their counters, and the host's loopback
+# with and without host_loopback, between two namespaces of the test's own
+# (tests/vhost/net-user.sh, root, passt).
 test-vhost: $(B)/moat guest
 	tests/vhost/run.sh
 	tests/vhost/overlay.sh
 	tests/vhost/vsock.sh
 	tests/vhost/net.sh
+	tests/vhost/net-user.sh
 
 # The KVM suites and the Linux user-space checks inside a Linux that QEMU
 # emulates with SVM (TCG), on hosts the probe calls pvm or none

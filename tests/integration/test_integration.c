@@ -993,6 +993,120 @@ END_TEST
 /* moat device: any kind by its type, with the typed flags or TYPE,OPTIONS;
  * options another kind takes, missing or bad ones refused before anything
  * is served (no KVM needed). */
+/* Read a live moat's stdout until it holds text (or EOF / the cap). */
+static bool live_wait_text(struct live *l, const char *text, double cap_s)
+{
+    double deadline = now() + cap_s * slow();
+    while (!strstr(l->buf, text) && now() < deadline) {
+        struct pollfd p = { .fd = l->out, .events = POLLIN };
+        if (poll(&p, 1, 100) <= 0)
+            continue;
+        ssize_t k = read(l->out, l->buf + l->len, sizeof(l->buf) - 1 - l->len);
+        if (k <= 0)
+            break;
+        l->len += (size_t)k;
+        l->buf[l->len] = 0;
+    }
+    return strstr(l->buf, text) != NULL;
+}
+
+/* Wait (at most 10 s) for a socket file. */
+static bool wait_socket(const char *path)
+{
+    struct stat st;
+    for (int i = 0; i < 100; i++) {
+        if (stat(path, &st) == 0 && S_ISSOCK(st.st_mode))
+            return true;
+        usleep(100000);
+    }
+    return false;
+}
+
+/* passt in PATH (or $MOAT_PASST) and an IPv4 default route: what
+ * `moat device net --net user` needs to start. */
+static bool user_net_possible(char *why, size_t wlen)
+{
+    const char *mp = getenv("MOAT_PASST");
+    bool found = mp && access(mp, X_OK) == 0;
+    const char *path = env_or("PATH", "/usr/bin:/bin");
+    while (!found && *path) {
+        size_t n = strcspn(path, ":");
+        char f[PATH_MAX];
+        snprintf(f, sizeof f, "%.*s/passt", (int)n, path);
+        found = access(f, X_OK) == 0;
+        path += n + (path[n] == ':');
+    }
+    if (!found) {
+        snprintf(why, wlen, "passt not installed");
+        return false;
+    }
+    FILE *f = fopen("/proc/net/route", "r");
+    char line[256], ifn[64];
+    unsigned dst = 1, mask = 1;
+    bool route = false;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "%63s %x %*x %*x %*d %*d %*d %x", ifn, &dst, &mask) == 3 && dst == 0 && mask == 0)
+            route = true;
+    if (f)
+        fclose(f);
+    if (!route)
+        snprintf(why, wlen, "no IPv4 default route (passt needs one)");
+    return route;
+}
+
+/* moat device: SIGUSR1 writes the device's state (the kind's get keys) to
+ * stdout, as often as asked, and the device goes on; SIGTERM still ends it
+ * with status 0. A kind with nothing to show says so. */
+START_TEST(cli_device_state)
+{
+    char sock[PATH_MAX + 16], uds[PATH_MAX + 16];
+    snprintf(sock, sizeof sock, "%s/state.sock", tmpdir);
+    snprintf(uds, sizeof uds, "%s/state.uds", tmpdir);
+    struct live *l = malloc(sizeof(*l));
+    ck_assert_ptr_nonnull(l);
+
+    live_start(l, (const char *[]){ "device", "vsock", "--socket", sock, "--uds", uds, NULL });
+    ck_assert_msg(wait_socket(sock), "moat device vsock made no socket");
+    kill(l->pid, SIGUSR1);
+    ck_assert_msg(live_wait_text(l, "[moat device vsock: no state to show]\n", 10), "vsock: '%s'", l->buf);
+    kill(l->pid, SIGTERM);
+    ck_assert_int_eq(live_finish(l, 10), 0);
+
+    char why[128];
+    if (!user_net_possible(why, sizeof why)) {
+        printf("SKIPPED: cli_device_state: net (user mode): %s\n", why);
+        fflush(stdout);
+        free(l);
+        return;
+    }
+    unlink(sock);
+    live_start(l, (const char *[]){ "device", "net", "--socket", sock, "--net", "user,mac=52:54:00:00:00:07",
+                                    "--net-default", "deny", "--net-allow", "192.0.2.1,proto=udp,port=53",
+                                    "--net-allow-domain", "Example.ORG.", NULL });
+    ck_assert_msg(wait_socket(sock), "moat device net made no socket");
+    static const char *const want[] = {
+        "[moat device net: policy]\ndefault deny; allow 192.0.2.1,proto=udp,port=53; allow-domain Example.ORG.\n",
+        "[moat device net: stats]\nmac 52:54:00:00:00:07\ntx frames 0 bytes 0 ",
+        "default deny; preset on; 0 deny, 1 allow, 1 domain rules\n",
+        "  allow   192.0.2.1/32,port=53,proto=udp  ",
+        "  domain  example.org  ",
+        "[moat device net: end]\n",
+    };
+    for (int round = 0; round < 2; round++) {
+        l->len = 0;
+        l->buf[0] = 0;
+        kill(l->pid, SIGUSR1);
+        ck_assert_msg(live_wait_text(l, "[moat device net: end]\n", 10), "net, SIGUSR1 %d: '%s'", round + 1, l->buf);
+        for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+            ck_assert_msg(strstr(l->buf, want[i]), "net, SIGUSR1 %d: no '%s' in '%s'", round + 1, want[i], l->buf);
+        ck_assert_msg(strstr(l->buf, want[0]) == l->buf, "net: the policy does not come first: '%s'", l->buf);
+    }
+    kill(l->pid, SIGTERM);
+    ck_assert_int_eq(live_finish(l, 10), 0);
+    free(l);
+}
+END_TEST
+
 START_TEST(cli_device_args)
 {
     struct run r;
@@ -1155,7 +1269,7 @@ int main(void)
         cli_unknown_flag, cli_unknown_command, cli_bad_numbers, cli_missing_flag_value,
         cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
         cli_kernel_truncated_elf, cli_version, cli_help, cli_restore_errors,
-        cli_sandbox_no_kvm, cli_host_no_kvm, cli_device_args, cli_net_flags,
+        cli_sandbox_no_kvm, cli_host_no_kvm, cli_device_args, cli_net_flags, cli_device_state,
     };
     const TTest *kvm[] = {
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,

@@ -4,6 +4,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -50,6 +51,9 @@ static const char usage_device[] =
     "\n"
     "  -v, --verbose  more log output (repeat for debug)\n"
     "\n"
+    "SIGUSR1 writes the device's state to stdout (net: its policy, its counters\n"
+    "and each rule's) between the lines [moat device TYPE: KEY] and\n"
+    "[moat device TYPE: end].\n"
     "exit status: 0 after a signal; 2 usage error; 125 runtime error.\n";
 
 static struct vhu_server *device_server;    /* for the signal handler only */
@@ -59,6 +63,63 @@ static void device_on_signal(int sig)
     (void)sig;
     if (device_server)
         vhu_server_stop(device_server);
+}
+
+/* SIGUSR1: the device's state on stdout, written by a thread of its own
+ * that waits for the signal (every thread has it blocked, so it never
+ * interrupts the device); the kind's get may be called from any thread. */
+struct state_dump {
+    const struct virtio_kind *k;
+    void *priv;
+    pthread_t thread;
+    volatile sig_atomic_t stop;     /* set before the thread is woken to end */
+};
+
+static void state_write(const struct state_dump *d)
+{
+    const char *const *keys = d->k->get ? d->k->get_keys : NULL;
+    if (!keys || !keys[0]) {
+        printf("[moat device %s: no state to show]\n", d->k->type);
+        fflush(stdout);
+        return;
+    }
+    for (size_t i = 0; keys[i]; i++) {
+        size_t cap = 8192;
+        char *buf = NULL;
+        long n = -1;
+        for (int tries = 0; tries < 4; tries++) {     /* the text may grow between calls */
+            char *nb = realloc(buf, cap);
+            if (!nb)
+                break;
+            buf = nb;
+            n = d->k->get(d->priv, keys[i], buf, cap);
+            if (n < 0 || (size_t)n < cap)
+                break;
+            cap = (size_t)n + 1024;
+        }
+        printf("[moat device %s: %s]\n", d->k->type, keys[i]);
+        if (n >= 0 && buf && (size_t)n < cap)
+            printf("%s%s", buf, n > 0 && buf[n - 1] != '\n' ? "\n" : "");
+        else
+            printf("(not available: %s)\n", n < 0 ? strerror((int)-n) : "out of memory");
+        free(buf);
+    }
+    printf("[moat device %s: end]\n", d->k->type);
+    fflush(stdout);
+}
+
+static void *state_main(void *arg)
+{
+    struct state_dump *d = arg;
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGUSR1);
+    for (;;) {
+        int sig;
+        if (sigwait(&set, &sig) != 0 || d->stop)
+            return NULL;
+        state_write(d);
+    }
 }
 
 /* The typed flags: each an option of the device's kind. */
@@ -196,6 +257,11 @@ int cmd_device(int argc, char **argv)
         goto out;
     }
     moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
+    /* SIGUSR1 blocked in every thread the device starts (state_main takes it) */
+    sigset_t usr1, old_mask;
+    sigemptyset(&usr1);
+    sigaddset(&usr1, SIGUSR1);
+    pthread_sigmask(SIG_BLOCK, &usr1, &old_mask);
 
     /* vhost-user-vsock: QEMU keeps the event queue and hands us rx and tx
      * only; its virtio-mmio offers 1024-entry rings (docs/vhost-user.md).
@@ -209,7 +275,7 @@ int cmd_device(int argc, char **argv)
     if (r < 0) {
         fprintf(stderr, "moat: device %s: %s\n", type, why[0] ? why : strerror(-r));
         ret = EXIT_VMM_ERROR;
-        goto out;
+        goto unmask;
     }
     r = vhu_server_create_opts(sock, m.ops, m.dev, &so, &device_server);
     if (r < 0) {
@@ -217,7 +283,7 @@ int cmd_device(int argc, char **argv)
         m.ops->destroy(m.dev);
         k->free(m.priv);
         ret = EXIT_VMM_ERROR;
-        goto out;
+        goto unmask;
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -225,7 +291,16 @@ int cmd_device(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
+    struct state_dump dump = { .k = k, .priv = m.priv };
+    bool dumping = pthread_create(&dump.thread, NULL, state_main, &dump) == 0;
+    if (!dumping)
+        fprintf(stderr, "moat: device %s: no SIGUSR1 state thread; going on without it\n", type);
     r = vhu_server_run(device_server);
+    if (dumping) {
+        dump.stop = 1;
+        pthread_kill(dump.thread, SIGUSR1);
+        pthread_join(dump.thread, NULL);
+    }
     vhu_server_destroy(device_server);
     device_server = NULL;
     m.ops->destroy(m.dev);
@@ -235,6 +310,11 @@ int cmd_device(int argc, char **argv)
         fprintf(stderr, "moat: device %s: %s\n", type, strerror(-r));
         ret = EXIT_VMM_ERROR;
     }
+unmask:
+    /* a SIGUSR1 still pending (sent as the device stopped) is dropped, not
+     * delivered with its default action (the end of the process) */
+    signal(SIGUSR1, SIG_IGN);
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
 out:
     free(policy);
     free(o);
