@@ -63,6 +63,8 @@ struct virtio_net {
     struct ratelimit tx_rl, rx_rl;
     bool tx_charged, rx_charged;
     struct evloop_timer rl_timer;
+    /* a transmit pass stopped at TX_BATCH with chains left: the next pass */
+    struct evloop_timer tx_more;
     /* frames of local endpoints for the guest (FIFO) */
     struct inj inj[VIRTIO_NET_INJECT_MAX];
     unsigned inj_head, inj_n;
@@ -236,7 +238,8 @@ static void tx_process(struct virtio_net *n)
     const struct gmem *m = n->env.mem;
     if (n->vq.broken[Q_TX])
         return;
-    for (unsigned k = 0; k < TX_BATCH && tx_flush(n); k++) {
+    unsigned k;
+    for (k = 0; k < TX_BATCH && tx_flush(n); k++) {
         struct virtq_chain c = { .seg = n->seg, .max_seg = CHAIN_MAX };
         int r = virtq_pop(q, m, &c);
         if (r == 0) {
@@ -266,6 +269,12 @@ static void tx_process(struct virtio_net *n)
         }
         vqueues_push(&n->vq, Q_TX, c.head, 0);
     }
+    /* A full batch, so maybe chains left: the driver will not kick for
+     * them (with VIRTIO_F_EVENT_IDX it kicks only when its index passes
+     * the avail_event written when the ring was last found empty), so
+     * come back at the loop's next pass, after the events waiting now. */
+    if (k == TX_BATCH && !evloop_timer_armed(&n->tx_more))
+        evloop_timer_arm(n->loop, &n->tx_more, 0);
 }
 
 /* ---- receive ---- */
@@ -503,6 +512,11 @@ static void on_rl_timer(void *opaque)
     work(opaque);
 }
 
+static void on_tx_more(void *opaque)
+{
+    work(opaque);
+}
+
 static void *io_thread(void *arg)
 {
     struct virtio_net *n = arg;
@@ -565,6 +579,7 @@ static void net_stop(void *dev)
     n->running = false;
     unwatch(n);
     evloop_timer_cancel(n->loop, &n->rl_timer);
+    evloop_timer_cancel(n->loop, &n->tx_more);
     if (n->tx_held) {           /* its chain was pushed: a frame lost, as a busy link loses them */
         n->tx_held = false;
         n->tx_charged = false;
@@ -642,6 +657,7 @@ int virtio_net_create(const struct virtio_net_opts *o, struct virtio_net **out, 
     atomic_store(&n->status, VIRTIO_NET_S_LINK_UP);
     pthread_mutex_init(&n->rl_lock, NULL);
     evloop_timer_init(&n->rl_timer, on_rl_timer, n);
+    evloop_timer_init(&n->tx_more, on_tx_more, n);
     uint64_t now = clock_mono_ns();
     int r = ratelimit_init(&n->tx_rl, o->tx_limit, now);
     if (r == 0)
