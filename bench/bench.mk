@@ -24,13 +24,22 @@ $(B)/bench/blkbench.cpio: $(B)/bench/blkbench tests/nested/mkcpio.sh
 
 bench-tools: $(B)/bench/blkbench.cpio
 
+# The host's TSC rate, for bench/net.sh's QEMU TCG guests (tsc_early_khz=).
+$(B)/bench/tsc_khz: bench/tsc_khz.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -Wall -Wextra -Werror -o $@ $<
+
+bench-tools: $(B)/bench/tsc_khz
+
 # `make bench` also runs these (each prints SKIPPED when it cannot run here).
-.PHONY: bench-blk bench-exec
+.PHONY: bench-blk bench-exec bench-net
 bench-blk: all guest bench-tools
 	sh bench/vhost-blk.sh
 bench-exec: all guest test-guests bench-tools
 	sh bench/exec.sh
-bench: bench-blk bench-exec
+bench-net: all guest bench-tools
+	sh bench/net.sh
+bench: bench-blk bench-exec bench-net
 
 $(B)/bench/wait.elf: bench/guest/wait.S bench/guest/pvh.inc bench/guest/tiny.ld
 	@mkdir -p $(dir $@)
