@@ -15,20 +15,14 @@ static const char *const blk_keys[] = { "path", "ro", "id", "overlay", "direct",
 static const char *const blk_override_keys[] = { "path", "ro", "id", "overlay", "direct", NULL };
 
 /* bw=/ops= (SIZE/REFILL_MS[/BURST]) into cfg; *have if either is given. */
-static int limits(const struct devopts *o, struct ratelimit_cfg *cfg, bool *have, char *why, size_t wlen)
+static int limits(const struct devopts *o, struct ratelimit_cfg *cfg, int *have, char *why, size_t wlen)
 {
-    memset(cfg, 0, sizeof(*cfg));
-    *have = false;
     static const char *const k[] = { "bw", "ops" };
-    for (int i = 0; i < 2; i++) {
-        const char *v = devopt_get(o, k[i]);
-        if (!v)
-            continue;
-        if (ratelimit_bucket_parse(v, i ? &cfg->ops : &cfg->bandwidth) < 0) {
-            snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", k[i], v);
-            return -EINVAL;
-        }
-        *have = true;
+    int bad = 0;
+    if (ratelimit_from_opts(devopt_get(o, k[0]), devopt_get(o, k[1]), cfg, have, &bad) < 0) {
+        snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", k[bad],
+                 devopt_get(o, k[bad]));
+        return -EINVAL;
     }
     return 0;
 }
@@ -54,7 +48,7 @@ static int blk_check(const struct devopts *o, char *why, size_t wlen)
         return -EINVAL;
     }
     struct ratelimit_cfg lc;
-    bool have;
+    int have;
     if (limits(o, &lc, &have, why, wlen) < 0)
         return -EINVAL;
     /* a copy-on-write drive's base is only read */
@@ -106,7 +100,7 @@ static int blk_create(struct devopts *o, const char *id, bool restoring, struct 
     }
     d->read_only = devopt_get(o, "ro") != NULL;
     struct ratelimit_cfg lc;
-    bool have;
+    int have;
     limits(o, &lc, &have, why, wlen);       /* checked */
     struct virtio_blk_opts bo = { .path = path, .read_only = d->read_only, .id = serial,
                                   .engine = BLK_ENGINE_AUTO, .name = id, .direct = devopt_get(o, "direct") != NULL,
@@ -140,12 +134,10 @@ static int blk_set(void *priv, const char *key, const char *value, char *why, si
     struct blk_drive *d = priv;
     struct ratelimit_cfg c;
     virtio_blk_get_limit(d->blk, &c);
-    struct ratelimit_bucket_cfg b = { 0 };
-    if (strcmp(value, "off") && ratelimit_bucket_parse(value, &b) < 0) {
+    if (ratelimit_set_bucket(&c, !strcmp(key, "ops"), value) < 0) {
         snprintf(why, wlen, "SIZE/REFILL_MS[/BURST] or off");
         return -EINVAL;
     }
-    *(!strcmp(key, "ops") ? &c.ops : &c.bandwidth) = b;
     return virtio_blk_set_limit(d->blk, &c);
 }
 

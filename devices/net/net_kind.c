@@ -32,27 +32,24 @@ static const char *const net_keys[] = { "tap", "user", "forward", "host_loopback
                                          "tx_bw", "tx_ops", "rx_bw", "rx_ops", "policy", NULL };
 static const char *const limit_keys[] = { "tx_bw", "tx_ops", "rx_bw", "rx_ops" };
 
-/* The limiters of o's tx_bw/tx_ops/rx_bw/rx_ops (checked): tx, rx; *have
+/* The limiters of o's tx_bw/tx_ops/rx_bw/rx_ops (checked): tx, rx; have
  * says which are limited at all. */
-static int limits(const struct devopts *o, struct ratelimit_cfg *tx, struct ratelimit_cfg *rx, bool have[2],
+static int limits(const struct devopts *o, struct ratelimit_cfg *tx, struct ratelimit_cfg *rx, int have[2],
                   char *why, size_t wlen)
 {
-    memset(tx, 0, sizeof(*tx));
-    memset(rx, 0, sizeof(*rx));
-    have[0] = have[1] = false;
-    for (int i = 0; i < 4; i++) {
-        const char *v = devopt_get(o, limit_keys[i]);
-        if (!v)
-            continue;
-        struct ratelimit_cfg *c = i < 2 ? tx : rx;
-        if (ratelimit_bucket_parse(v, i % 2 ? &c->ops : &c->bandwidth) < 0) {
-            snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", limit_keys[i], v);
+    struct ratelimit_cfg *c[2] = { tx, rx };
+    for (int i = 0; i < 2; i++) {
+        int bad = 0;
+        const char *bw = limit_keys[2 * i], *ops = limit_keys[2 * i + 1];
+        if (ratelimit_from_opts(devopt_get(o, bw), devopt_get(o, ops), c[i], &have[i], &bad) < 0) {
+            snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", bad ? ops : bw,
+                     devopt_get(o, bad ? ops : bw));
             return -EINVAL;
         }
-        have[i / 2] = true;
     }
     return 0;
 }
+
 /* a restore may put the device on another backend, or give it another
  * MAC (a fork of a running VM must not share its parent's) */
 static const char *const net_override_keys[] = { "tap", "user", "forward", "host_loopback", "mac", NULL };
@@ -227,7 +224,7 @@ static int net_check(const struct devopts *o, char *why, size_t wlen)
         return -e;
     }
     struct ratelimit_cfg tl, rl;
-    bool have[2];
+    int have[2];
     int lr = limits(o, &tl, &rl, have, why, wlen);
     if (lr < 0)
         return lr;
@@ -440,7 +437,7 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
         }
     }
     struct ratelimit_cfg tl, rl;
-    bool have[2];
+    int have[2];
     limits(o, &tl, &rl, have, why, wlen);       /* checked */
     struct virtio_net_opts no = { .mtu = (uint16_t)u, .backend = be, .name = id,
                                   .filter = { .tx = rec_tx, .rx = rec_rx, .local = rec_local, .opaque = rec },
@@ -505,12 +502,10 @@ static int net_set(void *priv, const char *key, const char *value, char *why, si
     bool tx = key[0] == 't', ops = !strcmp(key + 3, "ops");
     struct ratelimit_cfg c;
     virtio_net_get_limit(r->dev, tx, &c);
-    struct ratelimit_bucket_cfg b = { 0 };
-    if (strcmp(value, "off") && ratelimit_bucket_parse(value, &b) < 0) {
+    if (ratelimit_set_bucket(&c, ops, value) < 0) {
         snprintf(why, wlen, "SIZE/REFILL_MS[/BURST] or off");
         return -EINVAL;
     }
-    *(ops ? &c.ops : &c.bandwidth) = b;
     return virtio_net_set_limit(r->dev, tx, &c);
 }
 

@@ -262,3 +262,31 @@ int ratelimit_bucket_parse(const char *s, struct ratelimit_bucket_cfg *out)
     *out = c;
     return 0;
 }
+
+int ratelimit_from_opts(const char *bw, const char *ops, struct ratelimit_cfg *cfg, int *limited, int *bad)
+{
+    const char *v[2] = { bw, ops };
+    struct ratelimit_bucket_cfg *b[2] = { &cfg->bandwidth, &cfg->ops };
+    memset(cfg, 0, sizeof(*cfg));
+    *limited = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!v[i])
+            continue;
+        if (ratelimit_bucket_parse(v[i], b[i]) < 0) {
+            if (bad)
+                *bad = i;
+            return -EINVAL;
+        }
+        *limited = 1;
+    }
+    return 0;
+}
+
+int ratelimit_set_bucket(struct ratelimit_cfg *cfg, int ops, const char *value)
+{
+    struct ratelimit_bucket_cfg b = { 0 };
+    if (!value || (strcmp(value, "off") && ratelimit_bucket_parse(value, &b) < 0))
+        return -EINVAL;
+    *(ops ? &cfg->ops : &cfg->bandwidth) = b;
+    return 0;
+}

@@ -123,6 +123,15 @@ int64_t ratelimit_tokens(struct ratelimit *rl, int which, uint64_t now_ns);
  * 0, or -EINVAL (malformed, a zero size or refill, a refill above
  * RATELIMIT_MAX_REFILL_MS). Pure. */
 int ratelimit_bucket_parse(const char *s, struct ratelimit_bucket_cfg *out);
+/* A limiter from a device's two options, its bandwidth and ops buckets
+ * (each NULL if not given, else ratelimit_bucket_parse's form) into cfg;
+ * *limited if either was given. 0, or -EINVAL with *bad (may be NULL) set
+ * to 0 (bandwidth) or 1 (ops): the value that is malformed. */
+int ratelimit_from_opts(const char *bw, const char *ops, struct ratelimit_cfg *cfg, int *limited, int *bad);
+/* One bucket of cfg anew (the ops bucket if ops, else bandwidth), the other
+ * as it is: value in ratelimit_bucket_parse's form, or "off" (unlimited).
+ * 0, or -EINVAL (cfg unchanged). For run-time changes. */
+int ratelimit_set_bucket(struct ratelimit_cfg *cfg, int ops, const char *value);
 /* The configuration in force (what ratelimit_init/update was given,
  * normalized: an unlimited bucket reads all zero). */
 void ratelimit_get_cfg(const struct ratelimit *rl, struct ratelimit_cfg *cfg);

@@ -676,6 +676,30 @@ START_TEST(bucket_option_parse)
     for (int i = 0; bad[i]; i++)
         ck_assert_msg(ratelimit_bucket_parse(bad[i], &b) == -EINVAL, "%s", bad[i]);
     ck_assert_int_eq(ratelimit_bucket_parse(NULL, &b), -EINVAL);
+    /* two options into a limiter, and one bucket changed at run time */
+    struct ratelimit_cfg c;
+    int lim = -1, which = -1;
+    ck_assert_int_eq(ratelimit_from_opts(NULL, NULL, &c, &lim, &which), 0);
+    ck_assert_int_eq(lim, 0);
+    ck_assert_uint_eq(c.bandwidth.size, 0);
+    ck_assert_int_eq(ratelimit_from_opts(NULL, "5/10", &c, &lim, &which), 0);
+    ck_assert_int_eq(lim, 1);
+    ck_assert_uint_eq(c.ops.size, 5);
+    ck_assert_uint_eq(c.bandwidth.size, 0);
+    ck_assert_int_eq(ratelimit_from_opts("1000/10", "x", &c, &lim, &which), -EINVAL);
+    ck_assert_int_eq(which, 1);
+    ck_assert_int_eq(ratelimit_from_opts("10", NULL, &c, &lim, &which), -EINVAL);
+    ck_assert_int_eq(which, 0);
+    ck_assert_int_eq(ratelimit_from_opts("1000/10", "5/10/20", &c, &lim, &which), 0);
+    ck_assert_uint_eq(c.ops.one_time_burst, 20);
+    ck_assert_int_eq(ratelimit_set_bucket(&c, 0, "off"), 0);
+    ck_assert_uint_eq(c.bandwidth.size, 0);
+    ck_assert_uint_eq(c.ops.size, 5);                   /* the other kept */
+    ck_assert_int_eq(ratelimit_set_bucket(&c, 1, "7/1"), 0);
+    ck_assert_uint_eq(c.ops.size, 7);
+    ck_assert_int_eq(ratelimit_set_bucket(&c, 1, "fast"), -EINVAL);
+    ck_assert_uint_eq(c.ops.size, 7);                   /* unchanged */
+    ck_assert_int_eq(ratelimit_set_bucket(&c, 1, NULL), -EINVAL);
 }
 END_TEST
 

@@ -534,14 +534,7 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
         const struct devopts *use = rec;
         if ((rc->flags & MOAT_F_FORK_CHILD) && k->fork_identity) {
             /* a fork's child: its own identity first, an override on top */
-            struct devopts *mine = malloc(sizeof(*mine));
-            r = mine ? devopt_copy(mine, rec) : -ENOMEM;
-            if (r == 0)
-                r = k->fork_identity(mine);
-            if (r == 0)
-                r = devopt_copy(rec, mine);
-            free(mine);
-            if (r < 0) {
+            if ((r = k->fork_identity(rec)) < 0) {
                 r = seterr(err, 0, r, "%s %s: a fork's own identity: %s", k->name, v[i].id, strerror(-r));
                 break;
             }
