@@ -279,22 +279,42 @@ static void parse_net(char *arg, struct moat_device *devs, size_t *n)
 /* --net-allow/--net-deny/--net-allow-domain/--net-default/--net-no-preset
  * gather the policy of the (one) --net device; --metadata its document. */
 struct net_flags {
-    char policy[16384];
+    char *policy;
     size_t len;
     const char *metadata;
 };
 
+int cli_policy_item(char **p, size_t *len, const char *item, const char *arg, char *why, size_t wlen)
+{
+    if (arg && (!*arg || strpbrk(arg, "\";"))) {
+        snprintf(why, wlen, "invalid --net-%s '%s'", item, arg);
+        return -EINVAL;
+    }
+    if (!strcmp(item, "default") && (!arg || (strcmp(arg, "allow") && strcmp(arg, "deny")))) {
+        snprintf(why, wlen, "--net-default allow|deny, not '%s'", arg ? arg : "");
+        return -EINVAL;
+    }
+    size_t n = *len + strlen(item) + (arg ? strlen(arg) : 0) + 4;
+    if (n > CLI_POLICY_MAX) {
+        snprintf(why, wlen, "too many --net-* rules");
+        return -E2BIG;
+    }
+    char *np = realloc(*p, n);
+    if (!np) {
+        snprintf(why, wlen, "out of memory");
+        return -ENOMEM;
+    }
+    snprintf(np + *len, n - *len, "%s%s%s%s", *len ? "; " : "", item, arg ? " " : "", arg ? arg : "");
+    *p = np;
+    *len = strlen(np);
+    return 0;
+}
+
 static void net_flag(struct net_flags *nf, const char *item, const char *arg)
 {
-    if (arg && (!*arg || strpbrk(arg, "\";")))
-        die_usage("invalid --net-%s '%s'", item, arg);
-    if (!strcmp(item, "default") && strcmp(arg, "allow") && strcmp(arg, "deny"))
-        die_usage("--net-default allow|deny, not '%s'", arg);
-    int k = snprintf(nf->policy + nf->len, sizeof(nf->policy) - nf->len, "%s%s%s%s", nf->len ? "; " : "", item,
-                     arg ? " " : "", arg ? arg : "");
-    if (k < 0 || (size_t)k >= sizeof(nf->policy) - nf->len)
-        die_usage("too many --net-* rules");
-    nf->len += (size_t)k;
+    char why[200];
+    if (cli_policy_item(&nf->policy, &nf->len, item, arg, why, sizeof(why)) < 0)
+        die_usage("%s", why);
 }
 
 /* The net device's options with the policy and metadata flags: a new

@@ -50,6 +50,14 @@ void ctl_server_close(struct ctl_server *s);                    /* closes and un
 int ctl_request(const char *path, const char *req, char *reply, size_t rlen, int timeout_s);
 
 /* Sandboxes (vmm/cli/cli_sandbox.c, docs/sandboxes.md). */
+/* Append the policy item "ITEM[ ARG]" of a --net-* flag (item "allow",
+ * "deny", "allow-domain", "default", "no-preset") to the policy text *p of
+ * *len bytes (malloc'd and grown here; NULL to start). 0, or -EINVAL (an
+ * argument empty or holding '"' or ';', a default other than allow or
+ * deny) / -E2BIG (past CLI_POLICY_MAX) / -ENOMEM, with why. */
+#define CLI_POLICY_MAX 16384
+int cli_policy_item(char **p, size_t *len, const char *item, const char *arg, char *why, size_t wlen);
+
 int cli_is_sandbox_command(const char *cmd);
 int cmd_sandbox(int argc, char **argv);
 /* NAME -> its agent target (the sandbox's vsock socket); starts a stopped

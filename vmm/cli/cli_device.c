@@ -199,19 +199,8 @@ int cmd_device(int argc, char **argv)
                 for (size_t i = 0; e == 0 && i < more->n; i++)
                     e = devopt_get(o, more->o[i].key) ? -EEXIST : devopt_set(o, more->o[i].key, more->o[i].val);
                 free(more);
-            } else if (optarg && strpbrk(optarg, ";")) {
-                e = -EINVAL;
             } else {
-                size_t n = policy_len + strlen(item) + (optarg ? strlen(optarg) : 0) + 4;
-                char *np = realloc(policy, n);
-                if (!np) {
-                    e = -ENOMEM;
-                } else {
-                    snprintf(np + policy_len, n - policy_len, "%s%s%s%s", policy_len ? "; " : "", item,
-                             optarg ? " " : "", optarg ? optarg : "");
-                    policy = np;
-                    policy_len = strlen(np);
-                }
+                e = cli_policy_item(&policy, &policy_len, item, optarg, why, sizeof(why));
             }
             if (e < 0) {
                 fprintf(stderr, "moat: device %s: --%s '%s': %s\n", type, flag, optarg ? optarg : "",
