@@ -160,6 +160,14 @@ START_TEST(set_split)
         ck_assert_msg(ctl_set_split(b, &type, &id, &key, &value) == -EINVAL, "'%s'", bad[i]);
     }
     ck_assert_int_eq(ctl_parse("set", 3, &r), -EINVAL);
+    char g1[] = "net:net0 stats", g2[] = "net stats extra", g3[] = "net", g4[] = "net Stats";
+    ck_assert_int_eq(ctl_get_split(g1, &type, &id, &key), 0);
+    ck_assert_str_eq(type, "net");
+    ck_assert_str_eq(id, "net0");
+    ck_assert_str_eq(key, "stats");
+    ck_assert_int_eq(ctl_get_split(g2, &type, &id, &key), -EINVAL);
+    ck_assert_int_eq(ctl_get_split(g3, &type, &id, &key), -EINVAL);
+    ck_assert_int_eq(ctl_get_split(g4, &type, &id, &key), -EINVAL);
 }
 END_TEST
 

@@ -31,16 +31,21 @@ static int word_ok(const char *w, const char *extra)
     return 1;
 }
 
-int ctl_set_split(char *arg, char **type, char **id, char **key, char **value)
+
+/* "TYPE[:ID] KEY" at the start of arg, split in place; *rest the bytes
+ * after KEY's space (NULL: KEY ends the argument). 0 or -EINVAL. */
+static int split_dev_key(char *arg, char **type, char **id, char **key, char **rest)
 {
-    char *sp1 = strchr(arg, ' ');
-    if (!sp1)
+    char *sp = strchr(arg, ' ');
+    if (!sp)
         return -EINVAL;
-    *sp1 = 0;
-    char *k = sp1 + 1, *sp2 = strchr(k, ' ');
-    if (!sp2 || !sp2[1])
-        return -EINVAL;
-    *sp2 = 0;
+    *sp = 0;
+    char *k = sp + 1, *sp2 = strchr(k, ' ');
+    *rest = NULL;
+    if (sp2) {
+        *sp2 = 0;
+        *rest = sp2 + 1;
+    }
     char *colon = strchr(arg, ':');
     if (colon)
         *colon = 0;
@@ -49,26 +54,22 @@ int ctl_set_split(char *arg, char **type, char **id, char **key, char **value)
     *type = arg;
     *id = colon ? colon + 1 : NULL;
     *key = k;
-    *value = sp2 + 1;
+    return 0;
+}
+
+int ctl_set_split(char *arg, char **type, char **id, char **key, char **value)
+{
+    if (split_dev_key(arg, type, id, key, value) < 0 || !*value || !**value)
+        return -EINVAL;
     return 0;
 }
 
 int ctl_get_split(char *arg, char **type, char **id, char **key)
 {
-    char *sp = strchr(arg, ' ');
-    if (!sp || strchr(sp + 1, ' '))
-        return -EINVAL;
-    *sp = 0;
-    char *colon = strchr(arg, ':');
-    if (colon)
-        *colon = 0;
-    if (!word_ok(arg, "") || (colon && !word_ok(colon + 1, ".")) || !word_ok(sp + 1, ""))
-        return -EINVAL;
-    *type = arg;
-    *id = colon ? colon + 1 : NULL;
-    *key = sp + 1;
-    return 0;
+    char *rest;
+    return split_dev_key(arg, type, id, key, &rest) < 0 || rest ? -EINVAL : 0;
 }
+
 
 void ctl_escape(const char *in, char *out, size_t cap)
 {
