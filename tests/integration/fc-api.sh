@@ -337,6 +337,57 @@ check "e2b: the snapshot files exist" [ -s "$T/snap2" ] && [ -e "$T/mem2" ]
 stop_vmm $E2B
 check "e2b: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]
 
+# Network interfaces on a TAP, in a network namespace of this test's own
+# (root, /dev/net/tun, unshare, iproute2): InstanceStart opens the TAP,
+# limiters and the metadata service are changed at run time, a snapshot
+# with the interface loads with network_overrides onto another TAP.
+SOCK=$T/none.sock
+start_vmm notap --api-sock "$SOCK"
+NOTAP=$VPID
+wait_sock "$SOCK"
+expect "net: boot-source" PUT /boot-source "{\"kernel_image_path\":\"$COUNTER\",\"boot_args\":\"spin=20000\"}" 204 ""
+expect "net: PUT an interface on a device that is no TAP (lo)" PUT /network-interfaces/eth0 '{"iface_id":"eth0","host_dev_name":"lo"}' 204 ""
+expect "net: InstanceStart when the TAP cannot be opened: 400" PUT /actions '{"action_type":"InstanceStart"}' 400 "~Cannot start microvm: "
+expect "net: still Not started" GET / "" 200 "~\"state\":\"Not started\""
+stop_vmm $NOTAP
+if [ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] && command -v ip >/dev/null && unshare -n true 2>/dev/null; then
+    SOCK=$T/net.sock
+    unshare -n sh -c 'ip link set lo up && ip tuntap add dev fcapitap0 mode tap && ip tuntap add dev fcapitap1 mode tap &&
+        ip link set fcapitap0 up && ip link set fcapitap1 up && exec "$0" vmm --api-sock "$1" --id net-vm' \
+        "$MOAT" "$SOCK" >"$T/net.out" 2>"$T/net.err" &
+    NET=$!; PIDS="$PIDS $NET"
+    wait_sock "$SOCK" || fail "net: no socket: $(cat "$T/net.err")"
+    expect "net: boot-source" PUT /boot-source "{\"kernel_image_path\":\"$COUNTER\",\"boot_args\":\"spin=20000\"}" 204 ""
+    expect "net: PUT /network-interfaces/eth0" PUT /network-interfaces/eth0 '{"iface_id":"eth0","host_dev_name":"fcapitap0","guest_mac":"06:00:ac:10:00:02","tx_rate_limiter":{"bandwidth":{"size":1000000,"refill_time":100}}}' 204 ""
+    expect "net: PUT /mmds/config" PUT /mmds/config '{"version":"V2","network_interfaces":["eth0"]}' 204 ""
+    expect "net: PUT /mmds before boot" PUT /mmds '{"latest":{"meta-data":{"instance-id":"i-1"}}}' 204 ""
+    expect "net: InstanceStart opens the TAP" PUT /actions '{"action_type":"InstanceStart"}' 204 ""
+    check "net: the guest runs" wait_ticks "$T/net.out" 2
+    expect "net: PATCH tx_rate_limiter" PATCH /network-interfaces/eth0 '{"iface_id":"eth0","tx_rate_limiter":{"bandwidth":{"size":500000,"refill_time":100},"ops":{"size":100,"refill_time":1000}}}' 204 ""
+    expect "net: PATCH rx_rate_limiter off" PATCH /network-interfaces/eth0 '{"iface_id":"eth0","rx_rate_limiter":{}}' 204 ""
+    expect "net: PATCH an unknown interface" PATCH /network-interfaces/eth7 '{"iface_id":"eth7","rx_rate_limiter":{}}' 400 "~eth7"
+    expect "net: PUT /mmds reaches the metadata service" PUT /mmds '{"latest":{"meta-data":{"instance-id":"i-2"}}}' 204 ""
+    expect "net: PATCH /mmds" PATCH /mmds '{"latest":{"meta-data":{"zone":"z1"}}}' 204 ""
+    expect "net: PATCH /vm Paused" PATCH /vm '{"state":"Paused"}' 204 ""
+    expect "net: snapshot with the interface" PUT /snapshot/create "{\"snapshot_path\":\"$T/nsnap\",\"mem_file_path\":\"$T/nmem\"}" 204 ""
+    stop_vmm $NET
+    check "net: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]
+    SOCK=$T/net2.sock
+    unshare -n sh -c 'ip link set lo up && ip tuntap add dev fcapitap1 mode tap && ip link set fcapitap1 up &&
+        exec "$0" vmm --api-sock "$1" --id net-vm2' "$MOAT" "$SOCK" >"$T/net2.out" 2>"$T/net2.err" &
+    NET2=$!; PIDS="$PIDS $NET2"
+    wait_sock "$SOCK" || fail "net: no socket: $(cat "$T/net2.err")"
+    expect "net: load with an override onto no TAP (lo)" PUT /snapshot/load "{\"snapshot_path\":\"$T/nsnap\",\"mem_file_path\":\"$T/nmem\",\"network_overrides\":[{\"iface_id\":\"eth0\",\"host_dev_name\":\"lo\"}]}" 400 "~Load snapshot error"
+    expect "net: load with network_overrides onto fcapitap1" PUT /snapshot/load "{\"snapshot_path\":\"$T/nsnap\",\"mem_file_path\":\"$T/nmem\",\"network_overrides\":[{\"iface_id\":\"eth0\",\"host_dev_name\":\"fcapitap1\"}],\"resume_vm\":true}" 204 ""
+    expect "net: Running after load" GET / "" 200 "~\"state\":\"Running\""
+    check "net: the restored guest runs" wait_ticks "$T/net2.out" 2
+    expect "net: PATCH the restored interface" PATCH /network-interfaces/eth0 '{"iface_id":"eth0","tx_rate_limiter":{"bandwidth":{"size":100000,"refill_time":100}}}' 204 ""
+    stop_vmm $NET2
+    check "net: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]
+else
+    skip "network interfaces on a TAP: needs root, /dev/net/tun, ip and unshare -n"
+fi
+
 # Kata: --config-file with the API, poll GET / until Running, PATCH a
 # placeholder drive, SIGTERM.
 cat >"$T/kata.json" <<EOF

@@ -71,6 +71,7 @@ struct fcvm {
     struct ep_count counts[FC_EP_HOTPLUG + 1][FC_PATCH + 1];
     int64_t lat_us[5];          /* -1: not measured since the last line */
     uint64_t metrics_lines;
+    int inflight;               /* requests begun and not yet answered (atomic) */
 };
 
 enum { LAT_FULL_SNAP, LAT_DIFF_SNAP, LAT_LOAD, LAT_PAUSE, LAT_RESUME };
@@ -935,6 +936,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!r)
             return MHD_NO;
         *con_cls = r;
+        __atomic_add_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
         const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_TRANSFER_ENCODING);
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (te)
@@ -992,9 +994,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t)
 {
-    (void)cls;
+    struct fcvm *s = cls;
     (void)c;
     (void)t;
+    if (*con_cls)
+        __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
     free(*con_cls);
     *con_cls = NULL;
 }
@@ -1187,7 +1191,7 @@ int cmd_vmm(int argc, char **argv)
         if (ctl_server_open(&srv, sock) < 0)
             exit(FC_EXIT_GENERIC);
         d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, on_request, &s,
-                             MHD_OPTION_LISTEN_SOCKET, srv.fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
+                             MHD_OPTION_LISTEN_SOCKET, srv.fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024), MHD_OPTION_END);
         if (!d) {
@@ -1264,6 +1268,10 @@ int cmd_vmm(int argc, char **argv)
             }
         }
     }
+    /* Answers already queued (the InstanceStart of a guest that stopped
+     * at once) still go out: up to 1 s for them. */
+    for (int i = 0; d && i < 100 && __atomic_load_n(&s.inflight, __ATOMIC_SEQ_CST) > 0; i++)
+        usleep(10000);
     if (d)
         MHD_stop_daemon(d);
     pthread_mutex_lock(&s.lock);

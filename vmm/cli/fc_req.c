@@ -528,8 +528,7 @@ int fc_decode_snap_load(const char *body, size_t len, struct fc_snap_load *out, 
             r = get_str(mb, "mem_backend.", "backend_path", out->mem_path, FC_STR_MAX, true, NULL, why, wlen);
         out->uffd = k == 1;
     }
-    bool a, b;
-    out->enable_diff_snapshots = get_bool(j, "enable_diff_snapshots", &a) | get_bool(j, "track_dirty_pages", &b);
+    out->enable_diff_snapshots = get_bool(j, "enable_diff_snapshots", NULL) || get_bool(j, "track_dirty_pages", NULL);
     out->resume_vm = get_bool(j, "resume_vm", NULL);
     const json_t *ov = member(j, "network_overrides");
     if (r == 0 && ov) {
