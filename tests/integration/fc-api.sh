@@ -260,7 +260,7 @@ truncate -s 1M "$T/root.img" "$T/data.img" "$T/placeholder.img"
 # The Go SDK's sequence (machine.go: startVMM, then the handlers in order).
 SOCK=$T/sdk.sock
 : >"$T/sdk.log"; : >"$T/sdk.metrics"
-start_vmm sdk --api-sock "$SOCK" --id sdk-vm --no-seccomp
+start_vmm sdk --api-sock "$SOCK" --id sdk-vm --no-seccomp --start-time-us 0 --start-time-cpu-us 0
 SDK=$VPID
 wait_sock "$SOCK" || fail "sdk: no socket"
 expect "sdk: GET /machine-config (readiness poll)" GET /machine-config "" 200 "~vcpu_count"
@@ -302,6 +302,8 @@ expect "sdk: FlushMetrics" PUT /actions '{"action_type":"FlushMetrics"}' 204 ""
 check "sdk: a metrics line with Firecracker's keys" \
     sh -c "grep -q '\"put_api_requests\"' '$T/sdk.metrics' && grep -q '\"actions_count\"' '$T/sdk.metrics' && grep -q '\"full_create_snapshot\"' '$T/sdk.metrics' && grep -q '\"pause_vm\"' '$T/sdk.metrics'"
 check "sdk: no made-up zeros: a figure moat lacks is absent (no 'block' key)" sh -c "! grep -q '\"block\"' '$T/sdk.metrics'"
+check "sdk: api_server startup times from --start-time-us/--start-time-cpu-us" \
+    grep -qE '"api_server":\{"process_startup_time_us":[1-9][0-9]*,"process_startup_time_cpu_us":[0-9]+\}' "$T/sdk.metrics"
 expect "sdk: SendCtrlAltDel (not in moat)" PUT /actions '{"action_type":"SendCtrlAltDel"}' 400 "~SendCtrlAltDel is not supported"
 expect "sdk: GET /vm/config after boot" GET /vm/config "" 200 "~\"drive_id\":\"rootfs\""
 check "sdk: logger file in Firecracker's format with levels" \

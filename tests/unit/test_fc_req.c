@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "vmm/cli/fc_req.h"
 
@@ -432,6 +433,28 @@ START_TEST(option_helpers)
 }
 END_TEST
 
+START_TEST(log_lines)
+{
+    char b[200];
+    struct timespec ts = { 1700000000, 5 };
+    size_t n = fc_log_line(b, sizeof b, &ts, "vm-1", "fc_api", FC_LVL_INFO, false, "f.c", 7, false, "hello");
+    ck_assert_str_eq(b, "2023-11-14T22:13:20.000000005 [vm-1:fc_api] hello\n");
+    ck_assert_uint_eq(n, strlen(b));
+    fc_log_line(b, sizeof b, &ts, "vm-1", "fc_vcpu 0", FC_LVL_ERROR, true, "vmm/cli/cli_fc.c", 42, true, "a\nb\tc");
+    ck_assert_str_eq(b, "2023-11-14T22:13:20.000000005 [vm-1:fc_vcpu 0:ERROR:vmm/cli/cli_fc.c:42] a b c\n");
+    fc_log_line(b, sizeof b, &ts, "i", "t", FC_LVL_WARN, true, "", 0, false, "m");
+    ck_assert_str_eq(b, "2023-11-14T22:13:20.000000005 [i:t:WARN] m\n");
+    /* Cut to fit, still one line. */
+    char small[40];
+    n = fc_log_line(small, sizeof small, &ts, "vm-1", "fc_api", FC_LVL_INFO, false, "", 0, false,
+                    "a long message that does not fit");
+    ck_assert_uint_eq(n, sizeof small - 1);
+    ck_assert_uint_eq(strlen(small), sizeof small - 1);
+    ck_assert_int_eq(small[sizeof small - 2], '\n');
+    ck_assert_ptr_null(memchr(small, '\n', sizeof small - 2));
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fc_req");
@@ -448,6 +471,7 @@ int main(void)
     tcase_add_test(tc, mmds_documents);
     tcase_add_test(tc, config_file);
     tcase_add_test(tc, option_helpers);
+    tcase_add_test(tc, log_lines);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

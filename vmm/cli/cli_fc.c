@@ -71,6 +71,7 @@ struct fcvm {
     struct ep_count counts[FC_EP_HOTPLUG + 1][FC_PATCH + 1];
     int64_t lat_us[5];          /* -1: not measured since the last line */
     uint64_t metrics_lines;
+    int64_t startup_us, startup_cpu_us;   /* api_server's figures; -1: no --start-time-* */
     int inflight;               /* requests begun and not yet answered (atomic) */
 };
 
@@ -90,8 +91,6 @@ struct fc_log {
 };
 static struct fc_log flog = { PTHREAD_MUTEX_INITIALIZER, -1, FC_LVL_WARN, false, false, "anonymous-instance", 0 };
 
-static const char *const level_names[] = { "OFF", "ERROR", "WARN", "INFO", "DEBUG", "TRACE" };
-
 /* "<time> [<id>:<thread>(:<LEVEL>)(:<file>:<line>)] <msg>", one write. */
 static void fc_logf(enum fc_level lvl, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -104,26 +103,13 @@ static void fc_logf(enum fc_level lvl, const char *file, int line, const char *f
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    for (char *p = msg; *p; p++)
-        if (*p == '\n')
-            *p = ' ';
     pthread_getname_np(pthread_self(), thr, sizeof thr);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    struct tm tm;
-    gmtime_r(&ts.tv_sec, &tm);
-    char t[40];
-    strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
     pthread_mutex_lock(&flog.lock);
-    char lv[16] = "", org[80] = "";
-    if (flog.show_level)
-        snprintf(lv, sizeof lv, ":%s", level_names[lvl]);
-    if (flog.show_origin)
-        snprintf(org, sizeof org, ":%s:%d", file, line);
-    int n = snprintf(out, sizeof out, "%s.%09ld [%s:%s%s%s] %s\n", t, ts.tv_nsec, flog.id, thr, lv, org, msg);
-    if (n > (int)sizeof out - 1)
-        n = (int)sizeof out - 1;
-    if (write(flog.fd >= 0 ? flog.fd : STDERR_FILENO, out, (size_t)n) != n)
+    size_t n = fc_log_line(out, sizeof out, &ts, flog.id, thr, lvl, flog.show_level, file, line, flog.show_origin,
+                           msg);
+    if (write(flog.fd >= 0 ? flog.fd : STDERR_FILENO, out, n) != (ssize_t)n)
         flog.lost++;
     pthread_mutex_unlock(&flog.lock);
 }
@@ -306,6 +292,14 @@ static int flush_metrics(struct fcvm *s)
     json_object_set_new(m, "latencies_us", lat);
     json_t *logger = json_pack("{s:I}", "missed_log_count", (json_int_t)flog.lost);
     json_object_set_new(m, "logger", logger);
+    if (s->startup_us >= 0 || s->startup_cpu_us >= 0) {
+        json_t *api = json_object();
+        if (s->startup_us >= 0)
+            json_object_set_new(api, "process_startup_time_us", json_integer(s->startup_us));
+        if (s->startup_cpu_us >= 0)
+            json_object_set_new(api, "process_startup_time_cpu_us", json_integer(s->startup_cpu_us));
+        json_object_set_new(m, "api_server", api);
+    }
     json_t *mo = json_object();
     struct moat_timings t;
     if (s->vm && moat_get_timings(s->vm, &t) == 0) {
@@ -1083,6 +1077,7 @@ int cmd_vmm(int argc, char **argv)
     const char *sock = "/run/firecracker.socket", *config = NULL, *log_path = NULL, *level = NULL;
     const char *metrics_path = NULL, *id = "anonymous-instance";
     bool no_api = false, show_level = false, show_origin = false, boot_timer = false;
+    int64_t start_us = -1, start_cpu_us = -1, parent_cpu_us = 0;
     opterr = 0;
     optind = 1;
     int c;
@@ -1106,9 +1101,10 @@ int cmd_vmm(int argc, char **argv)
         case O_START_US: case O_START_CPU_US: case O_PARENT_CPU_US: {
             char *end;
             errno = 0;
-            (void)strtoull(optarg, &end, 10);
-            if (errno || *end || !*optarg)
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || *end || !*optarg || *optarg == '-' || v > INT64_MAX / 2)
                 die_args("invalid %s '%s' (microseconds)", argv[optind - 1], optarg);
+            *(c == O_START_US ? &start_us : c == O_START_CPU_US ? &start_cpu_us : &parent_cpu_us) = (int64_t)v;
             break;
         }
         case O_VERSION: print_version(); return FC_EXIT_OK;
@@ -1135,9 +1131,11 @@ int cmd_vmm(int argc, char **argv)
     s.metrics_fd = -1;
     for (int i = 0; i < 5; i++)
         s.lat_us[i] = -1;
+    s.startup_us = s.startup_cpu_us = -1;
     s.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    pthread_setname_np(pthread_self(), "fc_main");
     moat_timings_set_origin(cli_start_ns);
+    /* libmoat's messages in the same line format from the start. */
+    moat_set_log(MOAT_LOG_WARN, lib_log, NULL);
 
     /* The logger and metrics from the command line: as PUT /logger and
      * PUT /metrics would set them. */
@@ -1199,6 +1197,18 @@ int cmd_vmm(int argc, char **argv)
             ctl_server_close(&srv);
             exit(FC_EXIT_GENERIC);
         }
+    }
+    /* Firecracker's api_server figures, from the jailer's start times:
+     * monotonic and process CPU time until the API (or the config file's
+     * turn) is ready. */
+    {
+        struct timespec mono, cpu;
+        clock_gettime(CLOCK_MONOTONIC, &mono);
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
+        if (start_us >= 0)
+            s.startup_us = (int64_t)mono.tv_sec * 1000000 + mono.tv_nsec / 1000 - start_us;
+        if (start_cpu_us >= 0)
+            s.startup_cpu_us = (int64_t)cpu.tv_sec * 1000000 + cpu.tv_nsec / 1000 - start_cpu_us + parent_cpu_us;
     }
     if (config) {
         FILE *f = fopen(config, "r");

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "devices/virtio/ratelimit_json.h"
 
@@ -782,4 +783,30 @@ bool fc_opt_safe(const char *s)
         if ((unsigned char)*s < 0x20 || *s == 0x7f || *s == '"')
             return false;
     return true;
+}
+
+size_t fc_log_line(char *buf, size_t len, const struct timespec *utc, const char *id, const char *thread,
+                   enum fc_level lvl, bool show_level, const char *file, int line, bool show_origin,
+                   const char *msg)
+{
+    static const char *const names[] = { "OFF", "ERROR", "WARN", "INFO", "DEBUG", "TRACE" };
+    struct tm tm;
+    time_t sec = utc->tv_sec;
+    char t[40] = "";
+    if (gmtime_r(&sec, &tm))
+        strftime(t, sizeof t, "%Y-%m-%dT%H:%M:%S", &tm);
+    char lv[16] = "", org[96] = "";
+    if (show_level)
+        snprintf(lv, sizeof lv, ":%s", names[(unsigned)lvl <= FC_LVL_TRACE ? lvl : FC_LVL_TRACE]);
+    if (show_origin)
+        snprintf(org, sizeof org, ":%.64s:%d", file, line);
+    int n = snprintf(buf, len - 1, "%s.%09ld [%.64s:%.15s%s%s] %s", t, (long)utc->tv_nsec, id, thread, lv, org,
+                     msg);
+    size_t used = n < 0 ? 0 : (size_t)n >= len - 1 ? len - 2 : (size_t)n;
+    for (size_t i = 0; i < used; i++)
+        if ((unsigned char)buf[i] < 0x20 || buf[i] == 0x7f)
+            buf[i] = ' ';
+    buf[used] = '\n';
+    buf[used + 1] = 0;
+    return used + 1;
 }

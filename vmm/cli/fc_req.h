@@ -175,6 +175,17 @@ typedef int (*fc_section_cb)(void *opaque, const char *key, size_t index, const 
                              size_t wlen);
 int fc_config_sections(const char *text, size_t len, fc_section_cb cb, void *opaque, char *why, size_t wlen);
 
+/* One log line in Firecracker's format into buf (len >= 2 bytes):
+ * "<YYYY-MM-DDTHH:MM:SS.nnnnnnnnn> [<id>:<thread>(:<LEVEL>)(:<file>:<line>)] <msg>\n"
+ * with the time in UTC, the level with show_level, file:line with
+ * show_origin; a newline or other control byte in msg becomes a space;
+ * a line too long is cut, still ending in "\n". Returns its length
+ * (NUL not counted). */
+struct timespec;
+size_t fc_log_line(char *buf, size_t len, const struct timespec *utc, const char *id, const char *thread,
+                   enum fc_level lvl, bool show_level, const char *file, int line, bool show_origin,
+                   const char *msg);
+
 /* A limiter as moat's device options take it: "SIZE/REFILL_MS[/BURST]",
  * or "off" for an unlimited bucket. */
 void fc_bucket_opt(const struct ratelimit_bucket_cfg *b, char *buf, size_t len);
