@@ -896,6 +896,7 @@ struct req {
     size_t declared;            /* Content-Length */
     const char *early;          /* refused from the headers alone */
     bool too_large;
+    bool answered;              /* a refusal is queued: ignore the rest */
 };
 
 static enum MHD_Result send_reply(struct MHD_Connection *c, const struct reply *rep)
@@ -951,12 +952,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             fault(&rep, r->early ? r->early : m);
             enum MHD_Result res = send_reply(c, &rep);
             free(rep.body);
+            r->answered = true;
             return res;
         }
         return MHD_YES;
     }
-    if (r->early || r->too_large)
-        return MHD_YES;       /* answered already; MHD closes the connection */
+    if (r->answered) {
+        *upload_size = 0;     /* answered already; MHD closes the connection */
+        return MHD_YES;
+    }
     if (*upload_size) {
         if (r->len + *upload_size > FC_BODY_MAX)
             r->too_large = true;
@@ -969,6 +973,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     enum fc_ep ep = 0;
     enum fc_method m = 0;
     char id[FC_ID_MAX + 1], why[300];
+    if (r->too_large) {       /* more bytes than Content-Length said: cannot happen with MHD, refused anyway */
+        snprintf(why, sizeof why, "Request payload with size %zu is larger than the limit of %d allowed by server.",
+                 r->len, FC_BODY_MAX);
+        fault(&rep, why);
+        enum MHD_Result res = send_reply(c, &rep);
+        free(rep.body);
+        return res;
+    }
     pthread_mutex_lock(&s->lock);
     if (fc_route(method, url, &ep, &m, id, sizeof id, why, sizeof why) < 0) {
         fault(&rep, why);
