@@ -255,7 +255,7 @@ if [ "$KVM" = 0 ]; then
 fi
 COUNTER=$GUESTS/counter.elf
 [ -r "$COUNTER" ] || { fail "test guest $COUNTER missing (make test-guests)"; exit 1; }
-truncate -s 1M "$T/root.img" "$T/data.img" "$T/placeholder.img"
+truncate -s 1M "$T/root.img" "$T/data.img" "$T/placeholder.img" "$T/da,ta=1.img"
 
 # The Go SDK's sequence (machine.go: startVMM, then the handlers in order).
 SOCK=$T/sdk.sock
@@ -273,7 +273,7 @@ expect "sdk: GET /machine-config" GET /machine-config "" 200 \
     '{"vcpu_count":1,"mem_size_mib":64,"smt":false,"track_dirty_pages":true}'
 expect "sdk: PUT /boot-source" PUT /boot-source "{\"kernel_image_path\":\"$COUNTER\",\"boot_args\":\"spin=20000\"}" 204 ""
 expect "sdk: PUT /drives/rootfs" PUT /drives/rootfs "{\"drive_id\":\"rootfs\",\"path_on_host\":\"$T/root.img\",\"is_root_device\":true,\"is_read_only\":false,\"rate_limiter\":{\"bandwidth\":{\"size\":10000000,\"refill_time\":100}}}" 204 ""
-expect "sdk: PUT /drives/data" PUT /drives/data "{\"drive_id\":\"data\",\"path_on_host\":\"$T/data.img\",\"is_root_device\":false,\"is_read_only\":true,\"io_engine\":\"Sync\",\"cache_type\":\"Unsafe\"}" 204 ""
+expect "sdk: PUT /drives/data (a path with ',' and '=')" PUT /drives/data "{\"drive_id\":\"data\",\"path_on_host\":\"$T/da,ta=1.img\",\"is_root_device\":false,\"is_read_only\":true,\"io_engine\":\"Sync\",\"cache_type\":\"Unsafe\"}" 204 ""
 expect "sdk: second root drive" PUT /drives/r2 "{\"drive_id\":\"r2\",\"path_on_host\":\"$T/data.img\",\"is_root_device\":true}" 400 \
     '{"fault_message":"A root block device already exists!"}'
 expect "sdk: PUT /vsock" PUT /vsock "{\"guest_cid\":3,\"uds_path\":\"$T/sdk-v.sock\"}" 204 ""

@@ -471,6 +471,8 @@ static unsigned snapshot_load(struct fcvm *s, const struct fc_snap_load *l, stru
 {
     if (s->configured)
         return fault(rep, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
+    /* To wire when libmoat has the userfaultfd backend: l->mem_path is then
+     * the handler's Unix socket (Firecracker's handshake), not a file. */
     if (l->uffd)
         return fault(rep, "Load snapshot error: mem_backend `Uffd` is not supported by this moat build yet "
                           "(use `File`)");
@@ -870,6 +872,11 @@ static unsigned dispatch(struct fcvm *s, enum fc_ep ep, enum fc_method m, const 
         break;
     case FC_EP_ENTROPY:
         DECODE(fc_decode_entropy(body, len, &u->en, why, sizeof why));
+        /* To wire when libmoat has virtio-rng: before boot, keep u->en
+         * (its rate_limiter) in s, mark s->configured, and let
+         * instance_start add the device (as the drives' and interfaces'
+         * struct moat_device); after boot, not_after_boot; in GET
+         * /vm/config, "entropy". */
         st = fault(rep, "The entropy device (virtio-rng) is not supported by this moat build yet.");
         break;
     case FC_EP_BALLOON:
