@@ -1,6 +1,7 @@
 /* Fuzz the Firecracker-compatible API's request decoding (vmm/cli/fc_req.c).
  * The first byte picks what the rest is: a body for one of the decoders,
- * an MMDS put or patch, a config file, or "METHOD URL" for the router.
+ * an MMDS put or patch, a config file, a net device's stats text, or
+ * "METHOD URL" for the router.
  * Every call gives 0 or -EINVAL with a message; on success the strings it
  * filled are NUL-terminated within their arrays, ids are valid, and an
  * MMDS document is a JSON object no larger than the limit. */
@@ -132,6 +133,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 14:
         check_rc(fc_config_sections(b, n, section, NULL, why, sizeof why));
         break;
+    case 15: {
+        static char text[8192];
+        struct fc_net_counts c;
+        if (n >= sizeof text)
+            return 0;
+        memcpy(text, b, n);
+        text[n] = 0;
+        rc = fc_net_stats_parse(text, &c);
+        FUZZ_ASSERT(rc == 0 || rc == -EINVAL);
+        break;
+    }
     default: {
         /* "METHOD URL": split at the first space. */
         static char line[4096];

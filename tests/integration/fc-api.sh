@@ -360,6 +360,7 @@ if [ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] && command -v ip >/dev/null && unsh
     NET=$!; PIDS="$PIDS $NET"
     wait_sock "$SOCK" || fail "net: no socket: $(cat "$T/net.err")"
     expect "net: boot-source" PUT /boot-source "{\"kernel_image_path\":\"$COUNTER\",\"boot_args\":\"spin=20000\"}" 204 ""
+    expect "net: PUT /metrics" PUT /metrics "{\"metrics_path\":\"$T/net.metrics\"}" 204 ""
     expect "net: PUT /network-interfaces/eth0" PUT /network-interfaces/eth0 '{"iface_id":"eth0","host_dev_name":"fcapitap0","guest_mac":"06:00:ac:10:00:02","tx_rate_limiter":{"bandwidth":{"size":1000000,"refill_time":100}}}' 204 ""
     expect "net: PUT /mmds/config" PUT /mmds/config '{"version":"V2","network_interfaces":["eth0"]}' 204 ""
     expect "net: PUT /mmds before boot" PUT /mmds '{"latest":{"meta-data":{"instance-id":"i-1"}}}' 204 ""
@@ -370,6 +371,9 @@ if [ "$(id -u)" = 0 ] && [ -c /dev/net/tun ] && command -v ip >/dev/null && unsh
     expect "net: PATCH an unknown interface" PATCH /network-interfaces/eth7 '{"iface_id":"eth7","rx_rate_limiter":{}}' 400 "~eth7"
     expect "net: PUT /mmds reaches the metadata service" PUT /mmds '{"latest":{"meta-data":{"instance-id":"i-2"}}}' 204 ""
     expect "net: PATCH /mmds" PATCH /mmds '{"latest":{"meta-data":{"zone":"z1"}}}' 204 ""
+    expect "net: FlushMetrics" PUT /actions '{"action_type":"FlushMetrics"}' 204 ""
+    check "net: metrics have Firecracker's net and net_eth0 objects" \
+        grep -qE '"net_eth0":\{"tx_packets_count":[0-9]+,"tx_bytes_count":[0-9]+,"tx_rate_limiter_throttled":[0-9]+,"rx_packets_count":[0-9]+,"rx_bytes_count":[0-9]+,"rx_rate_limiter_throttled":[0-9]+\}.*"net":\{"tx_packets_count"' "$T/net.metrics"
     expect "net: PATCH /vm Paused" PATCH /vm '{"state":"Paused"}' 204 ""
     expect "net: snapshot with the interface" PUT /snapshot/create "{\"snapshot_path\":\"$T/nsnap\",\"mem_file_path\":\"$T/nmem\"}" 204 ""
     stop_vmm $NET

@@ -455,6 +455,37 @@ START_TEST(log_lines)
 }
 END_TEST
 
+START_TEST(net_stats)
+{
+    struct fc_net_counts c;
+    const char *ok = "mac 06:00:ac:10:00:02\n"
+                     "tx frames 12 bytes 3400 dropped 1 local 0 bad 0 backend-errors 0 throttled 5\n"
+                     "rx frames 7 bytes 900 dropped 0 bad 2 throttled 3\n"
+                     "metadata requests 4 bad 0 tokens 1 no-token 0 invalid-token 0\n";
+    ck_assert_int_eq(fc_net_stats_parse(ok, &c), 0);
+    ck_assert_uint_eq(c.tx_frames, 12);
+    ck_assert_uint_eq(c.tx_bytes, 3400);
+    ck_assert_uint_eq(c.tx_throttled, 5);
+    ck_assert_uint_eq(c.rx_frames, 7);
+    ck_assert_uint_eq(c.rx_bytes, 900);
+    ck_assert_uint_eq(c.rx_throttled, 3);
+    ck_assert_int_eq(fc_net_stats_parse("rx frames 1 bytes 2 dropped 0 bad 0 throttled 0\ntx frames 3 bytes 4 "
+                                        "dropped 0 local 0 bad 0 backend-errors 0 throttled 9", &c), 0);
+    ck_assert_uint_eq(c.tx_throttled, 9);
+    ck_assert_uint_eq(c.rx_bytes, 2);
+    static const char *const bad[] = {
+        "", "mac x\n", "tx frames 1 bytes 2 throttled 3\n",                      /* no rx line */
+        "tx frames 1 bytes 2 throttled 3\nrx frames 1 bytes x throttled 0\n",    /* not a number */
+        "tx frames 1 bytes 2 throttled 3\nrx frames 1 throttled 0\n",            /* bytes missing */
+        "tx frames 1 bytes 2 throttled 3\nrx frames 1 bytes 2 throttled -1\n",   /* negative */
+        "tx frames 1 bytes 99999999999999999999999 throttled 3\nrx frames 1 bytes 2 throttled 1\n",
+        "tx frames 1 bytes 2x throttled 3\nrx frames 1 bytes 2 throttled 1\n",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(fc_net_stats_parse(bad[i], &c) == -EINVAL, "accepted: %s", bad[i]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fc_req");
@@ -472,6 +503,7 @@ int main(void)
     tcase_add_test(tc, config_file);
     tcase_add_test(tc, option_helpers);
     tcase_add_test(tc, log_lines);
+    tcase_add_test(tc, net_stats);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -71,7 +71,8 @@ struct fcvm {
     struct ep_count counts[FC_EP_HOTPLUG + 1][FC_PATCH + 1];
     int64_t lat_us[5];          /* -1: not measured since the last line */
     uint64_t metrics_lines;
-    int64_t startup_us, startup_cpu_us;   /* api_server's figures; -1: no --start-time-* */
+    int64_t startup_us, startup_cpu_us;
+    struct fc_net_counts net_prev[FC_MAX_IFACES];   /* at the last metrics line */   /* api_server's figures; -1: no --start-time-* */
     int inflight;               /* requests begun and not yet answered (atomic) */
 };
 
@@ -264,6 +265,44 @@ static const struct {
     { FC_EP_ENTROPY, "entropy" }, { FC_EP_MMDS_CONFIG, "mmds_config" },
 };
 
+/* Firecracker's "net" (all interfaces) and "net_<iface_id>" objects, with
+ * the counters moat's net devices keep, since the last line. */
+static void net_metrics(struct fcvm *s, json_t *m)
+{
+    static const char *const keys[] = { "tx_packets_count", "tx_bytes_count", "tx_rate_limiter_throttled",
+                                         "rx_packets_count", "rx_bytes_count", "rx_rate_limiter_throttled" };
+    uint64_t sum[6] = { 0 };
+    bool any = false;
+    for (size_t i = 0; s->vm && i < s->nnets; i++) {
+        char text[4096];
+        struct fc_net_counts c;
+        long n = moat_device_get(s->vm, "net", s->nets[i].iface_id, "stats", text, sizeof text, NULL);
+        if (n < 0 || fc_net_stats_parse(text, &c) < 0)
+            continue;
+        const uint64_t now[6] = { c.tx_frames, c.tx_bytes, c.tx_throttled, c.rx_frames, c.rx_bytes, c.rx_throttled };
+        const struct fc_net_counts *p = &s->net_prev[i];
+        const uint64_t was[6] = { p->tx_frames, p->tx_bytes, p->tx_throttled, p->rx_frames, p->rx_bytes,
+                                  p->rx_throttled };
+        json_t *o = json_object();
+        for (int k = 0; k < 6; k++) {
+            uint64_t d = now[k] >= was[k] ? now[k] - was[k] : now[k];
+            sum[k] += d;
+            json_object_set_new(o, keys[k], json_integer((json_int_t)d));
+        }
+        char name[FC_ID_MAX + 8];
+        snprintf(name, sizeof name, "net_%s", s->nets[i].iface_id);
+        json_object_set_new(m, name, o);
+        s->net_prev[i] = c;
+        any = true;
+    }
+    if (!any)
+        return;
+    json_t *all = json_object();
+    for (int k = 0; k < 6; k++)
+        json_object_set_new(all, keys[k], json_integer((json_int_t)sum[k]));
+    json_object_set_new(m, "net", all);
+}
+
 /* Called with s->lock held. */
 static int flush_metrics(struct fcvm *s)
 {
@@ -316,6 +355,7 @@ static int flush_metrics(struct fcvm *s)
         json_object_set_new(mo, "console_bytes_dropped", json_integer((json_int_t)ci.dropped));
     }
     json_object_set_new(m, "moat", mo);
+    net_metrics(s, m);
     char *text = json_dumps(m, JSON_COMPACT);
     json_decref(m);
     if (!text)

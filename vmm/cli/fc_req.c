@@ -810,3 +810,46 @@ size_t fc_log_line(char *buf, size_t len, const struct timespec *utc, const char
     buf[used + 1] = 0;
     return used + 1;
 }
+
+/* The number after " word " in line (which ends at '\n' or NUL). */
+static int field_after(const char *line, const char *word, uint64_t *v)
+{
+    size_t wl = strlen(word);
+    for (const char *p = line; *p && *p != '\n'; p++) {
+        if (*p != ' ' || strncmp(p + 1, word, wl) || p[1 + wl] != ' ')
+            continue;
+        const char *d = p + 2 + wl;
+        if (*d < '0' || *d > '9')
+            return -EINVAL;
+        char *end;
+        errno = 0;
+        unsigned long long x = strtoull(d, &end, 10);
+        if (errno || (*end != ' ' && *end != '\n' && *end))
+            return -EINVAL;
+        *v = x;
+        return 0;
+    }
+    return -EINVAL;
+}
+
+int fc_net_stats_parse(const char *text, struct fc_net_counts *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *tx = NULL, *rx = NULL;
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (!strncmp(l, "tx frames ", 10) && !tx)
+            tx = l;
+        else if (!strncmp(l, "rx frames ", 10) && !rx)
+            rx = l;
+    }
+    if (!tx || !rx)
+        return -EINVAL;
+    int r = 0;          /* from " frames": each line after its "tx"/"rx" */
+    r |= field_after(tx + 2, "frames", &out->tx_frames);
+    r |= field_after(tx + 2, "bytes", &out->tx_bytes);
+    r |= field_after(tx + 2, "throttled", &out->tx_throttled);
+    r |= field_after(rx + 2, "frames", &out->rx_frames);
+    r |= field_after(rx + 2, "bytes", &out->rx_bytes);
+    r |= field_after(rx + 2, "throttled", &out->rx_throttled);
+    return r ? -EINVAL : 0;
+}

@@ -186,6 +186,15 @@ size_t fc_log_line(char *buf, size_t len, const struct timespec *utc, const char
                    enum fc_level lvl, bool show_level, const char *file, int line, bool show_origin,
                    const char *msg);
 
+/* A net device's counters, from moat_device_get(.., "net", id, "stats")'s
+ * text ("tx frames N bytes N ... throttled N" and "rx frames N bytes N
+ * ... throttled N" lines, docs/devices.md): 0, or -EINVAL when a line or
+ * a figure is missing. */
+struct fc_net_counts {
+    uint64_t tx_frames, tx_bytes, tx_throttled, rx_frames, rx_bytes, rx_throttled;
+};
+int fc_net_stats_parse(const char *text, struct fc_net_counts *out);
+
 /* A limiter as moat's device options take it: "SIZE/REFILL_MS[/BURST]",
  * or "off" for an unlimited bucket. */
 void fc_bucket_opt(const struct ratelimit_bucket_cfg *b, char *buf, size_t len);
