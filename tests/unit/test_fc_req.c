@@ -27,7 +27,8 @@ START_TEST(routes)
     char id[FC_ID_MAX + 1];
     static const struct { const char *meth, *url; enum fc_ep ep; const char *id; } ok[] = {
         { "GET", "/", FC_EP_ROOT, "" }, { "GET", "/version", FC_EP_VERSION, "" },
-        { "PUT", "/machine-config", FC_EP_MACHINE_CONFIG, "" }, { "PATCH", "/machine-config", FC_EP_MACHINE_CONFIG, "" },
+        { "PUT", "/machine-config", FC_EP_MACHINE_CONFIG, "" },
+        { "PATCH", "/machine-config", FC_EP_MACHINE_CONFIG, "" },
         { "PUT", "/drives/rootfs", FC_EP_DRIVES, "rootfs" }, { "PATCH", "/drives/drive_1", FC_EP_DRIVES, "drive_1" },
         { "PUT", "/network-interfaces/eth0", FC_EP_NET, "eth0" }, { "PUT", "/snapshot/load", FC_EP_SNAP_LOAD, "" },
         { "PUT", "/snapshot/create", FC_EP_SNAP_CREATE, "" }, { "GET", "/mmds", FC_EP_MMDS, "" },
@@ -44,7 +45,8 @@ START_TEST(routes)
     static const struct { const char *meth, *url; } bad[] = {
         { "DELETE", "/" }, { "POST", "/actions" }, { "GET", "/actions" }, { "PUT", "/" }, { "GET", "/nothing" },
         { "PUT", "/drives" }, { "PUT", "/drives/" }, { "PUT", "/drives/a/b" }, { "GET", "/drives/a" },
-        { "PUT", "/machine-configx" }, { "GET", "" }, { "PUT", "/vm" }, { "get", "/" }, { "GET", "//" }, { "GET", "/machine-config/" },
+        { "PUT", "/machine-configx" }, { "GET", "" }, { "PUT", "/vm" }, { "get", "/" }, { "GET", "//" },
+        { "GET", "/machine-config/" },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         BAD(fc_route(bad[i].meth, bad[i].url, &ep, &m, id, sizeof id, why, sizeof why),

@@ -71,8 +71,8 @@ struct fcvm {
     struct ep_count counts[FC_EP_HOTPLUG + 1][FC_PATCH + 1];
     int64_t lat_us[5];          /* -1: not measured since the last line */
     uint64_t metrics_lines;
-    int64_t startup_us, startup_cpu_us;
-    struct fc_net_counts net_prev[FC_MAX_IFACES];   /* at the last metrics line */   /* api_server's figures; -1: no --start-time-* */
+    int64_t startup_us, startup_cpu_us;   /* api_server's figures; -1: no --start-time-* */
+    struct fc_net_counts net_prev[FC_MAX_IFACES];   /* at the last metrics line */
     int inflight;               /* requests begun and not yet answered (atomic) */
 };
 
@@ -1306,7 +1306,8 @@ int cmd_vmm(int argc, char **argv)
         pthread_mutex_lock(&s.lock);
         struct moat_vm *vm = s.vm;
         pthread_mutex_unlock(&s.lock);
-        struct pollfd p[3] = { { sfd, POLLIN, 0 }, { s.wake_fd, POLLIN, 0 }, { vm ? moat_exit_fd(vm) : -1, POLLIN, 0 } };
+        struct pollfd p[3] = { { sfd, POLLIN, 0 }, { s.wake_fd, POLLIN, 0 },
+                               { vm ? moat_exit_fd(vm) : -1, POLLIN, 0 } };
         int64_t wait = next_flush - now_us() / 1000;
         int pr = poll(p, 3, wait < 0 ? 0 : (int)wait);
         if (pr < 0 && errno != EINTR)
