@@ -43,13 +43,26 @@ else
     $(error libjansson-dev is required and pkg-config does not find jansson: run `make deps` (scripts/deps.sh) or `apt-get install libjansson-dev`)
   endif
 endif
+# libmicrohttpd is required too: the Firecracker-compatible API's HTTP
+# server (`moat vmm`, vmm/cli/cli_fc.c; docs/control-api.md). Same rule as
+# libjansson: only deps, run, test and clean go on without it. Only the
+# moat binaries link it (MHD_LIBS), never libmoat.
+HAVE_MHD := $(shell pkg-config --exists libmicrohttpd 2>/dev/null && echo 1)
+ifeq ($(HAVE_MHD),1)
+  MHD_LIBS := $(shell pkg-config --libs libmicrohttpd)
+else
+  MHD_LIBS := -lmicrohttpd
+  ifeq ($(filter deps run test clean,$(MAKECMDGOALS)),)
+    $(error libmicrohttpd-dev is required and pkg-config does not find libmicrohttpd: run `make deps` (scripts/deps.sh) or `apt-get install libmicrohttpd-dev`)
+  endif
+endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c,$(sort $(wildcard vmm/cli/*.c)))
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c,$(sort $(wildcard vmm/cli/*.c)))
 # CLI-only pieces with unit tests of their own: in the internal archives
 # (the CLI and the tests link those), never in libmoat.a / libmoat.so.
-CLI_LIB_SRCS := vmm/cli/ctl_proto.c
+CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
@@ -100,11 +113,11 @@ $(B)/libmoat.so: $(LIB_OBJS) vmm/libmoat.map
 	$(CC) -shared -Wl,-soname,libmoat.so.0 -Wl,--version-script=vmm/libmoat.map -o $@ $(LIB_OBJS) $(LDLIBS)
 
 $(B)/moat: $(CLI_OBJS) $(B)/libmoat-internal.a
-	$(CC) -o $@ $(CLI_OBJS) $(B)/libmoat-internal.a $(LDLIBS)
+	$(CC) -o $@ $(CLI_OBJS) $(B)/libmoat-internal.a $(LDLIBS) $(MHD_LIBS)
 
 # The sanitizer build of the CLI; integration tests run it too.
 $(B)/moat-san: $(SAN_CLI_OBJS) $(B)/libmoat-san.a
-	$(CC) $(SAN_FLAGS) -o $@ $(SAN_CLI_OBJS) $(B)/libmoat-san.a $(LDLIBS)
+	$(CC) $(SAN_FLAGS) -o $@ $(SAN_CLI_OBJS) $(B)/libmoat-san.a $(LDLIBS) $(MHD_LIBS)
 
 $(B)/tests/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat-internal.a
 	@mkdir -p $(dir $@)
@@ -157,6 +170,7 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_vsock || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_net || rc=1; \
 	    MOAT_BIN=$$bin $(B)/tests/test_agent || rc=1; \
+	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests tests/integration/fc-api.sh || rc=1; \
 	done; \
 	for t in $(B)/tests/test_api $(B)/tests-san/test_api; do \
 	    MOAT_GUESTS=$(B)/guests $$t || rc=1; \

@@ -35,6 +35,8 @@ struct moat_vm;
 #define MOAT_F_FORK_CHILD     (1u << 4)  /* moat_restore: a fork's child: its devices take an identity of
                                             their own (net: a new MAC unless an override gives one);
                                             moat_fork sets it */
+#define MOAT_F_FC_THREAD_NAMES (1u << 5) /* vCPU threads are named "fc_vcpu N" (as Firecracker's, which
+                                            orchestrators look for) instead of "moat_vcpu N" */
 
 struct moat_config {
     size_t size;              /* sizeof(struct moat_config); set by moat_config_init */

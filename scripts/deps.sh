@@ -3,11 +3,11 @@
 # Idempotent: only missing packages are installed. Needs root (or sudo).
 set -eu
 PKGS="build-essential pkg-config git ca-certificates
- liburing-dev libfdt-dev check libxxhash-dev libseccomp-dev libjansson-dev
+ liburing-dev libfdt-dev check libxxhash-dev libseccomp-dev libjansson-dev libmicrohttpd-dev
  clang llvm
  linux-source-6.1 bc flex bison libelf-dev libssl-dev dwarves xz-utils cpio kmod
  busybox-static qemu-system-x86 e2fsprogs xfsprogs lz4
- socat hyperfine procps
+ socat hyperfine procps curl
  passt iperf3"
 missing=""
 for p in $PKGS; do

@@ -55,6 +55,7 @@ static const char usage_main[] =
     "  exec      run a command in a running guest (its agent)\n"
     "  cp        copy a file to or from a running guest (its agent)\n"
     "  host      what this host can run (KVM kind, capabilities, features)\n"
+    "  vmm       Firecracker's command line and HTTP API (docs/control-api.md)\n"
     "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
     "            stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)\n"
     "\n"
@@ -863,6 +864,11 @@ int cmd_restore(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* Run as `firecracker` (a link): Firecracker's command line. */
+    const char *base = argv[0] ? strrchr(argv[0], '/') : NULL;
+    base = base ? base + 1 : argv[0] ? argv[0] : "";
+    if (!strcmp(base, "firecracker"))
+        return cmd_vmm(argc, argv);
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USAGE;
@@ -890,6 +896,8 @@ int main(int argc, char **argv)
         return cmd_cp(argc - 1, argv + 1);
     if (!strcmp(cmd, "host"))
         return cmd_host(argc - 1, argv + 1);
+    if (!strcmp(cmd, "vmm"))
+        return cmd_vmm(argc - 1, argv + 1);
     if (cli_is_sandbox_command(cmd))
         return cmd_sandbox(argc - 1, argv + 1);
     fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);

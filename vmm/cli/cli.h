@@ -76,5 +76,8 @@ int cmd_disk(int argc, char **argv);     /* vmm/cli/cli_disk.c: copy-on-write ov
 int cmd_exec(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_host(int argc, char **argv);     /* vmm/cli/cli_host.c: what this host can run */
+/* vmm/cli/cli_fc.c: Firecracker's command line and API (docs/control-api.md);
+ * also what main runs when argv[0]'s name is "firecracker". */
+int cmd_vmm(int argc, char **argv);
 
 #endif

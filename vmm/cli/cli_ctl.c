@@ -35,21 +35,21 @@ int ctl_server_open(struct ctl_server *s, const char *path)
     s->fd = -1;
     s->paused = 0;
     if (fill_addr(&sa, path) < 0) {
-        fprintf(stderr, "moat: --control %s: path too long for a Unix socket\n", path);
+        fprintf(stderr, "moat: socket %s: path too long for a Unix socket\n", path);
         return -ENAMETOOLONG;
     }
     snprintf(s->path, sizeof s->path, "%s", path);
     struct stat st;
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
-            fprintf(stderr, "moat: --control %s exists and is not a socket\n", path);
+            fprintf(stderr, "moat: socket %s exists and is not a socket\n", path);
             return -EEXIST;
         }
         /* A socket someone still answers on is in use; else it is stale. */
         int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0) {
             close(probe);
-            fprintf(stderr, "moat: --control %s: another process serves it\n", path);
+            fprintf(stderr, "moat: socket %s: another process serves it\n", path);
             return -EADDRINUSE;
         }
         if (probe >= 0)
@@ -60,7 +60,7 @@ int ctl_server_open(struct ctl_server *s, const char *path)
     if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
         chmod(path, 0600) < 0 || listen(s->fd, 16) < 0) {
         int e = errno;
-        fprintf(stderr, "moat: --control %s: %s\n", path, strerror(e));
+        fprintf(stderr, "moat: socket %s: %s\n", path, strerror(e));
         if (s->fd >= 0)
             close(s->fd);
         s->fd = -1;
