@@ -282,6 +282,18 @@ int ratelimit_from_opts(const char *bw, const char *ops, struct ratelimit_cfg *c
     return 0;
 }
 
+int ratelimit_from_named_opts(const char *bw_key, const char *bw, const char *ops_key, const char *ops,
+                              struct ratelimit_cfg *cfg, int *limited, char *why, size_t wlen)
+{
+    int bad = 0;
+    if (ratelimit_from_opts(bw, ops, cfg, limited, &bad) < 0) {
+        snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", bad ? ops_key : bw_key,
+                 bad ? ops : bw);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int ratelimit_set_bucket(struct ratelimit_cfg *cfg, int ops, const char *value)
 {
     struct ratelimit_bucket_cfg b = { 0 };

@@ -70,3 +70,5 @@ $(B)/guests/net.elf: $(GUEST_DIR)/net_proto.h
 $(B)/tests/test_net: tests/integration/test_net.c tests/integration/host_probe.h $(GUEST_DIR)/expect.h $(GUEST_DIR)/net_proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
+$(B)/guests/rng.elf: $(GUEST_DIR)/rng_proto.h
+

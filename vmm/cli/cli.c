@@ -95,7 +95,8 @@ static const char usage_run[] =
     "                   a device by type and options, after the drives and vsock\n"
     "                   (repeatable; docs/devices.md): blk,path=FILE[,ro][,id=S]\n"
     "                   [,overlay=FILE][,direct]  or  vsock,uds=PATH[,cid=N]  or\n"
-    "                   net,tap=NAME[,mac=MAC][,mtu=N][,id=S]\n"
+    "                   net,tap=NAME[,mac=MAC][,mtu=N][,id=S]  or\n"
+    "                   rng[,bw=SIZE/MS[/BURST]][,ops=SIZE/MS[/BURST]] (virtio-rng)\n"
     "  --net OPTIONS    virtio-net: --device net,OPTIONS (docs/net.md): tap=NAME or\n"
     "                   user[,forward=tcp:HOSTPORT:GUESTPORT[+...]], mac=, mtu=, mmds,\n"
     "                   tx_bw=/rx_bw=SIZE/REFILL_MS (rate limits)\n"
@@ -347,7 +348,7 @@ static void parse_device(char *arg, struct moat_device *devs, size_t *n)
     if (*n >= MOAT_MAX_DRIVES)
         die_usage("too many --device options (at most %d)", MOAT_MAX_DRIVES);
     if (!arg[0] || arg[0] == ',')
-        die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock, net)", arg);
+        die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock, net, rng)", arg);
     char *comma = strchr(arg, ',');
     if (comma)
         *comma = 0;
@@ -727,6 +728,7 @@ static const char usage_restore[] =
     "                   new options for the recorded device of TYPE with id=ID (or\n"
     "                   the only one): blk,path=FILE[,ro][,overlay=F][,direct][,id=ID]\n"
     "                   or vsock,uds=PATH  or  net,tap=NAME[,mac=MAC][,id=ID]\n"
+    "                   or rng,bw=SIZE/MS,ops=SIZE/MS (its limits anew)\n"
     "  --net OPTIONS    --device net,OPTIONS: the snapshot's network device on\n"
     "                   another TAP device, or with another MAC\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
