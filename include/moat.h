@@ -277,6 +277,21 @@ struct moat_restore_config {
      * vsock: uds=. A device the snapshot does not have is refused. */
     const struct moat_device *devices;
     size_t ndevices;
+    /* Guest memory from a page-fault handler in another process instead
+     * of the memory file (Firecracker's mem_backend {"backend_type":
+     * "Uffd", "backend_path"}; docs/uffd.md): NULL, or the path of the Unix
+     * (SOCK_STREAM) socket the handler listens on. moat maps guest RAM
+     * anonymous, registers it with a userfaultfd (missing pages), connects
+     * and sends one message: the JSON array of the regions
+     * [{"base_host_virt_addr","size","offset","page_size","page_size_kib"}]
+     * with the userfaultfd passed by SCM_RIGHTS; the handler fills each
+     * page on first touch (UFFDIO_COPY from the snapshot's memory file at
+     * offset, or UFFDIO_ZEROPAGE). mem_path is then not opened (it may be
+     * NULL). Not with a diff snapshot (-ENOTSUP); a diff snapshot of the
+     * restored VM needs a full one first (-ENODATA). The handler must
+     * serve the VM for its whole life: a vCPU or device touching a page it
+     * never fills waits. */
+    const char *mem_uffd_socket;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);
