@@ -133,6 +133,15 @@ int ratelimit_from_opts(const char *bw, const char *ops, struct ratelimit_cfg *c
  * bad option and its value in why. */
 int ratelimit_from_named_opts(const char *bw_key, const char *bw, const char *ops_key, const char *ops,
                               struct ratelimit_cfg *cfg, int *limited, char *why, size_t wlen);
+/* The inverse: cfg as a device's options, "BW_KEY=SIZE/REFILL_MS[/BURST]"
+ * and ",OPS_KEY=..." for each limited bucket ("" when both are unlimited),
+ * into buf (NUL-terminated). Its length, or -ENOSPC (cap too small) or
+ * -EINVAL (a refill time above RATELIMIT_MAX_REFILL_MS). Pure. For a
+ * layer that gets a limiter as Firecracker's JSON
+ * (devices/virtio/ratelimit_json.h) and makes a device from options:
+ * e.g. PUT /entropy's rate_limiter to moat_device {"rng", "bw=...,ops=..."}. */
+long ratelimit_cfg_to_opts(const struct ratelimit_cfg *cfg, const char *bw_key, const char *ops_key, char *buf,
+                           size_t cap);
 /* One bucket of cfg anew (the ops bucket if ops, else bandwidth), the other
  * as it is: value in ratelimit_bucket_parse's form, or "off" (unlimited).
  * 0, or -EINVAL (cfg unchanged). For run-time changes. */

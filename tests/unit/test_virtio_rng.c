@@ -339,6 +339,43 @@ START_TEST(kind_options)
 }
 END_TEST
 
+/* Firecracker's limiter JSON -> options -> back: what an API layer does
+ * for PUT /entropy {"rate_limiter": ...}. */
+START_TEST(limiter_as_options)
+{
+    char buf[200];
+    struct ratelimit_cfg c = { .bandwidth = { .size = 1048576, .refill_time_ms = 100 },
+                               .ops = { .size = 10, .one_time_burst = 5, .refill_time_ms = 1000 } };
+    ck_assert_int_eq(ratelimit_cfg_to_opts(&c, "bw", "ops", buf, sizeof buf), (long)strlen("bw=1048576/100,ops=10/1000/5"));
+    ck_assert_str_eq(buf, "bw=1048576/100,ops=10/1000/5");
+    struct ratelimit_cfg back;
+    int lim;
+    char why[120];
+    struct devopts o;
+    ck_assert_int_eq(devopt_parse(buf, &o, why, sizeof why), 0);
+    ck_assert_int_eq(ratelimit_from_named_opts("bw", devopt_get(&o, "bw"), "ops", devopt_get(&o, "ops"), &back, &lim,
+                                               why, sizeof why), 0);
+    ck_assert_int_eq(lim, 1);
+    ck_assert_mem_eq(&back, &c, sizeof c);
+    ck_assert_int_eq(rng_kind.check(&o, why, sizeof why), 0);
+    /* only one bucket; none; a buffer too small (never past it) */
+    struct ratelimit_cfg one = { .ops = { .size = 3, .refill_time_ms = 7 } };
+    ck_assert_int_gt(ratelimit_cfg_to_opts(&one, "tx_bw", "tx_ops", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "tx_ops=3/7");
+    struct ratelimit_cfg none = { .bandwidth = { .size = 5 } };     /* no refill time: unlimited */
+    ck_assert_int_eq(ratelimit_cfg_to_opts(&none, "bw", "ops", buf, sizeof buf), 0);
+    ck_assert_str_eq(buf, "");
+    for (size_t cap = 0; cap <= strlen("bw=1048576/100,ops=10/1000/5"); cap++) {
+        char small[64];
+        memset(small, 'x', sizeof small);
+        ck_assert_int_eq(ratelimit_cfg_to_opts(&c, "bw", "ops", small, cap), -ENOSPC);
+        ck_assert_int_eq(small[cap], 'x');
+    }
+    struct ratelimit_cfg far = { .ops = { .size = 1, .refill_time_ms = RATELIMIT_MAX_REFILL_MS + 1 } };
+    ck_assert_int_eq(ratelimit_cfg_to_opts(&far, "bw", "ops", buf, sizeof buf), -EINVAL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("virtio_rng");
@@ -350,6 +387,7 @@ int main(void)
     tcase_add_test(tc, rate_limit_holds_then_releases);
     tcase_add_test(tc, bandwidth_limit_timer_releases);
     tcase_add_test(tc, kind_options);
+    tcase_add_test(tc, limiter_as_options);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
