@@ -312,7 +312,8 @@ int moat_clone_overlay(struct moat_vm *vm, unsigned drive, const char *dst);
  * type lets change (docs/devices.md): net's "metadata" (the metadata
  * service's JSON document, replaced), "metadata_patch" (merged, RFC
  * 7396), "tx_bw"/"tx_ops"/"rx_bw"/"rx_ops" (a rate limiter,
- * SIZE/REFILL_MS[/BURST] or "off"), "link" ("up"/"down"). The change is
+ * SIZE/REFILL_MS[/BURST] or "off"), "link" ("up"/"down"); blk's and
+ * rng's (virtio-rng) "bw"/"ops" (the same form). The change is
  * not recorded in the device's options: a snapshot records those it was
  * made with. 0, or -ENODEV (no such device, or several and no id), -EINVAL
  * (a key the type cannot change, a bad value: err says which). */
@@ -324,7 +325,8 @@ int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const 
  * type tells (docs/devices.md): net's "policy" (the egress policy in force,
  * as moat_device_set takes it), "stats" (its counters: frames both ways,
  * the policy's rules with what each allowed and dropped, the metadata
- * service's requests). The length the text has (may be >= len: cut), or
+ * service's requests); rng's "stats" ("requests N bytes N bad N throttled
+ * N errors N"). The length the text has (may be >= len: cut), or
  * -ENODEV / -EINVAL as moat_device_set. */
 long moat_device_get(struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf, size_t len,
                      struct moat_error *err);
