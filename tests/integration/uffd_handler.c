@@ -174,6 +174,8 @@ int main(int argc, char **argv)
                 r = ioctl(uffd, UFFDIO_COPY, &cp);
             }
         } while (r < 0 && errno == EAGAIN);
+        if (r < 0 && (errno == ESRCH || errno == ENOENT))
+            break;              /* moat's memory is gone: it is exiting */
         if (r < 0 && errno != EEXIST)   /* EEXIST: another fault filled it */
             return die("filling a page");
         if (r == 0)
