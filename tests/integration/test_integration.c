@@ -1323,8 +1323,9 @@ START_TEST(cli_rng_args)
 END_TEST
 
 /* A guest reading random bytes in a loop, snapshotted (SIGUSR2) and
- * restored: the restored device (its record: the options; its queue
- * state) keeps serving, and the ticks go on unbroken. */
+ * restored with new limits: the restored device (its record: the options,
+ * with the override merged in; its queue state) keeps serving, and the
+ * ticks go on unbroken. */
 START_TEST(rng_snapshot_restore)
 {
     char dir[PATH_MAX + 16];
@@ -1333,7 +1334,8 @@ START_TEST(rng_snapshot_restore)
     struct live a, b;
     const char *run_args[] = { "run", "--kernel", guest("rng"), "--mem", "64", "--cmdline", "loop",
                                "--device", "rng,ops=1000/100", "--snapshot-dir", dir, NULL };
-    const char *restore_args[] = { "restore", dir, NULL };
+    /* the restore gives the device new limits (an override of its record) */
+    const char *restore_args[] = { "restore", "--device", "rng,ops=500/100,bw=65536/100", dir, NULL };
     live_snapshot_restore(run_args, 5, restore_args, &a, &b);
     const char *p = strstr(a.buf, "rng tick ");
     ck_assert_ptr_nonnull(p);
