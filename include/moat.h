@@ -279,6 +279,21 @@ struct moat_restore_config {
      * vsock: uds=. A device the snapshot does not have is refused. */
     const struct moat_device *devices;
     size_t ndevices;
+    /* Guest memory from a page-fault handler in another process instead
+     * of the memory file (Firecracker's mem_backend {"backend_type":
+     * "Uffd", "backend_path"}; docs/uffd.md): NULL, or the path of the Unix
+     * (SOCK_STREAM) socket the handler listens on. moat maps guest RAM
+     * anonymous, registers it with a userfaultfd (missing pages), connects
+     * and sends one message: the JSON array of the regions
+     * [{"base_host_virt_addr","size","offset","page_size","page_size_kib"}]
+     * with the userfaultfd passed by SCM_RIGHTS; the handler fills each
+     * page on first touch (UFFDIO_COPY from the snapshot's memory file at
+     * offset, or UFFDIO_ZEROPAGE). mem_path is then not opened (it may be
+     * NULL). Not with a diff snapshot (-ENOTSUP); a diff snapshot of the
+     * restored VM needs a full one first (-ENODATA). The handler must
+     * serve the VM for its whole life: a vCPU or device touching a page it
+     * never fills waits. */
+    const char *mem_uffd_socket;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);
@@ -299,7 +314,8 @@ int moat_clone_overlay(struct moat_vm *vm, unsigned drive, const char *dst);
  * type lets change (docs/devices.md): net's "metadata" (the metadata
  * service's JSON document, replaced), "metadata_patch" (merged, RFC
  * 7396), "tx_bw"/"tx_ops"/"rx_bw"/"rx_ops" (a rate limiter,
- * SIZE/REFILL_MS[/BURST] or "off"), "link" ("up"/"down"). The change is
+ * SIZE/REFILL_MS[/BURST] or "off"), "link" ("up"/"down"); blk's and
+ * rng's (virtio-rng) "bw"/"ops" (the same form). The change is
  * not recorded in the device's options: a snapshot records those it was
  * made with. 0, or -ENODEV (no such device, or several and no id), -EINVAL
  * (a key the type cannot change, a bad value: err says which). */
@@ -311,7 +327,8 @@ int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const 
  * type tells (docs/devices.md): net's "policy" (the egress policy in force,
  * as moat_device_set takes it), "stats" (its counters: frames both ways,
  * the policy's rules with what each allowed and dropped, the metadata
- * service's requests). The length the text has (may be >= len: cut), or
+ * service's requests); rng's "stats" ("requests N bytes N bad N throttled
+ * N errors N"). The length the text has (may be >= len: cut), or
  * -ENODEV / -EINVAL as moat_device_set. */
 long moat_device_get(struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf, size_t len,
                      struct moat_error *err);

@@ -17,14 +17,7 @@ static const char *const blk_override_keys[] = { "path", "ro", "id", "overlay", 
 /* bw=/ops= (SIZE/REFILL_MS[/BURST]) into cfg; *have if either is given. */
 static int limits(const struct devopts *o, struct ratelimit_cfg *cfg, int *have, char *why, size_t wlen)
 {
-    static const char *const k[] = { "bw", "ops" };
-    int bad = 0;
-    if (ratelimit_from_opts(devopt_get(o, k[0]), devopt_get(o, k[1]), cfg, have, &bad) < 0) {
-        snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", k[bad],
-                 devopt_get(o, k[bad]));
-        return -EINVAL;
-    }
-    return 0;
+    return ratelimit_from_named_opts("bw", devopt_get(o, "bw"), "ops", devopt_get(o, "ops"), cfg, have, why, wlen);
 }
 
 static int blk_check(const struct devopts *o, char *why, size_t wlen)

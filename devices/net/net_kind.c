@@ -39,13 +39,9 @@ static int limits(const struct devopts *o, struct ratelimit_cfg *tx, struct rate
 {
     struct ratelimit_cfg *c[2] = { tx, rx };
     for (int i = 0; i < 2; i++) {
-        int bad = 0;
         const char *bw = limit_keys[2 * i], *ops = limit_keys[2 * i + 1];
-        if (ratelimit_from_opts(devopt_get(o, bw), devopt_get(o, ops), c[i], &have[i], &bad) < 0) {
-            snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", bad ? ops : bw,
-                     devopt_get(o, bad ? ops : bw));
+        if (ratelimit_from_named_opts(bw, devopt_get(o, bw), ops, devopt_get(o, ops), c[i], &have[i], why, wlen) < 0)
             return -EINVAL;
-        }
     }
     return 0;
 }

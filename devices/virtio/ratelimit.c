@@ -282,6 +282,47 @@ int ratelimit_from_opts(const char *bw, const char *ops, struct ratelimit_cfg *c
     return 0;
 }
 
+int ratelimit_from_named_opts(const char *bw_key, const char *bw, const char *ops_key, const char *ops,
+                              struct ratelimit_cfg *cfg, int *limited, char *why, size_t wlen)
+{
+    int bad = 0;
+    if (ratelimit_from_opts(bw, ops, cfg, limited, &bad) < 0) {
+        snprintf(why, wlen, "%s=%.40s: SIZE/REFILL_MS[/BURST], each a positive number", bad ? ops_key : bw_key,
+                 bad ? ops : bw);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+long ratelimit_cfg_to_opts(const struct ratelimit_cfg *cfg, const char *bw_key, const char *ops_key, char *buf,
+                           size_t cap)
+{
+    const struct ratelimit_bucket_cfg *b[2] = { &cfg->bandwidth, &cfg->ops };
+    const char *k[2] = { bw_key, ops_key };
+    size_t n = 0;
+    if (cap)
+        buf[0] = 0;
+    for (int i = 0; i < 2; i++) {
+        if (!b[i]->size || !b[i]->refill_time_ms)
+            continue;           /* unlimited: no option */
+        if (b[i]->refill_time_ms > RATELIMIT_MAX_REFILL_MS)
+            return -EINVAL;
+        int w = snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, "%s%s=%llu/%llu", n ? "," : "", k[i],
+                         (unsigned long long)b[i]->size, (unsigned long long)b[i]->refill_time_ms);
+        if (w < 0)
+            return -EINVAL;
+        n += (size_t)w;
+        if (b[i]->one_time_burst) {
+            w = snprintf(buf + (n < cap ? n : cap), n < cap ? cap - n : 0, "/%llu",
+                         (unsigned long long)b[i]->one_time_burst);
+            if (w < 0)
+                return -EINVAL;
+            n += (size_t)w;
+        }
+    }
+    return n < cap ? (long)n : -ENOSPC;
+}
+
 int ratelimit_set_bucket(struct ratelimit_cfg *cfg, int ops, const char *value)
 {
     struct ratelimit_bucket_cfg b = { 0 };

@@ -128,6 +128,20 @@ int ratelimit_bucket_parse(const char *s, struct ratelimit_bucket_cfg *out);
  * *limited if either was given. 0, or -EINVAL with *bad (may be NULL) set
  * to 0 (bandwidth) or 1 (ops): the value that is malformed. */
 int ratelimit_from_opts(const char *bw, const char *ops, struct ratelimit_cfg *cfg, int *limited, int *bad);
+/* The same, for a device's options named bw_key and ops_key (their values
+ * bw and ops, each NULL if not given): -EINVAL with a message naming the
+ * bad option and its value in why. */
+int ratelimit_from_named_opts(const char *bw_key, const char *bw, const char *ops_key, const char *ops,
+                              struct ratelimit_cfg *cfg, int *limited, char *why, size_t wlen);
+/* The inverse: cfg as a device's options, "BW_KEY=SIZE/REFILL_MS[/BURST]"
+ * and ",OPS_KEY=..." for each limited bucket ("" when both are unlimited),
+ * into buf (NUL-terminated). Its length, or -ENOSPC (cap too small) or
+ * -EINVAL (a refill time above RATELIMIT_MAX_REFILL_MS). Pure. For a
+ * layer that gets a limiter as Firecracker's JSON
+ * (devices/virtio/ratelimit_json.h) and makes a device from options:
+ * e.g. PUT /entropy's rate_limiter to moat_device {"rng", "bw=...,ops=..."}. */
+long ratelimit_cfg_to_opts(const struct ratelimit_cfg *cfg, const char *bw_key, const char *ops_key, char *buf,
+                           size_t cap);
 /* One bucket of cfg anew (the ops bucket if ops, else bandwidth), the other
  * as it is: value in ratelimit_bucket_parse's form, or "off" (unlimited).
  * 0, or -EINVAL (cfg unchanged). For run-time changes. */

@@ -1,4 +1,5 @@
-/* Fuzz the split virtqueue core: the input is a guest memory image holding
+/* Fuzz the split virtqueue core (and virtio-rng's request check on each
+ * chain): the input is a guest memory image holding
  * the descriptor table, avail ring and indirect tables; the device pops
  * chains until the queue is empty or broken, pushes every head back and
  * checks the invariants virtq.h promises.
@@ -15,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "devices/rng/virtio_rng.h"
 #include "devices/virtio/virtq.h"
 #include "tests/fuzz/fuzz_common.h"
 
@@ -90,6 +92,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 rl += segs[i].len;
         }
         FUZZ_ASSERT(rl == c.read_len && wl == c.write_len);
+        /* virtio-rng's request check on every chain the guest can make:
+         * refused with any readable byte or segment or nothing writable,
+         * else the writable bytes, capped */
+        long want = rng_req_len(&c, VIRTIO_RNG_REQ_MAX);
+        if (c.nread || !c.write_len)
+            FUZZ_ASSERT(want == -EINVAL);
+        else
+            FUZZ_ASSERT(want > 0 && want <= VIRTIO_RNG_REQ_MAX && (uint64_t)want <= c.write_len &&
+                        (want == VIRTIO_RNG_REQ_MAX || (uint64_t)want == c.write_len));
         if (virtq_push(&q, &m, c.head, c.write_len) != 0)
             FUZZ_ASSERT(q.broken);
     }

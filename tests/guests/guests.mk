@@ -70,3 +70,10 @@ $(B)/guests/net.elf: $(GUEST_DIR)/net_proto.h
 $(B)/tests/test_net: tests/integration/test_net.c tests/integration/host_probe.h $(GUEST_DIR)/expect.h $(GUEST_DIR)/net_proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
+$(B)/guests/rng.elf: $(GUEST_DIR)/rng_proto.h
+
+# The page-fault handler for restores with a uffd memory backend
+# (tests/integration/uffd_handler.c; docs/uffd.md).
+$(B)/tests/uffd_handler: tests/integration/uffd_handler.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) -o $@ $< $(shell pkg-config --cflags --libs jansson 2>/dev/null || echo -ljansson)

@@ -22,11 +22,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "tests/guests/expect.h"
+#include "tests/guests/rng_proto.h"
 #include "tests/integration/host_probe.h"
 
 #ifndef MOAT_VERSION
@@ -887,27 +889,10 @@ static int live_finish(struct live *l, double cap_s)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-/* moat run --snapshot-dir + SIGUSR2 (snapshot and stop), then moat restore:
- * the two outputs together are one unbroken count. */
-START_TEST(cli_snapshot_restore)
+/* The counter guest's output over a snapshot and restore: "tick 0" ..
+ * "tick N-1" unbroken, then "final N". N. */
+static unsigned check_ticks(const char *all)
 {
-    char dir[PATH_MAX + 16];
-    snprintf(dir, sizeof(dir), "%s/snap", tmpdir);
-    ck_assert_int_eq(mkdir(dir, 0700), 0);
-    struct live a, b;
-    const char *run_args[] = { "run", "--kernel", guest("counter"), "--mem", "64", "--cmdline",
-                               "spin=20000", "--snapshot-dir", dir, NULL };
-    live_start(&a, run_args);
-    ck_assert_msg(live_wait_lines(&a, 3, CAP), "no ticks: %s", a.buf);
-    kill(a.pid, SIGUSR2);
-    ck_assert_int_eq(live_finish(&a, CAP), 0);
-    const char *restore_args[] = { "restore", dir, NULL };
-    live_start(&b, restore_args);
-    ck_assert_msg(live_wait_lines(&b, 2, CAP), "restored guest silent: %s", b.buf);
-    ck_assert_int_eq(write(b.in, "q", 1), 1);
-    ck_assert_int_eq(live_finish(&b, CAP), 0);
-    char all[2 * 65536];
-    snprintf(all, sizeof(all), "%s%s", a.buf, b.buf);
     unsigned n = 0, fin = 0;
     const char *p = all;
     while (!strncmp(p, "tick ", 5)) {
@@ -918,6 +903,41 @@ START_TEST(cli_snapshot_restore)
         p++;
     }
     ck_assert_msg(sscanf(p, "final %u", &fin) == 1 && fin == n, "bad ending: %s", p);
+    return n;
+}
+
+/* Start run_args (a guest that prints lines and stops at a 'q' on its
+ * UART) with --snapshot-dir, wait for `before` lines, snapshot and stop it
+ * (SIGUSR2), then run restore_args and wait for two more lines and end
+ * that with 'q'. Both must exit 0; a and b keep their output. */
+static void live_snapshot_restore(const char *const *run_args, unsigned before, const char *const *restore_args,
+                                  struct live *a, struct live *b)
+{
+    live_start(a, run_args);
+    ck_assert_msg(live_wait_lines(a, before, CAP), "no ticks: %s", a->buf);
+    kill(a->pid, SIGUSR2);
+    ck_assert_int_eq(live_finish(a, CAP), 0);
+    live_start(b, restore_args);
+    ck_assert_msg(live_wait_lines(b, 2, CAP), "restored guest silent: %s", b->buf);
+    ck_assert_int_eq(write(b->in, "q", 1), 1);
+    ck_assert_int_eq(live_finish(b, CAP), 0);
+}
+
+/* moat run --snapshot-dir + SIGUSR2 (snapshot and stop), then moat restore:
+ * the two outputs together are one unbroken count. */
+START_TEST(cli_snapshot_restore)
+{
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/snap", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    struct live a, b;
+    const char *run_args[] = { "run", "--kernel", guest("counter"), "--mem", "64", "--cmdline",
+                               "spin=20000", "--snapshot-dir", dir, NULL };
+    const char *restore_args[] = { "restore", dir, NULL };
+    live_snapshot_restore(run_args, 3, restore_args, &a, &b);
+    char all[2 * 65536];
+    snprintf(all, sizeof(all), "%s%s", a.buf, b.buf);
+    unsigned n = check_ticks(all);
     ck_assert_uint_ge(n, 5);
 }
 END_TEST
@@ -1111,7 +1131,7 @@ START_TEST(cli_device_args)
 {
     struct run r;
     static const struct { const char *a1, *a2, *a3, *want; } bad[] = {
-        { "gpu", "--socket", "/tmp/moat-dev-x.sock", "unknown or missing device type (blk, vsock, net)" },
+        { "gpu", "--socket", "/tmp/moat-dev-x.sock", "unknown or missing device type (blk, vsock, net, rng)" },
         { "vsock", "--disk", "/tmp/f", "--disk is not an option of this device" },
         { "blk", "--uds", "/tmp/u", "--uds is not an option of this device" },
         { "blk", "--socket", "/tmp/moat-dev-x.sock", "path=FILE is required" },
@@ -1248,6 +1268,216 @@ START_TEST(guest_host_probe)
 }
 END_TEST
 
+/* ---- virtio-rng (tests/guests/rng.c; docs/devices.md) ---------------------- */
+
+/* The guest's "rng bytes <hex>" line into out (33 bytes). */
+static void rng_bytes_of(const struct run *r, char *out)
+{
+    const char *p = strstr(r->out, "rng bytes ");
+    if (!p || sscanf(p, "rng bytes %32[0-9a-f]", out) != 1 || strlen(out) != 32)
+        RUN_FAIL(r, "%s", "no \"rng bytes\" line");
+}
+
+/* Random bytes through --device rng: two boots read different bytes; the
+ * limiter options; no device; refused chains leave the device working. */
+START_TEST(guest_rng)
+{
+    struct run r;
+    char b1[40], b2[40];
+    run_moat(&r, CAP, "run", "--kernel", guest("rng"), "--mem", "64", "--device", "rng");
+    expect_status(&r, 0);
+    expect_out(&r, RNG_OK);
+    rng_bytes_of(&r, b1);
+    if (!strstr(r.err, "device-readable"))
+        RUN_FAIL(&r, "%s", "the refused chain was not reported");
+    run_free(&r);
+    run_moat(&r, CAP, "run", "--kernel", guest("rng"), "--mem", "64", "--device",
+             "rng,bw=16384/100,ops=100/1000");
+    expect_status(&r, 0);
+    expect_out(&r, RNG_OK);
+    rng_bytes_of(&r, b2);
+    ck_assert_msg(strcmp(b1, b2) != 0, "two boots read the same bytes %s", b1);
+    run_free(&r);
+    run_moat(&r, CAP, "run", "--kernel", guest("rng"), "--mem", "64");
+    expect_status(&r, RNG_NODEV);
+    run_free(&r);
+}
+END_TEST
+
+/* Options are checked before any KVM work: no KVM needed. */
+START_TEST(cli_rng_args)
+{
+    struct run r;
+    run_moat(&r, CAP, "run", "--kernel", some_kernel(), "--device", "rng,bw=x");
+    expect_usage_error(&r);
+    if (!strstr(r.err, "bw=x"))
+        RUN_FAIL(&r, "%s", "the bad option is not named");
+    run_free(&r);
+    run_moat(&r, CAP, "run", "--kernel", some_kernel(), "--device", "rng,ops=0/10");
+    expect_usage_error(&r);
+    run_free(&r);
+    run_moat(&r, CAP, "run", "--kernel", some_kernel(), "--device", "rng,path=/dev/random");
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
+/* A guest reading random bytes in a loop, snapshotted (SIGUSR2) and
+ * restored with new limits: the restored device (its record: the options,
+ * with the override merged in; its queue state) keeps serving, and the
+ * ticks go on unbroken. */
+START_TEST(rng_snapshot_restore)
+{
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/rngsnap", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    struct live a, b;
+    const char *run_args[] = { "run", "--kernel", guest("rng"), "--mem", "64", "--cmdline", "loop",
+                               "--device", "rng,ops=1000/100", "--snapshot-dir", dir, NULL };
+    /* the restore gives the device new limits (an override of its record) */
+    const char *restore_args[] = { "restore", "--device", "rng,ops=500/100,bw=65536/100", dir, NULL };
+    live_snapshot_restore(run_args, 5, restore_args, &a, &b);
+    const char *p = strstr(a.buf, "rng tick ");
+    ck_assert_ptr_nonnull(p);
+    char all[2 * 65536];
+    snprintf(all, sizeof(all), "%s%s", p, b.buf);
+    unsigned n = 0, fin = 0;
+    p = all;
+    while (!strncmp(p, "rng tick ", 9)) {
+        unsigned t = (unsigned)strtoul(p + 9, NULL, 10);
+        /* the tick being printed when the snapshot was taken may show twice */
+        ck_assert_msg(t == n || t + 1 == n, "count broken at tick %u: %s", n, all);
+        n = t + 1;
+        p = strchr(p, '\n');
+        ck_assert_ptr_nonnull(p);
+        p++;
+    }
+    ck_assert_msg(sscanf(p, "rng final %u", &fin) == 1 && fin == n, "bad ending: %s", p);
+    ck_assert_uint_ge(n, 5);       /* 3 ticks before, 2 after */
+    char f[PATH_MAX + 32];
+    snprintf(f, sizeof(f), "%s/state", dir);
+    unlink(f);
+    snprintf(f, sizeof(f), "%s/memory", dir);
+    unlink(f);
+    rmdir(dir);
+}
+END_TEST
+
+/* ---- restore with a uffd memory backend (docs/uffd.md) --------------------- */
+
+static const char *uffd_handler(void)
+{
+    const char *h = env_or("MOAT_UFFD_HANDLER", "build/tests/uffd_handler");
+    if (access(h, X_OK) != 0)
+        ck_abort_msg("page-fault handler '%s' is missing (%s): `make build/tests/uffd_handler` or point "
+                     "MOAT_UFFD_HANDLER at it", h, strerror(errno));
+    return h;
+}
+
+static bool uffd_possible(char *why, size_t wlen)
+{
+    int fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, wlen, "userfaultfd: %s", strerror(errno));
+        return false;
+    }
+    close(fd);
+    return true;
+}
+
+START_TEST(cli_uffd_args)
+{
+    struct run r;
+    char dir[PATH_MAX + 16];
+    snprintf(dir, sizeof(dir), "%s/nosnap", tmpdir);
+    run_moat(&r, CAP, "restore", "--mem-backend", "bogus", dir);
+    expect_usage_error(&r);
+    if (!strstr(r.err, "uffd:SOCKET"))
+        RUN_FAIL(&r, "%s", "the forms are not named");
+    run_free(&r);
+    run_moat(&r, CAP, "restore", "--mem-backend", "uffd:", dir);
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
+/* The counter guest snapshotted, restored with its memory served by
+ * tests/integration/uffd_handler.c in another process: the count goes on
+ * unbroken and the guest's own check of its memory passes; the handler
+ * filled pages and ended when moat did. Then a socket nobody serves: a
+ * clear error, no hang. */
+START_TEST(uffd_restore)
+{
+    char why[200];
+    if (!uffd_possible(why, sizeof why)) {
+        printf("SKIPPED: uffd_restore: %s\n", why);
+        return;
+    }
+    const char *handler = uffd_handler();
+    char dir[PATH_MAX + 16], sock[PATH_MAX + 32], mem[PATH_MAX + 32], herr[PATH_MAX + 32], back[PATH_MAX + 40];
+    snprintf(dir, sizeof(dir), "%s/uffdsnap", tmpdir);
+    snprintf(sock, sizeof(sock), "%s/uffd.sock", tmpdir);
+    snprintf(mem, sizeof(mem), "%s/memory", dir);
+    snprintf(herr, sizeof(herr), "%s/handler.err", tmpdir);
+    snprintf(back, sizeof(back), "uffd:%s", sock);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    pid_t h = fork();
+    ck_assert_int_ge(h, 0);
+    if (h == 0) {
+        /* started once the snapshot exists: wait for it */
+        for (int i = 0; i < 600 && access(mem, R_OK) != 0; i++)
+            usleep(100000);
+        usleep(300000);         /* the memory file is renamed into place complete */
+        int fd = open(herr, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (fd >= 0)
+            dup2(fd, 2);
+        execl(handler, handler, sock, mem, (char *)NULL);
+        _exit(127);
+    }
+    struct live a, b;
+    const char *run_args[] = { "run", "--kernel", guest("counter"), "--mem", "64", "--cmdline", "spin=20000",
+                               "--snapshot-dir", dir, NULL };
+    live_start(&a, run_args);
+    ck_assert_msg(live_wait_lines(&a, 3, CAP), "no ticks: %s", a.buf);
+    kill(a.pid, SIGUSR2);
+    ck_assert_int_eq(live_finish(&a, CAP), 0);
+    ck_assert_msg(wait_socket(sock), "the handler never listened on %s", sock);
+    const char *restore_args[] = { "restore", "--mem-backend", back, dir, NULL };
+    live_start(&b, restore_args);
+    ck_assert_msg(live_wait_lines(&b, 2, CAP), "restored guest silent: %s", b.buf);
+    ck_assert_int_eq(write(b.in, "q", 1), 1);
+    ck_assert_int_eq(live_finish(&b, CAP), 0);
+    int st = 0;
+    ck_assert_int_eq(waitpid(h, &st, 0), h);
+    char hbuf[512] = "";
+    FILE *f = fopen(herr, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t hn = fread(hbuf, 1, sizeof(hbuf) - 1, f);
+    hbuf[hn] = 0;
+    fclose(f);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "handler: status %d: %s", st, hbuf);
+    unsigned long long copied = 0, zero = 0;
+    ck_assert_msg(sscanf(hbuf, "uffd_handler: copied %llu zero %llu", &copied, &zero) == 2 && copied > 0,
+                  "handler served nothing: %s", hbuf);
+    char all[2 * 65536];
+    snprintf(all, sizeof(all), "%s%s", a.buf, b.buf);
+    ck_assert_uint_ge(check_ticks(all), 4);
+
+    /* nobody on the socket now */
+    struct run r;
+    run_moat(&r, CAP, "restore", "--mem-backend", back, dir);
+    expect_usage_error(&r);
+    if (!strstr(r.err, "listening"))
+        RUN_FAIL(&r, "%s", "the error does not say what is missing");
+    run_free(&r);
+    unlink(herr);
+    unlink(mem);
+    snprintf(mem, sizeof(mem), "%s/state", dir);
+    unlink(mem);
+    rmdir(dir);
+}
+END_TEST
+
 static void cleanup_tmp(void)
 {
     if (!tmpdir[0])
@@ -1270,13 +1500,14 @@ int main(void)
         cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
         cli_kernel_truncated_elf, cli_version, cli_help, cli_restore_errors,
         cli_sandbox_no_kvm, cli_host_no_kvm, cli_device_args, cli_net_flags, cli_device_state,
+        cli_rng_args, cli_uffd_args,
     };
     const TTest *kvm[] = {
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,
         guest_smp, guest_entry_state, guest_memsize, guest_timeout, guest_triplefault,
         guest_noreport, guest_status_then_fault, guest_elf_outside_ram, guest_hostile,
         guest_timings, cli_snapshot_restore, guest_host_probe,
-        guest_stop_spinning_vcpus_repeatedly,
+        guest_stop_spinning_vcpus_repeatedly, guest_rng, rng_snapshot_restore, uffd_restore,
     };
     const unsigned ncli = sizeof(cli) / sizeof(cli[0]), nkvm = sizeof(kvm) / sizeof(kvm[0]);
     int timeout = (int)(8 * CAP * slow());

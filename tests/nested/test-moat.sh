@@ -50,6 +50,8 @@ fi
 # virtio-net: L1 has no /dev/net/tun (tun.ko is not loaded) and only
 # busybox's ip (no netns), so test_net prints SKIPPED there.
 [ -x build/tests/test_net ] && cp build/tests/test_net "$pl/build/tests/"
+# the page-fault handler of test_integration's uffd restore
+[ -x build/tests/uffd_handler ] && cp build/tests/uffd_handler "$pl/build/tests/"
 [ -x build/examples/sandbox ] && mkdir -p "$pl/build/examples" && cp build/examples/sandbox "$pl/build/examples/"
 cp build/guests/*.elf "$pl/build/guests/"
 # The host probe's shell helper, for the bench scripts checks run in L1.

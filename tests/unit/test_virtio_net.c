@@ -700,6 +700,16 @@ START_TEST(bucket_option_parse)
     ck_assert_int_eq(ratelimit_set_bucket(&c, 1, "fast"), -EINVAL);
     ck_assert_uint_eq(c.ops.size, 7);                   /* unchanged */
     ck_assert_int_eq(ratelimit_set_bucket(&c, 1, NULL), -EINVAL);
+    /* the same with the options' names: the bad one named in the message */
+    char why[120] = "";
+    ck_assert_int_eq(ratelimit_from_named_opts("tx_bw", "1000/10", "tx_ops", "5/0", &c, &lim, why, sizeof why),
+                     -EINVAL);
+    ck_assert_str_eq(why, "tx_ops=5/0: SIZE/REFILL_MS[/BURST], each a positive number");
+    ck_assert_int_eq(ratelimit_from_named_opts("bw", "x", "ops", NULL, &c, &lim, why, sizeof why), -EINVAL);
+    ck_assert_str_eq(why, "bw=x: SIZE/REFILL_MS[/BURST], each a positive number");
+    ck_assert_int_eq(ratelimit_from_named_opts("bw", "100/10", "ops", NULL, &c, &lim, why, sizeof why), 0);
+    ck_assert_int_eq(lim, 1);
+    ck_assert_uint_eq(c.bandwidth.size, 100);
 }
 END_TEST
 

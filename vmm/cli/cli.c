@@ -33,6 +33,7 @@
 #define OPT_NET_NO_PRESET  307
 #define OPT_METADATA       308
 #define OPT_FORK_CHILD     309   /* restore --fork-child */
+#define OPT_MEM_BACKEND    310   /* restore --mem-backend */
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
 
 uint64_t cli_start_ns;
@@ -96,7 +97,8 @@ static const char usage_run[] =
     "                   a device by type and options, after the drives and vsock\n"
     "                   (repeatable; docs/devices.md): blk,path=FILE[,ro][,id=S]\n"
     "                   [,overlay=FILE][,direct]  or  vsock,uds=PATH[,cid=N]  or\n"
-    "                   net,tap=NAME[,mac=MAC][,mtu=N][,id=S]\n"
+    "                   net,tap=NAME[,mac=MAC][,mtu=N][,id=S]  or\n"
+    "                   rng[,bw=SIZE/MS[/BURST]][,ops=SIZE/MS[/BURST]] (virtio-rng)\n"
     "  --net OPTIONS    virtio-net: --device net,OPTIONS (docs/net.md): tap=NAME or\n"
     "                   user[,forward=tcp:HOSTPORT:GUESTPORT[+...]], mac=, mtu=, mmds,\n"
     "                   tx_bw=/rx_bw=SIZE/REFILL_MS (rate limits)\n"
@@ -348,7 +350,7 @@ static void parse_device(char *arg, struct moat_device *devs, size_t *n)
     if (*n >= MOAT_MAX_DRIVES)
         die_usage("too many --device options (at most %d)", MOAT_MAX_DRIVES);
     if (!arg[0] || arg[0] == ',')
-        die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock, net)", arg);
+        die_usage("invalid --device '%s': TYPE[,OPTIONS] (blk, vsock, net, rng)", arg);
     char *comma = strchr(arg, ',');
     if (comma)
         *comma = 0;
@@ -710,6 +712,10 @@ static const char usage_restore[] =
     "\n"
     "  --state FILE     the state file (default DIR/state)\n"
     "  --mem FILE       the memory file (default DIR/memory)\n"
+    "  --mem-backend file:FILE | uffd:SOCKET\n"
+    "                   guest memory from FILE (as --mem), or from a page-fault\n"
+    "                   handler listening on the Unix socket SOCKET (userfaultfd,\n"
+    "                   Firecracker's handshake; docs/uffd.md)\n"
     "  --timeout SEC    hard time limit; exit 124 when reached\n"
     "  --timings        print phase timestamps as JSON on stderr\n"
     "  --snapshot-dir D SIGUSR1: snapshot into D; SIGUSR2: snapshot into D and stop\n"
@@ -728,6 +734,7 @@ static const char usage_restore[] =
     "                   new options for the recorded device of TYPE with id=ID (or\n"
     "                   the only one): blk,path=FILE[,ro][,overlay=F][,direct][,id=ID]\n"
     "                   or vsock,uds=PATH  or  net,tap=NAME[,mac=MAC][,id=ID]\n"
+    "                   or rng,bw=SIZE/MS,ops=SIZE/MS (its limits anew)\n"
     "  --net OPTIONS    --device net,OPTIONS: the snapshot's network device on\n"
     "                   another TAP device, or with another MAC\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
@@ -741,6 +748,7 @@ int cmd_restore(int argc, char **argv)
     static const struct option opts[] = {
         { "state", required_argument, NULL, 's' },
         { "mem", required_argument, NULL, 'm' },
+        { "mem-backend", required_argument, NULL, OPT_MEM_BACKEND },
         { "timeout", required_argument, NULL, 't' },
         { "timings", no_argument, NULL, 'T' },
         { "snapshot-dir", required_argument, NULL, 'S' },
@@ -763,7 +771,7 @@ int cmd_restore(int argc, char **argv)
     static int direct[MOAT_MAX_DRIVES];
     bool has_overlay = false, has_direct = false;
     size_t ndrives = 0;
-    const char *state = NULL, *mem = NULL, *snapdir = NULL;
+    const char *state = NULL, *mem = NULL, *snapdir = NULL, *uffd = NULL;
     const char *vsock = NULL, *control = NULL, *conslog = NULL;
     double timeout = 0;
     int timings = 0, verbose = 0, c;
@@ -773,6 +781,14 @@ int cmd_restore(int argc, char **argv)
         switch (c) {
         case 's': state = optarg; break;
         case 'm': mem = optarg; break;
+        case OPT_MEM_BACKEND:
+            if (!strncmp(optarg, "file:", 5) && optarg[5])
+                mem = optarg + 5;
+            else if (!strncmp(optarg, "uffd:", 5) && optarg[5])
+                uffd = optarg + 5;
+            else
+                die_usage("invalid --mem-backend '%s' (file:FILE or uffd:SOCKET)", optarg);
+            break;
         case 't': timeout = parse_timeout(optarg); break;
         case 'T': timings = 1; break;
         case 'S': snapdir = optarg; break;
@@ -830,13 +846,14 @@ int cmd_restore(int argc, char **argv)
         if (!mem)
             mem = mm;
     }
-    if (!state || !mem)
-        die_usage("%s", "restore needs a snapshot directory (or --state and --mem)");
+    if (!state || (!mem && !uffd))
+        die_usage("%s", "restore needs a snapshot directory (or --state and --mem or --mem-backend)");
     moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
     struct moat_restore_config rc;
     moat_restore_config_init(&rc);
     rc.state_path = state;
-    rc.mem_path = mem;
+    rc.mem_path = uffd ? NULL : mem;      /* a handler serves the memory: moat does not open it */
+    rc.mem_uffd_socket = uffd;
     if (conslog)
         console_log_fds(conslog, &rc.console_in, &rc.console_out, &rc.console_limit);
     else

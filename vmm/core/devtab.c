@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "devices/net/net_kind.h"
+#include "devices/rng/rng_kind.h"
 #include "devices/virtio/devopt.h"
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
@@ -24,6 +25,7 @@ static const struct virtio_kind *const kinds[] = {
     &blk_kind,
     &vsock_kind,
     &net_kind,
+    &rng_kind,
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 

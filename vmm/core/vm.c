@@ -429,7 +429,7 @@ static int setup_memory(struct moat_vm *vm, int mem_fd)
         if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &reg) < 0) {
             /* A restore tracks writes (for diff snapshots) where KVM can;
              * where it refuses dirty logging, restore without it. */
-            if (slot_flags && mem_fd >= 0 && errno == EINVAL) {
+            if (slot_flags && (mem_fd >= 0 || vm->uffd >= 0) && errno == EINVAL) {
                 log_debug("restore: no dirty logging (%s): diff snapshots off", strerror(errno));
                 snapdiff_free(vm);
                 slot_flags = 0;
@@ -518,6 +518,10 @@ void vm_free(struct moat_vm *vm)
     snapdiff_free(vm);
     if (vm->ram)
         munmap(vm->ram, vm->ram_map_size);
+    if (vm->uffd >= 0)
+        close(vm->uffd);
+    if (vm->uffd_sock >= 0)
+        close(vm->uffd_sock);
     if (vm->vm_fd >= 0)
         close(vm->vm_fd);
     if (vm->stop_efd >= 0)
@@ -541,6 +545,7 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
         return NULL;
     vm->vm_fd = vm->stop_efd = vm->exit_efd = -1;
     vm->fixup_fd = -1;
+    vm->uffd = vm->uffd_sock = -1;
     vm->host.fd = -1;
     vm->guest_status = -1;
     vm->ncpus = ncpus;

@@ -67,6 +67,10 @@ struct moat_vm {
      * memory slots are registered (NULL: nothing to do). */
     int (*map_hook)(struct moat_vm *vm, void *arg);
     void *map_hook_arg;
+    /* Restore with a uffd memory backend (vmm/snapshot/uffd.h): the
+     * userfaultfd and the connection to the page-fault handler, kept for
+     * the VM's life (the handler may watch the connection); -1. */
+    int uffd, uffd_sock;
 
     struct bus pio, mmio;
     struct serial uart;

@@ -22,6 +22,7 @@
 #include "vmm/base/log.h"
 #include "vmm/snapshot/snapdiff.h"
 #include "vmm/snapshot/snapfmt.h"
+#include "vmm/snapshot/uffd.h"
 #include "vmm/core/vm.h"
 
 #define MSR_IA32_XSS 0xda0
@@ -539,8 +540,9 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     struct moat_restore_config rc;
     moat_restore_config_init(&rc);
     memcpy(&rc, rc_in, rc_in->size < sizeof(rc) ? rc_in->size : sizeof(rc));
-    if (!rc.state_path || !rc.mem_path)
-        return seterr(err, 1, -EINVAL, "restore needs a state file and a memory file");
+    bool uffd = rc.mem_uffd_socket != NULL;
+    if (!rc.state_path || (!rc.mem_path && !uffd))
+        return seterr(err, 1, -EINVAL, "restore needs a state file and a memory file (or a uffd memory backend)");
 
     uint8_t *buf = NULL;
     size_t len = 0;
@@ -579,13 +581,18 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     /* A restored VM always tracks written pages (diff snapshots against
      * this one): it costs nothing measurable (docs/snapshot-format.md). */
     rc.flags |= MOAT_F_DIRTY_LOG;
-    mem_fd = open(base_mem, O_RDONLY | O_CLOEXEC);
-    if (mem_fd < 0) {
+    struct uffd_setup us = { .socket_path = rc.mem_uffd_socket };
+    if (uffd && chain.n) {
+        r = seterr(err, 1, -ENOTSUP, "state file %s: a diff snapshot cannot be restored with a uffd memory "
+                   "backend (its pages come from several files)", rc.state_path);
+        goto out;
+    }
+    if (!uffd && (mem_fd = open(base_mem, O_RDONLY | O_CLOEXEC)) < 0) {
         r = seterr(err, 1, -errno, "memory file %s: %s", base_mem, strerror(errno));
         goto out;
     }
     struct stat st;
-    if (fstat(mem_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != meta.mem_size) {
+    if (!uffd && (fstat(mem_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != meta.mem_size)) {
         r = seterr(err, 1, -EINVAL, "memory file %s: size %lld, the snapshot needs %llu bytes",
                    base_mem, (long long)st.st_size, (unsigned long long)meta.mem_size);
         goto out;
@@ -602,8 +609,16 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     if (chain.n) {
         vm->map_hook = snapdiff_map;
         vm->map_hook_arg = &chain;
+    } else if (uffd) {
+        vm->map_hook = uffd_map_hook;
+        vm->map_hook_arg = &us;
     }
-    if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0 || (r = vm_setup_rest(vm, false, err)) < 0)
+    if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0) {
+        if (us.why[0])
+            seterr(err, 1, r, "%s", us.why);
+        goto out;
+    }
+    if ((r = vm_setup_rest(vm, false, err)) < 0)
         goto out;
     if ((r = devtab_restore(vm, &rc, secs, nsecs, err)) < 0)
         goto out;
@@ -615,8 +630,9 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     if ((r = restore_virtio(vm, err)) < 0)
         goto out;
     vm->map_hook = NULL;
-    /* The next diff is against this snapshot. */
-    if (vm->dirty_log && snapdiff_set_last(vm, rc.state_path, rc.mem_path, snap_file_checksum(buf, len),
+    /* The next diff is against this snapshot (not one whose memory a
+     * handler served: moat cannot tell which file that was). */
+    if (vm->dirty_log && !uffd && snapdiff_set_last(vm, rc.state_path, rc.mem_path, snap_file_checksum(buf, len),
                                            chain.depth) < 0)
         log_warn("restore: cannot resolve %s: the first snapshot must be a full one", rc.state_path);
     atomic_store(&vm->t_kvm_ready, clock_mono_ns());
