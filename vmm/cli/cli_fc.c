@@ -55,6 +55,8 @@ struct fcvm {
     size_t nnets;
     bool has_vsock;
     struct fc_vsock vsock;
+    bool has_entropy;           /* PUT /entropy: a virtio-rng device */
+    struct fc_entropy entropy;
     bool has_mmds_cfg;
     struct fc_mmds_config mmds_cfg;
     char *mmds_doc;
@@ -235,9 +237,11 @@ static json_t *vm_config_json(const struct fcvm *s)
                                            (int)flog.show_origin)
                                : json_null();
     json_t *mt = s->has_metrics ? json_pack("{s:s}", "metrics_path", s->metrics.metrics_path) : json_null();
-    return json_pack("{s:n,s:o,s:o,s:n,s:o,s:o,s:o,s:o,s:o,s:o,s:n}", "balloon", "drives", drives, "boot-source",
+    json_t *en = s->has_entropy ? json_pack("{s:o}", "rate_limiter", limiter_json(&s->entropy.rate_limiter))
+                                : json_null();
+    return json_pack("{s:n,s:o,s:o,s:n,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "balloon", "drives", drives, "boot-source",
                      boot, "cpu-config", "logger", lg, "machine-config", machine_json(s), "metrics", mt,
-                     "mmds-config", mm, "network-interfaces", nets, "vsock", vs, "entropy");
+                     "mmds-config", mm, "network-interfaces", nets, "vsock", vs, "entropy", en);
 }
 
 /* ---- metrics: one JSON line ---- */
@@ -447,8 +451,8 @@ static unsigned instance_start(struct fcvm *s, struct reply *rep)
         }
         cfg.cmdline = cmdline;
     }
-    static struct moat_device devs[MOAT_MAX_DRIVES + FC_MAX_IFACES];
-    static char opts[MOAT_MAX_DRIVES + FC_MAX_IFACES][OPT_CAP];
+    static struct moat_device devs[MOAT_MAX_DRIVES + FC_MAX_IFACES + 1];
+    static char opts[MOAT_MAX_DRIVES + FC_MAX_IFACES + 1][OPT_CAP];
     size_t nd = 0;
     for (int pass = 0; pass < 2; pass++)
         for (size_t i = 0; i < s->ndrives; i++) {
@@ -476,6 +480,13 @@ static unsigned instance_start(struct fcvm *s, struct reply *rep)
         if (mmds_on(s, n->iface_id))
             opt_add(opts[nd], OPT_CAP, s->mmds_cfg.v1 ? "mmds_v1" : "mmds", NULL, false);
         devs[nd] = (struct moat_device){ "net", opts[nd] };
+        nd++;
+    }
+    if (s->has_entropy) {
+        /* virtio-rng (devices/rng): its limiter keys are bw= and ops=. */
+        opts[nd][0] = 0;
+        limiter_opts(opts[nd], OPT_CAP, "", &s->entropy.rate_limiter);
+        devs[nd] = (struct moat_device){ "rng", opts[nd] };
         nd++;
     }
     cfg.devices = nd ? devs : NULL;
@@ -511,15 +522,13 @@ static unsigned snapshot_load(struct fcvm *s, const struct fc_snap_load *l, stru
 {
     if (s->configured)
         return fault(rep, "Loading a microVM snapshot not allowed after configuring boot-specific resources.");
-    /* To wire when libmoat has the userfaultfd backend: l->mem_path is then
-     * the handler's Unix socket (Firecracker's handshake), not a file. */
-    if (l->uffd)
-        return fault(rep, "Load snapshot error: mem_backend `Uffd` is not supported by this moat build yet "
-                          "(use `File`)");
     struct moat_restore_config rc;
     moat_restore_config_init(&rc);
     rc.state_path = l->snapshot_path;
-    rc.mem_path = l->mem_path;
+    /* Uffd: l->mem_path is the page-fault handler's Unix socket; moat sends
+     * it Firecracker's handshake (docs/uffd.md). */
+    rc.mem_path = l->uffd ? NULL : l->mem_path;
+    rc.mem_uffd_socket = l->uffd ? l->mem_path : NULL;
     rc.console_in = -1;
     rc.console_out = STDOUT_FILENO;
     rc.flags = MOAT_F_FC_THREAD_NAMES | (l->enable_diff_snapshots ? MOAT_F_DIRTY_LOG : 0);
@@ -912,12 +921,13 @@ static unsigned dispatch(struct fcvm *s, enum fc_ep ep, enum fc_method m, const 
         break;
     case FC_EP_ENTROPY:
         DECODE(fc_decode_entropy(body, len, &u->en, why, sizeof why));
-        /* To wire when libmoat has virtio-rng: before boot, keep u->en
-         * (its rate_limiter) in s, mark s->configured, and let
-         * instance_start add the device (as the drives' and interfaces'
-         * struct moat_device); after boot, not_after_boot; in GET
-         * /vm/config, "entropy". */
-        st = fault(rep, "The entropy device (virtio-rng) is not supported by this moat build yet.");
+        if (booted) {
+            st = fault(rep, not_after_boot);
+            break;
+        }
+        s->entropy = u->en;
+        s->has_entropy = s->configured = true;
+        st = rep->status = 204;
         break;
     case FC_EP_BALLOON:
         st = fault(rep, "The balloon device is not supported by moat.");
