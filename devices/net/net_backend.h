@@ -57,8 +57,8 @@ struct net_backend_ops {
      * flush at the end of each pass: submit the frames send queued (one
      * batch) and post reads; take the completions in. *refused: frames an
      * earlier send returned 0 for that the backend then refused (as send's
-     * -EMSGSIZE / -EINVAL). >0: completions were taken (look again: frames,
-     * room); 0: none; -errno: the backend failed. */
+     * -EMSGSIZE / -EINVAL). >0: frames came in, or room for send after it
+     * said -EAGAIN (look again); 0: neither; -errno: the backend failed. */
     int (*flush)(struct net_backend *b, unsigned *refused);
     /* quiesce before the I/O thread ends (a stop): nothing posted stays in
      * flight on that thread's behalf; frames already read are kept. */

@@ -45,6 +45,8 @@ struct net_uring {
     unsigned tx_queued;         /* writes queued, not submitted yet */
     struct io_uring_sqe *chain_tail;   /* the last write queued, linked to what comes next */
     unsigned refused;
+    unsigned news;              /* frames read, or room after send said -EAGAIN: since the flush began */
+    bool tx_blocked;            /* send said -EAGAIN */
     int failed;                 /* 0, or the file's error */
     bool probe_done;
     int probe_res;
@@ -138,6 +140,7 @@ static void on_cqe(struct net_uring *u, uint64_t ud, int res)
         if (res > 0) {
             u->rx_len[i] = (uint32_t)res;
             u->rx_state[i] = S_READY;
+            u->news++;
             u->ready[(u->ready_head + u->ready_n++) % NET_URING_MAX_SLOTS] = (uint16_t)i;
         } else if (res == 0) {
             fail(u, -EPIPE);
@@ -158,6 +161,8 @@ static void on_cqe(struct net_uring *u, uint64_t ud, int res)
         else if (res < 0 || (uint32_t)res != u->tx_len[i])
             u->refused++;       /* a TAP takes a frame whole or not at all */
         u->tx_free[u->ntx_free++] = (uint16_t)i;
+        if (u->tx_blocked)
+            u->news++;
         break;
     case K_CANCEL:
         if (u->cancels)
@@ -204,8 +209,11 @@ int net_uring_send(struct net_uring *u, const struct iovec *iov, unsigned n)
         reap(u);
     /* no new write while one submitted waits (a TAP never makes one
      * wait): the next batch would not be ordered after it */
-    if (u->ntx_free == 0 || u->tx_inflight > u->tx_queued)
+    if (u->ntx_free == 0 || u->tx_inflight > u->tx_queued) {
+        u->tx_blocked = true;
         return u->failed ? u->failed : -EAGAIN;
+    }
+    u->tx_blocked = false;
     unsigned i = u->tx_free[--u->ntx_free];
     uint8_t *p = u->txmem + (size_t)i * u->slot;
     for (unsigned k = 0; k < n; k++) {
@@ -244,22 +252,26 @@ void net_uring_recv_done(struct net_uring *u)
 
 int net_uring_flush(struct net_uring *u, unsigned *refused)
 {
-    uint64_t v;
-    if (read(u->efd, &v, sizeof v) < 0 && errno != EAGAIN && errno != EINTR)
-        log_debug("%s: eventfd: %s", u->name, strerror(errno));
-    unsigned n = reap(u);
+    u->news = 0;
+    reap(u);
     for (unsigned i = 0; i < u->nrx && !u->failed; i++)
         if (u->rx_state[i] == S_FREE)
             post_read(u, i);
     submit(u);
-    n += reap(u);
+    /* drained after the submit (whose own completions, a TAP's writes,
+     * signalled it: no wake-up for those), before the completions are
+     * taken in: one that comes later signals it anew */
+    uint64_t v;
+    if (read(u->efd, &v, sizeof v) < 0 && errno != EAGAIN && errno != EINTR)
+        log_debug("%s: eventfd: %s", u->name, strerror(errno));
+    reap(u);
     if (refused) {
         *refused = u->refused;
         u->refused = 0;
     }
     if (u->failed)
         return u->failed;
-    return n > 0;
+    return u->news > 0;
 }
 
 /* Wait for one completion at least and take them in; false: the wait

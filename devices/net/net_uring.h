@@ -23,8 +23,8 @@
  *    UNREGISTER_FILES (to let go of the file on destroy). Then it is
  *    enabled: nothing else can be registered, no other file reached.
  *  - The caller polls net_uring_eventfd() for readability: it is signalled
- *    for every completion. A flush drains it first, then takes every
- *    completion in.
+ *    for every completion. A flush drains it after its submit, then takes
+ *    every completion in.
  *  - Requests belong to the thread that submitted them: all calls but
  *    create/destroy come from one thread at a time, and that thread calls
  *    net_uring_quiesce before it ends (posted reads are cancelled; frames
@@ -77,12 +77,12 @@ ssize_t net_uring_recv(struct net_uring *u, const uint8_t **data);
  * posted again at the next flush. */
 void net_uring_recv_done(struct net_uring *u);
 
-/* Drain the eventfd, post a read into every free receive slot, submit what
- * is queued (one system call), and take the completions in. *refused (may
+/* Post a read into every free receive slot, submit what is queued (one
+ * system call), drain the eventfd, and take the completions in. *refused (may
  * be NULL): frames queued by earlier sends that the file refused since the
- * last call (-EMSGSIZE / -EINVAL, or a short write). >0: completions were
- * taken (frames may be ready, slots free: look again); 0: none; -errno: the
- * file failed. */
+ * last call (-EMSGSIZE / -EINVAL, or a short write). >0: frames were read,
+ * or room came for send after it said -EAGAIN (look again); 0: neither;
+ * -errno: the file failed. */
 int net_uring_flush(struct net_uring *u, unsigned *refused);
 
 /* Cancel the posted reads and wait until nothing is in flight. Frames
