@@ -274,22 +274,22 @@ int net_uring_flush(struct net_uring *u, unsigned *refused)
     return u->news > 0;
 }
 
-/* Wait for one completion at least and take them in; false: the wait
- * itself failed (logged). */
+/* Wait (at most 1 s) for one completion and take in what came; false:
+ * nothing came, or the wait itself failed (logged). */
 static bool wait_some(struct net_uring *u)
 {
     struct io_uring_cqe *cqe;
+    struct __kernel_timespec ts = { .tv_sec = 1 };
     end_chain(u);
-    int r = io_uring_submit_and_wait(&u->ring, 1);
+    int r = (u->ring.features & IORING_FEAT_EXT_ARG) ? io_uring_submit_and_wait_timeout(&u->ring, &cqe, 1, &ts, NULL)
+                                                     : io_uring_submit_and_wait(&u->ring, 1);
     if (r >= 0)
         u->tx_queued = 0;
     if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
         log_err("%s: io_uring_enter: %s", u->name, strerror(-r));
         return false;
     }
-    if (io_uring_peek_cqe(&u->ring, &cqe) == 0)
-        reap(u);
-    return true;
+    return reap(u) > 0 || r == -EINTR;
 }
 
 void net_uring_quiesce(struct net_uring *u)
@@ -307,9 +307,14 @@ void net_uring_quiesce(struct net_uring *u)
         io_uring_sqe_set_data64(sqe, UD(K_CANCEL, i));
         u->cancels++;
     }
-    while (u->rx_posted || u->tx_inflight || u->cancels)
-        if (!wait_some(u))
-            break;
+    /* a cancelled read completes at once; a write to a TAP never waits:
+     * 10 s without a completion is a kernel that does not answer (logged,
+     * rather than a stop that never ends) */
+    for (unsigned idle = 0; (u->rx_posted || u->tx_inflight || u->cancels) && idle < 10;)
+        idle = wait_some(u) ? 0 : idle + 1;
+    if (u->rx_posted || u->tx_inflight || u->cancels)
+        log_err("%s: io_uring: %u reads, %u writes, %u cancels still in flight after 10 s", u->name, u->rx_posted,
+                u->tx_inflight, u->cancels);
 }
 
 int net_uring_try_op(struct net_uring *u, uint8_t opcode, uint8_t sqe_flags)
@@ -323,10 +328,9 @@ int net_uring_try_op(struct net_uring *u, uint8_t opcode, uint8_t sqe_flags)
     sqe->fd = (sqe_flags & IOSQE_FIXED_FILE) ? 0 : -1;
     io_uring_sqe_set_data64(sqe, UD(K_PROBE, 0));
     u->probe_done = false;
-    while (!u->probe_done)
-        if (!wait_some(u))
-            return -EIO;
-    return u->probe_res;
+    for (unsigned idle = 0; !u->probe_done && idle < 10;)
+        idle = wait_some(u) ? 0 : idle + 1;
+    return u->probe_done ? u->probe_res : -ETIME;
 }
 
 int net_uring_try_register(struct net_uring *u, int fd)
