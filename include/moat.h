@@ -350,7 +350,15 @@ long moat_device_get(struct moat_vm *vm, const char *type, const char *id, const
  *    without overlay are reopened as they are: a writable one is refused
  *    (-EINVAL: every child would write the same image); read-only ones are
  *    shared;
- *  - console_in[i] / console_out[i] (NULL arrays: -1, nothing).
+ *  - console_in[i] / console_out[i] (NULL arrays: -1, nothing);
+ *  - for each net device k of the parent on a TAP (k counts those only, in
+ *    slot order): a TAP of its own (one process at a time holds a TAP),
+ *    net_taps[i * ntaps + k] if net_taps is not NULL, else net_tap_fmt
+ *    with its %u replaced by i (and a second %u by k: required when the
+ *    parent has more than one); each name 1 to 15 bytes without '/'. Two
+ *    children given one TAP, or a child given its parent's, is refused
+ *    (-EINVAL, naming them). The parent's net devices on passt (user)
+ *    need nothing: each child starts its own passt.
  * Templates take exactly the %u conversions named (and %%), nothing else.
  * Only the first clone is made while parent is paused; the other children's
  * are copied from it afterwards. On failure nothing is left: children made
@@ -368,6 +376,8 @@ struct moat_fork_config {
     const int *console_out;       /* n entries, or NULL */
     uint32_t flags;               /* MOAT_F_* for the children */
     int kick_signal;
+    const char *const *net_taps;  /* n * ntaps entries, or NULL */
+    const char *net_tap_fmt;      /* e.g. "vmtap%u" */
 };
 void moat_fork_config_init(struct moat_fork_config *fc);
 int moat_fork(struct moat_vm *parent, const struct moat_fork_config *fc, struct moat_vm **children,

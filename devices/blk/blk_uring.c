@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifdef MOAT_HAVE_URING
@@ -18,6 +17,7 @@
 #endif
 
 #include "devices/virtio/evloop.h"
+#include "devices/virtio/uring_restrict.h"
 #include "vmm/base/log.h"
 
 #define TAG_IO   0u
@@ -453,12 +453,6 @@ static void *uring_thread(void *arg)
     return NULL;
 }
 
-static int uring_register(struct io_uring *ring, unsigned op, void *arg, unsigned n)
-{
-    long r = syscall(__NR_io_uring_register, ring->ring_fd, op, arg, n);
-    return r < 0 ? -errno : 0;
-}
-
 static int uring_setup(struct blk_engine *e, char *why, size_t wlen)
 {
     struct io_uring_params p;
@@ -484,28 +478,9 @@ static int uring_setup(struct blk_engine *e, char *why, size_t wlen)
     }
     static const uint8_t ops[] = { IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_FSYNC,
                                    IORING_OP_FALLOCATE, IORING_OP_READ, IORING_OP_POLL_ADD };
-    struct io_uring_restriction res[sizeof ops + 2];
-    memset(res, 0, sizeof res);
-    unsigned n = 0;
-    for (size_t i = 0; i < sizeof ops; i++, n++) {
-        res[n].opcode = IORING_RESTRICTION_SQE_OP;
-        res[n].sqe_op = ops[i];
-    }
-    res[n].opcode = IORING_RESTRICTION_SQE_FLAGS_ALLOWED;
-    res[n++].sqe_flags = IOSQE_FIXED_FILE;
-    res[n].opcode = IORING_RESTRICTION_SQE_FLAGS_REQUIRED;
-    res[n++].sqe_flags = IOSQE_FIXED_FILE;
-    /* Raw io_uring_register(2): liburing 2.3 as packaged in Debian 12 does
-     * not export io_uring_register_restrictions/io_uring_enable_rings. */
-    if ((r = uring_register(&e->ring, IORING_REGISTER_RESTRICTIONS, res, n)) < 0) {
-        snprintf(why, wlen, "io_uring restrictions: %s", strerror(-r));
-        return r;
-    }
-    if ((r = uring_register(&e->ring, IORING_REGISTER_ENABLE_RINGS, NULL, 0)) < 0) {
-        snprintf(why, wlen, "io_uring enable: %s", strerror(-r));
-        return r;
-    }
-    return 0;
+    struct uring_rules rules = { .ops = ops, .nops = sizeof ops, .flags_allowed = IOSQE_FIXED_FILE,
+                                 .flags_required = IOSQE_FIXED_FILE };
+    return uring_restrict_enable(&e->ring, &rules, why, wlen);
 }
 #endif
 

@@ -1,7 +1,15 @@
 /* Where a virtio-net device's frames go and come from: a TAP device
  * (devices/net/net_tap.c) or passt, user-mode networking over a Unix
  * socket (devices/net/net_passt.c). The device's I/O thread is the only
- * caller; a backend never blocks it (its fd is non-blocking). */
+ * caller; a backend never blocks it (its fd is non-blocking).
+ *
+ * A backend is synchronous (send and recv move the frame before they
+ * return; fd is the file itself) or asynchronous (async: the TAP backend on
+ * io_uring, devices/net/net_uring.h): send queues the frame, recv hands
+ * out frames read ahead, and flush submits what was queued and takes the
+ * completions in; fd is an eventfd, readable when something completed
+ * (frames in, room for send after -EAGAIN): the device watches it for
+ * input only, never for output. */
 #ifndef MOAT_NET_BACKEND_H
 #define MOAT_NET_BACKEND_H
 
@@ -45,12 +53,24 @@ struct net_backend_ops {
     int (*set_offloads)(struct net_backend *b, uint64_t guest_features);
     /* Close it (and stop what it started: passt). */
     void (*destroy)(struct net_backend *b);
+    /* Asynchronous backends only (NULL for the others), on the I/O thread:
+     * flush at the end of each pass: submit the frames send queued (one
+     * batch) and post reads; take the completions in. *refused: frames an
+     * earlier send returned 0 for that the backend then refused (as send's
+     * -EMSGSIZE / -EINVAL). >0: frames came in, or room for send after it
+     * said -EAGAIN (look again); 0: neither; -errno: the backend failed. */
+    int (*flush)(struct net_backend *b, unsigned *refused);
+    /* quiesce before the I/O thread ends (a stop): nothing posted stays in
+     * flight on that thread's behalf; frames already read are kept. */
+    void (*quiesce)(struct net_backend *b);
 };
 
 struct net_backend {
     const struct net_backend_ops *ops;
-    int fd;                     /* poll for POLLIN (frames), POLLOUT after -EAGAIN */
+    int fd;                     /* poll for POLLIN (frames), POLLOUT after -EAGAIN;
+                                 * async: POLLIN for both */
     bool vnet_hdr;              /* frames carry a virtio-net header: offloads possible */
+    bool async;                 /* flush and quiesce are set (above) */
 };
 
 #endif

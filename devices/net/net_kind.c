@@ -547,9 +547,17 @@ static long net_get(void *priv, const char *key, char *buf, size_t len)
     return (long)n;
 }
 
-/* A fork's child: a MAC of its own. */
-static int net_fork_identity(struct devopts *o)
+/* A fork's child: a MAC of its own, and a TAP of its own (one process
+ * at a time holds a TAP: the parent's is not the child's to take). */
+static int net_fork_identity(struct devopts *o, const struct devopts *ovr, char *why, size_t wlen)
 {
+    const char *tap = devopt_get(o, "tap"), *otap = ovr ? devopt_get(ovr, "tap") : NULL;
+    if (tap && !(ovr && devopt_get(ovr, "user")) && (!otap || !strcmp(otap, tap))) {
+        snprintf(why, wlen, "a fork's child cannot share its parent's TAP %s: give it one of its own "
+                 "(moat restore --fork-child --net tap=NAME; moat fork --tap NAME%%u; moat_fork: net_tap_fmt or "
+                 "net_taps)", tap);
+        return -EINVAL;
+    }
     uint8_t m[6];
     char ms[18];
     net_random_mac(m);

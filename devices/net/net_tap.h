@@ -16,4 +16,11 @@
  * about a missing capability or device). */
 int net_tap_open(const char *name, struct net_backend **out, char *why, size_t wlen);
 
+/* The backend on fd, set up already (frames with the 12-byte virtio-net
+ * header, one per read or write): net_tap_open's second half; tests give
+ * it one end of a SOCK_SEQPACKET pair. Takes fd (closed on failure). With
+ * liburing the backend is asynchronous (io_uring, net_uring.h) and a host
+ * that refuses io_uring is an error saying so. 0 or -errno with why. */
+int net_tap_from_fd(int fd, const char *name, struct net_backend **out, char *why, size_t wlen);
+
 #endif

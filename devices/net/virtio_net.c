@@ -429,7 +429,14 @@ static void rx_process(struct virtio_net *n)
         n->rx_starved = true;
         return;
     }
-    for (unsigned k = 0; k < RX_BATCH; k++) {
+    for (unsigned k = 0; ; k++) {
+        if (k == RX_BATCH) {
+            /* maybe more: an asynchronous backend's frames read ahead
+             * wake nothing, so come back at the loop's next pass */
+            if (!evloop_timer_armed(&n->tx_more))
+                evloop_timer_arm(n->loop, &n->tx_more, 0);
+            return;
+        }
         if (!rx_next(n))
             return;
         if (!n->rx_charged) {
@@ -470,18 +477,38 @@ int virtio_net_inject(struct virtio_net *n, const uint8_t *frame, size_t len)
  * none is held, room while a frame waits to be sent. */
 static void work(struct virtio_net *n)
 {
-    tx_process(n);
-    if (n->inj_n)               /* answers of a local endpoint */
-        n->rx_starved = false;
-    if (!n->rx_starved)
-        rx_process(n);
+    for (unsigned pass = 0;; pass++) {
+        tx_process(n);
+        if (n->inj_n)           /* answers of a local endpoint */
+            n->rx_starved = false;
+        if (!n->rx_starved)
+            rx_process(n);
+        if (!n->be->async || n->be_failed)
+            break;
+        /* an asynchronous backend: the batch goes to the kernel; what
+         * completed meanwhile (frames, room) is looked at again, since the
+         * flush took its wake-up */
+        unsigned refused = 0;
+        int r = n->be->ops->flush(n->be, &refused);
+        if (refused)
+            STAT_ADD(n, st_tx_be_err, refused);
+        if (r < 0)
+            backend_failed(n, r);
+        if (r <= 0)
+            break;
+        if (pass == 3) {        /* enough for one wake-up: the rest at the next pass */
+            if (!evloop_timer_armed(&n->tx_more))
+                evloop_timer_arm(n->loop, &n->tx_more, 0);
+            break;
+        }
+    }
     vqueues_publish(&n->vq, NULL);
     uint32_t ev = 0;
     if (!n->be_failed) {
         if (!n->rx_starved && !n->rx_held)
             ev |= EVLOOP_IN;
-        if (n->tx_held)
-            ev |= EVLOOP_OUT;
+        if (n->tx_held)         /* an asynchronous backend's room comes as input */
+            ev |= n->be->async ? EVLOOP_IN : EVLOOP_OUT;
     }
     evloop_mod(n->loop, n->be->fd, ev);
 }
@@ -521,6 +548,8 @@ static void *io_thread(void *arg)
     int r = evloop_run(n->loop);
     if (r < 0)
         log_err("%s: event loop: %s: device stopped", n->name, strerror(-r));
+    if (n->be->async)           /* nothing left posted on this thread's behalf */
+        n->be->ops->quiesce(n->be);
     return NULL;
 }
 

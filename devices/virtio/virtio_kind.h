@@ -71,9 +71,12 @@ struct virtio_kind {
      * rec with the override's keys given anew; refuse a merge that would
      * lose or break something (0 or -errno with why). */
     int (*override_check)(const struct devopts *rec, const struct devopts *merged, char *why, size_t wlen);
-    /* A fork's child (MOAT_F_FORK_CHILD; may be NULL): set in o what must
-     * differ from the parent's (net: a new MAC); an override still wins. */
-    int (*fork_identity)(struct devopts *o);
+    /* A fork's child (MOAT_F_FORK_CHILD; may be NULL): set in o (the
+     * record) what must differ from the parent's (net: a new MAC); an
+     * override (ovr, NULL: none) still wins. -errno with why when the
+     * child cannot have what the record says and ovr gives nothing else
+     * (net: its parent's TAP). */
+    int (*fork_identity)(struct devopts *o, const struct devopts *ovr, char *why, size_t wlen);
     /* After a restore made it (may be NULL): true if the guest needs the
      * post-restore fix-up through the agent (vmm/agent/fixup.c). */
     bool (*restored)(void *priv);

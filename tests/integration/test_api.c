@@ -6,6 +6,7 @@
 #include <check.h>
 #include <sched.h>
 #include <errno.h>
+#include <net/if.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
@@ -1111,6 +1112,47 @@ START_TEST(net_device_identity)
     ck_assert_int_eq(moat_start(vm), 0);
     ck_assert_int_eq(moat_pause(vm), 0);
     ck_assert_int_eq(moat_snapshot(vm, state, mem), 0);
+    /* moat_fork: each child needs a TAP of its own; a clash is refused
+     * before anything is written, naming it */
+    char fstate[4200], fmem[4200];
+    snprintf(fstate, sizeof(fstate), "%s/fstate", dir);
+    snprintf(fmem, sizeof(fmem), "%s/fmem", dir);
+    struct moat_fork_config fc;
+    moat_fork_config_init(&fc);
+    fc.state_path = fstate;
+    fc.mem_path = fmem;
+    struct moat_vm *kids[2] = { NULL, NULL };
+    ck_assert_int_eq(moat_fork(vm, &fc, kids, 2, &e), -EINVAL);
+    ck_assert(e.is_config);
+    ck_assert_msg(strstr(e.msg, "net0 is on TAP mt0"), "%s", e.msg);
+    const char *same[2] = { "mtk", "mtk" }, *parents[2] = { "mtq", "mt0" }, *bad[2] = { "mtq", "a/b" };
+    fc.net_taps = same;
+    ck_assert_int_eq(moat_fork(vm, &fc, kids, 2, &e), -EINVAL);
+    ck_assert_msg(strstr(e.msg, "children 0 and 1 would share TAP mtk"), "%s", e.msg);
+    fc.net_taps = parents;
+    ck_assert_int_eq(moat_fork(vm, &fc, kids, 2, &e), -EINVAL);
+    ck_assert_msg(strstr(e.msg, "child 1 net net0 would share its parent's TAP mt0"), "%s", e.msg);
+    fc.net_taps = bad;
+    ck_assert_int_eq(moat_fork(vm, &fc, kids, 2, &e), -EINVAL);
+    ck_assert_msg(strstr(e.msg, "'a/b'"), "%s", e.msg);
+    fc.net_taps = NULL;
+    fc.net_tap_fmt = "mtk%s";
+    ck_assert_int_eq(moat_fork(vm, &fc, kids, 2, &e), -EINVAL);
+    fc.net_tap_fmt = "mtk";                             /* no %u: every child the same */
+    ck_assert_int_eq(moat_fork(vm, &fc, kids, 2, &e), -EINVAL);
+    ck_assert_int_eq(access(fstate, F_OK), -1);
+    fc.net_tap_fmt = "mtk%u";
+    ck_assert_msg(moat_fork(vm, &fc, kids, 2, &e) == 0, "moat_fork: %s", e.msg);
+    ck_assert_uint_gt(if_nametoindex("mtk0"), 0);       /* each child made and holds its own */
+    ck_assert_uint_gt(if_nametoindex("mtk1"), 0);
+    mac_of(kids[0], m1);
+    mac_of(kids[1], m2);
+    ck_assert_str_ne(m1, m0);
+    ck_assert_str_ne(m1, m2);
+    moat_destroy(kids[0]);
+    moat_destroy(kids[1]);
+    unlink(fstate);
+    unlink(fmem);
     moat_stop(vm);
     struct moat_exit ex;
     ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
@@ -1129,8 +1171,21 @@ START_TEST(net_device_identity)
     mac_of(vm, m1);
     ck_assert_str_eq(m1, m0);
     moat_destroy(vm);
-    /* two fork children: each a MAC of its own, unicast and local */
+    /* a fork's child on its parent's TAP (no override, or the same name)
+     * is refused, saying what to give */
     rc.flags = MOAT_F_FORK_CHILD;
+    rc.devices = NULL;
+    rc.ndevices = 0;
+    ck_assert_int_eq(moat_restore(&rc, &vm, &e), -EINVAL);
+    ck_assert(e.is_config);
+    ck_assert_msg(strstr(e.msg, "cannot share its parent's TAP mt0"), "%s", e.msg);
+    ov.options = "tap=mt0";
+    rc.devices = &ov;
+    rc.ndevices = 1;
+    ck_assert_int_eq(moat_restore(&rc, &vm, &e), -EINVAL);
+    ck_assert_msg(strstr(e.msg, "cannot share its parent's TAP mt0"), "%s", e.msg);
+    ov.options = "tap=mt1";
+    /* two fork children: each a MAC of its own, unicast and local */
     ck_assert_msg(moat_restore(&rc, &vm, &e) == 0, "%s", e.msg);
     mac_of(vm, m1);
     moat_destroy(vm);

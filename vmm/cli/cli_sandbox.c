@@ -38,7 +38,7 @@ static const char usage_sandbox[] =
     "       moat start [--wait SEC] NAME\n"
     "       moat snapshot NAME --tag T\n"
     "       moat reset [--wait SEC] NAME --to T\n"
-    "       moat fork NAME --count N [--prefix P] [--wait SEC]\n"
+    "       moat fork NAME --count N [--prefix P] [--tap NAME%u] [--wait SEC]\n"
     "       moat diff NAME --against T [--files]\n"
     "       moat exec NAME [exec options] -- CMD...   moat cp SRC NAME:PATH | NAME:PATH DST\n"
     "       moat set NAME TYPE[:ID] KEY VALUE      (a device while it runs: docs/devices.md)\n"
@@ -64,6 +64,9 @@ struct sbx {
      * got it (absolute paths, overlay= included); heap strings. */
     char *drive[MOAT_MAX_DRIVES];
     unsigned ndrive;
+    /* net.tap= of the config: a fork's own TAP (moat fork --tap), given to
+     * every restore as --net tap=NAME; "" none */
+    char tap[16];
 };
 
 enum sbx_state { ST_RUNNING, ST_PAUSED, ST_STOPPED, ST_DEAD, ST_HUNG };
@@ -249,6 +252,11 @@ static void read_config(struct sbx *s)
             continue;
         }
         snprintf(line, sizeof line, "%s", big);
+        if (!strncmp(line, "net.tap=", 8)) {
+            line[strcspn(line, "\n")] = 0;
+            if (strlen(line + 8) < sizeof s->tap)
+                memcpy(s->tap, line + 8, strlen(line + 8) + 1);
+        }
         if (!strcmp(line, "ephemeral=1\n"))
             s->ephemeral = 1;
         else if (!strcmp(line, "rw_drive=1\n"))
@@ -595,10 +603,16 @@ static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
  * needs them, and they are what every snapshot of s recorded anyway). */
 static int start_from(struct sbx *s, const char *snapdir, double wait, bool fork_child)
 {
-    char *extra[2 * MOAT_MAX_DRIVES + 2];
+    char *extra[2 * MOAT_MAX_DRIVES + 4];
+    char tapopt[32];
     int n = 0;
     if (fork_child)         /* its devices take an identity of their own (net: a MAC) */
         extra[n++] = "--fork-child";
+    if (s->tap[0]) {        /* a fork's own TAP, not its parent's */
+        snprintf(tapopt, sizeof tapopt, "tap=%s", s->tap);
+        extra[n++] = "--net";
+        extra[n++] = tapopt;
+    }
     for (unsigned i = 0; i < s->ndrive; i++) {
         extra[n++] = "--drive";
         extra[n++] = s->drive[i];
@@ -1304,9 +1318,20 @@ out:
     return rc;
 }
 
+/* fmt (one %u, checked) with the %u replaced by num: its length. */
+static size_t tap_name(const char *fmt, unsigned long num, char *out, size_t len)
+{
+    const char *pc = strstr(fmt, "%u");
+    char b[96];
+    int k = snprintf(b, sizeof b, "%.*s%lu%.40s", (int)(pc - fmt) > 40 ? 40 : (int)(pc - fmt), fmt, num, pc + 2);
+    if (len)
+        snprintf(out, len, "%.*s", (int)(len - 1), b);
+    return k < 0 ? 0 : (size_t)k;
+}
+
 static int cmd_fork(int argc, char **argv)
 {
-    const char *name = NULL, *prefix = NULL;
+    const char *name = NULL, *prefix = NULL, *tapfmt = NULL;
     unsigned long count = 0;
     double wait = DEFAULT_WAIT;
     for (int i = 1; i < argc; i++) {
@@ -1314,6 +1339,8 @@ static int cmd_fork(int argc, char **argv)
             count = parse_uint(argv[++i], "--count", 1000);
         } else if (!strcmp(argv[i], "--prefix") && i + 1 < argc) {
             prefix = argv[++i];
+        } else if (!strcmp(argv[i], "--tap") && i + 1 < argc) {
+            tapfmt = argv[++i];
         } else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
             if (parse_wait(argv[++i], &wait) < 0)
                 return EXIT_USAGE;
@@ -1325,11 +1352,21 @@ static int cmd_fork(int argc, char **argv)
         }
     }
     if (!name || count == 0) {
-        fprintf(stderr, "usage: moat fork NAME --count N [--prefix P] [--wait SEC]\n");
+        fprintf(stderr, "usage: moat fork NAME --count N [--prefix P] [--tap NAME%%u] [--wait SEC]\n");
         return EXIT_USAGE;
     }
     if (!prefix)
         prefix = name;
+    if (tapfmt) {           /* each child's own TAP: one %u, the child's number */
+        const char *pc = strchr(tapfmt, '%');
+        char t[64];
+        if (!pc || pc[1] != 'u' || strchr(pc + 2, '%') || strchr(tapfmt, '/') || strchr(tapfmt, ',') ||
+            tap_name(tapfmt, count, t, sizeof t) > 15) {
+            fprintf(stderr, "moat: --tap '%s': a TAP name with one %%u (the child's number, 1..N), at most 15 "
+                            "bytes once expanded, without '/' or ','\n", tapfmt);
+            return EXIT_USAGE;
+        }
+    }
     struct sbx s;
     if (sbx_open(&s, name, 1) < 0)
         return 1;
@@ -1376,7 +1413,7 @@ static int cmd_fork(int argc, char **argv)
     FILE *pf = fopen(sp(&s, "config", parent_cfg, sizeof parent_cfg), "re");
     size_t clen = 0;
     while (pf && clen < 60000 && fgets(cfg + clen, (int)(60000 - clen), pf))
-        if (strncmp(cfg + clen, "drive.", 6))   /* a child's own come below */
+        if (strncmp(cfg + clen, "drive.", 6) && strncmp(cfg + clen, "net.tap=", 8))   /* a child's own below */
             clen += strlen(cfg + clen);
     cfg[clen] = 0;
     if (pf)
@@ -1391,6 +1428,10 @@ static int cmd_fork(int argc, char **argv)
         size_t kl = (size_t)snprintf(kcfg, 65536, "%s", cfg);
         for (unsigned n = 0; n < k->ndrive && kl < 65536; n++)
             kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "drive.%u=%s\n", n, k->drive[n]);
+        if (tapfmt && kl < 65536) {
+            tap_name(tapfmt, made + 1, k->tap, sizeof k->tap);
+            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "net.tap=%s\n", k->tap);
+        }
         k->dfd = open(k->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (kl >= 65536 || k->dfd < 0 || sbx_lock(k) < 0 ||
             write_file(sp(k, "config", p, sizeof p), kcfg) < 0) {

@@ -536,8 +536,10 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
         const struct devopts *use = rec;
         if ((rc->flags & MOAT_F_FORK_CHILD) && k->fork_identity) {
             /* a fork's child: its own identity first, an override on top */
-            if ((r = k->fork_identity(rec)) < 0) {
-                r = seterr(err, 0, r, "%s %s: a fork's own identity: %s", k->name, v[i].id, strerror(-r));
+            cwhy[0] = 0;
+            if ((r = k->fork_identity(rec, ov->have[i] ? &ov->o[i] : NULL, cwhy, sizeof(cwhy))) < 0) {
+                r = seterr(err, r == -EINVAL, r, "%s %s: a fork's own identity: %s", k->name, v[i].id,
+                           cwhy[0] ? cwhy : strerror(-r));
                 break;
             }
         }

@@ -13,6 +13,8 @@
 
 #include "devices/blk/overlay_disk.h"
 #include "devices/blk/virtio_blk.h"
+#include "devices/net/net_tap.h"
+#include "devices/virtio/devopt.h"
 #include "vmm/core/devtab.h"
 #include "vmm/base/log.h"
 #include "vmm/core/vm.h"
@@ -120,9 +122,14 @@ void moat_fork_config_init(struct moat_fork_config *fc)
     fc->size = sizeof(*fc);
 }
 
+#define FORK_MAX_TAPS 8u   /* TAP-backed net devices of one parent */
+
 struct fork_plan {
     size_t n;
     unsigned ndrives;
+    unsigned ntaps;
+    const char *tap_id[FORK_MAX_TAPS];  /* the parent's TAP-backed net devices: ids */
+    char **tap;             /* n * ntaps: each child's TAP names */
     char **vsock;           /* n, or NULL */
     char **ovl;             /* n * ndrives (NULL: drive without overlay) */
     bool *made;             /* n * ndrives: the clone exists (ours to remove) */
@@ -135,11 +142,66 @@ static void plan_free(struct fork_plan *p, bool unlink_clones)
             unlink(p->ovl[i]);
         free(p->ovl[i]);
     }
+    for (size_t i = 0; p->tap && i < p->n * p->ntaps; i++)
+        free(p->tap[i]);
+    free(p->tap);
     for (size_t i = 0; p->vsock && i < p->n; i++)
         free(p->vsock[i]);
     free(p->ovl);
     free(p->vsock);
     free(p->made);
+}
+
+/* Each child's own TAP for each of the parent's TAP-backed net devices
+ * (a TAP is held by one process at a time): named, checked, none shared. */
+static int plan_taps(struct moat_vm *vm, const struct moat_fork_config *fc, size_t n, struct fork_plan *p,
+                     struct moat_error *err)
+{
+    const char *parent_tap[FORK_MAX_TAPS];
+    for (unsigned i = 0; i < vm->ndev; i++) {
+        const char *t = strcmp(vm->dev[i].kind->type, "net") ? NULL : devopt_get(vm->dev[i].opts, "tap");
+        if (!t)
+            continue;
+        if (p->ntaps == FORK_MAX_TAPS)
+            return seterr(err, 1, -EINVAL, "the parent has more than %u net devices on TAPs", FORK_MAX_TAPS);
+        parent_tap[p->ntaps] = t;
+        p->tap_id[p->ntaps++] = vm->dev[i].id;
+    }
+    if (!p->ntaps)
+        return 0;
+    if (!fc->net_taps && !fc->net_tap_fmt)
+        return seterr(err, 1, -EINVAL, "the parent's net device %s is on TAP %s, which one process at a time "
+                      "can hold: give the children TAPs of their own (net_taps or net_tap_fmt)",
+                      p->tap_id[0], parent_tap[0]);
+    if (!fc->net_taps && check_template(fc->net_tap_fmt, 2) < 0 &&
+        (p->ntaps > 1 || check_template(fc->net_tap_fmt, 1) < 0))
+        return seterr(err, 1, -EINVAL, "net_tap_fmt must hold one %%u (the child) and, when the parent has "
+                      "more than one TAP, a second (its net device among them), and no other conversion");
+    p->tap = calloc(n * p->ntaps, sizeof(*p->tap));
+    if (!p->tap)
+        return seterr(err, 0, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++)
+        for (unsigned k = 0; k < p->ntaps; k++) {
+            size_t x = i * p->ntaps + k;
+            if (fc->net_taps && !fc->net_taps[x])
+                return seterr(err, 1, -EINVAL, "child %zu net %s: no TAP name", i, p->tap_id[k]);
+            p->tap[x] = fc->net_taps ? strdup(fc->net_taps[x]) : expand(fc->net_tap_fmt, (unsigned)i, k);
+            if (!p->tap[x])
+                return seterr(err, 0, -ENOMEM, "out of memory");
+            const char *t = p->tap[x];
+            if (!*t || strlen(t) > NET_TAP_NAME_MAX || strchr(t, '/') || strchr(t, ','))
+                return seterr(err, 1, -EINVAL, "child %zu net %s: TAP name '%.40s': 1 to %u bytes without '/' "
+                              "or ','", i, p->tap_id[k], t, NET_TAP_NAME_MAX);
+            for (unsigned j = 0; j < p->ntaps; j++)
+                if (!strcmp(t, parent_tap[j]))
+                    return seterr(err, 1, -EINVAL, "child %zu net %s would share its parent's TAP %s", i,
+                                  p->tap_id[k], t);
+            for (size_t y = 0; y < x; y++)
+                if (!strcmp(t, p->tap[y]))
+                    return seterr(err, 1, -EINVAL, "children %zu and %zu would share TAP %s", y / p->ntaps,
+                                  i, t);
+        }
+    return 0;
 }
 
 static int plan(struct moat_vm *vm, const struct moat_fork_config *fc, size_t n, struct fork_plan *p,
@@ -148,6 +210,9 @@ static int plan(struct moat_vm *vm, const struct moat_fork_config *fc, size_t n,
     memset(p, 0, sizeof(*p));
     p->n = n;
     p->ndrives = vm_ndrives(vm);
+    int r = plan_taps(vm, fc, n, p, err);
+    if (r < 0)
+        return r;
     if (vm_vsock(vm)) {
         if (!fc->vsock_uds && !fc->vsock_uds_fmt)
             return seterr(err, 1, -EINVAL, "the parent has a vsock device: give the children "
@@ -281,6 +346,14 @@ int moat_fork(struct moat_vm *parent, const struct moat_fork_config *fc_in, stru
         rc.ndrives = p.ndrives;
         rc.drive_overlays = p.ovl ? (const char *const *)&p.ovl[i * p.ndrives] : NULL;
         rc.vsock_uds = p.vsock ? p.vsock[i] : NULL;
+        struct moat_device nets[FORK_MAX_TAPS];
+        char nopt[FORK_MAX_TAPS][VIRTIO_KIND_ID_MAX + NET_TAP_NAME_MAX + 16];
+        for (unsigned k = 0; k < p.ntaps; k++) {
+            snprintf(nopt[k], sizeof nopt[k], "id=%s,tap=%s", p.tap_id[k], p.tap[i * p.ntaps + k]);
+            nets[k] = (struct moat_device){ .type = "net", .options = nopt[k] };
+        }
+        rc.devices = p.ntaps ? nets : NULL;
+        rc.ndevices = p.ntaps;
         struct moat_error e;
         r = moat_restore(&rc, &children[i], &e);
         if (r < 0) {
