@@ -35,6 +35,8 @@ struct moat_vm;
 #define MOAT_F_FORK_CHILD     (1u << 4)  /* moat_restore: a fork's child: its devices take an identity of
                                             their own (net: a new MAC unless an override gives one);
                                             moat_fork sets it */
+#define MOAT_F_NO_PREFETCH    (1u << 5)  /* moat_restore: do not prefetch the working set an earlier restore
+                                            recorded (MEMORY.ws; docs/snapshot-format.md) */
 
 struct moat_config {
     size_t size;              /* sizeof(struct moat_config); set by moat_config_init */
@@ -191,6 +193,12 @@ int moat_get_info(const struct moat_vm *vm, struct moat_vm_info *info);
 
 /* Timestamps of the boot phases. */
 int moat_get_timings(const struct moat_vm *vm, struct moat_timings *t);
+
+/* Wait up to timeout_ms (-1: forever, 0: just check) until a vCPU of the
+ * started vm has entered KVM_RUN (moat_timings.first_run is set): the guest
+ * runs. 0; -ETIMEDOUT; -ESRCH if the VM stopped first; -EINVAL if it was
+ * never started. For fork fan-out: start every child, then wait for each. */
+int moat_wait_running(struct moat_vm *vm, int timeout_ms);
 
 /* Stop (if running), join every thread, free everything. NULL is a no-op. */
 void moat_destroy(struct moat_vm *vm);
