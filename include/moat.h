@@ -285,6 +285,11 @@ struct moat_restore_config {
      * vsock: uds=. A device the snapshot does not have is refused. */
     const struct moat_device *devices;
     size_t ndevices;
+    /* Working-set prefetch (docs/snapshot-format.md): a restore that finds
+     * no working set recorded for its snapshot records one at the first
+     * pause, when the VM ends, or this many ms after the restore, whichever
+     * comes first (0: 10000). */
+    uint32_t ws_record_ms;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);

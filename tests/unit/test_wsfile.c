@@ -253,7 +253,7 @@ START_TEST(record_then_prefetch)
     /* First restore: nothing recorded yet, so it records. A VM that never
      * ran records nothing. */
     struct moat_vm *vm = fake_vm(mem, size);
-    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, false), 0);
+    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, false, 0), 0);
     struct wset_stats st;
     wset_get_stats(vm, &st);
     ck_assert_int_eq(st.mode, 1);
@@ -262,7 +262,7 @@ START_TEST(record_then_prefetch)
     free_vm(vm);
 
     vm = fake_vm(mem, size);
-    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, false), 0);
+    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, false, 0), 0);
     atomic_store(&vm->t_first_run, clock_mono_ns());
     uint64_t sum = 0;
     for (uint64_t a = 2 << 20; a < 3 << 20; a += 4096)     /* 256 pages read */
@@ -280,7 +280,7 @@ START_TEST(record_then_prefetch)
     /* Later restores prefetch it: the pages are mapped without a touch. */
     vm = fake_vm(mem, size);
     ck_assert(!present(vm->ram + (2 << 20) + 4096 * 100));
-    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, false), 0);
+    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, false, 0), 0);
     for (int i = 0; i < 500; i++) {
         wset_get_stats(vm, &st);
         if (st.done)
@@ -297,7 +297,7 @@ START_TEST(record_then_prefetch)
 
     /* --no-prefetch: the file is left alone, nothing mapped. */
     vm = fake_vm(mem, size);
-    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, true), 0);
+    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, true, 0), 0);
     wset_get_stats(vm, &st);
     ck_assert_int_eq(st.mode, 0);
     usleep(20 * 1000);
@@ -306,7 +306,7 @@ START_TEST(record_then_prefetch)
 
     /* Another snapshot's file (other state checksum) is recorded anew. */
     vm = fake_vm(mem, size);
-    ck_assert_int_eq(wset_restore_start(vm, mem, SUM + 1, false), 0);
+    ck_assert_int_eq(wset_restore_start(vm, mem, SUM + 1, false, 0), 0);
     wset_get_stats(vm, &st);
     ck_assert_int_eq(st.mode, 1);
     free_vm(vm);
@@ -316,7 +316,7 @@ START_TEST(record_then_prefetch)
     ck_assert_int_eq(write(fd, "MOATWSET garbage", 16), 16);
     close(fd);
     vm = fake_vm(mem, size);
-    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, false), 0);
+    ck_assert_int_eq(wset_restore_start(vm, mem, SUM, false, 0), 0);
     wset_get_stats(vm, &st);
     ck_assert_int_eq(st.mode, 1);
     free_vm(vm);

@@ -35,6 +35,7 @@
 #define OPT_FORK_CHILD     309   /* restore --fork-child */
 #define OPT_NO_PREFETCH    310   /* restore --no-prefetch */
 #define OPT_READY_FD       311   /* run/restore --ready-fd N (moat create/start/fork) */
+#define OPT_WS_RECORD_MS   312   /* restore --ws-record-ms MS */
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
 
 uint64_t cli_start_ns;
@@ -753,6 +754,8 @@ static const char usage_restore[] =
     "                   restored snapshot (DIR may hold D/0, D/1 ...: the last is restored)\n"
     "  --no-prefetch    do not prefetch the working set an earlier restore of this\n"
     "                   snapshot recorded (DIR/memory.ws; it is still recorded if absent)\n"
+    "  --ws-record-ms MS with no working set recorded yet: record it at the first\n"
+    "                   pause, at the end, or MS ms after the restore (default 10000)\n"
     "  --fork-child     a fork of the snapshotted VM: its devices take an identity of\n"
     "                   their own (net: a new MAC unless --net mac= gives one)\n"
     "  --drive PATH[,ro][,id=NAME]\n"
@@ -776,6 +779,7 @@ static const char usage_restore[] =
 int cmd_restore(int argc, char **argv)
 {
     bool fork_child = false, no_prefetch = false;
+    uint32_t ws_record_ms = 0;
     static const struct option opts[] = {
         { "state", required_argument, NULL, 's' },
         { "mem", required_argument, NULL, 'm' },
@@ -784,6 +788,7 @@ int cmd_restore(int argc, char **argv)
         { "snapshot-dir", required_argument, NULL, 'S' },
         { "fork-child", no_argument, NULL, OPT_FORK_CHILD },
         { "no-prefetch", no_argument, NULL, OPT_NO_PREFETCH },
+        { "ws-record-ms", required_argument, NULL, OPT_WS_RECORD_MS },
         { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
@@ -819,6 +824,7 @@ int cmd_restore(int argc, char **argv)
         case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; break;
         case OPT_FORK_CHILD: fork_child = true; break;
         case OPT_NO_PREFETCH: no_prefetch = true; break;
+        case OPT_WS_RECORD_MS: ws_record_ms = (uint32_t)parse_uint(optarg, "--ws-record-ms", 3600000); break;
         case 'D':
             if (ndrives >= MOAT_MAX_DRIVES)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
@@ -887,6 +893,7 @@ int cmd_restore(int argc, char **argv)
         rc.flags |= MOAT_F_FORK_CHILD;
     if (no_prefetch)
         rc.flags |= MOAT_F_NO_PREFETCH;
+    rc.ws_record_ms = ws_record_ms;
     rc.vsock_uds = vsock;
     rc.devices = ndevices ? devices : NULL;
     rc.ndevices = ndevices;

@@ -37,6 +37,7 @@ struct wset {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     bool quit, done;
+    uint32_t record_ms;
     struct wset_stats st;
 };
 
@@ -221,7 +222,7 @@ static void *wset_thread(void *arg)
         prefetch(w);
         return NULL;
     }
-    struct timespec deadline = clock_mono_after_ms(WSET_RECORD_MS);
+    struct timespec deadline = clock_mono_after_ms(w->record_ms);
     pthread_mutex_lock(&w->lock);
     while (!w->quit && !w->done)
         if (pthread_cond_timedwait(&w->cond, &w->lock, &deadline) == ETIMEDOUT) {
@@ -279,12 +280,14 @@ static int load(struct wset *w)
     return r;
 }
 
-int wset_restore_start(struct moat_vm *vm, const char *mem_path, uint64_t state_sum, bool no_prefetch)
+int wset_restore_start(struct moat_vm *vm, const char *mem_path, uint64_t state_sum, bool no_prefetch,
+                       uint32_t record_ms)
 {
     struct wset *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
     w->vm = vm;
+    w->record_ms = record_ms ? record_ms : WSET_RECORD_MS;
     w->state_sum = state_sum;
     size_t pl = strlen(mem_path) + 4;
     w->path = malloc(pl);

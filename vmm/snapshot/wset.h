@@ -14,14 +14,16 @@ struct moat_vm;
 
 /* How long after the restore the working set is recorded, at the latest
  * (it is recorded earlier at the first pause, e.g. a snapshot, or when the
- * VM is destroyed). */
+ * VM is destroyed), unless moat_restore_config.ws_record_ms says. */
 #define WSET_RECORD_MS 10000u
 
 /* At the end of a successful moat_restore of mem_path (the snapshot's
  * state file checksum state_sum): prefetch the recorded working set if
- * MEM_PATH.ws is this snapshot's (unless no_prefetch), else record one.
+ * MEM_PATH.ws is this snapshot's (unless no_prefetch), else record one
+ * (within record_ms; 0: WSET_RECORD_MS).
  * Failures are logged, never fatal: 0 or -errno. */
-int wset_restore_start(struct moat_vm *vm, const char *mem_path, uint64_t state_sum, bool no_prefetch);
+int wset_restore_start(struct moat_vm *vm, const char *mem_path, uint64_t state_sum, bool no_prefetch,
+                       uint32_t record_ms);
 
 /* The VM is paused or has stopped: record now if recording (the caller
  * may be about to read all of guest RAM). No-op otherwise. */
