@@ -589,8 +589,17 @@ START_TEST(twenty_forks)
         ck_assert_int_eq(pipe2(in[i], O_CLOEXEC), 0);
         vm[i] = restore_vm(&f, &c[i], &w[i], in[i][0]);
     }
+    /* Not started yet: moat_wait_running refuses. */
+    ck_assert_int_eq(moat_wait_running(vm[0], 0), -EINVAL);
     for (int i = 0; i < N; i++)
         ck_assert_int_eq(moat_start(vm[i]), 0);
+    /* All started together; each has run once moat_wait_running says so. */
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(moat_wait_running(vm[i], (int)(60000 * slow())), 0);
+        struct moat_timings t;
+        ck_assert_int_eq(moat_get_timings(vm[i], &t), 0);
+        ck_assert_int_ge(t.first_run, 0);
+    }
     /* Fork i stops after i % 4 + 1 more ticks. */
     for (int i = 0; i < N; i++) {
         ck_assert(cap_wait_lines(&c[i], (unsigned)(i % 4 + 1), 60000 * slow()));
