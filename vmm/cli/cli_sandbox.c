@@ -32,15 +32,15 @@
 #define DEFAULT_WAIT 120.0
 
 static const char usage_sandbox[] =
-    "usage: moat create NAME [--ephemeral] [--wait SEC] [run options...] [-- CMD ARGS...]\n"
+    "usage: moat create NAME [--ephemeral] [--wait SEC] [--timings] [run options...] [-- CMD ARGS...]\n"
     "       moat ls\n"
     "       moat rm [-f] NAME...\n"
     "       moat pause NAME | moat resume NAME\n"
-    "       moat stop NAME              (snapshot to $MOAT_HOME/NAME/snap and exit)\n"
-    "       moat start [--wait SEC] NAME\n"
+    "       moat stop [--timings] NAME  (snapshot to $MOAT_HOME/NAME/snap and exit)\n"
+    "       moat start [--wait SEC] [--timings] NAME\n"
     "       moat snapshot NAME --tag T\n"
     "       moat reset [--wait SEC] NAME --to T\n"
-    "       moat fork NAME --count N [--prefix P] [--wait SEC]\n"
+    "       moat fork NAME --count N [--prefix P] [--wait SEC] [--timings]\n"
     "       moat diff NAME --against T [--files]\n"
     "       moat exec NAME [exec options] -- CMD...   moat cp SRC NAME:PATH | NAME:PATH DST\n"
     "       moat set NAME TYPE[:ID] KEY VALUE      (a device while it runs: docs/devices.md)\n"
@@ -54,7 +54,8 @@ static const char usage_sandbox[] =
     "120; 0: only wait for the VMM). Run options are those of moat run, except\n"
     "--vsock, --control and --console-log, which moat sets. A --device TYPE,OPTIONS\n"
     "is taken as given (its paths as they are: give absolute ones) and comes back\n"
-    "from the sandbox's snapshots on start, reset and fork. See docs/sandboxes.md.\n";
+    "from the sandbox's snapshots on start, reset and fork. --timings: the\n"
+    "command's phases as one JSON object on stderr. See docs/sandboxes.md.\n";
 
 struct sbx {
     char name[NAME_MAX_LEN + 1];
