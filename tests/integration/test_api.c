@@ -646,6 +646,7 @@ START_TEST(twenty_forks)
     ck_assert_msg(differ, "all forks ended at the same count: they did not diverge");
     free(c);
     free(prefix);
+    rm_tree(dir);       /* the snapshot, and the working set the forks recorded */
 }
 END_TEST
 
@@ -1058,7 +1059,7 @@ START_TEST(snapshot_restore_with_drive)
     unlink(img);
     unlink(state);
     unlink(mem);
-    rmdir(dir);
+    rm_tree(dir);       /* what is left: a recorded working set (MEMORY.ws) too */
 }
 END_TEST
 
@@ -1164,7 +1165,7 @@ START_TEST(net_device_identity)
     ck_assert_msg(strstr(e.msg, "one backend"), "%s", e.msg);
     unlink(state);
     unlink(mem);
-    rmdir(dir);
+    rm_tree(dir);       /* what is left: a recorded working set (MEMORY.ws) too */
 }
 END_TEST
 
@@ -1270,7 +1271,7 @@ START_TEST(device_by_type_and_options)
     unlink(img);
     unlink(state);
     unlink(mem);
-    rmdir(dir);
+    rm_tree(dir);       /* what is left: a recorded working set (MEMORY.ws) too */
 }
 END_TEST
 
