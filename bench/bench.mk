@@ -32,14 +32,16 @@ $(B)/bench/tsc_khz: bench/tsc_khz.c
 bench-tools: $(B)/bench/tsc_khz
 
 # `make bench` also runs these (each prints SKIPPED when it cannot run here).
-.PHONY: bench-blk bench-exec bench-net
+.PHONY: bench-blk bench-exec bench-net bench-restore
 bench-blk: all guest bench-tools
 	sh bench/vhost-blk.sh
 bench-exec: all guest test-guests bench-tools
 	sh bench/exec.sh
 bench-net: all guest bench-tools
 	sh bench/net.sh
-bench: bench-blk bench-exec bench-net
+bench-restore: all test-guests
+	bash bench/restore.sh
+bench: bench-blk bench-exec bench-net bench-restore
 
 $(B)/bench/wait.elf: bench/guest/wait.S bench/guest/pvh.inc bench/guest/tiny.ld
 	@mkdir -p $(dir $@)

@@ -37,6 +37,8 @@ struct moat_vm;
                                             moat_fork sets it */
 #define MOAT_F_FC_THREAD_NAMES (1u << 5) /* vCPU threads are named "fc_vcpu N" (as Firecracker's, which
                                             orchestrators look for) instead of "moat_vcpu N" */
+#define MOAT_F_NO_PREFETCH    (1u << 6)  /* moat_restore: do not prefetch the working set an earlier restore
+                                            recorded (MEMORY.ws; docs/snapshot-format.md) */
 
 struct moat_config {
     size_t size;              /* sizeof(struct moat_config); set by moat_config_init */
@@ -194,6 +196,12 @@ int moat_get_info(const struct moat_vm *vm, struct moat_vm_info *info);
 /* Timestamps of the boot phases. */
 int moat_get_timings(const struct moat_vm *vm, struct moat_timings *t);
 
+/* Wait up to timeout_ms (-1: forever, 0: just check) until a vCPU of the
+ * started vm has entered KVM_RUN (moat_timings.first_run is set): the guest
+ * runs. 0; -ETIMEDOUT; -ESRCH if the VM stopped first; -EINVAL if it was
+ * never started. For fork fan-out: start every child, then wait for each. */
+int moat_wait_running(struct moat_vm *vm, int timeout_ms);
+
 /* Stop (if running), join every thread, free everything. NULL is a no-op. */
 void moat_destroy(struct moat_vm *vm);
 
@@ -294,6 +302,11 @@ struct moat_restore_config {
      * serve the VM for its whole life: a vCPU or device touching a page it
      * never fills waits. */
     const char *mem_uffd_socket;
+    /* Working-set prefetch (docs/snapshot-format.md): a restore that finds
+     * no working set recorded for its snapshot records one at the first
+     * pause, when the VM ends, or this many ms after the restore, whichever
+     * comes first (0: 10000). */
+    uint32_t ws_record_ms;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);

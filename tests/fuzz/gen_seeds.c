@@ -806,6 +806,38 @@ static void seeds_passt_frame(void)
     put("passt_frame", "truncated", pf, pf_len);
 }
 
+/* ---- wsfile: mode byte (1 reseal | 2 own sum/mem), then the file (checksum left 0: resealed) ---- */
+static void ws_seed(const char *name, uint8_t mode, uint32_t version, uint32_t count, const uint32_t *r, size_t nw)
+{
+    uint8_t b[1 + 48 + 8 * 8];
+    memset(b, 0, sizeof b);
+    b[0] = mode;
+    memcpy(b + 1, "MOATWSET", 8);
+    le(b + 9, version, 4);
+    le(b + 13, 48, 4);
+    le(b + 17, 0x1122334455667788ull, 8);
+    le(b + 25, 64ull << 20, 8);
+    le(b + 33, count, 4);
+    for (size_t i = 0; i < nw && i < 16; i++)
+        le(b + 49 + 4 * i, r[i], 4);
+    put("wsfile", name, b, 1 + 48 + 4 * nw);
+}
+
+static void seeds_wsfile(void)
+{
+    static const uint32_t three[] = { 0, 1, 10, 5, 4096, 256 };
+    static const uint32_t touching[] = { 10, 5, 15, 1 };
+    static const uint32_t past[] = { 16383, 2 };
+    ws_seed("valid", 3, 1, 3, three, 6);
+    ws_seed("empty", 3, 1, 0, NULL, 0);
+    ws_seed("stale", 1, 1, 3, three, 6);
+    ws_seed("unsealed", 2, 1, 3, three, 6);
+    ws_seed("touching", 3, 1, 2, touching, 4);
+    ws_seed("past-end", 3, 1, 1, past, 2);
+    ws_seed("version2", 3, 2, 3, three, 6);
+    ws_seed("count-mismatch", 3, 1, 7, three, 6);
+}
+
 int main(int argc, char **argv)
 {
     root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
@@ -818,5 +850,6 @@ int main(int argc, char **argv)
     seeds_dns();
     seeds_net();
     seeds_passt_frame();
+    seeds_wsfile();
     return 0;
 }

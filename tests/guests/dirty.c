@@ -7,24 +7,8 @@
  * after restore that all of it came back. */
 #include "rt.h"
 
-#define CMDLINE 0x20000ull
 #define BASE    (16ull << 20)
 #define PAGE    4096ull
-
-static uint64_t mib_from_cmdline(void)
-{
-    const volatile char *c = (const volatile char *)CMDLINE;
-    for (int i = 0; i < 256 && c[i]; i++) {
-        if (c[i] == 'd' && c[i + 1] == 'i' && c[i + 2] == 'r' && c[i + 3] == 't' && c[i + 4] == 'y' &&
-            c[i + 5] == '=') {
-            uint64_t v = 0;
-            for (int j = i + 6; c[j] >= '0' && c[j] <= '9' && j < i + 16; j++)
-                v = v * 10 + (uint64_t)(c[j] - '0');
-            return v;
-        }
-    }
-    return 64;
-}
 
 static void put_dec(uint64_t v)
 {
@@ -41,7 +25,7 @@ int guest_main(uint64_t cpu, uint64_t ncpus, uint64_t mem)
     if (cpu != 0)
         park();
     outb(MOAT_EVENT, MOAT_EV_INIT);
-    uint64_t size = mib_from_cmdline() << 20;
+    uint64_t size = cmdline_uint("dirty", 64) << 20;
     uint64_t top = mem < MMIO_START ? mem : MMIO_START;
     if (BASE + size > top)
         return 10;

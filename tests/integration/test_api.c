@@ -590,8 +590,17 @@ START_TEST(twenty_forks)
         ck_assert_int_eq(pipe2(in[i], O_CLOEXEC), 0);
         vm[i] = restore_vm(&f, &c[i], &w[i], in[i][0]);
     }
+    /* Not started yet: moat_wait_running refuses. */
+    ck_assert_int_eq(moat_wait_running(vm[0], 0), -EINVAL);
     for (int i = 0; i < N; i++)
         ck_assert_int_eq(moat_start(vm[i]), 0);
+    /* All started together; each has run once moat_wait_running says so. */
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(moat_wait_running(vm[i], (int)(60000 * slow())), 0);
+        struct moat_timings t;
+        ck_assert_int_eq(moat_get_timings(vm[i], &t), 0);
+        ck_assert_int_ge(t.first_run, 0);
+    }
     /* Fork i stops after i % 4 + 1 more ticks. */
     for (int i = 0; i < N; i++) {
         ck_assert(cap_wait_lines(&c[i], (unsigned)(i % 4 + 1), 60000 * slow()));
@@ -638,6 +647,7 @@ START_TEST(twenty_forks)
     ck_assert_msg(differ, "all forks ended at the same count: they did not diverge");
     free(c);
     free(prefix);
+    rm_tree(dir);       /* the snapshot, and the working set the forks recorded */
 }
 END_TEST
 
@@ -1050,7 +1060,7 @@ START_TEST(snapshot_restore_with_drive)
     unlink(img);
     unlink(state);
     unlink(mem);
-    rmdir(dir);
+    rm_tree(dir);       /* what is left: a recorded working set (MEMORY.ws) too */
 }
 END_TEST
 
@@ -1210,7 +1220,7 @@ START_TEST(net_device_identity)
     ck_assert_msg(strstr(e.msg, "one backend"), "%s", e.msg);
     unlink(state);
     unlink(mem);
-    rmdir(dir);
+    rm_tree(dir);       /* what is left: a recorded working set (MEMORY.ws) too */
 }
 END_TEST
 
@@ -1316,7 +1326,7 @@ START_TEST(device_by_type_and_options)
     unlink(img);
     unlink(state);
     unlink(mem);
-    rmdir(dir);
+    rm_tree(dir);       /* what is left: a recorded working set (MEMORY.ws) too */
 }
 END_TEST
 
@@ -1721,6 +1731,11 @@ START_TEST(fork_with_overlays)
     unlink(kovl[0]);
     unlink(kovl[1]);
     unlink(state);
+    /* The children that ran recorded their working set next to the memory
+     * file (docs/snapshot-format.md, working-set prefetch). */
+    char ws[300];
+    snprintf(ws, sizeof(ws), "%s.ws", mem);
+    ck_assert_msg(unlink(ws) == 0, "%s: %s", ws, strerror(errno));
     unlink(mem);
     ck_assert_int_eq(rmdir(dir), 0);
 }

@@ -1030,6 +1030,156 @@ static bool live_wait_text(struct live *l, const char *text, double cap_s)
     return strstr(l->buf, text) != NULL;
 }
 
+/* A --timings line's phase, or -1 when it is not there. */
+static double phase_of(const struct run *r, const char *key)
+{
+    struct jobj o;
+    timings_of(r, &o);
+    int i = jfind(&o, key);
+    return i >= 0 && o.is_num[i] ? o.num[i] : -1;
+}
+
+/* Named sandboxes of a tiny guest (no agent: --wait 0): create, stop,
+ * start and fork return once each new moat has said over its ready pipe
+ * that its control socket listens and its guest ran; --timings shows the
+ * phases in order; the state follows; nothing is left after rm. */
+START_TEST(cli_sandbox_tiny)
+{
+    char home[PATH_MAX + 64], p[PATH_MAX + 128];
+    snprintf(home, sizeof(home), "%s/sbxtiny", tmpdir);
+    setenv("MOAT_HOME", home, 1);
+    struct run r;
+    run_moat(&r, CAP, "create", "sb", "--wait", "0", "--timings", "--mem", "64", "--kernel",
+             guest("wsread"), "--cmdline", "ws=0");
+    expect_status(&r, 0);
+    expect_out(&r, "sb\n");
+    double spawned = phase_of(&r, "spawned"), first = phase_of(&r, "first_run"), ready = phase_of(&r, "ctl_ready");
+    /* The child may run before the parent notes "spawned" (a slow fork()
+     * of a sanitizer build): only the parent's own phases are ordered
+     * against each other, and the ready message comes after the run. */
+    ck_assert_msg(spawned > 0 && first > 0 && ready >= first && ready >= spawned && phase_of(&r, "total") >= ready,
+                  "%s", r.err);
+    run_free(&r);
+    run_moat(&r, CAP, "ls");
+    ck_assert_msg(strstr(r.out, "sb ") && strstr(r.out, "running"), "%s", r.out);
+    run_free(&r);
+
+    run_moat(&r, CAP, "stop", "--timings", "sb");
+    expect_status(&r, 0);
+    double snap = phase_of(&r, "snapshot"), gone = phase_of(&r, "exited");
+    ck_assert_msg(phase_of(&r, "locked") > 0 && snap > 0 && gone >= snap, "%s", r.err);
+    run_free(&r);
+    snprintf(p, sizeof p, "%s/sb/snap/state", home);
+    ck_assert_msg(access(p, F_OK) == 0, "%s missing", p);
+    snprintf(p, sizeof p, "%s/sb/pid", home);
+    ck_assert_msg(access(p, F_OK) != 0, "%s left", p);
+    run_moat(&r, CAP, "ls");
+    ck_assert_msg(strstr(r.out, "stopped"), "%s", r.out);
+    run_free(&r);
+
+    run_moat(&r, CAP, "start", "--wait", "0", "--timings", "sb");
+    expect_status(&r, 0);
+    first = phase_of(&r, "first_run");
+    ck_assert_msg(phase_of(&r, "spawned") > 0 && first > 0 && phase_of(&r, "ctl_ready") >= first, "%s", r.err);
+    run_free(&r);
+    run_moat(&r, CAP, "ls");
+    ck_assert_msg(strstr(r.out, "running") && !strstr(r.out, "stopped"), "%s", r.out);
+    run_free(&r);
+    /* The started moat keeps none of this process's descriptors but its
+     * own: its stdout is moat.log, not our pipe (run_moat returned). */
+    run_moat(&r, CAP, "start", "--wait", "0", "sb");
+    ck_assert_msg(r.status == 0 && strstr(r.err, "already running"), "%d %s", r.status, r.err);
+    run_free(&r);
+
+    run_moat(&r, CAP, "fork", "sb", "--count", "3", "--prefix", "fk", "--wait", "0", "--timings");
+    expect_status(&r, 0);
+    expect_out(&r, "fk-1\nfk-2\nfk-3\n");
+    double started = phase_of(&r, "spawned");
+    ck_assert_msg(phase_of(&r, "snapshot") > 0 && started >= phase_of(&r, "overlays") &&
+                  phase_of(&r, "first_run") >= phase_of(&r, "overlays") &&
+                  phase_of(&r, "ctl_ready") >= started && phase_of(&r, "ctl_ready") >= phase_of(&r, "first_run"),
+                  "%s", r.err);
+    run_free(&r);
+    run_moat(&r, CAP, "ls");
+    ck_assert_msg(strstr(r.out, "fk-3 ") && !strstr(r.out, "dead"), "%s", r.out);
+    run_free(&r);
+    run_moat(&r, CAP, "stop", "fk-2");
+    expect_status(&r, 0);
+    run_free(&r);
+    run_moat(&r, CAP, "rm", "-f", "sb", "fk-1", "fk-2", "fk-3");
+    expect_status(&r, 0);
+    run_free(&r);
+    run_moat(&r, CAP, "ls");
+    ck_assert_msg(!strstr(r.out, "sb") && !strstr(r.out, "fk-"), "%s", r.out);
+    run_free(&r);
+    rmdir(home);
+    ck_assert_msg(access(home, F_OK) != 0, "%s not empty", home);
+}
+END_TEST
+
+/* Working-set prefetch from the CLI: the first restore of a snapshot
+ * records DIR/memory.ws, the next ones prefetch it (-v says so),
+ * --no-prefetch does not, and a damaged file is a warning and is recorded
+ * anew, never a failure. */
+START_TEST(cli_restore_prefetch)
+{
+    char dir[PATH_MAX + 16], ws[PATH_MAX + 32];
+    snprintf(dir, sizeof(dir), "%s/wsnap", tmpdir);
+    snprintf(ws, sizeof(ws), "%s/memory.ws", dir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    struct live a;
+    const char *run_args[] = { "run", "--kernel", guest("wsread"), "--mem", "64", "--cmdline", "ws=0",
+                               "--snapshot-dir", dir, NULL };
+    live_start(&a, run_args);
+    ck_assert_msg(live_wait_text(&a, "filled", CAP), "no 'filled': %s", a.buf);
+    kill(a.pid, SIGUSR2);
+    ck_assert_int_eq(live_finish(&a, CAP), 0);
+    /* The restored guest waits for input that never comes: --timeout ends it. */
+    struct run r;
+    struct stat st;
+    run_moat(&r, CAP, "restore", "--timeout", "1", dir);
+    expect_status(&r, 124);
+    run_free(&r);
+    ck_assert_msg(stat(ws, &st) == 0 && st.st_size >= 48, "%s not recorded", ws);
+    ino_t first = st.st_ino;
+    char head[8] = "";
+    FILE *f = fopen(ws, "rb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(head, 1, 8, f), 8);
+    fclose(f);
+    ck_assert_mem_eq(head, "MOATWSET", 8);
+    /* Prefetched, and with --no-prefetch left alone: never rewritten. */
+    run_moat(&r, CAP, "restore", "-v", "--timeout", "1", dir);
+    expect_status(&r, 124);
+    ck_assert_msg(strstr(r.err, "prefetched"), "%s", r.err);
+    run_free(&r);
+    run_moat(&r, CAP, "restore", "-v", "--no-prefetch", "--timeout", "1", dir);
+    expect_status(&r, 124);
+    ck_assert_msg(!strstr(r.err, "prefetched") && !strstr(r.err, "recorded"), "%s", r.err);
+    run_free(&r);
+    ck_assert_msg(stat(ws, &st) == 0 && st.st_ino == first, "%s rewritten", ws);
+    /* Damaged: a warning, the guest runs, a new one is recorded. */
+    f = fopen(ws, "r+b");
+    ck_assert_ptr_nonnull(f);
+    fseek(f, 50, SEEK_SET);
+    fputc('X', f);
+    fclose(f);
+    run_moat(&r, CAP, "restore", "--timeout", "1", dir);
+    expect_status(&r, 124);
+    ck_assert_msg(strstr(r.err, "working set") && strstr(r.err, "checksum mismatch"), "%s", r.err);
+    run_free(&r);
+    ck_assert_msg(stat(ws, &st) == 0 && st.st_ino != first, "%s not recorded anew", ws);
+    run_moat(&r, CAP, "restore", "-v", "--timeout", "1", dir);
+    ck_assert_msg(strstr(r.err, "prefetched") && !strstr(r.err, "checksum"), "%s", r.err);
+    run_free(&r);
+    /* --ws-record-ms takes a number */
+    run_moat(&r, CAP, "restore", "--ws-record-ms", "x", dir);
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
+
 /* Wait (at most 10 s) for a socket file. */
 static bool wait_socket(const char *path)
 {
@@ -1508,6 +1658,7 @@ int main(void)
         guest_noreport, guest_status_then_fault, guest_elf_outside_ram, guest_hostile,
         guest_timings, cli_snapshot_restore, guest_host_probe,
         guest_stop_spinning_vcpus_repeatedly, guest_rng, rng_snapshot_restore, uffd_restore,
+        cli_sandbox_tiny, cli_restore_prefetch,
     };
     const unsigned ncli = sizeof(cli) / sizeof(cli[0]), nkvm = sizeof(kvm) / sizeof(kvm[0]);
     int timeout = (int)(8 * CAP * slow());

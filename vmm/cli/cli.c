@@ -34,6 +34,9 @@
 #define OPT_METADATA       308
 #define OPT_FORK_CHILD     309   /* restore --fork-child */
 #define OPT_MEM_BACKEND    310   /* restore --mem-backend */
+#define OPT_NO_PREFETCH    311   /* restore --no-prefetch */
+#define OPT_READY_FD       312   /* run/restore --ready-fd N (moat create/start/fork) */
+#define OPT_WS_RECORD_MS   313   /* restore --ws-record-ms MS */
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
 
 uint64_t cli_start_ns;
@@ -212,7 +215,7 @@ static void print_timings(const struct moat_vm *vm)
 }
 
 static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
-                  int timings, int verbose, const char *control);
+                  int timings, int verbose, const char *control, int ready_fd);
 
 /* --console-log FILE: the console is appended to FILE, no console input.
  * The guest writes it, so it is bounded: a FILE already over
@@ -385,6 +388,17 @@ static void console_fds(int *in, int *out, uint32_t *flags)
         *flags |= MOAT_F_CONSOLE_ESCAPE;
 }
 
+/* --ready-fd N: an open descriptor above 2 (the pipe moat create/start/fork
+ * reads; docs/cli.md). */
+static int parse_ready_fd(const char *v)
+{
+    unsigned long n = parse_uint(v, "--ready-fd", 1u << 20);
+    if (n < 3 || fcntl((int)n, F_GETFD) < 0)
+        die_usage("--ready-fd %s: not an open descriptor above 2", v);
+    fcntl((int)n, F_SETFD, FD_CLOEXEC);
+    return (int)n;
+}
+
 int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -409,6 +423,7 @@ int cmd_run(int argc, char **argv)
         { "metadata", required_argument, NULL, OPT_METADATA },
         { "control", required_argument, NULL, 'C' },
         { "console-log", required_argument, NULL, 'L' },
+        { "ready-fd", required_argument, NULL, OPT_READY_FD },
         { "pvh", no_argument, NULL, 'P' },
         { "no-pvm-compat", no_argument, NULL, 'N' },
         { "verbose", no_argument, NULL, 'v' },
@@ -428,7 +443,7 @@ int cmd_run(int argc, char **argv)
     bool has_overlay = false, has_direct = false;
     size_t ndrives = 0;
     double timeout = 0;
-    int timings = 0, verbose = 0;
+    int timings = 0, verbose = 0, ready_fd = -1;
     opterr = 0;
     optind = 1;
     int c;
@@ -458,6 +473,7 @@ int cmd_run(int argc, char **argv)
         case OPT_METADATA: nf.metadata = optarg; break;
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
+        case OPT_READY_FD: ready_fd = parse_ready_fd(optarg); break;
         case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
@@ -521,7 +537,7 @@ int cmd_run(int argc, char **argv)
                         "(it needs hardware KVM)\n");
 
     return run_vm(vm, cfg.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose,
-                  control);
+                  control, ready_fd);
 }
 
 /* --diff-snapshots: into the first free dir/N (created): a diff against
@@ -571,10 +587,26 @@ static int snapshot_to(struct moat_vm *vm, const char *dir)
     return moat_snapshot(vm, st, mem);
 }
 
+/* --ready-fd: tell the moat that started this one (moat create, start,
+ * fork) that the control socket listens and the guest runs, with the
+ * CLOCK_MONOTONIC time of the first KVM_RUN ("ready NS\n"), then close the
+ * pipe. A VM that stops before it ran sends nothing: the reader gets EOF. */
+static void notify_ready(struct moat_vm *vm, int fd)
+{
+    struct moat_timings t;
+    if (moat_wait_running(vm, 2000) == 0 && moat_get_timings(vm, &t) == 0 && t.first_run >= 0) {
+        char line[64];
+        int n = snprintf(line, sizeof line, "ready %llu\n",
+                         (unsigned long long)(cli_start_ns + (uint64_t)t.first_run * 1000u));
+        if (write(fd, line, (size_t)n) != n) { /* the reader gave up: nothing to do */ }
+    }
+    close(fd);
+}
+
 /* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
  * stop, when snapdir is set), map the outcome to an exit code, destroy vm. */
 static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
-                  int timings, int verbose, const char *control)
+                  int timings, int verbose, const char *control, int ready_fd)
 {
     struct ctl_server ctl = { .fd = -1 };
     if (raw_tty) {
@@ -616,6 +648,10 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
         fprintf(stderr, "moat: starting the VM: %s\n", strerror(-r));
         code = EXIT_VMM_ERROR;
         goto done;
+    }
+    if (ready_fd >= 0) {
+        notify_ready(vm, ready_fd);
+        ready_fd = -1;
     }
     uint64_t deadline = timeout > 0 ? cli_start_ns + (uint64_t)(timeout * 1e9) : 0;
     bool timed_out = false;
@@ -694,6 +730,8 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
         break;
     }
 done:
+    if (ready_fd >= 0)
+        close(ready_fd);    /* not ready: the waiting moat sees EOF */
     if (timings)
         print_timings(vm);
     moat_destroy(vm);
@@ -721,6 +759,10 @@ static const char usage_restore[] =
     "  --snapshot-dir D SIGUSR1: snapshot into D; SIGUSR2: snapshot into D and stop\n"
     "  --diff-snapshots with --snapshot-dir: numbered diffs D/N against the\n"
     "                   restored snapshot (DIR may hold D/0, D/1 ...: the last is restored)\n"
+    "  --no-prefetch    do not prefetch the working set an earlier restore of this\n"
+    "                   snapshot recorded (DIR/memory.ws; it is still recorded if absent)\n"
+    "  --ws-record-ms MS with no working set recorded yet: record it at the first\n"
+    "                   pause, at the end, or MS ms after the restore (default 10000)\n"
     "  --fork-child     a fork of the snapshotted VM: its devices take an identity of\n"
     "                   their own (net: a new MAC unless --net mac= gives one; on a\n"
     "                   TAP, one of its own: --net tap=NAME)\n"
@@ -745,7 +787,8 @@ static const char usage_restore[] =
 
 int cmd_restore(int argc, char **argv)
 {
-    bool fork_child = false;
+    bool fork_child = false, no_prefetch = false;
+    uint32_t ws_record_ms = 0;
     static const struct option opts[] = {
         { "state", required_argument, NULL, 's' },
         { "mem", required_argument, NULL, 'm' },
@@ -754,6 +797,8 @@ int cmd_restore(int argc, char **argv)
         { "timings", no_argument, NULL, 'T' },
         { "snapshot-dir", required_argument, NULL, 'S' },
         { "fork-child", no_argument, NULL, OPT_FORK_CHILD },
+        { "no-prefetch", no_argument, NULL, OPT_NO_PREFETCH },
+        { "ws-record-ms", required_argument, NULL, OPT_WS_RECORD_MS },
         { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
@@ -761,6 +806,7 @@ int cmd_restore(int argc, char **argv)
         { "net", required_argument, NULL, OPT_NET },
         { "control", required_argument, NULL, 'C' },
         { "console-log", required_argument, NULL, 'L' },
+        { "ready-fd", required_argument, NULL, OPT_READY_FD },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
@@ -775,7 +821,7 @@ int cmd_restore(int argc, char **argv)
     const char *state = NULL, *mem = NULL, *snapdir = NULL, *uffd = NULL;
     const char *vsock = NULL, *control = NULL, *conslog = NULL;
     double timeout = 0;
-    int timings = 0, verbose = 0, c;
+    int timings = 0, verbose = 0, c, ready_fd = -1;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+:vh", opts, NULL)) != -1) {
@@ -795,6 +841,8 @@ int cmd_restore(int argc, char **argv)
         case 'S': snapdir = optarg; break;
         case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; break;
         case OPT_FORK_CHILD: fork_child = true; break;
+        case OPT_NO_PREFETCH: no_prefetch = true; break;
+        case OPT_WS_RECORD_MS: ws_record_ms = (uint32_t)parse_uint(optarg, "--ws-record-ms", 3600000); break;
         case 'D':
             if (ndrives >= MOAT_MAX_DRIVES)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
@@ -809,6 +857,7 @@ int cmd_restore(int argc, char **argv)
         case OPT_NET: parse_net(optarg, devices, &ndevices); break;
         case 'C': control = optarg; break;
         case 'L': conslog = optarg; break;
+        case OPT_READY_FD: ready_fd = parse_ready_fd(optarg); break;
         case 'v': verbose++; break;
         case 'h': fputs(usage_restore, stdout); return 0;
         case ':': die_usage("option %s needs a value", argv[optind - 1]);
@@ -861,6 +910,9 @@ int cmd_restore(int argc, char **argv)
         console_fds(&rc.console_in, &rc.console_out, &rc.flags);
     if (fork_child)
         rc.flags |= MOAT_F_FORK_CHILD;
+    if (no_prefetch)
+        rc.flags |= MOAT_F_NO_PREFETCH;
+    rc.ws_record_ms = ws_record_ms;
     rc.vsock_uds = vsock;
     rc.devices = ndevices ? devices : NULL;
     rc.ndevices = ndevices;
@@ -877,7 +929,7 @@ int cmd_restore(int argc, char **argv)
         return err.is_config ? EXIT_USAGE : EXIT_VMM_ERROR;
     }
     return run_vm(vm, rc.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose,
-                  control);
+                  control, ready_fd);
 }
 
 int main(int argc, char **argv)

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
+#include <poll.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -30,15 +32,15 @@
 #define DEFAULT_WAIT 120.0
 
 static const char usage_sandbox[] =
-    "usage: moat create NAME [--ephemeral] [--wait SEC] [run options...] [-- CMD ARGS...]\n"
+    "usage: moat create NAME [--ephemeral] [--wait SEC] [--timings] [run options...] [-- CMD ARGS...]\n"
     "       moat ls\n"
     "       moat rm [-f] NAME...\n"
     "       moat pause NAME | moat resume NAME\n"
-    "       moat stop NAME              (snapshot to $MOAT_HOME/NAME/snap and exit)\n"
-    "       moat start [--wait SEC] NAME\n"
+    "       moat stop [--timings] NAME  (snapshot to $MOAT_HOME/NAME/snap and exit)\n"
+    "       moat start [--wait SEC] [--timings] NAME\n"
     "       moat snapshot NAME --tag T\n"
     "       moat reset [--wait SEC] NAME --to T\n"
-    "       moat fork NAME --count N [--prefix P] [--tap NAME%u] [--wait SEC]\n"
+    "       moat fork NAME --count N [--prefix P] [--tap NAME%u] [--wait SEC] [--timings]\n"
     "       moat diff NAME --against T [--files]\n"
     "       moat exec NAME [exec options] -- CMD...   moat cp SRC NAME:PATH | NAME:PATH DST\n"
     "       moat set NAME TYPE[:ID] KEY VALUE      (a device while it runs: docs/devices.md)\n"
@@ -52,7 +54,8 @@ static const char usage_sandbox[] =
     "120; 0: only wait for the VMM). Run options are those of moat run, except\n"
     "--vsock, --control and --console-log, which moat sets. A --device TYPE,OPTIONS\n"
     "is taken as given (its paths as they are: give absolute ones) and comes back\n"
-    "from the sandbox's snapshots on start, reset and fork. See docs/sandboxes.md.\n";
+    "from the sandbox's snapshots on start, reset and fork. --timings: the\n"
+    "command's phases as one JSON object on stderr. See docs/sandboxes.md.\n";
 
 struct sbx {
     char name[NAME_MAX_LEN + 1];
@@ -394,23 +397,54 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* A pidfd for pid (readable once it has exited), or -1 (no pidfd_open:
+ * Linux before 5.3; or no such process: errno ESRCH). */
+static int pid_fd(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+    return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+    (void)pid;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
 /* Wait up to timeout s for pid to be gone (it is not our child); then
- * SIGKILL it when force. 0 once gone. */
+ * SIGKILL it when force. 0 once gone. The exit is waited for on a pidfd
+ * (no polling); without pidfds, /proc is checked every 5 ms. */
 static int wait_gone(const struct sbx *s, pid_t pid, double timeout, int force)
 {
+    int pfd = pid_fd(pid);
+    if (pfd < 0 && errno == ESRCH)
+        return 0;
     double t0 = now_s();
     while (pid_is_ours(s, pid)) {
         if (now_s() - t0 > timeout) {
-            if (!force)
+            if (!force) {
+                if (pfd >= 0)
+                    close(pfd);
                 return -1;
+            }
             kill(pid, SIGKILL);
             force = 0;
             t0 = now_s();
             timeout = 5;
         }
         waitpid(pid, NULL, WNOHANG);    /* in case it is our child */
-        usleep(50 * 1000);
+        if (pfd >= 0) {
+            struct pollfd p = { .fd = pfd, .events = POLLIN };
+            int ms = (int)((timeout - (now_s() - t0)) * 1000) + 1;
+            if (poll(&p, 1, ms > 0 ? ms : 1) > 0) {
+                waitpid(pid, NULL, WNOHANG);
+                break;          /* exited (a zombie of ours reads as gone too) */
+            }
+        } else {
+            usleep(5 * 1000);
+        }
     }
+    if (pfd >= 0)
+        close(pfd);
     return 0;
 }
 
@@ -433,18 +467,29 @@ static void show_log(const struct sbx *s)
 
 /* Start `moat run|restore` in the background for s: its own session,
  * stdin /dev/null, stdout+stderr appended to NAME/moat.log, the console
- * to NAME/console.log. extra: the command's own arguments (NULL-ended). */
-static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, int nextra)
+ * to NAME/console.log. extra: the command's own arguments (NULL-ended).
+ * *ready_fd: the read end of a pipe the new moat writes "ready NS" to once
+ * its control socket listens and its guest runs (--ready-fd, docs/cli.md),
+ * and closes; EOF without it: the process failed. */
+static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, int nextra, int *ready_fd)
 {
     char conslog[PATH_MAX], log[PATH_MAX], pidf[PATH_MAX], pidtxt[32];
     sp(s, "console.log", conslog, sizeof conslog);
     sp(s, "moat.log", log, sizeof log);
     size_t n = 0;
-    char **av = calloc((size_t)nextra + 12, sizeof *av);
+    char **av = calloc((size_t)nextra + 14, sizeof *av);
+    int pp[2];
     if (!av)
         return -1;
+    if (pipe2(pp, O_CLOEXEC) < 0) {
+        fprintf(stderr, "moat: pipe: %s\n", strerror(errno));
+        free(av);
+        return -1;
+    }
     av[n++] = "moat";
     av[n++] = (char *)verb;
+    av[n++] = "--ready-fd";
+    av[n++] = "3";
     av[n++] = "--control";
     av[n++] = (char *)s->ctl;
     av[n++] = "--console-log";
@@ -458,6 +503,8 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "moat: fork: %s\n", strerror(errno));
+        close(pp[0]);
+        close(pp[1]);
         free(av);
         return -1;
     }
@@ -467,21 +514,28 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
         int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
             _exit(125);
-        if (in > 2)
-            close(in);
-        if (out > 2)
-            close(out);
-        /* Keep nothing of the caller's (a pipe held open would make a
-         * `$(moat create ...)` wait for the sandbox to end). */
-        long maxfd = sysconf(_SC_OPEN_MAX);
-        for (int fd = 3; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
-            close(fd);
+        /* The pipe's write end becomes fd 3 (inherited: no close-on-exec). */
+        if (pp[1] == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(pp[1], 3) < 0)
+            _exit(125);
+        /* Keep nothing else of the caller's (a pipe held open would make a
+         * `$(moat create ...)` wait for the sandbox to end): one
+         * close_range() call, or (before Linux 5.9) a close() of each. */
+#ifdef SYS_close_range
+        if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
+#endif
+        {
+            long maxfd = sysconf(_SC_OPEN_MAX);
+            for (int fd = 4; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
+                close(fd);
+        }
         signal(SIGPIPE, SIG_DFL);
         execv("/proc/self/exe", av);
         fprintf(stderr, "moat: exec /proc/self/exe: %s\n", strerror(errno));
         _exit(125);
     }
+    close(pp[1]);
     free(av);
+    *ready_fd = pp[0];
     snprintf(pidtxt, sizeof pidtxt, "%d\n", (int)pid);
     if (write_file(sp(s, "pid", pidf, sizeof pidf), pidtxt) < 0)
         fprintf(stderr, "moat: warning: cannot write %s\n", pidf);
@@ -507,48 +561,181 @@ static void catch_interrupts(void)
     sigaction(SIGHUP, &sa, NULL);
 }
 
-/* Wait until the control socket answers and (wait > 0) the guest agent
- * answers a ping, or the process dies, or wait s pass. */
-static int wait_ready(const struct sbx *s, pid_t pid, double wait)
+/* --timings of the sandbox commands: each phase's end, in microseconds
+ * since the moat process started, one JSON object on stderr. */
+struct phases {
+    bool on;
+    unsigned n;
+    const char *name[16];
+    uint64_t ns[16];
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void phase_at(struct phases *ph, const char *name, uint64_t ns)
+{
+    if (ph && ph->on && ph->n < 16 && ns) {
+        ph->name[ph->n] = name;
+        ph->ns[ph->n++] = ns;
+    }
+}
+
+static void phase(struct phases *ph, const char *name)
+{
+    phase_at(ph, name, mono_ns());
+}
+
+static void phases_print(const struct phases *ph, const char *cmd)
+{
+    if (!ph->on)
+        return;
+    fprintf(stderr, "{\"command\": \"%s\", \"process_start\": 0", cmd);
+    for (unsigned i = 0; i < ph->n; i++)
+        fprintf(stderr, ", \"%s\": %lld", ph->name[i],
+                (long long)(ph->ns[i] >= cli_start_ns ? (ph->ns[i] - cli_start_ns) / 1000 : 0));
+    fprintf(stderr, ", \"total\": %llu}\n", (unsigned long long)((mono_ns() - cli_start_ns) / 1000));
+}
+
+/* A started moat process being waited for. */
+struct starting {
+    struct sbx *s;
+    pid_t pid;
+    int rfd;                /* the ready pipe, -1 once read */
+    char buf[64];
+    size_t len;
+    bool ctl_ok, failed;
+    uint64_t ready_ns, first_run_ns;
+};
+
+static void start_failed(struct starting *k, const char *why)
+{
+    int st = 0;
+    k->failed = true;
+    if (k->rfd >= 0)
+        close(k->rfd);
+    k->rfd = -1;
+    if (!why && waitpid(k->pid, &st, 0) == k->pid) {
+        fprintf(stderr, "moat: sandbox %s: its moat process exited (%s %d) while starting\n", k->s->name,
+                WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+    } else {
+        fprintf(stderr, "moat: sandbox %s: %s\n", k->s->name, why ? why : "its moat process failed while starting");
+    }
+    show_log(k->s);
+}
+
+/* Read what is there on k's ready pipe: "ready NS\n" then EOF. */
+static void ready_read(struct starting *k)
+{
+    ssize_t r = read(k->rfd, k->buf + k->len, sizeof k->buf - 1 - k->len);
+    if (r < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (r > 0) {
+        k->len += (size_t)r;
+        k->buf[k->len] = 0;
+        if (!strchr(k->buf, '\n') && k->len < sizeof k->buf - 1)
+            return;
+    }
+    unsigned long long ns = 0;
+    if (sscanf(k->buf, "ready %llu", &ns) == 1 && strchr(k->buf, '\n')) {
+        k->ctl_ok = true;
+        k->ready_ns = mono_ns();
+        k->first_run_ns = ns;
+        close(k->rfd);
+        k->rfd = -1;
+        return;
+    }
+    start_failed(k, NULL);      /* EOF (or garbage) before "ready": it died */
+}
+
+/* Wait for n started processes at once: each tells over its pipe when its
+ * control socket listens and its guest runs (no polling, no sleeps); then,
+ * when wait > 0, its guest agent must answer a ping (tried at once, then
+ * again after 2, 4, 8 ... ms up to 100 ms apart: a booting guest starts its
+ * agent when it gets there; a restored one's is there already). A process
+ * that dies, or does not get there within wait s (30 s for the control
+ * socket when wait is 0), fails with the reason and its log. Returns how
+ * many failed. */
+static unsigned wait_ready_all(struct starting *k, size_t n, double wait, struct phases *ph)
 {
     double t0 = now_s(), limit = wait > 0 ? wait : 30;
-    int ctl_ok = 0;
+    unsigned failed = 0;
+    struct pollfd *pf = calloc(n, sizeof *pf);
+    size_t *idx = calloc(n, sizeof *idx);
+    if (!pf || !idx) {
+        free(pf);
+        free(idx);
+        for (size_t i = 0; i < n; i++)
+            start_failed(&k[i], "out of memory");
+        return (unsigned)n;
+    }
     for (;;) {
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            fprintf(stderr, "moat: sandbox %s: its moat process exited (%s %d) while starting\n",
-                    s->name, WIFEXITED(st) ? "status" : "signal",
-                    WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-            show_log(s);
-            return -1;
+        size_t m = 0;
+        for (size_t i = 0; i < n; i++)
+            if (k[i].rfd >= 0) {
+                pf[m] = (struct pollfd){ .fd = k[i].rfd, .events = POLLIN };
+                idx[m++] = i;
+            }
+        if (m == 0)
+            break;
+        int ms = (int)((limit - (now_s() - t0)) * 1000);
+        if (interrupted || ms <= 0) {
+            for (size_t j = 0; j < m; j++)
+                start_failed(&k[idx[j]], interrupted ? "interrupted while starting" : "the VMM did not answer in time");
+            break;
         }
-        if (!ctl_ok) {
-            char reply[256];
-            ctl_ok = ctl_request(s->ctl, "status", reply, sizeof reply, 2) == 0;
-        }
-        if (ctl_ok && wait <= 0)
-            return 0;
-        if (ctl_ok) {
-            struct agent_client c;
-            if (agent_client_connect(&c, s->vsock, 1, AGENT_DEFAULT_PORT) == 0) {
-                int r = agent_client_ping(&c);
-                agent_client_close(&c);
-                if (r == 0)
-                    return 0;
+        int r = poll(pf, m, ms);
+        if (r < 0 && errno != EINTR)
+            break;
+        for (size_t j = 0; r > 0 && j < m; j++)
+            if (pf[j].revents)
+                ready_read(&k[idx[j]]);
+    }
+    free(pf);
+    free(idx);
+    uint64_t last_ready = 0, last_run = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (k[i].ready_ns > last_ready)
+            last_ready = k[i].ready_ns;
+        if (k[i].first_run_ns > last_run)
+            last_run = k[i].first_run_ns;
+    }
+    phase_at(ph, "first_run", last_run);
+    phase_at(ph, "ctl_ready", last_ready);
+    if (wait > 0) {
+        for (size_t i = 0; i < n; i++) {
+            unsigned back_ms = 2;
+            while (!k[i].failed) {
+                struct agent_client c;
+                if (agent_client_connect(&c, k[i].s->vsock, 1, AGENT_DEFAULT_PORT) == 0) {
+                    int r = agent_client_ping(&c);
+                    agent_client_close(&c);
+                    if (r == 0)
+                        break;
+                }
+                if (waitpid(k[i].pid, NULL, WNOHANG) == k[i].pid) {
+                    start_failed(&k[i], "its moat process exited while starting");
+                } else if (interrupted) {
+                    start_failed(&k[i], "interrupted while starting");
+                } else if (now_s() - t0 > limit) {
+                    char why[128];
+                    snprintf(why, sizeof why, "the guest agent did not answer within %g s", limit);
+                    start_failed(&k[i], why);
+                } else {
+                    usleep(back_ms * 1000);
+                    back_ms = back_ms * 2 > 100 ? 100 : back_ms * 2;
+                }
             }
         }
-        if (interrupted) {
-            fprintf(stderr, "moat: sandbox %s: interrupted while starting\n", s->name);
-            return -1;
-        }
-        if (now_s() - t0 > limit) {
-            fprintf(stderr, "moat: sandbox %s: %s did not answer within %g s\n", s->name,
-                    ctl_ok ? "the guest agent" : "the VMM", limit);
-            show_log(s);
-            return -1;
-        }
-        usleep(200 * 1000);
+        phase(ph, "agent_ready");
     }
+    for (size_t i = 0; i < n; i++)
+        failed += k[i].failed;
+    return failed;
 }
 
 /* Send a request; print an error unless the reply starts with "ok". */
@@ -601,7 +788,7 @@ static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
 /* Restore dir (a snapshot) as s's process and wait for it. The drives
  * are given from s's config (its own overlays: a fork's first restore
  * needs them, and they are what every snapshot of s recorded anyway). */
-static int start_from(struct sbx *s, const char *snapdir, double wait, bool fork_child)
+static int start_spawn(struct sbx *s, const char *snapdir, bool fork_child, struct starting *k)
 {
     char *extra[2 * MOAT_MAX_DRIVES + 4];
     char tapopt[32];
@@ -618,13 +805,34 @@ static int start_from(struct sbx *s, const char *snapdir, double wait, bool fork
         extra[n++] = s->drive[i];
     }
     extra[n++] = (char *)snapdir;
-    pid_t pid = spawn(s, "restore", extra, n);
-    if (pid < 0)
+    memset(k, 0, sizeof *k);
+    k->s = s;
+    k->rfd = -1;
+    k->pid = spawn(s, "restore", extra, n, &k->rfd);
+    return k->pid < 0 ? -1 : 0;
+}
+
+/* A start that failed: its process goes, and its pid file. */
+static void start_undo(struct starting *k)
+{
+    if (k->rfd >= 0)
+        close(k->rfd);
+    k->rfd = -1;
+    if (k->pid > 0) {
+        kill(k->pid, SIGKILL);
+        waitpid(k->pid, NULL, 0);
+    }
+    kill_process(k->s, 0);
+}
+
+static int start_from(struct sbx *s, const char *snapdir, double wait, bool fork_child, struct phases *ph)
+{
+    struct starting k;
+    if (start_spawn(s, snapdir, fork_child, &k) < 0)
         return -1;
-    if (wait_ready(s, pid, wait) < 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        kill_process(s, 0);
+    phase(ph, "spawned");
+    if (wait_ready_all(&k, 1, wait, ph)) {
+        start_undo(&k);
         return -1;
     }
     return 0;
@@ -758,11 +966,15 @@ static int cmd_create(int argc, char **argv)
     static char optbuf[64][24];                 /* --NAME of --NAME=V arguments */
     unsigned nopt = 0;
     size_t clen = 0;
+    struct phases ph = { 0 };
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!after_dd) {
             if (!strcmp(a, "--")) {
                 after_dd = 1;
+            } else if (!strcmp(a, "--timings")) {
+                ph.on = true;       /* create's own phases, not the VM's */
+                continue;
             } else if (!strcmp(a, "--ephemeral")) {
                 s.ephemeral = 1;
                 continue;
@@ -874,15 +1086,20 @@ static int cmd_create(int argc, char **argv)
         fprintf(stderr, "moat: cannot write %s\n", p);
         goto fail;
     }
-    pid_t pid = spawn(&s, "run", extra, nextra);
-    if (pid < 0)
+    struct starting sk = { .s = &s, .rfd = -1 };
+    sk.pid = spawn(&s, "run", extra, nextra, &sk.rfd);
+    if (sk.pid < 0)
         goto fail;
-    if (wait_ready(&s, pid, wait) < 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
+    phase(&ph, "spawned");
+    if (wait_ready_all(&sk, 1, wait, &ph)) {
+        if (sk.rfd >= 0)
+            close(sk.rfd);
+        kill(sk.pid, SIGKILL);
+        waitpid(sk.pid, NULL, 0);
         goto fail;
     }
     printf("%s\n", s.name);
+    phases_print(&ph, "create");
     sbx_close(&s);
     free(extra);
     free(config);
@@ -1037,11 +1254,12 @@ static int promote_snap_new(struct sbx *s)
 }
 
 /* Snapshot into NAME/snap (via snap.new) and exit; or, ephemeral, destroy. */
-static int stop_locked(struct sbx *s)
+static int stop_locked(struct sbx *s, struct phases *ph)
 {
     pid_t pid;
     double up;
     enum sbx_state st = sbx_state(s, &pid, &up);
+    phase(ph, "state");
     if (st == ST_STOPPED) {
         fprintf(stderr, "moat: sandbox %s is already stopped\n", s->name);
         return 0;
@@ -1059,27 +1277,50 @@ static int stop_locked(struct sbx *s)
     snprintf(req, sizeof req, "stop-snapshot %s", nw);
     if (ctl(s, req, NULL, 0, 600) < 0)
         return -1;
+    phase(ph, "snapshot");
     if (wait_gone(s, pid, 30, 1) < 0)
         return -1;
+    phase(ph, "exited");
     unlink(sp(s, "pid", p, sizeof p));
     return promote_snap_new(s) < 0 ? -1 : 0;
 }
 
+/* NAME [--timings] in either order: the name, or NULL after a usage message. */
+static const char *name_and_timings(int argc, char **argv, struct phases *ph, const char *usage)
+{
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--timings")) {
+            ph->on = true;
+        } else if (argv[i][0] != '-' && !name) {
+            name = argv[i];
+        } else {
+            name = NULL;
+            break;
+        }
+    }
+    if (!name)
+        fprintf(stderr, "%s", usage);
+    return name;
+}
+
 static int cmd_stop(int argc, char **argv)
 {
-    if (argc != 2 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: moat stop NAME\n");
+    struct phases ph = { 0 };
+    const char *name = name_and_timings(argc, argv, &ph, "usage: moat stop [--timings] NAME\n");
+    if (!name)
         return EXIT_USAGE;
-    }
     struct sbx s;
-    if (sbx_open(&s, argv[1], 1) < 0)
+    if (sbx_open(&s, name, 1) < 0)
         return 1;
-    int r = stop_locked(&s);
+    phase(&ph, "locked");
+    int r = stop_locked(&s, &ph);
     sbx_close(&s);
+    phases_print(&ph, "stop");
     return r < 0 ? 1 : 0;
 }
 
-static int start_locked(struct sbx *s, double wait)
+static int start_locked(struct sbx *s, double wait, struct phases *ph)
 {
     pid_t pid;
     double up;
@@ -1098,33 +1339,39 @@ static int start_locked(struct sbx *s, double wait)
     }
     if (kill_process(s, pid) < 0)
         return -1;
-    return start_from(s, sp(s, "snap", snap, sizeof snap), wait, false);
+    phase(ph, "state");
+    return start_from(s, sp(s, "snap", snap, sizeof snap), wait, false, ph);
 }
 
 static int cmd_start(int argc, char **argv)
 {
     double wait = DEFAULT_WAIT;
     const char *name = NULL;
+    struct phases ph = { 0 };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
             if (parse_wait(argv[++i], &wait) < 0)
                 return EXIT_USAGE;
+        } else if (!strcmp(argv[i], "--timings")) {
+            ph.on = true;
         } else if (argv[i][0] != '-' && !name) {
             name = argv[i];
         } else {
-            fprintf(stderr, "usage: moat start [--wait SEC] NAME\n");
+            fprintf(stderr, "usage: moat start [--wait SEC] [--timings] NAME\n");
             return EXIT_USAGE;
         }
     }
     if (!name) {
-        fprintf(stderr, "usage: moat start [--wait SEC] NAME\n");
+        fprintf(stderr, "usage: moat start [--wait SEC] [--timings] NAME\n");
         return EXIT_USAGE;
     }
     struct sbx s;
     if (sbx_open(&s, name, 1) < 0)
         return 1;
-    int r = start_locked(&s, wait);
+    phase(&ph, "locked");
+    int r = start_locked(&s, wait, &ph);
     sbx_close(&s);
+    phases_print(&ph, "start");
     return r < 0 ? 1 : 0;
 }
 
@@ -1305,7 +1552,7 @@ static int cmd_reset(int argc, char **argv)
     /* A stop snapshot of the old disk must not be started over the tag's. */
     if (any)
         rm_rf(sp(&s, "snap", p, sizeof p));
-    rc = start_from(&s, dir, wait, false) < 0 ? 1 : 0;
+    rc = start_from(&s, dir, wait, false, NULL) < 0 ? 1 : 0;
     goto out;
 unstage:
     for (unsigned n = 0; n < s.ndrive; n++)
@@ -1334,6 +1581,7 @@ static int cmd_fork(int argc, char **argv)
     const char *name = NULL, *prefix = NULL, *tapfmt = NULL;
     unsigned long count = 0;
     double wait = DEFAULT_WAIT;
+    struct phases ph = { 0 };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--count") && i + 1 < argc) {
             count = parse_uint(argv[++i], "--count", 1000);
@@ -1344,6 +1592,8 @@ static int cmd_fork(int argc, char **argv)
         } else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
             if (parse_wait(argv[++i], &wait) < 0)
                 return EXIT_USAGE;
+        } else if (!strcmp(argv[i], "--timings")) {
+            ph.on = true;
         } else if (argv[i][0] != '-' && !name) {
             name = argv[i];
         } else {
@@ -1352,7 +1602,7 @@ static int cmd_fork(int argc, char **argv)
         }
     }
     if (!name || count == 0) {
-        fprintf(stderr, "usage: moat fork NAME --count N [--prefix P] [--tap NAME%%u] [--wait SEC]\n");
+        fprintf(stderr, "usage: moat fork NAME --count N [--prefix P] [--tap NAME%%u] [--wait SEC] [--timings]\n");
         return EXIT_USAGE;
     }
     if (!prefix)
@@ -1443,9 +1693,11 @@ static int cmd_fork(int argc, char **argv)
     /* One snapshot of the parent (it goes on running), linked into each
      * child; its disk pins (base/diskN.overlay, taken in the same pause)
      * copied to each child's own overlay. */
+    phase(&ph, "prepared");
     sp(&kids[0], "base", base0, sizeof base0);
     if (snapshot_into(&s, base0) < 0)
         goto undo;
+    phase(&ph, "snapshot");
     for (unsigned long i = 1; i < count; i++) {
         int r = link_snapshot(base0, sp(&kids[i], "base", p, sizeof p));
         if (r < 0) {
@@ -1468,16 +1720,30 @@ static int cmd_fork(int argc, char **argv)
             }
         }
     }
+    phase(&ph, "overlays");
+    /* Every child started at once, then all waited for together. */
     rc = 0;
+    struct starting *st = calloc(count, sizeof *st);
+    if (!st)
+        goto undo;
+    for (unsigned long i = 0; i < count; i++)
+        if (start_spawn(&kids[i], sp(&kids[i], "base", p, sizeof p), true, &st[i]) < 0)
+            st[i].failed = true;
+    phase(&ph, "spawned");
+    wait_ready_all(st, count, wait, &ph);
     for (unsigned long i = 0; i < count; i++) {
-        if (start_from(&kids[i], sp(&kids[i], "base", p, sizeof p), wait, true) < 0) {
+        if (st[i].failed) {
             rc = 1;
+            if (st[i].pid > 0)
+                start_undo(&st[i]);
             rm_rf(kids[i].dir);
         } else {
             printf("%s\n", kids[i].name);
         }
         sbx_close(&kids[i]);
     }
+    free(st);
+    phases_print(&ph, "fork");
     goto out;
 undo:
     for (unsigned long i = 0; i < made; i++) {
@@ -1607,11 +1873,13 @@ int sandbox_agent_target(const char *name, struct agent_target *t)
     double up;
     enum sbx_state st = sbx_state(&s, &pid, &up);
     if (st == ST_STOPPED) {
-        if (sbx_lock(&s) < 0 || start_locked(&s, t->wait > DEFAULT_WAIT ? t->wait : DEFAULT_WAIT) < 0) {
+        /* Started up to "the guest runs" (the ready pipe): the exec's own
+         * connection waits for the agent, so it is not pinged twice. */
+        if (sbx_lock(&s) < 0 || start_locked(&s, 0, NULL) < 0) {
             sbx_close(&s);
             return -1;
         }
-        st = sbx_state(&s, &pid, &up);
+        st = ST_RUNNING;
     }
     sbx_close(&s);
     if (st != ST_RUNNING) {

@@ -359,7 +359,11 @@ void *vcpu_thread(void *arg)
         if (atomic_load(&vm->stopping))
             run->immediate_exit = 1;
         uint64_t zero = 0;
-        atomic_compare_exchange_strong(&vm->t_first_run, &zero, clock_mono_ns());
+        if (atomic_compare_exchange_strong(&vm->t_first_run, &zero, clock_mono_ns())) {
+            pthread_mutex_lock(&vm->lock);      /* moat_wait_running */
+            pthread_cond_broadcast(&vm->cond);
+            pthread_mutex_unlock(&vm->lock);
+        }
         int r = ioctl(v->fd, KVM_RUN, 0);
         int err = errno;
         atomic_store(&v->in_run, false);

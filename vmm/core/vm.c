@@ -22,6 +22,7 @@
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
 #include "vmm/snapshot/snapdiff.h"
+#include "vmm/snapshot/wset.h"
 #include "vmm/core/vm.h"
 
 #define KERNEL_MAX_BYTES (512ull << 20)
@@ -296,6 +297,10 @@ int moat_pause(struct moat_vm *vm)
         vm->paused = true;
     }
     pthread_mutex_unlock(&vm->lock);
+    /* A restore recording its working set records it now: what follows a
+     * pause (a snapshot) may read all of guest RAM. */
+    if (r == 0)
+        wset_capture(vm);
     /* Devices quiesce after the vCPUs: in-flight I/O drains and completes
      * into the used rings, and no device touches guest memory until resume. */
     if (r == 0)
@@ -508,6 +513,7 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
 
 void vm_free(struct moat_vm *vm)
 {
+    wset_free(vm);          /* its helper thread reads guest RAM */
     devtab_free(vm);        /* before guest RAM goes: device threads drain */
     if (vm->vcpus) {
         for (unsigned i = 0; i < vm->ncpus; i++)
@@ -835,6 +841,29 @@ static int64_t rel_us(uint64_t t)
     return t >= o ? (int64_t)((t - o) / 1000) : 0;
 }
 
+int moat_wait_running(struct moat_vm *vm, int timeout_ms)
+{
+    if (!vm)
+        return -EINVAL;
+    struct timespec t = clock_mono_after_ms(timeout_ms > 0 ? (uint64_t)timeout_ms : 0);
+    int r = 0;
+    pthread_mutex_lock(&vm->lock);
+    if (!vm->started)
+        r = -EINVAL;
+    while (r == 0 && !atomic_load(&vm->t_first_run)) {
+        if (vm->exited)
+            r = -ESRCH;
+        else if (timeout_ms == 0)
+            r = -ETIMEDOUT;
+        else if (timeout_ms < 0)
+            pthread_cond_wait(&vm->cond, &vm->lock);
+        else if (pthread_cond_timedwait(&vm->cond, &vm->lock, &t) == ETIMEDOUT && !atomic_load(&vm->t_first_run))
+            r = -ETIMEDOUT;
+    }
+    pthread_mutex_unlock(&vm->lock);
+    return r;
+}
+
 int moat_get_timings(const struct moat_vm *vm, struct moat_timings *t)
 {
     if (!vm || !t)
@@ -861,6 +890,7 @@ void moat_destroy(struct moat_vm *vm)
     }
     if (vm->console_started)
         pthread_join(vm->console_thread, NULL);
+    wset_capture(vm);       /* the guest has stopped: its working set, if recording */
     console_stop(&vm->con, CONSOLE_IDLE_MS);
     struct console_stats cs;
     console_get_stats(&vm->con, &cs);

@@ -63,6 +63,8 @@ struct moat_vm {
     bool dirty_log;               /* slots have KVM_MEM_LOG_DIRTY_PAGES */
     uint64_t *dirty;
     struct snapdiff_last *last_snap;  /* the snapshot a diff would be against, or NULL */
+    /* Working-set record or prefetch of a restored VM (vmm/snapshot/wset.h), or NULL. */
+    struct wset *wset;
     /* Restore of a diff chain: maps the diffs' pages over ram before the
      * memory slots are registered (NULL: nothing to do). */
     int (*map_hook)(struct moat_vm *vm, void *arg);

@@ -23,6 +23,7 @@
 #include "vmm/snapshot/snapdiff.h"
 #include "vmm/snapshot/snapfmt.h"
 #include "vmm/snapshot/uffd.h"
+#include "vmm/snapshot/wset.h"
 #include "vmm/core/vm.h"
 
 #define MSR_IA32_XSS 0xda0
@@ -636,6 +637,9 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
                                            chain.depth) < 0)
         log_warn("restore: cannot resolve %s: the first snapshot must be a full one", rc.state_path);
     atomic_store(&vm->t_kvm_ready, clock_mono_ns());
+    /* Prefetch the working set an earlier restore recorded, or record one. */
+    wset_restore_start(vm, rc.mem_path, snap_file_checksum(buf, len), (rc.flags & MOAT_F_NO_PREFETCH) != 0,
+                       rc.ws_record_ms);
     *out = vm;
     vm = NULL;
     r = 0;

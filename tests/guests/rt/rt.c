@@ -93,6 +93,25 @@ void serial_putdec(uint64_t v)
     serial_puts(buf);
 }
 
+uint64_t cmdline_uint(const char *key, uint64_t dflt)
+{
+    const volatile char *c = (const volatile char *)0x20000ull;
+    for (int i = 0; i < 256 && c[i]; i++) {
+        if (i > 0 && c[i - 1] != ' ')
+            continue;           /* a whole word only */
+        int k = 0;
+        while (key[k] && c[i + k] == key[k])
+            k++;
+        if (key[k] || c[i + k] != '=')
+            continue;
+        uint64_t v = 0;
+        for (int j = i + k + 1; c[j] >= '0' && c[j] <= '9' && j < i + k + 20; j++)
+            v = v * 10 + (uint64_t)(c[j] - '0');
+        return v;
+    }
+    return dflt;
+}
+
 uint64_t mmio_read(uint64_t addr, unsigned len)
 {
     switch (len) {

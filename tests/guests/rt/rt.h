@@ -92,6 +92,10 @@ void serial_puts(const char *s);
 void serial_puthex(uint64_t v);              /* "0x" and lowercase hex digits */
 void serial_putdec(uint64_t v);
 
+/* The decimal value of KEY=N on the command line moat gives the guest
+ * (at 0x20000), or dflt when KEY= is not there. */
+uint64_t cmdline_uint(const char *key, uint64_t dflt);
+
 /* Formatting into a caller's buffer; each returns the new end (NUL-terminated). */
 char *fmt_str(char *p, const char *s);
 char *fmt_dec(char *p, uint64_t v);
