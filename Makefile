@@ -150,12 +150,13 @@ $(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h test
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
 
-test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_agent
+test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_agent $(B)/tests/test_hostile
 	@rc=0; for bin in $(B)/moat $(B)/moat-san; do \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_integration || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_blk || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_vsock || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_net || rc=1; \
+	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_hostile || rc=1; \
 	    MOAT_BIN=$$bin $(B)/tests/test_agent || rc=1; \
 	done; \
 	for t in $(B)/tests/test_api $(B)/tests-san/test_api; do \
@@ -184,7 +185,7 @@ test-vhost: $(B)/moat guest
 # The KVM suites and the Linux user-space checks inside a Linux that QEMU
 # emulates with SVM (TCG), on hosts the probe calls pvm or none
 # (tests/nested/README.md); on hardware KVM the same checks run directly.
-test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net
+test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_hostile
 	@if [ "$$(scripts/host-kind.sh)" = kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
 	    echo "nested: hardware KVM here: the same checks run directly on it"; \
 	    tests/nested/test-moat.sh --native; \

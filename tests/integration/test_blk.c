@@ -36,28 +36,13 @@
 #include "../guests/blk_proto.h"
 #include "../guests/expect.h"
 #include "host_probe.h"
+#include "harness.h"
 
 #define OUT_CAP (1u << 20)
 
-static const char *env_or(const char *n, const char *d)
-{
-    const char *v = getenv(n);
-    return v && *v ? v : d;
-}
 static const char *moat_bin(void) { return env_or("MOAT_BIN", "build/moat"); }
 static const char *guests(void) { return env_or("MOAT_GUESTS", "build/guests"); }
 static const char *linux_dir(void) { return env_or("MOAT_LINUX_DIR", "build/guest"); }
-static double slow(void)
-{
-    double f = atof(env_or("MOAT_TEST_SLOW", "1"));
-    return f > 0 ? f : 1;
-}
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static char tmpdir[256];
 
@@ -85,18 +70,7 @@ static void run_argv(struct run *r, double cap_s, const char *const *argv, long 
     ck_assert_ptr_nonnull(r->out);
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0)
-            dup2(nul, 0);
-        dup2(p[1], 1);
-        dup2(p[1], 2);
-        execvp(argv[0], (char *const *)argv);
-        dprintf(2, "test_blk: exec %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
+    pid_t pid = spawn_child("test_blk", argv, p[1], p[1], true, false);
     close(p[1]);
     double deadline = now() + cap_s * slow();
     long acks = 0;

@@ -7,7 +7,8 @@
 #   - build/tests/test_api and build/tests-san/test_api (libmoat: two VMs,
 #     pause/resume, snapshot chain, 20 forks, bad snapshot files);
 #   - build/tests/test_blk with build/moat and build/moat-san (virtio-blk);
-#   - build/tests/test_vsock and build/tests/test_net likewise (test_net
+#   - build/tests/test_vsock, build/tests/test_hostile (the hostile-guest
+#     suite) and build/tests/test_net likewise (test_net
 #     prints SKIPPED in L1: no /dev/net/tun, no iproute2);
 #   - if build/guest/{bzImage,initramfs.cpio} exist: the default Linux guest
 #     (echo, exit status, 2 vCPUs, snapshot/restore, with a drive too).
@@ -47,6 +48,7 @@ if [ -x build/tests/test_blk ]; then
     blk=1
 fi
 [ -x build/tests/test_vsock ] && cp build/tests/test_vsock "$pl/build/tests/"
+[ -x build/tests/test_hostile ] && cp build/tests/test_hostile "$pl/build/tests/"
 # virtio-net: L1 has no /dev/net/tun (tun.ko is not loaded) and only
 # busybox's ip (no netns), so test_net prints SKIPPED there.
 [ -x build/tests/test_net ] && cp build/tests/test_net "$pl/build/tests/"
@@ -99,6 +101,10 @@ fi
 if [ -x build/tests/test_vsock ]; then
     t vsock env MOAT_BIN=build/moat MOAT_GUESTS=build/guests ./build/tests/test_vsock
     t vsock-moat-san env MOAT_BIN=build/moat-san MOAT_GUESTS=build/guests ./build/tests/test_vsock
+fi
+if [ -x build/tests/test_hostile ]; then
+    t hostile env MOAT_BIN=build/moat MOAT_GUESTS=build/guests ./build/tests/test_hostile
+    t hostile-moat-san env MOAT_BIN=build/moat-san MOAT_GUESTS=build/guests ./build/tests/test_hostile
 fi
 if [ -x build/tests/test_net ]; then
     t net env MOAT_BIN=build/moat MOAT_GUESTS=build/guests ./build/tests/test_net
