@@ -128,7 +128,7 @@ run: deps
 # each is timed, and a table of times and pass/fail/skip counts ends the
 # output); fails if any layer fails.
 TEST_LAYERS := build:all,guest,test-guests,examples unit:test-unit san:test-san \
-               fuzz:test-fuzz-replay integration:test-integration linux:test-linux \
+               fuzz:test-fuzz-replay,test-fuzz-ci integration:test-integration linux:test-linux \
                vhost:test-vhost nested:test-nested
 test: deps
 	@MAKE="$(MAKE)" tests/layers.sh $(TEST_LAYERS)
