@@ -62,7 +62,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 UNIT_SAN_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests-san/%)
 UNIT_COMMON := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 
-.PHONY: all deps run test test-unit test-san test-integration test-linux test-vhost test-nested guest bench clean fuzz
+.PHONY: all deps run test test-unit test-san test-integration test-load test-linux test-vhost test-nested guest bench clean fuzz
 all: $(B)/moat $(B)/libmoat.a $(B)/libmoat.so $(B)/moat-san
 
 deps:
@@ -145,6 +145,15 @@ test-san: $(UNIT_SAN_BINS)
 $(B)/tests/test_api: tests/integration/test_api.c tests/guests/expect.h tests/integration/host_probe.h $(B)/libmoat.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat.a $(CHECK_LIBS) $(LDLIBS)
+
+# Load and lifetime (20 VMs in one process and as 20 processes, 1000
+# create/start/stop/destroy cycles with fds and RSS flat): tests/integration/test_load.c.
+$(B)/tests/test_load: tests/integration/test_load.c tests/guests/expect.h tests/integration/harness.h tests/integration/host_probe.h $(B)/libmoat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat.a $(CHECK_LIBS) $(LDLIBS)
+
+test-load: $(B)/moat test-guests $(B)/tests/test_load
+	MOAT_GUESTS=$(B)/guests MOAT_BIN=$(B)/moat $(B)/tests/test_load
 
 $(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h tests/integration/host_probe.h $(B)/libmoat-san.a
 	@mkdir -p $(dir $@)

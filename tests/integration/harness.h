@@ -65,4 +65,21 @@ static inline pid_t spawn_child(const char *who, const char *const *argv, int ou
     return pid;
 }
 
+/* A Check program of one test case: the tests in order, each with a time
+ * limit of timeout_s x slow(). The exit status for main: 0 if all passed. */
+static inline int run_suite(const char *name, const TTest *const *tests, size_t n, double timeout_s)
+{
+    Suite *s = suite_create(name);
+    TCase *tc = tcase_create(name);
+    tcase_set_timeout(tc, timeout_s * slow());
+    for (size_t i = 0; i < n; i++)
+        tcase_add_test(tc, tests[i]);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? 1 : 0;
+}
+
 #endif

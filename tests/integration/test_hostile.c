@@ -396,15 +396,6 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("hostile");
-    TCase *tc = tcase_create("vhostile");
-    tcase_set_timeout(tc, 400 * slow());
-    tcase_add_test(tc, attacks);
-    tcase_add_test(tc, spin_with_interrupts_off);
-    suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int nf = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return nf ? 1 : 0;
+    const TTest *const tests[] = { attacks, spin_with_interrupts_off };
+    return run_suite("hostile", tests, sizeof tests / sizeof tests[0], 400);
 }
