@@ -27,7 +27,8 @@
  * (a read of the second drive, checked; a vsock REQUEST to HV_DEAD_PORT
  * answered by RST; for net attacks both). after: the attacked device, reset and set up again,
  * served a request. "hv: round N\n" starts round N (1-based); the end is
- * HV_DONE, exit status HV_STATUS. With "spin" on the command line it
+ * HV_DONE, exit status HV_STATUS. "hv.rounds=N" (1..9) on the command line
+ * replaces HV_ROUNDS. With "spin" on the command line it
  * prints HV_SPIN and spins with interrupts off on vCPU 0 while the other
  * vCPUs sit in HLT with interrupts off: only moat's --timeout ends it. */
 #ifndef MOAT_GUEST_HOSTILE_PROTO_H
