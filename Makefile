@@ -75,7 +75,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 UNIT_SAN_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests-san/%)
 UNIT_COMMON := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 
-.PHONY: all deps run test test-unit test-san test-integration test-linux test-vhost test-nested guest bench clean fuzz
+.PHONY: all deps run test test-unit test-san test-integration test-load test-linux test-vhost test-nested guest bench clean fuzz
 all: $(B)/moat $(B)/libmoat.a $(B)/libmoat.so $(B)/moat-san
 
 deps:
@@ -141,7 +141,7 @@ run: deps
 # each is timed, and a table of times and pass/fail/skip counts ends the
 # output); fails if any layer fails.
 TEST_LAYERS := build:all,guest,test-guests,examples unit:test-unit san:test-san \
-               fuzz:test-fuzz-replay integration:test-integration linux:test-linux \
+               fuzz:test-fuzz-replay,test-fuzz-ci integration:test-integration linux:test-linux \
                vhost:test-vhost nested:test-nested
 test: deps
 	@MAKE="$(MAKE)" tests/layers.sh $(TEST_LAYERS)
@@ -159,16 +159,26 @@ $(B)/tests/test_api: tests/integration/test_api.c tests/guests/expect.h tests/in
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat.a $(CHECK_LIBS) $(LDLIBS)
 
+# Load and lifetime (20 VMs in one process and as 20 processes, 1000
+# create/start/stop/destroy cycles with fds and RSS flat): tests/integration/test_load.c.
+$(B)/tests/test_load: tests/integration/test_load.c tests/guests/expect.h tests/integration/harness.h tests/integration/host_probe.h $(B)/libmoat.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat.a $(CHECK_LIBS) $(LDLIBS)
+
+test-load: $(B)/moat test-guests $(B)/tests/test_load
+	MOAT_GUESTS=$(B)/guests MOAT_BIN=$(B)/moat $(B)/tests/test_load
+
 $(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h tests/integration/host_probe.h $(B)/libmoat-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
 
-test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_agent
+test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_agent $(B)/tests/test_hostile
 	@rc=0; for bin in $(B)/moat $(B)/moat-san; do \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_integration || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_blk || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_vsock || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_net || rc=1; \
+	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_hostile || rc=1; \
 	    MOAT_BIN=$$bin $(B)/tests/test_agent || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests tests/integration/fc-api.sh || rc=1; \
 	done; \
@@ -198,7 +208,7 @@ test-vhost: $(B)/moat guest
 # The KVM suites and the Linux user-space checks inside a Linux that QEMU
 # emulates with SVM (TCG), on hosts the probe calls pvm or none
 # (tests/nested/README.md); on hardware KVM the same checks run directly.
-test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net
+test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_hostile
 	@if [ "$$(scripts/host-kind.sh)" = kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
 	    echo "nested: hardware KVM here: the same checks run directly on it"; \
 	    tests/nested/test-moat.sh --native; \

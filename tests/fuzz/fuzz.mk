@@ -7,6 +7,9 @@
 #   make test-fuzz-replay   build build/tests/replay_X (gcc + ASan/UBSan + Check):
 #                           one test per corpus file, fails on an empty corpus; run them
 #   make fuzz-seeds         regenerate the hand-made seeds (deterministic)
+#   make test-fuzz-ci       make test's fuzzing: every target for FUZZ_CI_RUNS (100000)
+#                           executions, 2 at a time, within FUZZ_CI_BUDGET (300) seconds
+#                           (tests/fuzz/ci.sh); SKIPPED without clang's libFuzzer
 #
 # Every tests/fuzz/fuzz_*.c defines LLVMFuzzerTestOneInput and is picked up by
 # wildcard; it may use any library source (they are all linked in, as an archive).
@@ -24,7 +27,7 @@ FUZZ_SAN     := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-saniti
 # new clang diagnostic in someone's device does not break the fuzz build.
 FUZZ_CFLAGS  := $(CFLAGS_COMMON) -O1 -g -MMD -MP -DMOAT_FUZZING=1
 
-.PHONY: fuzz fuzz-run fuzz-seeds fuzz-snapshot-seeds test-fuzz-replay
+.PHONY: fuzz fuzz-run fuzz-seeds fuzz-snapshot-seeds test-fuzz-replay test-fuzz-ci
 
 fuzz: $(FUZZ_BINS)
 
@@ -48,6 +51,14 @@ fuzz-run: $(FUZZ_BINS)
 	        -artifact_prefix=$(B)/fuzz/artifacts/$$n- $(FUZZ_ARGS) \
 	        $(B)/fuzz/corpus/$$n tests/fuzz/corpus/$$n; \
 	done
+
+# In make test (the fuzz layer): only where clang can link a libFuzzer
+# program (Debian: clang + libclang-rt-14-dev).
+test-fuzz-ci:
+	@if printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' | \
+	    $(FUZZ_CC) -x c -fsanitize=fuzzer -o /dev/null - >/dev/null 2>&1; then \
+	    $(MAKE) --no-print-directory fuzz && B=$(B) tests/fuzz/ci.sh; \
+	else echo "SKIPPED: fuzz-ci: $(FUZZ_CC) cannot link -fsanitize=fuzzer (scripts/deps.sh installs clang and libclang-rt-14-dev)"; fi
 
 # Replay: the same targets, built with gcc + ASan/UBSan against the sanitizer
 # library, driven by Check (tests/fuzz/replay_main.c).

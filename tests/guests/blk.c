@@ -18,23 +18,17 @@
 
 #include "blk_proto.h"
 
-#define CMDLINE       0x20000ull
 #define VBASE(slot)   VIRTIO_MMIO_SLOT(slot)
 
 #define QN 8
 #define F_NEXT 1
 #define F_WRITE 2
 
-struct desc { uint64_t addr; uint32_t len; uint16_t flags, next; };
 struct dev {
     uint64_t base;
     bool ro;
     uint64_t capacity;
-    struct desc desc[QN] __attribute__((aligned(16)));
-    struct { uint16_t flags, idx, ring[QN], used_event; } avail __attribute__((aligned(4)));
-    struct { uint16_t flags, idx; struct { uint32_t id, len; } ring[QN]; uint16_t avail_event; } used
-        __attribute__((aligned(8)));
-    uint16_t last_used;
+    VRING_FIELDS(QN);
     struct { uint32_t type, ioprio; uint64_t sector; } hdr;
     volatile uint8_t status;
     uint32_t last_len;
@@ -237,27 +231,13 @@ static int durability(void)
     return 0;
 }
 
-static bool cmdline_has(const char *w)
-{
-    const volatile char *c = (const volatile char *)CMDLINE;
-    size_t n = strlen(w);
-    for (int i = 0; i < 512 && c[i]; i++) {
-        size_t k = 0;
-        while (k < n && c[i + k] == w[k])
-            k++;
-        if (k == n)
-            return true;
-    }
-    return false;
-}
-
 int guest_main(uint64_t cpu, uint64_t ncpus, uint64_t mem)
 {
     (void)ncpus;
     (void)mem;
     if (cpu != 0)
         park();
-    int rc = cmdline_has("blkdur") ? durability() : functional();
+    int rc = rt_cmdline_has("blkdur") ? durability() : functional();
     if (rc) {
         serial_puts("blk: failed, code ");
         put_dec((uint64_t)rc);

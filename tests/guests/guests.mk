@@ -42,17 +42,17 @@ $(B)/guests/%.elf: $(GUEST_DIR)/%.c $(GUEST_RT_OBJS) $(GUEST_LDS) $(GUEST_HDRS)
 
 # The integration test: a normal hosted Check program (no libmoat; it runs
 # the moat binary). Explicit, so the tests/unit pattern rule does not apply.
-$(B)/tests/test_integration: tests/integration/test_integration.c tests/integration/host_probe.h $(GUEST_DIR)/expect.h
+$(B)/tests/test_integration: tests/integration/test_integration.c tests/integration/host_probe.h tests/integration/harness.h $(GUEST_DIR)/expect.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
 
 # virtio-blk through moat (tests/integration/test_blk.c; docs/devices.md).
-$(B)/tests/test_blk: tests/integration/test_blk.c tests/integration/host_probe.h $(GUEST_DIR)/expect.h $(GUEST_DIR)/blk_proto.h
+$(B)/tests/test_blk: tests/integration/test_blk.c tests/integration/host_probe.h tests/integration/harness.h $(GUEST_DIR)/expect.h $(GUEST_DIR)/blk_proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
 
 # virtio-vsock through moat (tests/integration/test_vsock.c; docs/vsock.md).
-$(B)/tests/test_vsock: tests/integration/test_vsock.c tests/integration/host_probe.h $(GUEST_DIR)/vsock_proto.h
+$(B)/tests/test_vsock: tests/integration/test_vsock.c tests/integration/host_probe.h tests/integration/harness.h $(GUEST_DIR)/vsock_proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
 
@@ -67,7 +67,15 @@ $(B)/guests/net.elf: $(GUEST_DIR)/net_proto.h
 
 # virtio-net through moat and a TAP in a network namespace
 # (tests/integration/test_net.c; docs/testing.md).
-$(B)/tests/test_net: tests/integration/test_net.c tests/integration/host_probe.h $(GUEST_DIR)/expect.h $(GUEST_DIR)/net_proto.h
+$(B)/tests/test_net: tests/integration/test_net.c tests/integration/host_probe.h tests/integration/harness.h $(GUEST_DIR)/expect.h $(GUEST_DIR)/net_proto.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
+
+$(B)/guests/vhostile.elf: $(GUEST_DIR)/hostile_proto.h
+
+# The hostile-guest suite: tests/guests/vhostile.c against virtio-blk and
+# virtio-vsock through moat (tests/integration/test_hostile.c; docs/testing.md).
+$(B)/tests/test_hostile: tests/integration/test_hostile.c tests/integration/host_probe.h tests/integration/harness.h $(GUEST_DIR)/expect.h $(GUEST_DIR)/hostile_proto.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
 $(B)/guests/rng.elf: $(GUEST_DIR)/rng_proto.h

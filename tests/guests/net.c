@@ -38,13 +38,8 @@
 #define VIRTIO_NET_F_MRG_RXBUF 15
 #define VIRTIO_NET_F_STATUS    16
 
-struct desc { uint64_t addr; uint32_t len; uint16_t flags, next; };
 struct vq {
-    struct desc desc[RXQ] __attribute__((aligned(16)));
-    struct { uint16_t flags, idx, ring[RXQ], used_event; } avail __attribute__((aligned(4)));
-    struct { uint16_t flags, idx; struct { uint32_t id, len; } ring[RXQ]; uint16_t avail_event; } used
-        __attribute__((aligned(8)));
-    uint16_t last_used;
+    VRING_FIELDS(RXQ);
 };
 
 static struct vq rxq, txq;

@@ -28,13 +28,8 @@ struct hdr {
     uint32_t flags, buf_alloc, fwd_cnt;
 } __attribute__((packed));
 
-struct desc { uint64_t addr; uint32_t len; uint16_t flags, next; };
 struct vq {
-    struct desc desc[QN] __attribute__((aligned(16)));
-    struct { uint16_t flags, idx, ring[QN], used_event; } avail __attribute__((aligned(4)));
-    struct { uint16_t flags, idx; struct { uint32_t id, len; } ring[QN]; uint16_t avail_event; } used
-        __attribute__((aligned(8)));
-    uint16_t last_used;
+    VRING_FIELDS(QN);
 };
 
 static struct vq qs[3];

@@ -7,14 +7,17 @@
  *    boot with root=/dev/vda (ext4 root made from the guest's initramfs);
  *  - durability: the guest writes flushed, numbered records and acknowledges
  *    each on the console; moat is SIGKILLed at random moments; every
- *    acknowledged record must be in the image.
+ *    acknowledged record must be in the image — also through a
+ *    copy-on-write overlay, which `moat disk export` must open after
+ *    every kill.
  *
  * Environment: MOAT_BIN (build/moat), MOAT_GUESTS (build/guests),
  * MOAT_LINUX_DIR (build/guest: bzImage, initramfs.cpio), MOAT_TEST_SLOW
  * (time limits x N), MOAT_REQUIRE_KVM (fail instead of skip without KVM),
  * MOAT_BLK_KILL_RUNS (durability runs in the suite, default 3).
- * test_blk --durability N  runs only the durability test, N runs, no time
- * limit (tests/integration/blk-durability.sh).
+ * test_blk --durability N [overlay]  runs only the durability test (on a
+ * plain image, or through an overlay), N runs, no time limit
+ * (tests/integration/blk-durability.sh).
  * Needs mke2fs, debugfs and cpio in PATH for the Linux part (skipped loudly
  * otherwise). */
 #include <check.h>
@@ -36,28 +39,13 @@
 #include "../guests/blk_proto.h"
 #include "../guests/expect.h"
 #include "host_probe.h"
+#include "harness.h"
 
 #define OUT_CAP (1u << 20)
 
-static const char *env_or(const char *n, const char *d)
-{
-    const char *v = getenv(n);
-    return v && *v ? v : d;
-}
 static const char *moat_bin(void) { return env_or("MOAT_BIN", "build/moat"); }
 static const char *guests(void) { return env_or("MOAT_GUESTS", "build/guests"); }
 static const char *linux_dir(void) { return env_or("MOAT_LINUX_DIR", "build/guest"); }
-static double slow(void)
-{
-    double f = atof(env_or("MOAT_TEST_SLOW", "1"));
-    return f > 0 ? f : 1;
-}
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static char tmpdir[256];
 
@@ -85,18 +73,7 @@ static void run_argv(struct run *r, double cap_s, const char *const *argv, long 
     ck_assert_ptr_nonnull(r->out);
     int p[2];
     ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0)
-            dup2(nul, 0);
-        dup2(p[1], 1);
-        dup2(p[1], 2);
-        execvp(argv[0], (char *const *)argv);
-        dprintf(2, "test_blk: exec %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
+    pid_t pid = spawn_child("test_blk", argv, p[1], p[1], true, false);
     close(p[1]);
     double deadline = now() + cap_s * slow();
     long acks = 0;
@@ -261,24 +238,42 @@ END_TEST
 
 #define DUR_SECTORS 4096u
 
-/* n runs; returns the number of lost acknowledged records. */
-static unsigned durability(unsigned runs, unsigned *acked_total, unsigned *kills)
+/* n runs; returns the number of lost acknowledged records. overlay: the
+ * drive is a zero base image with a copy-on-write overlay (created by the
+ * first open); after each kill `moat disk export` must open the overlay
+ * cleanly and the records are checked in the guest's view it writes. */
+static unsigned durability(unsigned runs, bool overlay, unsigned *acked_total, unsigned *kills)
 {
-    const char *img = tpath("dur.img");
+    const char *base = tpath("dur.img"), *ovl = tpath("dur.ovl"), *flat = tpath("dur-flat.img");
+    const char *img = overlay ? flat : base;
     unsigned lost = 0;
     *acked_total = *kills = 0;
     for (unsigned k = 0; k < runs; k++) {
         uint8_t *zero = calloc(DUR_SECTORS, 512);
-        write_file(img, zero, DUR_SECTORS * 512u);
+        write_file(base, zero, DUR_SECTORS * 512u);
         free(zero);
-        char d[600];
-        snprintf(d, sizeof d, "%s", img);
+        unlink(ovl);
+        unlink(flat);
+        char d[1200];
+        if (overlay)
+            snprintf(d, sizeof d, "%s,overlay=%s", base, ovl);
+        else
+            snprintf(d, sizeof d, "%s", base);
         long kill_at = rand() % 400;
         struct run r;
         run_argv(&r, 120, (const char *const[]){ moat_bin(), "run", "--kernel", blk_elf(), "--drive", d,
                                                  "--", "blkdur", NULL }, kill_at);
         if (r.status == 128 + SIGKILL)
             (*kills)++;
+        if (overlay) {
+            struct run e;
+            run_argv(&e, 60, (const char *const[]){ moat_bin(), "disk", "export", ovl, flat, NULL }, -1);
+            if (e.status != 0)
+                fprintf(stderr, "durability run %u: moat disk export: status %d: %.*s\n", k, e.status,
+                        (int)(e.len > 400 ? 400 : e.len), e.out);
+            ck_assert_int_eq(e.status, 0);
+            free(e.out);
+        }
         /* The highest acknowledged record. */
         unsigned long maxn = 0;
         for (char *p = r.out; (p = strstr(p, BLK_ACK)); p += 4) {
@@ -309,14 +304,25 @@ static unsigned durability(unsigned runs, unsigned *acked_total, unsigned *kills
     return lost;
 }
 
-START_TEST(durability_sigkill)
+static void durability_check(bool overlay)
 {
     unsigned runs = (unsigned)atoi(env_or("MOAT_BLK_KILL_RUNS", "3")), acked, kills;
-    unsigned lost = durability(runs, &acked, &kills);
-    printf("durability: %u runs, %u killed mid-run, %u acknowledged records, %u lost\n",
-           runs, kills, acked, lost);
+    unsigned lost = durability(runs, overlay, &acked, &kills);
+    printf("durability%s: %u runs, %u killed mid-run, %u acknowledged records, %u lost\n",
+           overlay ? " (overlay)" : "", runs, kills, acked, lost);
     ck_assert_uint_eq(lost, 0);
     ck_assert_uint_gt(acked, 0);
+}
+
+START_TEST(durability_sigkill)
+{
+    durability_check(false);
+}
+END_TEST
+
+START_TEST(durability_sigkill_overlay)
+{
+    durability_check(true);
 }
 END_TEST
 
@@ -525,14 +531,18 @@ int main(int argc, char **argv)
         printf("SKIPPED: test_blk: %s — virtio-blk KVM tests not run\n", why);
         return 0;
     }
-    bool only_durability = argc == 3 && !strcmp(argv[1], "--durability");
+    bool only_durability = (argc == 3 || argc == 4) && !strcmp(argv[1], "--durability");
+    bool only_overlay = only_durability && argc == 4 && !strcmp(argv[3], "overlay");
     if (only_durability)
         setenv("MOAT_BLK_KILL_RUNS", argv[2], 1);
     printf("test_blk: random seed %u\n", seed);
     Suite *s = suite_create("blk");
     TCase *tc = tcase_create("kvm");
     tcase_set_timeout(tc, only_durability ? 0 : 600 * slow());
-    tcase_add_test(tc, durability_sigkill);
+    if (!only_overlay)
+        tcase_add_test(tc, durability_sigkill);
+    if (!only_durability || only_overlay)
+        tcase_add_test(tc, durability_sigkill_overlay);
     if (only_durability)
         goto run;
     tcase_add_test(tc, elf_rw_two_drives);

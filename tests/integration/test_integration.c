@@ -30,6 +30,7 @@
 #include "tests/guests/expect.h"
 #include "tests/guests/rng_proto.h"
 #include "tests/integration/host_probe.h"
+#include "tests/integration/harness.h"
 
 #ifndef MOAT_VERSION
 #define MOAT_VERSION ""
@@ -47,27 +48,8 @@ struct run {
     char cmd[512];     /* for messages */
 };
 
-static const char *env_or(const char *name, const char *def)
-{
-    const char *v = getenv(name);
-    return v && *v ? v : def;
-}
-
 static const char *moat_bin(void) { return env_or("MOAT_BIN", "build/moat"); }
 static const char *guests_dir(void) { return env_or("MOAT_GUESTS", "build/guests"); }
-
-static double slow(void)
-{
-    double f = atof(env_or("MOAT_TEST_SLOW", "1"));
-    return f >= 1 ? f : 1;
-}
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static void require_moat(void)
 {
@@ -121,20 +103,7 @@ static void run_moatv(struct run *r, double cap_s, const char *const *args)
     ck_assert_int_eq(pipe2(po, O_CLOEXEC), 0);
     ck_assert_int_eq(pipe2(pe, O_CLOEXEC), 0);
     double t0 = now(), deadline = t0 + cap_s * slow();
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        setpgid(0, 0);
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0)
-            dup2(nul, 0);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        execv(argv[0], (char *const *)argv);
-        dprintf(2, "test_integration: exec %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    setpgid(pid, pid);
+    pid_t pid = spawn_child("test_integration", (const char *const *)argv, po[1], pe[1], false, true);
     close(po[1]);
     close(pe[1]);
     struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
@@ -816,7 +785,6 @@ START_TEST(guest_timings)
 END_TEST
 
 /* ---- main ------------------------------------------------------------------- */
-
 
 /* A moat process with piped stdin/stdout, for interactive tests. */
 struct live { pid_t pid; int in, out; char buf[65536]; size_t len; };

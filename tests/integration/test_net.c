@@ -44,6 +44,7 @@
 #include "../guests/expect.h"
 #include "../guests/net_proto.h"
 #include "host_probe.h"
+#include "harness.h"
 
 #define OUT_CAP   (1u << 20)
 #define HOST_IP   "10.88.0.1"
@@ -55,24 +56,8 @@
 #define TUN       "moattun0"
 #define BUSY_TAP  "moatbusy0"
 
-static const char *env_or(const char *n, const char *d)
-{
-    const char *v = getenv(n);
-    return v && *v ? v : d;
-}
 static const char *moat_bin(void) { return env_or("MOAT_BIN", "build/moat"); }
 static const char *guests(void) { return env_or("MOAT_GUESTS", "build/guests"); }
-static double slow(void)
-{
-    double f = atof(env_or("MOAT_TEST_SLOW", "1"));
-    return f > 0 ? f : 1;
-}
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static char ip_bin[512];           /* iproute2's ip */
 static char netns[64];             /* the namespace, "" until made */
@@ -99,18 +84,7 @@ static void run_argv(struct run *r, double cap_s, const char *const *argv)
     int po[2], pe[2];
     ck_assert_int_eq(pipe2(po, O_CLOEXEC), 0);
     ck_assert_int_eq(pipe2(pe, O_CLOEXEC), 0);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int nul = open("/dev/null", O_RDONLY);
-        if (nul >= 0)
-            dup2(nul, 0);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        execvp(argv[0], (char *const *)argv);
-        dprintf(2, "test_net: exec %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
+    pid_t pid = spawn_child("test_net", argv, po[1], pe[1], true, false);
     close(po[1]);
     close(pe[1]);
     double deadline = now() + cap_s * slow();

@@ -26,24 +26,8 @@
 #include <unistd.h>
 
 #include "../guests/vsock_proto.h"
+#include "harness.h"
 #include "host_probe.h"
-
-static const char *env_or(const char *n, const char *d)
-{
-    const char *v = getenv(n);
-    return v && *v ? v : d;
-}
-static double slow(void)
-{
-    double f = atof(env_or("MOAT_TEST_SLOW", "1"));
-    return f > 0 ? f : 1;
-}
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static char dir[128], uds[200], out_path[256];
 

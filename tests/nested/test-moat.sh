@@ -7,6 +7,8 @@
 #   - build/tests/test_api and build/tests-san/test_api (libmoat: two VMs,
 #     pause/resume, snapshot chain, 20 forks, bad snapshot files);
 #   - build/tests/test_blk with build/moat and build/moat-san (virtio-blk);
+#   - build/tests/test_hostile (the hostile-guest suite, build/moat, 2
+#     rounds);
 #   - build/tests/test_vsock and build/tests/test_net likewise (test_net
 #     prints SKIPPED in L1: no /dev/net/tun, no iproute2);
 #   - if build/guest/{bzImage,initramfs.cpio} exist: the default Linux guest
@@ -47,6 +49,7 @@ if [ -x build/tests/test_blk ]; then
     blk=1
 fi
 [ -x build/tests/test_vsock ] && cp build/tests/test_vsock "$pl/build/tests/"
+[ -x build/tests/test_hostile ] && cp build/tests/test_hostile "$pl/build/tests/"
 # virtio-net: L1 has no /dev/net/tun (tun.ko is not loaded) and only
 # busybox's ip (no netns), so test_net prints SKIPPED there.
 [ -x build/tests/test_net ] && cp build/tests/test_net "$pl/build/tests/"
@@ -101,6 +104,12 @@ fi
 if [ -x build/tests/test_vsock ]; then
     t vsock env MOAT_BIN=build/moat MOAT_GUESTS=build/guests ./build/tests/test_vsock
     t vsock-moat-san env MOAT_BIN=build/moat-san MOAT_GUESTS=build/guests ./build/tests/test_vsock
+fi
+# The hostile-guest suite: 2 rounds (the RSS check still runs), build/moat
+# only (the sanitizer build runs it on the host); its net part is SKIPPED
+# in L1 (no passt).
+if [ -x build/tests/test_hostile ]; then
+    T_LIMIT=900; t hostile env MOAT_BIN=build/moat MOAT_GUESTS=build/guests MOAT_HOSTILE_ROUNDS=2 ./build/tests/test_hostile
 fi
 if [ -x build/tests/test_net ]; then
     t net env MOAT_BIN=build/moat MOAT_GUESTS=build/guests ./build/tests/test_net

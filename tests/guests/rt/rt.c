@@ -157,6 +157,20 @@ void park(void)
         cpu_relax();
 }
 
+int rt_cmdline_has(const char *w)
+{
+    const volatile char *c = (const volatile char *)RT_CMDLINE;
+    size_t n = strlen(w);
+    for (int i = 0; i < 512 && c[i]; i++) {
+        size_t k = 0;
+        while (k < n && c[i + k] == w[k])
+            k++;
+        if (k == n)
+            return 1;
+    }
+    return 0;
+}
+
 uint64_t wait_at_least(volatile uint64_t *p, uint64_t want, uint64_t cycles)
 {
     uint64_t t0 = rdtsc(), v = 0;

@@ -101,6 +101,10 @@ char *fmt_str(char *p, const char *s);
 char *fmt_dec(char *p, uint64_t v);
 char *fmt_hex(char *p, uint64_t v);
 
+/* Does the kernel command line (RT_CMDLINE, where moat puts it for an ELF
+ * guest) contain w? */
+#define RT_CMDLINE      0x20000ull
+int rt_cmdline_has(const char *w);
 /* Write status to the moat status port, reset through the i8042 and halt. */
 __attribute__((noreturn)) void report(uint8_t status);
 /* Reset without writing a status (moat must call that a crash). */

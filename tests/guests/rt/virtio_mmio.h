@@ -4,6 +4,8 @@
 #ifndef MOAT_GUEST_VIRTIO_MMIO_H
 #define MOAT_GUEST_VIRTIO_MMIO_H
 
+#include <stdint.h>
+
 #define VIRTIO_MMIO_SLOT(i) (0xD0001000ull + 0x1000ull * (i))
 #define R_MAGIC       0x000
 #define R_VERSION     0x004
@@ -25,5 +27,16 @@
 #define R_USED_LO     0x0a0
 #define R_USED_HI     0x0a4
 #define R_CONFIG      0x100
+
+/* A split-ring descriptor, and the fields of a ring of n entries with the
+ * driver's own index of the next used element (for a struct of the
+ * guest's: struct vq { VRING_FIELDS(8); ... }). */
+struct desc { uint64_t addr; uint32_t len; uint16_t flags, next; };
+#define VRING_FIELDS(n)                                                                      \
+    struct desc desc[n] __attribute__((aligned(16)));                                       \
+    struct { uint16_t flags, idx, ring[n], used_event; } avail __attribute__((aligned(4))); \
+    struct { uint16_t flags, idx; struct { uint32_t id, len; } ring[n]; uint16_t avail_event; } used \
+        __attribute__((aligned(8)));                                                         \
+    uint16_t last_used
 
 #endif
