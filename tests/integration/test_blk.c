@@ -240,6 +240,70 @@ START_TEST(elf_read_only)
 }
 END_TEST
 
+/* Seccomp (docs/security.md): the whole suite runs with it on (the CLI's
+ * default); here each thread kind, made to call getppid(2) right after its
+ * filter is in (the test hook MOAT_SECCOMP_TEST_VIOLATE=KIND), ends moat
+ * with 159 and the one line naming the kind and the call; with
+ * --seccomp-audit the same call is let through and the run ends normally.
+ * The net kind is checked in test_net (it needs a TAP). */
+static void expect_violation(const struct run *r, const char *kind)
+{
+    char want[96];
+    snprintf(want, sizeof want, "moat: seccomp: the %s thread made a forbidden system call: getppid", kind);
+    ck_assert_msg(r->status == 159 && strstr(r->out, want) && strstr(r->out, "exiting with status 159"),
+                  "%s: status %d, output:\n%s", kind, r->status, r->out);
+}
+
+START_TEST(seccomp_each_thread_kind)
+{
+    const char *d1 = tpath("sc.img");
+    pattern_image(d1, BLK_SECTORS);
+    char a1[600];
+    snprintf(a1, sizeof a1, "%s,id=%s", d1, BLK_ID);
+    static const char *const kinds[] = { "vcpu", "vmm", "blk", "console", "main" };
+    struct run r;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        setenv("MOAT_SECCOMP_TEST_VIOLATE", kinds[i], 1);
+        RUN(&r, 60, moat_bin(), "run", "--kernel", blk_elf(), "--drive", a1);
+        expect_violation(&r, kinds[i]);
+        free(r.out);
+    }
+    /* vsock: the device's thread starts when the guest's driver is ready */
+    char vs[600], vsg[512];
+    snprintf(vs, sizeof vs, "%s/sc.vsock", tmpdir);
+    snprintf(vsg, sizeof vsg, "%s/vsock.elf", guests());
+    setenv("MOAT_SECCOMP_TEST_VIOLATE", "vsock", 1);
+    RUN(&r, 60, moat_bin(), "run", "--kernel", vsg, "--vsock", vs);
+    expect_violation(&r, "vsock");
+    free(r.out);
+    unlink(vs);
+    /* moat device: the vhost-user server thread, before any frontend */
+    char sock[600];
+    snprintf(sock, sizeof sock, "%s/sc.vhost", tmpdir);
+    setenv("MOAT_SECCOMP_TEST_VIOLATE", "vhost", 1);
+    RUN(&r, 60, moat_bin(), "device", "blk", "--socket", sock, "--disk", d1);
+    expect_violation(&r, "vhost");
+    free(r.out);
+    unlink(sock);
+    /* audit: logged by the kernel, not killed (the read-only run of
+     * elf_read_only, which ends with status 0) */
+    pattern_image(d1, BLK_SECTORS);
+    char ro[620];
+    snprintf(ro, sizeof ro, "%s,ro,id=%s", d1, BLK_ID);
+    setenv("MOAT_SECCOMP_TEST_VIOLATE", "blk", 1);
+    RUN(&r, 60, moat_bin(), "run", "--seccomp-audit", "--kernel", blk_elf(), "--drive", ro);
+    ck_assert_msg(r.status == 0 && strstr(r.out, BLK_OK_RO) && strstr(r.out, "test hook") &&
+                  !strstr(r.out, "forbidden"), "audit: %d\n%s", r.status, r.out);
+    free(r.out);
+    /* off: no filter, so the hook never runs */
+    RUN(&r, 60, moat_bin(), "run", "--no-seccomp", "--kernel", blk_elf(), "--drive", ro);
+    ck_assert_msg(r.status == 0 && strstr(r.out, BLK_OK_RO) && !strstr(r.out, "test hook"), "off: %d\n%s",
+                  r.status, r.out);
+    free(r.out);
+    unsetenv("MOAT_SECCOMP_TEST_VIOLATE");
+}
+END_TEST
+
 START_TEST(elf_no_drive_and_locked)
 {
     struct run r;
@@ -538,6 +602,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, elf_rw_two_drives);
     tcase_add_test(tc, elf_read_only);
     tcase_add_test(tc, elf_no_drive_and_locked);
+    tcase_add_test(tc, seccomp_each_thread_kind);
     tcase_add_test(tc, linux_mount_read_write);
     tcase_add_test(tc, linux_read_only_drive);
     tcase_add_test(tc, linux_root_on_vda);

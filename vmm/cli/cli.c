@@ -22,6 +22,7 @@
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 
 #define OPT_DIFF_SNAPSHOTS 300   /* --diff-snapshots (no short form) */
 #define OPT_DEVICE         301   /* --device (no short form) */
@@ -33,7 +34,12 @@
 #define OPT_NET_NO_PRESET  307
 #define OPT_METADATA       308
 #define OPT_FORK_CHILD     309   /* restore --fork-child */
+#define OPT_NO_SECCOMP     310   /* --no-seccomp */
+#define OPT_SECCOMP_AUDIT  311   /* --seccomp-audit */
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
+/* Seccomp (docs/security.md): on by default in the CLI; --no-seccomp and
+ * --seccomp-audit change it. MOAT_F_SECCOMP* flags for the VM. */
+static uint32_t seccomp_flags = MOAT_F_SECCOMP;
 
 uint64_t cli_start_ns;
 
@@ -52,6 +58,7 @@ static const char usage_main[] =
     "  restore   restore a snapshot and run it\n"
     "  device    serve a moat device to another VMM (vhost-user)\n"
     "  disk      copy-on-write disk overlays: create, info, clone, diff\n"
+    "  seccomp   the seccomp allow-list of each thread kind (--print: names)\n"
     "  exec      run a command in a running guest (its agent)\n"
     "  cp        copy a file to or from a running guest (its agent)\n"
     "  host      what this host can run (KVM kind, capabilities, features)\n"
@@ -83,6 +90,8 @@ static const char usage_run[] =
     "                   diffs (only the pages written since the one before)\n"
     "  --pvh            enter a vmlinux through its PVH entry point\n"
     "  --no-pvm-compat  do not apply the PVM workarounds on a PVM host\n"
+    "  --no-seccomp     no seccomp filters (debugging; docs/security.md)\n"
+    "  --seccomp-audit  seccomp filters log a forbidden call instead of killing\n"
     "  --drive PATH[,ro][,id=NAME]\n"
     "                   a virtio-blk disk (repeatable; the first is /dev/vda);\n"
     "                   ,direct: O_DIRECT, bypassing the host page cache\n"
@@ -112,7 +121,8 @@ static const char usage_run[] =
     "  -h, --help       this help\n"
     "\n"
     "exit status: the guest command's status (0-255); 2 usage error;\n"
-    "124 timeout; 125 VMM error; 126 guest crash or no status reported.\n"
+    "124 timeout; 125 VMM error; 126 guest crash or no status reported;\n"
+    "159 killed by a seccomp filter (a forbidden system call).\n"
     "On a terminal, Ctrl-A x quits.\n";
 
 void die_usage(const char *fmt, ...)
@@ -408,6 +418,8 @@ int cmd_run(int argc, char **argv)
         { "console-log", required_argument, NULL, 'L' },
         { "pvh", no_argument, NULL, 'P' },
         { "no-pvm-compat", no_argument, NULL, 'N' },
+        { "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
+        { "seccomp-audit", no_argument, NULL, OPT_SECCOMP_AUDIT },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
@@ -458,6 +470,8 @@ int cmd_run(int argc, char **argv)
         case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
+        case OPT_NO_SECCOMP: seccomp_flags = 0; break;
+        case OPT_SECCOMP_AUDIT: seccomp_flags = MOAT_F_SECCOMP | MOAT_F_SECCOMP_AUDIT; break;
         case 'v': verbose++; break;
         case 'h': fputs(usage_run, stdout); return 0;
         case ':':
@@ -506,6 +520,7 @@ int cmd_run(int argc, char **argv)
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
     struct moat_error err;
+    cfg.flags |= seccomp_flags;
     int r = moat_create(&cfg, &vm, &err);
     if (r < 0) {
         fprintf(stderr, "moat: %s\n", err.msg[0] ? err.msg : strerror(-r));
@@ -611,6 +626,15 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
     int r = moat_start(vm);
     if (r < 0) {
         fprintf(stderr, "moat: starting the VM: %s\n", strerror(-r));
+        code = EXIT_VMM_ERROR;
+        goto done;
+    }
+    /* This thread's own filter, before it takes a control client or a
+     * snapshot signal (the VM's threads have theirs: moat_start). */
+    if (seccomp_flags && (r = sc_install(SC_MAIN, (seccomp_flags & MOAT_F_SECCOMP_AUDIT) ? SC_AUDIT : SC_KILL)) < 0) {
+        fprintf(stderr, "moat: seccomp: %s\n", strerror(-r));
+        moat_stop(vm);
+        moat_wait(vm, -1, &ex);
         code = EXIT_VMM_ERROR;
         goto done;
     }
@@ -731,6 +755,7 @@ static const char usage_restore[] =
     "                   another TAP device, or with another MAC\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
     "  --console-log F  append the serial console to F instead of stdout\n"
+    "  --no-seccomp     no seccomp filters; --seccomp-audit: log, never kill\n"
     "  -v, --verbose    more log output\n"
     "  -h, --help       this help\n";
 
@@ -751,6 +776,8 @@ int cmd_restore(int argc, char **argv)
         { "net", required_argument, NULL, OPT_NET },
         { "control", required_argument, NULL, 'C' },
         { "console-log", required_argument, NULL, 'L' },
+        { "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
+        { "seccomp-audit", no_argument, NULL, OPT_SECCOMP_AUDIT },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
@@ -777,6 +804,8 @@ int cmd_restore(int argc, char **argv)
         case 'S': snapdir = optarg; break;
         case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; break;
         case OPT_FORK_CHILD: fork_child = true; break;
+        case OPT_NO_SECCOMP: seccomp_flags = 0; break;
+        case OPT_SECCOMP_AUDIT: seccomp_flags = MOAT_F_SECCOMP | MOAT_F_SECCOMP_AUDIT; break;
         case 'D':
             if (ndrives >= MOAT_MAX_DRIVES)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
@@ -842,6 +871,7 @@ int cmd_restore(int argc, char **argv)
         console_fds(&rc.console_in, &rc.console_out, &rc.flags);
     if (fork_child)
         rc.flags |= MOAT_F_FORK_CHILD;
+    rc.flags |= seccomp_flags;
     rc.vsock_uds = vsock;
     rc.devices = ndevices ? devices : NULL;
     rc.ndevices = ndevices;
@@ -890,6 +920,8 @@ int main(int argc, char **argv)
         return cmd_cp(argc - 1, argv + 1);
     if (!strcmp(cmd, "host"))
         return cmd_host(argc - 1, argv + 1);
+    if (!strcmp(cmd, "seccomp"))
+        return cmd_seccomp(argc - 1, argv + 1);
     if (cli_is_sandbox_command(cmd))
         return cmd_sandbox(argc - 1, argv + 1);
     fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);
