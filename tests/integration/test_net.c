@@ -610,12 +610,15 @@ static pid_t hold_tap(const char *name, int *stop_w)
  * 159 and the line naming it (the other kinds: test_blk). */
 START_TEST(seccomp_net_thread)
 {
-    char dev[256];
+    char dev[256], cmdline[512];
     snprintf(dev, sizeof dev, "net,tap=" TAP ",mac=" GUEST_MAC);
+    snprintf(cmdline, sizeof cmdline,
+             "net.ip=" GUEST_IP " net.peer=" HOST_IP " net.peermac=" HOST_MAC " net.port=%d net.mac=" GUEST_MAC
+             " net.count=1", ECHO_PORT);
     setenv("MOAT_SECCOMP_TEST_VIOLATE", "net", 1);
     struct run r;
     RUN(&r, 120, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--timeout", "100", "--kernel", net_elf(),
-        "--device", dev, "--cmdline", "net.ip=" GUEST_IP " net.peer=" HOST_IP " net.count=1");
+        "--device", dev, "--cmdline", cmdline);
     unsetenv("MOAT_SECCOMP_TEST_VIOLATE");
     ck_assert_msg(r.status == 159 &&
                   strstr(r.err, "moat: seccomp: the net thread made a forbidden system call: getppid"),

@@ -107,7 +107,7 @@ static const struct rule l_console[] = {
 static const struct rule l_main[] = {
     COMMON,
     { SCMP_SYS(ioctl), C_KVMIO, 1, 0 }, IOCTL(TCSETS), IOCTL(TCGETS), IOCTL(FICLONE),
-    ANY(mkdir), ANY(preadv2), ANY(geteuid), ANY(setsockopt),
+    ANY(mkdir), ANY(access), ANY(renameat2), ANY(getrandom), ANY(geteuid), ANY(setsockopt),
     /* getifaddrs(3): the net policy's preset, rebuilt on a policy change */
     EQ(socket, 0, AF_NETLINK), ANY(bind), ANY(getsockname), ANY(recvmsg),
     ANY(poll), ANY(accept4), ANY(recvfrom), ANY(sendto), ANY(getsockopt),
@@ -121,8 +121,9 @@ static const struct rule l_main[] = {
  * memory regions mapped, device start/stop). */
 static const struct rule l_vhost[] = {
     COMMON,
-    ANY(poll), ANY(accept4), ANY(recvmsg), ANY(sendmsg), ANY(newfstatat), ANY(fcntl),
+    ANY(poll), ANY(accept4), ANY(recvmsg), ANY(sendmsg), ANY(sendto), ANY(newfstatat), ANY(fcntl),
     ANY(getpid), ANY(tgkill), ANY(rt_sigtimedwait), ANY(preadv2),
+    ANY(unlink), ANY(kill), ANY(wait4),     /* teardown: sockets, passt */
     END
 };
 
@@ -249,6 +250,11 @@ int sc_san_extra(void)
 #else
     return 0;
 #endif
+}
+
+bool sc_exit_unfiltered(void)
+{
+    return sc_san_extra() > 0;
 }
 
 /* ---- the violation handler ---- */

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -631,7 +632,7 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
     }
     /* This thread's own filter, before it takes a control client or a
      * snapshot signal (the VM's threads have theirs: moat_start). */
-    if (seccomp_flags && (r = sc_install(SC_MAIN, (seccomp_flags & MOAT_F_SECCOMP_AUDIT) ? SC_AUDIT : SC_KILL)) < 0) {
+    if (seccomp_flags && !sc_exit_unfiltered() && (r = sc_install(SC_MAIN, (seccomp_flags & MOAT_F_SECCOMP_AUDIT) ? SC_AUDIT : SC_KILL)) < 0) {
         fprintf(stderr, "moat: seccomp: %s\n", strerror(-r));
         moat_stop(vm);
         moat_wait(vm, -1, &ex);
@@ -893,6 +894,11 @@ int cmd_restore(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* A fixed number of malloc arenas: otherwise the C library computes
+     * the limit when the ninth is made, reading
+     * /sys/devices/system/cpu/online from whichever thread that is — one
+     * under a seccomp filter that has no openat (docs/security.md). */
+    mallopt(M_ARENA_MAX, 8);
     if (argc < 2) {
         fputs(usage_main, stderr);
         return EXIT_USAGE;
