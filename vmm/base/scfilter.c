@@ -123,7 +123,6 @@ static const struct rule l_vhost[] = {
     COMMON,
     ANY(poll), ANY(accept4), ANY(recvmsg), ANY(sendmsg), ANY(sendto), ANY(newfstatat), ANY(fcntl),
     ANY(getpid), ANY(tgkill), ANY(rt_sigtimedwait), ANY(preadv2),
-    ANY(unlink), ANY(kill), ANY(wait4),     /* teardown: sockets, passt */
     END
 };
 

@@ -61,7 +61,7 @@ int sc_san_extra(void);
 /* True in the sanitizer build: its leak check runs at exit on the thread
  * that ends the process and creates a process to ptrace the others, which
  * no list allows; so there the thread that ends the process (the CLI's
- * main thread, moat device's) stays unfiltered. docs/security.md. */
+ * main thread in moat run/restore) stays unfiltered. docs/security.md. */
 bool sc_exit_unfiltered(void);
 
 /* A thread that runs calls for others (device start/stop/reset), under

@@ -112,6 +112,23 @@ static void state_write(const struct state_dump *d)
     fflush(stdout);
 }
 
+/* The vhost-user server's thread (SC_VHOST filter). */
+struct serve {
+    pthread_t thread;
+    struct vhu_server *s;
+    enum sc_mode mode;
+    int r;
+};
+
+static void *serve_main(void *arg)
+{
+    struct serve *sv = arg;
+    sv->r = sc_install(SC_VHOST, sv->mode);
+    if (sv->r == 0)
+        sv->r = vhu_server_run(sv->s);
+    return NULL;
+}
+
 static void *state_main(void *arg)
 {
     struct state_dump *d = arg;
@@ -308,11 +325,16 @@ int cmd_device(int argc, char **argv)
     bool dumping = pthread_create(&dump.thread, NULL, state_main, &dump) == 0;
     if (!dumping)
         fprintf(stderr, "moat: device %s: no SIGUSR1 state thread; going on without it\n", type);
-    /* This thread's filter, before the first frontend connects (not in
-     * the sanitizer build: sc_exit_unfiltered). */
-    r = sc_exit_unfiltered() ? 0 : sc_install(SC_VHOST, scm);
-    if (r == 0)
-        r = vhu_server_run(device_server);
+    /* The server runs on a thread of its own, which installs its filter
+     * before the first frontend connects; this thread only waits for it
+     * and then tears the device down (unlink, flock, overlay flush, passt:
+     * calls the server's list need not have). */
+    struct serve serve = { .s = device_server, .mode = scm };
+    r = -pthread_create(&serve.thread, NULL, serve_main, &serve);
+    if (r == 0) {
+        pthread_join(serve.thread, NULL);
+        r = serve.r;
+    }
     if (dumping) {
         dump.stop = 1;
         pthread_kill(dump.thread, SIGUSR1);

@@ -37,7 +37,7 @@ int cmd_seccomp(int argc, char **argv)
     }
     if (sc_san_extra())
         printf("(sanitizer build: %d of these are the sanitizer runtime's, in every list; "
-               "the main and vhost server threads stay unfiltered for the leak check at exit)\n",
+               "the main thread stays unfiltered for the leak check at exit)\n",
                sc_san_extra());
     return 0;
 }
