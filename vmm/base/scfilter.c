@@ -2,7 +2,8 @@
 #include "vmm/base/scfilter.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <linux/fs.h>
+#include <linux/if_tun.h>
 #include <linux/kvm.h>
 #include <pthread.h>
 #include <sched.h>
@@ -15,10 +16,8 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/syscall.h>
-#include <linux/fs.h>
-#include <linux/if_tun.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "vmm/base/log.h"
@@ -53,8 +52,9 @@ struct rule {
     { SCMP_SYS(mmap), C_NOEXEC, 2, 0 }, { SCMP_SYS(mprotect), C_NOEXEC, 2, 0 }, \
     ANY(clock_gettime), ANY(clock_nanosleep), ANY(restart_syscall)
 
-/* Creating threads (the runner, and where a device thread starts helpers):
- * clone with CLONE_THREAD only; a new thread's first calls. */
+/* Creating threads (the runner): clone with CLONE_THREAD only; what a new
+ * thread does before its own filter is in (its first calls, then
+ * sc_install: the SIGSYS handler check, its name, no_new_privs, seccomp). */
 #define THREADS \
     { SCMP_SYS(clone), C_CLONE_THREAD, 0, 0 }, ANY(set_robust_list), ANY(rseq), \
     EQ(rt_sigaction, 0, SIGSYS), EQ(prctl, 0, PR_SET_NAME), EQ(prctl, 0, PR_SET_NO_NEW_PRIVS), \
