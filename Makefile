@@ -20,7 +20,7 @@ CFLAGS_COMMON := -std=gnu11 -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 CFLAGS    ?= -O2 -g
 ALL_CFLAGS = $(CFLAGS_COMMON) $(CFLAGS) -fPIC -MMD -MP
 SAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
-LDLIBS    := -lpthread -lm -lxxhash
+LDLIBS    := -lpthread -lm -lxxhash -lseccomp
 
 # Optional libraries are detected, not assumed, so `make` works before deps.
 HAVE_URING := $(shell pkg-config --exists liburing 2>/dev/null && echo 1)

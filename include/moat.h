@@ -39,6 +39,18 @@ struct moat_vm;
                                             orchestrators look for) instead of "moat_vcpu N" */
 #define MOAT_F_NO_PREFETCH    (1u << 6)  /* moat_restore: do not prefetch the working set an earlier restore
                                             recorded (MEMORY.ws; docs/snapshot-format.md) */
+/* Seccomp (docs/security.md, "Seccomp"): each thread the VM starts (vCPUs,
+ * device I/O threads, console threads, a runner for device start/stop)
+ * installs the allow-list of its kind on itself before it touches guest
+ * memory; the caller's threads are never filtered. A call off the list
+ * kills the process: a SIGSYS handler (installed if SIGSYS has none)
+ * writes one line naming the thread kind and the system call to stderr and
+ * calls _exit(MOAT_SECCOMP_EXIT). With MOAT_F_SECCOMP_AUDIT instead the call
+ * goes through and the kernel logs it (audit type 1326). moat_restore and
+ * moat_fork take the same flags. */
+#define MOAT_F_SECCOMP        (1u << 7)
+#define MOAT_F_SECCOMP_AUDIT  (1u << 8)  /* log, never kill (implies MOAT_F_SECCOMP) */
+#define MOAT_SECCOMP_EXIT     159
 
 struct moat_config {
     size_t size;              /* sizeof(struct moat_config); set by moat_config_init */

@@ -64,7 +64,7 @@ int snap_parse(void) { return 4; }
 int main(void) { return moat_version()[0] && seterr() + log_msg() + vm_alloc() + snap_parse() == 10 ? 0 : 1; }
 EOF_C
     # LDLIBS: the library's own link flags (the Makefile passes them; liburing is optional)
-    if ${CC:-cc} -Iinclude -o "$tmp/clash" "$tmp/clash.c" "$ar" ${LDLIBS:--lpthread -lm -lxxhash -ljansson} 2> "$tmp/clash.err" &&
+    if ${CC:-cc} -Iinclude -o "$tmp/clash" "$tmp/clash.c" "$ar" ${LDLIBS:--lpthread -lm -lxxhash -lseccomp -ljansson} 2> "$tmp/clash.err" &&
         "$tmp/clash"; then
         echo "PASS: symbols: a program defining seterr, log_msg, vm_alloc and snap_parse links with $ar"
     else

@@ -84,6 +84,7 @@ struct blk_engine_cfg {
     const struct blk_engine_cb *cb;
     void *opaque;
     const char *name;                   /* for logs */
+    int seccomp;                        /* enum sc_mode (vmm/base/scfilter.h): the threads' SC_BLK filter */
     /* Optional: run each request through exec (on a pool worker; 0 or
      * -errno for the whole transfer) instead of on file_fd. Forces the
      * thread-pool engine; file_fd may then be -1. Used by copy-on-write

@@ -109,6 +109,14 @@ static int open_direct(struct virtio_blk *b, const struct virtio_blk_opts *o, ch
 
 /* path = base, o->overlay = the overlay (locks taken by ovl_open). A raw
  * (reflinked) overlay is then an ordinary image on the fast path. */
+/* The rate limiter's timer, at create: device start runs under the
+ * runner's seccomp list (vmm/base/scfilter.c), which has no timerfd_create.
+ * A failure here is retried (and reported) at start. */
+static void make_timer(struct virtio_blk *b)
+{
+    b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+}
+
 static int create_overlay(struct virtio_blk *b, const struct virtio_blk_opts *o,
                           struct virtio_blk **out, char *why, size_t wlen)
 {
@@ -140,6 +148,7 @@ static int create_overlay(struct virtio_blk *b, const struct virtio_blk_opts *o,
         b->params.max_discard_seg = b->params.max_write_zeroes_seg = 1;
         b->params.max_discard_sectors = b->params.max_write_zeroes_sectors = VIRTIO_BLK_DISCARD_MAX;
     }
+    make_timer(b);
     *out = b;
     return 0;
 }
@@ -223,6 +232,7 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
         b->params.max_discard_seg = b->params.max_write_zeroes_seg = 1;
         b->params.max_discard_sectors = b->params.max_write_zeroes_sectors = VIRTIO_BLK_DISCARD_MAX;
     }
+    make_timer(b);
     *out = b;
     return 0;
 fail:
@@ -647,6 +657,7 @@ static int blk_start(void *dev, const struct virtio_dev_env *env)
     struct blk_engine_cfg ec = {
         .kind = b->engine_kind, .file_fd = b->dfd >= 0 ? b->dfd : b->fd, .kick_fd = b->kicks, .nkick = NQUEUES + 1,
         .max_inflight = VIRTIO_BLK_INFLIGHT_MAX, .cb = &engine_cb, .opaque = b, .name = b->name,
+        .seccomp = env->seccomp,
     };
     if (b->ovl && b->fd < 0) {
         ec.exec = ovl_exec;

@@ -15,6 +15,7 @@
 #include "devices/virtio/virtq.h"
 #include "devices/virtio/vqueues.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 
 #define Q_RX 0
 #define Q_TX 1
@@ -544,6 +545,10 @@ static void on_timer(void *opaque)
 static void *io_thread(void *arg)
 {
     struct virtio_net *n = arg;
+    if (sc_install(SC_NET, (enum sc_mode)n->env.seccomp) < 0) {
+        log_err("%s: seccomp filter failed: device stopped", n->name);
+        return NULL;
+    }
     work(n);                    /* what the driver queued while stopped */
     int r = evloop_run(n->loop);
     if (r < 0)

@@ -43,6 +43,10 @@ struct virtio_dev_env {
      * Thread-safe. May be NULL. */
     void (*needs_reset)(void *opaque, unsigned q);
     void *opaque;
+    /* enum sc_mode (vmm/base/scfilter.h): each thread the device starts
+     * installs its kind's seccomp filter in this mode before it touches
+     * guest memory (0: none). */
+    int seccomp;
 };
 
 struct virtio_dev_ops {

@@ -23,6 +23,7 @@
 #include "devices/vsock/vsock_pkt.h"
 #include "vmm/base/clock.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 
 #define Q_RX 0
 #define Q_TX 1
@@ -76,6 +77,7 @@ struct vsock_dev {
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     uint64_t cid;
     int listen_fd;
+    uid_t euid;                 /* moat's, at create (the I/O thread's seccomp list has no geteuid) */
     int wake_fd;                /* vsock_open_internal / vsock_ungate */
     /* The I/O thread's loop, for the device's lifetime: the wake and
      * listening fds and every connection's fd are registered once, the kick
@@ -197,6 +199,7 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
         free(v);
         return r;
     }
+    v->euid = geteuid();
     v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (v->wake_fd < 0) {
         r = -errno;
@@ -801,12 +804,12 @@ static void host_client(struct vsock_dev *v, int fd)
 }
 
 /* Only moat's own user (or root) may use the socket. */
-static bool peer_allowed(int fd)
+static bool peer_allowed(const struct vsock_dev *v, int fd)
 {
     struct ucred cr;
     socklen_t cl = sizeof cr;
     return getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) == 0 && cl == sizeof cr &&
-           (cr.uid == geteuid() || cr.uid == 0);
+           (cr.uid == v->euid || cr.uid == 0);
 }
 
 static void host_accept(struct vsock_dev *v)
@@ -815,7 +818,7 @@ static void host_accept(struct vsock_dev *v)
         int fd = accept4(v->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
             return;
-        if (!peer_allowed(fd)) {
+        if (!peer_allowed(v, fd)) {
             atomic_fetch_add(&v->st_refused, 1);
             if (log_limit_ok(&v->rl))
                 log_warn("%s: refusing a host client of another user", v->name);
@@ -1096,6 +1099,10 @@ static void pass_end(struct vsock_dev *v)
 static void *io_thread(void *arg)
 {
     struct vsock_dev *v = arg;
+    if (sc_install(SC_VSOCK, (enum sc_mode)v->env.seccomp) < 0) {
+        log_err("%s: seccomp filter failed: device stopped", v->name);
+        return NULL;
+    }
     log_debug("%s: I/O thread running (guest CID %llu, %s)", v->name, (unsigned long long)v->cid, v->path);
     /* picks up what arrived while stopped */
     deliver_reset(v);

@@ -579,6 +579,28 @@ static pid_t hold_tap(const char *name, int *stop_w)
     return pid;
 }
 
+/* Seccomp: the net device's I/O thread, made to call getppid(2) right
+ * after its filter is in (MOAT_SECCOMP_TEST_VIOLATE=net), ends moat with
+ * 159 and the line naming it (the other kinds: test_blk). */
+START_TEST(seccomp_net_thread)
+{
+    char dev[256], cmdline[512];
+    snprintf(dev, sizeof dev, "net,tap=" TAP ",mac=" GUEST_MAC);
+    snprintf(cmdline, sizeof cmdline,
+             "net.ip=" GUEST_IP " net.peer=" HOST_IP " net.peermac=" HOST_MAC " net.port=%d net.mac=" GUEST_MAC
+             " net.count=1", ECHO_PORT);
+    setenv("MOAT_SECCOMP_TEST_VIOLATE", "net", 1);
+    struct run r;
+    RUN(&r, 120, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--timeout", "100", "--kernel", net_elf(),
+        "--device", dev, "--cmdline", cmdline);
+    unsetenv("MOAT_SECCOMP_TEST_VIOLATE");
+    ck_assert_msg(r.status == 159 &&
+                  strstr(r.err, "moat: seccomp: the net thread made a forbidden system call: getppid"),
+                  "status %d, stderr:\n%s", r.status, r.err);
+    run_free(&r);
+}
+END_TEST
+
 START_TEST(tap_errors)
 {
     struct run r;
@@ -693,6 +715,7 @@ int main(void)
     tcase_add_test(tc, sandbox_net_commands);
     tcase_add_test(tc, udp_mergeable_burst);
     tcase_add_test(tc, tap_errors);
+    tcase_add_test(tc, seccomp_net_thread);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

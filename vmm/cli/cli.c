@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <malloc.h>
 #include <math.h>
 #include <poll.h>
 #include <pthread.h>
@@ -22,6 +23,7 @@
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 
 #define OPT_DIFF_SNAPSHOTS 300   /* --diff-snapshots (no short form) */
 #define OPT_DEVICE         301   /* --device (no short form) */
@@ -37,7 +39,12 @@
 #define OPT_NO_PREFETCH    311   /* restore --no-prefetch */
 #define OPT_READY_FD       312   /* run/restore --ready-fd N (moat create/start/fork) */
 #define OPT_WS_RECORD_MS   313   /* restore --ws-record-ms MS */
+#define OPT_NO_SECCOMP     314   /* --no-seccomp */
+#define OPT_SECCOMP_AUDIT  315   /* --seccomp-audit */
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
+/* Seccomp (docs/security.md): on by default in the CLI; --no-seccomp and
+ * --seccomp-audit change it. MOAT_F_SECCOMP* flags for the VM. */
+static uint32_t seccomp_flags = MOAT_F_SECCOMP;
 
 uint64_t cli_start_ns;
 
@@ -56,6 +63,7 @@ static const char usage_main[] =
     "  restore   restore a snapshot and run it\n"
     "  device    serve a moat device to another VMM (vhost-user)\n"
     "  disk      copy-on-write disk overlays: create, info, clone, diff\n"
+    "  seccomp   the seccomp allow-list of each thread kind (--print: names)\n"
     "  exec      run a command in a running guest (its agent)\n"
     "  cp        copy a file to or from a running guest (its agent)\n"
     "  host      what this host can run (KVM kind, capabilities, features)\n"
@@ -88,6 +96,8 @@ static const char usage_run[] =
     "                   diffs (only the pages written since the one before)\n"
     "  --pvh            enter a vmlinux through its PVH entry point\n"
     "  --no-pvm-compat  do not apply the PVM workarounds on a PVM host\n"
+    "  --no-seccomp     no seccomp filters (debugging; docs/security.md)\n"
+    "  --seccomp-audit  seccomp filters log a forbidden call instead of killing\n"
     "  --drive PATH[,ro][,id=NAME]\n"
     "                   a virtio-blk disk (repeatable; the first is /dev/vda);\n"
     "                   ,direct: O_DIRECT, bypassing the host page cache\n"
@@ -118,7 +128,8 @@ static const char usage_run[] =
     "  -h, --help       this help\n"
     "\n"
     "exit status: the guest command's status (0-255); 2 usage error;\n"
-    "124 timeout; 125 VMM error; 126 guest crash or no status reported.\n"
+    "124 timeout; 125 VMM error; 126 guest crash or no status reported;\n"
+    "159 killed by a seccomp filter (a forbidden system call).\n"
     "On a terminal, Ctrl-A x quits.\n";
 
 void die_usage(const char *fmt, ...)
@@ -426,6 +437,8 @@ int cmd_run(int argc, char **argv)
         { "ready-fd", required_argument, NULL, OPT_READY_FD },
         { "pvh", no_argument, NULL, 'P' },
         { "no-pvm-compat", no_argument, NULL, 'N' },
+        { "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
+        { "seccomp-audit", no_argument, NULL, OPT_SECCOMP_AUDIT },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
@@ -477,6 +490,8 @@ int cmd_run(int argc, char **argv)
         case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
+        case OPT_NO_SECCOMP: seccomp_flags = 0; break;
+        case OPT_SECCOMP_AUDIT: seccomp_flags = MOAT_F_SECCOMP | MOAT_F_SECCOMP_AUDIT; break;
         case 'v': verbose++; break;
         case 'h': fputs(usage_run, stdout); return 0;
         case ':':
@@ -525,6 +540,7 @@ int cmd_run(int argc, char **argv)
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
     struct moat_error err;
+    cfg.flags |= seccomp_flags;
     int r = moat_create(&cfg, &vm, &err);
     if (r < 0) {
         fprintf(stderr, "moat: %s\n", err.msg[0] ? err.msg : strerror(-r));
@@ -646,6 +662,15 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
     int r = moat_start(vm);
     if (r < 0) {
         fprintf(stderr, "moat: starting the VM: %s\n", strerror(-r));
+        code = EXIT_VMM_ERROR;
+        goto done;
+    }
+    /* This thread's own filter, before it takes a control client or a
+     * snapshot signal (the VM's threads have theirs: moat_start). */
+    if (seccomp_flags && !sc_exit_unfiltered() && (r = sc_install(SC_MAIN, (seccomp_flags & MOAT_F_SECCOMP_AUDIT) ? SC_AUDIT : SC_KILL)) < 0) {
+        fprintf(stderr, "moat: seccomp: %s\n", strerror(-r));
+        moat_stop(vm);
+        moat_wait(vm, -1, &ex);
         code = EXIT_VMM_ERROR;
         goto done;
     }
@@ -782,6 +807,7 @@ static const char usage_restore[] =
     "                   another TAP device, or with another MAC\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
     "  --console-log F  append the serial console to F instead of stdout\n"
+    "  --no-seccomp     no seccomp filters; --seccomp-audit: log, never kill\n"
     "  -v, --verbose    more log output\n"
     "  -h, --help       this help\n";
 
@@ -807,6 +833,8 @@ int cmd_restore(int argc, char **argv)
         { "control", required_argument, NULL, 'C' },
         { "console-log", required_argument, NULL, 'L' },
         { "ready-fd", required_argument, NULL, OPT_READY_FD },
+        { "no-seccomp", no_argument, NULL, OPT_NO_SECCOMP },
+        { "seccomp-audit", no_argument, NULL, OPT_SECCOMP_AUDIT },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 },
@@ -843,6 +871,8 @@ int cmd_restore(int argc, char **argv)
         case OPT_FORK_CHILD: fork_child = true; break;
         case OPT_NO_PREFETCH: no_prefetch = true; break;
         case OPT_WS_RECORD_MS: ws_record_ms = (uint32_t)parse_uint(optarg, "--ws-record-ms", 3600000); break;
+        case OPT_NO_SECCOMP: seccomp_flags = 0; break;
+        case OPT_SECCOMP_AUDIT: seccomp_flags = MOAT_F_SECCOMP | MOAT_F_SECCOMP_AUDIT; break;
         case 'D':
             if (ndrives >= MOAT_MAX_DRIVES)
                 die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
@@ -913,6 +943,7 @@ int cmd_restore(int argc, char **argv)
     if (no_prefetch)
         rc.flags |= MOAT_F_NO_PREFETCH;
     rc.ws_record_ms = ws_record_ms;
+    rc.flags |= seccomp_flags;
     rc.vsock_uds = vsock;
     rc.devices = ndevices ? devices : NULL;
     rc.ndevices = ndevices;
@@ -934,6 +965,11 @@ int cmd_restore(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* A fixed number of malloc arenas: otherwise the C library computes
+     * the limit when the ninth is made, reading
+     * /sys/devices/system/cpu/online from whichever thread that is — one
+     * under a seccomp filter that has no openat (docs/security.md). */
+    mallopt(M_ARENA_MAX, 8);
     /* Run as `firecracker` (a link): Firecracker's command line. */
     const char *base = argv[0] ? strrchr(argv[0], '/') : NULL;
     base = base ? base + 1 : argv[0] ? argv[0] : "";
@@ -968,6 +1004,8 @@ int main(int argc, char **argv)
         return cmd_host(argc - 1, argv + 1);
     if (!strcmp(cmd, "vmm"))
         return cmd_vmm(argc - 1, argv + 1);
+    if (!strcmp(cmd, "seccomp"))
+        return cmd_seccomp(argc - 1, argv + 1);
     if (cli_is_sandbox_command(cmd))
         return cmd_sandbox(argc - 1, argv + 1);
     fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);

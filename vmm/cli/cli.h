@@ -75,6 +75,7 @@ int cmd_device(int argc, char **argv);
 int cmd_disk(int argc, char **argv);     /* vmm/cli/cli_disk.c: copy-on-write overlays */
 int cmd_exec(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
+int cmd_seccomp(int argc, char **argv);  /* vmm/cli/cli_seccomp.c: the seccomp lists */
 int cmd_host(int argc, char **argv);     /* vmm/cli/cli_host.c: what this host can run */
 /* vmm/cli/cli_fc.c: Firecracker's command line and API (docs/control-api.md);
  * also what main runs when argv[0]'s name is "firecracker". */

@@ -17,6 +17,7 @@
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 #include "vmm/transport/vhost_user.h"
 #include "devices/virtio/devopt.h"
 #include "devices/virtio/virtio_kind.h"
@@ -50,11 +51,13 @@ static const char usage_device[] =
     "  --cid N        the guest's CID (3 .. 4294967294, default 3)\n"
     "\n"
     "  -v, --verbose  more log output (repeat for debug)\n"
+    "  --no-seccomp   no seccomp filters; --seccomp-audit: log, never kill\n"
     "\n"
     "SIGUSR1 writes the device's state to stdout (net: its policy, its counters\n"
     "and each rule's) between the lines [moat device TYPE: KEY] and\n"
     "[moat device TYPE: end].\n"
-    "exit status: 0 after a signal; 2 usage error; 125 runtime error.\n";
+    "exit status: 0 after a signal; 2 usage error; 125 runtime error;\n"
+    "159 killed by a seccomp filter (docs/security.md).\n";
 
 static struct vhu_server *device_server;    /* for the signal handler only */
 
@@ -73,6 +76,7 @@ struct state_dump {
     void *priv;
     pthread_t thread;
     volatile sig_atomic_t stop;     /* set before the thread is woken to end */
+    int seccomp;                    /* enum sc_mode: its filter (SC_VHOST) */
 };
 
 static void state_write(const struct state_dump *d)
@@ -108,9 +112,28 @@ static void state_write(const struct state_dump *d)
     fflush(stdout);
 }
 
+/* The vhost-user server's thread (SC_VHOST filter). */
+struct serve {
+    pthread_t thread;
+    struct vhu_server *s;
+    enum sc_mode mode;
+    int r;
+};
+
+static void *serve_main(void *arg)
+{
+    struct serve *sv = arg;
+    sv->r = sc_install(SC_VHOST, sv->mode);
+    if (sv->r == 0)
+        sv->r = vhu_server_run(sv->s);
+    return NULL;
+}
+
 static void *state_main(void *arg)
 {
     struct state_dump *d = arg;
+    if (sc_install(SC_VHOST, (enum sc_mode)d->seccomp) < 0)
+        return NULL;
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGUSR1);
@@ -144,16 +167,20 @@ static bool kind_takes(const struct virtio_kind *k, const char *key)
 
 int cmd_device(int argc, char **argv)
 {
-    struct option opts[NFLAGS + 4];
+    struct option opts[NFLAGS + 6];
     for (size_t i = 0; i < NFLAGS; i++)
         opts[i] = (struct option){ device_flags[i].flag, device_flags[i].has_arg ? required_argument : no_argument,
                                    NULL, 1000 + (int)i };
     opts[NFLAGS] = (struct option){ "socket", required_argument, NULL, 's' };
     opts[NFLAGS + 1] = (struct option){ "verbose", no_argument, NULL, 'v' };
     opts[NFLAGS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
-    opts[NFLAGS + 3] = (struct option){ 0, 0, 0, 0 };
+    opts[NFLAGS + 3] = (struct option){ "no-seccomp", no_argument, NULL, 'S' };
+    opts[NFLAGS + 4] = (struct option){ "seccomp-audit", no_argument, NULL, 'A' };
+    opts[NFLAGS + 5] = (struct option){ 0, 0, 0, 0 };
     const char *sock = NULL;
     int verbose = 0, c;
+    enum sc_mode scm = SC_KILL;     /* seccomp on by default, as moat run */
+    struct sc_runner *runner = NULL;
     char why[512] = "";
 
     if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
@@ -228,6 +255,8 @@ int cmd_device(int argc, char **argv)
         }
         switch (c) {
         case 's': sock = optarg; break;
+        case 'S': scm = SC_OFF; break;
+        case 'A': scm = SC_AUDIT; break;
         case 'v': verbose++; break;
         case 'h': fputs(usage_device, stdout); ret = 0; goto out;
         default: fputs(usage_device, stderr); goto out;
@@ -256,7 +285,8 @@ int cmd_device(int argc, char **argv)
      * only; its virtio-mmio offers 1024-entry rings (docs/vhost-user.md).
      * When the frontend goes away the server resets the device: vsock
      * closes every host connection, as when a `moat run` VM exits. */
-    struct vhu_server_opts so = { .nqueues = k->vhost_user_nqueues, .queue_max = k->vhost_user_queue_max };
+    struct vhu_server_opts so = { .nqueues = k->vhost_user_nqueues, .queue_max = k->vhost_user_queue_max,
+                                  .seccomp = scm };
     struct virtio_made m;
     char name[48];
     snprintf(name, sizeof(name), "vhost-user-%s", k->type);
@@ -266,6 +296,16 @@ int cmd_device(int argc, char **argv)
         ret = EXIT_VMM_ERROR;
         goto unmask;
     }
+    /* Device start/stop/reset on a runner under the vmm list, so the
+     * device's threads do not inherit this thread's (docs/security.md). */
+    if ((r = sc_runner_start(&runner, scm)) < 0) {
+        fprintf(stderr, "moat: device %s: seccomp: %s\n", type, strerror(-r));
+        m.ops->destroy(m.dev);
+        k->free(m.priv);
+        ret = EXIT_VMM_ERROR;
+        goto unmask;
+    }
+    so.runner = runner;
     r = vhu_server_create_opts(sock, m.ops, m.dev, &so, &device_server);
     if (r < 0) {
         fprintf(stderr, "moat: device %s: socket %s: %s\n", type, sock, strerror(-r));
@@ -281,10 +321,20 @@ int cmd_device(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     struct state_dump dump = { .k = k, .priv = m.priv };
+    dump.seccomp = scm;
     bool dumping = pthread_create(&dump.thread, NULL, state_main, &dump) == 0;
     if (!dumping)
         fprintf(stderr, "moat: device %s: no SIGUSR1 state thread; going on without it\n", type);
-    r = vhu_server_run(device_server);
+    /* The server runs on a thread of its own, which installs its filter
+     * before the first frontend connects; this thread only waits for it
+     * and then tears the device down (unlink, flock, overlay flush, passt:
+     * calls the server's list need not have). */
+    struct serve serve = { .s = device_server, .mode = scm };
+    r = -pthread_create(&serve.thread, NULL, serve_main, &serve);
+    if (r == 0) {
+        pthread_join(serve.thread, NULL);
+        r = serve.r;
+    }
     if (dumping) {
         dump.stop = 1;
         pthread_kill(dump.thread, SIGUSR1);
@@ -294,6 +344,7 @@ int cmd_device(int argc, char **argv)
     device_server = NULL;
     m.ops->destroy(m.dev);
     k->free(m.priv);
+    sc_runner_stop(runner);
     ret = 0;
     if (r < 0) {
         fprintf(stderr, "moat: device %s: %s\n", type, strerror(-r));

@@ -858,7 +858,7 @@ static const struct { const char *name; int has_val; } run_opts[] = {
     { "timeout", 1 }, { "timings", 0 }, { "snapshot-dir", 1 }, { "diff-snapshots", 0 },
     { "drive", 1 }, { "device", 1 }, { "net", 1 }, { "net-allow", 1 }, { "net-deny", 1 }, { "net-allow-domain", 1 },
     { "net-default", 1 }, { "net-no-preset", 0 }, { "metadata", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
-    { "no-pvm-compat", 0 }, { "verbose", 0 }, { "help", 0 },
+    { "no-pvm-compat", 0 }, { "no-seccomp", 0 }, { "seccomp-audit", 0 }, { "verbose", 0 }, { "help", 0 },
 };
 
 /* The run option a names ("--NAME" or "--NAME=V", NAME a prefix), or -1. */

@@ -20,6 +20,7 @@
 #include "vmm/base/clock.h"
 
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 
 static const char limit_note[] = "\n[moat: console output limit reached; the rest is dropped]\n";
 
@@ -183,6 +184,9 @@ static void *writer_thread(void *arg)
         wfd = c->fd;
         owned = false;
     }
+    /* After the reopen above; a failure leaves the writer unfiltered but
+     * logged (the guest cannot reach this thread's calls). */
+    sc_install(SC_CONSOLE, (enum sc_mode)c->seccomp);
     /* Where a write may block, the kick signal may interrupt it (only
      * inside the write: see console_stop). */
     bool may_block = mode == W_POLL || c->test_blocking;

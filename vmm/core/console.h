@@ -38,6 +38,7 @@
 #define CONSOLE_PAUSE_FLUSH_MS 20
 
 struct console_out {
+    int seccomp;                  /* enum sc_mode: the writer thread's filter (vmm/base/scfilter.h) */
     pthread_mutex_t lock;
     pthread_cond_t cond;          /* data queued, stop, progress (CLOCK_MONOTONIC) */
     int fd;                       /* the caller's fd (not owned), or -1: discard */

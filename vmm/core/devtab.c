@@ -16,6 +16,7 @@
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 #include "vmm/core/vm.h"
 #include "vmm/transport/virtio_mmio_kvm.h"
 
@@ -102,6 +103,7 @@ static int add_device(struct moat_vm *vm, const struct virtio_kind *kind, const 
         seterr(err, 0, r, "%s %s: virtio-mmio slot %u: %s", kind->name, id, slot, strerror(-r));
         goto fail;
     }
+    virtio_mmio_kvm_set_seccomp(d->t, vm->runner, vm->seccomp);
     d->kind = kind;
     d->priv = m.priv;
     vm->ndev++;

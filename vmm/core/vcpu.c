@@ -12,6 +12,7 @@
 
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 #include "vmm/core/vm.h"
 
 #define MSR_IA32_SYSENTER_CS   0x174
@@ -347,6 +348,12 @@ void *vcpu_thread(void *arg)
     memcpy(raw + sizeof(struct kvm_signal_mask), &runmask, 8);
     if (ioctl(v->fd, KVM_SET_SIGNAL_MASK, km) < 0) {
         vm_request_exit(vm, MOAT_EXIT_ERROR, "vcpu%u: KVM_SET_SIGNAL_MASK: %s", v->index, strerror(errno));
+        return NULL;
+    }
+    /* Before the first KVM_RUN: the guest runs only under the filter. */
+    int sr = sc_install(SC_VCPU, (enum sc_mode)vm->seccomp);
+    if (sr < 0) {
+        vm_request_exit(vm, MOAT_EXIT_ERROR, "vcpu%u: seccomp: %s", v->index, strerror(-sr));
         return NULL;
     }
 

@@ -21,6 +21,7 @@
 #include "vmm/core/devtab.h"
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 #include "vmm/snapshot/snapdiff.h"
 #include "vmm/snapshot/wset.h"
 #include "vmm/core/vm.h"
@@ -343,6 +344,10 @@ static void *console_thread(void *arg)
 {
     struct moat_vm *vm = arg;
     bool escape = false, in_open = true;
+    if (sc_install(SC_CONSOLE, (enum sc_mode)vm->seccomp) < 0) {
+        vm_request_exit(vm, MOAT_EXIT_ERROR, "console: seccomp filter failed");
+        return NULL;
+    }
     while (!atomic_load(&vm->stopping)) {
         size_t space = serial_rx_space(&vm->uart);
         struct pollfd p[2] = {
@@ -515,6 +520,7 @@ void vm_free(struct moat_vm *vm)
 {
     wset_free(vm);          /* its helper thread reads guest RAM */
     devtab_free(vm);        /* before guest RAM goes: device threads drain */
+    sc_runner_stop(vm->runner);
     if (vm->vcpus) {
         for (unsigned i = 0; i < vm->ncpus; i++)
             if (vm->vcpus[i].fd > 0 || vm->vcpus[i].run)
@@ -564,8 +570,19 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
     }
     vm->flags = flags;
     vm->kick_signal = kick_signal ? kick_signal : DEFAULT_KICK_SIGNAL;
+    vm->seccomp = (flags & MOAT_F_SECCOMP_AUDIT) ? SC_AUDIT : (flags & MOAT_F_SECCOMP) ? SC_KILL : SC_OFF;
+    vm->con.seccomp = vm->seccomp;
     pthread_mutex_init(&vm->lock, NULL);
     cond_init_mono(&vm->cond);
+    int r = sc_runner_start(&vm->runner, (enum sc_mode)vm->seccomp);
+    if (r < 0) {
+        log_err("seccomp: starting the runner thread: %s", strerror(-r));
+        pthread_mutex_destroy(&vm->lock);
+        pthread_cond_destroy(&vm->cond);
+        console_destroy(&vm->con);
+        free(vm);
+        return NULL;
+    }
     return vm;
 }
 

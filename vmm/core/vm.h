@@ -99,6 +99,8 @@ struct moat_vm {
     struct console_out con;       /* UART output: buffer and writer thread (vmm/core/console.h) */
     uint32_t flags;
     int kick_signal;
+    int seccomp;                  /* enum sc_mode, from MOAT_F_SECCOMP* (vmm/base/scfilter.h) */
+    struct sc_runner *runner;     /* device start/stop/reset under seccomp, or NULL */
     pthread_t console_thread;
     bool console_started;
     int stop_efd;                 /* wakes the console thread on stop */

@@ -26,6 +26,7 @@
 #include "devices/virtio/vhost_user_msg.h"
 #include "devices/virtio/virtio_mmio.h"   /* VIRTIO_STATUS_NEEDS_RESET */
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 
 struct vhu_vring {
     uint32_t num;           /* SET_VRING_NUM (0: not set) */
@@ -48,6 +49,8 @@ struct vhu_map {
 struct vhu_server {
     const struct virtio_dev_ops *ops;
     void *dev;
+    struct sc_runner *runner;       /* device start/stop/reset under seccomp, or NULL */
+    int seccomp;
     char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
     int listen_fd, conn_fd, stop_fd;
     unsigned nq;                    /* vrings we accept (the backend's queues, see vhu_server_opts) */
@@ -115,11 +118,36 @@ static void needs_reset(void *opaque, unsigned q)
                  told ? "; error eventfd signalled" : "; the frontend gave no error eventfd");
 }
 
+struct dev_call {
+    struct vhu_server *s;
+    const struct virtio_dev_env *env;
+    int what;                       /* 0 start, 1 stop, 2 reset */
+};
+
+static int dev_call_fn(void *p)
+{
+    struct dev_call *c = p;
+    if (c->what == 0)
+        return c->s->ops->start(c->s->dev, c->env);
+    if (c->what == 1)
+        c->s->ops->stop(c->s->dev);
+    else
+        c->s->ops->reset(c->s->dev);
+    return 0;
+}
+
+/* The device's start, stop or reset, on the seccomp runner if there is one. */
+static int dev_call(struct vhu_server *s, int what, const struct virtio_dev_env *env)
+{
+    struct dev_call c = { s, env, what };
+    return sc_runner_call(s->runner, dev_call_fn, &c);
+}
+
 static void dev_stop(struct vhu_server *s)
 {
     if (!s->running)
         return;
-    s->ops->stop(s->dev);
+    dev_call(s, 1, NULL);
     s->running = 0;
 }
 
@@ -204,8 +232,9 @@ static void reconcile(struct vhu_server *s)
     env.notify_used = notify_used;
     env.needs_reset = needs_reset;
     env.opaque = s;
+    env.seccomp = s->seccomp;
     atomic_store(&s->broken, false);   /* a fresh start: the device's queues are whole again */
-    int r = s->ops->start(s->dev, &env);
+    int r = dev_call(s, 0, &env);
     if (r < 0) {
         log_err("vhost-user: device start failed: %s", strerror(-r));
         return;
@@ -253,7 +282,7 @@ static void reset_state(struct vhu_server *s)
 {
     dev_stop(s);
     if (s->had_guest && s->ops->reset)   /* also when its rings were stopped first */
-        s->ops->reset(s->dev);
+        dev_call(s, 2, NULL);
     s->had_guest = false;
     for (unsigned i = 0; i < VIRTIO_DEV_MAX_QUEUES; i++) {
         struct vhu_vring *v = &s->vr[i];
@@ -683,6 +712,8 @@ int vhu_server_create_opts(const char *path, const struct virtio_dev_ops *ops, v
     s->dev_nq = dev_nq;
     s->all = o && o->nqueues;
     s->queue_max = qmax;
+    s->runner = o ? o->runner : NULL;
+    s->seccomp = o ? o->seccomp : 0;
     if (o) {
         s->disconnected = o->disconnected;
         s->disc_opaque = o->opaque;
@@ -767,7 +798,7 @@ int vhu_server_run(struct vhu_server *s)
             reset_state(s);
             /* its guest is gone even if its rings were stopped first */
             if (s->ops->reset)
-                s->ops->reset(s->dev);
+                dev_call(s, 2, NULL);
             close_fd(&s->conn_fd);
             if (s->disconnected)
                 s->disconnected(s->disc_opaque);

@@ -51,6 +51,11 @@ struct vhu_server_opts {
      * reset: its guest is gone). May be NULL. */
     void (*disconnected)(void *opaque);
     void *opaque;
+    /* Seccomp (vmm/base/scfilter.h): the device's start, stop and reset
+     * run on runner (NULL: on the server's thread), and its threads
+     * install their filters in mode seccomp (enum sc_mode; 0: none). */
+    struct sc_runner *runner;
+    int seccomp;
 };
 
 /* vhu_server_create() with options (o may be NULL). -EINVAL if o asks for

@@ -16,6 +16,7 @@
 #include "devices/virtio/virtio_mmio.h"
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 
 struct virtio_mmio_kvm {
     struct virtio_mmio mmio;
@@ -32,7 +33,42 @@ struct virtio_mmio_kvm {
     bool started;                   /* under mmio.lock */
     bool quiesced;                  /* stopped by virtio_mmio_kvm_stop() while live */
     char name[16];
+    /* Seccomp (vmm/base/scfilter.h): device start, stop and reset run on
+     * the VM's runner (NULL: on the calling thread); the device's threads
+     * install their own filter in this mode. */
+    struct sc_runner *runner;
+    int seccomp;
 };
+
+void virtio_mmio_kvm_set_seccomp(struct virtio_mmio_kvm *t, struct sc_runner *runner, int mode)
+{
+    t->runner = runner;
+    t->seccomp = mode;
+}
+
+struct dev_call {
+    struct virtio_mmio_kvm *t;
+    const struct virtio_dev_env *env;
+    int what;                       /* 0 start, 1 stop, 2 stop and reset */
+};
+
+static int dev_call_fn(void *p)
+{
+    struct dev_call *c = p;
+    if (c->what == 0)
+        return c->t->ops->start(c->t->dev, c->env);
+    c->t->ops->stop(c->t->dev);
+    if (c->what == 2 && c->t->ops->reset)
+        c->t->ops->reset(c->t->dev);
+    return 0;
+}
+
+/* The device's start (0), stop (1) or stop and reset (2), on the runner. */
+static int dev_call(struct virtio_mmio_kvm *t, int what, const struct virtio_dev_env *env)
+{
+    struct dev_call c = { t, env, what };
+    return sc_runner_call(t->runner, dev_call_fn, &c);
+}
 
 uint64_t virtio_mmio_kvm_slot_base(unsigned slot) { return LAYOUT_VIRTIO_MMIO + LAYOUT_VIRTIO_SLOT * slot; }
 unsigned virtio_mmio_kvm_slot_gsi(unsigned slot) { return LAYOUT_VIRTIO_IRQ0 + slot; }
@@ -87,7 +123,8 @@ static int start_locked(struct virtio_mmio_kvm *t)
     env.notify_used = dev_notify_used;
     env.needs_reset = dev_needs_reset;
     env.opaque = t;
-    int r = t->ops->start(t->dev, &env);
+    env.seccomp = t->seccomp;
+    int r = dev_call(t, 0, &env);
     if (r < 0) {
         log_err("%s: device start failed: %s", t->name, strerror(-r));
         return r;
@@ -115,9 +152,7 @@ static void tr_reset(void *opaque)
     t->quiesced = false;
     if (!t->started)
         return;
-    t->ops->stop(t->dev);
-    if (t->ops->reset)
-        t->ops->reset(t->dev);      /* the driver forgot it all: so does the device */
+    dev_call(t, 2, NULL);           /* reset: the driver forgot it all: so does the device */
     t->started = false;
 }
 
@@ -285,7 +320,7 @@ void virtio_mmio_kvm_stop(struct virtio_mmio_kvm *t)
     pthread_mutex_unlock(&t->mmio.lock);
     /* Without the lock: the draining device may still interrupt. */
     if (was)
-        t->ops->stop(t->dev);
+        dev_call(t, 1, NULL);
 }
 
 int virtio_mmio_kvm_resume(struct virtio_mmio_kvm *t)

@@ -37,6 +37,12 @@ int virtio_mmio_kvm_create(struct virtio_mmio_kvm **out, int vm_fd, struct bus *
                            const struct gmem *mem, unsigned slot,
                            const struct virtio_dev_ops *ops, void *dev);
 
+/* Seccomp: run the device's start, stop and reset on runner (NULL: the
+ * caller's thread) and have its threads install their filters in mode
+ * (enum sc_mode, vmm/base/scfilter.h). Before the guest can start it. */
+struct sc_runner;
+void virtio_mmio_kvm_set_seccomp(struct virtio_mmio_kvm *t, struct sc_runner *runner, int mode);
+
 /* Quiesce for pause/snapshot/teardown: stop the device (drained: every
  * popped request completed, published and signalled; no guest memory is
  * touched afterwards). Idempotent. virtio_mmio_kvm_resume() restarts a

@@ -1,0 +1,321 @@
+/* The per-thread seccomp allow-lists (vmm/base/scfilter.c): their sizes
+ * against Firecracker's and the table in docs/security.md; each filter
+ * installed for real in a forked child: allowed calls pass, a call off the
+ * list (or an argument off it) ends the child with SC_EXIT_CODE and one
+ * line naming it, audit mode lets it through; the runner. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "vmm/base/scfilter.h"
+
+/* Firecracker's per-thread list sizes (its seccomp filters for x86_64):
+ * vCPU 27, API 31, VMM 50. moat's vCPU list is held to the vCPU's, the
+ * single-purpose threads (device I/O, console, the vhost-user server) to
+ * the API's, and the two that do the VMM's work (the runner that starts
+ * and stops devices; the CLI's main thread: snapshots, control socket,
+ * teardown) to the VMM's. */
+static int limit_of(enum sc_kind k)
+{
+    switch (k) {
+    case SC_VCPU: return 27;
+    case SC_VMM: case SC_MAIN: return 50;
+    default: return 31;
+    }
+}
+
+START_TEST(counts_within_firecracker)
+{
+    for (int k = 0; k < SC_KIND_N; k++) {
+        int n = sc_count((enum sc_kind)k);
+        ck_assert_int_gt(n, 10);
+        /* The sanitizer build adds its runtime's calls to every list. */
+        ck_assert_msg(n <= limit_of((enum sc_kind)k) + sc_san_extra(), "%s: %d system calls (limit %d)",
+                      sc_kind_name((enum sc_kind)k), n, limit_of((enum sc_kind)k));
+        size_t nn;
+        const char *const *names = sc_names((enum sc_kind)k, &nn);
+        ck_assert_uint_eq(nn, (size_t)n);
+        for (size_t i = 0; i < nn; i++) {
+            ck_assert_str_ne(names[i], "?");
+            for (size_t j = 0; j < i; j++)
+                ck_assert_str_ne(names[i], names[j]);     /* distinct */
+        }
+        ck_assert_int_eq(sc_kind_from_name(sc_kind_name((enum sc_kind)k)), k);
+    }
+    ck_assert_int_eq(sc_kind_from_name("nosuch"), -1);
+    ck_assert_int_eq(sc_kind_from_name(NULL), -1);
+    ck_assert_int_eq(sc_count(SC_KIND_N), -EINVAL);
+}
+END_TEST
+
+/* docs/security.md's table ("| `KIND` | N | ...") says what the code has. */
+START_TEST(doc_table_matches)
+{
+    if (sc_san_extra()) {
+        printf("SKIPPED: test_scfilter doc table: the sanitizer build's lists are larger by design\n");
+        return;
+    }
+    FILE *f = fopen("docs/security.md", "r");
+    ck_assert_msg(f != NULL, "docs/security.md (run from the repository root)");
+    char line[512];
+    int seen = 0;
+    while (fgets(line, sizeof line, f)) {
+        char kind[32];
+        int n;
+        if (sscanf(line, "| `%31[a-z]` | %d |", kind, &n) != 2)
+            continue;
+        int k = sc_kind_from_name(kind);
+        ck_assert_msg(k >= 0, "docs/security.md names an unknown thread kind %s", kind);
+        ck_assert_msg(n == sc_count((enum sc_kind)k), "docs/security.md: %s has %d, the code %d", kind, n,
+                      sc_count((enum sc_kind)k));
+        seen |= 1 << k;
+    }
+    fclose(f);
+    ck_assert_msg(seen == (1 << SC_KIND_N) - 1, "docs/security.md lacks a row (seen mask 0x%x)", seen);
+}
+END_TEST
+
+/* Fork; the child installs kind k's filter in mode m and runs fn; the
+ * exit status comes back, and what the child wrote to stderr in err. */
+static int in_child(enum sc_kind k, enum sc_mode m, void (*fn)(void), char *err, size_t elen)
+{
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        dup2(p[1], STDERR_FILENO);
+        close(p[0]);
+        if (sc_install(k, m) < 0)
+            _exit(99);
+        fn();
+        _exit(0);
+    }
+    close(p[1]);
+    size_t got = 0;
+    ssize_t n;
+    while (got + 1 < elen && (n = read(p[0], err + got, elen - 1 - got)) > 0)
+        got += (size_t)n;
+    err[got] = 0;
+    close(p[0]);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void forbidden_getppid(void) { syscall(SYS_getppid); }
+
+static void allowed_common(void)
+{
+    /* What every thread does: memory, locks, sleep, log lines. */
+    void *m = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED || mprotect(m, 4096, PROT_READ) < 0 || munmap(m, 1 << 20) < 0)
+        _exit(10);
+    void *b = malloc(100000);
+    free(b);
+    struct timespec ts = { 0, 1000 };
+    nanosleep(&ts, NULL);
+    if (write(STDERR_FILENO, "", 0) < 0)
+        _exit(11);
+}
+
+static void exec_mapping(void)
+{
+    mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    _exit(12);
+}
+
+static void exec_protect(void)
+{
+    void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        _exit(13);
+    mprotect(m, 4096, PROT_READ | PROT_EXEC);
+    _exit(14);
+}
+
+static void tty_ioctl(void)
+{
+    struct winsize ws;
+    ioctl(STDERR_FILENO, TIOCGWINSZ, &ws);
+    _exit(15);
+}
+
+static void kvm_run_ioctl(void)
+{
+    /* KVM_RUN on a descriptor that is no vCPU: the filter lets it through
+     * (EBADF/ENOTTY from the kernel), which is what is checked. */
+    if (ioctl(-1, KVM_RUN, 0) == 0 || (errno != EBADF && errno != ENOTTY))
+        _exit(16);
+}
+
+static void unix_socket(void)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        _exit(17);
+    close(s);
+}
+
+static void inet_socket(void)
+{
+    socket(AF_INET, SOCK_STREAM, 0);
+    _exit(18);
+}
+
+static void make_process(void)
+{
+    /* fork(2) is clone(2) without CLONE_THREAD: a process, refused. */
+    pid_t p = fork();
+    if (p == 0)
+        _exit(0);
+    _exit(19);
+}
+
+static void *noop_thread(void *a) { return a; }
+
+static void make_thread(void)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, noop_thread, NULL) != 0 || pthread_join(t, NULL) != 0)
+        _exit(20);
+}
+
+#define KILLED(k, fn, name)                                                                    \
+    do {                                                                                       \
+        char e_[512];                                                                          \
+        int st_ = in_child((k), SC_KILL, (fn), e_, sizeof e_);                                 \
+        ck_assert_msg(st_ == SC_EXIT_CODE, "%s: exit %d, stderr: %s", #fn, st_, e_);           \
+        ck_assert_msg(strstr(e_, "moat: seccomp: the ") && strstr(e_, sc_kind_name(k)) &&      \
+                      strstr(e_, (name)) && strstr(e_, "exiting with status 159"),             \
+                      "%s: %s", #fn, e_);                                                      \
+    } while (0)
+
+#define PASSES(k, fn)                                                                          \
+    do {                                                                                       \
+        char e_[512];                                                                          \
+        int st_ = in_child((k), SC_KILL, (fn), e_, sizeof e_);                                 \
+        ck_assert_msg(st_ == 0, "%s under %s: exit %d, stderr: %s", #fn, sc_kind_name(k), st_, e_); \
+    } while (0)
+
+START_TEST(each_kind_allows_and_kills)
+{
+    for (int k = 0; k < SC_KIND_N; k++) {
+        PASSES((enum sc_kind)k, allowed_common);
+        KILLED((enum sc_kind)k, forbidden_getppid, "getppid");
+        KILLED((enum sc_kind)k, exec_mapping, "mmap");
+        KILLED((enum sc_kind)k, exec_protect, "mprotect");
+        KILLED((enum sc_kind)k, inet_socket, "socket");
+        KILLED((enum sc_kind)k, make_process, "clone");
+    }
+}
+END_TEST
+
+START_TEST(argument_filters)
+{
+    /* The C library's one-time setup of its first pthread_create (signal
+     * handlers) happens long before any filter in moat: here too. */
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, noop_thread, NULL), 0);
+    pthread_join(t, NULL);
+    PASSES(SC_VCPU, kvm_run_ioctl);
+    KILLED(SC_VCPU, tty_ioctl, "ioctl");         /* only the vCPU's KVM requests */
+    KILLED(SC_BLK, kvm_run_ioctl, "ioctl");      /* no ioctl at all */
+    PASSES(SC_VSOCK, unix_socket);               /* host connections: AF_UNIX only */
+    PASSES(SC_VMM, make_thread);                 /* the runner creates threads */
+    /* A vCPU never creates a thread. The C library blocks every signal
+     * around clone(2), so the trap cannot run the handler: the kernel then
+     * kills the process with SIGSYS itself, no line, status 128 + 31 --
+     * the same 159 (docs/security.md). */
+    char e[512];
+    ck_assert_int_eq(in_child(SC_VCPU, SC_KILL, make_thread, e, sizeof e), SC_EXIT_CODE);
+}
+END_TEST
+
+START_TEST(audit_logs_and_goes_on)
+{
+    char e[512];
+    ck_assert_int_eq(in_child(SC_VCPU, SC_AUDIT, forbidden_getppid, e, sizeof e), 0);
+    ck_assert_int_eq(in_child(SC_BLK, SC_AUDIT, tty_ioctl, e, sizeof e), 15);
+    /* off: nothing installed at all */
+    ck_assert_int_eq(in_child(SC_VCPU, SC_OFF, tty_ioctl, e, sizeof e), 15);
+    ck_assert_int_eq(sc_install(SC_VCPU, (enum sc_mode)7), -EINVAL);
+    ck_assert_int_eq(sc_install(SC_KIND_N, SC_KILL), -EINVAL);
+}
+END_TEST
+
+/* The test hook: MOAT_SECCOMP_TEST_VIOLATE names the kind that calls
+ * getppid right after its filter is in. */
+static void nothing(void) {}
+
+START_TEST(test_hook)
+{
+    char e[512];
+    setenv("MOAT_SECCOMP_TEST_VIOLATE", "net", 1);
+    ck_assert_int_eq(in_child(SC_BLK, SC_KILL, nothing, e, sizeof e), 0);
+    ck_assert_int_eq(in_child(SC_NET, SC_KILL, nothing, e, sizeof e), SC_EXIT_CODE);
+    ck_assert_msg(strstr(e, "the net thread") && strstr(e, "getppid"), "%s", e);
+    unsetenv("MOAT_SECCOMP_TEST_VIOLATE");
+}
+END_TEST
+
+static int on_which(void *arg)
+{
+    *(pthread_t *)arg = pthread_self();      /* no system call: the runner's list is not in question here */
+    return 42;
+}
+
+START_TEST(runner_runs_calls_elsewhere)
+{
+    pthread_t tid = 0;
+    ck_assert_int_eq(sc_runner_call(NULL, on_which, &tid), 42);
+    ck_assert(pthread_equal(tid, pthread_self()));
+    struct sc_runner *r = (struct sc_runner *)1;
+    ck_assert_int_eq(sc_runner_start(&r, SC_OFF), 0);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(sc_runner_start(&r, SC_KILL), 0);
+    ck_assert_ptr_nonnull(r);
+    for (int i = 0; i < 3; i++) {
+        tid = pthread_self();
+        ck_assert_int_eq(sc_runner_call(r, on_which, &tid), 42);
+        ck_assert(!pthread_equal(tid, pthread_self()));
+    }
+    sc_runner_stop(r);
+    sc_runner_stop(NULL);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("scfilter");
+    TCase *tc = tcase_create("lists");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, counts_within_firecracker);
+    tcase_add_test(tc, doc_table_matches);
+    tcase_add_test(tc, each_kind_allows_and_kills);
+    tcase_add_test(tc, argument_filters);
+    tcase_add_test(tc, audit_logs_and_goes_on);
+    tcase_add_test(tc, test_hook);
+    tcase_add_test(tc, runner_runs_calls_elsewhere);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
