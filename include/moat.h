@@ -242,6 +242,27 @@ int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_pa
  * (RAM over 256 GiB), and those of moat_snapshot. */
 int moat_snapshot_diff(struct moat_vm *vm, const char *state_path, const char *mem_path);
 
+/* Figures of the VM's last successful moat_snapshot / moat_snapshot_diff
+ * (all zero before one). paused_us is how long the guest could not run
+ * because of it: a running VM is resumed as soon as guest RAM has been
+ * copied out to the memory file, before the files are flushed; for a VM
+ * that was already paused it is the whole call. See docs/snapshot-format.md,
+ * "Writing". -EINVAL for a NULL argument or a size below the first fields. */
+struct moat_snapshot_stats {
+    size_t size;             /* sizeof(struct moat_snapshot_stats) */
+    int diff;                /* 1: a diff snapshot */
+    int direct;              /* the memory file was written with O_DIRECT */
+    int uring;               /* ... through io_uring */
+    int64_t total_us;        /* the whole call, until both files are durable */
+    int64_t paused_us;       /* the guest kept from running by it */
+    int64_t state_us;        /* vCPU, VM and device state collected (paused) */
+    int64_t memory_us;       /* memory file written (paused, unless already stopped) */
+    int64_t sync_us;         /* flush and renames (the guest runs again) */
+    uint64_t candidate_pages; /* pages read to find the non-zero ones */
+    uint64_t data_pages;     /* non-zero pages written */
+};
+int moat_get_snapshot_stats(const struct moat_vm *vm, struct moat_snapshot_stats *st);
+
 struct moat_restore_config {
     size_t size;              /* sizeof(struct moat_restore_config) */
     const char *state_path;

@@ -22,6 +22,7 @@
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
 #include "vmm/snapshot/snapdiff.h"
+#include "vmm/snapshot/snapmem.h"
 #include "vmm/core/vm.h"
 
 #define KERNEL_MAX_BYTES (512ull << 20)
@@ -516,6 +517,7 @@ void vm_free(struct moat_vm *vm)
         free(vm->vcpus);
     }
     snapdiff_free(vm);
+    snapmem_free(vm);
     if (vm->ram)
         munmap(vm->ram, vm->ram_map_size);
     if (vm->vm_fd >= 0)

@@ -47,6 +47,8 @@ struct vcpu {
     _Atomic bool in_run;          /* inside (or about to enter) KVM_RUN */
 };
 
+#define VM_MAX_BACKING 17          /* a memory file and 16 diff layers */
+
 struct moat_vm {
     struct kvm_host host;         /* /dev/kvm fd and capabilities */
     int vm_fd;
@@ -67,6 +69,14 @@ struct moat_vm {
      * memory slots are registered (NULL: nothing to do). */
     int (*map_hook)(struct moat_vm *vm, void *arg);
     void *map_hook_arg;
+    /* Snapshot writing (vmm/snapshot/snapmem.c): the files a restored VM's
+     * RAM is mapped from (dup'ed; the memory file and any diff layers) and,
+     * once computed, the pages they hold data for; the last snapshot's
+     * figures (under lock). */
+    int backing_fd[VM_MAX_BACKING];
+    unsigned nbacking;
+    uint64_t *backing_data;
+    struct moat_snapshot_stats snap_stats;
 
     struct bus pio, mmio;
     struct serial uart;
