@@ -255,7 +255,8 @@ struct moat_snapshot_stats {
     int uring;               /* ... through io_uring */
     int64_t total_us;        /* the whole call, until both files are durable */
     int64_t paused_us;       /* the guest kept from running by it */
-    int64_t state_us;        /* vCPU, VM and device state collected (paused) */
+    int64_t pausing_us;      /* moat_pause: every vCPU parked, drives drained */
+    int64_t state_us;        /* vCPU, VM and device state, dirty log, page list (paused) */
     int64_t memory_us;       /* memory file written (paused, unless already stopped) */
     int64_t sync_us;         /* flush and renames (the guest runs again) */
     uint64_t candidate_pages; /* pages read to find the non-zero ones */

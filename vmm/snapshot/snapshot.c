@@ -313,6 +313,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
         }
         j.resume = true;
     }
+    uint64_t t_state = now_ns();
     struct snap_writer w;
     snapw_init(&w);
     struct timespec now;
@@ -351,7 +352,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
     } else if (r == 0) {
         r = snapmem_candidates(vm, &sel);
     }
-    int64_t state_us = (int64_t)(now_ns() - t_pause) / 1000;
+    int64_t state_us = (int64_t)(now_ns() - t_state) / 1000;
     j.sel = sel;
     if (r == 0) {
         r = write_files(&j);
@@ -371,7 +372,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
             .total_us = (int64_t)(t1 - t0) / 1000,
             .paused_us = was_paused || !started ? (int64_t)(t1 - t0) / 1000
                                                 : (int64_t)(j.t_paused_end - t_pause) / 1000,
-            .state_us = state_us, .memory_us = j.memory_us, .sync_us = j.sync_us,
+            .pausing_us = (int64_t)(t_state - t_pause) / 1000, .state_us = state_us, .memory_us = j.memory_us, .sync_us = j.sync_us,
             .candidate_pages = j.ms.candidate_pages, .data_pages = j.ms.data_pages,
         };
         pthread_mutex_lock(&vm->lock);
