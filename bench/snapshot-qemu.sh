@@ -44,7 +44,7 @@ waitfor() {  # file pattern: up to 60 s
 
 p99() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.99+0.999); if(i<1)i=1; if (NR==0) print "null"; else print a[i]}'; }
 median3() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "null"; exit} m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.3f\n", m}'; }
-nlines() { grep -c "$2" "$1" 2>/dev/null || true; }
+nlines() { c=$(grep -c "$2" "$1" 2>/dev/null); echo "${c:-0}"; }
 
 # ---- moat: RUNS snapshots of the running guest (SIGUSR1: snapshot, go
 # on; into the same directory), then one that stops it (SIGUSR2)

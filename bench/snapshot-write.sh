@@ -42,7 +42,7 @@ trap 'rm -rf "$d"' EXIT
 median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "null"; exit} m=(NR%2)?a[(NR+1)/2]:(a[NR/2]+a[NR/2+1])/2; printf "%.3f\n", m}'; }
 p99() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.99+0.999); if(i<1)i=1; if (NR==0) print "null"; else printf "%.3f\n", a[i]}'; }
 # count FILE PATTERN: lines matching
-count() { grep -c "$2" "$1" 2>/dev/null || true; }
+count() { c=$(grep -c "$2" "$1" 2>/dev/null); echo "${c:-0}"; }
 # wait_n FILE PATTERN N: until N lines match (60 s, x MOAT_TEST_SLOW)
 wait_n() {
     i=0 lim=$((6000 * ${MOAT_TEST_SLOW:-1}))
@@ -51,7 +51,12 @@ wait_n() {
     done
     return 0
 }
-fail() { echo "bench/snapshot-write: $*" >&2; [ -f "$d/err" ] && tail -5 "$d/err" >&2; exit 1; }
+pid=
+fail() {
+    echo "bench/snapshot-write: $*" >&2; [ -f "$d/err" ] && tail -5 "$d/err" >&2
+    [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+    exit 1
+}
 # The figures of every "snapshot written" line of $d/err: total paused
 figures() {
     # (a moat without the pause figure: paused for all of it)

@@ -204,15 +204,17 @@ uint64_t moat_timings_set_origin(uint64_t monotonic_ns);
  *
  * moat_snapshot writes guest RAM to mem_path (sparse: zero pages are holes)
  * and every vCPU's, the VM's and the devices' state to state_path (a
- * versioned, checksummed file). A running VM is paused for the copy and
- * resumed after; a paused one stays paused. Drives are included (their
+ * versioned, checksummed file). A running VM is paused while its state is
+ * taken and its RAM is written out to the memory file, and resumed before
+ * the files are flushed; a paused one stays paused. Only pages that exist
+ * (or, for a restored VM, that its memory files hold) are read. Drives are included (their
  * virtio transport and queue state, and their image paths; the images
  * themselves are not copied: the guest's disk is the image file as it is at
  * restore; with an overlay, pin it with moat_clone_overlay). The vsock
  * device is included too (its CID and socket path; its connections are
  * not: the restored guest gets a transport reset, docs/vsock.md); -ENOTSUP
- * for a device that cannot be saved (a vhost-user one). Files are written under a temporary name, fsync'ed and
- * renamed, memory first (the old state file at state_path is removed just
+ * for a device that cannot be saved (a vhost-user one). Files are written under a temporary name, fsync'ed
+ * (together) and renamed, memory first, and the directory is fsync'ed (the old state file at state_path is removed just
  * before the new memory file replaces the old one, so a crash never leaves a
  * mismatched pair). -EBUSY while another snapshot of the same VM runs.
  *
