@@ -87,13 +87,7 @@ run() {
     figures > "$d/$name.all"
     head -n "$n" "$d/$name.all" > "$d/$name.runs"
     tail -n 1 "$d/$name.all" > "$d/$name.stop"
-    kib=$(du -k "$d/s/memory" | awk '{print $1}')
-    eval "${name}_total=\$(awk '{print \$1}' \"\$d/\$name.runs\" | median)"
-    eval "${name}_total99=\$(awk '{print \$1}' \"\$d/\$name.runs\" | p99)"
-    eval "${name}_paused=\$(awk '{print \$2}' \"\$d/\$name.runs\" | median)"
-    eval "${name}_paused99=\$(awk '{print \$2}' \"\$d/\$name.runs\" | p99)"
-    eval "${name}_stop=\$(awk '{print \$1}' \"\$d/\$name.stop\")"
-    eval "${name}_kib=$kib"
+    du -k "$d/s/memory" | awk '{print $1}' > "$d/$name.kib"
     grep 'snapshot written' "$d/err" | tail -n 1 | sed 's/^moat: /  last: /' > "$d/$name.last"
 }
 
@@ -128,34 +122,43 @@ printf q > "$d/q"
 "$MOAT" restore "$d/s" <"$d/q" >"$d/rout" 2>"$d/rerr" || fail "restore of the diff chain: exit $?"
 grep -q '^ok' "$d/rout" || fail "the guest restored from the diff chain found a wrong page"
 figures | sed -n "2,$((DIFFS + 1))p" > "$d/diff64.runs"
-diff64_total=$(awk '{print $1}' "$d/diff64.runs" | median)
-diff64_total99=$(awk '{print $1}' "$d/diff64.runs" | p99)
-diff64_paused=$(awk '{print $2}' "$d/diff64.runs" | median)
-diff64_paused99=$(awk '{print $2}' "$d/diff64.runs" | p99)
-diff64_kib=$(du -k "$d/s/1/memory" | awk '{print $1}')
+du -k "$d/s/1/memory" | awk '{print $1}' > "$d/diff64.kib"
+echo null > "$d/diff64.stop"
+
+# fig NAME WHAT: total / total99 / paused / paused99 (median, p99 of the
+# runs), stop (the SIGUSR2 snapshot), kib (its memory file)
+fig() {
+    case $2 in
+    total) awk '{print $1}' "$d/$1.runs" | median ;;
+    total99) awk '{print $1}' "$d/$1.runs" | p99 ;;
+    paused) awk '{print $2}' "$d/$1.runs" | median ;;
+    paused99) awk '{print $2}' "$d/$1.runs" | p99 ;;
+    stop) awk '{print $1}' "$d/$1.stop" ;;
+    kib) cat "$d/$1.kib" ;;
+    esac
+}
+line() {   # NAME LABEL
+    printf '  %-44s %9s (%s) / %s (%s); stop %s; memory file %s KiB\n' "$2" "$(fig "$1" total)" \
+        "$(fig "$1" total99)" "$(fig "$1" paused)" "$(fig "$1" paused99)" "$(fig "$1" stop)" "$(fig "$1" kib)"
+}
+json() {   # NAME KEY
+    printf ' "%s_total_ms_median": %s, "%s_total_ms_p99": %s,\n "%s_paused_ms_median": %s, "%s_paused_ms_p99": %s,\n "%s_stop_ms": %s, "%s_memory_kib": %s' \
+        "$2" "$(fig "$1" total)" "$2" "$(fig "$1" total99)" "$2" "$(fig "$1" paused)" "$2" "$(fig "$1" paused99)" \
+        "$2" "$(fig "$1" stop)" "$2" "$(fig "$1" kib)"
+}
 
 fs=$(stat -f -c %T "$d")
 echo "snapshot writing ($kind host, files on $fs in ${TMPDIR:-/tmp}), ms: median (p99) of the whole call / of the guest's pause"
-printf '  %-44s %9s (%s) / %s (%s); stop %s; memory file %s KiB\n' \
-    "256 MiB guest, 1 MiB touched, $RUNS runs:" "$touched_total" "$touched_total99" "$touched_paused" "$touched_paused99" "$touched_stop" "$touched_kib" \
-    "256 MiB guest, 64 MiB dirty, $RUNS runs:" "$dirty64_total" "$dirty64_total99" "$dirty64_paused" "$dirty64_paused99" "$dirty64_stop" "$dirty64_kib" \
-    "288 MiB guest, 256 MiB dirty, $RUNS_BIG runs:" "$dirty256_total" "$dirty256_total99" "$dirty256_paused" "$dirty256_paused99" "$dirty256_stop" "$dirty256_kib"
-printf '  %-44s %9s (%s) / %s (%s); memory file %s KiB\n' \
-    "diff, 64 MiB rewritten, $DIFFS runs:" "$diff64_total" "$diff64_total99" "$diff64_paused" "$diff64_paused99" "$diff64_kib"
+line touched "256 MiB guest, 1 MiB touched, $RUNS runs:"
+line dirty64 "256 MiB guest, 64 MiB dirty, $RUNS runs:"
+line dirty256 "288 MiB guest, 256 MiB dirty, $RUNS_BIG runs:"
+line diff64 "diff, 64 MiB rewritten, $DIFFS runs:"
 cat "$d/touched.last" "$d/dirty64.last"
-cat > "$JSON" <<EOF2
-{"host_kind": "$kind", "fs": "$fs", "runs": $RUNS, "runs_big": $RUNS_BIG, "diffs": $DIFFS,
- "touched1_total_ms_median": $touched_total, "touched1_total_ms_p99": $touched_total99,
- "touched1_paused_ms_median": $touched_paused, "touched1_paused_ms_p99": $touched_paused99,
- "touched1_stop_ms": $touched_stop, "touched1_memory_kib": $touched_kib,
- "dirty64_total_ms_median": $dirty64_total, "dirty64_total_ms_p99": $dirty64_total99,
- "dirty64_paused_ms_median": $dirty64_paused, "dirty64_paused_ms_p99": $dirty64_paused99,
- "dirty64_stop_ms": $dirty64_stop, "dirty64_memory_kib": $dirty64_kib,
- "dirty256_total_ms_median": $dirty256_total, "dirty256_total_ms_p99": $dirty256_total99,
- "dirty256_paused_ms_median": $dirty256_paused, "dirty256_paused_ms_p99": $dirty256_paused99,
- "dirty256_stop_ms": $dirty256_stop, "dirty256_memory_kib": $dirty256_kib,
- "diff64_total_ms_median": $diff64_total, "diff64_total_ms_p99": $diff64_total99,
- "diff64_paused_ms_median": $diff64_paused, "diff64_paused_ms_p99": $diff64_paused99,
- "diff64_memory_kib": $diff64_kib}
-EOF2
+{
+    printf '{"host_kind": "%s", "fs": "%s", "runs": %s, "runs_big": %s, "diffs": %s,\n' "$kind" "$fs" "$RUNS" "$RUNS_BIG" "$DIFFS"
+    json touched touched1; printf ',\n'
+    json dirty64 dirty64; printf ',\n'
+    json dirty256 dirty256; printf ',\n'
+    json diff64 diff64; printf '}\n'
+} > "$JSON"
 echo "results: $JSON"
