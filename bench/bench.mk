@@ -47,3 +47,9 @@ $(B)/bench/wait.elf: bench/guest/wait.S bench/guest/pvh.inc bench/guest/tiny.ld
 	@mkdir -p $(dir $@)
 	as --64 -I bench/guest $< -o $(B)/bench/wait.o
 	ld -m elf_x86_64 -z max-page-size=4096 -T bench/guest/tiny.ld -o $@ $(B)/bench/wait.o
+
+# Guest RAM in a file or anonymous: fault and stop-write costs (issue 14,
+# item 3; docs/snapshot-format.md). Uses the snapshot writer itself.
+$(B)/bench/ram-backing: bench/ram-backing.c $(B)/libmoat-internal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(B)/libmoat-internal.a $(LDLIBS)

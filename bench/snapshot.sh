@@ -8,7 +8,10 @@
 #    total wall time until all have exited.
 #  - diff snapshots (bench/snapshot-diff.sh): full vs diff snapshot time
 #    and size with 64 MiB written in between, restore through the chain.
-# QEMU's own save/restore of a guest both can run: bench/snapshot-qemu.sh, run at the end.
+#  - snapshot writing (bench/snapshot-write.sh): 1 MiB touched, 64 and
+#    256 MiB dirty, 64 MiB diffs; the whole call and the guest's pause.
+# QEMU's own save/restore of a guest both can run: bench/snapshot-qemu.sh, run at the end,
+# and the ratios of the snapshot times to QEMU's migrate-to-file.
 # Results: build/bench/snapshot.json. Needs a usable KVM, PVM included (SKIPPED otherwise).
 set -u
 cd "$(dirname "$0")/.."
@@ -79,5 +82,23 @@ echo "results: $json"
 # Diff snapshots: 64 MiB written between snapshots (bench/snapshot-diff.sh).
 MOAT_BIN="$MOAT" JSON="$B/snapshot-diff.json" sh bench/snapshot-diff.sh && echo "results: $B/snapshot-diff.json"
 
+# Snapshot writing: 1 MiB touched, 64 / 256 MiB dirty, 64 MiB diffs, total
+# and pause separately (bench/snapshot-write.sh).
+MOAT_BIN="$MOAT" JSON="$B/snapshot-write.json" sh bench/snapshot-write.sh
+
 # Side by side with QEMU's own save/restore, same guest (bench/snapshot-qemu.sh).
-MOAT_BIN="$MOAT" JSON="$B/snapshot-qemu.json" sh bench/snapshot-qemu.sh && echo "results: $B/snapshot-qemu.json"
+MOAT_BIN="$MOAT" JSON="$B/snapshot-qemu.json" sh bench/snapshot-qemu.sh
+
+# The issue-14 targets against QEMU's migrate-to-file of this run.
+jget() { grep -o "\"$2\": [0-9.]*" "$1" 2>/dev/null | head -n 1 | awk '{print $2}'; }
+t1=$(jget "$B/snapshot-write.json" touched1_total_ms_median)
+qs=$(jget "$B/snapshot-qemu.json" qemu_snapshot_ms)
+ms=$(jget "$B/snapshot-qemu.json" moat_snapshot_ms)
+if [ -n "$t1" ] && [ -n "$qs" ]; then
+    r1=$(awk -v a="$t1" -v b="$qs" 'BEGIN{printf "%.3f", a/b}')
+    r2=$(awk -v a="$ms" -v b="$qs" 'BEGIN{printf "%.3f", a/b}')
+    echo "snapshot / QEMU migrate-to-file (${qs} ms), medians: 256 MiB guest with 1 MiB touched ${t1} ms = ${r1}x; the same (wait) guest ${ms} ms = ${r2}x"
+    printf '{"touched1_total_ms_median": %s, "moat_wait_snapshot_ms": %s, "qemu_snapshot_ms": %s, "ratio_touched1_vs_qemu": %s, "ratio_same_guest_vs_qemu": %s}\n' \
+        "$t1" "$ms" "$qs" "$r1" "$r2" > "$B/snapshot-ratios.json"
+    echo "results: $B/snapshot-ratios.json"
+fi

@@ -226,15 +226,17 @@ uint64_t moat_timings_set_origin(uint64_t monotonic_ns);
  *
  * moat_snapshot writes guest RAM to mem_path (sparse: zero pages are holes)
  * and every vCPU's, the VM's and the devices' state to state_path (a
- * versioned, checksummed file). A running VM is paused for the copy and
- * resumed after; a paused one stays paused. Drives are included (their
+ * versioned, checksummed file). A running VM is paused while its state is
+ * taken and its RAM is written out to the memory file, and resumed before
+ * the files are flushed; a paused one stays paused. Only pages that exist
+ * (or, for a restored VM, that its memory files hold) are read. Drives are included (their
  * virtio transport and queue state, and their image paths; the images
  * themselves are not copied: the guest's disk is the image file as it is at
  * restore; with an overlay, pin it with moat_clone_overlay). The vsock
  * device is included too (its CID and socket path; its connections are
  * not: the restored guest gets a transport reset, docs/vsock.md); -ENOTSUP
- * for a device that cannot be saved (a vhost-user one). Files are written under a temporary name, fsync'ed and
- * renamed, memory first (the old state file at state_path is removed just
+ * for a device that cannot be saved (a vhost-user one). Files are written under a temporary name, fsync'ed
+ * (together) and renamed, memory first, and the directory is fsync'ed (the old state file at state_path is removed just
  * before the new memory file replaces the old one, so a crash never leaves a
  * mismatched pair). -EBUSY while another snapshot of the same VM runs.
  *
@@ -263,6 +265,28 @@ int moat_snapshot(struct moat_vm *vm, const char *state_path, const char *mem_pa
  * full snapshot), -EEXIST (the paths name the parent's own files), -EFBIG
  * (RAM over 256 GiB), and those of moat_snapshot. */
 int moat_snapshot_diff(struct moat_vm *vm, const char *state_path, const char *mem_path);
+
+/* Figures of the VM's last successful moat_snapshot / moat_snapshot_diff
+ * (all zero before one). paused_us is how long the guest could not run
+ * because of it: a running VM is resumed as soon as guest RAM has been
+ * copied out to the memory file, before the files are flushed; for a VM
+ * that was already paused it is the whole call. See docs/snapshot-format.md,
+ * "Writing". -EINVAL for a NULL argument or a size below the first fields. */
+struct moat_snapshot_stats {
+    size_t size;             /* sizeof(struct moat_snapshot_stats) */
+    int diff;                /* 1: a diff snapshot */
+    int direct;              /* the memory file was written with O_DIRECT */
+    int uring;               /* ... through io_uring */
+    int64_t total_us;        /* the whole call, until both files are durable */
+    int64_t paused_us;       /* the guest kept from running by it */
+    int64_t pausing_us;      /* moat_pause: every vCPU parked, drives drained */
+    int64_t state_us;        /* vCPU, VM and device state, dirty log, page list (paused) */
+    int64_t memory_us;       /* memory file written (paused, unless already stopped) */
+    int64_t sync_us;         /* flush and renames (the guest runs again) */
+    uint64_t candidate_pages; /* pages read to find the non-zero ones */
+    uint64_t data_pages;     /* non-zero pages written */
+};
+int moat_get_snapshot_stats(const struct moat_vm *vm, struct moat_snapshot_stats *st);
 
 struct moat_restore_config {
     size_t size;              /* sizeof(struct moat_restore_config) */

@@ -20,13 +20,8 @@
 #define F_NEXT 1
 #define F_WRITE 2
 
-struct desc { uint64_t addr; uint32_t len; uint16_t flags, next; };
 static struct {
-    struct desc desc[QN] __attribute__((aligned(16)));
-    struct { uint16_t flags, idx, ring[QN], used_event; } avail __attribute__((aligned(4)));
-    struct { uint16_t flags, idx; struct { uint32_t id, len; } ring[QN]; uint16_t avail_event; } used
-        __attribute__((aligned(8)));
-    uint16_t last_used;
+    VRING_FIELDS(QN);
 } q;
 static uint8_t a[RNG_SMALL], b[RNG_SMALL], first[16];
 static uint8_t big[RNG_BIG] __attribute__((aligned(4096)));

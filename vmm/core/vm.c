@@ -24,6 +24,7 @@
 #include "vmm/base/scfilter.h"
 #include "vmm/snapshot/snapdiff.h"
 #include "vmm/snapshot/wset.h"
+#include "vmm/snapshot/snapmem.h"
 #include "vmm/core/vm.h"
 
 #define KERNEL_MAX_BYTES (512ull << 20)
@@ -200,12 +201,15 @@ static void kick_vcpus(struct moat_vm *vm)
  * vCPUs to leave KVM_RUN therefore kicks again, every REKICK_MS, the ones
  * still inside. */
 #define REKICK_MS 20
+/* moat_pause is on the snapshot path (the guest waits): it kicks again
+ * sooner. */
+#define PAUSE_REKICK_MS 2
 
 
 static void rekick_if_running(struct moat_vm *vm, struct vcpu *v)
 {
     if (v->thread_started && atomic_load(&v->in_run)) {
-        log_debug("vcpu%u: still in KVM_RUN %d ms after its kick: kicking again", v->index, REKICK_MS);
+        log_debug("vcpu%u: still in KVM_RUN after its kick: kicking again", v->index);
         kick_vcpu(vm, v);
     }
 }
@@ -283,7 +287,7 @@ int moat_pause(struct moat_vm *vm)
     kick_vcpus(vm);
     pthread_mutex_lock(&vm->lock);
     while (vm->parked_vcpus < vm->ncpus && !vm->exited) {
-        struct timespec t = clock_mono_after_ms(REKICK_MS);   /* vm->cond's clock */
+        struct timespec t = clock_mono_after_ms(PAUSE_REKICK_MS);   /* vm->cond's clock */
         if (pthread_cond_timedwait(&vm->cond, &vm->lock, &t) == ETIMEDOUT) {
             pthread_mutex_unlock(&vm->lock);
             rekick_running(vm);
@@ -528,6 +532,7 @@ void vm_free(struct moat_vm *vm)
         free(vm->vcpus);
     }
     snapdiff_free(vm);
+    snapmem_free(vm);
     if (vm->ram)
         munmap(vm->ram, vm->ram_map_size);
     if (vm->uffd >= 0)

@@ -47,6 +47,8 @@ struct vcpu {
     _Atomic bool in_run;          /* inside (or about to enter) KVM_RUN */
 };
 
+#define VM_MAX_BACKING 17          /* a memory file and 16 diff layers */
+
 struct moat_vm {
     struct kvm_host host;         /* /dev/kvm fd and capabilities */
     int vm_fd;
@@ -73,6 +75,14 @@ struct moat_vm {
      * userfaultfd and the connection to the page-fault handler, kept for
      * the VM's life (the handler may watch the connection); -1. */
     int uffd, uffd_sock;
+    /* Snapshot writing (vmm/snapshot/snapmem.c): the files a restored VM's
+     * RAM is mapped from (dup'ed; the memory file and any diff layers) and,
+     * once computed, the pages they hold data for; the last snapshot's
+     * figures (under lock). */
+    int backing_fd[VM_MAX_BACKING];
+    unsigned nbacking;
+    uint64_t *backing_data;
+    struct moat_snapshot_stats snap_stats;
 
     struct bus pio, mmio;
     struct serial uart;

@@ -86,23 +86,26 @@ int snapdiff_collect(struct moat_vm *vm, uint64_t **out)
         }
         free(kb);
     }
+    /* The bits move into the snapshot's copy: a page written from now on
+     * (the guest runs again before the files are durable) is the next
+     * snapshot's. A failed snapshot gives them back (snapdiff_giveback). */
     uint64_t words = snap_bitmap_words(vm->ram_size);
     uint64_t *bm = malloc(words ? words * 8 : 8);
     if (!bm)
         return -ENOMEM;
     for (uint64_t w = 0; w < words; w++)
-        bm[w] = htole64(__atomic_load_n(&vm->dirty[w], __ATOMIC_RELAXED));
+        bm[w] = htole64(__atomic_exchange_n(&vm->dirty[w], 0, __ATOMIC_RELAXED));
     *out = bm;
     return 0;
 }
 
-void snapdiff_commit(struct moat_vm *vm, const uint64_t *bm)
+void snapdiff_giveback(struct moat_vm *vm, const uint64_t *bm)
 {
     if (!vm->dirty || !bm)
         return;
     uint64_t words = snap_bitmap_words(vm->ram_size);
     for (uint64_t w = 0; w < words; w++)
-        __atomic_fetch_and(&vm->dirty[w], ~le64toh(bm[w]), __ATOMIC_RELAXED);
+        __atomic_fetch_or(&vm->dirty[w], le64toh(bm[w]), __ATOMIC_RELAXED);
 }
 
 int snapdiff_set_last(struct moat_vm *vm, const char *state_path, const char *mem_path,
@@ -132,35 +135,6 @@ int snapdiff_same_file(const char *path, const char *other)
     struct stat a, b;
     if (stat(path, &a) == 0 && stat(other, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
         return -EEXIST;
-    return 0;
-}
-
-/* The dirty pages at their offsets; zero ones (and clean ones) stay holes. */
-int snapdiff_fill(int fd, void *arg)
-{
-    const struct snapdiff_fill_arg *a = arg;
-    struct moat_vm *vm = a->vm;
-    if (ftruncate(fd, (off_t)vm->ram_size) < 0)
-        return -errno;
-    uint64_t npages = vm->ram_size / PAGE, run, at = 0;
-    const uint8_t *bm = (const uint8_t *)a->bm;
-    while ((at = snap_bitmap_next_run(bm, npages, at, &run)) < npages) {
-        uint64_t end = at + run;
-        for (uint64_t i = at; i < end;) {
-            if (snap_page_is_zero(vm->ram + i * PAGE)) {
-                i++;
-                continue;
-            }
-            uint64_t j = i + 1;
-            while (j < end && j - i < 256 && !snap_page_is_zero(vm->ram + j * PAGE))
-                j++;
-            int r = snap_pwrite_all(fd, vm->ram + i * PAGE, (size_t)((j - i) * PAGE), (off_t)(i * PAGE));
-            if (r < 0)
-                return r;
-            i = j;
-        }
-        at = end;
-    }
     return 0;
 }
 
@@ -443,7 +417,7 @@ void snapdiff_done(struct moat_vm *vm, const char *state_path, const char *mem_p
                    const uint8_t *state, size_t len, bool diff, const uint64_t *bm)
 {
     uint32_t depth = diff && vm->last_snap ? vm->last_snap->depth + 1 : 0;
-    snapdiff_commit(vm, bm);
+    (void)bm;   /* its bits left vm->dirty at collect */
     if (snapdiff_set_last(vm, state_path, mem_path, snap_file_checksum(state, len), depth) < 0) {
         /* Without a record of it, the next diff must not use the old parent. */
         log_warn("snapshot %s: cannot resolve its path; the next snapshot must be a full one", state_path);

@@ -29,11 +29,12 @@ int snapdiff_setup(struct moat_vm *vm);
 void snapdiff_free(struct moat_vm *vm);
 
 /* VM paused, devices drained: fold KVM's dirty log into vm->dirty and
- * return a copy of it (snap_bitmap_words(ram_size) words, LE) in *bm.
- * Nothing is cleared: see snapdiff_commit. */
+ * move it into *bm (snap_bitmap_words(ram_size) words, LE): vm->dirty is
+ * clear afterwards, so pages written while the snapshot is finished
+ * (the guest runs again before the files are durable) go to the next one. */
 int snapdiff_collect(struct moat_vm *vm, uint64_t **bm);
-/* The snapshot holding bm is durable: clear those bits. */
-void snapdiff_commit(struct moat_vm *vm, const uint64_t *bm);
+/* The snapshot holding bm failed: put its pages back into vm->dirty. */
+void snapdiff_giveback(struct moat_vm *vm, const uint64_t *bm);
 
 /* Record the VM's last snapshot (paths resolved to absolute ones). */
 int snapdiff_set_last(struct moat_vm *vm, const char *state_path, const char *mem_path,
@@ -42,13 +43,6 @@ int snapdiff_set_last(struct moat_vm *vm, const char *state_path, const char *me
 /* -EEXIST if path names the same file as other (a diff must not overwrite
  * its own parent), else 0. */
 int snapdiff_same_file(const char *path, const char *other);
-
-/* Write fill for a diff's memory file: struct snapdiff_fill_arg. */
-struct snapdiff_fill_arg {
-    struct moat_vm *vm;
-    const uint64_t *bm;
-};
-int snapdiff_fill(int fd, void *arg);
 
 /* Restore: the diffs under a state file, top first. */
 struct snapdiff_layer {
@@ -80,9 +74,10 @@ void snapdiff_chain_close(struct snapdiff_chain *c);
 /* moat_snapshot / moat_snapshot_diff (vmm/snapshot/snapshot.c). precheck: before
  * pausing, the diff's preconditions (the errors in include/moat.h).
  * sections: VM paused; with tracking, collect the written pages into *bm
- * (free it), and for a diff add the parent and bitmap sections. done: both
- * files durable; clear bm's pages, make this the VM's last snapshot (depth
- * 0 after a full one). */
+ * (free it; they are no longer in vm->dirty: snapdiff_giveback if the
+ * snapshot fails), and for a diff add the parent and bitmap sections.
+ * done: both files durable; make this the VM's last snapshot (depth 0
+ * after a full one). */
 int snapdiff_precheck(struct moat_vm *vm, const char *state_path, const char *mem_path);
 int snapdiff_sections(struct moat_vm *vm, struct snap_writer *w, bool diff, uint64_t **bm);
 void snapdiff_done(struct moat_vm *vm, const char *state_path, const char *mem_path,

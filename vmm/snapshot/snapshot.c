@@ -2,6 +2,7 @@
  * and a memory file (guest RAM, sparse: zero pages are holes). Restore maps
  * the memory file MAP_PRIVATE, so pages load lazily and are shared with
  * every other restore of the same file until written (fork). */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 #include "vmm/snapshot/snapfmt.h"
 #include "vmm/snapshot/uffd.h"
 #include "vmm/snapshot/wset.h"
+#include "vmm/snapshot/snapmem.h"
 #include "vmm/core/vm.h"
 
 #define MSR_IA32_XSS 0xda0
@@ -160,69 +162,127 @@ bool snap_page_is_zero(const uint8_t *p)
     return true;
 }
 
-/* Write a file under path.tmp with fill(fd, arg), fsync it, rename it to
- * path: a reader never sees a half-written file. */
-/* Write path through path.tmp (fill, fsync, rename). If stale is set, that
- * file is unlinked just before the rename: it is the state file that
- * belonged to the file being replaced, and must not survive next to the
- * new one (a crash before the new state file lands then leaves no state
- * file, which restore refuses, instead of a mismatched pair). */
-static int write_atomically_unlinking(const char *path, int (*fill)(int fd, void *arg), void *arg,
-                                      const char *stale)
+static uint64_t now_ns(void)
 {
-    char tmp[4096];
-    if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp", path) >= sizeof(tmp))
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+
+static int tmp_name(char *buf, size_t cap, const char *path)
+{
+    return (size_t)snprintf(buf, cap, "%s.tmp", path) >= cap ? -ENAMETOOLONG : 0;
+}
+
+/* The directory holding path, into dir. */
+static int dir_of(char *dir, size_t cap, const char *path)
+{
+    if ((size_t)snprintf(dir, cap, "%s", path) >= cap)
         return -ENAMETOOLONG;
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    char *slash = strrchr(dir, '/');
+    if (!slash)
+        snprintf(dir, cap, ".");
+    else if (slash == dir)
+        dir[1] = 0;
+    else
+        *slash = 0;
+    return 0;
+}
+
+/* Make the renames durable: fsync the directory. */
+static int sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return -errno;
-    int r = fill(fd, arg);
-    if (r == 0 && fsync(fd) < 0)
-        r = -errno;
+    int r = fsync(fd) < 0 ? -errno : 0;
     close(fd);
-    if (r == 0 && stale && unlink(stale) < 0 && errno != ENOENT)
-        r = -errno;
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
+    return r == -EINVAL ? 0 : r;   /* a file system that cannot sync directories */
+}
+
+/* What a snapshot has to write, and what it did. */
+struct snap_job {
+    struct moat_vm *vm;
+    const char *state_path, *mem_path;
+    char mtmp[4096], stmp[4096];
+    struct snapmem_file mf;
+    int sfd;
+    bool resume;            /* the guest runs again once its RAM is out */
+    const uint8_t *state;   /* the finished state file */
+    size_t state_len;
+    const uint64_t *sel;    /* pages to look at (host order) */
+    uint64_t t_paused_end;
+    struct snapmem_stats ms;
+    int64_t memory_us, sync_us;
+};
+
+/* Before the pause: both files created under NAME.tmp (the memory file
+ * sized, its io_uring set up). */
+static int open_files(struct snap_job *j)
+{
+    j->sfd = -1;
+    j->mf.fd = -1;
+    int r = tmp_name(j->mtmp, sizeof(j->mtmp), j->mem_path);
+    if (r == 0)
+        r = tmp_name(j->stmp, sizeof(j->stmp), j->state_path);
+    if (r == 0)
+        r = snapmem_open(&j->mf, j->mtmp, j->vm->ram_size / PAGE, true);
     if (r < 0)
-        unlink(tmp);
-    return r;
-}
-
-static int write_atomically(const char *path, int (*fill)(int fd, void *arg), void *arg)
-{
-    return write_atomically_unlinking(path, fill, arg, NULL);
-}
-
-/* Guest RAM to a sparse file: runs of non-zero pages are written, zero
- * pages stay holes. */
-static int fill_memory(int fd, void *arg)
-{
-    struct moat_vm *vm = arg;
-    if (ftruncate(fd, (off_t)vm->ram_size) < 0)
-        return -errno;
-    size_t npages = vm->ram_size / PAGE;
-    int r = 0;
-    for (size_t i = 0; r == 0 && i < npages;) {
-        if (snap_page_is_zero(vm->ram + i * PAGE)) {
-            i++;
-            continue;
-        }
-        size_t j = i + 1;
-        while (j < npages && j - i < 256 && !snap_page_is_zero(vm->ram + j * PAGE))
-            j++;
-        r = snap_pwrite_all(fd, vm->ram + i * PAGE, (j - i) * PAGE, (off_t)(i * PAGE));
-        i = j;
+        return r;
+    j->sfd = open(j->stmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (j->sfd < 0) {
+        r = -errno;
+        snapmem_close(&j->mf);
+        unlink(j->mtmp);
     }
     return r;
 }
 
-struct bytes { const uint8_t *buf; size_t len; };
-
-static int fill_bytes(int fd, void *arg)
+/* Guest RAM leaves for the memory file first (then the guest may run
+ * again); one batch of fsyncs makes both files durable; then the old state
+ * file goes, memory and state are renamed into place, in that order, and
+ * the directory is synced (the renames durable). A reader never sees a
+ * state file without its memory file: a crash before the state rename
+ * leaves no state file (restore refuses), or the old pair when nothing was
+ * renamed yet. Closes the files. */
+static int write_files(struct snap_job *j)
 {
-    const struct bytes *b = arg;
-    return snap_pwrite_all(fd, b->buf, b->len, 0);
+    uint64_t t = now_ns();
+    int r = snapmem_write(&j->mf, j->vm->ram, j->sel, &j->ms);
+    j->memory_us = (int64_t)(now_ns() - t) / 1000;
+    /* Guest RAM is in the file (or the page cache): it may run on. */
+    if (j->resume) {
+        moat_resume(j->vm);
+        j->resume = false;
+    }
+    j->t_paused_end = now_ns();
+    if (r == 0)
+        r = snap_pwrite_all(j->sfd, j->state, j->state_len, 0);
+    if (r == 0)
+        r = snapmem_sync(&j->mf, j->sfd);
+    snapmem_close(&j->mf);
+    close(j->sfd);
+    j->sfd = -1;
+    /* The old state file must not outlive the memory file it belonged to. */
+    if (r == 0 && unlink(j->state_path) < 0 && errno != ENOENT)
+        r = -errno;
+    if (r == 0 && rename(j->mtmp, j->mem_path) < 0)
+        r = -errno;
+    if (r == 0 && rename(j->stmp, j->state_path) < 0)
+        r = -errno;
+    char mdir[4096], sdir[4096];
+    if (r == 0 && (r = dir_of(mdir, sizeof(mdir), j->mem_path)) == 0 &&
+        (r = dir_of(sdir, sizeof(sdir), j->state_path)) == 0) {
+        r = sync_dir(mdir);
+        if (r == 0 && strcmp(mdir, sdir) != 0)
+            r = sync_dir(sdir);
+    }
+    if (r < 0) {
+        unlink(j->mtmp);
+        unlink(j->stmp);
+    }
+    j->sync_us = (int64_t)(now_ns() - j->t_paused_end) / 1000;
+    return r;
 }
 
 /* A full snapshot, or (diff) one of the pages written since the last. */
@@ -233,16 +293,29 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
         if (dr < 0)
             return dr;
     }
+    struct snap_job j = { .vm = vm, .state_path = state_path, .mem_path = mem_path };
+    uint64_t t0 = now_ns();
     pthread_mutex_lock(&vm->lock);
     bool was_paused = vm->paused, exited = vm->exited, started = vm->started;
     pthread_mutex_unlock(&vm->lock);
     if (exited)
         return -ESRCH;
+    int r = open_files(&j);
+    if (r < 0)
+        return r;
+    uint64_t t_pause = now_ns();
     if (started && !was_paused) {
-        int r = moat_pause(vm);
-        if (r < 0)
+        r = moat_pause(vm);
+        if (r < 0) {
+            snapmem_close(&j.mf);
+            close(j.sfd);
+            unlink(j.mtmp);
+            unlink(j.stmp);
             return r;
+        }
+        j.resume = true;
     }
+    uint64_t t_state = now_ns();
     struct snap_writer w;
     snapw_init(&w);
     struct timespec now;
@@ -256,8 +329,9 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
     };
     pthread_mutex_unlock(&vm->lock);
     snapw_section(&w, SNAP_META, 0, &meta, sizeof(meta));
-    uint64_t *dirty_bm = NULL;   /* pages written since the last snapshot */
-    int r = snapdiff_sections(vm, &w, diff, &dirty_bm);
+    uint64_t *dirty_bm = NULL;   /* pages written since the last snapshot (LE) */
+    uint64_t *sel = NULL;        /* pages to look at */
+    r = snapdiff_sections(vm, &w, diff, &dirty_bm);
     if (r == 0)
         r = save_vm(vm, &w);
     for (unsigned i = 0; r == 0 && i < vm->ncpus; i++)
@@ -266,26 +340,67 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
         save_devices(vm, &w);
         r = devtab_save(vm, &w);
     }
-    const uint8_t *buf = NULL;
-    size_t len = 0;
     if (r == 0)
-        r = snapw_finish(&w, &buf, &len);
-    /* Memory first, state last: a state file implies its memory file. */
-    struct snapdiff_fill_arg dfa = { vm, dirty_bm };
-    if (r == 0)
-        r = diff ? write_atomically_unlinking(mem_path, snapdiff_fill, &dfa, state_path)
-                 : write_atomically_unlinking(mem_path, fill_memory, vm, state_path);
-    struct bytes state = { buf, len };
-    if (r == 0)
-        r = write_atomically(state_path, fill_bytes, &state);
-    /* Durable: only now forget the written pages. */
-    if (r == 0)
-        snapdiff_done(vm, state_path, mem_path, buf, len, diff, dirty_bm);
+        r = snapw_finish(&w, &j.state, &j.state_len);
+    /* A diff looks at its written pages; a full snapshot at the pages that
+     * exist (snapmem_candidates: no page is read to find them). */
+    if (r == 0 && diff) {
+        uint64_t words = snap_bitmap_words(vm->ram_size);
+        sel = malloc(words ? words * 8 : 8);
+        if (!sel)
+            r = -ENOMEM;
+        for (uint64_t i = 0; sel && i < words; i++)
+            sel[i] = le64toh(dirty_bm[i]);
+    } else if (r == 0) {
+        r = snapmem_candidates(vm, &sel);
+    }
+    int64_t state_us = (int64_t)(now_ns() - t_state) / 1000;
+    j.sel = sel;
+    if (r == 0) {
+        r = write_files(&j);
+    } else {
+        snapmem_close(&j.mf);
+        close(j.sfd);
+        unlink(j.mtmp);
+        unlink(j.stmp);
+    }
+    if (j.resume)                /* failed before the memory file was out */
+        moat_resume(vm);
+    if (r == 0) {
+        snapdiff_done(vm, state_path, mem_path, j.state, j.state_len, diff, dirty_bm);
+        uint64_t t1 = now_ns();
+        struct moat_snapshot_stats st = {
+            .size = sizeof(st), .diff = diff, .direct = j.ms.direct, .uring = j.ms.uring,
+            .total_us = (int64_t)(t1 - t0) / 1000,
+            .paused_us = was_paused || !started ? (int64_t)(t1 - t0) / 1000
+                                                : (int64_t)(j.t_paused_end - t_pause) / 1000,
+            .pausing_us = (int64_t)(t_state - t_pause) / 1000, .state_us = state_us, .memory_us = j.memory_us, .sync_us = j.sync_us,
+            .candidate_pages = j.ms.candidate_pages, .data_pages = j.ms.data_pages,
+        };
+        pthread_mutex_lock(&vm->lock);
+        vm->snap_stats = st;
+        pthread_mutex_unlock(&vm->lock);
+    } else {
+        snapdiff_giveback(vm, dirty_bm);   /* the next snapshot has them */
+    }
+    free(sel);
     free(dirty_bm);
     snapw_free(&w);
-    if (started && !was_paused)
-        moat_resume(vm);
     return r;
+}
+
+int moat_get_snapshot_stats(const struct moat_vm *vm, struct moat_snapshot_stats *st)
+{
+    if (!vm || !st || st->size < offsetof(struct moat_snapshot_stats, total_us))
+        return -EINVAL;
+    size_t want = st->size < sizeof(*st) ? st->size : sizeof(*st);
+    struct moat_snapshot_stats cur;
+    pthread_mutex_lock((pthread_mutex_t *)&vm->lock);
+    cur = vm->snap_stats;
+    pthread_mutex_unlock((pthread_mutex_t *)&vm->lock);
+    cur.size = want;
+    memcpy(st, &cur, want);
+    return 0;
 }
 
 /* One snapshot at a time per VM: each one clears the dirty pages it wrote
@@ -621,6 +736,14 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     }
     if ((r = vm_setup_rest(vm, false, err)) < 0)
         goto out;
+    /* A snapshot of this VM reads what these files hold (snapmem.h). */
+    r = mem_fd >= 0 ? snapmem_note_backing(vm, mem_fd) : 0;     /* none with uffd */
+    for (unsigned i = 0; r == 0 && i < chain.n; i++)
+        r = snapmem_note_backing(vm, chain.l[i].mem_fd);
+    if (r < 0) {
+        seterr(err, 0, r, "restore: keeping the memory files open: %s", strerror(-r));
+        goto out;
+    }
     if ((r = devtab_restore(vm, &rc, secs, nsecs, err)) < 0)
         goto out;
     if ((r = restore_vm_state(vm, secs, nsecs, err)) < 0)

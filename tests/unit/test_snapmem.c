@@ -1,0 +1,349 @@
+/* Writing a memory file (vmm/snapshot/snapmem.c): the pagemap and bitmap
+ * helpers, which pages of a mapping exist, a file's data ranges, the
+ * write itself (runs, holes, O_DIRECT and not) and the VM's candidate
+ * pages with and without backing files. No KVM: real files in $TMPDIR. */
+#include <check.h>
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "vmm/core/vm.h"
+#include "vmm/snapshot/snapdiff.h"
+#include "vmm/snapshot/snapmem.h"
+
+#define PG 4096ul
+
+static bool bit(const uint64_t *bm, uint64_t i)
+{
+    return (bm[i / 64] >> (i % 64)) & 1;
+}
+
+static char *tmp_path(const char *name)
+{
+    const char *d = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
+    char *p = malloc(4096);
+    ck_assert_ptr_nonnull(p);
+    snprintf(p, 4096, "%s/moat-snapmem-%d-%s", d, (int)getpid(), name);
+    return p;
+}
+
+START_TEST(pagemap_mark)
+{
+    uint64_t pm[6] = {
+        SNAPMEM_PM_PRESENT, 0, SNAPMEM_PM_SWAPPED, 1ull << 61 /* file page, not present */,
+        SNAPMEM_PM_PRESENT | 1ull << 61 | 12345, 0x7fffffffffffffull /* pfn bits only */,
+    };
+    uint64_t bm[2] = { 0, 0 };
+    snapmem_pagemap_mark(pm, 6, bm, 62);   /* crosses into the second word */
+    ck_assert(bit(bm, 62));
+    ck_assert(!bit(bm, 63));
+    ck_assert(bit(bm, 64));
+    ck_assert(!bit(bm, 65));
+    ck_assert(bit(bm, 66));
+    ck_assert(!bit(bm, 67));
+    ck_assert_uint_eq(bm[0], 1ull << 62);
+    ck_assert_uint_eq(bm[1], (1ull << 0) | (1ull << 2));
+}
+END_TEST
+
+START_TEST(bits_set)
+{
+    uint64_t bm[4] = { 0 };
+    snapmem_bits_set(bm, 5, 0);
+    ck_assert_uint_eq(bm[0], 0);
+    snapmem_bits_set(bm, 60, 140);           /* 60..199: part, whole, part */
+    ck_assert_uint_eq(bm[0], 0xfull << 60);
+    ck_assert_uint_eq(bm[1], ~0ull);
+    ck_assert_uint_eq(bm[2], ~0ull);
+    ck_assert_uint_eq(bm[3], (1ull << 8) - 1);
+    uint64_t one = 0;
+    snapmem_bits_set(&one, 7, 1);
+    ck_assert_uint_eq(one, 1ull << 7);
+}
+END_TEST
+
+START_TEST(resident_pages)
+{
+    const uint64_t n = 128;
+    uint8_t *m = mmap(NULL, n * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(m, MAP_FAILED);
+    uint64_t bm[2] = { 0, 0 };
+    int r = snapmem_resident(m, n, bm);
+    if (r == -ENOENT || r == -EACCES || r == -EPERM) {
+        printf("SKIPPED: resident_pages: /proc/self/pagemap unreadable (%s)\n", strerror(-r));
+        munmap(m, n * PG);
+        return;
+    }
+    ck_assert_int_eq(r, 0);
+    ck_assert_uint_eq(bm[0] | bm[1], 0);      /* nothing touched yet */
+    m[3 * PG] = 1;
+    m[70 * PG + 100] = 2;
+    m[127 * PG + 4095] = 3;
+    volatile uint8_t rd = m[20 * PG];          /* a read maps the zero page: it exists */
+    (void)rd;
+    ck_assert_int_eq(snapmem_resident(m, n, bm), 0);
+    for (uint64_t i = 0; i < n; i++)
+        ck_assert_msg(bit(bm, i) == (i == 3 || i == 20 || i == 70 || i == 127), "page %llu", (unsigned long long)i);
+    /* gone again (what a balloon's MADV_DONTNEED does): zero, not needed */
+    madvise(m + 70 * PG, PG, MADV_DONTNEED);
+    memset(bm, 0, sizeof(bm));
+    ck_assert_int_eq(snapmem_resident(m, n, bm), 0);
+    ck_assert(!bit(bm, 70));
+    ck_assert(bit(bm, 3));
+    ck_assert_int_eq(snapmem_resident(m + 1, n, bm), -EINVAL);
+    munmap(m, n * PG);
+}
+END_TEST
+
+START_TEST(file_data_ranges)
+{
+    char *p = tmp_path("sparse");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 200 * PG), 0);
+    uint8_t page[PG];
+    memset(page, 0xab, sizeof(page));
+    ck_assert_int_eq(pwrite(fd, page, PG, 2 * PG), (ssize_t)PG);
+    ck_assert_int_eq(pwrite(fd, page, PG, 65 * PG), (ssize_t)PG);
+    ck_assert_int_eq(pwrite(fd, page, PG, 66 * PG), (ssize_t)PG);
+    ck_assert_int_eq(pwrite(fd, page, 10, 199 * PG + 5), 10);   /* a partial last page */
+    uint64_t bm[4] = { 0 };
+    ck_assert_int_eq(snapmem_file_data(fd, 200, bm), 0);
+    uint64_t set = 0;
+    for (uint64_t i = 0; i < 200; i++)
+        set += bit(bm, i);
+    /* Exact on ext4/xfs/tmpfs; a file system with bigger allocation units
+     * may report more, never less. */
+    ck_assert(bit(bm, 2) && bit(bm, 65) && bit(bm, 66) && bit(bm, 199));
+    ck_assert_uint_le(set, 200);
+    if (set == 4)
+        ck_assert(!bit(bm, 0) && !bit(bm, 64) && !bit(bm, 67));
+    /* Only [0, npages) is looked at. */
+    uint64_t small[1] = { 0 };
+    ck_assert_int_eq(snapmem_file_data(fd, 3, small), 0);
+    ck_assert_uint_eq(small[0] & ~7ull, 0);
+    ck_assert(small[0] & 4);
+    close(fd);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
+/* ram: npages with a pattern; sel: which to look at. Checks the file
+ * against it: selected non-zero pages hold their bytes, everything else
+ * reads zero; selected zero pages and unselected pages are holes. */
+static void write_and_check(bool direct_ok)
+{
+    const uint64_t n = 600;
+    uint8_t *ram = mmap(NULL, n * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(ram, MAP_FAILED);
+    uint64_t sel[(600 + 63) / 64] = { 0 };
+    /* a run longer than one request (1 MiB): pages 10..299 */
+    for (uint64_t i = 10; i < 300; i++) {
+        memset(ram + i * PG, (int)(i & 0x7f) | 1, PG);
+        snapmem_bits_set(sel, i, 1);
+    }
+    /* a zero page inside a selected run splits it */
+    memset(ram + 150 * PG, 0, PG);
+    /* selected, non-zero only in its last byte */
+    ram[400 * PG + PG - 1] = 9;
+    snapmem_bits_set(sel, 400, 1);
+    /* selected but zero */
+    snapmem_bits_set(sel, 401, 50);
+    /* non-zero but not selected: must not be written */
+    memset(ram + 500 * PG, 0x55, PG);
+    /* the last page */
+    ram[599 * PG] = 7;
+    snapmem_bits_set(sel, 599, 1);
+
+    char *p = tmp_path(direct_ok ? "direct" : "buffered");
+    struct snapmem_file f;
+    ck_assert_int_eq(snapmem_open(&f, p, n, direct_ok), 0);
+    if (!direct_ok)
+        ck_assert(!f.direct);
+    struct snapmem_stats st;
+    ck_assert_int_eq(snapmem_write(&f, ram, sel, &st), 0);
+    ck_assert_int_eq(snapmem_sync(&f, -1), 0);
+    snapmem_close(&f);
+    ck_assert_uint_eq(st.data_pages, 290 - 1 + 1 + 1);
+    ck_assert_uint_eq(st.candidate_pages, 290 + 1 + 50 + 1);
+    ck_assert_uint_ge(st.requests, 4);     /* 10..149, 151..299 (split at 1 MiB), 400, 599 */
+    ck_assert_uint_eq(st.direct, f.direct);
+
+    int fd = open(p, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(lseek(fd, 0, SEEK_END), (off_t)(n * PG));
+    uint8_t *back = malloc(n * PG);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_int_eq(pread(fd, back, n * PG, 0), (ssize_t)(n * PG));
+    for (uint64_t i = 0; i < n; i++) {
+        bool want = bit(sel, i);
+        for (uint64_t b = 0; b < PG; b++) {
+            uint8_t exp = want ? ram[i * PG + b] : 0;
+            if (back[i * PG + b] != exp)
+                ck_abort_msg("page %llu byte %llu: %u, want %u", (unsigned long long)i,
+                             (unsigned long long)b, back[i * PG + b], exp);
+        }
+    }
+    /* holes kept: the selected zero pages and the unselected one */
+    off_t d = lseek(fd, 401 * PG, SEEK_DATA);
+    if (d >= 0) {
+        ck_assert_int_ge(d, (off_t)(451 * PG));
+        ck_assert_int_eq(lseek(fd, 500 * PG, SEEK_DATA), (off_t)(599 * PG));
+        ck_assert_int_eq(lseek(fd, 0, SEEK_DATA), (off_t)(10 * PG));
+    }
+    close(fd);
+    free(back);
+    unlink(p);
+    free(p);
+    munmap(ram, n * PG);
+}
+
+START_TEST(write_direct)
+{
+    write_and_check(true);
+}
+END_TEST
+
+START_TEST(write_buffered)
+{
+    write_and_check(false);
+}
+END_TEST
+
+START_TEST(open_errors)
+{
+    struct snapmem_file f;
+    ck_assert_int_eq(snapmem_open(&f, "/nonexistent-dir/memory", 4, true), -ENOENT);
+    ck_assert_int_eq(f.fd, -1);
+    /* an unaligned source is refused, nothing read */
+    char *p = tmp_path("unaligned");
+    ck_assert_int_eq(snapmem_open(&f, p, 1, false), 0);
+    uint64_t sel = 1;
+    uint8_t *buf = malloc(2 * PG);
+    uint8_t *unaligned = (uintptr_t)buf % PG ? buf : buf + 1;
+    ck_assert_int_eq(snapmem_write(&f, unaligned, &sel, NULL), -EINVAL);
+    snapmem_close(&f);
+    ck_assert_int_eq(f.fd, -1);
+    free(buf);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
+/* A VM's candidates: the pages it has, plus what its backing files hold. */
+START_TEST(vm_candidates)
+{
+    struct moat_vm *vm = calloc(1, sizeof(*vm));
+    ck_assert_ptr_nonnull(vm);
+    vm->ram_size = 256 * PG;
+    vm->ram = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(vm->ram, MAP_FAILED);
+    vm->ram[5 * PG] = 1;
+    vm->ram[200 * PG] = 1;
+    uint64_t *c = NULL;
+    ck_assert_int_eq(snapmem_candidates(vm, &c), 0);
+    ck_assert_ptr_nonnull(c);
+    bool pagemap = bit(c, 5) && !bit(c, 6);
+    if (!pagemap) {   /* no pagemap: every page, which is still correct */
+        for (uint64_t i = 0; i < 256; i++)
+            ck_assert(bit(c, i));
+    } else {
+        for (uint64_t i = 0; i < 256; i++)
+            ck_assert(bit(c, i) == (i == 5 || i == 200));
+    }
+    free(c);
+    /* A backing file with data at page 17 (the restored VM's page that it
+     * never touched): a candidate without being resident. */
+    char *p = tmp_path("backing");
+    int fd = open(p, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, (off_t)vm->ram_size), 0);
+    ck_assert_int_eq(pwrite(fd, "x", 1, 17 * PG), 1);
+    ck_assert_int_eq(snapmem_note_backing(vm, fd), 0);
+    close(fd);                         /* the VM keeps its own descriptor */
+    ck_assert_int_eq(snapmem_candidates(vm, &c), 0);
+    ck_assert(bit(c, 17));
+    ck_assert(bit(c, 5));
+    if (pagemap)
+        ck_assert(!bit(c, 16) && !bit(c, 18));
+    free(c);
+    /* computed once: the same answer from the cached ranges */
+    ck_assert_ptr_nonnull(vm->backing_data);
+    ck_assert_int_eq(snapmem_candidates(vm, &c), 0);
+    ck_assert(bit(c, 17));
+    free(c);
+    for (int i = 1; i < VM_MAX_BACKING; i++)
+        ck_assert_int_eq(snapmem_note_backing(vm, 0), 0);
+    ck_assert_int_eq(snapmem_note_backing(vm, 0), -E2BIG);
+    snapmem_free(vm);
+    ck_assert_uint_eq(vm->nbacking, 0);
+    ck_assert_ptr_null(vm->backing_data);
+    unlink(p);
+    free(p);
+    munmap(vm->ram, vm->ram_size);
+    free(vm);
+}
+END_TEST
+
+/* A diff's pages leave the VM's bitmap when collected, so writes during
+ * the rest of the snapshot belong to the next; a failed snapshot puts
+ * them back. */
+START_TEST(dirty_bits_move_and_come_back)
+{
+    struct moat_vm *vm = calloc(1, sizeof(*vm));
+    ck_assert_ptr_nonnull(vm);
+    vm->vm_fd = -1;
+    vm->ram_size = 4 << 20;
+    vm->ram = calloc(1, vm->ram_size);
+    ck_assert_ptr_nonnull(vm->ram);
+    vm->flags = MOAT_F_DIRTY_LOG;
+    ck_assert_int_eq(snapdiff_setup(vm), KVM_MEM_LOG_DIRTY_PAGES);
+    /* no memory slots: KVM's log is not asked for */
+    uint64_t v = 1;
+    vm->mem.r[0] = (struct gmem_region){ 0, vm->ram_size, vm->ram };
+    vm->mem.n = 1;
+    ck_assert_int_eq(gmem_write(&vm->mem, 3 * PG, &v, sizeof(v)), 0);
+    vm->mem.n = 0;
+    uint64_t *bm = NULL;
+    ck_assert_int_eq(snapdiff_collect(vm, &bm), 0);
+    ck_assert_uint_eq(le64toh(bm[0]), 1ull << 3);
+    ck_assert_uint_eq(vm->dirty[0], 0);       /* moved out */
+    vm->mem.n = 1;
+    ck_assert_int_eq(gmem_write(&vm->mem, 9 * PG, &v, sizeof(v)), 0);  /* meanwhile */
+    snapdiff_giveback(vm, bm);                /* the snapshot failed */
+    ck_assert_uint_eq(vm->dirty[0], (1ull << 3) | (1ull << 9));
+    snapdiff_giveback(vm, NULL);
+    free(bm);
+    snapdiff_free(vm);
+    free(vm->ram);
+    free(vm);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("snapmem");
+    TCase *tc = tcase_create("snapmem");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, pagemap_mark);
+    tcase_add_test(tc, bits_set);
+    tcase_add_test(tc, resident_pages);
+    tcase_add_test(tc, file_data_ranges);
+    tcase_add_test(tc, write_direct);
+    tcase_add_test(tc, write_buffered);
+    tcase_add_test(tc, open_errors);
+    tcase_add_test(tc, vm_candidates);
+    tcase_add_test(tc, dirty_bits_move_and_come_back);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}

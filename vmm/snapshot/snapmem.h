@@ -1,0 +1,92 @@
+/* Writing guest RAM to a memory file (vmm/snapshot/snapmem.c): which pages
+ * can hold data without reading the others, and the write itself at disk
+ * speed (io_uring, O_DIRECT where the file system allows, several requests
+ * in flight, holes kept). docs/snapshot-format.md, "Writing". */
+#ifndef MOAT_SNAPMEM_H
+#define MOAT_SNAPMEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#if MOAT_HAVE_URING
+#include <liburing.h>
+#endif
+
+struct moat_vm;
+
+/* /proc/PID/pagemap entry bits (Documentation/admin-guide/mm/pagemap.rst). */
+#define SNAPMEM_PM_PRESENT (1ull << 63)
+#define SNAPMEM_PM_SWAPPED (1ull << 62)
+
+/* Pure: for each of the n pagemap entries, set bit (first + i) of bm
+ * (host-order u64 words) when page i is present or swapped out, i.e. it
+ * exists (an anonymous page that was never touched is neither). */
+void snapmem_pagemap_mark(const uint64_t *pm, uint64_t n, uint64_t *bm, uint64_t first);
+
+/* Pure: set the bits of [first, first + n) in bm. */
+void snapmem_bits_set(uint64_t *bm, uint64_t first, uint64_t n);
+
+/* Set in bm (host-order words, npages bits) every page of the mapping
+ * [base, base + npages * 4096) that exists in this process (pagemap:
+ * present or swapped). -errno if pagemap cannot be read (the caller then
+ * has to read every page). */
+int snapmem_resident(const uint8_t *base, uint64_t npages, uint64_t *bm);
+
+/* Set in bm every page of [0, npages) for which fd (a memory file) holds
+ * data (SEEK_DATA/SEEK_HOLE; a file system without them: every page). */
+int snapmem_file_data(int fd, uint64_t npages, uint64_t *bm);
+
+/* What a memory-file write did. */
+struct snapmem_stats {
+    uint64_t candidate_pages;  /* pages looked at (read for zero detection) */
+    uint64_t data_pages;       /* non-zero pages written */
+    uint64_t requests;         /* write requests */
+    bool direct;               /* O_DIRECT */
+    bool uring;                /* io_uring (else pwrite) */
+};
+
+/* A memory file being written. Opened before the guest is paused (the
+ * file created and sized, the io_uring set up), so that the pause holds
+ * only the write itself. */
+struct snapmem_file {
+    int fd;
+    bool direct;               /* opened with O_DIRECT */
+    uint64_t npages;
+    bool ring_ok;
+#if MOAT_HAVE_URING
+    struct io_uring ring;
+#endif
+};
+
+/* Create path (O_TRUNC, 0600), O_DIRECT where the file system takes it
+ * (direct_ok), of npages * 4096 bytes (all a hole), and an io_uring for it
+ * where the kernel allows one. 0 or -errno (nothing left open). */
+int snapmem_open(struct snapmem_file *f, const char *path, uint64_t npages, bool direct_ok);
+
+/* Of the pages whose bit is set in sel (host-order words), write the
+ * non-zero ones at their offsets, in runs of up to 1 MiB, several in
+ * flight (io_uring; pwrite where there is none); every other page stays a
+ * hole. ram (npages pages) must be page aligned: O_DIRECT writes straight
+ * from it. When this returns, the data has left ram (the caller may let
+ * the guest run on). st may be NULL. 0 or -errno. */
+int snapmem_write(struct snapmem_file *f, const uint8_t *ram, const uint64_t *sel, struct snapmem_stats *st);
+
+/* Make f and other_fd (-1: none) durable in one batch: both fsync requests
+ * in flight together on f's ring, else one fsync after the other. 0 or the
+ * first -errno. */
+int snapmem_sync(struct snapmem_file *f, int other_fd);
+
+/* Close f (the file stays). */
+void snapmem_close(struct snapmem_file *f);
+
+/* The VM side: the files a restored VM's RAM is mapped from (memory file
+ * and diff layers; dup'ed, closed by snapmem_free), so that a snapshot of
+ * it reads the pages those files hold data for, and only those besides the
+ * ones the VM has itself (pagemap). */
+int snapmem_note_backing(struct moat_vm *vm, int fd);
+void snapmem_free(struct moat_vm *vm);
+/* VM paused: the pages of vm's RAM that may hold data (bitmap of
+ * snap_bitmap_words(ram_size) host-order words; free it). Reads no page. */
+int snapmem_candidates(struct moat_vm *vm, uint64_t **out);
+
+#endif
