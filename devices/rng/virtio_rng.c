@@ -13,6 +13,7 @@
 #include "devices/virtio/vqueues.h"
 #include "vmm/base/clock.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 
 #define NQUEUES 1
 #define CHAIN_MAX 64            /* segments of one chain we take */
@@ -161,6 +162,10 @@ static void on_timer(void *opaque) { work(opaque); }
 static void *io_thread(void *arg)
 {
     struct virtio_rng *r = arg;
+    if (sc_install(SC_RNG, (enum sc_mode)r->env.seccomp) < 0) {
+        log_err("%s: seccomp filter failed: device stopped", r->name);
+        return NULL;
+    }
     work(r);                    /* what the driver queued while stopped */
     int e = evloop_run(r->loop);
     if (e < 0)

@@ -1475,6 +1475,15 @@ START_TEST(guest_rng)
     run_moat(&r, CAP, "run", "--kernel", guest("rng"), "--mem", "64");
     expect_status(&r, RNG_NODEV);
     run_free(&r);
+    /* Seccomp: the rng thread, made to call getppid(2) right after its
+     * filter is in, ends moat with 159 and the line naming it. */
+    setenv("MOAT_SECCOMP_TEST_VIOLATE", "rng", 1);
+    run_moat(&r, CAP, "run", "--kernel", guest("rng"), "--mem", "64", "--device", "rng");
+    unsetenv("MOAT_SECCOMP_TEST_VIOLATE");
+    expect_status(&r, 159);
+    if (!strstr(r.err, "moat: seccomp: the rng thread made a forbidden system call: getppid"))
+        RUN_FAIL(&r, "%s", "no seccomp line naming the rng thread");
+    run_free(&r);
 }
 END_TEST
 

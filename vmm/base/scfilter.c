@@ -82,17 +82,21 @@ static const struct rule l_vcpu[] = {
     ANY(accept4), ANY(recvfrom), ANY(sendto), ANY(shutdown), \
     ANY(getsockopt), ANY(fcntl), EQ(socket, 0, AF_UNIX), ANY(connect)
 #define NET_IO \
-    ANY(readv), ANY(writev), ANY(recvfrom), ANY(sendto), ANY(sendmsg), ANY(getrandom)
+    ANY(readv), ANY(writev), ANY(recvfrom), ANY(sendto), ANY(sendmsg), ANY(getrandom), \
+    ANY(io_uring_enter), ANY(io_uring_register)
+#define RNG_IO \
+    ANY(getrandom), ANY(timerfd_settime)
 
 static const struct rule l_blk[] = { COMMON, BLK_IO, END };
 static const struct rule l_vsock[] = { COMMON, EVLOOP_IO, VSOCK_IO, END };
 static const struct rule l_net[] = { COMMON, EVLOOP_IO, NET_IO, END };
+static const struct rule l_rng[] = { COMMON, EVLOOP_IO, RNG_IO, END };
 
 /* The runner starts, stops and resets devices: it creates their threads
  * (which inherit this list before adding their own, so it holds theirs),
  * their eventfds, epoll sets and io_uring rings. */
 static const struct rule l_vmm[] = {
-    COMMON, THREADS, BLK_IO, EVLOOP_IO, VSOCK_IO, NET_IO,
+    COMMON, THREADS, BLK_IO, EVLOOP_IO, VSOCK_IO, NET_IO, RNG_IO,
     ANY(eventfd2), ANY(io_uring_setup), ANY(io_uring_register), IOCTL(TUNSETOFFLOAD),
     END
 };
@@ -107,12 +111,14 @@ static const struct rule l_console[] = {
 static const struct rule l_main[] = {
     COMMON,
     { SCMP_SYS(ioctl), C_KVMIO, 1, 0 }, IOCTL(TCSETS), IOCTL(TCGETS), IOCTL(FICLONE),
-    ANY(mkdir), ANY(access), ANY(renameat2), ANY(getrandom), ANY(geteuid), ANY(setsockopt),
+    ANY(mkdir), ANY(access), ANY(renameat2), ANY(getrandom), ANY(setsockopt),
+    /* snapshots write the memory file through an io_uring (snapmem.c) */
+    ANY(io_uring_setup), ANY(io_uring_enter),
     /* getifaddrs(3): the net policy's preset, rebuilt on a policy change */
     EQ(socket, 0, AF_NETLINK), ANY(bind), ANY(getsockname), ANY(recvmsg),
     ANY(poll), ANY(accept4), ANY(recvfrom), ANY(sendto), ANY(getsockopt),
     ANY(openat), ANY(newfstatat), ANY(readlink), ANY(getcwd), ANY(lseek), ANY(ftruncate), ANY(pwrite64),
-    ANY(pread64), ANY(fsync), ANY(fdatasync), ANY(rename), ANY(unlink), ANY(flock),
+    ANY(pread64), ANY(fsync), ANY(fdatasync), ANY(unlink), ANY(flock),
     ANY(fcntl), ANY(kill), ANY(wait4), ANY(tgkill), ANY(getpid),
     END
 };
@@ -147,6 +153,7 @@ static const struct {
     [SC_BLK] = { "blk", l_blk },
     [SC_VSOCK] = { "vsock", l_vsock },
     [SC_NET] = { "net", l_net },
+    [SC_RNG] = { "rng", l_rng },
     [SC_CONSOLE] = { "console", l_console },
     [SC_MAIN] = { "main", l_main },
     [SC_VHOST] = { "vhost", l_vhost },

@@ -23,6 +23,7 @@ enum sc_kind {
     SC_BLK,         /* a virtio-blk drive's I/O thread (io_uring or pool) */
     SC_VSOCK,       /* the virtio-vsock device's event loop */
     SC_NET,         /* a virtio-net device's event loop */
+    SC_RNG,         /* the virtio-rng device's event loop */
     SC_CONSOLE,     /* console reader (stdin) and writer threads */
     SC_MAIN,        /* the CLI's main thread once the VM runs: exit fd,
                      * snapshot signals and the control socket */

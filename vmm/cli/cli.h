@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum {
     EXIT_USAGE = 2,
@@ -39,6 +40,7 @@ int agent_target_connect(const struct agent_target *t, struct agent_client *c);
 struct ctl_server {
     int fd;
     int paused;
+    uid_t euid;                 /* ours, read at open (the main thread's filter has no geteuid) */
     char path[108];
 };
 struct moat_vm;

@@ -34,6 +34,7 @@ int ctl_server_open(struct ctl_server *s, const char *path)
     struct sockaddr_un sa;
     s->fd = -1;
     s->paused = 0;
+    s->euid = geteuid();
     if (fill_addr(&sa, path) < 0) {
         fprintf(stderr, "moat: socket %s: path too long for a Unix socket\n", path);
         return -ENAMETOOLONG;
@@ -243,7 +244,7 @@ int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm)
     struct ucred cr;
     socklen_t cl = sizeof cr;
     if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &cl) < 0 ||
-        (cr.uid != geteuid() && cr.uid != 0)) {
+        (cr.uid != s->euid && cr.uid != 0)) {
         close(c);
         return 0;
     }

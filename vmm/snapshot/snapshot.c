@@ -266,9 +266,9 @@ static int write_files(struct snap_job *j)
     /* The old state file must not outlive the memory file it belonged to. */
     if (r == 0 && unlink(j->state_path) < 0 && errno != ENOENT)
         r = -errno;
-    if (r == 0 && rename(j->mtmp, j->mem_path) < 0)
+    if (r == 0 && renameat2(AT_FDCWD, j->mtmp, AT_FDCWD, j->mem_path, 0) < 0)
         r = -errno;
-    if (r == 0 && rename(j->stmp, j->state_path) < 0)
+    if (r == 0 && renameat2(AT_FDCWD, j->stmp, AT_FDCWD, j->state_path, 0) < 0)
         r = -errno;
     char mdir[4096], sdir[4096];
     if (r == 0 && (r = dir_of(mdir, sizeof(mdir), j->mem_path)) == 0 &&
