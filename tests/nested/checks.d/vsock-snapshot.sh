@@ -38,5 +38,7 @@ t vsock-snapshot-api sh -c '
     d=/tmp/vsnapi; rm -rf $d; mkdir -p $d
     ./build/tests/vsock_snap_api build/guest/bzImage build/guest/initramfs.cpio $d; r=$?
     rm -f $d/memory $d/blob*; exit $r'
+else
+t vsock-snapshot-api sh -c 'echo "build/tests/vsock_snap_api was not built (vsock-snapshot.host: see the output before L1 booted)"; exit 1'
 fi
 fi
