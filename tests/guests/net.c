@@ -31,7 +31,7 @@
 #define RXBUF_MRG   256             /* with them: a large frame spans several */
 #define F_NEXT      1
 #define F_WRITE     2
-#define WAIT_CYCLES 60000000000ull  /* a bound for each wait (~20 s at 3 GHz) */
+#define WAIT_GCYCLES 60             /* default bound for each wait, 10^9 TSC cycles (~20 s at 3 GHz) */
 
 #define VIRTIO_NET_F_MTU       3
 #define VIRTIO_NET_F_MAC       5
@@ -56,6 +56,7 @@ static bool mrg;
 static uint32_t rxbufsz, rx_stride;    /* receive chains: every rx_stride-th descriptor heads one */
 static uint8_t my_mac[6], peer_mac[6], want_mac[6];
 static uint32_t my_ip, peer_ip, count = 300, window = 16, want_mtu;
+static uint64_t wait_cycles = WAIT_GCYCLES * 1000000000ull; /* net.wait= */
 static uint16_t peer_port;
 static bool have_want_mac;
 
@@ -183,6 +184,11 @@ static bool parse_cmdline(void)
         return false;
     if (arg("net.window", v, sizeof v) && (!parse_u32(v, NET_COUNT_MAX, &window) || window == 0))
         return false;
+    if (arg("net.wait", v, sizeof v)) {
+        if (!parse_u32(v, NET_WAIT_MAX, &x) || x == 0)
+            return false;
+        wait_cycles = x * 1000000000ull;
+    }
     return true;
 }
 
@@ -458,7 +464,7 @@ static int tx_slot(void)
     for (uint64_t i = 0; tx_busy[s]; i++) {
         poll_tx();
         poll_rx();
-        if (fail || i > 4000000000ull || rdtsc() - t0 > WAIT_CYCLES) {
+        if (fail || i > 4000000000ull || rdtsc() - t0 > wait_cycles) {
             if (!fail)
                 fail = 74;
             return -1;
@@ -570,7 +576,7 @@ static bool wait_for(bool (*cond)(void))
         poll();
         if (cond())
             return !fail;
-        if (rdtsc() - t0 > WAIT_CYCLES)
+        if (rdtsc() - t0 > wait_cycles)
             break;
         cpu_relax();
     }

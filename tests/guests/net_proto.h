@@ -5,10 +5,13 @@
  * takes its settings from the kernel command line
  *   net.ip=A.B.C.D net.peer=A.B.C.D net.peermac=XX:..:XX net.port=N
  *   [net.mac=XX:..:XX] [net.mrg=0|1] [net.mtu=N] [net.count=N] [net.window=N]
+ *   [net.wait=N]
  * (net.mac / net.mtu: what the device's config space must say; net.mrg=1:
  * negotiate mergeable receive buffers and post small ones, so that a large
  * frame spans several; without it each receive chain is two descriptors,
- * the header and then the rest of a 2 KiB buffer), answers ARP requests for
+ * the header and then the rest of a 2 KiB buffer; net.wait: how long each
+ * wait for the device or the peer may last, in 10^9 TSC cycles, default 60,
+ * ~20 s at 3 GHz: a test that expects no answer sets less), answers ARP requests for
  * net.ip, and then, from UDP port NET_GUEST_PORT to net.peer:net.port:
  *  1. sends NET_PING "0" and waits for it to come back (NET_OK_PING);
  *  2. asks for net.peer's MAC by ARP: the answer must be net.peermac
@@ -30,6 +33,7 @@
 #define NET_BIG          "moat-net-big "       /* + number, a space, then pattern bytes */
 #define NET_BIG_LEN      1200                  /* UDP payload bytes of the large datagram */
 #define NET_COUNT_MAX    100000
+#define NET_WAIT_MAX     600                   /* net.wait=, 10^9 TSC cycles */
 #define NET_DATAGRAMS(count) ((count) + 3u)    /* what the echo side receives */
 
 #define NET_NODEV        3

@@ -435,8 +435,9 @@ END_TEST
 
 /* The egress policy in the device: the preset denies the peer (10/8 is
  * private) when nothing allows it, so nothing reaches the echo side and the
- * guest fails for want of an answer; an allow rule for the peer's port, or
- * the preset turned off, lets everything through. */
+ * guest fails for want of an answer to its first ping (20; net.wait=5: it
+ * waits ~2 s for it, not the default ~20 s); an allow rule for the peer's
+ * port, or the preset turned off, lets everything through. */
 START_TEST(egress_policy)
 {
     char out[512];
@@ -446,14 +447,14 @@ START_TEST(egress_policy)
     char cmdline[512];
     snprintf(cmdline, sizeof cmdline,
              "net.ip=" GUEST_IP " net.peer=" HOST_IP " net.peermac=" HOST_MAC " net.port=%d net.mac=" GUEST_MAC
-             " net.count=20 net.mrg=0", ECHO_PORT);
+             " net.count=20 net.mrg=0 net.wait=5", ECHO_PORT);
     struct run r;
     RUN(&r, 120, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--timeout", "100", "--kernel", net_elf(),
         "--device", "net,tap=" TAP ",mac=" GUEST_MAC ",policy=\"default allow\"", "--cmdline", cmdline);
     show(&r, "policy: default allow, the preset on");
     struct echo_result er;
     echo_stop(&e, &er);
-    ck_assert_int_ne(r.status, 0);
+    ck_assert_int_eq(r.status, 20);         /* the ping: no reply */
     ck_assert_uint_eq(er.datagrams, 0);
     ck_assert(!strstr(r.out, NET_OK_PING));
     run_free(&r);
@@ -640,6 +641,18 @@ START_TEST(tap_errors)
     show(&r, "incomplete command line");
     ck_assert_int_eq(r.status, 4);
     run_free(&r);
+
+    /* a wait bound of 0, or past NET_WAIT_MAX: refused the same way */
+    static const char *const bad_wait[] = { "net.wait=0", "net.wait=601", "net.wait=x" };
+    for (size_t i = 0; i < sizeof bad_wait / sizeof bad_wait[0]; i++) {
+        char cl[256];
+        snprintf(cl, sizeof cl, "net.ip=" GUEST_IP " net.peer=" HOST_IP " net.peermac=" HOST_MAC " net.port=7777 %s",
+                 bad_wait[i]);
+        RUN(&r, 60, moat_bin(), "run", "--timeout", "50", "--kernel", net_elf(), "--cmdline", cl);
+        show(&r, cl);
+        ck_assert_int_eq(r.status, 4);
+        run_free(&r);
+    }
 }
 END_TEST
 

@@ -9,8 +9,9 @@
 #   - build/tests/test_blk with build/moat and build/moat-san (virtio-blk);
 #   - build/tests/test_hostile (the hostile-guest suite, build/moat, 2
 #     rounds);
-#   - build/tests/test_vsock and build/tests/test_net likewise (test_net
-#     prints SKIPPED in L1: no /dev/net/tun, no iproute2);
+#   - build/tests/test_vsock and build/tests/test_net likewise (test_net:
+#     a TAP in a network namespace of its own; L1's tun.ko and this host's
+#     iproute2 ip, copied in);
 #   - if build/guest/{bzImage,initramfs.cpio} exist: the default Linux guest
 #     (echo, exit status, 2 vCPUs, snapshot/restore, with a drive too).
 # Needs `make all test-guests build/tests/test_integration` first (and
@@ -50,11 +51,20 @@ if [ -x build/tests/test_blk ]; then
 fi
 [ -x build/tests/test_vsock ] && cp build/tests/test_vsock "$pl/build/tests/"
 [ -x build/tests/test_hostile ] && cp build/tests/test_hostile "$pl/build/tests/"
-# virtio-net: L1 has no /dev/net/tun (tun.ko is not loaded) and only
-# busybox's ip (no netns), so test_net prints SKIPPED there.
-[ -x build/tests/test_net ] && cp build/tests/test_net "$pl/build/tests/"
 # the page-fault handler of test_integration's uffd restore
 [ -x build/tests/uffd_handler ] && cp build/tests/uffd_handler "$pl/build/tests/"
+# virtio-net: L1's /init loads tun.ko (/dev/net/tun); test_net also needs
+# iproute2's ip for its network namespace and TAP (busybox's has no
+# `ip netns`): this host's, first in L1's PATH, its libraries copied by
+# run.sh. Without it test_net prints SKIPPED in L1.
+if [ -x build/tests/test_net ]; then
+    cp build/tests/test_net "$pl/build/tests/"
+    if p=$(PATH=/sbin:/usr/sbin:$PATH command -v ip) && "$p" netns list >/dev/null 2>&1; then
+        cp "$p" "$pl/ip"
+    else
+        echo "test-moat: no iproute2 ip on this host: test_net will print SKIPPED in L1" >&2
+    fi
+fi
 [ -x build/examples/sandbox ] && mkdir -p "$pl/build/examples" && cp build/examples/sandbox "$pl/build/examples/"
 cp build/guests/*.elf "$pl/build/guests/"
 # The host probe's shell helper, for the bench scripts checks run in L1.

@@ -39,7 +39,6 @@ t vsock-snapshot-api sh -c '
     ./build/tests/vsock_snap_api build/guest/bzImage build/guest/initramfs.cpio $d; r=$?
     rm -f $d/memory $d/blob*; exit $r'
 else
-# Its build (vsock-snapshot.host) failed: a failed check, not a missing one.
-t vsock-snapshot-api sh -c 'echo "vsock_snap_api was not built: see vsock-snapshot.host in the host log"; exit 1'
+t vsock-snapshot-api sh -c 'echo "build/tests/vsock_snap_api was not built (vsock-snapshot.host: see the output before L1 booted)"; exit 1'
 fi
 fi
