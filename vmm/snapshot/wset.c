@@ -1,6 +1,7 @@
 /* Working-set record and prefetch (vmm/snapshot/wset.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/syscall.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,7 +124,7 @@ static int write_file(const char *path, const uint8_t *buf, size_t len, const vo
     /* No fsync: a file torn by a crash fails its checksum and is recorded anew. */
     if (close(fd) < 0 && r == 0)
         r = -errno;
-    if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, 0) < 0)
+    if (r == 0 && syscall(SYS_renameat2, AT_FDCWD, tmp, AT_FDCWD, path, 0) < 0)
         r = -errno;
     if (r < 0)
         unlink(tmp);
