@@ -145,6 +145,25 @@ static void finish_capture(struct capture *cap, int wfd)
     close(cap->rfd);
 }
 
+/* Stop a VM made by make_vm_in, wait for it, free it and its capture. */
+static void stop_vm(struct moat_vm *vm, struct capture *c, int w)
+{
+    moat_stop(vm);
+    struct moat_exit ex;
+    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
+    moat_destroy(vm);
+    finish_capture(c, w);
+}
+
+/* A restore of state/mem without a console. */
+static void restore_config(struct moat_restore_config *rc, const char *state, const char *mem)
+{
+    moat_restore_config_init(rc);
+    rc->state_path = state;
+    rc->mem_path = mem;
+    rc->console_out = -1;
+}
+
 START_TEST(two_vms_in_one_process)
 {
     struct capture c1, c2;
@@ -1111,16 +1130,9 @@ START_TEST(net_device_identity)
     ck_assert_int_eq(moat_start(vm), 0);
     ck_assert_int_eq(moat_pause(vm), 0);
     ck_assert_int_eq(moat_snapshot(vm, state, mem), 0);
-    moat_stop(vm);
-    struct moat_exit ex;
-    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
-    moat_destroy(vm);
-    finish_capture(&c, w);
+    stop_vm(vm, &c, w);
     struct moat_restore_config rc;
-    moat_restore_config_init(&rc);
-    rc.state_path = state;
-    rc.mem_path = mem;
-    rc.console_out = -1;
+    restore_config(&rc, state, mem);
     struct moat_device ov = { "net", "tap=mt1" };
     rc.devices = &ov;
     rc.ndevices = 1;
@@ -1327,17 +1339,9 @@ START_TEST(device_info_and_backing_swap)
     ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "path", buf, sizeof buf, &e), (long)strlen(d2));
     ck_assert_str_eq(buf, d2);
     ck_assert_int_eq(moat_snapshot(vm, state, mem), 0);
-    moat_stop(vm);
-    struct moat_exit ex;
-    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
-    moat_destroy(vm);
-    finish_capture(&c, w);
-
+    stop_vm(vm, &c, w);
     struct moat_restore_config rc;
-    moat_restore_config_init(&rc);
-    rc.state_path = state;
-    rc.mem_path = mem;
-    rc.console_out = -1;
+    restore_config(&rc, state, mem);
     vm = NULL;
     ck_assert_msg(moat_restore(&rc, &vm, &e) == 0, "moat_restore: %s", e.msg);
     ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "path", buf, sizeof buf, &e), (long)strlen(d2));
