@@ -161,6 +161,47 @@ static int create_overlay(struct virtio_blk *b, const struct virtio_blk_opts *o,
     return 0;
 }
 
+/* A drive's file opened with its mode, with its size in bytes (a regular
+ * file or a block device; empty, or at least one sector: an empty file is
+ * an empty drive, as the placeholder drives orchestrators swap files into
+ * later); not locked. -errno with why ("PATH: ..."). */
+static int open_image(const char *path, bool ro, int *fd_out, uint64_t *bytes, struct stat *st, char *why,
+                      size_t wlen)
+{
+    int fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC), r;
+    if (fd < 0) {
+        r = -errno;
+        snprintf(why, wlen, "%s: %s", path, strerror(errno));
+        return r;
+    }
+    if (fstat(fd, st) < 0) {
+        r = -errno;
+        snprintf(why, wlen, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (S_ISREG(st->st_mode)) {
+        *bytes = (uint64_t)st->st_size;
+    } else if (!S_ISBLK(st->st_mode)) {
+        r = -EINVAL;
+        snprintf(why, wlen, "%s: not a regular file or block device", path);
+        goto fail;
+    } else if (ioctl(fd, BLKGETSIZE64, bytes) < 0) {
+        r = -errno;
+        snprintf(why, wlen, "%s: BLKGETSIZE64: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (*bytes && *bytes < VIRTIO_BLK_SECTOR) {
+        r = -EINVAL;
+        snprintf(why, wlen, "%s: smaller than one 512-byte sector (and not empty)", path);
+        goto fail;
+    }
+    *fd_out = fd;
+    return 0;
+fail:
+    close(fd);
+    return r;
+}
+
 int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
                       char *why, size_t wlen)
 {
@@ -195,38 +236,14 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
     }
     if (o->overlay)
         return create_overlay(b, o, out, why, wlen);
-    b->fd = open(o->path, (o->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-    int r;
-    if (b->fd < 0) {
-        r = -errno;
-        snprintf(why, wlen, "drive %s: %s", o->path, strerror(errno));
-        free(b);
-        return r;
-    }
     struct stat st;
     uint64_t bytes = 0;
-    if (fstat(b->fd, &st) < 0) {
-        r = -errno;
-        snprintf(why, wlen, "drive %s: %s", o->path, strerror(errno));
-        goto fail;
-    }
-    if (S_ISREG(st.st_mode)) {
-        bytes = (uint64_t)st.st_size;
-    } else if (S_ISBLK(st.st_mode)) {
-        if (ioctl(b->fd, BLKGETSIZE64, &bytes) < 0) {
-            r = -errno;
-            snprintf(why, wlen, "drive %s: BLKGETSIZE64: %s", o->path, strerror(errno));
-            goto fail;
-        }
-    } else {
-        r = -EINVAL;
-        snprintf(why, wlen, "drive %s: not a regular file or block device", o->path);
-        goto fail;
-    }
-    if (bytes < VIRTIO_BLK_SECTOR) {
-        r = -EINVAL;
-        snprintf(why, wlen, "drive %s: smaller than one 512-byte sector", o->path);
-        goto fail;
+    char w[4400] = "";
+    int r = open_image(o->path, o->read_only, &b->fd, &bytes, &st, w, sizeof w);
+    if (r < 0) {
+        snprintf(why, wlen, "drive %s", w);
+        free(b);
+        return r;
     }
     if (flock(b->fd, (o->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
         r = -errno;
@@ -769,45 +786,6 @@ static void blk_destroy(void *dev)
     pthread_mutex_destroy(&b->lim_lock);
     pthread_mutex_destroy(&b->run_lock);
     free(b);
-}
-
-/* The new file, opened and locked as create opens a drive's, with its size
- * in bytes; -errno with why. */
-static int open_image(const char *path, bool ro, int *fd_out, uint64_t *bytes, struct stat *st, char *why,
-                      size_t wlen)
-{
-    int fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC), r;
-    if (fd < 0) {
-        r = -errno;
-        snprintf(why, wlen, "%s: %s", path, strerror(errno));
-        return r;
-    }
-    if (fstat(fd, st) < 0) {
-        r = -errno;
-        snprintf(why, wlen, "%s: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (S_ISREG(st->st_mode)) {
-        *bytes = (uint64_t)st->st_size;
-    } else if (!S_ISBLK(st->st_mode)) {
-        r = -EINVAL;
-        snprintf(why, wlen, "%s: not a regular file or block device", path);
-        goto fail;
-    } else if (ioctl(fd, BLKGETSIZE64, bytes) < 0) {
-        r = -errno;
-        snprintf(why, wlen, "%s: BLKGETSIZE64: %s", path, strerror(errno));
-        goto fail;
-    }
-    if (*bytes < VIRTIO_BLK_SECTOR) {
-        r = -EINVAL;
-        snprintf(why, wlen, "%s: smaller than one 512-byte sector", path);
-        goto fail;
-    }
-    *fd_out = fd;
-    return 0;
-fail:
-    close(fd);
-    return r;
 }
 
 int virtio_blk_swap(struct virtio_blk *b, const char *path, char *why, size_t wlen)

@@ -255,7 +255,8 @@ if [ "$KVM" = 0 ]; then
 fi
 COUNTER=$GUESTS/counter.elf
 [ -r "$COUNTER" ] || { fail "test guest $COUNTER missing (make test-guests)"; exit 1; }
-truncate -s 1M "$T/root.img" "$T/root2.img" "$T/data.img" "$T/placeholder.img" "$T/da,ta=1.img"
+truncate -s 1M "$T/root.img" "$T/root2.img" "$T/data.img" "$T/da,ta=1.img"
+: >"$T/placeholder.img"     # as Kata's placeholder drives: empty files
 truncate -s 2M "$T/big.img"
 
 # The Go SDK's sequence (machine.go: startVMM, then the handlers in order).
@@ -468,6 +469,7 @@ expect "kata: PATCH /drives/drive_0 path_on_host onto a file in use (locked)" PA
 expect "kata: PATCH /drives/drive_0 path_on_host (the placeholder gets its file)" PATCH /drives/drive_0 "{\"drive_id\":\"drive_0\",\"path_on_host\":\"$T/data.img\"}" 204 ""
 expect "kata: GET /vm/config names the new file" GET /vm/config "" 200 "~\"path_on_host\":\"$T/data.img\""
 check "kata: the guest runs on after the swap" wait_ticks "$T/kata.out" 4
+expect "kata: PATCH /drives/drive_0 back to the empty placeholder (hot unplug)" PATCH /drives/drive_0 "{\"drive_id\":\"drive_0\",\"path_on_host\":\"$T/placeholder.img\"}" 204 ""
 check "kata: vCPU thread prefix fc_vcpu" sh -c "cat /proc/$KATA/task/*/comm | grep -q '^fc_vcpu'"
 stop_vmm $KATA
 check "kata: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]

@@ -547,6 +547,11 @@ START_TEST(create_errors)
     virtio_blk_ops.destroy(b);
     ck_assert_int_eq(truncate(r.path, 100), 0);
     ck_assert_int_eq(virtio_blk_create(&o, &b, why, sizeof why), -EINVAL);
+    /* An empty file is an empty drive (an orchestrator's placeholder). */
+    ck_assert_int_eq(truncate(r.path, 0), 0);
+    ck_assert_int_eq(virtio_blk_create(&o, &b, why, sizeof why), 0);
+    ck_assert_uint_eq(virtio_blk_capacity(b), 0);
+    virtio_blk_ops.destroy(b);
     unlink(r.path);
 }
 END_TEST
@@ -623,6 +628,15 @@ START_TEST(swap_backing_file)
     ck_assert_int_eq(virtio_blk_swap(r.blk, p2, why, sizeof why), 0);
     ck_assert_uint_eq(config_capacity(&r), 3 * DISK_SECTORS);
     ck_assert_uint_eq(atomic_load(&r.cfg_changes), 2);
+
+    /* An empty file (a placeholder given back): capacity 0, every read fails. */
+    char empty[64];
+    write_file(empty, sizeof empty, 0, 0);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, empty, why, sizeof why), 0);
+    ck_assert_uint_eq(config_capacity(&r), 0);
+    ck_assert_uint_eq(atomic_load(&r.cfg_changes), 3);
+    ck_assert_uint_eq(read_sector(&r, 0, &used), VIRTIO_BLK_S_IOERR);
+    unlink(empty);
 
     /* Stopped (a paused VM): swapped now, served from the new file on start. */
     virtio_blk_ops.stop(r.blk);
