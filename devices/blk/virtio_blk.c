@@ -672,7 +672,6 @@ static const struct blk_engine_cb engine_cb = {
 
 /* ---- lifecycle ---- */
 
-static int blk_start(void *dev, const struct virtio_dev_env *env);
 static int start_locked(struct virtio_blk *b, const struct virtio_dev_env *env);
 static void stop_locked(struct virtio_blk *b);
 
