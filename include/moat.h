@@ -366,8 +366,11 @@ int moat_clone_overlay(struct moat_vm *vm, unsigned drive, const char *dst);
  * SIZE/REFILL_MS[/BURST] or "off"), "link" ("up"/"down"); blk's and
  * rng's (virtio-rng) "bw"/"ops" (the same form). The change is
  * not recorded in the device's options: a snapshot records those it was
- * made with. 0, or -ENODEV (no such device, or several and no id), -EINVAL
- * (a key the type cannot change, a bad value: err says which). */
+ * made with, except a changed backend option (one a restore override may
+ * give anew): blk's "path" (the drive's backing file, swapped while the
+ * VM runs: docs/devices.md), which a snapshot taken afterwards records.
+ * 0, or -ENODEV (no such device, or several and no id), -EINVAL (a key
+ * the type cannot change, a bad value: err says which). */
 int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const char *key, const char *value,
                     struct moat_error *err);
 
@@ -381,6 +384,28 @@ int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const 
  * -ENODEV / -EINVAL as moat_device_set. */
 long moat_device_get(struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf, size_t len,
                      struct moat_error *err);
+
+/* The VM's devices (virtio), index 0, 1, ... in bus order: its type
+ * (moat_device.type) and id (as moat_device_set names it; a restored VM's
+ * are its snapshot's). 0, or -ENOENT past the last, -EINVAL. */
+struct moat_device_info {
+    char type[16];
+    char id[33];
+};
+int moat_device_info(const struct moat_vm *vm, unsigned index, struct moat_device_info *info);
+
+/* One of the options a device was made with (moat_device.options; for a
+ * restored VM the snapshot's record with its overrides; a drive's "path"
+ * as last changed) into buf (NUL-terminated, cut if longer): the value's
+ * length ("" and 0 for a flag such as "ro"), -ENOENT when the device was
+ * made without it, or -ENODEV / -EINVAL as moat_device_set. Not while
+ * another thread changes the same device with moat_device_set. */
+long moat_device_option(const struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf,
+                        size_t len, struct moat_error *err);
+
+/* The VM's vCPU count and guest memory size in bytes (a restored VM's are
+ * its snapshot's): 0 or -EINVAL. */
+int moat_get_shape(const struct moat_vm *vm, unsigned *vcpus, uint64_t *mem_bytes);
 
 /* Fork: one snapshot of parent, n children restored from it.
  * moat_fork pauses parent (if running), writes its snapshot once to

@@ -119,12 +119,28 @@ static int blk_override_check(const struct devopts *rec, const struct devopts *m
     return 0;
 }
 
-static const char *const blk_set_keys[] = { "bw", "ops", NULL };
+static const char *const blk_set_keys[] = { "bw", "ops", "path", NULL };
 
-/* A limiter's bucket anew (or off), the other as it is. */
+/* path: another backing file (virtio_blk_swap); bw/ops: a limiter's bucket
+ * anew (or off), the other as it is. */
 static int blk_set(void *priv, const char *key, const char *value, char *why, size_t wlen)
 {
     struct blk_drive *d = priv;
+    if (!strcmp(key, "path")) {
+        char *p = strdup(value);
+        if (!p) {
+            snprintf(why, wlen, "out of memory");
+            return -ENOMEM;
+        }
+        int r = virtio_blk_swap(d->blk, value, why, wlen);
+        if (r < 0) {
+            free(p);
+            return r;
+        }
+        free(d->path);
+        d->path = p;
+        return 0;
+    }
     struct ratelimit_cfg c;
     virtio_blk_get_limit(d->blk, &c);
     if (ratelimit_set_bucket(&c, !strcmp(key, "ops"), value) < 0) {
@@ -134,9 +150,29 @@ static int blk_set(void *priv, const char *key, const char *value, char *why, si
     return virtio_blk_set_limit(d->blk, &c);
 }
 
+static const char *const blk_get_keys[] = { "stats", NULL };
+
+/* "stats": one line of counters (docs/devices.md). */
+static long blk_get(void *priv, const char *key, char *buf, size_t len)
+{
+    struct blk_drive *d = priv;
+    (void)key;
+    struct virtio_blk_stats st;
+    virtio_blk_get_stats(d->blk, &st);
+    return snprintf(buf, len, "requests ok %llu failed %llu bad %llu reads %llu read-bytes %llu writes %llu "
+                    "write-bytes %llu flushes %llu capacity %llu\n",
+                    (unsigned long long)st.completed, (unsigned long long)st.failed,
+                    (unsigned long long)st.bad_chains, (unsigned long long)st.reads,
+                    (unsigned long long)st.read_bytes, (unsigned long long)st.writes,
+                    (unsigned long long)st.write_bytes, (unsigned long long)st.flushes,
+                    (unsigned long long)virtio_blk_capacity(d->blk));
+}
+
 const struct virtio_kind blk_kind = {
     .set = blk_set,
     .set_keys = blk_set_keys,
+    .get = blk_get,
+    .get_keys = blk_get_keys,
     .type = "blk",
     .name = "drive",
     .device_id = VIRTIO_ID_BLOCK,

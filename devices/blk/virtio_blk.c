@@ -36,6 +36,7 @@ struct slot {
     uint8_t q;
     uint16_t head;
     uint32_t written;           /* used length on success */
+    uint32_t bytes;             /* data bytes of a read or write (the I/O counters) */
     uint64_t status_gpa;
     struct blk_range range;
     struct iovec iov[CHAIN_MAX];
@@ -74,10 +75,21 @@ struct virtio_blk {
     struct virtq_seg held_seg[CHAIN_MAX];
 
     _Atomic uint64_t st_completed, st_failed, st_bad, st_notifies, st_batches, st_maxinf;
+    _Atomic uint64_t st_rd_bytes, st_wr_bytes, st_rd, st_wr, st_flush;
     _Atomic int st_engine;
+
+    /* Start, stop and a backing-file swap exclude each other (the
+     * transport starts and stops under its register lock; a swap comes
+     * from the API thread). had_env: started once, env's callbacks valid. */
+    pthread_mutex_t run_lock;
+    bool had_env;
+    bool read_only;             /* as created: a swap keeps it */
 };
 
-uint64_t virtio_blk_capacity(const struct virtio_blk *b) { return b->params.capacity; }
+uint64_t virtio_blk_capacity(const struct virtio_blk *b)
+{
+    return __atomic_load_n(&b->params.capacity, __ATOMIC_RELAXED);
+}
 
 int virtio_blk_set_limit(struct virtio_blk *b, const struct ratelimit_cfg *cfg)
 {
@@ -102,6 +114,11 @@ void virtio_blk_get_stats(struct virtio_blk *b, struct virtio_blk_stats *s)
     s->notifies = atomic_load(&b->st_notifies);
     s->batches = atomic_load(&b->st_batches);
     s->max_inflight = atomic_load(&b->st_maxinf);
+    s->read_bytes = atomic_load(&b->st_rd_bytes);
+    s->write_bytes = atomic_load(&b->st_wr_bytes);
+    s->reads = atomic_load(&b->st_rd);
+    s->writes = atomic_load(&b->st_wr);
+    s->flushes = atomic_load(&b->st_flush);
     s->engine = (enum blk_engine_kind)atomic_load(&b->st_engine);
 }
 
@@ -153,6 +170,47 @@ static int create_overlay(struct virtio_blk *b, const struct virtio_blk_opts *o,
     return 0;
 }
 
+/* A drive's file opened with its mode, with its size in bytes (a regular
+ * file or a block device; empty, or at least one sector: an empty file is
+ * an empty drive, as the placeholder drives orchestrators swap files into
+ * later); not locked. -errno with why ("PATH: ..."). */
+static int open_image(const char *path, bool ro, int *fd_out, uint64_t *bytes, struct stat *st, char *why,
+                      size_t wlen)
+{
+    int fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC), r;
+    if (fd < 0) {
+        r = -errno;
+        snprintf(why, wlen, "%s: %s", path, strerror(errno));
+        return r;
+    }
+    if (fstat(fd, st) < 0) {
+        r = -errno;
+        snprintf(why, wlen, "%s: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (S_ISREG(st->st_mode)) {
+        *bytes = (uint64_t)st->st_size;
+    } else if (!S_ISBLK(st->st_mode)) {
+        r = -EINVAL;
+        snprintf(why, wlen, "%s: not a regular file or block device", path);
+        goto fail;
+    } else if (ioctl(fd, BLKGETSIZE64, bytes) < 0) {
+        r = -errno;
+        snprintf(why, wlen, "%s: BLKGETSIZE64: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (*bytes && *bytes < VIRTIO_BLK_SECTOR) {
+        r = -EINVAL;
+        snprintf(why, wlen, "%s: smaller than one 512-byte sector (and not empty)", path);
+        goto fail;
+    }
+    *fd_out = fd;
+    return 0;
+fail:
+    close(fd);
+    return r;
+}
+
 int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
                       char *why, size_t wlen)
 {
@@ -177,7 +235,9 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
     b->rl = LOG_LIMIT(10);
     b->dfd = -1;
     b->timer_fd = -1;
+    b->read_only = o->read_only;
     pthread_mutex_init(&b->lim_lock, NULL);
+    pthread_mutex_init(&b->run_lock, NULL);
     if (ratelimit_init(&b->lim, o->limit, clock_mono_ns()) < 0) {
         snprintf(why, wlen, "drive %s: rate limiter: refill time too long", o->path);
         free(b);
@@ -185,38 +245,14 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
     }
     if (o->overlay)
         return create_overlay(b, o, out, why, wlen);
-    b->fd = open(o->path, (o->read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
-    int r;
-    if (b->fd < 0) {
-        r = -errno;
-        snprintf(why, wlen, "drive %s: %s", o->path, strerror(errno));
-        free(b);
-        return r;
-    }
     struct stat st;
     uint64_t bytes = 0;
-    if (fstat(b->fd, &st) < 0) {
-        r = -errno;
-        snprintf(why, wlen, "drive %s: %s", o->path, strerror(errno));
-        goto fail;
-    }
-    if (S_ISREG(st.st_mode)) {
-        bytes = (uint64_t)st.st_size;
-    } else if (S_ISBLK(st.st_mode)) {
-        if (ioctl(b->fd, BLKGETSIZE64, &bytes) < 0) {
-            r = -errno;
-            snprintf(why, wlen, "drive %s: BLKGETSIZE64: %s", o->path, strerror(errno));
-            goto fail;
-        }
-    } else {
-        r = -EINVAL;
-        snprintf(why, wlen, "drive %s: not a regular file or block device", o->path);
-        goto fail;
-    }
-    if (bytes < VIRTIO_BLK_SECTOR) {
-        r = -EINVAL;
-        snprintf(why, wlen, "drive %s: smaller than one 512-byte sector", o->path);
-        goto fail;
+    char w[4400] = "";
+    int r = open_image(o->path, o->read_only, &b->fd, &bytes, &st, w, sizeof w);
+    if (r < 0) {
+        snprintf(why, wlen, "drive %s", w);
+        free(b);
+        return r;
     }
     if (flock(b->fd, (o->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
         r = -errno;
@@ -326,7 +362,7 @@ static void blk_config_read(void *dev, uint32_t off, uint8_t *data, uint32_t len
     struct virtio_blk *b = dev;
     uint8_t c[VIRTIO_BLK_CONFIG_SIZE];
     memset(c, 0, sizeof c);
-    put64(c + 0, b->params.capacity);
+    put64(c + 0, virtio_blk_capacity(b));
     put32(c + 12, VIRTIO_BLK_SEG_MAX);          /* seg_max */
     put32(c + 20, VIRTIO_BLK_SECTOR);           /* blk_size */
     put16(c + 34, NQUEUES);                     /* num_queues */
@@ -362,6 +398,20 @@ static uint64_t blk_features(void *dev)
 }
 
 /* ---- requests ---- */
+
+/* A request that completed OK, in the I/O counters. */
+static void count_io(struct virtio_blk *b, enum blk_io_op op, uint64_t n)
+{
+    if (op == BLK_IO_READ) {
+        atomic_fetch_add(&b->st_rd, 1);
+        atomic_fetch_add(&b->st_rd_bytes, n);
+    } else if (op == BLK_IO_WRITE) {
+        atomic_fetch_add(&b->st_wr, 1);
+        atomic_fetch_add(&b->st_wr_bytes, n);
+    } else if (op == BLK_IO_FLUSH) {
+        atomic_fetch_add(&b->st_flush, 1);
+    }
+}
 
 static void set_status(struct virtio_blk *b, uint64_t gpa, uint8_t st)
 {
@@ -411,6 +461,7 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
     s->head = c->head;
     s->status_gpa = r.status_gpa;
     s->written = 1;
+    s->bytes = r.type == BLK_REQ_IN || r.type == BLK_REQ_OUT ? r.data_len : 0;
     switch (r.type) {
     case BLK_REQ_IN:
     case BLK_REQ_OUT:
@@ -433,6 +484,8 @@ static void handle_chain(struct virtio_blk *b, unsigned q, const struct virtq_ch
             int e = rw_buffered(b, r.type == BLK_REQ_IN, io->iov, io->niov, io->off);
             if (e < 0 && log_limit_ok(&b->rl))
                 log_warn("%s: I/O error: %s", b->name, strerror(-e));
+            else
+                count_io(b, io->op, r.data_len);
             set_status(b, r.status_gpa, e < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK);
             vqueues_push(&b->vq, q, c->head, e < 0 ? 1 : s->written);
             return;
@@ -588,6 +641,8 @@ static void cb_done(void *opaque, struct blk_io *io)
     s->busy = false;
     if (io->res < 0 && log_limit_ok(&b->rl))
         log_warn("%s: I/O error: %s", b->name, strerror(-io->res));
+    if (io->res >= 0)
+        count_io(b, io->op, s->bytes);
     set_status(b, s->status_gpa, io->res < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK);
     vqueues_push(&b->vq, s->q, s->head, s->written);
 }
@@ -627,9 +682,20 @@ static const struct blk_engine_cb engine_cb = {
 
 /* ---- lifecycle ---- */
 
+static int start_locked(struct virtio_blk *b, const struct virtio_dev_env *env);
+static void stop_locked(struct virtio_blk *b);
+
 static int blk_start(void *dev, const struct virtio_dev_env *env)
 {
     struct virtio_blk *b = dev;
+    pthread_mutex_lock(&b->run_lock);
+    int r = start_locked(b, env);
+    pthread_mutex_unlock(&b->run_lock);
+    return r;
+}
+
+static int start_locked(struct virtio_blk *b, const struct virtio_dev_env *env)
+{
     if (b->running)
         return -EALREADY;
     if (!env || !env->mem || !env->queues || env->nqueues != NQUEUES || !env->notify_used)
@@ -645,7 +711,9 @@ static int blk_start(void *dev, const struct virtio_dev_env *env)
         log_err("%s: rate limiter timer: %s", b->name, strerror(e));
         return -e;
     }
-    b->env = *env;
+    if (env != &b->env)
+        b->env = *env;
+    b->had_env = true;
     for (unsigned q = 0; q < NQUEUES; q++)
         b->kicks[q] = env->kick_fd[q];
     b->kicks[NQUEUES] = b->timer_fd;
@@ -676,6 +744,13 @@ static int blk_start(void *dev, const struct virtio_dev_env *env)
 static void blk_stop(void *dev)
 {
     struct virtio_blk *b = dev;
+    pthread_mutex_lock(&b->run_lock);
+    stop_locked(b);
+    pthread_mutex_unlock(&b->run_lock);
+}
+
+static void stop_locked(struct virtio_blk *b)
+{
     if (!b->running)
         return;
     blk_engine_stop(b->eng);    /* drains: every request completed and published */
@@ -719,7 +794,68 @@ static void blk_destroy(void *dev)
     if (b->timer_fd >= 0)
         close(b->timer_fd);
     pthread_mutex_destroy(&b->lim_lock);
+    pthread_mutex_destroy(&b->run_lock);
     free(b);
+}
+
+int virtio_blk_swap(struct virtio_blk *b, const char *path, char *why, size_t wlen)
+{
+    if (!path || !*path) {
+        snprintf(why, wlen, "no path");
+        return -EINVAL;
+    }
+    if (b->ovl || b->dfd >= 0) {
+        snprintf(why, wlen, "a %s drive's file cannot be changed while it runs", b->ovl ? "copy-on-write" : "direct");
+        return -ENOTSUP;
+    }
+    int nfd = -1, r;
+    uint64_t bytes = 0;
+    struct stat nst, ost;
+    if ((r = open_image(path, b->read_only, &nfd, &bytes, &nst, why, wlen)) < 0)
+        return r;
+    /* The file the drive has already (Firecracker's way to make the guest
+     * see a grown file): keep the descriptor and its lock, size it anew. */
+    bool same = fstat(b->fd, &ost) == 0 && ost.st_dev == nst.st_dev && ost.st_ino == nst.st_ino;
+    if (same) {
+        close(nfd);
+        nfd = -1;
+    } else if (flock(nfd, (b->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+        r = -errno;
+        snprintf(why, wlen, "%s: %s", path, errno == EWOULDBLOCK ? "in use by another process (locked)"
+                                                                 : strerror(errno));
+        close(nfd);
+        return r;
+    }
+    pthread_mutex_lock(&b->run_lock);
+    bool was_running = b->running;
+    bool broken[NQUEUES];
+    memcpy(broken, b->vq.broken, sizeof broken);
+    /* Quiesce: every request in flight completes on the old file. */
+    stop_locked(b);
+    if (!same) {
+        flock(b->fd, LOCK_UN);
+        close(b->fd);
+        b->fd = nfd;
+    }
+    __atomic_store_n(&b->params.capacity, bytes / VIRTIO_BLK_SECTOR, __ATOMIC_RELAXED);
+    r = 0;
+    if (was_running && (r = start_locked(b, &b->env)) == 0)
+        for (unsigned q = 0; q < NQUEUES; q++)
+            if (broken[q])
+                b->vq.broken[q] = true;     /* still broken: only a reset mends it */
+    void (*tell)(void *) = b->had_env ? b->env.config_changed : NULL;
+    void *opaque = b->env.opaque;
+    pthread_mutex_unlock(&b->run_lock);
+    if (r < 0) {
+        snprintf(why, wlen, "restarting the drive on %s: %s", path, strerror(-r));
+        return r;
+    }
+    /* Outside run_lock: the transport's register lock comes first where
+     * both are taken (it stops the device under it). */
+    if (tell)
+        tell(opaque);
+    log_info("%s: backing file now %s (%llu sectors)", b->name, path, (unsigned long long)(bytes / VIRTIO_BLK_SECTOR));
+    return 0;
 }
 
 struct ovl_disk *virtio_blk_overlay(struct virtio_blk *b)

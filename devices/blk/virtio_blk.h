@@ -100,6 +100,18 @@ extern const struct virtio_dev_ops virtio_blk_ops;
 
 uint64_t virtio_blk_capacity(const struct virtio_blk *b);  /* sectors */
 
+/* Put the drive on another backing file while it runs (any thread but the
+ * device's own): path is opened and locked as create would (read-only if
+ * the drive is; errors leave the drive on its old file, untouched); then
+ * the queue is quiesced (every request in flight completes on the old
+ * file), the file swapped, capacity set to the new file's size and the
+ * engine restarted; a driver that has started the device gets a
+ * config-change interrupt (env->config_changed) and rereads capacity. path
+ * naming the file the drive has (same inode) keeps its descriptor and only
+ * sizes it anew. Not for a copy-on-write or direct drive (-ENOTSUP). 0 or
+ * -errno with why. */
+int virtio_blk_swap(struct virtio_blk *b, const char *path, char *why, size_t wlen);
+
 /* The copy-on-write overlay of a drive created with opts.overlay, else NULL
  * (owned by b; ovl_clone_disk pins it while the device is stopped). */
 struct ovl_disk;
@@ -114,6 +126,8 @@ struct virtio_blk_stats {
     uint64_t batches;       /* completion batches that published */
     uint64_t max_inflight;  /* highest number of engine requests in flight */
     enum blk_engine_kind engine;    /* in use since the last start */
+    /* Requests that completed OK, by type, and their data bytes. */
+    uint64_t reads, writes, flushes, read_bytes, write_bytes;
 };
 void virtio_blk_get_stats(struct virtio_blk *b, struct virtio_blk_stats *s);
 

@@ -42,6 +42,11 @@ struct virtio_dev_env {
      * interrupt; vhost-user: the queue's error eventfd, and GET_STATUS).
      * Thread-safe. May be NULL. */
     void (*needs_reset)(void *opaque, unsigned q);
+    /* The device's config space changed (virtio-blk's capacity after a
+     * backing-file swap): the transport bumps the config generation and
+     * raises a config-change interrupt if the driver is live. Any thread
+     * but one inside the device's stop(). May be NULL. */
+    void (*config_changed)(void *opaque);
     void *opaque;
     /* enum sc_mode (vmm/base/scfilter.h): each thread the device starts
      * installs its kind's seccomp filter in this mode before it touches

@@ -142,6 +142,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         text[n] = 0;
         rc = fc_net_stats_parse(text, &c);
         FUZZ_ASSERT(rc == 0 || rc == -EINVAL);
+        struct fc_blk_counts bc;
+        rc = fc_blk_stats_parse(text, &bc);
+        FUZZ_ASSERT(rc == 0 || rc == -EINVAL);
         break;
     }
     default: {

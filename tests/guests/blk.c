@@ -11,7 +11,8 @@
  *   60 malformed chain not returned with length 0   61 device dead after it
  *   62 out-of-range read did not fail
  *   70 second drive wrong
- *   80 durability: write/flush failed */
+ *   80 durability: write/flush failed
+ *   90 swap watcher: a read failed */
 #include "rt.h"
 #include "virtio_mmio.h"
 #include <stdbool.h>
@@ -231,13 +232,62 @@ static int durability(void)
     return 0;
 }
 
+static void put_dec_word(const char *label, uint64_t v)
+{
+    char b[24], o[48];
+    int n = 0, k = 0;
+    do { b[n++] = (char)('0' + v % 10); v /= 10; } while (v);
+    while (*label)
+        o[k++] = *label++;
+    while (n)
+        o[k++] = b[--n];
+    o[k] = 0;
+    serial_puts(o);
+}
+
+static int swap_report(struct dev *d)
+{
+    uint32_t gen;
+    do {        /* a consistent 64-bit read of capacity */
+        gen = rd(d, 0x0fc);
+        d->capacity = (uint64_t)rd(d, R_CONFIG) | (uint64_t)rd(d, R_CONFIG + 4) << 32;
+    } while (gen != rd(d, 0x0fc));
+    if (req(d, 0, 0, buf2, 512) != 0)
+        return 90;
+    serial_puts(BLK_SWAP);
+    put_dec_word("cap ", d->capacity);
+    put_dec_word(" byte ", buf2[0]);
+    serial_puts("\n");
+    return 0;
+}
+
+static int swapwatch(void)
+{
+    struct dev *d = &devs[0];
+    int e = dev_init(d, 0);
+    if (e || (e = swap_report(d)))
+        return e;
+    for (int n = 1; n < BLK_SWAP_MAX;) {
+        if (!(rd(d, R_INT_STATUS) & 2)) {
+            for (int i = 0; i < 100000; i++)    /* not one MMIO exit after another */
+                cpu_relax();
+            continue;
+        }
+        wr(d, R_INT_ACK, 2);
+        if ((e = swap_report(d)))
+            return e;
+        n++;
+    }
+    return 0;
+}
+
 int guest_main(uint64_t cpu, uint64_t ncpus, uint64_t mem)
 {
     (void)ncpus;
     (void)mem;
     if (cpu != 0)
         park();
-    int rc = rt_cmdline_has("blkdur") ? durability() : functional();
+    int rc = rt_cmdline_has("blkdur") ? durability() : rt_cmdline_has("blkswap") ? swapwatch() : functional();
     if (rc) {
         serial_puts("blk: failed, code ");
         put_dec((uint64_t)rc);

@@ -32,4 +32,12 @@
 #define BLK_REC(n, j) ((unsigned char)((n) * 13u + (j)))
 #define BLK_ACK       "ack "
 
+/* Backing-file swap watcher (kernel command line contains "blkswap"):
+ * prints BLK_SWAP "cap N byte B" (capacity in sectors, byte 0 of sector 0,
+ * in decimal) at start and again after each config-change interrupt
+ * (InterruptStatus bit 1, acknowledged), BLK_SWAP_MAX times in all, then
+ * exits 0. */
+#define BLK_SWAP      "swap: "
+#define BLK_SWAP_MAX  3
+
 #endif

@@ -257,7 +257,9 @@ if [ "$KVM" = 0 ]; then
 fi
 COUNTER=$GUESTS/counter.elf
 [ -r "$COUNTER" ] || { fail "test guest $COUNTER missing (make test-guests)"; exit 1; }
-truncate -s 1M "$T/root.img" "$T/data.img" "$T/placeholder.img" "$T/da,ta=1.img"
+truncate -s 1M "$T/root.img" "$T/root2.img" "$T/data.img" "$T/da,ta=1.img"
+: >"$T/placeholder.img"     # as Kata's placeholder drives: empty files
+truncate -s 2M "$T/big.img"
 
 # The Go SDK's sequence (machine.go: startVMM, then the handlers in order).
 SOCK=$T/sdk.sock
@@ -290,7 +292,11 @@ expect "sdk: PUT /machine-config after boot" PUT /machine-config '{"vcpu_count":
 expect "sdk: PUT /drives after boot" PUT /drives/x "{\"drive_id\":\"x\",\"path_on_host\":\"$T/data.img\",\"is_root_device\":false}" 400 "~after starting"
 expect "sdk: PATCH /drives rate_limiter" PATCH /drives/rootfs '{"drive_id":"rootfs","rate_limiter":{"bandwidth":{"size":5000000,"refill_time":100},"ops":{"size":1000,"refill_time":1000}}}' 204 ""
 expect "sdk: PATCH /drives unknown drive" PATCH /drives/nope '{"drive_id":"nope","rate_limiter":{}}' 400 "~nope"
-expect "sdk: PATCH /drives path_on_host (not in moat)" PATCH /drives/data "{\"drive_id\":\"data\",\"path_on_host\":\"$T/placeholder.img\"}" 400 "~path_on_host"
+expect "sdk: PATCH /drives path_on_host: a missing file" PATCH /drives/data "{\"drive_id\":\"data\",\"path_on_host\":\"$T/none.img\"}" 400 "~none.img"
+expect "sdk: the drive keeps its file" GET /vm/config "" 200 "~da,ta=1.img"
+expect "sdk: PATCH /drives path_on_host (a bigger file)" PATCH /drives/data "{\"drive_id\":\"data\",\"path_on_host\":\"$T/big.img\"}" 204 ""
+expect "sdk: GET /vm/config has the new file" GET /vm/config "" 200 "~\"path_on_host\":\"$T/big.img\""
+expect "sdk: PATCH /drives path_on_host and rate_limiter" PATCH /drives/rootfs "{\"drive_id\":\"rootfs\",\"path_on_host\":\"$T/root2.img\",\"rate_limiter\":{}}" 204 ""
 expect "sdk: snapshot while running" PUT /snapshot/create "{\"snapshot_path\":\"$T/s1\",\"mem_file_path\":\"$T/m1\"}" 400 "~must be paused"
 expect "sdk: PATCH /vm Paused" PATCH /vm '{"state":"Paused"}' 204 ""
 expect "sdk: GET / Paused" GET / "" 200 '{"id":"sdk-vm","state":"Paused","vmm_version":"1.7.0","app_name":"moat"}'
@@ -303,7 +309,10 @@ check "sdk: ticks again after resume" wait_ticks "$T/sdk.out" $((before + 2))
 expect "sdk: FlushMetrics" PUT /actions '{"action_type":"FlushMetrics"}' 204 ""
 check "sdk: a metrics line with Firecracker's keys" \
     sh -c "grep -q '\"put_api_requests\"' '$T/sdk.metrics' && grep -q '\"actions_count\"' '$T/sdk.metrics' && grep -q '\"full_create_snapshot\"' '$T/sdk.metrics' && grep -q '\"pause_vm\"' '$T/sdk.metrics'"
-check "sdk: no made-up zeros: a figure moat lacks is absent (no 'block' key)" sh -c "! grep -q '\"block\"' '$T/sdk.metrics'"
+check "sdk: Firecracker's block and block_rootfs objects from the drives' counters" \
+    grep -qE '"block_rootfs":\{"read_bytes":[0-9]+,"write_bytes":[0-9]+,"read_count":[0-9]+,"write_count":[0-9]+,"flush_count":[0-9]+,"invalid_reqs_count":[0-9]+,"execute_fails":[0-9]+,"update_count":1,"update_fails":0\}.*"block":\{"read_bytes"' "$T/sdk.metrics"
+check "sdk: block_data counts the failed and the good swap" grep -qE '"block_data":\{[^}]*"update_count":1,"update_fails":1\}' "$T/sdk.metrics"
+check "sdk: no made-up zeros: a figure moat lacks is absent (no 'no_avail_buffer' key)" sh -c "! grep -q '\"no_avail_buffer\"' '$T/sdk.metrics'"
 check "sdk: api_server startup times from --start-time-us/--start-time-cpu-us" \
     grep -qE '"api_server":\{"process_startup_time_us":[1-9][0-9]*,"process_startup_time_cpu_us":[0-9]+\}' "$T/sdk.metrics"
 expect "sdk: SendCtrlAltDel (not in moat)" PUT /actions '{"action_type":"SendCtrlAltDel"}' 400 "~SendCtrlAltDel is not supported"
@@ -325,6 +334,13 @@ expect "e2b: load with Uffd, nobody serving the socket" PUT /snapshot/load "{\"s
 expect "e2b: load of a missing snapshot" PUT /snapshot/load "{\"snapshot_path\":\"$T/none\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"$T/mem\"}}" 400 "~Load snapshot error"
 expect "e2b: PUT /snapshot/load File" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"$T/mem\"},\"enable_diff_snapshots\":true,\"resume_vm\":false}" 204 ""
 expect "e2b: GET / Paused after load" GET / "" 200 '{"id":"e2b-vm","state":"Paused","vmm_version":"1.7.0","app_name":"moat"}'
+req GET /vm/config
+check "e2b: GET /vm/config after load: the snapshot's drives (rootfs on the file swapped in before the snapshot)" \
+    sh -c "printf '%s' '$BODY' | grep -qF '{\"drive_id\":\"rootfs\",\"path_on_host\":\"$T/root2.img\",\"is_root_device\":false,\"is_read_only\":false,'"
+check "e2b: ... the read-only data drive" sh -c "printf '%s' '$BODY' | grep -qF '\"drive_id\":\"data\",\"path_on_host\":\"$T/big.img\",\"is_root_device\":false,\"is_read_only\":true,'"
+check "e2b: ... the drive's limiter as the snapshot records it" sh -c "printf '%s' '$BODY' | grep -qF '\"bandwidth\":{\"size\":10000000'"
+check "e2b: ... the vsock device" sh -c "printf '%s' '$BODY' | grep -qF '\"vsock\":{\"guest_cid\":3,\"uds_path\":\"$T/sdk-v.sock\"}'"
+check "e2b: ... the machine's shape" sh -c "printf '%s' '$BODY' | grep -qF '\"machine-config\":{\"vcpu_count\":1,\"mem_size_mib\":64,\"smt\":false,\"track_dirty_pages\":true}'"
 expect "e2b: load twice" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"mem_file_path\":\"$T/mem\"}" 400 "~after starting"
 expect "e2b: PATCH /drives/rootfs rate_limiter" PATCH /drives/rootfs '{"drive_id":"rootfs","rate_limiter":{"bandwidth":{"size":1000000,"one_time_burst":100000,"refill_time":100}}}' 204 ""
 expect "e2b: PATCH /vm Resumed" PATCH /vm '{"state":"Resumed"}' 204 ""
@@ -396,6 +412,34 @@ else
     skip "network interfaces on a TAP: needs root, /dev/net/tun, ip and unshare -n"
 fi
 
+# PATCH /drives path_on_host seen from inside: the blk test guest
+# ("blkswap") prints capacity and sector 0's first byte at start and after
+# each config-change interrupt.
+BLKG=$GUESTS/blk.elf
+if [ -r "$BLKG" ]; then
+    truncate -s 1M "$T/sw1.img"; printf 'A' | dd of="$T/sw1.img" conv=notrunc status=none
+    truncate -s 2M "$T/sw2.img"; printf 'B' | dd of="$T/sw2.img" conv=notrunc status=none
+    SOCK=$T/swap.sock
+    start_vmm swap --api-sock "$SOCK" --id swap-vm
+    SWAP=$VPID
+    wait_sock "$SOCK" || fail "swap: no socket"
+    expect "swap: boot-source (blk guest)" PUT /boot-source "{\"kernel_image_path\":\"$BLKG\",\"boot_args\":\"blkswap\"}" 204 ""
+    expect "swap: PUT /drives/d0" PUT /drives/d0 "{\"drive_id\":\"d0\",\"path_on_host\":\"$T/sw1.img\",\"is_root_device\":false,\"is_read_only\":true}" 204 ""
+    expect "swap: InstanceStart" PUT /actions '{"action_type":"InstanceStart"}' 204 ""
+    swap_seen() { i=0; while ! grep -qx "swap: $1" "$T/swap.out" && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done; grep -qx "swap: $1" "$T/swap.out"; }
+    check "swap: the guest sees the first file (2048 sectors, 'A')" swap_seen "cap 2048 byte 65"
+    expect "swap: PATCH path_on_host to a 2 MiB file" PATCH /drives/d0 "{\"drive_id\":\"d0\",\"path_on_host\":\"$T/sw2.img\"}" 204 ""
+    check "swap: config-change interrupt: the guest reads the new capacity and content" swap_seen "cap 4096 byte 66"
+    truncate -s 3M "$T/sw2.img"
+    expect "swap: PATCH the same path after the file grew" PATCH /drives/d0 "{\"drive_id\":\"d0\",\"path_on_host\":\"$T/sw2.img\"}" 204 ""
+    check "swap: the guest sees the grown file" swap_seen "cap 6144 byte 66"
+    i=0; while kill -0 $SWAP 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    wait $SWAP; rc=$?
+    check "swap: the guest finished cleanly (exit $rc)" [ "$rc" = 0 ]
+else
+    fail "test guest $BLKG missing (make test-guests)"
+fi
+
 # Kata: --config-file with the API, poll GET / until Running, PATCH a
 # placeholder drive, SIGTERM.
 cat >"$T/kata.json" <<EOF
@@ -423,7 +467,11 @@ done
 check "kata: GET / reaches Running" [ "$state" = Running ]
 check "kata: the guest runs" wait_ticks "$T/kata.out" 2
 expect "kata: GET /vm/config is the config file's" GET /vm/config "" 200 "~\"drive_id\":\"drive_0\""
-expect "kata: PATCH /drives/drive_0 path_on_host (not in moat)" PATCH /drives/drive_0 "{\"drive_id\":\"drive_0\",\"path_on_host\":\"$T/data.img\"}" 400 "~path_on_host"
+expect "kata: PATCH /drives/drive_0 path_on_host onto a file in use (locked)" PATCH /drives/drive_0 "{\"drive_id\":\"drive_0\",\"path_on_host\":\"$T/root.img\"}" 400 "~locked"
+expect "kata: PATCH /drives/drive_0 path_on_host (the placeholder gets its file)" PATCH /drives/drive_0 "{\"drive_id\":\"drive_0\",\"path_on_host\":\"$T/data.img\"}" 204 ""
+expect "kata: GET /vm/config names the new file" GET /vm/config "" 200 "~\"path_on_host\":\"$T/data.img\""
+check "kata: the guest runs on after the swap" wait_ticks "$T/kata.out" 4
+expect "kata: PATCH /drives/drive_0 back to the empty placeholder (hot unplug)" PATCH /drives/drive_0 "{\"drive_id\":\"drive_0\",\"path_on_host\":\"$T/placeholder.img\"}" 204 ""
 check "kata: vCPU thread prefix fc_vcpu" sh -c "cat /proc/$KATA/task/*/comm | grep -q '^fc_vcpu'"
 stop_vmm $KATA
 check "kata: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]

@@ -150,6 +150,25 @@ static void finish_capture(struct capture *cap, int wfd)
     close(cap->rfd);
 }
 
+/* Stop a VM made by make_vm_in, wait for it, free it and its capture. */
+static void stop_vm(struct moat_vm *vm, struct capture *c, int w)
+{
+    moat_stop(vm);
+    struct moat_exit ex;
+    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
+    moat_destroy(vm);
+    finish_capture(c, w);
+}
+
+/* A restore of state/mem without a console. */
+static void restore_config(struct moat_restore_config *rc, const char *state, const char *mem)
+{
+    moat_restore_config_init(rc);
+    rc->state_path = state;
+    rc->mem_path = mem;
+    rc->console_out = -1;
+}
+
 START_TEST(two_vms_in_one_process)
 {
     struct capture c1, c2;
@@ -1220,16 +1239,9 @@ START_TEST(net_device_identity)
     moat_destroy(kids[1]);
     unlink(fstate);
     unlink(fmem);
-    moat_stop(vm);
-    struct moat_exit ex;
-    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
-    moat_destroy(vm);
-    finish_capture(&c, w);
+    stop_vm(vm, &c, w);
     struct moat_restore_config rc;
-    moat_restore_config_init(&rc);
-    rc.state_path = state;
-    rc.mem_path = mem;
-    rc.console_out = -1;
+    restore_config(&rc, state, mem);
     struct moat_device ov = { "net", "tap=mt1" };
     rc.devices = &ov;
     rc.ndevices = 1;
@@ -1384,6 +1396,87 @@ START_TEST(device_by_type_and_options)
     unlink(state);
     unlink(mem);
     rm_tree(dir);       /* what is left: a recorded working set (MEMORY.ws) too */
+}
+END_TEST
+
+/* A file of size bytes whose first byte is first. */
+static void make_disk(const char *path, off_t size, char first)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, size), 0);
+    ck_assert_int_eq(pwrite(fd, &first, 1, 0), 1);
+    close(fd);
+}
+
+/* moat_device_info / moat_device_option / moat_get_shape, and a drive's
+ * backing file swapped while the guest runs (moat_device_set blk path):
+ * the blk guest ("blkswap") sees the new capacity and content after the
+ * config-change interrupt, and a snapshot taken afterwards restores the
+ * drive on the new file. */
+START_TEST(device_info_and_backing_swap)
+{
+    char dir[] = "/tmp/moat-swap-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char d1[4200], d2[4200], state[4200], mem[4200], opts[4300], buf[4300];
+    snprintf(d1, sizeof(d1), "%s/d1", dir);
+    snprintf(d2, sizeof(d2), "%s/d2", dir);
+    snprintf(state, sizeof(state), "%s/state", dir);
+    snprintf(mem, sizeof(mem), "%s/mem", dir);
+    make_disk(d1, 1 << 20, 'A');
+    make_disk(d2, 2 << 20, 'B');
+    snprintf(opts, sizeof(opts), "path=%s,id=d0,ro", d1);
+    struct moat_device dev = { .type = "blk", .options = opts };
+    make_vm_devices = &dev;
+    struct capture c;
+    int w;
+    struct moat_vm *vm = make_vm_in("blk", &c, &w, 1, "blkswap", -1, NULL);
+    make_vm_devices = NULL;
+    struct moat_device_info di;
+    ck_assert_int_eq(moat_device_info(vm, 0, &di), 0);
+    ck_assert_str_eq(di.type, "blk");
+    ck_assert_str_eq(di.id, "d0");
+    ck_assert_int_eq(moat_device_info(vm, 1, &di), -ENOENT);
+    struct moat_error e;
+    ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "path", buf, sizeof buf, &e), (long)strlen(d1));
+    ck_assert_str_eq(buf, d1);
+    ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "ro", buf, sizeof buf, &e), 0);
+    ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "overlay", buf, sizeof buf, &e), -ENOENT);
+    ck_assert_int_eq(moat_device_option(vm, "blk", "x", "path", buf, sizeof buf, &e), -ENODEV);
+    ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "path", buf, 4, &e), (long)strlen(d1));   /* cut */
+    ck_assert_uint_eq(strlen(buf), 3);
+    unsigned cpus;
+    uint64_t bytes;
+    ck_assert_int_eq(moat_get_shape(vm, &cpus, &bytes), 0);
+    ck_assert_uint_eq(cpus, 1);
+    ck_assert_uint_eq(bytes, 64ull << 20);
+
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert_msg(cap_wait_for(&c, "swap: cap 2048 byte 65\n", 30000 * slow()), "first file: %s", c.buf);
+    ck_assert_int_eq(moat_device_set(vm, "blk", "d0", "path", "/nonexistent/disk", &e), -ENOENT);
+    ck_assert_msg(strstr(e.msg, "/nonexistent/disk") != NULL, "%s", e.msg);
+    ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "path", buf, sizeof buf, &e), (long)strlen(d1));
+    ck_assert_msg(moat_device_set(vm, "blk", "d0", "path", d2, &e) == 0, "%s", e.msg);
+    ck_assert_msg(cap_wait_for(&c, "swap: cap 4096 byte 66\n", 30000 * slow()), "after the swap: %s", c.buf);
+    ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "path", buf, sizeof buf, &e), (long)strlen(d2));
+    ck_assert_str_eq(buf, d2);
+    ck_assert_int_eq(moat_snapshot(vm, state, mem), 0);
+    stop_vm(vm, &c, w);
+    struct moat_restore_config rc;
+    restore_config(&rc, state, mem);
+    vm = NULL;
+    ck_assert_msg(moat_restore(&rc, &vm, &e) == 0, "moat_restore: %s", e.msg);
+    ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "path", buf, sizeof buf, &e), (long)strlen(d2));
+    ck_assert_str_eq(buf, d2);
+    ck_assert_int_eq(moat_device_option(vm, "blk", "d0", "ro", buf, sizeof buf, &e), 0);
+    ck_assert_int_eq(moat_get_shape(vm, &cpus, &bytes), 0);
+    ck_assert_uint_eq(bytes, 64ull << 20);
+    moat_destroy(vm);
+    unlink(d1);
+    unlink(d2);
+    unlink(state);
+    unlink(mem);
+    rmdir(dir);
 }
 END_TEST
 
@@ -1936,6 +2029,7 @@ int main(void)
         tcase_add_test(kvm, seccomp_per_vm);
         tcase_add_test(kvm, snapshot_restore_with_drive);
         tcase_add_test(kvm, device_by_type_and_options);
+        tcase_add_test(kvm, device_info_and_backing_swap);
         tcase_add_test(kvm, net_device_identity);
         tcase_add_test(kvm, diff_snapshot_chain);
         tcase_add_test(kvm, diff_snapshot_with_drive);

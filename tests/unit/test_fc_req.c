@@ -488,6 +488,35 @@ START_TEST(net_stats)
 }
 END_TEST
 
+START_TEST(blk_stats)
+{
+    struct fc_blk_counts c;
+    ck_assert_int_eq(fc_blk_stats_parse("requests ok 9 failed 3 bad 1 reads 4 read-bytes 2048 writes 2 write-bytes "
+                                        "1024 flushes 3 capacity 2048\n", &c), 0);
+    ck_assert_uint_eq(c.failed, 3);
+    ck_assert_uint_eq(c.bad, 1);
+    ck_assert_uint_eq(c.reads, 4);
+    ck_assert_uint_eq(c.read_bytes, 2048);
+    ck_assert_uint_eq(c.writes, 2);
+    ck_assert_uint_eq(c.write_bytes, 1024);
+    ck_assert_uint_eq(c.flushes, 3);
+    ck_assert_int_eq(fc_blk_stats_parse("other 1\nrequests ok 0 failed 0 bad 0 reads 0 read-bytes 0 writes 0 "
+                                        "write-bytes 0 flushes 7", &c), 0);
+    ck_assert_uint_eq(c.flushes, 7);
+    static const char *const bad[] = {
+        "", "requests\n", "tx frames 1 bytes 2 throttled 3\n",
+        "requests ok 1 failed 0 bad 0 reads 1 writes 0 write-bytes 0 flushes 0\n",           /* read-bytes missing */
+        "requests ok 1 failed 0 bad 0 reads 1 read-bytes x writes 0 write-bytes 0 flushes 0\n",
+        "requests ok 1 failed 0 bad 0 reads 1 read-bytes 1 writes 0 write-bytes 0 flushes -1\n",
+        "requests ok 1 failed 0 bad 0 reads 1 read-bytes 99999999999999999999999 writes 0 write-bytes 0 "
+        "flushes 0\n",
+        "requests ok 1 failed 0 bad 0 reads 1 read-bytes 1 writes 0 write-bytes 0\nflushes 0\n",  /* next line */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(fc_blk_stats_parse(bad[i], &c) == -EINVAL, "accepted: %s", bad[i]);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("fc_req");
@@ -506,6 +535,7 @@ int main(void)
     tcase_add_test(tc, option_helpers);
     tcase_add_test(tc, log_lines);
     tcase_add_test(tc, net_stats);
+    tcase_add_test(tc, blk_stats);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

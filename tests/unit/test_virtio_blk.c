@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -44,7 +45,7 @@ struct rig {
     struct virtio_blk *blk;
     char path[64];
     uint16_t avail_idx, next_desc;
-    _Atomic unsigned notifies, resets;
+    _Atomic unsigned notifies, resets, cfg_changes;
     unsigned reset_q;   /* the queue the last needs_reset named */
     bool started;
     int kfd;
@@ -52,6 +53,7 @@ struct rig {
 
 static void on_notify(void *o, unsigned q) { (void)q; atomic_fetch_add(&((struct rig *)o)->notifies, 1); }
 static void on_reset(void *o, unsigned q) { ((struct rig *)o)->reset_q = q; atomic_fetch_add(&((struct rig *)o)->resets, 1); }
+static void on_cfg(void *o) { atomic_fetch_add(&((struct rig *)o)->cfg_changes, 1); }
 
 static enum blk_engine_kind engine_for(int i) { return i == 0 ? BLK_ENGINE_URING : BLK_ENGINE_POOL; }
 
@@ -68,18 +70,22 @@ static bool engine_ok(int i)
 
 static uint8_t pattern(uint64_t byte_off) { return (uint8_t)(byte_off * 7 + (byte_off >> 9) * 13 + 1); }
 
-static void make_file(struct rig *r, uint64_t bytes)
+/* A temporary file of bytes bytes: byte i is pattern(i), or with salt >= 0
+ * (a second file) i * 3 + salt. Its name into path. */
+static void write_file(char *path, size_t plen, uint64_t bytes, int salt)
 {
-    snprintf(r->path, sizeof r->path, "/tmp/moat-vblk-XXXXXX");
-    int fd = mkstemp(r->path);
+    snprintf(path, plen, "/tmp/moat-vblk-XXXXXX");
+    int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     uint8_t *buf = malloc(bytes);
     for (uint64_t i = 0; i < bytes; i++)
-        buf[i] = pattern(i);
+        buf[i] = salt < 0 ? pattern(i) : (uint8_t)(i * 3 + (uint64_t)salt);
     ck_assert_int_eq(pwrite(fd, buf, bytes, 0), (ssize_t)bytes);
     free(buf);
     close(fd);
 }
+
+static void make_file(struct rig *r, uint64_t bytes) { write_file(r->path, sizeof r->path, bytes, -1); }
 
 static void rig_queue(struct rig *r, uint64_t features)
 {
@@ -107,6 +113,7 @@ static int rig_start(struct rig *r, uint64_t features)
     r->env.kick_fd[0] = r->kfd;
     r->env.notify_used = on_notify;
     r->env.needs_reset = on_reset;
+    r->env.config_changed = on_cfg;
     r->env.opaque = r;
     int e = virtio_blk_ops.start(r->blk, &r->env);
     r->started = e == 0;
@@ -540,7 +547,161 @@ START_TEST(create_errors)
     virtio_blk_ops.destroy(b);
     ck_assert_int_eq(truncate(r.path, 100), 0);
     ck_assert_int_eq(virtio_blk_create(&o, &b, why, sizeof why), -EINVAL);
+    /* An empty file is an empty drive (an orchestrator's placeholder). */
+    ck_assert_int_eq(truncate(r.path, 0), 0);
+    ck_assert_int_eq(virtio_blk_create(&o, &b, why, sizeof why), 0);
+    ck_assert_uint_eq(virtio_blk_capacity(b), 0);
+    virtio_blk_ops.destroy(b);
     unlink(r.path);
+}
+END_TEST
+
+/* Read one sector into DATA_GPA + 0x20000 through the queue: its status. */
+static uint8_t read_sector(struct rig *r, uint64_t sector, uint16_t *used)
+{
+    uint16_t h = req(r, VIRTIO_BLK_T_IN, sector, DATA_GPA + 0x20000, 512, 1, true);
+    kick(r);
+    wait_used(r, ++*used);
+    return r->ram[STAT_GPA + h];
+}
+
+static uint64_t config_capacity(struct rig *r)
+{
+    uint8_t c[8];
+    virtio_blk_ops.config_read(r->blk, 0, c, 8);
+    uint64_t cap;
+    memcpy(&cap, c, 8);
+    return le64toh(cap);
+}
+
+/* The backing file changed while the device runs (PATCH /drives
+ * path_on_host): errors leave the old file; a swap drains, changes
+ * capacity, raises a config change, and requests then reach the new file. */
+START_TEST(swap_backing_file)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, false, NULL, DISK_SECTORS * 512);
+    uint16_t used = 0;
+    char why[200], p2[64], tiny[64];
+    ck_assert_uint_eq(read_sector(&r, 1, &used), VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[DATA_GPA + 0x20000], pattern(512));
+
+    /* Errors: the drive stays on its file, nobody is told anything. */
+    ck_assert_int_eq(virtio_blk_swap(r.blk, "/nonexistent/x.img", why, sizeof why), -ENOENT);
+    ck_assert(strstr(why, "/nonexistent/x.img") != NULL);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, "/tmp", why, sizeof why), -EISDIR);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, "", why, sizeof why), -EINVAL);
+    write_file(tiny, sizeof tiny, 100, 0);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, tiny, why, sizeof why), -EINVAL);
+    ck_assert(strstr(why, "smaller than") != NULL);
+    write_file(p2, sizeof p2, 2 * DISK_SECTORS * 512, 9);
+    int holder = open(p2, O_RDONLY);                /* another user of the new file */
+    ck_assert_int_eq(flock(holder, LOCK_EX), 0);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, p2, why, sizeof why), -EWOULDBLOCK);
+    ck_assert(strstr(why, "in use") != NULL);
+    close(holder);
+    ck_assert_uint_eq(virtio_blk_capacity(r.blk), DISK_SECTORS);
+    ck_assert_uint_eq(atomic_load(&r.cfg_changes), 0);
+    ck_assert_uint_eq(read_sector(&r, 2, &used), VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[DATA_GPA + 0x20000], pattern(1024));
+
+    /* The swap: twice the size, other bytes. */
+    ck_assert_int_eq(virtio_blk_swap(r.blk, p2, why, sizeof why), 0);
+    ck_assert_uint_eq(virtio_blk_capacity(r.blk), 2 * DISK_SECTORS);
+    ck_assert_uint_eq(config_capacity(&r), 2 * DISK_SECTORS);
+    ck_assert_uint_eq(atomic_load(&r.cfg_changes), 1);
+    ck_assert_uint_eq(read_sector(&r, DISK_SECTORS + 1, &used), VIRTIO_BLK_S_OK);
+    for (uint32_t i = 0; i < 512; i++)
+        ck_assert_uint_eq(r.ram[DATA_GPA + 0x20000 + i], (uint8_t)(((DISK_SECTORS + 1) * 512 + i) * 3 + 9));
+    /* The old file is free again (its lock went with the drive). */
+    int old = open(r.path, O_RDWR);
+    ck_assert_int_eq(flock(old, LOCK_EX | LOCK_NB), 0);
+    close(old);
+    /* ... and the new one is the drive's. */
+    holder = open(p2, O_RDONLY);
+    ck_assert_int_eq(flock(holder, LOCK_SH | LOCK_NB), -1);
+    close(holder);
+
+    /* The same file again after it grew: sized anew, no lock conflict. */
+    ck_assert_int_eq(truncate(p2, 3 * DISK_SECTORS * 512), 0);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, p2, why, sizeof why), 0);
+    ck_assert_uint_eq(config_capacity(&r), 3 * DISK_SECTORS);
+    ck_assert_uint_eq(atomic_load(&r.cfg_changes), 2);
+
+    /* An empty file (a placeholder given back): capacity 0, every read fails. */
+    char empty[64];
+    write_file(empty, sizeof empty, 0, 0);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, empty, why, sizeof why), 0);
+    ck_assert_uint_eq(config_capacity(&r), 0);
+    ck_assert_uint_eq(atomic_load(&r.cfg_changes), 3);
+    ck_assert_uint_eq(read_sector(&r, 0, &used), VIRTIO_BLK_S_IOERR);
+    unlink(empty);
+
+    /* Stopped (a paused VM): swapped now, served from the new file on start. */
+    virtio_blk_ops.stop(r.blk);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, r.path, why, sizeof why), 0);
+    ck_assert_uint_eq(virtio_blk_capacity(r.blk), DISK_SECTORS);
+    ck_assert_int_eq(virtio_blk_ops.start(r.blk, &r.env), 0);
+    ck_assert_uint_eq(read_sector(&r, 3, &used), VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[DATA_GPA + 0x20000], pattern(3 * 512));
+    ck_assert_uint_eq(read_sector(&r, DISK_SECTORS, &used), VIRTIO_BLK_S_IOERR);   /* past the end now */
+    rig_fini(&r);
+    unlink(p2);
+    unlink(tiny);
+}
+END_TEST
+
+/* A read-only drive stays read-only on its new file. */
+START_TEST(swap_read_only)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, true, NULL, DISK_SECTORS * 512);
+    char why[200], p2[64];
+    write_file(p2, sizeof p2, DISK_SECTORS * 512, 1);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, "/tmp", why, sizeof why), -EINVAL);    /* opens, not a file */
+    ck_assert_int_eq(virtio_blk_swap(r.blk, p2, why, sizeof why), 0);
+    int other = open(p2, O_RDONLY);                 /* a shared lock, as create takes */
+    ck_assert_int_eq(flock(other, LOCK_SH | LOCK_NB), 0);
+    ck_assert_int_eq(flock(other, LOCK_EX | LOCK_NB), -1);
+    close(other);
+    memset(r.ram + DATA_GPA, 0x77, 512);
+    uint16_t w = req(&r, VIRTIO_BLK_T_OUT, 0, DATA_GPA, 512, 1, false);
+    uint16_t rd = req(&r, VIRTIO_BLK_T_IN, 0, DATA_GPA + 0x1000, 512, 1, true);
+    kick(&r);
+    wait_used(&r, 2);
+    ck_assert_uint_eq(r.ram[STAT_GPA + w], VIRTIO_BLK_S_IOERR);
+    ck_assert_uint_eq(r.ram[STAT_GPA + rd], VIRTIO_BLK_S_OK);
+    ck_assert_uint_eq(r.ram[DATA_GPA + 0x1000 + 5], (uint8_t)(5 * 3 + 1));
+    ck_assert(virtio_blk_ops.features(r.blk) & (1ull << VIRTIO_BLK_F_RO));
+    rig_fini(&r);
+    unlink(p2);
+}
+END_TEST
+
+/* Counters by request type, with their bytes. */
+START_TEST(io_counters)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    rig_init(&r, _i, false, NULL, DISK_SECTORS * 512);
+    req(&r, VIRTIO_BLK_T_IN, 0, DATA_GPA, 3 * 512, 2, true);
+    req(&r, VIRTIO_BLK_T_IN, 4, DATA_GPA + 0x4000, 512, 1, true);
+    req(&r, VIRTIO_BLK_T_OUT, 8, DATA_GPA + 0x8000, 2 * 512, 1, false);
+    req(&r, VIRTIO_BLK_T_FLUSH, 0, 0, 0, 0, false);
+    req(&r, VIRTIO_BLK_T_IN, DISK_SECTORS, DATA_GPA, 512, 1, true);     /* fails: not counted */
+    kick(&r);
+    wait_used(&r, 5);
+    struct virtio_blk_stats st;
+    virtio_blk_get_stats(r.blk, &st);
+    ck_assert_uint_eq(st.reads, 2);
+    ck_assert_uint_eq(st.read_bytes, 4 * 512);
+    ck_assert_uint_eq(st.writes, 1);
+    ck_assert_uint_eq(st.write_bytes, 2 * 512);
+    ck_assert_uint_eq(st.flushes, 1);
+    ck_assert_uint_eq(st.failed, 1);
+    rig_fini(&r);
 }
 END_TEST
 
@@ -851,6 +1012,9 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, overlay_drive, 0, 2);
     tcase_add_loop_test(tc, nonblocking_kick_fd, 0, 2);
     tcase_add_loop_test(tc, rate_limited, 0, 2);
+    tcase_add_loop_test(tc, swap_backing_file, 0, 2);
+    tcase_add_loop_test(tc, swap_read_only, 0, 2);
+    tcase_add_loop_test(tc, io_counters, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }

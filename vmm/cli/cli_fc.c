@@ -75,6 +75,8 @@ struct fcvm {
     uint64_t metrics_lines;
     int64_t startup_us, startup_cpu_us;   /* api_server's figures; -1: no --start-time-* */
     struct fc_net_counts net_prev[FC_MAX_IFACES];   /* at the last metrics line */
+    struct fc_blk_counts blk_prev[MOAT_MAX_DRIVES]; /* at the last metrics line, by s->drives index */
+    uint64_t blk_updates[MOAT_MAX_DRIVES], blk_update_fails[MOAT_MAX_DRIVES];  /* path swaps, since then */
     int inflight;               /* requests begun and not yet answered (atomic) */
 };
 
@@ -269,6 +271,33 @@ static const struct {
     { FC_EP_ENTROPY, "entropy" }, { FC_EP_MMDS_CONFIG, "mmds_config" },
 };
 
+/* A device's object "<prefix>_<id>" in m: keys[k] = now[k] - was[k] (now[k]
+ * when a counter went back: the device was made anew), added to sum. */
+static void put_deltas(json_t *m, const char *prefix, const char *id, const char *const *keys, int nk,
+                       const uint64_t *now, const uint64_t *was, uint64_t *sum)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < nk; k++) {
+        uint64_t d = now[k] >= was[k] ? now[k] - was[k] : now[k];
+        sum[k] += d;
+        json_object_set_new(o, keys[k], json_integer((json_int_t)d));
+    }
+    char name[FC_ID_MAX + 16];
+    snprintf(name, sizeof name, "%s_%s", prefix, id);
+    json_object_set_new(m, name, o);
+}
+
+/* The all-devices object named prefix, when a device had one. */
+static void put_sum(json_t *m, const char *prefix, bool any, const char *const *keys, int nk, const uint64_t *sum)
+{
+    if (!any)
+        return;
+    json_t *all = json_object();
+    for (int k = 0; k < nk; k++)
+        json_object_set_new(all, keys[k], json_integer((json_int_t)sum[k]));
+    json_object_set_new(m, prefix, all);
+}
+
 /* Firecracker's "net" (all interfaces) and "net_<iface_id>" objects, with
  * the counters moat's net devices keep, since the last line. */
 static void net_metrics(struct fcvm *s, json_t *m)
@@ -287,24 +316,42 @@ static void net_metrics(struct fcvm *s, json_t *m)
         const struct fc_net_counts *p = &s->net_prev[i];
         const uint64_t was[6] = { p->tx_frames, p->tx_bytes, p->tx_throttled, p->rx_frames, p->rx_bytes,
                                   p->rx_throttled };
-        json_t *o = json_object();
-        for (int k = 0; k < 6; k++) {
-            uint64_t d = now[k] >= was[k] ? now[k] - was[k] : now[k];
-            sum[k] += d;
-            json_object_set_new(o, keys[k], json_integer((json_int_t)d));
-        }
-        char name[FC_ID_MAX + 8];
-        snprintf(name, sizeof name, "net_%s", s->nets[i].iface_id);
-        json_object_set_new(m, name, o);
+        put_deltas(m, "net", s->nets[i].iface_id, keys, 6, now, was, sum);
         s->net_prev[i] = c;
         any = true;
     }
-    if (!any)
-        return;
-    json_t *all = json_object();
-    for (int k = 0; k < 6; k++)
-        json_object_set_new(all, keys[k], json_integer((json_int_t)sum[k]));
-    json_object_set_new(m, "net", all);
+    put_sum(m, "net", any, keys, 6, sum);
+}
+
+/* Firecracker's "block" (all drives) and "block_<drive_id>" objects, with
+ * the counters moat's drives keep, since the last line: bytes and
+ * requests that completed, flushes, refused requests (invalid_reqs_count),
+ * requests the file failed (execute_fails), backing-file swaps. */
+static void blk_metrics(struct fcvm *s, json_t *m)
+{
+    enum { NK = 9 };
+    static const char *const keys[NK] = { "read_bytes", "write_bytes", "read_count", "write_count", "flush_count",
+                                          "invalid_reqs_count", "execute_fails", "update_count", "update_fails" };
+    uint64_t sum[NK] = { 0 };
+    bool any = false;
+    for (size_t i = 0; s->vm && i < s->ndrives; i++) {
+        char text[512];
+        struct fc_blk_counts c;
+        long n = moat_device_get(s->vm, "blk", s->drives[i].drive_id, "stats", text, sizeof text, NULL);
+        if (n < 0 || fc_blk_stats_parse(text, &c) < 0)
+            continue;
+        const struct fc_blk_counts *p = &s->blk_prev[i];
+        const uint64_t now[NK] = { c.read_bytes, c.write_bytes, c.reads, c.writes, c.flushes, c.bad,
+                                   c.failed - (c.bad <= c.failed ? c.bad : c.failed), s->blk_updates[i],
+                                   s->blk_update_fails[i] };
+        const uint64_t was[NK] = { p->read_bytes, p->write_bytes, p->reads, p->writes, p->flushes, p->bad,
+                                   p->failed - (p->bad <= p->failed ? p->bad : p->failed), 0, 0 };
+        put_deltas(m, "block", s->drives[i].drive_id, keys, NK, now, was, sum);
+        s->blk_prev[i] = c;
+        s->blk_updates[i] = s->blk_update_fails[i] = 0;
+        any = true;
+    }
+    put_sum(m, "block", any, keys, NK, sum);
 }
 
 /* Called with s->lock held. */
@@ -360,6 +407,7 @@ static int flush_metrics(struct fcvm *s)
     }
     json_object_set_new(m, "moat", mo);
     net_metrics(s, m);
+    blk_metrics(s, m);
     char *text = json_dumps(m, JSON_COMPACT);
     json_decref(m);
     if (!text)
@@ -518,6 +566,79 @@ static unsigned instance_start(struct fcvm *s, struct reply *rep)
     return rep->status = 204;
 }
 
+/* One of a restored device's options into buf ("" if not given): true
+ * if it was given (a flag, or a value that fits). */
+static bool dev_opt(struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf, size_t len)
+{
+    long n = moat_device_option(vm, type, id, key, buf, len, NULL);
+    if (n < 0 || (size_t)n >= len) {
+        buf[0] = 0;
+        return false;
+    }
+    return true;
+}
+
+static void opt_limiter(struct moat_vm *vm, const char *type, const char *id, const char *prefix,
+                        struct fc_limiter *l)
+{
+    char kb[16], ko[16], bw[96], ops[96];
+    snprintf(kb, sizeof kb, "%sbw", prefix);
+    snprintf(ko, sizeof ko, "%sops", prefix);
+    bool hb = dev_opt(vm, type, id, kb, bw, sizeof bw), ho = dev_opt(vm, type, id, ko, ops, sizeof ops);
+    int have = 0, bad = 0;
+    memset(l, 0, sizeof *l);
+    if ((hb || ho) && ratelimit_from_opts(hb ? bw : NULL, ho ? ops : NULL, &l->cfg, &have, &bad) == 0 && have)
+        l->set = true;
+    else
+        memset(&l->cfg, 0, sizeof l->cfg);
+}
+
+/* What GET /vm/config reports after /snapshot/load: the restored VM's
+ * shape and devices (the snapshot's, with the load's overrides). A
+ * snapshot does not record which drive was the root one, nor the cache
+ * type or I/O engine asked for: those read as false/"Unsafe"/"Sync". */
+static void adopt_restored(struct fcvm *s, const struct fc_snap_load *l)
+{
+    unsigned cpus;
+    uint64_t mem;
+    if (moat_get_shape(s->vm, &cpus, &mem) == 0) {
+        s->mc.vcpu_count = cpus;
+        s->mc.mem_size_mib = (uint32_t)(mem >> 20);
+    }
+    s->mc.track_dirty_pages = l->enable_diff_snapshots;
+    s->ndrives = s->nnets = 0;
+    s->has_vsock = false;
+    struct moat_device_info di;
+    for (unsigned i = 0; moat_device_info(s->vm, i, &di) == 0; i++) {
+        if (!strcmp(di.type, "blk") && s->ndrives < MOAT_MAX_DRIVES && strlen(di.id) <= FC_ID_MAX) {
+            struct fc_drive *d = &s->drives[s->ndrives++];
+            memset(d, 0, sizeof *d);
+            snprintf(d->drive_id, sizeof d->drive_id, "%s", di.id);
+            dev_opt(s->vm, "blk", di.id, "path", d->path_on_host, sizeof d->path_on_host);
+            char f[8];
+            d->is_read_only = dev_opt(s->vm, "blk", di.id, "ro", f, sizeof f);
+            opt_limiter(s->vm, "blk", di.id, "", &d->rate_limiter);
+        } else if (!strcmp(di.type, "net") && s->nnets < FC_MAX_IFACES && strlen(di.id) <= FC_ID_MAX) {
+            struct fc_net *n = &s->nets[s->nnets++];
+            memset(n, 0, sizeof *n);
+            snprintf(n->iface_id, sizeof n->iface_id, "%s", di.id);
+            dev_opt(s->vm, "net", di.id, "tap", n->host_dev_name, sizeof n->host_dev_name);
+            dev_opt(s->vm, "net", di.id, "mac", n->guest_mac, sizeof n->guest_mac);
+            opt_limiter(s->vm, "net", di.id, "rx_", &n->rx);
+            opt_limiter(s->vm, "net", di.id, "tx_", &n->tx);
+        } else if (!strcmp(di.type, "vsock")) {
+            char cid[24];
+            if (dev_opt(s->vm, "vsock", di.id, "cid", cid, sizeof cid) &&
+                dev_opt(s->vm, "vsock", di.id, "uds", s->vsock.uds_path, sizeof s->vsock.uds_path)) {
+                s->vsock.guest_cid = (uint32_t)strtoul(cid, NULL, 10);
+                s->has_vsock = true;
+            }
+        }
+    }
+    memset(s->blk_prev, 0, sizeof s->blk_prev);
+    memset(s->net_prev, 0, sizeof s->net_prev);
+}
+
 static unsigned snapshot_load(struct fcvm *s, const struct fc_snap_load *l, struct reply *rep)
 {
     if (s->configured)
@@ -556,6 +677,7 @@ static unsigned snapshot_load(struct fcvm *s, const struct fc_snap_load *l, stru
     }
     s->lat_us[LAT_LOAD] = now_us() - t0;
     s->vm = vm;
+    adopt_restored(s, l);
     s->started = l->resume_vm;
     s->paused = !l->resume_vm;
     s->configured = true;
@@ -639,10 +761,24 @@ static unsigned patch_drive(struct fcvm *s, const struct fc_drive *d, struct rep
 {
     if (!s->vm)
         return fault(rep, not_before_boot);
-    if (d->has_path)
-        return fault(rep, "Unable to patch the block device: moat cannot change a drive's backing file while "
-                          "the VM runs (`path_on_host`)");
     struct moat_error err = { 0 };
+    /* The backing file first (Kata's placeholder drives): the device opens
+     * the new file before it lets go of the old one, so a failure changes
+     * nothing, and the limiter is not touched. */
+    if (d->has_path) {
+        if (!fc_opt_safe(d->path_on_host))
+            return fault(rep, "field `path_on_host`: control characters and '\"' are not supported");
+        int r = moat_device_set(s->vm, "blk", d->drive_id, "path", d->path_on_host, &err);
+        for (size_t i = 0; r != -ENODEV && i < s->ndrives; i++)
+            if (!strcmp(s->drives[i].drive_id, d->drive_id))
+                (r < 0 ? s->blk_update_fails : s->blk_updates)[i]++;
+        if (r < 0)
+            return faultf(rep, "Unable to patch the block device %s: %s", d->drive_id,
+                          err.msg[0] ? err.msg : r == -ENODEV ? "no such drive" : strerror(-r));
+        for (size_t i = 0; i < s->ndrives; i++)
+            if (!strcmp(s->drives[i].drive_id, d->drive_id))
+                snprintf(s->drives[i].path_on_host, sizeof s->drives[i].path_on_host, "%s", d->path_on_host);
+    }
     const struct ratelimit_bucket_cfg *b[2] = { &d->rate_limiter.cfg.bandwidth, &d->rate_limiter.cfg.ops };
     for (int k = 0; d->rate_limiter.set && k < 2; k++) {
         char v[96];

@@ -832,6 +832,26 @@ static int field_after(const char *line, const char *word, uint64_t *v)
     return -EINVAL;
 }
 
+int fc_blk_stats_parse(const char *text, struct fc_blk_counts *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *l = text;
+    while (l && strncmp(l, "requests ", 9))
+        l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL;
+    if (!l)
+        return -EINVAL;
+    int r = 0;          /* from " ok": the line after its "requests" */
+    l += 8;
+    r |= field_after(l, "failed", &out->failed);
+    r |= field_after(l, "bad", &out->bad);
+    r |= field_after(l, "reads", &out->reads);
+    r |= field_after(l, "read-bytes", &out->read_bytes);
+    r |= field_after(l, "writes", &out->writes);
+    r |= field_after(l, "write-bytes", &out->write_bytes);
+    r |= field_after(l, "flushes", &out->flushes);
+    return r ? -EINVAL : 0;
+}
+
 int fc_net_stats_parse(const char *text, struct fc_net_counts *out)
 {
     memset(out, 0, sizeof *out);

@@ -195,6 +195,15 @@ struct fc_net_counts {
 };
 int fc_net_stats_parse(const char *text, struct fc_net_counts *out);
 
+/* A drive's counters, from moat_device_get(.., "blk", id, "stats")'s text
+ * (one "requests ok N failed N bad N reads N read-bytes N writes N
+ * write-bytes N flushes N ..." line, docs/devices.md): 0, or -EINVAL when
+ * the line or a figure is missing. */
+struct fc_blk_counts {
+    uint64_t failed, bad, reads, read_bytes, writes, write_bytes, flushes;
+};
+int fc_blk_stats_parse(const char *text, struct fc_blk_counts *out);
+
 /* A limiter as moat's device options take it: "SIZE/REFILL_MS[/BURST]",
  * or "off" for an unlimited bucket. */
 void fc_bucket_opt(const struct ratelimit_bucket_cfg *b, char *buf, size_t len);

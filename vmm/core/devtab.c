@@ -581,7 +581,7 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
 
 /* The device of type and id (NULL: the only one of its type), for a
  * run-time set or get: its slot, or -ENODEV with err set. */
-static int find_device(struct moat_vm *vm, const char *type, const char *id, struct moat_error *err)
+static int find_device(const struct moat_vm *vm, const char *type, const char *id, struct moat_error *err)
 {
     const struct virtio_kind *k = devtab_kind(type);
     char tb[DEVTAB_TYPES_LEN];
@@ -625,6 +625,12 @@ int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const 
     int r = d->kind->set(d->priv, key, value, why, sizeof(why));
     if (r < 0)
         return seterr(err, 1, r, "%s %s: %s: %s", d->kind->name, d->id, key, why[0] ? why : strerror(-r));
+    /* A changed backend option (one a restore's override may give anew: a
+     * drive's path) is what a snapshot taken from now on records; run-time
+     * limits stay as the device was made (as an override leaves them). */
+    if (key_in(d->kind->override_keys, key) && devopt_set(d->opts, key, value) < 0)
+        log_warn("%s %s: '%s' changed, but the snapshot record keeps the old value (too long)", d->kind->name,
+                 d->id, key);
     return 0;
 }
 
@@ -642,6 +648,50 @@ long moat_device_get(struct moat_vm *vm, const char *type, const char *id, const
     if (!d->kind->get || !key_in(d->kind->get_keys, key))
         return seterr(err, 1, -EINVAL, "%s %s: nothing called '%.40s' to tell", d->kind->name, d->id, key);
     return d->kind->get(d->priv, key, buf, len);
+}
+
+int moat_device_info(const struct moat_vm *vm, unsigned index, struct moat_device_info *info)
+{
+    if (!vm || !info)
+        return -EINVAL;
+    if (index >= vm->ndev)
+        return -ENOENT;
+    const struct vm_dev *d = &vm->dev[index];
+    memset(info, 0, sizeof(*info));
+    snprintf(info->type, sizeof(info->type), "%s", d->kind->type);
+    snprintf(info->id, sizeof(info->id), "%s", d->id);
+    return 0;
+}
+
+long moat_device_option(const struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf,
+                        size_t len, struct moat_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+    if (!vm || !type || !key || (!buf && len))
+        return seterr(err, 1, -EINVAL, "device option: type and key are required");
+    int slot = find_device(vm, type, id, err);
+    if (slot < 0)
+        return slot;
+    const struct devopts *o = vm->dev[slot].opts;
+    for (size_t i = 0; i < o->n; i++) {
+        if (strcmp(o->o[i].key, key))
+            continue;
+        const char *v = o->o[i].val ? o->o[i].val : "";
+        if (len)
+            snprintf(buf, len, "%s", v);
+        return (long)strlen(v);
+    }
+    return -ENOENT;
+}
+
+int moat_get_shape(const struct moat_vm *vm, unsigned *vcpus, uint64_t *mem_bytes)
+{
+    if (!vm || !vcpus || !mem_bytes)
+        return -EINVAL;
+    *vcpus = vm->ncpus;
+    *mem_bytes = vm->ram_size;
+    return 0;
 }
 
 /* ---- accessors ---- */

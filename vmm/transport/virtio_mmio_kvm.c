@@ -99,6 +99,12 @@ static void dev_needs_reset(void *opaque, unsigned q)
     virtio_mmio_set_needs_reset(&t->mmio);
 }
 
+static void dev_config_changed(void *opaque)
+{
+    struct virtio_mmio_kvm *t = opaque;
+    virtio_mmio_config_changed(&t->mmio);
+}
+
 /* ---- register model callbacks (mmio.lock held, except queue_notify) ---- */
 
 static void tr_queue_notify(void *opaque, unsigned q)
@@ -122,6 +128,7 @@ static int start_locked(struct virtio_mmio_kvm *t)
         env.kick_fd[q] = t->kick_fd[q];
     env.notify_used = dev_notify_used;
     env.needs_reset = dev_needs_reset;
+    env.config_changed = dev_config_changed;
     env.opaque = t;
     env.seccomp = t->seccomp;
     int r = dev_call(t, 0, &env);

@@ -19,6 +19,8 @@
 #define R_QUEUE_NUM   0x038
 #define R_QUEUE_READY 0x044
 #define R_QUEUE_NOTIFY 0x050
+#define R_INT_STATUS  0x060
+#define R_INT_ACK     0x064
 #define R_STATUS      0x070
 #define R_DESC_LO     0x080
 #define R_DESC_HI     0x084
