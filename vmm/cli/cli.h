@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 enum {
     EXIT_USAGE = 2,
@@ -65,6 +66,8 @@ int cmd_sandbox(int argc, char **argv);
 int sandbox_agent_target(const char *name, struct agent_target *t);
 /* Whether NAME names an existing sandbox (for cp's NAME:PATH). */
 int sandbox_exists(const char *name);
+/* mkdir -p PATH with MODE for each directory it creates: 0 or -errno. */
+int cli_mkdir_p(const char *path, mode_t mode);
 /* $MOAT_HOME, or its default (docs/sandboxes.md); -1 after printing why. */
 int cli_moat_home(char *buf, size_t len);
 
@@ -76,5 +79,6 @@ int cmd_disk(int argc, char **argv);     /* vmm/cli/cli_disk.c: copy-on-write ov
 int cmd_exec(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_host(int argc, char **argv);     /* vmm/cli/cli_host.c: what this host can run */
+int cmd_jail(int argc, char **argv);     /* vmm/cli/cli_jail.c: run moat confined */
 
 #endif
