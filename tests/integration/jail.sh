@@ -72,6 +72,11 @@ check "only moat runs inside: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *
 out=$(setpriv --reuid $UID_J --regid $GID_J --clear-groups "$BIN" jail --id e6 --uid $UID_J \
       --gid $GID_J -- moat run --kernel "$GUESTS/exitcode.elf" 2>&1); rc=$?
 check "not root: exit 125 ($rc: $out)" '[ $rc = 125 ] && [[ "$out" == *"needs root"* ]]'
+mkdir -p "$BASE/ww/moat/e7/root" && chmod 777 "$BASE/ww/moat/e7/root"
+out=$("$BIN" jail --id e7 --uid $UID_J --gid $GID_J --chroot-base "$BASE/ww" -- moat run \
+      --kernel "$GUESTS/exitcode.elf" 2>&1); rc=$?
+check "a jail directory others can write: exit 125 ($rc: $out)" \
+      '[ $rc = 125 ] && [[ "$out" == *"writable by root only"* ]]'
 
 if [ ! -c /dev/kvm ]; then
     echo "SKIPPED: jail: no /dev/kvm: the jailed guests do not run here"
@@ -98,9 +103,11 @@ if [ ! -e $CGROOT/cgroup.controllers ]; then
          "checked as written into a stand-in tree, not as enforced"
 fi
 ip netns add "$NS" || bad "ip netns add $NS"
+mkdir -m 777 "$BASE/socks"
 echo marker > "$BASE/leak-marker"
 exec 9<"$BASE/leak-marker"      # an fd the jail must not pass on
 start_jailed --id in --uid $UID_J --gid $GID_J --chroot-base "$BASE" --netns /var/run/netns/$NS \
+    --expose "$BASE/socks" \
     --cgroup-root "$CGROOT" --cgroup pids.max=32 --cgroup memory.max=536870912 \
     --resource-limit nproc=64 --resource-limit no-file=512 \
     -- moat run --kernel "$GUESTS/timeout.elf" --mem 64 --timeout 6
@@ -129,6 +136,8 @@ else
           '[ ! -e /proc/$P/root/home ] && [ ! -e /proc/$P/root/proc ] && [ ! -e /proc/$P/root/sys ]'
     check "the kernel is there, mounted read-only" \
           "[ -f /proc/$P/root$GUESTS/timeout.elf ] && grep -F ' $GUESTS/timeout.elf ' /proc/$P/mountinfo | grep -q ' ro,'"
+    check "an --expose directory is there, mounted writable" \
+          "[ -d /proc/$P/root$BASE/socks ] && grep -F ' $BASE/socks ' /proc/$P/mountinfo | grep -q ' rw,'"
     check "other guests beside it are not there" "[ ! -e /proc/$P/root$GUESTS/exitcode.elf ]"
     check "/dev/kvm: a node owned by $UID_J:$GID_J, mode 0600" \
           '[ -c /proc/$P/root/dev/kvm ] && [ "$(stat -c %u:%g:%a /proc/$P/root/dev/kvm)" = "$UID_J:$GID_J:600" ]'

@@ -119,6 +119,28 @@ START_TEST(paths)
 }
 END_TEST
 
+START_TEST(sort_parents_first)
+{
+    static struct jail_paths l;
+    memset(&l, 0, sizeof l);
+    ck_assert_int_eq(jail_paths_add(&l, "/a/b/c.img", 1), 0);
+    ck_assert_int_eq(jail_paths_add(&l, "/zz", 0), 0);
+    ck_assert_int_eq(jail_paths_add(&l, "/a/b", 1), 0);
+    ck_assert_int_eq(jail_paths_add(&l, "/yy", 1), 0);
+    ck_assert_int_eq(jail_paths_add(&l, "/a", 0), 0);
+    jail_paths_sort(&l);
+    const char *want[] = { "/a", "/zz", "/yy", "/a/b", "/a/b/c.img" };
+    ck_assert_int_eq(l.n, 5);
+    for (int i = 0; i < 5; i++)
+        ck_assert_str_eq(l.p[i].path, want[i]);
+    ck_assert_int_eq(l.p[1].rw, 0);         /* entries move whole */
+    ck_assert_int_eq(l.p[2].rw, 1);
+    jail_paths_sort(&l);                    /* sorted stays as it is */
+    for (int i = 0; i < 5; i++)
+        ck_assert_str_eq(l.p[i].path, want[i]);
+}
+END_TEST
+
 static int find(const struct jail_paths *l, const char *path)
 {
     for (int i = 0; i < l->n; i++)
@@ -186,6 +208,7 @@ int main(void)
     tcase_add_test(tc, rlimit_specs);
     tcase_add_test(tc, paths);
     tcase_add_test(tc, inner_command);
+    tcase_add_test(tc, sort_parents_first);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

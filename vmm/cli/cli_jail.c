@@ -481,6 +481,16 @@ int cmd_jail(int argc, char **argv)
         jerr("creating %s: %s", j.root, strerror(-r));
         return EXIT_VMM_ERROR;
     }
+    /* Everything below is created by following this directory: it must be
+     * root's and writable by root alone (a --chroot-base another user can
+     * write could hold symbolic links that move the mounts). */
+    struct stat rs;
+    if (lstat(j.root, &rs) < 0 || !S_ISDIR(rs.st_mode) || rs.st_uid != 0 || (rs.st_mode & 022)) {
+        jerr("%s must be a directory owned by root and writable by root only", j.root);
+        return EXIT_VMM_ERROR;
+    }
+    /* Parents before what lies below them: no mount hides an earlier one. */
+    jail_paths_sort(&j.paths);
     struct statvfs sv;
     if (statvfs(j.root, &sv) == 0 && (sv.f_flag & ST_NODEV)) {
         jerr("%s is on a nodev mount: /dev/kvm would not open there; pick another --chroot-base",

@@ -137,6 +137,21 @@ int jail_paths_add(struct jail_paths *l, const char *path, int rw)
     return 0;
 }
 
+void jail_paths_sort(struct jail_paths *l)
+{
+    /* Insertion sort by length: at most JAIL_PATHS_MAX entries, stable. */
+    for (int i = 1; i < l->n; i++) {
+        struct jail_path t = l->p[i];
+        size_t tl = strlen(t.path);
+        int k = i;
+        while (k > 0 && strlen(l->p[k - 1].path) > tl) {
+            l->p[k] = l->p[k - 1];
+            k--;
+        }
+        l->p[k] = t;
+    }
+}
+
 static int add_named(struct jail_paths *l, const char *opt, const char *path, int rw,
                      char *why, size_t wlen)
 {

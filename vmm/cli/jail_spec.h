@@ -47,6 +47,10 @@ int jail_check_path(const char *path);
 /* Add PATH (checked as above; a second add of the same path keeps it once,
  * writable if either was). 0, -EINVAL, or -E2BIG past JAIL_PATHS_MAX. */
 int jail_paths_add(struct jail_paths *l, const char *path, int rw);
+/* Order the list so that a directory comes before any path below it
+ * (shorter paths first, stable): bind-mounting in this order never hides
+ * an earlier mount under a later one. */
+void jail_paths_sort(struct jail_paths *l);
 /* The inner moat command's own files: --kernel and --initrd (read-only),
  * --drive PATH (read-only with ",ro") and its overlay= (writable), and a
  * --device blk,path=F's F (read-only with ",ro") and overlay= (writable); both "--opt VALUE" and "--opt=VALUE". argv[0]
