@@ -27,7 +27,16 @@ if [ "$(id -u)" != 0 ]; then
     exit 0
 fi
 UID_J=65534 GID_J=65534
-BASE=$(mktemp -d /var/tmp/moat-jail-test.XXXXXX)
+# The jail directory must not be on a nodev mount (/dev/kvm inside it).
+PARENT=""
+for d in /var/tmp /srv /root; do
+    if [ -d $d ] && ! findmnt -no OPTIONS -T $d | tr , '\n' | grep -qx nodev; then PARENT=$d; break; fi
+done
+if [ -z "$PARENT" ]; then
+    echo "SKIPPED: jail: /var/tmp, /srv and /root are all nodev mounts: no place for a jail directory"
+    exit 0
+fi
+BASE=$(mktemp -d $PARENT/moat-jail-test.XXXXXX)
 chmod 755 "$BASE"
 NS=moatjail$$
 CGFAKE=""
@@ -93,7 +102,7 @@ check "the guest's exit status comes back (42: $rc)" '[ $rc = 42 ]'
 # cgroup limits: the real cgroup v2 when the host has it, else a stand-in tree.
 CGROOT=/sys/fs/cgroup
 if [ ! -e $CGROOT/cgroup.controllers ]; then
-    CGFAKE=$(mktemp -d /var/tmp/moat-jail-cg.XXXXXX)
+    CGFAKE=$(mktemp -d $PARENT/moat-jail-cg.XXXXXX)
     CGROOT=$CGFAKE
     mkdir -p "$CGROOT/moat/in"
     touch "$CGROOT/cgroup.controllers" "$CGROOT/cgroup.subtree_control" \
