@@ -68,6 +68,8 @@ static const char usage_main[] =
     "  cp        copy a file to or from a running guest (its agent)\n"
     "  host      what this host can run (KVM kind, capabilities, features)\n"
     "  vmm       Firecracker's command line and HTTP API (docs/control-api.md)\n"
+    "  jail      run a moat command confined (namespaces, pivot_root, no\n"
+    "            capabilities, another uid; see docs/security.md)\n"
     "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
     "            stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)\n"
     "\n"
@@ -1014,6 +1016,8 @@ int main(int argc, char **argv)
         return cmd_vmm(argc - 1, argv + 1);
     if (!strcmp(cmd, "seccomp"))
         return cmd_seccomp(argc - 1, argv + 1);
+    if (!strcmp(cmd, "jail"))
+        return cmd_jail(argc - 1, argv + 1);
     if (cli_is_sandbox_command(cmd))
         return cmd_sandbox(argc - 1, argv + 1);
     fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);

@@ -67,6 +67,8 @@ int cmd_sandbox(int argc, char **argv);
 int sandbox_agent_target(const char *name, struct agent_target *t);
 /* Whether NAME names an existing sandbox (for cp's NAME:PATH). */
 int sandbox_exists(const char *name);
+/* mkdir -p PATH with MODE for each directory it creates: 0 or -errno. */
+int cli_mkdir_p(const char *path, mode_t mode);
 /* $MOAT_HOME, or its default (docs/sandboxes.md); -1 after printing why. */
 int cli_moat_home(char *buf, size_t len);
 
@@ -82,5 +84,6 @@ int cmd_host(int argc, char **argv);     /* vmm/cli/cli_host.c: what this host c
 /* vmm/cli/cli_fc.c: Firecracker's command line and API (docs/control-api.md);
  * also what main runs when argv[0]'s name is "firecracker". */
 int cmd_vmm(int argc, char **argv);
+int cmd_jail(int argc, char **argv);     /* vmm/cli/cli_jail.c: run moat confined */
 
 #endif

@@ -123,7 +123,7 @@ int cli_moat_home(char *buf, size_t len)
     return 0;
 }
 
-static int mkdir_p(const char *path, mode_t mode)
+int cli_mkdir_p(const char *path, mode_t mode)
 {
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s", path);
@@ -1051,7 +1051,7 @@ static int cmd_create(int argc, char **argv)
     }
     char home[PATH_MAX];
     snprintf(home, sizeof home, "%.*s", (int)(strrchr(s.dir, '/') - s.dir), s.dir);
-    int r = mkdir_p(home, 0700);
+    int r = cli_mkdir_p(home, 0700);
     if (r < 0) {
         fprintf(stderr, "moat: %s: %s\n", home, strerror(-r));
         goto fail_noclean;

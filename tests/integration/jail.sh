@@ -1,0 +1,179 @@
+#!/bin/bash
+# tests/integration/jail.sh: moat jail (vmm/cli/cli_jail.c; docs/security.md,
+# "Jail"), checked from outside the jail. Runs tiny test guests jailed and
+# reads /proc/PID/{status,ns,root,limits,mountinfo,cgroup} of the jailed
+# moat: uid/gid, every capability set zero, no_new_privs, its own mount,
+# pid, ipc and uts namespaces (and the given net namespace), its root is the
+# jail directory, a host file not exposed (/etc/passwd) is absent there, the
+# kernel is mounted read-only, /dev/kvm is a node owned by the jail's uid,
+# the rlimits, the cgroup limits (cgroup v2 hosts; a stand-in tree
+# otherwise, which checks what is written, not the kernel's enforcement),
+# and that the guest's exit status comes back. Then the errors: not root,
+# a missing path, a bad cgroup key, uid 0, a relative path.
+# Needs root and /dev/kvm (SKIPPED otherwise); env MOAT_BIN, MOAT_GUESTS
+# (default build/moat, build/guests). One PASS/FAIL line per check.
+set -u
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$ROOT"
+BIN=$(realpath "${MOAT_BIN:-build/moat}")
+GUESTS=$(realpath "${MOAT_GUESTS:-build/guests}")
+fail=0 pass=0
+ok()  { echo "PASS: jail: $1"; pass=$((pass + 1)); }
+bad() { echo "FAIL: jail: $1"; fail=1; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }   # check NAME CONDITION
+
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIPPED: jail: needs root (namespaces, mounts, device nodes)"
+    exit 0
+fi
+UID_J=65534 GID_J=65534
+# The jail directory must not be on a nodev mount (/dev/kvm inside it).
+PARENT=""
+for d in /var/tmp /srv /root; do
+    if [ -d $d ] && ! findmnt -no OPTIONS -T $d | tr , '\n' | grep -qx nodev; then PARENT=$d; break; fi
+done
+if [ -z "$PARENT" ]; then
+    echo "SKIPPED: jail: /var/tmp, /srv and /root are all nodev mounts: no place for a jail directory"
+    exit 0
+fi
+BASE=$(mktemp -d $PARENT/moat-jail-test.XXXXXX)
+chmod 755 "$BASE"
+NS=moatjail$$
+CGFAKE=""
+cleanup() {
+    [ -n "${JPID:-}" ] && kill "$JPID" 2>/dev/null
+    ip netns del "$NS" 2>/dev/null
+    rm -rf "$BASE" 2>/dev/null
+    [ -n "$CGFAKE" ] && rm -rf "$CGFAKE"
+}
+trap cleanup EXIT
+
+# start_jailed ARGS...: run moat jail ARGS in the background (JPID) and set P
+# to the jailed moat's pid once it runs as the jail's uid.
+start_jailed() {
+    "$BIN" jail "$@" >/dev/null 2>&1 &
+    JPID=$!
+    P=""
+    for _ in $(seq 50); do
+        P=$(awk '{print $1}' /proc/$JPID/task/$JPID/children 2>/dev/null)
+        [ -n "$P" ] && grep -q "^Uid:.*$UID_J" /proc/$P/status 2>/dev/null && return
+        sleep 0.1
+    done
+    P=""
+}
+
+# --- errors (no KVM needed: all are refused before anything runs) ---
+out=$("$BIN" jail --id e1 --uid $UID_J --gid $GID_J --chroot-base "$BASE" -- moat run \
+      --kernel "$BASE/no-such.elf" 2>&1); rc=$?
+check "a missing kernel: exit 125 naming it ($rc: $out)" \
+      '[ $rc = 125 ] && [[ "$out" == *no-such.elf*"No such file"* ]]'
+out=$("$BIN" jail --id e2 --uid $UID_J --gid $GID_J --cgroup pids.maxx=5 -- moat run \
+      --kernel "$GUESTS/exitcode.elf" 2>&1); rc=$?
+check "a bad cgroup key: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"unknown key"* ]]'
+out=$("$BIN" jail --id e3 --uid 0 --gid $GID_J -- moat run --kernel "$GUESTS/exitcode.elf" 2>&1); rc=$?
+check "uid 0 refused: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"must not be 0"* ]]'
+out=$("$BIN" jail --id e4 --uid $UID_J --gid $GID_J -- moat run --kernel build/guests/exitcode.elf 2>&1); rc=$?
+check "a relative path refused: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *absolute* ]]'
+out=$("$BIN" jail --id 'a/b' --uid $UID_J --gid $GID_J -- moat run 2>&1); rc=$?
+check "a bad id refused: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"--id"* ]]'
+out=$("$BIN" jail --id e5 --uid $UID_J --gid $GID_J -- ls / 2>&1); rc=$?
+check "only moat runs inside: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"-- moat"* ]]'
+out=$(setpriv --reuid $UID_J --regid $GID_J --clear-groups "$BIN" jail --id e6 --uid $UID_J \
+      --gid $GID_J -- moat run --kernel "$GUESTS/exitcode.elf" 2>&1); rc=$?
+check "not root: exit 125 ($rc: $out)" '[ $rc = 125 ] && [[ "$out" == *"needs root"* ]]'
+mkdir -p "$BASE/ww/moat/e7/root" && chmod 777 "$BASE/ww/moat/e7/root"
+out=$("$BIN" jail --id e7 --uid $UID_J --gid $GID_J --chroot-base "$BASE/ww" -- moat run \
+      --kernel "$GUESTS/exitcode.elf" 2>&1); rc=$?
+check "a jail directory others can write: exit 125 ($rc: $out)" \
+      '[ $rc = 125 ] && [[ "$out" == *"writable by root only"* ]]'
+
+if [ ! -c /dev/kvm ]; then
+    echo "SKIPPED: jail: no /dev/kvm: the jailed guests do not run here"
+    echo "jail: $pass passed, 0 failed"
+    [ $fail = 0 ]; exit
+fi
+
+# --- the exit status comes back ---
+"$BIN" jail --id st --uid $UID_J --gid $GID_J --chroot-base "$BASE" -- moat run \
+    --kernel "$GUESTS/exitcode.elf" --mem 64 >/dev/null 2>&1; rc=$?
+check "the guest's exit status comes back (42: $rc)" '[ $rc = 42 ]'
+
+# --- a jailed guest, inspected from outside ---
+# cgroup limits: the real cgroup v2 when the host has it, else a stand-in tree.
+CGROOT=/sys/fs/cgroup
+if [ ! -e $CGROOT/cgroup.controllers ]; then
+    CGFAKE=$(mktemp -d $PARENT/moat-jail-cg.XXXXXX)
+    CGROOT=$CGFAKE
+    mkdir -p "$CGROOT/moat/in"
+    touch "$CGROOT/cgroup.controllers" "$CGROOT/cgroup.subtree_control" \
+          "$CGROOT/moat/cgroup.subtree_control" "$CGROOT/moat/in/pids.max" \
+          "$CGROOT/moat/in/memory.max" "$CGROOT/moat/in/cgroup.procs"
+    echo "SKIPPED: jail: no cgroup v2 at /sys/fs/cgroup (cgroup.controllers): the limits are" \
+         "checked as written into a stand-in tree, not as enforced"
+fi
+ip netns add "$NS" || bad "ip netns add $NS"
+mkdir -m 777 "$BASE/socks"
+echo marker > "$BASE/leak-marker"
+exec 9<"$BASE/leak-marker"      # an fd the jail must not pass on
+start_jailed --id in --uid $UID_J --gid $GID_J --chroot-base "$BASE" --netns /var/run/netns/$NS \
+    --expose "$BASE/socks" \
+    --cgroup-root "$CGROOT" --cgroup pids.max=32 --cgroup memory.max=536870912 \
+    --resource-limit nproc=64 --resource-limit no-file=512 \
+    -- moat run --kernel "$GUESTS/timeout.elf" --mem 64 --timeout 6
+exec 9<&-
+if [ -z "$P" ]; then
+    bad "the jailed moat did not start"
+else
+    st=/proc/$P/status
+    check "Uid is $UID_J (all four)" "grep -Eq '^Uid:\s+$UID_J\s+$UID_J\s+$UID_J\s+$UID_J\$' $st"
+    check "Gid is $GID_J (all four)" "grep -Eq '^Gid:\s+$GID_J\s+$GID_J\s+$GID_J\s+$GID_J\$' $st"
+    check "no supplementary groups but $GID_J" "grep -Eq '^Groups:\s+$GID_J\s*\$' $st"
+    for c in CapInh CapPrm CapEff CapBnd CapAmb; do
+        check "$c is zero" "grep -Eq '^$c:\s+0000000000000000\$' $st"
+    done
+    check "NoNewPrivs is 1" "grep -Eq '^NoNewPrivs:\s+1\$' $st"
+    for ns in mnt pid ipc uts; do
+        check "its own $ns namespace" '[ "$(readlink /proc/$P/ns/'$ns')" != "$(readlink /proc/self/ns/'$ns')" ]'
+    done
+    check "the --netns network namespace" \
+          '[ "$(stat -Lc %i /proc/$P/ns/net)" = "$(stat -Lc %i /var/run/netns/$NS)" ]'
+    check "its root is the jail directory" \
+          '[ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i $BASE/moat/in/root)" ]'
+    check "its root is not the host's" '[ "$(stat -c %d:%i /proc/$P/root/)" != "$(stat -c %d:%i /)" ]'
+    check "/etc/passwd does not exist inside" '[ ! -e /proc/$P/root/etc/passwd ] && [ -e /etc/passwd ]'
+    check "no /home, /proc or /sys inside" \
+          '[ ! -e /proc/$P/root/home ] && [ ! -e /proc/$P/root/proc ] && [ ! -e /proc/$P/root/sys ]'
+    check "the kernel is there, mounted read-only" \
+          "[ -f /proc/$P/root$GUESTS/timeout.elf ] && grep -F ' $GUESTS/timeout.elf ' /proc/$P/mountinfo | grep -q ' ro,'"
+    check "an --expose directory is there, mounted writable" \
+          "[ -d /proc/$P/root$BASE/socks ] && grep -F ' $BASE/socks ' /proc/$P/mountinfo | grep -q ' rw,'"
+    check "other guests beside it are not there" "[ ! -e /proc/$P/root$GUESTS/exitcode.elf ]"
+    check "/dev/kvm: a node owned by $UID_J:$GID_J, mode 0600" \
+          '[ -c /proc/$P/root/dev/kvm ] && [ "$(stat -c %u:%g:%a /proc/$P/root/dev/kvm)" = "$UID_J:$GID_J:600" ]'
+    check "no /dev/net/tun without --tun" '[ ! -e /proc/$P/root/dev/net/tun ]'
+    check "RLIMIT_NPROC 64" "grep -Eq '^Max processes\s+64\s+64' /proc/$P/limits"
+    check "RLIMIT_NOFILE 512" "grep -Eq '^Max open files\s+512\s+512' /proc/$P/limits"
+    check "pids.max written" '[ "$(cat $CGROOT/moat/in/pids.max)" = 32 ]'
+    check "memory.max written" '[ "$(cat $CGROOT/moat/in/memory.max)" = 536870912 ]'
+    if [ -z "$CGFAKE" ]; then
+        check "in the per-VM cgroup" "grep -q '^0::/moat/in\$' /proc/$P/cgroup"
+    else
+        check "joined the per-VM cgroup (cgroup.procs written)" '[ "$(cat $CGROOT/moat/in/cgroup.procs)" = 0 ]'
+    fi
+    check "the environment is empty but MOAT_FORCE_PVM" \
+          "[ \"\$(tr '\\0' '\\n' < /proc/$P/environ | cut -d= -f1)\" = MOAT_FORCE_PVM ]"
+    check "the caller's open fd 9 was not passed on" \
+          '! ls -l /proc/$P/fd | grep -q leak-marker && ! [ "$(readlink /proc/$P/fd/9)" = "$BASE/leak-marker" ]'
+fi
+wait $JPID; rc=$?; JPID=""
+check "the timeout's status comes back (124: $rc)" '[ $rc = 124 ]'
+# SIGTERM to moat jail ends the jailed moat (pid 1 of its namespace would
+# drop it): status 143, and no jailed process is left.
+start_jailed --id term --uid $UID_J --gid $GID_J --chroot-base "$BASE" -- moat run \
+    --kernel "$GUESTS/timeout.elf" --mem 64 --timeout 30
+kill -TERM $JPID
+wait $JPID; rc=$?; JPID=""
+check "SIGTERM: status 143 ($rc)" '[ $rc = 143 ]'
+check "SIGTERM: the jailed moat is gone" '[ -n "$P" ] && [ ! -e /proc/$P ]'
+echo "jail: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
+[ $fail = 0 ]

@@ -1,0 +1,565 @@
+/* moat jail: run one moat command confined (docs/security.md, "Jail";
+ * docs/cli.md). The steps, in order, follow Firecracker's jailer; each is
+ * commented where it happens. The pure parts are in jail_spec.c. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <grp.h>
+#include <link.h>
+#include <unistd.h>
+
+#include "vmm/cli/cli.h"
+#include "vmm/cli/jail_spec.h"
+#include "vmm/core/kvm.h"
+
+#define JAIL_CG_MAX 16
+#define JAIL_RL_MAX 8
+
+static const char usage_jail[] =
+    "usage: moat jail --id ID --uid U --gid G [options] -- moat ARGS...\n"
+    "\n"
+    "Run one moat command confined: closed fds, an empty environment, new\n"
+    "mount/pid/ipc/uts namespaces, pivot_root into CHROOT_BASE/moat/ID/root\n"
+    "holding only the files it needs, rlimits, cgroup v2 limits, no_new_privs,\n"
+    "no capabilities, uid U and gid G. Needs root. Exits with the inner moat's\n"
+    "status. See docs/security.md (\"Jail\").\n"
+    "\n"
+    "  --id ID               the jail's name: 1..64 of [A-Za-z0-9_-]\n"
+    "  --uid U, --gid G      who the inner moat runs as (not 0)\n"
+    "  --chroot-base DIR     where jails live (default /srv/jail)\n"
+    "  --expose PATH         also make PATH (file or directory, e.g. a\n"
+    "                        sockets' directory) visible, writable, at the same\n"
+    "                        path inside (repeatable). --kernel, --initrd and\n"
+    "                        blk path=/overlay= of the inner command are\n"
+    "                        exposed on their own (read-only but disks)\n"
+    "  --netns PATH          join this network namespace (e.g. /var/run/netns/X)\n"
+    "  --tun                 create /dev/net/tun in the jail\n"
+    "  --cgroup KEY=VALUE    memory.max, memory.high, memory.swap.max, cpu.max,\n"
+    "                        cpu.weight, pids.max (repeatable; needs cgroup v2)\n"
+    "  --cgroup-root DIR     the cgroup v2 mount (default /sys/fs/cgroup)\n"
+    "  --resource-limit K=N  no-file (default 2048), nproc, fsize, as (bytes)\n";
+
+struct jail {
+    const char *id, *base, *netns, *cgroot;
+    unsigned uid, gid;
+    int tun;
+    struct jail_cg cg[JAIL_CG_MAX];
+    int ncg;
+    int rl_res[JAIL_RL_MAX];
+    uint64_t rl_val[JAIL_RL_MAX];
+    int nrl;
+    struct jail_paths paths;    /* exposed at the same path inside */
+    char exe[PATH_MAX];         /* this binary: the inner moat */
+    char root[PATH_MAX];        /* BASE/moat/ID/root */
+    char cgdir[PATH_MAX];       /* CGROOT/moat/ID, or "" */
+    int pvm;                    /* the host kind, told to the inner moat */
+};
+
+__attribute__((format(printf, 1, 2))) static void jerr(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("moat jail: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+static int write_file(const char *path, const char *s)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -errno;
+    ssize_t n = write(fd, s, strlen(s));
+    int e = n < 0 ? -errno : (size_t)n != strlen(s) ? -EIO : 0;
+    close(fd);
+    return e;
+}
+
+/* The files the inner moat (this binary) needs to start: the program
+ * interpreter by the name in PT_INTERP (e.g. /lib64/ld-linux-x86-64.so.2:
+ * the kernel opens it by that name) and every shared object by the name the
+ * loader found it under (e.g. /lib/x86_64-linux-gnu/libc.so.6; inside the
+ * jail there is no ld.so.cache, and the loader's default directories hold
+ * them under these names). */
+static int loaded_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    struct jail_paths *l = data;
+    int r = 0;
+    for (int i = 0; i < info->dlpi_phnum && r == 0; i++)
+        if (info->dlpi_phdr[i].p_type == PT_INTERP)
+            r = jail_paths_add(l, (const char *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr), 0);
+    if (r == 0 && info->dlpi_name && info->dlpi_name[0] == '/')
+        r = jail_paths_add(l, info->dlpi_name, 0);
+    return r;
+}
+
+static int add_loaded_files(struct jail_paths *l, const char *exe)
+{
+    int r = jail_paths_add(l, exe, 0);
+    return r < 0 ? r : dl_iterate_phdr(loaded_cb, l);
+}
+
+/* A per-VM cgroup CGROOT/moat/ID with the limits asked for. Its
+ * controllers are enabled in the parents' cgroup.subtree_control first. */
+static int cgroup_setup(struct jail *j)
+{
+    char p[PATH_MAX * 2 + 64], ctl[PATH_MAX * 2 + 64];
+    snprintf(p, sizeof p, "%s/cgroup.controllers", j->cgroot);
+    if (access(p, F_OK) < 0) {
+        jerr("--cgroup: no cgroup v2 at %s (no cgroup.controllers); limits cannot be applied",
+             j->cgroot);
+        return -1;
+    }
+    snprintf(j->cgdir, sizeof j->cgdir, "%s/moat/%s", j->cgroot, j->id);
+    int r = cli_mkdir_p(j->cgdir, 0755);
+    if (r < 0) {
+        jerr("creating cgroup %s: %s", j->cgdir, strerror(-r));
+        return -1;
+    }
+    for (int i = 0; i < j->ncg; i++) {
+        char ctrl[32];
+        snprintf(ctrl, sizeof ctrl, "+%.*s", (int)strcspn(j->cg[i].key, "."), j->cg[i].key);
+        const char *lv[2] = { j->cgroot, NULL };
+        char mid[PATH_MAX];
+        snprintf(mid, sizeof mid, "%s/moat", j->cgroot);
+        lv[1] = mid;
+        for (int k = 0; k < 2; k++) {
+            snprintf(ctl, sizeof ctl, "%s/cgroup.subtree_control", lv[k]);
+            if ((r = write_file(ctl, ctrl)) < 0) {
+                jerr("enabling %s in %s: %s", ctrl + 1, ctl, strerror(-r));
+                return -1;
+            }
+        }
+        snprintf(p, sizeof p, "%s/%s", j->cgdir, j->cg[i].key);
+        if ((r = write_file(p, j->cg[i].val)) < 0) {
+            jerr("setting %s to '%s': %s", p, j->cg[i].val, strerror(-r));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Make host PATH visible at ROOT/PATH (a bind mount; read-only unless rw;
+ * never device nodes or set-id programs). */
+static int expose(const struct jail *j, const struct jail_path *e)
+{
+    struct stat st;
+    if (stat(e->path, &st) < 0) {
+        jerr("%s: %s", e->path, strerror(errno));
+        return -1;
+    }
+    char dst[PATH_MAX * 2];
+    snprintf(dst, sizeof dst, "%s%s", j->root, e->path);
+    char *slash = strrchr(dst, '/');
+    *slash = 0;
+    int r = cli_mkdir_p(dst, 0755);
+    *slash = '/';
+    if (r == 0 && S_ISDIR(st.st_mode))
+        r = mkdir(dst, 0755) < 0 && errno != EEXIST ? -errno : 0;
+    else if (r == 0) {
+        int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        r = fd < 0 ? -errno : 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    unsigned long fl = MS_BIND | MS_NOSUID | MS_NODEV;
+    if (r == 0 && mount(e->path, dst, NULL, fl, NULL) < 0)
+        r = -errno;
+    if (r == 0 && mount(NULL, dst, NULL, fl | MS_REMOUNT | (e->rw ? 0 : MS_RDONLY), NULL) < 0)
+        r = -errno;
+    if (r < 0)
+        jerr("exposing %s in the jail: %s", e->path, strerror(-r));
+    return r;
+}
+
+/* A device node in the jail like the host's (same major/minor), owned by
+ * the jail's uid/gid, mode 0600. */
+static int make_node(const struct jail *j, const char *host, const char *in)
+{
+    struct stat st;
+    if (stat(host, &st) < 0 || !S_ISCHR(st.st_mode)) {
+        jerr("%s: %s", host, errno ? strerror(errno) : "not a character device");
+        return -1;
+    }
+    char dst[PATH_MAX * 2];
+    snprintf(dst, sizeof dst, "%s%s", j->root, in);
+    char *slash = strrchr(dst, '/');
+    *slash = 0;
+    int r = cli_mkdir_p(dst, 0755);
+    *slash = '/';
+    unlink(dst);
+    if (r == 0 && mknod(dst, S_IFCHR | 0600, st.st_rdev) < 0)
+        r = -errno;
+    if (r == 0 && chown(dst, j->uid, j->gid) < 0)
+        r = -errno;
+    if (r < 0)
+        jerr("creating %s: %s", dst, strerror(-r));
+    return r;
+}
+
+static int drop_caps(void)
+{
+    /* The bounding set first (needs CAP_SETPCAP, which we still hold). */
+    for (int c = 0; c <= 63; c++)
+        if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
+            return -errno;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+        return -errno;
+    return 0;
+}
+
+static int capset_zero(void)
+{
+    struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3, .pid = 0 };
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof d);
+    return syscall(SYS_capset, &h, d) < 0 ? -errno : 0;
+}
+
+/* In the new namespaces, as pid 1: everything from the cgroup to exec.
+ * Returns only on failure (after printing why). */
+static void child(struct jail *j, int argc, char **argv)
+{
+    char v[32];
+    /* Join the per-VM cgroup before anything else runs in it. */
+    if (j->cgdir[0]) {
+        char p[PATH_MAX + 64];
+        snprintf(p, sizeof p, "%s/cgroup.procs", j->cgdir);
+        int r = write_file(p, "0");
+        if (r < 0) {
+            jerr("joining %s: %s", p, strerror(-r));
+            return;
+        }
+    }
+    /* Mounts made from here on stay in this namespace: nothing propagates
+     * back to the host. */
+    if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0) {
+        jerr("making / a slave mount: %s", strerror(errno));
+        return;
+    }
+    /* pivot_root needs the new root to be a mount point. */
+    if (mount(j->root, j->root, NULL, MS_BIND | MS_NOSUID, NULL) < 0) {
+        jerr("bind-mounting %s: %s", j->root, strerror(errno));
+        return;
+    }
+    for (int i = 0; i < j->paths.n; i++)
+        if (expose(j, &j->paths.p[i]) < 0)
+            return;
+    if (make_node(j, "/dev/kvm", "/dev/kvm") < 0)
+        return;
+    if (j->tun && make_node(j, "/dev/net/tun", "/dev/net/tun") < 0)
+        return;
+    if (access("/dev/userfaultfd", F_OK) == 0 && make_node(j, "/dev/userfaultfd", "/dev/userfaultfd") < 0)
+        return;
+    if (sethostname(j->id, strlen(j->id)) < 0) {
+        jerr("sethostname: %s", strerror(errno));
+        return;
+    }
+    /* pivot_root(".", "."): the old root is stacked under the new one and
+     * detached at once (pivot_root(2)); no directory for it is needed. */
+    if (chdir(j->root) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+        umount2(".", MNT_DETACH) < 0 || chdir("/") < 0) {
+        jerr("pivot_root into %s: %s", j->root, strerror(errno));
+        return;
+    }
+    /* rlimits: no-file defaults to 2048; the others only when asked. */
+    int have_nofile = 0;
+    for (int i = 0; i < j->nrl; i++)
+        have_nofile |= j->rl_res[i] == RLIMIT_NOFILE;
+    if (!have_nofile) {
+        j->rl_res[j->nrl] = RLIMIT_NOFILE;
+        j->rl_val[j->nrl++] = 2048;
+    }
+    for (int i = 0; i < j->nrl; i++) {
+        struct rlimit rl = { j->rl_val[i], j->rl_val[i] };
+        if (setrlimit(j->rl_res[i], &rl) < 0) {
+            jerr("setrlimit(%d, %llu): %s", j->rl_res[i], (unsigned long long)j->rl_val[i],
+                 strerror(errno));
+            return;
+        }
+    }
+    /* No exec from here on can gain privileges (set-id bits, file caps). */
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        jerr("no_new_privs: %s", strerror(errno));
+        return;
+    }
+    int r = drop_caps();
+    if (r < 0) {
+        jerr("dropping the capability bounding set: %s", strerror(-r));
+        return;
+    }
+    gid_t g = j->gid;
+    if (setgroups(1, &g) < 0 || setresgid(g, g, g) < 0 || setresuid(j->uid, j->uid, j->uid) < 0) {
+        jerr("becoming uid %u gid %u: %s", j->uid, j->gid, strerror(errno));
+        return;
+    }
+    /* setuid away from 0 clears the permitted and effective sets, not the
+     * inheritable one: clear all three. */
+    if ((r = capset_zero()) < 0) {
+        jerr("clearing capabilities: %s", strerror(-r));
+        return;
+    }
+    /* If the waiting parent dies, so does the jail (set after the uid
+     * change, which clears it). */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0) {
+        jerr("PR_SET_PDEATHSIG: %s", strerror(errno));
+        return;
+    }
+    /* The environment was cleared; the inner moat is told only the host
+     * kind, which it cannot probe without /proc and /sys. */
+    snprintf(v, sizeof v, "MOAT_FORCE_PVM=%d", j->pvm);
+    char *envp[] = { v, NULL };
+    argv[0] = "moat";
+    execve(j->exe, argv, envp);
+    jerr("exec %s: %s", j->exe, strerror(errno));
+    (void)argc;
+}
+
+int cmd_jail(int argc, char **argv)
+{
+    static struct jail j;   /* large (the paths); one jail per process */
+    memset(&j, 0, sizeof j);
+    j.base = "/srv/jail";
+    j.cgroot = "/sys/fs/cgroup";
+    int have_uid = 0, have_gid = 0, i;
+    char why[512];
+    for (i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--"))
+            break;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_jail, stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--tun")) {
+            j.tun = 1;
+            continue;
+        }
+        if (!val) {
+            jerr("%s needs a value (see moat jail --help)", a);
+            return EXIT_USAGE;
+        }
+        i++;
+        if (!strcmp(a, "--id"))
+            j.id = val;
+        else if (!strcmp(a, "--uid"))
+            j.uid = (unsigned)parse_uint(val, "--uid", 0xfffffffe), have_uid = 1;
+        else if (!strcmp(a, "--gid"))
+            j.gid = (unsigned)parse_uint(val, "--gid", 0xfffffffe), have_gid = 1;
+        else if (!strcmp(a, "--chroot-base"))
+            j.base = val;
+        else if (!strcmp(a, "--cgroup-root"))
+            j.cgroot = val;
+        else if (!strcmp(a, "--netns"))
+            j.netns = val;
+        else if (!strcmp(a, "--expose")) {
+            int r = jail_paths_add(&j.paths, val, 1);
+            if (r < 0) {
+                jerr("--expose '%s': %s", val, r == -E2BIG ? "too many paths" :
+                     "needs an absolute path without '.', '..' or '//'");
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--cgroup")) {
+            if (j.ncg >= JAIL_CG_MAX) {
+                jerr("at most %d --cgroup", JAIL_CG_MAX);
+                return EXIT_USAGE;
+            }
+            if (jail_parse_cgroup(val, &j.cg[j.ncg++], why, sizeof why) < 0) {
+                jerr("%s", why);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--resource-limit")) {
+            if (j.nrl >= JAIL_RL_MAX - 1) {
+                jerr("at most %d --resource-limit", JAIL_RL_MAX - 1);
+                return EXIT_USAGE;
+            }
+            if (jail_parse_rlimit(val, &j.rl_res[j.nrl], &j.rl_val[j.nrl], why, sizeof why) < 0) {
+                jerr("%s", why);
+                return EXIT_USAGE;
+            }
+            j.nrl++;
+        } else {
+            jerr("unknown option '%s' (see moat jail --help)", a);
+            return EXIT_USAGE;
+        }
+    }
+    if (!j.id || jail_check_id(j.id) < 0) {
+        jerr("--id is required: 1..%d characters of [A-Za-z0-9_-]", JAIL_ID_MAX);
+        return EXIT_USAGE;
+    }
+    if (!have_uid || !have_gid || j.uid == 0 || j.gid == 0) {
+        jerr("--uid and --gid are required and must not be 0 (root in the jail defeats it)");
+        return EXIT_USAGE;
+    }
+    if (i + 1 >= argc || strcmp(argv[i + 1], "moat")) {
+        jerr("expected '-- moat ARGS...' after the options (the jail runs only moat)");
+        return EXIT_USAGE;
+    }
+    int iargc = argc - i - 1;
+    char **iargv = argv + i + 1;
+    if (!strcmp(iargv[iargc > 1 ? 1 : 0], "jail")) {
+        jerr("a jail inside a jail is not supported");
+        return EXIT_USAGE;
+    }
+    if (jail_inner_paths(iargc, iargv, &j.paths, why, sizeof why) < 0) {
+        jerr("%s", why);
+        return EXIT_USAGE;
+    }
+    if (geteuid() != 0) {
+        jerr("needs root (it creates namespaces, device nodes and mounts, then drops to --uid/--gid)");
+        return EXIT_VMM_ERROR;
+    }
+    char base[PATH_MAX];
+    if (!realpath(j.base, base)) {
+        jerr("--chroot-base %s: %s", j.base, strerror(errno));
+        return EXIT_VMM_ERROR;
+    }
+
+    /* 1. Close every inherited fd but stdin/out/err: nothing the caller
+     *    had open (sockets, the host's files) reaches the jail. */
+    if (syscall(SYS_close_range, 3u, ~0u, 0u) < 0) {
+        jerr("close_range: %s", strerror(errno));
+        return EXIT_VMM_ERROR;
+    }
+    /* 2. Clear the environment: no variable of the caller's steers the
+     *    inner moat (MOAT_*, LD_*, proxies). */
+    clearenv();
+    /* What this process needs from the host before it leaves it: its own
+     *    path and mapped libraries (the inner moat is this binary), the host
+     *    kind, and every exposed path must exist. */
+    ssize_t n = readlink("/proc/self/exe", j.exe, sizeof j.exe - 1);
+    if (n <= 0) {
+        jerr("readlink /proc/self/exe: %s", strerror(errno));
+        return EXIT_VMM_ERROR;
+    }
+    j.exe[n] = 0;
+    if (add_loaded_files(&j.paths, j.exe) < 0) {
+        jerr("listing this binary's shared objects: a bad name or more than %d paths",
+             JAIL_PATHS_MAX);
+        return EXIT_VMM_ERROR;
+    }
+    for (int k = 0; k < j.paths.n; k++) {
+        struct jail_path *e = &j.paths.p[k];
+        if (access(e->path, F_OK) < 0 && errno == ENOENT && e->may_create) {
+            /* An overlay moat will create: expose its directory instead. */
+            char *slash = strrchr(e->path, '/');
+            if (slash == e->path)
+                slash[1] = 0;   /* "/x" -> "/" is refused below */
+            else
+                *slash = 0;
+        }
+        errno = 0;
+        if (jail_check_path(e->path) < 0 || access(e->path, F_OK) < 0) {
+            jerr("%s: %s", e->path, errno ? strerror(errno) : "cannot be exposed");
+            return EXIT_VMM_ERROR;
+        }
+    }
+    j.pvm = kvm_host_detect_pvm_why(why, sizeof why);
+    /* 3. The per-VM directory BASE/moat/ID/root, root-owned, 0755. */
+    if ((size_t)snprintf(j.root, sizeof j.root, "%s/moat/%s/root", base, j.id) >= sizeof j.root) {
+        jerr("--chroot-base is too long");
+        return EXIT_USAGE;
+    }
+    int r = cli_mkdir_p(j.root, 0755);
+    if (r < 0) {
+        jerr("creating %s: %s", j.root, strerror(-r));
+        return EXIT_VMM_ERROR;
+    }
+    /* Everything below is created by following this directory: it must be
+     * root's and writable by root alone (a --chroot-base another user can
+     * write could hold symbolic links that move the mounts). */
+    struct stat rs;
+    if (lstat(j.root, &rs) < 0 || !S_ISDIR(rs.st_mode) || rs.st_uid != 0 || (rs.st_mode & 022)) {
+        jerr("%s must be a directory owned by root and writable by root only", j.root);
+        return EXIT_VMM_ERROR;
+    }
+    /* Parents before what lies below them: no mount hides an earlier one. */
+    jail_paths_sort(&j.paths);
+    struct statvfs sv;
+    if (statvfs(j.root, &sv) == 0 && (sv.f_flag & ST_NODEV)) {
+        jerr("%s is on a nodev mount: /dev/kvm would not open there; pick another --chroot-base",
+             j.root);
+        return EXIT_VMM_ERROR;
+    }
+    /* 4. cgroup v2 limits in a per-VM cgroup (only when asked). */
+    if (j.ncg && cgroup_setup(&j) < 0)
+        return EXIT_VMM_ERROR;
+    /* 5. The network namespace, when given, is joined before the others
+     *    are created. */
+    if (j.netns) {
+        int fd = open(j.netns, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
+            jerr("--netns %s: %s", j.netns, strerror(errno));
+            return EXIT_VMM_ERROR;
+        }
+        close(fd);
+    }
+    /* 6. New mount, ipc, uts and pid namespaces; the pid namespace takes
+     *    effect for the child, which becomes its pid 1. */
+    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID) < 0) {
+        jerr("unshare: %s", strerror(errno));
+        return EXIT_VMM_ERROR;
+    }
+    /* The parent forwards signals to the jailed moat: blocked here, taken
+     * with sigwaitinfo below; the child unblocks them. moat is pid 1 of its
+     * namespace, where a signal it has no handler for is dropped, so
+     * SIGINT, SIGTERM and SIGHUP (which kill a moat outside a jail) are
+     * passed on as SIGKILL, and the status is 128 + the signal received;
+     * SIGUSR1 and SIGUSR2 (snapshots) are passed on as they are. */
+    sigset_t fwd, old;
+    sigemptyset(&fwd);
+    sigaddset(&fwd, SIGINT);
+    sigaddset(&fwd, SIGTERM);
+    sigaddset(&fwd, SIGHUP);
+    sigaddset(&fwd, SIGUSR1);
+    sigaddset(&fwd, SIGUSR2);
+    sigaddset(&fwd, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &fwd, &old);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        jerr("fork: %s", strerror(errno));
+        return EXIT_VMM_ERROR;
+    }
+    if (pid == 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        child(&j, iargc, iargv);
+        _exit(EXIT_VMM_ERROR);
+    }
+    /* The parent stays outside, waits, and passes the status on. */
+    int st = 0, killed_by = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            break;
+        siginfo_t si;
+        int sig = sigwaitinfo(&fwd, &si);
+        if (sig == SIGUSR1 || sig == SIGUSR2) {
+            kill(pid, sig);
+        } else if (sig > 0 && sig != SIGCHLD) {
+            killed_by = sig;
+            kill(pid, SIGKILL);
+        }
+    }
+    if (j.cgdir[0])
+        rmdir(j.cgdir);
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return 128 + (killed_by && WTERMSIG(st) == SIGKILL ? killed_by : WTERMSIG(st));
+}
