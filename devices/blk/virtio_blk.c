@@ -798,6 +798,38 @@ static void blk_destroy(void *dev)
     free(b);
 }
 
+struct swap_ctx {
+    struct virtio_blk *b;
+    int nfd, oldfd;             /* oldfd: the replaced file, for the caller to unlock and close */
+    bool same;
+    uint64_t bytes;
+};
+
+/* Quiesce, put the new file in, restart if it ran: 0 or -errno. */
+static int swap_apply(void *arg)
+{
+    struct swap_ctx *c = arg;
+    struct virtio_blk *b = c->b;
+    pthread_mutex_lock(&b->run_lock);
+    bool was_running = b->running;
+    bool broken[NQUEUES];
+    memcpy(broken, b->vq.broken, sizeof broken);
+    /* Quiesce: every request in flight completes on the old file. */
+    stop_locked(b);
+    if (!c->same) {
+        c->oldfd = b->fd;
+        b->fd = c->nfd;
+    }
+    __atomic_store_n(&b->params.capacity, c->bytes / VIRTIO_BLK_SECTOR, __ATOMIC_RELAXED);
+    int r = 0;
+    if (was_running && (r = start_locked(b, &b->env)) == 0)
+        for (unsigned q = 0; q < NQUEUES; q++)
+            if (broken[q])
+                b->vq.broken[q] = true;     /* still broken: only a reset mends it */
+    pthread_mutex_unlock(&b->run_lock);
+    return r;
+}
+
 int virtio_blk_swap(struct virtio_blk *b, const char *path, char *why, size_t wlen)
 {
     if (!path || !*path) {
@@ -826,25 +858,21 @@ int virtio_blk_swap(struct virtio_blk *b, const char *path, char *why, size_t wl
         close(nfd);
         return r;
     }
+    /* The stop, swap and restart on the thread that starts the device (its
+     * engine's threads and ring are made there), the open and lock above
+     * on the caller's. */
+    struct swap_ctx c = { b, nfd, -1, same, bytes };
     pthread_mutex_lock(&b->run_lock);
-    bool was_running = b->running;
-    bool broken[NQUEUES];
-    memcpy(broken, b->vq.broken, sizeof broken);
-    /* Quiesce: every request in flight completes on the old file. */
-    stop_locked(b);
-    if (!same) {
-        flock(b->fd, LOCK_UN);
-        close(b->fd);
-        b->fd = nfd;
-    }
-    __atomic_store_n(&b->params.capacity, bytes / VIRTIO_BLK_SECTOR, __ATOMIC_RELAXED);
-    r = 0;
-    if (was_running && (r = start_locked(b, &b->env)) == 0)
-        for (unsigned q = 0; q < NQUEUES; q++)
-            if (broken[q])
-                b->vq.broken[q] = true;     /* still broken: only a reset mends it */
-    void (*tell)(void *) = b->had_env ? b->env.config_changed : NULL;
+    int (*run_on)(void *, int (*)(void *), void *) = b->had_env ? b->env.run_on : NULL;
     void *opaque = b->env.opaque;
+    pthread_mutex_unlock(&b->run_lock);
+    r = run_on ? run_on(opaque, swap_apply, &c) : swap_apply(&c);
+    if (c.oldfd >= 0) {
+        flock(c.oldfd, LOCK_UN);
+        close(c.oldfd);
+    }
+    pthread_mutex_lock(&b->run_lock);
+    void (*tell)(void *) = b->had_env ? b->env.config_changed : NULL;
     pthread_mutex_unlock(&b->run_lock);
     if (r < 0) {
         snprintf(why, wlen, "restarting the drive on %s: %s", path, strerror(-r));

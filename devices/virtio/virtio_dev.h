@@ -47,6 +47,12 @@ struct virtio_dev_env {
      * raises a config-change interrupt if the driver is live. Any thread
      * but one inside the device's stop(). May be NULL. */
     void (*config_changed)(void *opaque);
+    /* Run fn(arg) on the thread that starts and stops this device (the
+     * VM's runner, whose seccomp list allows what a start needs: threads,
+     * eventfds, rings) and return its result; a device restarting itself
+     * outside start/stop (virtio-blk's backing-file swap) goes through it.
+     * May be NULL: call fn directly. */
+    int (*run_on)(void *opaque, int (*fn)(void *), void *arg);
     void *opaque;
     /* enum sc_mode (vmm/base/scfilter.h): each thread the device starts
      * installs its kind's seccomp filter in this mode before it touches

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -233,6 +234,20 @@ static void expect_violation(const struct run *r, const char *kind)
                   "%s: status %d, output:\n%s", kind, r->status, r->out);
 }
 
+/* The image's lock free again: a killed moat's io_uring ring holds the
+ * file until the kernel tears the ring down, which it finishes after the
+ * process has exited (asynchronously), so the next run could find the
+ * image still locked for a moment. */
+static void wait_unlocked(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    double t_end = now() + 10 * slow();
+    while (flock(fd, LOCK_EX | LOCK_NB) < 0 && now() < t_end)
+        usleep(10000);
+    close(fd);
+}
+
 START_TEST(seccomp_each_thread_kind)
 {
     const char *d1 = tpath("sc.img");
@@ -253,6 +268,7 @@ START_TEST(seccomp_each_thread_kind)
             printf("SKIPPED: test_blk: seccomp main thread: not filtered in the sanitizer build\n");
             continue;
         }
+        wait_unlocked(d1);
         setenv("MOAT_SECCOMP_TEST_VIOLATE", kinds[i], 1);
         RUN(&r, 60, moat_bin(), "run", "--kernel", blk_elf(), "--drive", a1);
         expect_violation(&r, kinds[i]);
@@ -373,6 +389,65 @@ START_TEST(seccomp_control_requests)
     struct stat sb;
     ck_assert_int_eq(stat(tpath("ctl-snap/state"), &sb), 0);
     ck_assert_int_eq(stat(tpath("ctl-clone/disk0.overlay"), &sb), 0);
+}
+END_TEST
+
+/* A backing-file swap through the control socket (`set blk:ID path F`)
+ * under the main thread's seccomp list: the stop and restart run on the
+ * VM's runner, and the guest sees each new capacity and file. */
+START_TEST(seccomp_control_swap)
+{
+    const char *a = tpath("sw-a.img"), *b = tpath("sw-b.img"), *sock = tpath("sw.sock"), *out = tpath("sw.out");
+    static uint8_t img[3 * 1024 * 1024];
+    memset(img, 'A', 1024 * 1024);
+    write_file(a, img, 1024 * 1024);
+    memset(img, 'B', sizeof img);
+    write_file(b, img, 2 * 1024 * 1024);
+    char drive[1300];
+    snprintf(drive, sizeof drive, "%s,id=d0", a);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int nul = open("/dev/null", O_RDONLY);
+        if (o < 0 || nul < 0)
+            _exit(127);
+        dup2(nul, 0);
+        dup2(o, 1);
+        dup2(o, 2);
+        execl(moat_bin(), "moat", "run", "--kernel", blk_elf(), "--cmdline", "blkswap", "--drive", drive,
+              "--control", sock, "--timeout", "120", (char *)NULL);
+        _exit(127);
+    }
+    double deadline = now() + 30 * slow();
+    while (access(sock, F_OK) != 0 && now() < deadline)
+        usleep(20000);
+    char reply[512], req[1400];
+    snprintf(req, sizeof req, "set blk:d0 path %s", b);
+    ctl_request(sock, req, reply, sizeof reply);
+    ck_assert_msg(!strncmp(reply, "ok", 2), "set path: %s", reply);
+    /* the guest's report of the first swap before the second: two
+     * config-change interrupts in a row can reach it as one */
+    bool seen = false;
+    for (double t_end = now() + 60 * slow(); !seen && now() < t_end; usleep(20000)) {
+        size_t n;
+        uint8_t *t = read_all(out, &n);
+        seen = memmem(t, n, "swap: cap 4096", 14) != NULL;
+        free(t);
+    }
+    ck_assert_msg(seen, "the guest never reported the first swap");
+    write_file(b, img, sizeof img);          /* grown: the same file again */
+    ctl_request(sock, req, reply, sizeof reply);
+    ck_assert_msg(!strncmp(reply, "ok", 2), "set path again: %s", reply);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    size_t len;
+    uint8_t *text = read_all(out, &len);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "moat: status 0x%x:\n%.*s", st, (int)len, (char *)text);
+    ck_assert_msg(!memmem(text, len, "seccomp", 7), "%.*s", (int)len, (char *)text);
+    ck_assert_msg(memmem(text, len, "swap: cap 2048 byte 65", 22) && memmem(text, len, "swap: cap 4096 byte 66", 22) &&
+                      memmem(text, len, "swap: cap 6144 byte 66", 22), "%.*s", (int)len, (char *)text);
+    free(text);
 }
 END_TEST
 
@@ -709,6 +784,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, elf_no_drive_and_locked);
     tcase_add_test(tc, seccomp_each_thread_kind);
     tcase_add_test(tc, seccomp_control_requests);
+    tcase_add_test(tc, seccomp_control_swap);
     tcase_add_test(tc, linux_mount_read_write);
     tcase_add_test(tc, linux_read_only_drive);
     tcase_add_test(tc, linux_root_on_vda);

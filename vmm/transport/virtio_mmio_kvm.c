@@ -63,6 +63,12 @@ static int dev_call_fn(void *p)
     return 0;
 }
 
+static int dev_run_on(void *opaque, int (*fn)(void *), void *arg)
+{
+    struct virtio_mmio_kvm *t = opaque;
+    return sc_runner_call(t->runner, fn, arg);
+}
+
 /* The device's start (0), stop (1) or stop and reset (2), on the runner. */
 static int dev_call(struct virtio_mmio_kvm *t, int what, const struct virtio_dev_env *env)
 {
@@ -129,6 +135,7 @@ static int start_locked(struct virtio_mmio_kvm *t)
     env.notify_used = dev_notify_used;
     env.needs_reset = dev_needs_reset;
     env.config_changed = dev_config_changed;
+    env.run_on = dev_run_on;
     env.opaque = t;
     env.seccomp = t->seccomp;
     int r = dev_call(t, 0, &env);
