@@ -332,6 +332,30 @@ static void ctl_request(const char *sock, const char *req, char *buf, size_t len
     close(fd);
 }
 
+/* moat run of the blk guest (its command line mode, one drive) with a
+ * control socket, output to out: its pid once the socket exists. */
+static pid_t start_blk_guest(const char *mode, const char *drive, const char *sock, const char *out)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int nul = open("/dev/null", O_RDONLY);
+        if (o < 0 || nul < 0)
+            _exit(127);
+        dup2(nul, 0);
+        dup2(o, 1);
+        dup2(o, 2);
+        execl(moat_bin(), "moat", "run", "--kernel", blk_elf(), "--cmdline", mode, "--drive", drive, "--control",
+              sock, "--timeout", "120", (char *)NULL);
+        _exit(127);
+    }
+    double deadline = now() + 30 * slow();
+    while (access(sock, F_OK) != 0 && now() < deadline)
+        usleep(20000);
+    return pid;
+}
+
 /* The CLI's main thread under its seccomp list serves every control
  * request that touches files and devices — status, pause, resume,
  * snapshot, snapshot-disks and clone-disks (overlay copies), stop —
@@ -344,23 +368,7 @@ START_TEST(seccomp_control_requests)
     write_file(base, zero, sizeof zero);
     char drive[1300];
     snprintf(drive, sizeof drive, "%s,overlay=%s", base, ovl);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        int nul = open("/dev/null", O_RDONLY);
-        if (o < 0 || nul < 0)
-            _exit(127);
-        dup2(nul, 0);
-        dup2(o, 1);
-        dup2(o, 2);
-        execl(moat_bin(), "moat", "run", "--kernel", blk_elf(), "--cmdline", "blkdur", "--drive", drive, "--control",
-              sock, (char *)NULL);
-        _exit(127);
-    }
-    double deadline = now() + 30 * slow();
-    while (access(sock, F_OK) != 0 && now() < deadline)
-        usleep(20000);
+    pid_t pid = start_blk_guest("blkdur", drive, sock, out);
     char reply[512], dir[600];
     ctl_request(sock, "status", reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok running", 10), "status: %s", reply);
@@ -405,23 +413,7 @@ START_TEST(seccomp_control_swap)
     write_file(b, img, 2 * 1024 * 1024);
     char drive[1300];
     snprintf(drive, sizeof drive, "%s,id=d0", a);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        int o = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        int nul = open("/dev/null", O_RDONLY);
-        if (o < 0 || nul < 0)
-            _exit(127);
-        dup2(nul, 0);
-        dup2(o, 1);
-        dup2(o, 2);
-        execl(moat_bin(), "moat", "run", "--kernel", blk_elf(), "--cmdline", "blkswap", "--drive", drive,
-              "--control", sock, "--timeout", "120", (char *)NULL);
-        _exit(127);
-    }
-    double deadline = now() + 30 * slow();
-    while (access(sock, F_OK) != 0 && now() < deadline)
-        usleep(20000);
+    pid_t pid = start_blk_guest("blkswap", drive, sock, out);
     char reply[512], req[1400];
     snprintf(req, sizeof req, "set blk:d0 path %s", b);
     ctl_request(sock, req, reply, sizeof reply);
