@@ -241,6 +241,7 @@ START_TEST(vm_candidates)
 {
     struct moat_vm *vm = calloc(1, sizeof(*vm));
     ck_assert_ptr_nonnull(vm);
+    vm->uffd = vm->uffd_sock = -1;     /* as vm_new leaves it: memory of its own, no page-fault handler */
     vm->ram_size = 256 * PG;
     vm->ram = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(vm->ram, MAP_FAILED);
@@ -281,6 +282,14 @@ START_TEST(vm_candidates)
     for (int i = 1; i < VM_MAX_BACKING; i++)
         ck_assert_int_eq(snapmem_note_backing(vm, 0), 0);
     ck_assert_int_eq(snapmem_note_backing(vm, 0), -E2BIG);
+    /* RAM a page-fault handler serves: every page (the untouched ones are
+     * the handler's, and reading them brings them in) */
+    vm->uffd = 0;
+    ck_assert_int_eq(snapmem_candidates(vm, &c), 0);
+    for (uint64_t i = 0; i < 256; i++)
+        ck_assert(bit(c, i));
+    free(c);
+    vm->uffd = -1;
     snapmem_free(vm);
     ck_assert_uint_eq(vm->nbacking, 0);
     ck_assert_ptr_null(vm->backing_data);
