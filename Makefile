@@ -75,7 +75,7 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 UNIT_SAN_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests-san/%)
 UNIT_COMMON := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 
-.PHONY: all deps run test test-unit test-san test-integration test-load test-linux test-vhost test-nested guest bench clean fuzz
+.PHONY: all deps print-ldlibs run test test-unit test-san test-integration test-load test-linux test-vhost test-nested guest bench clean fuzz
 all: $(B)/moat $(B)/libmoat.a $(B)/libmoat.so $(B)/moat-san
 
 deps:
@@ -132,6 +132,10 @@ $(B)/tests-san/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat-san.a
 -include tests/guests/guests.mk
 -include tests/fuzz/fuzz.mk
 -include bench/bench.mk
+
+# The libraries a program linking libmoat.a needs (tests/nested's checks).
+print-ldlibs:
+	@echo $(LDLIBS)
 
 run: deps
 	$(MAKE) all guest
