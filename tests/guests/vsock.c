@@ -52,26 +52,9 @@ static void make_avail(unsigned q, uint16_t head)
 
 static int dev_init(void)
 {
-    uint32_t magic = rd(R_MAGIC);
-    if (magic == 0xffffffffu)
-        return VS_NODEV;
-    if (magic != 0x74726976u || rd(R_VERSION) != 2)
-        return 10;
-    if (rd(R_DEVICE_ID) != 19)
-        return VS_NODEV;
-    wr(R_STATUS, 0);
-    wr(R_STATUS, 1);
-    wr(R_STATUS, 1 | 2);
-    wr(R_DEV_FEAT_SEL, 1);
-    if (!(rd(R_DEV_FEAT) & 1))
-        return 11;
-    wr(R_DRV_FEAT_SEL, 0);
-    wr(R_DRV_FEAT, 0);
-    wr(R_DRV_FEAT_SEL, 1);
-    wr(R_DRV_FEAT, 1);                  /* VERSION_1 */
-    wr(R_STATUS, 1 | 2 | 8);
-    if (!(rd(R_STATUS) & 8))
-        return 11;
+    int e = virtio_mmio_handshake(VBASE, 19, VS_NODEV);
+    if (e)
+        return e;
     for (unsigned q = 0; q < 3; q++) {
         wr(R_QUEUE_SEL, q);
         if (rd(R_QUEUE_MAX) < QN)

@@ -41,4 +41,33 @@ struct desc { uint64_t addr; uint32_t len; uint16_t flags, next; };
         __attribute__((aligned(8)));                                                         \
     uint16_t last_used
 
+/* The virtio-mmio v2 handshake with the device at base up to FEATURES_OK,
+ * offering only VERSION_1: 0; nodev when the slot is empty or holds
+ * another device type; 10 not a v2 virtio-mmio device; 11 VERSION_1 not
+ * offered or FEATURES_OK refused. Needs rt.h (mmio_read32/mmio_write32). */
+static inline int virtio_mmio_handshake(uint64_t base, uint32_t device_id, int nodev)
+{
+    uint32_t magic = mmio_read32(base + R_MAGIC);
+    if (magic == 0xffffffffu)
+        return nodev;
+    if (magic != 0x74726976u || mmio_read32(base + R_VERSION) != 2)
+        return 10;
+    if (mmio_read32(base + R_DEVICE_ID) != device_id)
+        return nodev;
+    mmio_write32(base + R_STATUS, 0);
+    mmio_write32(base + R_STATUS, 1);
+    mmio_write32(base + R_STATUS, 1 | 2);
+    mmio_write32(base + R_DEV_FEAT_SEL, 1);
+    if (!(mmio_read32(base + R_DEV_FEAT) & 1))
+        return 11;
+    mmio_write32(base + R_DRV_FEAT_SEL, 0);
+    mmio_write32(base + R_DRV_FEAT, 0);
+    mmio_write32(base + R_DRV_FEAT_SEL, 1);
+    mmio_write32(base + R_DRV_FEAT, 1);             /* VERSION_1 */
+    mmio_write32(base + R_STATUS, 1 | 2 | 8);
+    if (!(mmio_read32(base + R_STATUS) & 8))
+        return 11;
+    return 0;
+}
+
 #endif
