@@ -508,6 +508,458 @@ START_TEST(rx_bad_magic_and_oversized)
 }
 END_TEST
 
+/* ---- STAT, LIST, RENAME, REMOVE ----------------------------------------- */
+
+/* Byte builder for hand-made payloads. */
+struct pb {
+    uint8_t p[3 * AGENT_MAX_PATH + 256];
+    size_t n;
+};
+
+static void pb_u32(struct pb *b, uint32_t v) { put32(b->p + b->n, v); b->n += 4; }
+static void pb_u64(struct pb *b, uint64_t v) { pb_u32(b, (uint32_t)v); pb_u32(b, (uint32_t)(v >> 32)); }
+static void pb_bytes(struct pb *b, const void *s, size_t l) { memcpy(b->p + b->n, s, l); b->n += l; }
+static void pb_str(struct pb *b, const void *s, size_t l) { pb_u32(b, (uint32_t)l); pb_bytes(b, s, l); }
+
+/* An entry payload; strings given with their lengths (they may hold NULs). */
+static void pb_entry(struct pb *b, uint32_t type, uint32_t mode, uint64_t size, uint32_t nsec,
+                     const char *path, size_t pl, const char *owner, size_t ol,
+                     const char *link, size_t ll)
+{
+    b->n = 0;
+    pb_u32(b, type);
+    pb_u32(b, mode);
+    pb_u32(b, 1000);
+    pb_u32(b, 100);
+    pb_u64(b, size);
+    pb_u64(b, (uint64_t)-5);            /* mtime before the epoch is fine */
+    pb_u32(b, nsec);
+    pb_str(b, path, pl);
+    pb_str(b, owner, ol);
+    pb_str(b, "users", 5);
+    pb_str(b, link, ll);
+}
+
+static int entry_dec(const struct pb *b, enum agent_err *e)
+{
+    static struct agent_stat st;
+    return agent_entry_decode(b->p, b->n, &st, e);
+}
+
+START_TEST(path_requests_round_trip_and_errors)
+{
+    struct agent_buf b = { 0 };
+    struct agent_path_req q;
+    enum agent_err e;
+    size_t n;
+    const uint8_t *pl;
+
+    ck_assert_int_eq(agent_put_stat(&b, 3, AGENT_STAT_NOFOLLOW, "/etc/passwd"), 0);
+    pl = only_frame(&b, AGENT_T_STAT, 3, &n);
+    ck_assert_int_eq(agent_stat_req_decode(pl, n, &q, &e), 0);
+    ck_assert_int_eq(e, AGENT_E_OK);
+    ck_assert_uint_eq(q.arg, AGENT_STAT_NOFOLLOW);
+    ck_assert_uint_eq(q.path_len, 11);
+    ck_assert_int_eq(memcmp(q.path, "/etc/passwd", 11), 0);
+    for (size_t k = 0; k < 5; k++) {
+        ck_assert_int_eq(agent_stat_req_decode(pl, k, &q, &e), -EINVAL);
+        ck_assert_int_eq(e, AGENT_E_SHORT);
+    }
+    agent_buf_free(&b);
+
+    ck_assert_int_eq(agent_put_list(&b, 4, AGENT_LIST_MAX_DEPTH, "/"), 0);
+    pl = only_frame(&b, AGENT_T_LIST, 4, &n);
+    ck_assert_int_eq(agent_list_req_decode(pl, n, &q, &e), 0);
+    ck_assert_uint_eq(q.arg, AGENT_LIST_MAX_DEPTH);
+    ck_assert_uint_eq(q.path_len, 1);
+    agent_buf_free(&b);
+
+    ck_assert_int_eq(agent_put_remove(&b, 5, AGENT_RM_RECURSIVE, "/tmp/x"), 0);
+    pl = only_frame(&b, AGENT_T_REMOVE, 5, &n);
+    ck_assert_int_eq(agent_remove_req_decode(pl, n, &q, &e), 0);
+    ck_assert_uint_eq(q.arg, AGENT_RM_RECURSIVE);
+    agent_buf_free(&b);
+
+    /* Encoders refuse what the decoders would. */
+    ck_assert_int_eq(agent_put_stat(&b, 1, 2, "/x"), -EINVAL);
+    ck_assert_int_eq(agent_put_stat(&b, 1, 0, "x"), -EINVAL);
+    ck_assert_int_eq(agent_put_stat(&b, 1, 0, ""), -EINVAL);
+    ck_assert_int_eq(agent_put_stat(&b, 1, 0, NULL), -EINVAL);
+    ck_assert_int_eq(agent_put_list(&b, 1, 0, "/x"), -EINVAL);
+    ck_assert_int_eq(agent_put_list(&b, 1, AGENT_LIST_MAX_DEPTH + 1, "/x"), -EINVAL);
+    ck_assert_int_eq(agent_put_remove(&b, 1, 2, "/x"), -EINVAL);
+    char *longp = malloc(AGENT_MAX_PATH + 2);
+    memset(longp, 'a', AGENT_MAX_PATH + 1);
+    longp[0] = '/';
+    longp[AGENT_MAX_PATH + 1] = 0;
+    ck_assert_int_eq(agent_put_stat(&b, 1, 0, longp), -EINVAL);
+    longp[AGENT_MAX_PATH] = 0;
+    ck_assert_int_eq(agent_put_stat(&b, 1, 0, longp), 0);   /* 4096 bytes: fine */
+    pl = only_frame(&b, AGENT_T_STAT, 1, &n);
+    ck_assert_int_eq(agent_stat_req_decode(pl, n, &q, &e), 0);
+    ck_assert_uint_eq(q.path_len, AGENT_MAX_PATH);
+    agent_buf_free(&b);
+    ck_assert_uint_eq(b.len, 0);
+
+    /* Hand-made bad payloads. */
+    struct pb *p = malloc(sizeof *p);
+    p->n = 0; pb_u32(p, 0); pb_bytes(p, "rel", 3);
+    ck_assert_int_eq(agent_stat_req_decode(p->p, p->n, &q, &e), -EINVAL);   /* relative */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    p->n = 0; pb_u32(p, 0); pb_bytes(p, "/a\0b", 4);
+    ck_assert_int_eq(agent_stat_req_decode(p->p, p->n, &q, &e), -EINVAL);   /* NUL */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    ck_assert_int_eq(agent_remove_req_decode(p->p, p->n, &q, &e), -EINVAL);
+    p->n = 0; pb_u32(p, 2); pb_bytes(p, "/a", 2);
+    ck_assert_int_eq(agent_stat_req_decode(p->p, p->n, &q, &e), -EINVAL);   /* flags */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    ck_assert_int_eq(agent_remove_req_decode(p->p, p->n, &q, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    ck_assert_int_eq(agent_list_req_decode(p->p, p->n, &q, &e), 0);         /* depth 2 */
+    p->n = 0; pb_u32(p, 0); pb_bytes(p, "/a", 2);
+    ck_assert_int_eq(agent_list_req_decode(p->p, p->n, &q, &e), -EINVAL);   /* depth 0 */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    p->n = 0; pb_u32(p, AGENT_LIST_MAX_DEPTH + 1); pb_bytes(p, "/a", 2);
+    ck_assert_int_eq(agent_list_req_decode(p->p, p->n, &q, &e), -EINVAL);   /* depth 17 */
+    p->n = 0; pb_u32(p, 0); pb_bytes(p, longp, AGENT_MAX_PATH); pb_bytes(p, "a", 1);
+    ck_assert_int_eq(agent_stat_req_decode(p->p, p->n, &q, &e), -EINVAL);   /* 4097 bytes */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    free(p);
+    free(longp);
+}
+END_TEST
+
+START_TEST(rename_round_trip_and_errors)
+{
+    struct agent_buf b = { 0 };
+    struct agent_rename r;
+    enum agent_err e;
+    size_t n;
+    ck_assert_int_eq(agent_put_rename(&b, 6, "/a/b", "/c"), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_RENAME, 6, &n);
+    ck_assert_uint_eq(n, 4 + 4 + 4 + 2);
+    ck_assert_int_eq(agent_rename_decode(pl, n, &r, &e), 0);
+    ck_assert_uint_eq(r.src_len, 4);
+    ck_assert_uint_eq(r.dst_len, 2);
+    ck_assert_int_eq(memcmp(r.src, "/a/b", 4), 0);
+    ck_assert_int_eq(memcmp(r.dst, "/c", 2), 0);
+    for (size_t k = 0; k < n; k++)                       /* every truncation */
+        ck_assert_int_eq(agent_rename_decode(pl, k, &r, &e), -EINVAL);
+    uint8_t *t = malloc(n + 1);
+    memcpy(t, pl, n);
+    t[n] = 'x';
+    ck_assert_int_eq(agent_rename_decode(t, n + 1, &r, &e), -EINVAL);   /* trailing */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    free(t);
+    agent_buf_free(&b);
+
+    ck_assert_int_eq(agent_put_rename(&b, 1, "a", "/c"), -EINVAL);
+    ck_assert_int_eq(agent_put_rename(&b, 1, "/a", ""), -EINVAL);
+    ck_assert_int_eq(agent_put_rename(&b, 1, NULL, "/c"), -EINVAL);
+    ck_assert_uint_eq(b.len, 0);
+
+    struct pb *p = malloc(sizeof *p);
+    p->n = 0; pb_str(p, "/a", 2); pb_str(p, "c", 1);
+    ck_assert_int_eq(agent_rename_decode(p->p, p->n, &r, &e), -EINVAL);   /* relative dst */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    p->n = 0; pb_str(p, "", 0); pb_str(p, "/c", 2);
+    ck_assert_int_eq(agent_rename_decode(p->p, p->n, &r, &e), -EINVAL);   /* empty src */
+    p->n = 0; pb_str(p, "/a\0", 3); pb_str(p, "/c", 2);
+    ck_assert_int_eq(agent_rename_decode(p->p, p->n, &r, &e), -EINVAL);   /* NUL */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    p->n = 0; pb_u32(p, 0xffffffffu); pb_str(p, "/c", 2);
+    ck_assert_int_eq(agent_rename_decode(p->p, p->n, &r, &e), -EINVAL);   /* huge length */
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    char *longp = malloc(AGENT_MAX_PATH + 1);
+    memset(longp, 'a', AGENT_MAX_PATH + 1);
+    longp[0] = '/';
+    p->n = 0; pb_str(p, longp, AGENT_MAX_PATH + 1); pb_str(p, "/c", 2);
+    ck_assert_int_eq(agent_rename_decode(p->p, p->n, &r, &e), -EINVAL);   /* 4097 bytes */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    p->n = 0; pb_str(p, longp, AGENT_MAX_PATH); pb_str(p, longp, AGENT_MAX_PATH);
+    ck_assert_int_eq(agent_rename_decode(p->p, p->n, &r, &e), 0);
+    free(longp);
+    free(p);
+}
+END_TEST
+
+START_TEST(entry_round_trip)
+{
+    static struct agent_stat in, out;
+    struct agent_buf b = { 0 };
+    enum agent_err e;
+    size_t n;
+    memset(&in, 0, sizeof in);
+    in.type = AGENT_FT_SYMLINK;
+    in.mode = 0777;
+    in.uid = 0xfffffffeu;
+    in.gid = 7;
+    in.size = (uint64_t)INT64_MAX;
+    in.mtime_sec = INT64_MIN;
+    in.mtime_nsec = 999999999;
+    strcpy(in.path, "/home/user/l");
+    strcpy(in.owner, "user");
+    strcpy(in.group, "");
+    strcpy(in.link, "../target");
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_LIST_ENTRY, 12, &in), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_LIST_ENTRY, 12, &n);
+    ck_assert_uint_eq(n, 36 + 16 + 12 + 4 + 0 + 9);
+    ck_assert_int_eq(agent_entry_decode(pl, n, &out, &e), 0);
+    ck_assert_int_eq(e, AGENT_E_OK);
+    ck_assert_uint_eq(out.type, AGENT_FT_SYMLINK);
+    ck_assert_uint_eq(out.mode, 0777);
+    ck_assert_uint_eq(out.uid, 0xfffffffeu);
+    ck_assert_uint_eq(out.gid, 7);
+    ck_assert(out.size == (uint64_t)INT64_MAX);
+    ck_assert(out.mtime_sec == INT64_MIN);
+    ck_assert_uint_eq(out.mtime_nsec, 999999999);
+    ck_assert_str_eq(out.path, "/home/user/l");
+    ck_assert_str_eq(out.owner, "user");
+    ck_assert_str_eq(out.group, "");
+    ck_assert_str_eq(out.link, "../target");
+    for (size_t k = 0; k < n; k++) {                     /* every truncation */
+        ck_assert_int_eq(agent_entry_decode(pl, k, &out, &e), -EINVAL);
+        ck_assert(e == AGENT_E_SHORT || e == AGENT_E_PAYLOAD);
+    }
+    agent_buf_free(&b);
+
+    /* Longest strings both ways. */
+    in.type = AGENT_FT_SYMLINK;
+    memset(in.path, 'p', AGENT_MAX_PATH);
+    in.path[0] = '/';
+    in.path[AGENT_MAX_PATH] = 0;
+    memset(in.owner, 'o', AGENT_MAX_NAME);
+    in.owner[AGENT_MAX_NAME] = 0;
+    memset(in.group, 'g', AGENT_MAX_NAME);
+    in.group[AGENT_MAX_NAME] = 0;
+    memset(in.link, 'l', AGENT_MAX_PATH);
+    in.link[AGENT_MAX_PATH] = 0;
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), 0);
+    pl = only_frame(&b, AGENT_T_STAT_INFO, 1, &n);
+    ck_assert_int_eq(agent_entry_decode(pl, n, &out, &e), 0);
+    ck_assert_int_eq(memcmp(&in, &out, sizeof in), 0);
+    agent_buf_free(&b);
+
+    /* A directory: no link. */
+    in.type = AGENT_FT_DIR;
+    in.link[0] = 0;
+    strcpy(in.path, "/");
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 2, &in), 0);
+    pl = only_frame(&b, AGENT_T_STAT_INFO, 2, &n);
+    ck_assert_int_eq(agent_entry_decode(pl, n, &out, &e), 0);
+    ck_assert_uint_eq(out.type, AGENT_FT_DIR);
+    ck_assert_str_eq(out.link, "");
+    agent_buf_free(&b);
+}
+END_TEST
+
+START_TEST(entry_encoder_refuses)
+{
+    static struct agent_stat in;
+    struct agent_buf b = { 0 };
+    memset(&in, 0, sizeof in);
+    in.type = AGENT_FT_FILE;
+    strcpy(in.path, "/f");
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), 0);
+    agent_buf_free(&b);
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_OK, 1, &in), -EINVAL);       /* frame type */
+    in.type = 0;
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    in.type = AGENT_FT_OTHER + 1;
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    in.type = AGENT_FT_FILE;
+    in.mode = 010000;
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    in.mode = 0;
+    in.mtime_nsec = 1000000000u;
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    in.mtime_nsec = 0;
+    in.size = (uint64_t)INT64_MAX + 1;
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    in.size = 0;
+    strcpy(in.link, "/t");                       /* a link on a file */
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    in.link[0] = 0;
+    in.type = AGENT_FT_SYMLINK;                  /* a symlink without one */
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    in.type = AGENT_FT_FILE;
+    strcpy(in.path, "rel");
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    in.path[0] = 0;
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    strcpy(in.path, "/f");
+    memset(in.owner, 'o', sizeof in.owner);      /* not terminated */
+    ck_assert_int_eq(agent_put_entry(&b, AGENT_T_STAT_INFO, 1, &in), -EINVAL);
+    ck_assert_uint_eq(b.len, 0);
+}
+END_TEST
+
+START_TEST(entry_malformed)
+{
+    struct pb *b = malloc(sizeof *b);
+    enum agent_err e;
+    char *longs = malloc(AGENT_MAX_PATH + 2);
+    memset(longs, 'x', AGENT_MAX_PATH + 2);
+    longs[0] = '/';
+
+    pb_entry(b, AGENT_FT_FILE, 0644, 5, 0, "/f", 2, "root", 4, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), 0);                       /* the base case is fine */
+    b->p[b->n++] = 0;
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* trailing byte */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    ck_assert_int_eq(agent_entry_decode(b->p, 35, &(struct agent_stat){ 0 }, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    ck_assert_int_eq(agent_entry_decode(NULL, 0, &(struct agent_stat){ 0 }, &e), -EINVAL);
+
+    for (uint32_t t = 0; t < 8; t++) {                           /* type values */
+        pb_entry(b, t, 0, 0, 0, "/f", 2, "", 0, t == AGENT_FT_SYMLINK ? "x" : "", t == 3);
+        ck_assert_int_eq(entry_dec(b, &e), t >= 1 && t <= 4 ? 0 : -EINVAL);
+    }
+    pb_entry(b, AGENT_FT_FILE, 0100644, 0, 0, "/f", 2, "", 0, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* mode: file type bits */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 1000000000u, "/f", 2, "", 0, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* nsec */
+    pb_entry(b, AGENT_FT_FILE, 0, (uint64_t)INT64_MAX + 1, 0, "/f", 2, "", 0, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* size */
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 0, "f", 1, "", 0, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* relative path */
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 0, "", 0, "", 0, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* empty path */
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 0, "/f\0g", 4, "", 0, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* NUL in path */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 0, "/f", 2, "ro\0t", 4, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* NUL in owner */
+    pb_entry(b, AGENT_FT_SYMLINK, 0, 0, 0, "/f", 2, "", 0, "/t\0", 3);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* NUL in link */
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 0, longs, AGENT_MAX_PATH + 1, "", 0, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* path 4097 */
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 0, longs, AGENT_MAX_PATH, "", 0, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), 0);                       /* path 4096 */
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 0, "/f", 2, longs + 1, AGENT_MAX_NAME + 1, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* owner 64 */
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 0, "/f", 2, longs + 1, AGENT_MAX_NAME, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), 0);                       /* owner 63 */
+    pb_entry(b, AGENT_FT_SYMLINK, 0, 0, 0, "/f", 2, "", 0, longs, AGENT_MAX_PATH + 1);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* link 4097 */
+    pb_entry(b, AGENT_FT_SYMLINK, 0, 0, 0, "/f", 2, "", 0, longs, AGENT_MAX_PATH);
+    ck_assert_int_eq(entry_dec(b, &e), 0);                       /* link 4096 */
+    pb_entry(b, AGENT_FT_SYMLINK, 0, 0, 0, "/f", 2, "", 0, "", 0);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* symlink, no target */
+    pb_entry(b, AGENT_FT_DIR, 0, 0, 0, "/f", 2, "", 0, "/t", 2);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);                 /* target on a dir */
+    pb_entry(b, AGENT_FT_OTHER, 0, 0, 0, "/f", 2, "", 0, "/t", 2);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);
+    /* A string length pointing past the end (group's). */
+    pb_entry(b, AGENT_FT_FILE, 0, 0, 0, "/f", 2, "", 0, "", 0);
+    put32(b->p + 36 + 6 + 4, 0xfffffff0u);
+    ck_assert_int_eq(entry_dec(b, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    free(longs);
+    free(b);
+}
+END_TEST
+
+START_TEST(list_end_and_path_check)
+{
+    uint8_t p[5] = { 0 };
+    uint32_t count;
+    enum agent_err e;
+    put32(p, AGENT_LIST_MAX_ENTRIES);
+    ck_assert_int_eq(agent_list_end_decode(p, 4, &count, &e), 0);
+    ck_assert_uint_eq(count, AGENT_LIST_MAX_ENTRIES);
+    put32(p, AGENT_LIST_MAX_ENTRIES + 1);
+    ck_assert_int_eq(agent_list_end_decode(p, 4, &count, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    ck_assert_int_eq(agent_list_end_decode(p, 3, &count, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_SHORT);
+    put32(p, 0);
+    ck_assert_int_eq(agent_list_end_decode(p, 5, &count, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    struct agent_buf b = { 0 };
+    size_t n;
+    ck_assert_int_eq(agent_put_u32(&b, AGENT_T_LIST_END, 3, 42), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_LIST_END, 3, &n);
+    ck_assert_int_eq(agent_list_end_decode(pl, n, &count, &e), 0);
+    ck_assert_uint_eq(count, 42);
+    agent_buf_free(&b);
+
+    ck_assert_int_eq(agent_list_path_check("/d", 1, "/d/a"), 0);
+    ck_assert_int_eq(agent_list_path_check("/d/", 1, "/d/a"), 0);
+    ck_assert_int_eq(agent_list_path_check("/", 1, "/bin"), 0);
+    ck_assert_int_eq(agent_list_path_check("/", 1, "/bin/sh"), -EINVAL);   /* too deep */
+    ck_assert_int_eq(agent_list_path_check("/", 2, "/bin/sh"), 0);
+    ck_assert_int_eq(agent_list_path_check("/d", 2, "/d/a/b"), 0);
+    ck_assert_int_eq(agent_list_path_check("/d", 2, "/d/a/b/c"), -EINVAL);
+    ck_assert_int_eq(agent_list_path_check("/d", 1, "/d"), -EINVAL);       /* itself */
+    ck_assert_int_eq(agent_list_path_check("/d", 1, "/d/"), -EINVAL);      /* empty name */
+    ck_assert_int_eq(agent_list_path_check("/d", 1, "/dx"), -EINVAL);     /* sibling */
+    ck_assert_int_eq(agent_list_path_check("/d", 1, "/e/a"), -EINVAL);    /* elsewhere */
+    ck_assert_int_eq(agent_list_path_check("/d", 2, "/d//a"), -EINVAL);
+    ck_assert_int_eq(agent_list_path_check("/d", 2, "/d/../etc"), -EINVAL);
+    ck_assert_int_eq(agent_list_path_check("/d", 2, "/d/./a"), -EINVAL);
+    ck_assert_int_eq(agent_list_path_check("/d", 1, "/d/..."), 0);        /* a real name */
+    ck_assert_int_eq(agent_list_path_check("/d", 1, "/d/.a"), 0);
+    ck_assert_int_eq(agent_list_path_check("", 1, "/d/a"), -EINVAL);
+}
+END_TEST
+
+START_TEST(idname_lookup)
+{
+    static const char pw[] =
+        "root:x:0:0:root:/root:/bin/sh\n"
+        "+nis::5:5::/:\n"
+        "-minus:x:6:6::/:\n"
+        "\n"
+        "broken line\n"
+        "short:x\n"
+        "signed:x:+7:7::/:\n"
+        "big:x:4294967296:0::/:\n"
+        "hex:x:0x8:0::/:\n"
+        ":x:9:9::/:\n"
+        "toolong_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa:x:10:10::/:\n"
+        "ten:x:10:10::/:\n"
+        "user:x:1000:1000::/home/user:/bin/sh\n"
+        "dup:x:1000:1000::/:\n"
+        "max:x:4294967295:0::/:\n"
+        "grp:x:100:alice,bob\n"
+        "last:x:11";
+    char name[AGENT_MAX_NAME + 1];
+    size_t n = sizeof pw - 1;
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 0, name), 0);
+    ck_assert_str_eq(name, "root");
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 1000, name), 0);
+    ck_assert_str_eq(name, "user");                             /* the first one */
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 4294967295u, name), 0);
+    ck_assert_str_eq(name, "max");
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 100, name), 0);   /* group file shape */
+    ck_assert_str_eq(name, "grp");
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 11, name), 0);    /* no final newline */
+    ck_assert_str_eq(name, "last");
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 10, name), 0);    /* too long name skipped */
+    ck_assert_str_eq(name, "ten");
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 5, name), -ENOENT);   /* +nis */
+    ck_assert_str_eq(name, "");
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 6, name), -ENOENT);   /* -minus */
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 7, name), -ENOENT);   /* +7 */
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 8, name), -ENOENT);   /* 0x8 */
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 9, name), -ENOENT);   /* empty name */
+    ck_assert_int_eq(agent_idname_lookup(pw, n, 12345, name), -ENOENT);
+    ck_assert_int_eq(agent_idname_lookup(pw, 0, 0, name), -ENOENT);
+    /* A NUL in a name: not that line. */
+    static const char nul[] = "ro\0t:x:0:0::/:\nroot:x:0:0::/:\n";
+    ck_assert_int_eq(agent_idname_lookup(nul, sizeof nul - 1, 0, name), 0);
+    ck_assert_str_eq(name, "root");
+    /* The text ends inside a line: nothing past n is read. */
+    ck_assert_int_eq(agent_idname_lookup("a:x:12", 5, 12, name), -ENOENT);
+    ck_assert_int_eq(agent_idname_lookup("a:x:12", 5, 1, name), 0);
+    ck_assert_str_eq(name, "a");
+    ck_assert_str_eq(agent_type_name(AGENT_T_LIST_ENTRY), "LIST_ENTRY");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("agent_proto");
@@ -525,6 +977,13 @@ static Suite *suite(void)
     tcase_add_test(tc, set_time_and_entropy);
     tcase_add_test(tc, rx_byte_by_byte);
     tcase_add_test(tc, rx_bad_magic_and_oversized);
+    tcase_add_test(tc, path_requests_round_trip_and_errors);
+    tcase_add_test(tc, rename_round_trip_and_errors);
+    tcase_add_test(tc, entry_round_trip);
+    tcase_add_test(tc, entry_encoder_refuses);
+    tcase_add_test(tc, entry_malformed);
+    tcase_add_test(tc, list_end_and_path_check);
+    tcase_add_test(tc, idname_lookup);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,13 @@ const char *agent_type_name(uint32_t t)
     case AGENT_T_MKDIR: return "MKDIR";
     case AGENT_T_SET_TIME: return "SET_TIME";
     case AGENT_T_ADD_ENTROPY: return "ADD_ENTROPY";
+    case AGENT_T_STAT: return "STAT";
+    case AGENT_T_LIST: return "LIST";
+    case AGENT_T_RENAME: return "RENAME";
+    case AGENT_T_REMOVE: return "REMOVE";
+    case AGENT_T_STAT_INFO: return "STAT_INFO";
+    case AGENT_T_LIST_ENTRY: return "LIST_ENTRY";
+    case AGENT_T_LIST_END: return "LIST_END";
     case AGENT_T_OK: return "OK";
     case AGENT_T_ERROR: return "ERROR";
     default: return "?";
@@ -552,6 +560,294 @@ int agent_error_decode(const uint8_t *p, size_t n, struct agent_error *out, enum
     out->msg_len = (uint32_t)(n - 8);
     ok(err);
     return 0;
+}
+
+/* ---- file system requests and entries --------------------------------- */
+
+/* An absolute path of 1..AGENT_MAX_PATH bytes without NUL. */
+static bool abs_path_ok(const char *p, size_t n)
+{
+    return n >= 1 && n <= AGENT_MAX_PATH && p[0] == '/' && !memchr(p, 0, n);
+}
+
+static int put_path_req(struct agent_buf *b, uint32_t type, uint32_t id, uint32_t arg,
+                        const char *path)
+{
+    size_t pl_len = path ? strlen(path) : 0;
+    if (!abs_path_ok(path, pl_len))
+        return -EINVAL;
+    uint8_t *pl;
+    int r = frame_begin(b, type, id, 4 + pl_len, &pl);
+    if (r < 0)
+        return r;
+    wr32(pl, arg);
+    memcpy(pl + 4, path, pl_len);
+    frame_end(b, 4 + pl_len);
+    return 0;
+}
+
+int agent_put_stat(struct agent_buf *b, uint32_t id, uint32_t flags, const char *path)
+{
+    if (flags & ~AGENT_STAT_FLAGS)
+        return -EINVAL;
+    return put_path_req(b, AGENT_T_STAT, id, flags, path);
+}
+
+int agent_put_list(struct agent_buf *b, uint32_t id, uint32_t depth, const char *path)
+{
+    if (depth < 1 || depth > AGENT_LIST_MAX_DEPTH)
+        return -EINVAL;
+    return put_path_req(b, AGENT_T_LIST, id, depth, path);
+}
+
+int agent_put_remove(struct agent_buf *b, uint32_t id, uint32_t flags, const char *path)
+{
+    if (flags & ~AGENT_RM_FLAGS)
+        return -EINVAL;
+    return put_path_req(b, AGENT_T_REMOVE, id, flags, path);
+}
+
+int agent_put_rename(struct agent_buf *b, uint32_t id, const char *src, const char *dst)
+{
+    size_t sl = src ? strlen(src) : 0, dl = dst ? strlen(dst) : 0;
+    if (!abs_path_ok(src, sl) || !abs_path_ok(dst, dl))
+        return -EINVAL;
+    size_t len = 8 + sl + dl;
+    uint8_t *pl;
+    int r = frame_begin(b, AGENT_T_RENAME, id, len, &pl);
+    if (r < 0)
+        return r;
+    put_str(put_str(pl, src, sl), dst, dl);
+    frame_end(b, len);
+    return 0;
+}
+
+static int path_req_decode(const uint8_t *p, size_t n, struct agent_path_req *out,
+                           enum agent_err *err)
+{
+    if (n < 5)
+        return fail(err, AGENT_E_SHORT);
+    out->arg = rd32(p);
+    out->path = (const char *)p + 4;
+    out->path_len = (uint32_t)(n - 4);
+    if (!abs_path_ok(out->path, n - 4))
+        return fail(err, AGENT_E_PAYLOAD);
+    ok(err);
+    return 0;
+}
+
+int agent_stat_req_decode(const uint8_t *p, size_t n, struct agent_path_req *out,
+                          enum agent_err *err)
+{
+    if (path_req_decode(p, n, out, err) < 0)
+        return -EINVAL;
+    if (out->arg & ~AGENT_STAT_FLAGS)
+        return fail(err, AGENT_E_PAYLOAD);
+    return 0;
+}
+
+int agent_list_req_decode(const uint8_t *p, size_t n, struct agent_path_req *out,
+                          enum agent_err *err)
+{
+    if (path_req_decode(p, n, out, err) < 0)
+        return -EINVAL;
+    if (out->arg < 1 || out->arg > AGENT_LIST_MAX_DEPTH)
+        return fail(err, AGENT_E_PAYLOAD);
+    return 0;
+}
+
+int agent_remove_req_decode(const uint8_t *p, size_t n, struct agent_path_req *out,
+                            enum agent_err *err)
+{
+    if (path_req_decode(p, n, out, err) < 0)
+        return -EINVAL;
+    if (out->arg & ~AGENT_RM_FLAGS)
+        return fail(err, AGENT_E_PAYLOAD);
+    return 0;
+}
+
+int agent_rename_decode(const uint8_t *p, size_t n, struct agent_rename *out,
+                        enum agent_err *err)
+{
+    size_t off = 0;
+    const uint8_t *s, *d;
+    uint32_t sl, dl;
+    if (get_str(p, n, &off, &s, &sl, err) < 0 || get_str(p, n, &off, &d, &dl, err) < 0)
+        return -EINVAL;
+    if (off != n)
+        return fail(err, AGENT_E_PAYLOAD);              /* trailing bytes */
+    if (!abs_path_ok((const char *)s, sl) || !abs_path_ok((const char *)d, dl))
+        return fail(err, AGENT_E_PAYLOAD);
+    out->src = (const char *)s;
+    out->src_len = sl;
+    out->dst = (const char *)d;
+    out->dst_len = dl;
+    ok(err);
+    return 0;
+}
+
+#define ENTRY_FIXED 36u   /* 4 x u32, u64 size, s64 mtime_sec, u32 mtime_nsec */
+
+/* Everything a decoded entry must satisfy (the encoder checks it too). */
+static bool entry_ok(const struct agent_stat *st, size_t pl, size_t ol, size_t gl, size_t ll)
+{
+    if (st->type < AGENT_FT_FILE || st->type > AGENT_FT_OTHER)
+        return false;
+    if (st->mode & ~07777u || st->size > (uint64_t)INT64_MAX || st->mtime_nsec >= 1000000000u)
+        return false;
+    if (!abs_path_ok(st->path, pl) || ol > AGENT_MAX_NAME || gl > AGENT_MAX_NAME ||
+        ll > AGENT_MAX_PATH)
+        return false;
+    if ((st->type == AGENT_FT_SYMLINK) != (ll > 0))
+        return false;
+    return true;
+}
+
+int agent_put_entry(struct agent_buf *b, uint32_t type, uint32_t id, const struct agent_stat *st)
+{
+    if (type != AGENT_T_STAT_INFO && type != AGENT_T_LIST_ENTRY)
+        return -EINVAL;
+    size_t pl = strnlen(st->path, sizeof st->path), ol = strnlen(st->owner, sizeof st->owner),
+           gl = strnlen(st->group, sizeof st->group), ll = strnlen(st->link, sizeof st->link);
+    if (pl == sizeof st->path || ol == sizeof st->owner || gl == sizeof st->group ||
+        ll == sizeof st->link || !entry_ok(st, pl, ol, gl, ll))
+        return -EINVAL;
+    size_t len = ENTRY_FIXED + 16 + pl + ol + gl + ll;
+    uint8_t *p;
+    int r = frame_begin(b, type, id, len, &p);
+    if (r < 0)
+        return r;
+    uint64_t mt = (uint64_t)st->mtime_sec;
+    wr32(p, st->type);
+    wr32(p + 4, st->mode);
+    wr32(p + 8, st->uid);
+    wr32(p + 12, st->gid);
+    wr32(p + 16, (uint32_t)st->size);
+    wr32(p + 20, (uint32_t)(st->size >> 32));
+    wr32(p + 24, (uint32_t)mt);
+    wr32(p + 28, (uint32_t)(mt >> 32));
+    wr32(p + 32, st->mtime_nsec);
+    uint8_t *q = put_str(p + ENTRY_FIXED, st->path, pl);
+    q = put_str(q, st->owner, ol);
+    q = put_str(q, st->group, gl);
+    put_str(q, st->link, ll);
+    frame_end(b, len);
+    return 0;
+}
+
+int agent_entry_decode(const uint8_t *p, size_t n, struct agent_stat *out, enum agent_err *err)
+{
+    memset(out, 0, offsetof(struct agent_stat, path));
+    out->path[0] = out->owner[0] = out->group[0] = out->link[0] = 0;
+    if (n < ENTRY_FIXED)
+        return fail(err, AGENT_E_SHORT);
+    out->type = rd32(p);
+    out->mode = rd32(p + 4);
+    out->uid = rd32(p + 8);
+    out->gid = rd32(p + 12);
+    out->size = (uint64_t)rd32(p + 16) | (uint64_t)rd32(p + 20) << 32;
+    out->mtime_sec = (int64_t)((uint64_t)rd32(p + 24) | (uint64_t)rd32(p + 28) << 32);
+    out->mtime_nsec = rd32(p + 32);
+    size_t off = ENTRY_FIXED;
+    const uint8_t *s[4];
+    uint32_t l[4];
+    static const size_t cap[4] = { AGENT_MAX_PATH, AGENT_MAX_NAME, AGENT_MAX_NAME,
+                                   AGENT_MAX_PATH };
+    for (int i = 0; i < 4; i++) {
+        if (get_str(p, n, &off, &s[i], &l[i], err) < 0)
+            return -EINVAL;
+        if (l[i] > cap[i])
+            return fail(err, AGENT_E_PAYLOAD);
+    }
+    if (off != n)
+        return fail(err, AGENT_E_PAYLOAD);              /* trailing bytes */
+    char *dst[4] = { out->path, out->owner, out->group, out->link };
+    for (int i = 0; i < 4; i++) {
+        memcpy(dst[i], s[i], l[i]);
+        dst[i][l[i]] = 0;
+    }
+    if (!entry_ok(out, l[0], l[1], l[2], l[3]))
+        return fail(err, AGENT_E_PAYLOAD);
+    ok(err);
+    return 0;
+}
+
+int agent_list_end_decode(const uint8_t *p, size_t n, uint32_t *count, enum agent_err *err)
+{
+    if (agent_u32_decode(p, n, count, err) < 0)
+        return -EINVAL;
+    if (*count > AGENT_LIST_MAX_ENTRIES)
+        return fail(err, AGENT_E_PAYLOAD);
+    return 0;
+}
+
+int agent_list_path_check(const char *dir, uint32_t depth, const char *path)
+{
+    size_t dl = strlen(dir);
+    if (dl == 0 || strncmp(path, dir, dl) != 0)
+        return -EINVAL;
+    const char *s = path + dl;
+    if (dir[dl - 1] != '/') {
+        if (*s != '/')
+            return -EINVAL;
+        s++;
+    }
+    uint32_t comps = 0;
+    for (;;) {
+        const char *e = strchr(s, '/');
+        size_t cl = e ? (size_t)(e - s) : strlen(s);
+        if (cl == 0 || (cl == 1 && s[0] == '.') || (cl == 2 && s[0] == '.' && s[1] == '.'))
+            return -EINVAL;
+        if (++comps > depth)
+            return -EINVAL;
+        if (!e)
+            return 0;
+        s = e + 1;
+    }
+}
+
+int agent_idname_lookup(const char *text, size_t n, uint32_t id, char *name)
+{
+    name[0] = 0;
+    for (size_t off = 0; off < n;) {
+        const char *line = text + off;
+        const char *nl = memchr(line, '\n', n - off);
+        size_t ll = nl ? (size_t)(nl - line) : n - off;
+        off += ll + 1;
+        if (ll == 0 || line[0] == '+' || line[0] == '-' || line[0] == '#')
+            continue;
+        const char *c1 = memchr(line, ':', ll);
+        if (!c1)
+            continue;
+        const char *c2 = memchr(c1 + 1, ':', ll - (size_t)(c1 + 1 - line));
+        if (!c2)
+            continue;
+        const char *f = c2 + 1, *end = line + ll;
+        const char *c3 = memchr(f, ':', (size_t)(end - f));
+        if (c3)
+            end = c3;
+        /* The id: 1..10 decimal digits, no sign, within u32. */
+        if (end == f || end - f > 10)
+            continue;
+        uint64_t v = 0;
+        bool digits = true;
+        for (const char *d = f; d < end; d++) {
+            if (*d < '0' || *d > '9') {
+                digits = false;
+                break;
+            }
+            v = v * 10 + (uint64_t)(*d - '0');
+        }
+        if (!digits || v != id)
+            continue;
+        size_t nl_ = (size_t)(c1 - line);
+        if (nl_ == 0 || nl_ > AGENT_MAX_NAME || memchr(line, 0, nl_))
+            continue;
+        memcpy(name, line, nl_);
+        name[nl_] = 0;
+        return 0;
+    }
+    return -ENOENT;
 }
 
 /* ---- receive buffer --------------------------------------------------- */

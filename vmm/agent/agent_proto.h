@@ -27,6 +27,9 @@
 #define AGENT_CHUNK        (256u * 1024) /* data per stream/file chunk sent */
 #define AGENT_DEFAULT_PORT 1024u
 #define AGENT_MAX_ENTROPY  512u          /* ADD_ENTROPY payload bytes */
+#define AGENT_MAX_NAME     63u           /* owner / group name bytes */
+#define AGENT_LIST_MAX_DEPTH   16u       /* LIST depth 1..16 */
+#define AGENT_LIST_MAX_ENTRIES 100000u   /* LIST entries, then ERROR LIMIT */
 
 enum agent_type {
     AGENT_T_PING      = 1,   /* c->a  payload: opaque (<= 64 bytes), echoed */
@@ -47,8 +50,24 @@ enum agent_type {
     AGENT_T_SET_TIME  = 37,  /* c->a  set CLOCK_REALTIME: struct agent_time; OK/ERROR */
     AGENT_T_ADD_ENTROPY = 38,/* c->a  1..AGENT_MAX_ENTROPY bytes credited to the
                               *       guest's RNG, which is then reseeded; OK/ERROR */
+    AGENT_T_STAT      = 39,  /* c->a  u32 flags, rest = path; STAT_INFO/ERROR */
+    AGENT_T_LIST      = 40,  /* c->a  u32 depth, rest = directory path;
+                              *       LIST_ENTRY* then LIST_END, or ERROR */
+    AGENT_T_RENAME    = 41,  /* c->a  string src, string dst; OK/ERROR */
+    AGENT_T_REMOVE    = 42,  /* c->a  u32 flags, rest = path; OK/ERROR */
     AGENT_T_OK        = 48,  /* a->c  a file write chunk / mkdir succeeded; empty */
     AGENT_T_ERROR     = 49,  /* a->c  struct agent_error */
+    AGENT_T_STAT_INFO = 50,  /* a->c  an entry (struct agent_stat) */
+    AGENT_T_LIST_ENTRY= 51,  /* a->c  one entry of a LIST (struct agent_stat) */
+    AGENT_T_LIST_END  = 52,  /* a->c  u32 count of the entries sent */
+};
+
+/* Entry types (struct agent_stat.type). */
+enum agent_ftype {
+    AGENT_FT_FILE = 1,
+    AGENT_FT_DIR = 2,
+    AGENT_FT_SYMLINK = 3,
+    AGENT_FT_OTHER = 4,
 };
 
 enum agent_err {
@@ -73,6 +92,12 @@ enum agent_err {
 
 #define AGENT_MKDIR_PARENTS 1u /* mkdir -p */
 #define AGENT_MKDIR_FLAGS   AGENT_MKDIR_PARENTS
+
+#define AGENT_STAT_NOFOLLOW 1u /* stat: lstat (the link itself) */
+#define AGENT_STAT_FLAGS    AGENT_STAT_NOFOLLOW
+
+#define AGENT_RM_RECURSIVE  1u /* remove: rm -rf (symlinks are not followed) */
+#define AGENT_RM_FLAGS      AGENT_RM_RECURSIVE
 
 #define AGENT_EXIT_CODE     0u  /* exit kind: exited with value */
 #define AGENT_EXIT_SIGNAL   1u  /* exit kind: killed by signal value */
@@ -112,6 +137,36 @@ struct agent_mkdir {
     uint32_t mode, flags;
     const char *path;
     uint32_t path_len;
+};
+
+/* A file system entry: STAT_INFO and LIST_ENTRY payloads.
+ * Wire: u32 type, u32 mode, u32 uid, u32 gid, u64 size, s64 mtime_sec,
+ * u32 mtime_nsec, then strings path, owner, group, link. Decoded strings
+ * are NUL-terminated. path: 1..AGENT_MAX_PATH bytes, absolute; owner,
+ * group: 0..AGENT_MAX_NAME bytes ("" when the guest has no name for the
+ * id); link: the symlink's target (1..AGENT_MAX_PATH bytes) for
+ * AGENT_FT_SYMLINK, "" for every other type. */
+struct agent_stat {
+    uint32_t type, mode, uid, gid;   /* type: enum agent_ftype; mode: st_mode & 07777 */
+    uint64_t size;                   /* <= INT64_MAX */
+    int64_t mtime_sec;
+    uint32_t mtime_nsec;             /* < 10^9 */
+    char path[AGENT_MAX_PATH + 1], owner[AGENT_MAX_NAME + 1], group[AGENT_MAX_NAME + 1],
+         link[AGENT_MAX_PATH + 1];
+};
+
+/* STAT, LIST and REMOVE requests: a u32 (flags, or LIST's depth) and an
+ * absolute path (pointer into the payload, not NUL-terminated). */
+struct agent_path_req {
+    uint32_t arg;
+    const char *path;
+    uint32_t path_len;
+};
+
+/* RENAME request: two absolute paths (pointers into the payload). */
+struct agent_rename {
+    const char *src, *dst;
+    uint32_t src_len, dst_len;
 };
 
 /* SET_TIME payload (16 bytes): s64 sec, u32 nsec (< 10^9), u32 flags (0). */
@@ -170,6 +225,15 @@ int agent_put_error(struct agent_buf *b, uint32_t id, enum agent_err code,
  * entropy buffer. */
 int agent_put_set_time(struct agent_buf *b, uint32_t id, const struct agent_time *t);
 int agent_put_entropy(struct agent_buf *b, uint32_t id, const void *data, size_t len);
+/* File system requests; -EINVAL for a path that is not absolute, empty,
+ * too long or a flag/depth the decoder would refuse. */
+int agent_put_stat(struct agent_buf *b, uint32_t id, uint32_t flags, const char *path);
+int agent_put_list(struct agent_buf *b, uint32_t id, uint32_t depth, const char *path);
+int agent_put_remove(struct agent_buf *b, uint32_t id, uint32_t flags, const char *path);
+int agent_put_rename(struct agent_buf *b, uint32_t id, const char *src, const char *dst);
+/* An entry as frame type (AGENT_T_STAT_INFO or AGENT_T_LIST_ENTRY);
+ * -EINVAL for an entry the decoder would refuse. */
+int agent_put_entry(struct agent_buf *b, uint32_t type, uint32_t id, const struct agent_stat *st);
 
 /* Payload decoders: p/n is exactly the payload. */
 int agent_exec_decode(const uint8_t *p, size_t n, struct agent_exec *out, enum agent_err *err);
@@ -183,6 +247,27 @@ int agent_file_end_decode(const uint8_t *p, size_t n, uint32_t *mode, uint64_t *
                           enum agent_err *err);
 int agent_error_decode(const uint8_t *p, size_t n, struct agent_error *out, enum agent_err *err);
 int agent_time_decode(const uint8_t *p, size_t n, struct agent_time *out, enum agent_err *err);
+int agent_stat_req_decode(const uint8_t *p, size_t n, struct agent_path_req *out,
+                          enum agent_err *err);
+int agent_list_req_decode(const uint8_t *p, size_t n, struct agent_path_req *out,
+                          enum agent_err *err);
+int agent_remove_req_decode(const uint8_t *p, size_t n, struct agent_path_req *out,
+                            enum agent_err *err);
+int agent_rename_decode(const uint8_t *p, size_t n, struct agent_rename *out,
+                        enum agent_err *err);
+/* STAT_INFO / LIST_ENTRY payload (the guest's: refuses every malformed one). */
+int agent_entry_decode(const uint8_t *p, size_t n, struct agent_stat *out, enum agent_err *err);
+/* LIST_END: exactly 4 bytes, count <= AGENT_LIST_MAX_ENTRIES. */
+int agent_list_end_decode(const uint8_t *p, size_t n, uint32_t *count, enum agent_err *err);
+/* 0 if path is an entry a LIST of dir with depth may return: dir, then
+ * (unless dir ends with '/') a '/', then 1..depth non-empty components,
+ * none of them "." or ".."; else -EINVAL. */
+int agent_list_path_check(const char *dir, uint32_t depth, const char *path);
+/* The name of id in an /etc/passwd or /etc/group text (name:x:ID:...): the
+ * first line whose third field is id and whose name is 1..AGENT_MAX_NAME
+ * bytes without NUL; copied NUL-terminated to name (AGENT_MAX_NAME + 1).
+ * 0, or -ENOENT (name = ""). Lines starting with '+' or '-' are skipped. */
+int agent_idname_lookup(const char *text, size_t n, uint32_t id, char *name);
 /* Checks the length (1..AGENT_MAX_ENTROPY); the bytes are p itself. */
 int agent_entropy_check(const uint8_t *p, size_t n, enum agent_err *err);
 /* A path (FILE_READ payload, or inside fwrite/mkdir): 1..AGENT_MAX_PATH
