@@ -117,11 +117,20 @@ static int next_frame(struct agent_client *c, struct agent_hdr *h, const uint8_t
     }
 }
 
-static int remote_error(const uint8_t *pl, size_t n, char *err, size_t errlen)
+/* A new request id; forgets the previous request's errno. */
+static uint32_t new_id(struct agent_client *c)
+{
+    c->last_errno = 0;
+    return c->next_id++;
+}
+
+static int remote_error(struct agent_client *c, const uint8_t *pl, size_t n, char *err,
+                        size_t errlen)
 {
     struct agent_error er;
     if (agent_error_decode(pl, n, &er, NULL) < 0)
         return -EPROTO;
+    c->last_errno = (int)er.sys_errno;
     if (err && errlen)
         snprintf(err, errlen, "%.*s", (int)er.msg_len, er.msg);
     return -EREMOTEIO;
@@ -224,7 +233,7 @@ static int exec_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int in_f
 int agent_client_exec(struct agent_client *c, struct agent_exec *req, int in_fd, int out_fd,
                       int err_fd, struct agent_exit *st, char *err, size_t errlen)
 {
-    uint32_t id = c->next_id++;
+    uint32_t id = new_id(c);
     req->flags = in_fd >= 0 ? (req->flags | AGENT_EXEC_STDIN) : (req->flags & ~AGENT_EXEC_STDIN);
     int r = agent_put_exec(&c->out, id, req);
     if (r < 0)
@@ -303,7 +312,7 @@ static int exec_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int in_f
                     return -EPROTO;
                 return 0;
             case AGENT_T_ERROR:
-                return remote_error(pl, h.len, err, errlen);
+                return remote_error(c, pl, h.len, err, errlen);
             default:
                 return -EPROTO;
             }
@@ -311,23 +320,31 @@ static int exec_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int in_f
     }
 }
 
+/* The next frame answering request id (frames for other ids are skipped). */
+static int next_reply(struct agent_client *c, uint32_t id, struct agent_hdr *h,
+                      const uint8_t **pl)
+{
+    int r;
+    do {
+        if ((r = next_frame(c, h, pl, -1)) < 0)
+            return r;
+    } while (h->id != id);
+    return 0;
+}
+
 /* Wait for the OK (or ERROR) answering request id. */
 static int wait_ok(struct agent_client *c, uint32_t id, char *err, size_t errlen)
 {
-    for (;;) {
-        struct agent_hdr h;
-        const uint8_t *pl;
-        int r = next_frame(c, &h, &pl, -1);
-        if (r < 0)
-            return r;
-        if (h.id != id)
-            continue;
-        if (h.type == AGENT_T_OK)
-            return h.len ? -EPROTO : 0;
-        if (h.type == AGENT_T_ERROR)
-            return remote_error(pl, h.len, err, errlen);
-        return -EPROTO;
-    }
+    struct agent_hdr h;
+    const uint8_t *pl;
+    int r = next_reply(c, id, &h, &pl);
+    if (r < 0)
+        return r;
+    if (h.type == AGENT_T_OK)
+        return h.len ? -EPROTO : 0;
+    if (h.type == AGENT_T_ERROR)
+        return remote_error(c, pl, h.len, err, errlen);
+    return -EPROTO;
 }
 
 static int put_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int local_fd,
@@ -339,7 +356,7 @@ int agent_client_put(struct agent_client *c, int local_fd, const char *remote, u
     uint8_t *buf = malloc(AGENT_CHUNK);
     if (!buf)
         return -ENOMEM;
-    int r = put_loop(c, c->next_id++, buf, local_fd, remote, mode, err, errlen);
+    int r = put_loop(c, new_id(c), buf, local_fd, remote, mode, err, errlen);
     free(buf);
     return r;
 }
@@ -377,7 +394,7 @@ static int put_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int local
 int agent_client_get(struct agent_client *c, const char *remote, int local_fd, uint32_t *mode,
                      char *err, size_t errlen)
 {
-    uint32_t id = c->next_id++;
+    uint32_t id = new_id(c);
     uint64_t total = 0;
     int r = agent_put_frame(&c->out, AGENT_T_FILE_READ, id, remote, strlen(remote));
     if (r < 0 || (r = flush_out(c)) < 0)
@@ -385,10 +402,8 @@ int agent_client_get(struct agent_client *c, const char *remote, int local_fd, u
     for (;;) {
         struct agent_hdr h;
         const uint8_t *pl;
-        if ((r = next_frame(c, &h, &pl, -1)) < 0)
+        if ((r = next_reply(c, id, &h, &pl)) < 0)
             return r;
-        if (h.id != id)
-            continue;
         if (h.type == AGENT_T_FILE_DATA) {
             if ((r = write_all(local_fd, pl, h.len)) < 0)
                 return r;
@@ -399,7 +414,7 @@ int agent_client_get(struct agent_client *c, const char *remote, int local_fd, u
                 return -EPROTO;
             return 0;
         } else if (h.type == AGENT_T_ERROR) {
-            return remote_error(pl, h.len, err, errlen);
+            return remote_error(c, pl, h.len, err, errlen);
         } else {
             return -EPROTO;
         }
@@ -409,7 +424,7 @@ int agent_client_get(struct agent_client *c, const char *remote, int local_fd, u
 int agent_client_mkdir(struct agent_client *c, const char *remote, uint32_t mode, int parents,
                        char *err, size_t errlen)
 {
-    uint32_t id = c->next_id++;
+    uint32_t id = new_id(c);
     int r = agent_put_mkdir(&c->out, id, mode & 07777, parents ? AGENT_MKDIR_PARENTS : 0, remote);
     if (r < 0 || (r = flush_out(c)) < 0)
         return r;
@@ -419,7 +434,7 @@ int agent_client_mkdir(struct agent_client *c, const char *remote, uint32_t mode
 int agent_client_request(struct agent_client *c, uint32_t type, const void *payload, size_t len,
                          int timeout_ms, char *err, size_t errlen)
 {
-    uint32_t id = c->next_id++;
+    uint32_t id = new_id(c);
     int r = agent_put_frame(&c->out, type, id, payload, len);
     if (r < 0 || (r = flush_out(c)) < 0)
         return r;
@@ -443,14 +458,14 @@ int agent_client_request(struct agent_client *c, uint32_t type, const void *payl
         if (h.type == AGENT_T_OK)
             return h.len ? -EPROTO : 0;
         if (h.type == AGENT_T_ERROR)
-            return remote_error(pl, h.len, err, errlen);
+            return remote_error(c, pl, h.len, err, errlen);
         return -EPROTO;
     }
 }
 
 int agent_client_ping(struct agent_client *c)
 {
-    uint32_t id = c->next_id++;
+    uint32_t id = new_id(c);
     int r = agent_put_frame(&c->out, AGENT_T_PING, id, "moat", 4);
     if (r < 0 || (r = flush_out(c)) < 0)
         return r;
@@ -465,4 +480,97 @@ int agent_client_ping(struct agent_client *c)
             return -EPROTO;
         return 0;
     }
+}
+
+int agent_client_last_errno(const struct agent_client *c)
+{
+    return c->last_errno;
+}
+
+int agent_client_rename(struct agent_client *c, const char *src, const char *dst,
+                        char *err, size_t errlen)
+{
+    uint32_t id = new_id(c);
+    int r = agent_put_rename(&c->out, id, src, dst);
+    if (r < 0 || (r = flush_out(c)) < 0)
+        return r;
+    return wait_ok(c, id, err, errlen);
+}
+
+int agent_client_remove(struct agent_client *c, const char *path, int recursive,
+                        char *err, size_t errlen)
+{
+    uint32_t id = new_id(c);
+    int r = agent_put_remove(&c->out, id, recursive ? AGENT_RM_RECURSIVE : 0, path);
+    if (r < 0 || (r = flush_out(c)) < 0)
+        return r;
+    return wait_ok(c, id, err, errlen);
+}
+
+int agent_client_stat(struct agent_client *c, const char *path, int nofollow,
+                      struct agent_stat *st, char *err, size_t errlen)
+{
+    uint32_t id = new_id(c);
+    int r = agent_put_stat(&c->out, id, nofollow ? AGENT_STAT_NOFOLLOW : 0, path);
+    if (r < 0 || (r = flush_out(c)) < 0)
+        return r;
+    struct agent_hdr h;
+    const uint8_t *pl;
+    if ((r = next_reply(c, id, &h, &pl)) < 0)
+        return r;
+    if (h.type == AGENT_T_ERROR)
+        return remote_error(c, pl, h.len, err, errlen);
+    if (h.type != AGENT_T_STAT_INFO || agent_entry_decode(pl, h.len, st, NULL) < 0 ||
+        strcmp(st->path, path) != 0)
+        return -EPROTO;
+    return 0;
+}
+
+int agent_client_list(struct agent_client *c, const char *path, unsigned depth,
+                      int (*cb)(void *arg, const struct agent_stat *e), void *arg,
+                      char *err, size_t errlen)
+{
+    uint32_t id = new_id(c);
+    if (depth < 1 || depth > AGENT_LIST_MAX_DEPTH)
+        return -EINVAL;
+    int r = agent_put_list(&c->out, id, depth, path);
+    if (r < 0 || (r = flush_out(c)) < 0)
+        return r;
+    struct agent_stat *e = malloc(sizeof *e);
+    if (!e)
+        return -ENOMEM;
+    uint32_t seen = 0;
+    int stop = 0;
+    for (;;) {
+        struct agent_hdr h;
+        const uint8_t *pl;
+        if ((r = next_reply(c, id, &h, &pl)) < 0)
+            break;
+        if (h.type == AGENT_T_LIST_ENTRY) {
+            if (seen >= AGENT_LIST_MAX_ENTRIES || agent_entry_decode(pl, h.len, e, NULL) < 0 ||
+                agent_list_path_check(path, depth, e->path) < 0) {
+                r = -EPROTO;
+                break;
+            }
+            seen++;
+            if (!stop)
+                stop = cb(arg, e);
+            continue;
+        }
+        if (h.type == AGENT_T_LIST_END) {
+            uint32_t count;
+            r = agent_list_end_decode(pl, h.len, &count, NULL) < 0 || count != seen ? -EPROTO : 0;
+        } else if (h.type == AGENT_T_ERROR) {
+            r = remote_error(c, pl, h.len, err, errlen);
+        } else {
+            r = -EPROTO;
+        }
+        break;
+    }
+    free(e);
+    /* The callback's stop wins over the end of the listing (drained), not
+     * over a broken connection or protocol. */
+    if (stop && (r == 0 || r == -EREMOTEIO))
+        return stop;
+    return r;
 }

@@ -22,6 +22,7 @@ struct agent_client {
     struct agent_rx rx;
     struct agent_buf out;
     uint32_t next_id;
+    int last_errno;          /* agent_client_last_errno */
 };
 
 /* hybrid: do the CONNECT handshake for port; else connect straight to the
@@ -54,6 +55,29 @@ int agent_client_get(struct agent_client *c, const char *remote, int local_fd, u
 int agent_client_mkdir(struct agent_client *c, const char *remote, uint32_t mode, int parents,
                        char *err, size_t errlen);
 int agent_client_ping(struct agent_client *c);
+
+/* File system requests (paths absolute, 1..4096 bytes; else -EINVAL).
+ * struct agent_stat and AGENT_FT_* are in agent_proto.h. Every entry the
+ * agent sends is checked (agent_entry_decode); a STAT_INFO whose path is
+ * not the one asked for, a LIST_ENTRY outside the listed directory or
+ * deeper than depth, or a LIST_END whose count differs from the entries
+ * received is -EPROTO. */
+int agent_client_stat(struct agent_client *c, const char *path, int nofollow,
+                      struct agent_stat *st, char *err, size_t errlen);
+/* cb is called per entry; a non-zero return stops (the rest is drained) and is returned.
+ * depth 1..AGENT_LIST_MAX_DEPTH; symlinked directories are not descended. */
+int agent_client_list(struct agent_client *c, const char *path, unsigned depth,
+                      int (*cb)(void *arg, const struct agent_stat *e), void *arg,
+                      char *err, size_t errlen);
+/* rename(2) in the guest: EXDEV (other file system) is an ERROR like any other. */
+int agent_client_rename(struct agent_client *c, const char *src, const char *dst,
+                        char *err, size_t errlen);
+/* recursive: rm -rf without following symlinks; else unlink or rmdir. */
+int agent_client_remove(struct agent_client *c, const char *path, int recursive,
+                        char *err, size_t errlen);
+/* The errno of the last ERROR frame (0 if it had none, e.g. a malformed
+ * request); reset to 0 by every request. */
+int agent_client_last_errno(const struct agent_client *c);
 
 /* The shell-style status: the exit code, or 128 + signal. */
 int agent_exit_status(const struct agent_exit *st);
