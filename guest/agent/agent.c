@@ -5,7 +5,8 @@
  * given by "--unix PATH". Serves many connections and many concurrent
  * processes from one poll() loop: exec (argv, env, cwd, stdin pipe,
  * timeout -> SIGKILL of the process group), streamed stdout/stderr, exit
- * status, kill; file write/read, mkdir; ping. A malformed frame gets an
+ * status, kill; file write/read, mkdir; stat, list (streamed), rename,
+ * remove; ping. A malformed frame gets an
  * ERROR frame and the connection goes on; a frame with a bad magic or an
  * oversized length gets an ERROR frame and the connection is closed (the
  * stream cannot be resynchronised). Nothing a client sends can make it
@@ -14,6 +15,7 @@
  * Built static (gcc -static) with vmm/agent/agent_proto.c; installed in the
  * default initramfs as /sbin/moat-agent and started by /init. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -39,6 +41,10 @@
 #define MAX_CONNS   64
 #define MAX_PROCS   512
 #define MAX_FREADS  64
+#define MAX_LISTS   64
+#define LIST_STEP   256          /* entries per listing per loop round */
+#define RM_MAX_DEPTH 2048        /* directory levels a recursive remove descends */
+#define IDFILE_MAX  (1u << 20)   /* bytes of /etc/passwd, /etc/group read */
 #define OUT_HIGH    (4u << 20)   /* stop producing for a connection above this */
 #define STDIN_CAP   (8u << 20)   /* pending stdin bytes per process */
 #define STDIN_HIGH  (1u << 20)   /* stop reading the connection above this */
@@ -72,9 +78,32 @@ struct fread {
     uint64_t size;
 };
 
+/* User and group names for ids, from the guest's /etc/passwd and
+ * /etc/group (the agent is static: no NSS), with the last answer cached. */
+struct idnames {
+    char *pw, *gr;
+    size_t pwn, grn;
+    uint32_t uid, gid;
+    int have_uid, have_gid;
+    char uname[AGENT_MAX_NAME + 1], gname[AGENT_MAX_NAME + 1];
+};
+
+/* A LIST in progress: one open directory per level below the root. */
+struct lister {
+    struct conn *c;
+    uint32_t id, depth, count;
+    int top;                                  /* open levels */
+    DIR *d[AGENT_LIST_MAX_DEPTH];
+    size_t plen[AGENT_LIST_MAX_DEPTH];        /* path length of each level's directory */
+    char path[AGENT_MAX_PATH + 1];
+    struct idnames ids;
+    struct agent_stat e;
+};
+
 static struct conn *conns[MAX_CONNS];
 static struct proc *procs[MAX_PROCS];
 static struct fread *freads[MAX_FREADS];
+static struct lister *lists[MAX_LISTS];
 static uint8_t iobuf[AGENT_CHUNK];
 
 static void logmsg(const char *fmt, const char *a, int err)
@@ -478,6 +507,364 @@ static int freads_step(void)
     return pending;
 }
 
+/* ---- stat, list, rename, remove --------------------------------------- */
+
+static char *slurp(const char *path, size_t *len)
+{
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0)
+        return NULL;
+    char *buf = malloc(IDFILE_MAX);
+    size_t n = 0;
+    while (buf && n < IDFILE_MAX) {
+        ssize_t k = read(fd, buf + n, IDFILE_MAX - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        n += (size_t)k;
+    }
+    close(fd);
+    *len = n;
+    return buf;
+}
+
+static void ids_load(struct idnames *x)
+{
+    memset(x, 0, sizeof *x);
+    x->pw = slurp("/etc/passwd", &x->pwn);
+    x->gr = slurp("/etc/group", &x->grn);
+}
+
+static void ids_free(struct idnames *x)
+{
+    free(x->pw);
+    free(x->gr);
+    x->pw = x->gr = NULL;
+}
+
+static void ids_names(struct idnames *x, struct agent_stat *e)
+{
+    if (!x->have_uid || x->uid != e->uid) {
+        if (!x->pw || agent_idname_lookup(x->pw, x->pwn, e->uid, x->uname) < 0)
+            x->uname[0] = 0;
+        x->uid = e->uid;
+        x->have_uid = 1;
+    }
+    if (!x->have_gid || x->gid != e->gid) {
+        if (!x->gr || agent_idname_lookup(x->gr, x->grn, e->gid, x->gname) < 0)
+            x->gname[0] = 0;
+        x->gid = e->gid;
+        x->have_gid = 1;
+    }
+    memcpy(e->owner, x->uname, sizeof e->owner);
+    memcpy(e->group, x->gname, sizeof e->group);
+}
+
+/* Fill e (but its path) from st; a symlink's target is read at
+ * (dirfd, name). 0 or -errno. */
+static int fill_entry(struct agent_stat *e, const struct stat *st, int dirfd, const char *name,
+                      struct idnames *ids)
+{
+    e->type = S_ISREG(st->st_mode) ? AGENT_FT_FILE : S_ISDIR(st->st_mode) ? AGENT_FT_DIR :
+              S_ISLNK(st->st_mode) ? AGENT_FT_SYMLINK : AGENT_FT_OTHER;
+    e->mode = st->st_mode & 07777;
+    e->uid = st->st_uid;
+    e->gid = st->st_gid;
+    e->size = st->st_size > 0 ? (uint64_t)st->st_size : 0;
+    e->mtime_sec = st->st_mtim.tv_sec;
+    e->mtime_nsec = (uint32_t)st->st_mtim.tv_nsec;
+    e->link[0] = 0;
+    if (e->type == AGENT_FT_SYMLINK) {
+        ssize_t k = readlinkat(dirfd, name, e->link, AGENT_MAX_PATH);
+        if (k < 0)
+            return -errno;
+        if (k == 0 || k >= (ssize_t)AGENT_MAX_PATH || memchr(e->link, 0, (size_t)k))
+            return -ENAMETOOLONG;
+        e->link[k] = 0;
+    }
+    ids_names(ids, e);
+    return 0;
+}
+
+static void do_stat(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    static struct agent_stat e;
+    struct agent_path_req q;
+    enum agent_err err;
+    if (agent_stat_req_decode(pl, n, &q, &err) < 0) {
+        send_error(c, id, err, 0, "stat");
+        return;
+    }
+    agent_path_check(q.path, q.path_len, e.path, NULL);
+    struct stat st;
+    int r = (q.arg & AGENT_STAT_NOFOLLOW) ? lstat(e.path, &st) : stat(e.path, &st);
+    if (r < 0) {
+        send_error(c, id, AGENT_E_SYS, errno, e.path);
+        return;
+    }
+    struct idnames ids;
+    ids_load(&ids);
+    r = fill_entry(&e, &st, AT_FDCWD, e.path, &ids);
+    ids_free(&ids);
+    if (r < 0) {
+        send_error(c, id, AGENT_E_SYS, -r, e.path);
+        return;
+    }
+    if (agent_put_entry(&c->out, AGENT_T_STAT_INFO, id, &e) < 0)
+        c->closing = 1;
+}
+
+static void list_free(int i)
+{
+    struct lister *l = lists[i];
+    while (l->top > 0)
+        closedir(l->d[--l->top]);
+    ids_free(&l->ids);
+    free(l);
+    lists[i] = NULL;
+}
+
+static void do_list(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    struct agent_path_req q;
+    enum agent_err err;
+    int slot = -1;
+    if (agent_list_req_decode(pl, n, &q, &err) < 0) {
+        send_error(c, id, err, 0, "list");
+        return;
+    }
+    for (int i = 0; i < MAX_LISTS && slot < 0; i++)
+        if (!lists[i])
+            slot = i;
+    if (slot < 0) {
+        send_error(c, id, AGENT_E_LIMIT, 0, "list");
+        return;
+    }
+    struct lister *l = calloc(1, sizeof *l);
+    if (!l) {
+        send_error(c, id, AGENT_E_SYS, ENOMEM, "list");
+        return;
+    }
+    agent_path_check(q.path, q.path_len, l->path, NULL);
+    /* The directory itself may be reached through a symlink; nothing below it is. */
+    int fd = open(l->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        send_error(c, id, AGENT_E_SYS, errno, l->path);
+        if (fd >= 0)
+            close(fd);
+        free(l);
+        return;
+    }
+    l->c = c;
+    l->id = id;
+    l->depth = q.arg;
+    l->d[0] = d;
+    l->plen[0] = q.path_len;
+    l->top = 1;
+    ids_load(&l->ids);
+    lists[slot] = l;
+}
+
+/* The next entry of listing l into l->e (1), the end of the walk (0), or
+ * -errno (*what says of which path). */
+static int list_next(struct lister *l, const char **what)
+{
+    for (;;) {
+        if (l->top == 0)
+            return 0;
+        DIR *d = l->d[l->top - 1];
+        size_t base = l->plen[l->top - 1];
+        *what = l->path;
+        l->path[base] = 0;
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            if (errno)
+                return -errno;
+            closedir(d);
+            l->top--;
+            continue;
+        }
+        const char *name = de->d_name;
+        if (!strcmp(name, ".") || !strcmp(name, ".."))
+            continue;
+        size_t nl = strlen(name), slash = l->path[base - 1] != '/';
+        if (base + slash + nl > AGENT_MAX_PATH)
+            return -ENAMETOOLONG;
+        if (slash)
+            l->path[base] = '/';
+        memcpy(l->path + base + slash, name, nl + 1);
+        struct stat st;
+        if (fstatat(dirfd(d), name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            if (errno == ENOENT)
+                continue;                    /* removed meanwhile */
+            return -errno;
+        }
+        int r = fill_entry(&l->e, &st, dirfd(d), name, &l->ids);
+        if (r == -ENOENT || r == -EINVAL)
+            continue;                        /* replaced meanwhile */
+        if (r < 0)
+            return r;
+        memcpy(l->e.path, l->path, base + slash + nl + 1);
+        if (S_ISDIR(st.st_mode) && (uint32_t)l->top < l->depth) {
+            /* Never through a symlink, even one swapped in since fstatat. */
+            int fd = openat(dirfd(d), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC |
+                            O_NOCTTY | O_NONBLOCK);
+            DIR *sd = fd >= 0 ? fdopendir(fd) : NULL;
+            if (!sd) {
+                r = -errno;
+                if (fd >= 0)
+                    close(fd);
+                if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP)
+                    continue;
+                return r;
+            }
+            l->d[l->top] = sd;
+            l->plen[l->top] = base + slash + nl;
+            l->top++;
+        }
+        return 1;
+    }
+}
+
+/* Up to LIST_STEP entries of every listing whose connection has room; 1 if
+ * some listing has more to send. */
+static int lists_step(void)
+{
+    int pending = 0;
+    for (int i = 0; i < MAX_LISTS; i++) {
+        struct lister *l = lists[i];
+        int k;
+        for (k = 0; l && k < LIST_STEP && l->c->out.len < OUT_HIGH; k++) {
+            const char *what = "list";
+            int r = list_next(l, &what);
+            if (r == 1 && l->count >= AGENT_LIST_MAX_ENTRIES) {
+                send_error(l->c, l->id, AGENT_E_LIMIT, 0, "list: more than 100000 entries");
+                r = -1;
+            } else if (r == 1) {
+                if (agent_put_entry(&l->c->out, AGENT_T_LIST_ENTRY, l->id, &l->e) < 0)
+                    l->c->closing = 1;
+                l->count++;
+                continue;
+            } else if (r == 0) {
+                if (agent_put_u32(&l->c->out, AGENT_T_LIST_END, l->id, l->count) < 0)
+                    l->c->closing = 1;
+            } else {
+                send_error(l->c, l->id, AGENT_E_SYS, -r, what);
+            }
+            list_free(i);
+            l = NULL;
+        }
+        if (l)
+            pending = 1;
+    }
+    return pending;
+}
+
+static void do_rename(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    static char src[AGENT_MAX_PATH + 1], dst[AGENT_MAX_PATH + 1];
+    struct agent_rename q;
+    enum agent_err err;
+    if (agent_rename_decode(pl, n, &q, &err) < 0) {
+        send_error(c, id, err, 0, "rename");
+        return;
+    }
+    agent_path_check(q.src, q.src_len, src, NULL);
+    agent_path_check(q.dst, q.dst_len, dst, NULL);
+    if (rename(src, dst) < 0) {
+        char what[AGENT_MAX_MSG];
+        snprintf(what, sizeof what, "rename %.440s -> %.440s", src, dst);
+        send_error(c, id, AGENT_E_SYS, errno, what);
+        return;
+    }
+    send_frame(c, AGENT_T_OK, id, NULL, 0);
+}
+
+/* rm -rf of the directory (dirfd, name), never following a symlink. */
+static int rm_tree(int dirfd, const char *name, int level)
+{
+    if (level >= RM_MAX_DEPTH)
+        return -ENAMETOOLONG;
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY |
+                    O_NONBLOCK);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int r = -errno;
+        close(fd);
+        return r;
+    }
+    int r = 0;
+    /* Entries removed during a scan may hide others from it: rescan
+     * while the directory is not empty yet (bounded). */
+    for (int pass = 0; pass < 4; pass++) {
+        struct dirent *de;
+        errno = 0;
+        while (r == 0 && (de = readdir(d))) {
+            if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+                continue;
+            struct stat st;
+            if (fstatat(fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno != ENOENT)
+                    r = -errno;
+            } else if (S_ISDIR(st.st_mode)) {
+                r = rm_tree(fd, de->d_name, level + 1);
+            } else if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT) {
+                r = -errno;
+            }
+            errno = 0;
+        }
+        if (r == 0 && errno)
+            r = -errno;
+        if (r < 0)
+            break;
+        if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT)
+            break;
+        r = -errno;
+        if (r != -ENOTEMPTY && r != -EEXIST)
+            break;
+        r = 0;
+        rewinddir(d);
+        if (pass == 3)
+            r = -ENOTEMPTY;
+    }
+    closedir(d);
+    return r;
+}
+
+static void do_remove(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    static char path[AGENT_MAX_PATH + 1];
+    struct agent_path_req q;
+    enum agent_err err;
+    if (agent_remove_req_decode(pl, n, &q, &err) < 0) {
+        send_error(c, id, err, 0, "remove");
+        return;
+    }
+    agent_path_check(q.path, q.path_len, path, NULL);
+    struct stat st, root;
+    int r = 0;
+    if (lstat(path, &st) < 0)
+        r = -errno;
+    else if (stat("/", &root) == 0 && st.st_dev == root.st_dev && st.st_ino == root.st_ino)
+        r = -EBUSY;                          /* like rm's --preserve-root */
+    else if (!S_ISDIR(st.st_mode))
+        r = unlink(path) < 0 ? -errno : 0;
+    else if (q.arg & AGENT_RM_RECURSIVE)
+        r = rm_tree(AT_FDCWD, path, 0);
+    else
+        r = rmdir(path) < 0 ? -errno : 0;
+    if (r < 0)
+        send_error(c, id, AGENT_E_SYS, -r, path);
+    else
+        send_frame(c, AGENT_T_OK, id, NULL, 0);
+}
+
 /* ---- connections ------------------------------------------------------ */
 
 /* ---- post-restore fix-ups (docs/vsock.md) ----------------------------- */
@@ -603,6 +990,18 @@ static void handle_frame(struct conn *c, const struct agent_hdr *h, const uint8_
     case AGENT_T_SET_TIME:
         do_set_time(c, h->id, pl, h->len);
         break;
+    case AGENT_T_STAT:
+        do_stat(c, h->id, pl, h->len);
+        break;
+    case AGENT_T_LIST:
+        do_list(c, h->id, pl, h->len);
+        break;
+    case AGENT_T_RENAME:
+        do_rename(c, h->id, pl, h->len);
+        break;
+    case AGENT_T_REMOVE:
+        do_remove(c, h->id, pl, h->len);
+        break;
     case AGENT_T_ADD_ENTROPY:
         do_add_entropy(c, h->id, pl, h->len);
         break;
@@ -672,6 +1071,9 @@ static void conn_free(int i)
     for (int k = 0; k < MAX_FREADS; k++)
         if (freads[k] && freads[k]->c == c)
             fread_free(k);
+    for (int k = 0; k < MAX_LISTS; k++)
+        if (lists[k] && lists[k]->c == c)
+            list_free(k);
     close(c->fd);
     agent_rx_free(&c->rx);
     agent_buf_free(&c->out);
@@ -888,6 +1290,9 @@ int main(int argc, char **argv)
         for (int i = 0; i < MAX_FREADS; i++)
             if (freads[i] && freads[i]->c->out.len < OUT_HIGH)
                 timeout = 0;
+        for (int i = 0; i < MAX_LISTS; i++)
+            if (lists[i] && lists[i]->c->out.len < OUT_HIGH)
+                timeout = 0;
 
         if (poll(pfd, (nfds_t)np, timeout) < 0 && errno != EINTR) {
             logmsg("%s", "poll", errno);
@@ -919,6 +1324,7 @@ int main(int argc, char **argv)
             proc_maybe_done(i);
         }
         freads_step();
+        lists_step();
         for (int i = 0; i < MAX_CONNS; i++) {
             struct conn *c = conns[i];
             if (!c)

@@ -1,15 +1,19 @@
 /* The guest agent (guest/agent/agent.c) and `moat exec` / `moat cp`, on the
  * host: no KVM or vsock needed. Each test starts build/guest/agent (static,
  * but it runs fine on the host) with --unix in a temporary directory and
- * drives it with `moat exec --unix` / `moat cp --unix`, or with raw frames
- * (vmm/agent/agent_proto.c is compiled in) for what the CLI cannot send.
+ * drives it with `moat exec --unix` / `moat cp --unix`, with raw frames
+ * (vmm/agent/agent_proto.c is compiled in) for what the CLI cannot send,
+ * and with vmm/agent/agent_client.c (also compiled in) for stat, list,
+ * rename and remove.
  *
  * Env: MOAT_BIN (default build/moat), MOAT_AGENT (default build/guest/agent).
  * Run: make build/tests/test_agent && build/tests/test_agent */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vmm/agent/agent_client.h"
 #include "vmm/agent/agent_proto.h"
 
 static const char *moat_bin, *agent_bin;
@@ -707,6 +712,404 @@ START_TEST(wait_for_agent)
 }
 END_TEST
 
+/* ---- stat, list, rename, remove (through agent_client) ---------------- */
+
+static void client_open(struct agent_client *c)
+{
+    ck_assert_int_eq(agent_client_connect(c, sock_path, 0, 0), 0);
+}
+
+/* tmpdir/d: f (5 bytes, 0640), sub/ (g, deep/x), ln -> f, out -> ../outside
+ * (a directory outside the tree, holding keep). */
+static void make_tree(void)
+{
+    ck_assert_int_eq(sh("cd '%s' && mkdir -p d/sub/deep outside && printf hello > d/f && "
+                        "chmod 0640 d/f && echo g > d/sub/g && echo x > d/sub/deep/x && "
+                        "ln -s f d/ln && ln -s ../outside d/out && echo keep > outside/keep",
+                        tmpdir), 0);
+}
+
+static char *tpath(char *buf, size_t n, const char *rel)
+{
+    snprintf(buf, n, "%s/%s", tmpdir, rel);
+    return buf;
+}
+
+START_TEST(fs_stat)
+{
+    struct agent_client c;
+    static struct agent_stat st;
+    char p[512], err[256];
+    struct stat hs;
+    make_tree();
+    client_open(&c);
+
+    tpath(p, sizeof p, "d/f");
+    ck_assert_int_eq(agent_client_stat(&c, p, 0, &st, err, sizeof err), 0);
+    ck_assert_int_eq(stat(p, &hs), 0);
+    ck_assert_uint_eq(st.type, AGENT_FT_FILE);
+    ck_assert_uint_eq(st.mode, 0640);
+    ck_assert_uint_eq(st.size, 5);
+    ck_assert_uint_eq(st.uid, hs.st_uid);
+    ck_assert_uint_eq(st.gid, hs.st_gid);
+    ck_assert(st.mtime_sec == hs.st_mtim.tv_sec);
+    ck_assert_uint_eq(st.mtime_nsec, (uint32_t)hs.st_mtim.tv_nsec);
+    ck_assert_str_eq(st.path, p);
+    ck_assert_str_eq(st.link, "");
+    /* Names from the host's /etc/passwd and /etc/group (the agent parses them itself). */
+    struct passwd *pw = getpwuid(hs.st_uid);
+    struct group *gr = getgrgid(hs.st_gid);
+    ck_assert_str_eq(st.owner, pw ? pw->pw_name : "");
+    ck_assert_str_eq(st.group, gr ? gr->gr_name : "");
+    ck_assert_int_eq(agent_client_last_errno(&c), 0);
+
+    tpath(p, sizeof p, "d/sub");
+    ck_assert_int_eq(agent_client_stat(&c, p, 1, &st, err, sizeof err), 0);
+    ck_assert_uint_eq(st.type, AGENT_FT_DIR);
+
+    tpath(p, sizeof p, "d/ln");                 /* the link itself, then its target */
+    ck_assert_int_eq(agent_client_stat(&c, p, 1, &st, err, sizeof err), 0);
+    ck_assert_uint_eq(st.type, AGENT_FT_SYMLINK);
+    ck_assert_str_eq(st.link, "f");
+    ck_assert_str_eq(st.path, p);
+    ck_assert_int_eq(agent_client_stat(&c, p, 0, &st, err, sizeof err), 0);
+    ck_assert_uint_eq(st.type, AGENT_FT_FILE);
+    ck_assert_uint_eq(st.size, 5);
+    ck_assert_str_eq(st.link, "");
+
+    ck_assert_int_eq(agent_client_stat(&c, "/dev/null", 0, &st, err, sizeof err), 0);
+    ck_assert_uint_eq(st.type, AGENT_FT_OTHER);
+
+    /* An id with no name in the guest's files: "" (if the host has none either). */
+    tpath(p, sizeof p, "d/f");
+    if (getuid() == 0 && !getpwuid(54321) && !getgrgid(54322)) {
+        ck_assert_int_eq(chown(p, 54321, 54322), 0);
+        ck_assert_int_eq(agent_client_stat(&c, p, 0, &st, err, sizeof err), 0);
+        ck_assert_uint_eq(st.uid, 54321);
+        ck_assert_uint_eq(st.gid, 54322);
+        ck_assert_str_eq(st.owner, "");
+        ck_assert_str_eq(st.group, "");
+    } else {
+        printf("SKIPPED: fs_stat unnamed owner: not root or uid 54321 exists\n");
+    }
+
+    tpath(p, sizeof p, "d/missing");
+    err[0] = 0;
+    ck_assert_int_eq(agent_client_stat(&c, p, 0, &st, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&c), ENOENT);
+    ck_assert_ptr_nonnull(strstr(err, "missing"));
+    tpath(p, sizeof p, "d/f/x");                /* through a file */
+    ck_assert_int_eq(agent_client_stat(&c, p, 0, &st, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&c), ENOTDIR);
+    /* The next request forgets the errno. */
+    ck_assert_int_eq(agent_client_stat(&c, tmpdir, 0, &st, err, sizeof err), 0);
+    ck_assert_int_eq(agent_client_last_errno(&c), 0);
+    /* Relative paths are refused before anything is sent. */
+    ck_assert_int_eq(agent_client_stat(&c, "d/f", 0, &st, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(agent_client_ping(&c), 0);
+    agent_client_close(&c);
+    agent_alive();
+}
+END_TEST
+
+struct names {
+    int n, stop_after;
+    char name[32][128];
+    uint32_t type[32];
+    char link[32][64];
+};
+
+static int collect(void *arg, const struct agent_stat *e)
+{
+    struct names *nm = arg;
+    size_t tl = strlen(tmpdir) + strlen("/d/");
+    ck_assert_int_eq(strncmp(e->path, tmpdir, strlen(tmpdir)), 0);
+    ck_assert_int_lt(nm->n, 32);
+    ck_assert_uint_lt(strlen(e->path + tl), sizeof nm->name[0]);
+    ck_assert_uint_lt(strlen(e->link), sizeof nm->link[0]);
+    strcpy(nm->name[nm->n], e->path + tl);
+    nm->type[nm->n] = e->type;
+    strcpy(nm->link[nm->n], e->link);
+    nm->n++;
+    return nm->stop_after && nm->n >= nm->stop_after ? 7 : 0;
+}
+
+/* The names listed, sorted, joined by spaces. */
+static const char *listed(struct names *nm, char *buf, size_t cap)
+{
+    for (int i = 0; i < nm->n; i++)
+        for (int k = i + 1; k < nm->n; k++)
+            if (strcmp(nm->name[k], nm->name[i]) < 0) {
+                char t[128];
+                memcpy(t, nm->name[i], sizeof t);
+                memcpy(nm->name[i], nm->name[k], sizeof t);
+                memcpy(nm->name[k], t, sizeof t);
+            }
+    buf[0] = 0;
+    for (int i = 0; i < nm->n; i++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", i ? " " : "", nm->name[i]);
+    return buf;
+}
+
+START_TEST(fs_list_depth)
+{
+    struct agent_client c;
+    static struct names nm;
+    char p[512], err[256], buf[2048];
+    make_tree();
+    client_open(&c);
+    tpath(p, sizeof p, "d");
+
+    memset(&nm, 0, sizeof nm);
+    ck_assert_int_eq(agent_client_list(&c, p, 1, collect, &nm, err, sizeof err), 0);
+    for (int i = 0; i < nm.n; i++)             /* before sorting: types and targets */
+        if (!strcmp(nm.name[i], "out")) {
+            ck_assert_uint_eq(nm.type[i], AGENT_FT_SYMLINK);
+            ck_assert_str_eq(nm.link[i], "../outside");
+        } else if (!strcmp(nm.name[i], "sub")) {
+            ck_assert_uint_eq(nm.type[i], AGENT_FT_DIR);
+        }
+    ck_assert_str_eq(listed(&nm, buf, sizeof buf), "f ln out sub");
+
+    memset(&nm, 0, sizeof nm);
+    ck_assert_int_eq(agent_client_list(&c, p, 2, collect, &nm, err, sizeof err), 0);
+    /* out/ is a symlink to a directory: not descended. */
+    ck_assert_str_eq(listed(&nm, buf, sizeof buf), "f ln out sub sub/deep sub/g");
+
+    memset(&nm, 0, sizeof nm);
+    ck_assert_int_eq(agent_client_list(&c, p, 16, collect, &nm, err, sizeof err), 0);
+    ck_assert_str_eq(listed(&nm, buf, sizeof buf), "f ln out sub sub/deep sub/deep/x sub/g");
+
+    /* A trailing slash: entries are joined without doubling it. */
+    tpath(p, sizeof p, "d/");
+    memset(&nm, 0, sizeof nm);
+    ck_assert_int_eq(agent_client_list(&c, p, 1, collect, &nm, err, sizeof err), 0);
+    ck_assert_str_eq(listed(&nm, buf, sizeof buf), "f ln out sub");
+
+    /* The listed directory itself may be a symlink (d/out -> outside). */
+    tpath(p, sizeof p, "d/out");
+    memset(&nm, 0, sizeof nm);
+    ck_assert_int_eq(agent_client_list(&c, p, 1, collect, &nm, err, sizeof err), 0);
+    ck_assert_int_eq(nm.n, 1);
+
+    /* The callback stops it: its value comes back, the rest is drained. */
+    tpath(p, sizeof p, "d");
+    memset(&nm, 0, sizeof nm);
+    nm.stop_after = 1;
+    ck_assert_int_eq(agent_client_list(&c, p, 2, collect, &nm, err, sizeof err), 7);
+    ck_assert_int_eq(nm.n, 1);
+    ck_assert_int_eq(agent_client_ping(&c), 0);
+
+    memset(&nm, 0, sizeof nm);
+    tpath(p, sizeof p, "d/f");
+    ck_assert_int_eq(agent_client_list(&c, p, 1, collect, &nm, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&c), ENOTDIR);
+    tpath(p, sizeof p, "nope");
+    ck_assert_int_eq(agent_client_list(&c, p, 1, collect, &nm, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&c), ENOENT);
+    ck_assert_int_eq(agent_client_list(&c, tmpdir, 0, collect, &nm, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(agent_client_list(&c, tmpdir, 17, collect, &nm, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(nm.n, 0);
+    /* An empty directory. */
+    ck_assert_int_eq(sh("mkdir '%s/empty'", tmpdir), 0);
+    tpath(p, sizeof p, "empty");
+    ck_assert_int_eq(agent_client_list(&c, p, 3, collect, &nm, err, sizeof err), 0);
+    ck_assert_int_eq(nm.n, 0);
+    agent_client_close(&c);
+    agent_alive();
+}
+END_TEST
+
+static int count_entries(void *arg, const struct agent_stat *e)
+{
+    (void)e;
+    (*(unsigned *)arg)++;
+    return 0;
+}
+
+/* 100001 entries: 100000 stream out (more than the agent buffers for a
+ * connection), then ERROR LIMIT. In /dev/shm where there is one (tmpfs:
+ * creating them on a disk is slow). */
+START_TEST(fs_list_limit)
+{
+    char p[512], err[256];
+    if (access("/dev/shm", W_OK) == 0)
+        snprintf(p, sizeof p, "/dev/shm/moat-agent-many.%d", (int)getpid());
+    else
+        tpath(p, sizeof p, "many");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    int dfd = open(p, O_RDONLY | O_DIRECTORY);
+    ck_assert_int_ge(dfd, 0);
+    int fd = openat(dfd, "0", O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    for (unsigned i = 1; i <= AGENT_LIST_MAX_ENTRIES; i++) {   /* hard links: cheaper */
+        char name[16];
+        snprintf(name, sizeof name, "%u", i);
+        ck_assert_int_eq(linkat(dfd, "0", dfd, name, 0), 0);
+    }
+    close(dfd);
+    struct agent_client c;
+    client_open(&c);
+    unsigned n = 0;
+    err[0] = 0;
+    ck_assert_int_eq(agent_client_list(&c, p, 1, count_entries, &n, err, sizeof err), -EREMOTEIO);
+    ck_assert_uint_eq(n, AGENT_LIST_MAX_ENTRIES);
+    ck_assert_int_eq(agent_client_last_errno(&c), 0);
+    ck_assert_ptr_nonnull(strstr(err, "limit"));
+    /* One file fewer: all of it, then LIST_END. */
+    char one[600];
+    snprintf(one, sizeof one, "%s/1", p);
+    ck_assert_int_eq(unlink(one), 0);
+    n = 0;
+    ck_assert_int_eq(agent_client_list(&c, p, 1, count_entries, &n, err, sizeof err), 0);
+    ck_assert_uint_eq(n, AGENT_LIST_MAX_ENTRIES);
+    agent_client_close(&c);
+
+    /* A client that asks and goes away mid-stream. */
+    struct raw r;
+    raw_open(&r);
+    raw_expect(&r, AGENT_T_READY, 0);
+    struct agent_buf b = { 0 };
+    ck_assert_int_eq(agent_put_list(&b, 1, 1, p), 0);
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    raw_expect(&r, AGENT_T_LIST_ENTRY, 1);
+    raw_close(&r);
+    client_open(&c);
+    ck_assert_int_eq(agent_client_ping(&c), 0);
+    /* And a recursive remove of all of it. */
+    ck_assert_int_eq(agent_client_remove(&c, p, 1, err, sizeof err), 0);
+    ck_assert_int_eq(access(p, F_OK), -1);
+    agent_client_close(&c);
+    agent_alive();
+}
+END_TEST
+
+START_TEST(fs_rename)
+{
+    struct agent_client c;
+    static struct agent_stat st;
+    char a[512], b[512], err[256];
+    make_tree();
+    client_open(&c);
+    tpath(a, sizeof a, "d/f");
+    tpath(b, sizeof b, "d/sub/f2");
+    ck_assert_int_eq(agent_client_rename(&c, a, b, err, sizeof err), 0);
+    ck_assert_int_eq(access(a, F_OK), -1);
+    ck_assert_int_eq(agent_client_stat(&c, b, 0, &st, err, sizeof err), 0);
+    ck_assert_uint_eq(st.size, 5);
+    /* A directory, onto a new name. */
+    tpath(a, sizeof a, "d/sub");
+    tpath(b, sizeof b, "moved");
+    ck_assert_int_eq(agent_client_rename(&c, a, b, err, sizeof err), 0);
+    ck_assert_int_eq(sh("test -f '%s/moved/deep/x'", tmpdir), 0);
+    /* Missing source. */
+    tpath(a, sizeof a, "d/nope");
+    ck_assert_int_eq(agent_client_rename(&c, a, b, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&c), ENOENT);
+    /* A directory onto a non-empty one. */
+    tpath(a, sizeof a, "d");
+    tpath(b, sizeof b, "moved");
+    ck_assert_int_eq(agent_client_rename(&c, a, b, err, sizeof err), -EREMOTEIO);
+    ck_assert(agent_client_last_errno(&c) == ENOTEMPTY || agent_client_last_errno(&c) == EEXIST);
+    ck_assert_int_eq(agent_client_rename(&c, "rel", b, err, sizeof err), -EINVAL);
+    /* Across file systems: EXDEV, reported (not copied). */
+    struct stat s1, s2;
+    if (stat(tmpdir, &s1) == 0 && stat("/dev/shm", &s2) == 0 && s1.st_dev != s2.st_dev) {
+        char x[512];
+        snprintf(x, sizeof x, "/dev/shm/moat-agent-test-%d", (int)getpid());
+        tpath(a, sizeof a, "outside/keep");
+        ck_assert_int_eq(agent_client_rename(&c, a, x, err, sizeof err), -EREMOTEIO);
+        ck_assert_int_eq(agent_client_last_errno(&c), EXDEV);
+        ck_assert_int_eq(access(a, F_OK), 0);
+        ck_assert_int_eq(access(x, F_OK), -1);
+    } else {
+        printf("SKIPPED: fs_rename EXDEV: /dev/shm is not another file system here\n");
+    }
+    agent_client_close(&c);
+    agent_alive();
+}
+END_TEST
+
+START_TEST(fs_remove)
+{
+    struct agent_client c;
+    char p[512], err[256];
+    make_tree();
+    client_open(&c);
+    /* Not recursive: a file, an empty directory; a full one is ENOTEMPTY. */
+    tpath(p, sizeof p, "d/sub/g");
+    ck_assert_int_eq(agent_client_remove(&c, p, 0, err, sizeof err), 0);
+    ck_assert_int_eq(access(p, F_OK), -1);
+    tpath(p, sizeof p, "d/sub");
+    ck_assert_int_eq(agent_client_remove(&c, p, 0, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&c), ENOTEMPTY);
+    ck_assert_int_eq(sh("mkdir '%s/d/e'", tmpdir), 0);
+    tpath(p, sizeof p, "d/e");
+    ck_assert_int_eq(agent_client_remove(&c, p, 0, err, sizeof err), 0);
+    ck_assert_int_eq(access(p, F_OK), -1);
+    /* A symlink to a directory, recursive: the link goes, not the target. */
+    tpath(p, sizeof p, "d/out");
+    ck_assert_int_eq(agent_client_remove(&c, p, 1, err, sizeof err), 0);
+    ck_assert_int_eq(sh("test -f '%s/outside/keep'", tmpdir), 0);
+    /* The whole tree, with a symlink to outside inside it (and a deeper one). */
+    ck_assert_int_eq(sh("cd '%s' && ln -s ../outside d/out && ln -s ../../../outside d/sub/deep/o "
+                        "&& mkdir -p d/a/b/c/d/e && touch d/a/b/c/d/e/z && chmod 0 d/a/b/c/d/e/z",
+                        tmpdir), 0);
+    tpath(p, sizeof p, "d");
+    ck_assert_int_eq(agent_client_remove(&c, p, 1, err, sizeof err), 0);
+    ck_assert_int_eq(access(p, F_OK), -1);
+    ck_assert_int_eq(sh("test -f '%s/outside/keep'", tmpdir), 0);
+    /* Missing. */
+    ck_assert_int_eq(agent_client_remove(&c, p, 1, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&c), ENOENT);
+    ck_assert_int_eq(agent_client_remove(&c, "d", 1, err, sizeof err), -EINVAL);
+    agent_client_close(&c);
+    agent_alive();
+}
+END_TEST
+
+/* Malformed file system requests: ERROR, and the connection goes on. */
+START_TEST(fs_bad_requests)
+{
+    struct raw r;
+    raw_open(&r);
+    raw_expect(&r, AGENT_T_READY, 0);
+    raw_frame(&r, AGENT_T_STAT, 1, "\0\0\0", 3);                  /* short */
+    raw_expect_error(&r, 1, AGENT_E_SHORT);
+    raw_frame(&r, AGENT_T_STAT, 2, "\2\0\0\0/x", 6);              /* bad flag */
+    raw_expect_error(&r, 2, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_STAT, 3, "\0\0\0\0x", 5);               /* relative */
+    raw_expect_error(&r, 3, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_LIST, 4, "\0\0\0\0/", 5);               /* depth 0 */
+    raw_expect_error(&r, 4, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_LIST, 5, "\x11\0\0\0/", 5);             /* depth 17 */
+    raw_expect_error(&r, 5, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_REMOVE, 6, "\1\0\0\0/a\0", 7);          /* NUL */
+    raw_expect_error(&r, 6, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_RENAME, 7, "\2\0\0\0/a\3\0\0\0/b", 12); /* truncated dst */
+    raw_expect_error(&r, 7, AGENT_E_SHORT);
+    raw_frame(&r, AGENT_T_RENAME, 8, "\2\0\0\0/a\2\0\0\0/bX", 13);/* trailing */
+    raw_expect_error(&r, 8, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_STAT_INFO, 9, "", 0);                   /* agent's own type */
+    raw_expect_error(&r, 9, AGENT_E_TYPE);
+    /* Well formed: a stat of / answers STAT_INFO. */
+    raw_frame(&r, AGENT_T_STAT, 10, "\0\0\0\0/", 5);
+    static struct agent_stat st;
+    struct agent_hdr h;
+    ck_assert_int_eq(raw_recv(&r, &h, rbuf, sizeof rbuf), 0);
+    ck_assert_uint_eq(h.type, AGENT_T_STAT_INFO);
+    ck_assert_uint_eq(h.id, 10);
+    ck_assert_int_eq(agent_entry_decode(rbuf, h.len, &st, NULL), 0);
+    ck_assert_uint_eq(st.type, AGENT_FT_DIR);
+    ck_assert_str_eq(st.path, "/");
+    raw_ping(&r, 11);
+    raw_close(&r);
+    agent_alive();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("agent");
@@ -727,6 +1130,12 @@ static Suite *suite(void)
     tcase_add_test(tc, kill_request_and_disconnect);
     tcase_add_test(tc, hybrid_vsock_handshake);
     tcase_add_test(tc, wait_for_agent);
+    tcase_add_test(tc, fs_stat);
+    tcase_add_test(tc, fs_list_depth);
+    tcase_add_test(tc, fs_list_limit);
+    tcase_add_test(tc, fs_rename);
+    tcase_add_test(tc, fs_remove);
+    tcase_add_test(tc, fs_bad_requests);
     suite_add_tcase(s, tc);
     return s;
 }
