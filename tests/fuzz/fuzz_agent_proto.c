@@ -1,7 +1,8 @@
 /* Fuzz the guest agent protocol (vmm/agent/agent_proto.h): the input is a
  * byte stream as the agent would receive it on a connection, pushed into an
  * agent_rx in pieces whose sizes come from the first byte. Every frame is
- * decoded as every payload kind; what decodes must re-encode to a frame
+ * decoded as every payload kind (the file system requests and entries
+ * included, and as a passwd text); what decodes must re-encode to a frame
  * that decodes to the same thing.
  *
  * Input: [0] piece size - 1 (1..256) for the pushes
@@ -35,6 +36,72 @@ static void check_exec(const uint8_t *pl, size_t n)
     FUZZ_ASSERT(memcmp(b.p + AGENT_HDR_SIZE, pl, n) == 0);
     agent_buf_free(&b);
     agent_exec_free(&e);
+}
+
+/* The file system requests and entries: what decodes re-encodes to the
+ * same bytes; a LIST entry path check never reads past its strings. */
+static void check_fs(const struct agent_hdr *h, const uint8_t *pl, size_t n)
+{
+    static struct agent_stat st;
+    static char path[AGENT_MAX_PATH + 1], dst[AGENT_MAX_PATH + 1];
+    struct agent_path_req q;
+    struct agent_rename rn;
+    enum agent_err err;
+    uint32_t count;
+    struct agent_buf b = { 0 };
+    int (*const dec[3])(const uint8_t *, size_t, struct agent_path_req *, enum agent_err *) = {
+        agent_stat_req_decode, agent_list_req_decode, agent_remove_req_decode };
+    int (*const enc[3])(struct agent_buf *, uint32_t, uint32_t, const char *) = {
+        agent_put_stat, agent_put_list, agent_put_remove };
+
+    for (int i = 0; i < 3; i++) {
+        if (dec[i](pl, n, &q, &err) < 0) {
+            FUZZ_ASSERT(err != AGENT_E_OK && err < AGENT_E__COUNT);
+            continue;
+        }
+        FUZZ_ASSERT(q.path_len >= 1 && 4 + (size_t)q.path_len == n && q.path[0] == '/');
+        FUZZ_ASSERT(agent_path_check(q.path, q.path_len, path, &err) == 0);
+        FUZZ_ASSERT(enc[i](&b, h->id, q.arg, path) == 0);
+        FUZZ_ASSERT(b.len == AGENT_HDR_SIZE + n && !memcmp(b.p + AGENT_HDR_SIZE, pl, n));
+        b.len = 0;
+        if (i == 1) {
+            FUZZ_ASSERT(q.arg >= 1 && q.arg <= AGENT_LIST_MAX_DEPTH);
+            /* The payload as a dir, and as an entry path under "/". */
+            agent_list_path_check(path, q.arg, "/x/y");
+            agent_list_path_check("/", q.arg, path);
+        }
+    }
+    if (agent_rename_decode(pl, n, &rn, &err) == 0) {
+        FUZZ_ASSERT(8 + (size_t)rn.src_len + rn.dst_len == n);
+        FUZZ_ASSERT(agent_path_check(rn.src, rn.src_len, path, &err) == 0);
+        FUZZ_ASSERT(agent_path_check(rn.dst, rn.dst_len, dst, &err) == 0);
+        FUZZ_ASSERT(agent_put_rename(&b, h->id, path, dst) == 0);
+        FUZZ_ASSERT(b.len == AGENT_HDR_SIZE + n && !memcmp(b.p + AGENT_HDR_SIZE, pl, n));
+        b.len = 0;
+    } else {
+        FUZZ_ASSERT(err != AGENT_E_OK);
+    }
+    if (agent_entry_decode(pl, n, &st, &err) == 0) {
+        FUZZ_ASSERT(st.type >= AGENT_FT_FILE && st.type <= AGENT_FT_OTHER && !(st.mode & ~07777u));
+        FUZZ_ASSERT(st.path[0] == '/' && strlen(st.path) <= AGENT_MAX_PATH);
+        FUZZ_ASSERT(strlen(st.owner) <= AGENT_MAX_NAME && strlen(st.group) <= AGENT_MAX_NAME);
+        FUZZ_ASSERT((st.type == AGENT_FT_SYMLINK) == (st.link[0] != 0));
+        FUZZ_ASSERT(agent_put_entry(&b, AGENT_T_LIST_ENTRY, h->id, &st) == 0);
+        FUZZ_ASSERT(b.len == AGENT_HDR_SIZE + n && !memcmp(b.p + AGENT_HDR_SIZE, pl, n));
+        b.len = 0;
+        agent_list_path_check("/", AGENT_LIST_MAX_DEPTH, st.path);
+    } else {
+        FUZZ_ASSERT(err != AGENT_E_OK);
+    }
+    if (agent_list_end_decode(pl, n, &count, &err) == 0)
+        FUZZ_ASSERT(n == 4 && count <= AGENT_LIST_MAX_ENTRIES);
+    /* The payload as /etc/passwd: a name found is 1..63 bytes, no NUL or ':'. */
+    char name[AGENT_MAX_NAME + 1];
+    if (agent_idname_lookup((const char *)pl, n, h->id, name) == 0)
+        FUZZ_ASSERT(name[0] && strlen(name) <= AGENT_MAX_NAME && !strchr(name, ':'));
+    else
+        FUZZ_ASSERT(name[0] == 0);
+    agent_buf_free(&b);
 }
 
 static void check_all(const struct agent_hdr *h, const uint8_t *pl, size_t n)
@@ -84,6 +151,7 @@ static void check_all(const struct agent_hdr *h, const uint8_t *pl, size_t n)
     }
     if (agent_entropy_check(pl, n, &err) == 0)
         FUZZ_ASSERT(n >= 1 && n <= AGENT_MAX_ENTROPY);
+    check_fs(h, pl, n);
     agent_type_name(h->type);
 }
 
