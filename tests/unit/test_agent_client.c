@@ -1,9 +1,11 @@
 /* vmm/agent/agent_client.c against a fake agent on a socketpair: a request's
  * timeout is one deadline for the whole request, however the agent
- * trickles bytes or streams frames for other requests. */
+ * trickles bytes or streams frames for other requests; the file system
+ * requests refuse every reply that is not the answer they asked for. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -80,6 +82,207 @@ END_TEST
 START_TEST(trickled_bytes_do_not_extend_the_deadline) { run_case(1); }
 END_TEST
 
+/* ---- file system requests against a scripted (hostile) agent ---------- */
+
+struct script {
+    int fd;
+    struct agent_buf out;    /* READY, then these replies, written at once */
+};
+
+static void *script_agent(void *arg)
+{
+    struct script *k = arg;
+    if (write(k->fd, k->out.p, k->out.len) != (ssize_t)k->out.len)
+        return NULL;
+    char buf[4096];
+    while (read(k->fd, buf, sizeof buf) > 0)   /* the requests: until the client closes */
+        ;
+    return NULL;
+}
+
+struct run {
+    struct script k;
+    pthread_t t;
+    int sv[2];
+    struct agent_client c;
+};
+
+static void script_init(struct run *r)
+{
+    memset(r, 0, sizeof *r);
+    ck_assert_int_eq(agent_put_u32(&r->k.out, AGENT_T_READY, 0, 1), 0);
+}
+
+static void script_start(struct run *r)
+{
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, r->sv), 0);
+    r->k.fd = r->sv[1];
+    ck_assert_int_eq(pthread_create(&r->t, NULL, script_agent, &r->k), 0);
+    ck_assert_int_eq(agent_client_attach(&r->c, r->sv[0], 0, 0, 1000), 0);
+}
+
+static void script_end(struct run *r)
+{
+    agent_client_close(&r->c);
+    pthread_join(r->t, NULL);
+    close(r->sv[1]);
+    agent_buf_free(&r->k.out);
+}
+
+static void ent(struct agent_stat *e, uint32_t type, const char *path)
+{
+    memset(e, 0, sizeof *e);
+    e->type = type;
+    e->mode = 0644;
+    e->size = 3;
+    snprintf(e->path, sizeof e->path, "%s", path);
+    strcpy(e->owner, "root");
+    if (type == AGENT_FT_SYMLINK)
+        strcpy(e->link, "t");
+}
+
+static void put_ent(struct run *r, uint32_t type, uint32_t id, uint32_t ft, const char *path)
+{
+    static struct agent_stat e;
+    ent(&e, ft, path);
+    ck_assert_int_eq(agent_put_entry(&r->k.out, type, id, &e), 0);
+}
+
+START_TEST(stat_replies)
+{
+    static struct agent_stat st;
+    char err[128];
+    struct run r;
+    /* Request ids count from 1 per connection. */
+    script_init(&r);
+    put_ent(&r, AGENT_T_LIST_ENTRY, 9, AGENT_FT_FILE, "/other");   /* another id: skipped */
+    put_ent(&r, AGENT_T_STAT_INFO, 1, AGENT_FT_SYMLINK, "/a");
+    put_ent(&r, AGENT_T_STAT_INFO, 2, AGENT_FT_FILE, "/b");        /* not the path asked */
+    uint8_t bad[40] = { 9 };                                      /* type 9, short */
+    ck_assert_int_eq(agent_put_frame(&r.k.out, AGENT_T_STAT_INFO, 3, bad, sizeof bad), 0);
+    ck_assert_int_eq(agent_put_u32(&r.k.out, AGENT_T_LIST_END, 4, 0), 0);  /* wrong type */
+    ck_assert_int_eq(agent_put_error(&r.k.out, 5, AGENT_E_SYS, ENOENT, "/e: nope"), 0);
+    put_ent(&r, AGENT_T_STAT_INFO, 6, AGENT_FT_DIR, "/f");
+    script_start(&r);
+    ck_assert_int_eq(agent_client_stat(&r.c, "/a", 1, &st, err, sizeof err), 0);
+    ck_assert_uint_eq(st.type, AGENT_FT_SYMLINK);
+    ck_assert_str_eq(st.link, "t");
+    ck_assert_str_eq(st.owner, "root");
+    ck_assert_int_eq(agent_client_stat(&r.c, "/a", 0, &st, err, sizeof err), -EPROTO);
+    ck_assert_int_eq(agent_client_stat(&r.c, "/c", 0, &st, err, sizeof err), -EPROTO);
+    ck_assert_int_eq(agent_client_stat(&r.c, "/d", 0, &st, err, sizeof err), -EPROTO);
+    ck_assert_int_eq(agent_client_stat(&r.c, "/e", 0, &st, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&r.c), ENOENT);
+    ck_assert_str_eq(err, "/e: nope");
+    ck_assert_int_eq(agent_client_stat(&r.c, "/f", 0, &st, err, sizeof err), 0);
+    ck_assert_int_eq(agent_client_last_errno(&r.c), 0);
+    ck_assert_int_eq(agent_client_stat(&r.c, "rel", 0, &st, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(agent_client_stat(&r.c, "", 0, &st, err, sizeof err), -EINVAL);
+    script_end(&r);
+}
+END_TEST
+
+struct seen {
+    int n, stop_at;
+    char last[64];
+};
+
+static int on_entry(void *arg, const struct agent_stat *e)
+{
+    struct seen *s = arg;
+    s->n++;
+    snprintf(s->last, sizeof s->last, "%.60s", e->path);
+    return s->stop_at && s->n >= s->stop_at ? 42 : 0;
+}
+
+START_TEST(list_replies)
+{
+    char err[128];
+    struct run r;
+    struct seen s;
+    script_init(&r);
+    /* 1: two entries (one a level down), other ids between them, the end. */
+    put_ent(&r, AGENT_T_LIST_ENTRY, 1, AGENT_FT_DIR, "/d/a");
+    ck_assert_int_eq(agent_put_u32(&r.k.out, AGENT_T_LIST_END, 77, 5), 0);
+    put_ent(&r, AGENT_T_LIST_ENTRY, 1, AGENT_FT_FILE, "/d/a/b");
+    ck_assert_int_eq(agent_put_u32(&r.k.out, AGENT_T_LIST_END, 1, 2), 0);
+    /* 2: a count that is not the entries sent. */
+    put_ent(&r, AGENT_T_LIST_ENTRY, 2, AGENT_FT_FILE, "/d/a");
+    ck_assert_int_eq(agent_put_u32(&r.k.out, AGENT_T_LIST_END, 2, 3), 0);
+    /* 3: an entry outside the directory. */
+    put_ent(&r, AGENT_T_LIST_ENTRY, 3, AGENT_FT_FILE, "/etc/passwd");
+    /* 4: deeper than asked (depth 1). */
+    put_ent(&r, AGENT_T_LIST_ENTRY, 4, AGENT_FT_FILE, "/d/a/b");
+    /* 5: the callback stops after one; the rest is drained. */
+    put_ent(&r, AGENT_T_LIST_ENTRY, 5, AGENT_FT_FILE, "/d/x");
+    put_ent(&r, AGENT_T_LIST_ENTRY, 5, AGENT_FT_FILE, "/d/y");
+    ck_assert_int_eq(agent_put_u32(&r.k.out, AGENT_T_LIST_END, 5, 2), 0);
+    /* 6: an ERROR after an entry. */
+    put_ent(&r, AGENT_T_LIST_ENTRY, 6, AGENT_FT_FILE, "/d/x");
+    ck_assert_int_eq(agent_put_error(&r.k.out, 6, AGENT_E_LIMIT, 0, "list: limit"), 0);
+    /* 7: a malformed LIST_END. */
+    ck_assert_int_eq(agent_put_frame(&r.k.out, AGENT_T_LIST_END, 7, "\0\0\0", 3), 0);
+    /* 8: an empty directory. */
+    ck_assert_int_eq(agent_put_u32(&r.k.out, AGENT_T_LIST_END, 8, 0), 0);
+    script_start(&r);
+    /* Each -EPROTO case gets a connection of its own in real use; here the
+     * script goes on, so each case consumes exactly its own frames. */
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 2, on_entry, &s, err, sizeof err), 0);
+    ck_assert_int_eq(s.n, 2);
+    ck_assert_str_eq(s.last, "/d/a/b");
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 2, on_entry, &s, err, sizeof err), -EPROTO);
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 2, on_entry, &s, err, sizeof err), -EPROTO);
+    ck_assert_int_eq(s.n, 0);
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 1, on_entry, &s, err, sizeof err), -EPROTO);
+    ck_assert_int_eq(s.n, 0);
+    memset(&s, 0, sizeof s);
+    s.stop_at = 1;
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 1, on_entry, &s, err, sizeof err), 42);
+    ck_assert_int_eq(s.n, 1);
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 1, on_entry, &s, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(s.n, 1);
+    ck_assert_str_eq(err, "list: limit");
+    ck_assert_int_eq(agent_client_last_errno(&r.c), 0);
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 1, on_entry, &s, err, sizeof err), -EPROTO);
+    memset(&s, 0, sizeof s);
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 1, on_entry, &s, err, sizeof err), 0);
+    ck_assert_int_eq(s.n, 0);
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 0, on_entry, &s, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(agent_client_list(&r.c, "/d", 17, on_entry, &s, err, sizeof err), -EINVAL);
+    ck_assert_int_eq(agent_client_list(&r.c, "d", 1, on_entry, &s, err, sizeof err), -EINVAL);
+    script_end(&r);
+}
+END_TEST
+
+START_TEST(rename_remove_replies)
+{
+    char err[128];
+    struct run r;
+    script_init(&r);
+    ck_assert_int_eq(agent_put_frame(&r.k.out, AGENT_T_OK, 1, NULL, 0), 0);
+    ck_assert_int_eq(agent_put_error(&r.k.out, 2, AGENT_E_SYS, EXDEV, "rename: cross-device"), 0);
+    ck_assert_int_eq(agent_put_frame(&r.k.out, AGENT_T_OK, 3, "x", 1), 0);   /* OK with bytes */
+    ck_assert_int_eq(agent_put_error(&r.k.out, 4, AGENT_E_SYS, ENOTEMPTY, "/d: not empty"), 0);
+    ck_assert_int_eq(agent_put_frame(&r.k.out, AGENT_T_OK, 5, NULL, 0), 0);
+    script_start(&r);
+    ck_assert_int_eq(agent_client_rename(&r.c, "/a", "/b", err, sizeof err), 0);
+    ck_assert_int_eq(agent_client_rename(&r.c, "/a", "/mnt/b", err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&r.c), EXDEV);
+    ck_assert_int_eq(agent_client_remove(&r.c, "/a", 0, err, sizeof err), -EPROTO);
+    ck_assert_int_eq(agent_client_last_errno(&r.c), 0);
+    ck_assert_int_eq(agent_client_remove(&r.c, "/d", 0, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&r.c), ENOTEMPTY);
+    ck_assert_int_eq(agent_client_remove(&r.c, "/d", 1, err, sizeof err), 0);
+    ck_assert_int_eq(agent_client_rename(&r.c, "a", "/b", err, sizeof err), -EINVAL);
+    ck_assert_int_eq(agent_client_remove(&r.c, "a", 1, err, sizeof err), -EINVAL);
+    script_end(&r);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("agent_client");
@@ -88,6 +291,12 @@ int main(void)
     tcase_add_test(tc, other_ids_do_not_extend_the_deadline);
     tcase_add_test(tc, trickled_bytes_do_not_extend_the_deadline);
     suite_add_tcase(s, tc);
+    TCase *fs = tcase_create("fs");
+    tcase_set_timeout(fs, 20);
+    tcase_add_test(fs, stat_replies);
+    tcase_add_test(fs, list_replies);
+    tcase_add_test(fs, rename_remove_replies);
+    suite_add_tcase(s, fs);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int nf = srunner_ntests_failed(sr);

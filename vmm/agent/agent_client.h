@@ -61,7 +61,8 @@ int agent_client_ping(struct agent_client *c);
  * agent sends is checked (agent_entry_decode); a STAT_INFO whose path is
  * not the one asked for, a LIST_ENTRY outside the listed directory or
  * deeper than depth, or a LIST_END whose count differs from the entries
- * received is -EPROTO. */
+ * received is -EPROTO (the stream is then out of step: close the
+ * connection). */
 int agent_client_stat(struct agent_client *c, const char *path, int nofollow,
                       struct agent_stat *st, char *err, size_t errlen);
 /* cb is called per entry; a non-zero return stops (the rest is drained) and is returned.
