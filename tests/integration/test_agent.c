@@ -834,6 +834,13 @@ static int collect(void *arg, const struct agent_stat *e)
     return nm->stop_after && nm->n >= nm->stop_after ? 7 : 0;
 }
 
+static int collect_any(void *arg, const struct agent_stat *e)
+{
+    (void)e;
+    ((struct names *)arg)->n++;
+    return 0;
+}
+
 /* The names listed, sorted, joined by spaces. */
 static const char *listed(struct names *nm, char *buf, size_t cap)
 {
@@ -1070,6 +1077,40 @@ START_TEST(fs_remove)
 }
 END_TEST
 
+/* Paths past 4096 bytes: LIST stops with ENAMETOOLONG where an entry's
+ * path would be longer; REMOVE (openat-based) still removes the tree. */
+START_TEST(fs_long_paths)
+{
+    struct agent_client c;
+    static struct names nm;
+    char p[512], err[256];
+    /* 17 levels of 255-byte names, made relative to each other. */
+    char name[256];
+    memset(name, 'n', 255);
+    name[255] = 0;
+    tpath(p, sizeof p, "long");
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    int dfd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (int i = 0; i < 17; i++) {
+        ck_assert_int_ge(dfd, 0);
+        ck_assert_int_eq(mkdirat(dfd, name, 0755), 0);
+        int next = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        close(dfd);
+        dfd = next;
+    }
+    close(dfd);
+    client_open(&c);
+    memset(&nm, 0, sizeof nm);
+    ck_assert_int_eq(agent_client_list(&c, p, 16, collect_any, &nm, err, sizeof err), -EREMOTEIO);
+    ck_assert_int_eq(agent_client_last_errno(&c), ENAMETOOLONG);
+    ck_assert_int_eq(nm.n, (int)((AGENT_MAX_PATH - strlen(p)) / 256));   /* the levels that fit */
+    ck_assert_int_eq(agent_client_remove(&c, p, 1, err, sizeof err), 0);
+    ck_assert_int_eq(access(p, F_OK), -1);
+    agent_client_close(&c);
+    agent_alive();
+}
+END_TEST
+
 /* Malformed file system requests: ERROR, and the connection goes on. */
 START_TEST(fs_bad_requests)
 {
@@ -1135,6 +1176,7 @@ static Suite *suite(void)
     tcase_add_test(tc, fs_list_limit);
     tcase_add_test(tc, fs_rename);
     tcase_add_test(tc, fs_remove);
+    tcase_add_test(tc, fs_long_paths);
     tcase_add_test(tc, fs_bad_requests);
     suite_add_tcase(s, tc);
     return s;
