@@ -513,12 +513,19 @@ static char *slurp(const char *path, size_t *len)
 {
     *len = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat st;
     if (fd < 0)
         return NULL;
-    char *buf = malloc(IDFILE_MAX);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+        close(fd);
+        return NULL;
+    }
+    /* Its size (at most IDFILE_MAX): a small guest lists with little memory. */
+    size_t cap = (uint64_t)st.st_size < IDFILE_MAX ? (size_t)st.st_size : IDFILE_MAX;
+    char *buf = malloc(cap);
     size_t n = 0;
-    while (buf && n < IDFILE_MAX) {
-        ssize_t k = read(fd, buf + n, IDFILE_MAX - n);
+    while (buf && n < cap) {
+        ssize_t k = read(fd, buf + n, cap - n);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
