@@ -20,6 +20,7 @@ fails=0
 SPID=""
 SLOWPID=""
 cleanup() {
+    [ "$fails" != 0 ] && [ -f "$T/serve.log" ] && { echo "moat serve's log:"; tail -40 "$T/serve.log"; }
     [ -n "$SLOWPID" ] && kill "$SLOWPID" 2>/dev/null
     [ -n "$SPID" ] && kill "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
     if [ -d "$MOAT_HOME" ]; then

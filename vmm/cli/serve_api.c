@@ -240,7 +240,8 @@ static int run_moat(char *const argv[], char *out, size_t olen, char *err, size_
             if (i == 0) {
                 size_t c = olen > ol + 1 ? olen - 1 - ol : 0;
                 c = (size_t)k < c ? (size_t)k : c;
-                memcpy(out + ol, tmp, c);
+                if (c)
+                    memcpy(out + ol, tmp, c);
                 ol += c;
             } else {    /* keep the tail */
                 for (ssize_t j = 0; j < k; j++) {
@@ -261,8 +262,12 @@ static int run_moat(char *const argv[], char *out, size_t olen, char *err, size_
     while (el && (ebuf[el - 1] == '\n' || ebuf[el - 1] == ' '))
         ebuf[--el] = 0;
     const char *last = strrchr(ebuf, '\n');
-    if (elen)
-        snprintf(err, elen, "%s", last ? last + 1 : ebuf);
+    if (elen) {     /* the last line, cut to fit */
+        const char *src = last ? last + 1 : ebuf;
+        size_t l = strlen(src) < elen - 1 ? strlen(src) : elen - 1;
+        memcpy(err, src, l);
+        err[l] = 0;
+    }
     if (r < 0)
         return r;
     int status;
