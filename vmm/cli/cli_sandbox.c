@@ -2126,6 +2126,10 @@ static int quietly(int (*fn)(int, char **), int argc, char **argv)
 
 static int template_create(int argc, char **argv)
 {
+    if (argc >= 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
+        fputs(usage_template, stdout);
+        return 0;
+    }
     if (argc < 3 || argv[2][0] == '-') {
         fputs(usage_template, stderr);
         return EXIT_USAGE;
@@ -2292,7 +2296,8 @@ int cmd_sandbox(int argc, char **argv)
     if (!strcmp(c, "create") || !strcmp(c, "start") || !strcmp(c, "reset") || !strcmp(c, "fork"))
         catch_interrupts();
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-        if (strcmp(c, "create") && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
+        if (strcmp(c, "create") && strcmp(c, "template") &&
+            (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
             fputs(usage_sandbox, stdout);
             return 0;
         }
