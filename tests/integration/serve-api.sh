@@ -299,6 +299,21 @@ req DELETE "/sandboxes/$B"
 check "kill again: 404 (the SDK's false)" is_err 404
 req GET "/sandboxes/template.tiny"
 check "a template is not reachable as a sandbox" is_err 404
+# creates at once (forks of one template do not wait for each other)
+cpids=""
+for i in 1 2 3 4; do
+    curl -s -o "$T/par$i" -w '%{http_code}' --max-time 60 -H "X-API-KEY: $KEY" \
+        --data-binary '{"templateID":"tiny"}' "$API/v2/sandboxes" >"$T/parst$i" &
+    cpids="$cpids $!"
+done
+for p in $cpids; do wait "$p"; done
+ok=0
+for i in 1 2 3 4; do
+    [ "$(cat "$T/parst$i")" = 201 ] && ok=$((ok + 1))
+    python3 -c "import json; print(json.load(open('$T/par$i'))['sandboxID'])" >>"$T/parids" 2>/dev/null
+done
+check "four creates at once: four sandboxes, four ids, all running" sh -c \
+    "[ $ok = 4 ] && [ \$(sort -u '$T/parids' | wc -l) = 4 ] && for x in \$(cat '$T/parids'); do '$MOAT' ls | grep -q \"^\$x .*running\" || exit 1; done"
 check "SIGTERM stops moat serve; its sandboxes go on" sh -c "kill -TERM $SPID; wait $SPID 2>/dev/null; '$MOAT' ls | grep -q '^$S .*running'"
 SPID=""
 

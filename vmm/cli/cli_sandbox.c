@@ -1760,6 +1760,9 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
         }
     }
     phase(&ph, "overlays");
+    /* Done with the parent: its lock goes now, so that other forks of it
+     * (a template's, for moat serve) start their children alongside. */
+    sbx_close(&s);
     if (stopped) {          /* the snapshot is each child's stop snapshot: nothing runs */
         rc = 0;
         for (unsigned long i = 0; i < count; i++) {
