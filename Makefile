@@ -59,10 +59,15 @@ endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c,$(sort $(wildcard vmm/cli/*.c)))
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c,$(sort $(wildcard vmm/cli/*.c)))
+# moat serve's envd module is vmm/cli/serve_envd.c; until it is there, a
+# stand-in that answers only GET /health (vmm/cli/serve_envd_stub.c).
+ifneq ($(wildcard vmm/cli/serve_envd.c),)
+  CLI_SRCS := $(filter-out vmm/cli/serve_envd_stub.c,$(CLI_SRCS))
+endif
 # CLI-only pieces with unit tests of their own: in the internal archives
 # (the CLI and the tests link those), never in libmoat.a / libmoat.so.
-CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c
+CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
@@ -185,6 +190,7 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_hostile || rc=1; \
 	    MOAT_BIN=$$bin $(B)/tests/test_agent || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests tests/integration/fc-api.sh || rc=1; \
+	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests tests/integration/serve-api.sh || rc=1; \
 	done; \
 	for t in $(B)/tests/test_api $(B)/tests-san/test_api; do \
 	    MOAT_GUESTS=$(B)/guests $$t || rc=1; \

@@ -7,7 +7,7 @@ PKGS="build-essential pkg-config git ca-certificates
  clang llvm libclang-rt-14-dev
  linux-source-6.1 bc flex bison libelf-dev libssl-dev dwarves xz-utils cpio kmod
  busybox-static qemu-system-x86 e2fsprogs xfsprogs lz4
- socat hyperfine procps curl iproute2
+ socat hyperfine procps curl iproute2 python3
  passt iperf3"
 missing=""
 for p in $PKGS; do

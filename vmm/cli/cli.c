@@ -72,6 +72,8 @@ static const char usage_main[] =
     "            capabilities, another uid; see docs/security.md)\n"
     "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
     "            stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)\n"
+    "  template  templates: stopped sandboxes kept for forking (create, ls, rm)\n"
+    "  serve     an E2B-compatible sandbox server: REST API + envd (docs/serve.md)\n"
     "\n"
     "options:\n"
     "  --version  print the version\n"
@@ -1018,6 +1020,8 @@ int main(int argc, char **argv)
         return cmd_seccomp(argc - 1, argv + 1);
     if (!strcmp(cmd, "jail"))
         return cmd_jail(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve"))
+        return cmd_serve(argc - 1, argv + 1);
     if (cli_is_sandbox_command(cmd))
         return cmd_sandbox(argc - 1, argv + 1);
     fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);

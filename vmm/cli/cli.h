@@ -67,6 +67,10 @@ int cmd_sandbox(int argc, char **argv);
 int sandbox_agent_target(const char *name, struct agent_target *t);
 /* Whether NAME names an existing sandbox (for cp's NAME:PATH). */
 int sandbox_exists(const char *name);
+/* NAME's state ("running", "paused", "stopped", "dead", "unresponsive")
+ * into out: 0, -ENOENT (no such sandbox) or -EINVAL (not a valid name).
+ * Reads only (no lock); safe from any thread. */
+int sandbox_state_name(const char *name, char *out, size_t len);
 /* mkdir -p PATH with MODE for each directory it creates: 0 or -errno. */
 int cli_mkdir_p(const char *path, mode_t mode);
 /* $MOAT_HOME, or its default (docs/sandboxes.md); -1 after printing why. */
@@ -85,5 +89,6 @@ int cmd_host(int argc, char **argv);     /* vmm/cli/cli_host.c: what this host c
  * also what main runs when argv[0]'s name is "firecracker". */
 int cmd_vmm(int argc, char **argv);
 int cmd_jail(int argc, char **argv);     /* vmm/cli/cli_jail.c: run moat confined */
+int cmd_serve(int argc, char **argv);    /* vmm/cli/serve_main.c: the E2B-compatible server */
 
 #endif

@@ -1129,6 +1129,26 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The valid names in $MOAT_HOME starting with prefix, sorted, strdup'ed
+ * into names (at most max): how many, or -1 after saying why. */
+static ssize_t home_names(const char *prefix, char **names, size_t max)
+{
+    char home[PATH_MAX];
+    if (cli_moat_home(home, sizeof home) < 0)
+        return -1;
+    DIR *d = opendir(home);
+    if (!d)
+        return 0;
+    size_t n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max)
+        if (!strncmp(e->d_name, prefix, strlen(prefix)) && valid_name(e->d_name) && (names[n] = strdup(e->d_name)))
+            n++;
+    closedir(d);
+    qsort(names, n, sizeof *names, cmp_str);
+    return (ssize_t)n;
+}
+
 static int cmd_ls(int argc, char **argv)
 {
     (void)argv;
@@ -1136,22 +1156,12 @@ static int cmd_ls(int argc, char **argv)
         fprintf(stderr, "moat ls: no arguments\n");
         return EXIT_USAGE;
     }
-    char home[PATH_MAX];
-    if (cli_moat_home(home, sizeof home) < 0)
+    char *names[4096];
+    ssize_t n = home_names("", names, 4096);
+    if (n < 0)
         return EXIT_USAGE;
     printf("%-24s %-12s %-8s %s\n", "NAME", "STATE", "PID", "UPTIME");
-    DIR *d = opendir(home);
-    if (!d)
-        return 0;
-    char *names[4096];
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < 4096)
-        if (valid_name(e->d_name) && (names[n] = strdup(e->d_name)))
-            n++;
-    closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
-    for (size_t i = 0; i < n; i++) {
+    for (ssize_t i = 0; i < n; i++) {
         struct sbx s;
         char p[PATH_MAX];
         if (sbx_paths(&s, names[i]) < 0 || access(sp(&s, "config", p, sizeof p), F_OK) != 0) {
@@ -1330,6 +1340,11 @@ static int start_locked(struct sbx *s, double wait, struct phases *ph)
         return 0;
     }
     char snap[PATH_MAX], p[PATH_MAX];
+    if (access(sp(s, "template", p, sizeof p), F_OK) == 0) {
+        fprintf(stderr, "moat: %s is a template, kept as it is for forking: moat fork %s --name NAME\n",
+                s->name, s->name);
+        return -1;
+    }
     if (promote_snap_new(s) < 0)    /* a stop interrupted after its snapshot */
         return -1;
     if (access(sp(s, "snap/state", p, sizeof p), F_OK) != 0) {
@@ -1576,17 +1591,25 @@ static size_t tap_name(const char *fmt, unsigned long num, char *out, size_t len
     return k < 0 ? 0 : (size_t)k;
 }
 
+static int fork_sandbox(const char *name, const char *prefix, const char *child, unsigned long count,
+                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *ph);
+
 static int cmd_fork(int argc, char **argv)
 {
-    const char *name = NULL, *prefix = NULL, *tapfmt = NULL;
+    const char *name = NULL, *prefix = NULL, *tapfmt = NULL, *child = NULL;
     unsigned long count = 0;
     double wait = DEFAULT_WAIT;
+    bool stopped = false;
     struct phases ph = { 0 };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--count") && i + 1 < argc) {
             count = parse_uint(argv[++i], "--count", 1000);
         } else if (!strcmp(argv[i], "--prefix") && i + 1 < argc) {
             prefix = argv[++i];
+        } else if (!strcmp(argv[i], "--name") && i + 1 < argc) {
+            child = argv[++i];
+        } else if (!strcmp(argv[i], "--stopped")) {
+            stopped = true;
         } else if (!strcmp(argv[i], "--tap") && i + 1 < argc) {
             tapfmt = argv[++i];
         } else if (!strcmp(argv[i], "--wait") && i + 1 < argc) {
@@ -1601,8 +1624,11 @@ static int cmd_fork(int argc, char **argv)
             break;
         }
     }
-    if (!name || count == 0) {
-        fprintf(stderr, "usage: moat fork NAME --count N [--prefix P] [--tap NAME%%u] [--wait SEC] [--timings]\n");
+    if (child && count == 0)
+        count = 1;
+    if (!name || count == 0 || (child && (count != 1 || prefix))) {
+        fprintf(stderr, "usage: moat fork NAME --count N [--prefix P] [--tap NAME%%u] [--wait SEC] [--timings] [--stopped]\n"
+                        "       moat fork NAME --name CHILD [--tap NAME%%u] [--wait SEC] [--timings] [--stopped]\n");
         return EXIT_USAGE;
     }
     if (!prefix)
@@ -1617,6 +1643,16 @@ static int cmd_fork(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
+    return fork_sandbox(name, prefix, child, count, tapfmt, stopped, false, wait, &ph) < 0 ? 1 : 0;
+}
+
+/* Fork name into count children (prefix-1 .. prefix-N, or the one child
+ * named child), started (or, stopped: their snapshot in snap/, nothing
+ * running). 0, or -1 when any failed (after saying why). */
+static int fork_sandbox(const char *name, const char *prefix, const char *child, unsigned long count,
+                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *phs)
+{
+    struct phases ph = *phs;
     struct sbx s;
     if (sbx_open(&s, name, 1) < 0)
         return 1;
@@ -1637,7 +1673,10 @@ static int cmd_fork(int argc, char **argv)
     /* Every child name is valid and free before anything happens. */
     for (unsigned long i = 0; i < count; i++) {
         char cn[128];
-        snprintf(cn, sizeof cn, "%s-%lu", prefix, i + 1);
+        if (child)
+            snprintf(cn, sizeof cn, "%s", child);
+        else
+            snprintf(cn, sizeof cn, "%s-%lu", prefix, i + 1);
         if (sbx_paths(&kids[i], cn) < 0)
             goto out;
         if (access(kids[i].dir, F_OK) == 0) {
@@ -1721,6 +1760,25 @@ static int cmd_fork(int argc, char **argv)
         }
     }
     phase(&ph, "overlays");
+    /* Done with the parent: its lock goes now, so that other forks of it
+     * (a template's, for moat serve) start their children alongside. */
+    sbx_close(&s);
+    if (stopped) {          /* the snapshot is each child's stop snapshot: nothing runs */
+        rc = 0;
+        for (unsigned long i = 0; i < count; i++) {
+            char b[PATH_MAX], sn[PATH_MAX];
+            if (rename(sp(&kids[i], "base", b, sizeof b), sp(&kids[i], "snap", sn, sizeof sn)) < 0) {
+                fprintf(stderr, "moat: %s: %s\n", sn, strerror(errno));
+                rc = 1;
+                rm_rf(kids[i].dir);
+            } else if (!quiet) {
+                printf("%s\n", kids[i].name);
+            }
+            sbx_close(&kids[i]);
+        }
+        phases_print(&ph, "fork");
+        goto out;
+    }
     /* Every child started at once, then all waited for together. */
     rc = 0;
     struct starting *st = calloc(count, sizeof *st);
@@ -1737,7 +1795,7 @@ static int cmd_fork(int argc, char **argv)
             if (st[i].pid > 0)
                 start_undo(&st[i]);
             rm_rf(kids[i].dir);
-        } else {
+        } else if (!quiet) {
             printf("%s\n", kids[i].name);
         }
         sbx_close(&kids[i]);
@@ -1757,7 +1815,7 @@ out:
     free(kcfg);
     free(kids);
     sbx_close(&s);
-    return rc;
+    return rc ? -1 : 0;
 }
 
 /* moat diff NAME --against T [--files]: the blocks (and ext4 files) of each
@@ -2032,10 +2090,198 @@ static int cmd_net(int argc, char **argv)
     return rc;
 }
 
+/* ---- templates ---- */
+
+#define TEMPLATE_PREFIX "template."
+
+static const char usage_template[] =
+    "usage: moat template create NAME --from SANDBOX [--no-agent]\n"
+    "       moat template create NAME [--no-agent] [--wait SEC] [run options...]\n"
+    "       moat template ls\n"
+    "       moat template rm NAME...\n"
+    "\n"
+    "A template is a stopped sandbox kept as it is for forking (its sandbox is\n"
+    "template.NAME; start and exec refuse it): moat fork template.NAME --name X.\n"
+    "--from: a copy of SANDBOX as it is now (SANDBOX goes on); without it, a\n"
+    "new sandbox of the run options (the default guest when none) booted and\n"
+    "stopped. --no-agent: its guest has no agent (sandboxes forked from it are\n"
+    "ready when their VM runs). moat serve creates its sandboxes from templates;\n"
+    "see docs/sandboxes.md and docs/serve.md.\n";
+
+/* Run fn with stdout on /dev/null (a step's own output: the name of the
+ * sandbox it made). */
+static int quietly(int (*fn)(int, char **), int argc, char **argv)
+{
+    fflush(stdout);
+    int saved = dup(1), nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (saved >= 0 && nul >= 0)
+        dup2(nul, 1);
+    int r = fn(argc, argv);
+    fflush(stdout);
+    if (saved >= 0) {
+        dup2(saved, 1);
+        close(saved);
+    }
+    if (nul >= 0)
+        close(nul);
+    return r;
+}
+
+static int template_create(int argc, char **argv)
+{
+    if (argc >= 3 && (!strcmp(argv[2], "-h") || !strcmp(argv[2], "--help"))) {
+        fputs(usage_template, stdout);
+        return 0;
+    }
+    if (argc < 3 || argv[2][0] == '-') {
+        fputs(usage_template, stderr);
+        return EXIT_USAGE;
+    }
+    const char *name = argv[2], *from = NULL;
+    bool agent = true;
+    char tname[NAME_MAX_LEN + 16];
+    if (strlen(name) > NAME_MAX_LEN - strlen(TEMPLATE_PREFIX) || !valid_name(name)) {
+        fprintf(stderr, "moat: template name '%s': 1-%zu of A-Z a-z 0-9 - _ ., starting with a letter or digit\n",
+                name, NAME_MAX_LEN - strlen(TEMPLATE_PREFIX));
+        return EXIT_USAGE;
+    }
+    snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%s", name);
+    /* create's arguments: create template.NAME [--wait S] [run options] */
+    char **cargv = calloc((size_t)argc + 4, sizeof *cargv);
+    if (!cargv)
+        return EXIT_VMM_ERROR;
+    int cargc = 0;
+    cargv[cargc++] = "create";
+    cargv[cargc++] = tname;
+    bool waited = false;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--from") && i + 1 < argc) {
+            from = argv[++i];
+        } else if (!strcmp(argv[i], "--no-agent")) {
+            agent = false;
+        } else {
+            waited |= !strcmp(argv[i], "--wait");
+            cargv[cargc++] = argv[i];
+        }
+    }
+    if (from && cargc > 2) {
+        fprintf(stderr, "moat template create: --from takes no run options (%s)\n", cargv[2]);
+        free(cargv);
+        return EXIT_USAGE;
+    }
+    if (!from && !agent && !waited) {
+        cargv[cargc++] = "--wait";
+        cargv[cargc++] = "0";
+    }
+    int r;
+    if (from) {
+        struct phases ph = { 0 };
+        r = fork_sandbox(from, NULL, tname, 1, NULL, true, true, 0, &ph) < 0 ? 1 : 0;
+    } else {
+        r = quietly(cmd_create, cargc, cargv);
+        if (r == 0) {
+            struct sbx s;
+            r = 1;
+            if (sbx_open(&s, tname, 1) == 0) {
+                r = stop_locked(&s, NULL) < 0 ? 1 : 0;
+                sbx_close(&s);
+            }
+            if (r) {
+                char *rm[] = { "rm", "-f", tname, NULL };
+                cmd_rm(3, rm);
+            }
+        }
+    }
+    free(cargv);
+    if (r)
+        return r;
+    struct sbx t;
+    char p[PATH_MAX], text[256];
+    snprintf(text, sizeof text, "agent=%d\nfrom=%s\n", agent, from ? from : "");
+    if (sbx_paths(&t, tname) < 0 || write_file(sp(&t, "template", p, sizeof p), text) < 0) {
+        fprintf(stderr, "moat: cannot write the template marker of %s\n", tname);
+        return 1;
+    }
+    printf("%s\n", name);
+    return 0;
+}
+
+static int template_ls(void)
+{
+    char *names[4096];
+    ssize_t n = home_names(TEMPLATE_PREFIX, names, 4096);
+    if (n < 0)
+        return EXIT_USAGE;
+    printf("%-32s %-6s %s\n", "NAME", "AGENT", "FROM");
+    for (ssize_t i = 0; i < n; i++) {
+        struct sbx s;
+        char p[PATH_MAX], buf[512] = "";
+        if (sbx_paths(&s, names[i]) == 0) {
+            int fd = open(sp(&s, "template", p, sizeof p), O_RDONLY | O_CLOEXEC);
+            if (fd >= 0) {
+                ssize_t k = read(fd, buf, sizeof buf - 1);
+                buf[k > 0 ? k : 0] = 0;
+                close(fd);
+                const char *f = strstr(buf, "from=");
+                int fl = f ? (int)strcspn(f + 5, "\n") : 0;
+                printf("%-32s %-6s %.*s\n", names[i] + strlen(TEMPLATE_PREFIX),
+                       strstr(buf, "agent=0") ? "no" : "yes", fl ? fl : 1, fl ? f + 5 : "-");
+            }
+        }
+        free(names[i]);
+    }
+    return 0;
+}
+
+static int cmd_template(int argc, char **argv)
+{
+    const char *sub = argc > 1 ? argv[1] : "";
+    if (!strcmp(sub, "create"))
+        return template_create(argc, argv);
+    if (!strcmp(sub, "ls") && argc == 2)
+        return template_ls();
+    if (!strcmp(sub, "rm") && argc > 2) {
+        int rc = 0;
+        for (int i = 2; i < argc; i++) {
+            char tname[NAME_MAX_LEN + 16];
+            snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%.60s", argv[i]);
+            if (!valid_name(argv[i]) || !sandbox_exists(tname)) {
+                fprintf(stderr, "moat: no template named %s (moat template ls)\n", argv[i]);
+                rc = 1;
+                continue;
+            }
+            char *rm[] = { "rm", "-f", tname, NULL };
+            rc |= cmd_rm(3, rm);
+        }
+        return rc;
+    }
+    if (!strcmp(sub, "-h") || !strcmp(sub, "--help")) {
+        fputs(usage_template, stdout);
+        return 0;
+    }
+    fputs(usage_template, stderr);
+    return EXIT_USAGE;
+}
+
+int sandbox_state_name(const char *name, char *out, size_t len)
+{
+    struct sbx s;
+    if (!valid_name(name) || sbx_paths(&s, name) < 0)
+        return -EINVAL;
+    char p[PATH_MAX];
+    if (access(sp(&s, "config", p, sizeof p), F_OK) != 0)
+        return -ENOENT;
+    pid_t pid;
+    double up;
+    snprintf(out, len, "%s", state_names[sbx_state(&s, &pid, &up)]);
+    return 0;
+}
+
 /* ---- dispatch ---- */
 
 static const char *const sandbox_cmds[] = {
     "create", "ls", "rm", "pause", "resume", "stop", "start", "snapshot", "reset", "fork", "diff", "set", "get", "net",
+    "template",
 };
 
 int cli_is_sandbox_command(const char *cmd)
@@ -2053,7 +2299,8 @@ int cmd_sandbox(int argc, char **argv)
     if (!strcmp(c, "create") || !strcmp(c, "start") || !strcmp(c, "reset") || !strcmp(c, "fork"))
         catch_interrupts();
     for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
-        if (strcmp(c, "create") && (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
+        if (strcmp(c, "create") && strcmp(c, "template") &&
+            (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))) {
             fputs(usage_sandbox, stdout);
             return 0;
         }
@@ -2083,5 +2330,7 @@ int cmd_sandbox(int argc, char **argv)
         return cmd_get(argc, argv);
     if (!strcmp(c, "net"))
         return cmd_net(argc, argv);
+    if (!strcmp(c, "template"))
+        return cmd_template(argc, argv);
     return EXIT_USAGE;
 }

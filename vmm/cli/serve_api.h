@@ -1,0 +1,25 @@
+/* moat serve's REST side (vmm/cli/serve_api.c): E2B's sandbox API over
+ * moat's named sandboxes, the timeout reaper, and the resolver handed to
+ * the envd module (vmm/cli/serve_envd.h). docs/serve.md. */
+#ifndef MOAT_SERVE_API_H
+#define MOAT_SERVE_API_H
+
+#include <stddef.h>
+
+struct serve_opts {
+    const char *api_addr;       /* numeric address, e.g. "127.0.0.1" */
+    unsigned api_port;
+    const char *envd_addr;
+    unsigned envd_port;
+    const char *api_key;        /* required on every request but GET /health */
+    const char *home;           /* $MOAT_HOME */
+    double reap_interval;       /* seconds between timeout checks (1) */
+};
+struct serve;
+/* Start the API and envd servers and the reaper. 0, or -errno with why. */
+int serve_start(const struct serve_opts *o, struct serve **out, char *why, size_t wlen);
+/* Stop them (sandboxes go on running; their serve.json keeps their
+ * deadlines for the next moat serve). */
+void serve_stop(struct serve *s);
+
+#endif

@@ -1,0 +1,727 @@
+/* `moat serve`'s request decoders (vmm/cli/serve_req.h): pure functions. */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vmm/cli/serve_req.h"
+
+__attribute__((format(printf, 3, 4))) static int bad(char *why, size_t wlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (wlen)
+        vsnprintf(why, wlen, fmt, ap);
+    va_end(ap);
+    return -EINVAL;
+}
+
+bool serve_valid_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > SERVE_ID_MAX || !strcmp(s, ".") || !strcmp(s, ".."))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  (i > 0 && (c == '-' || c == '_' || c == '.'));
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+bool serve_valid_template(const char *s)
+{
+    return serve_valid_name(s) && strlen(s) <= SERVE_TEMPLATE_MAX;
+}
+
+/* ---- routes ---- */
+
+struct route {
+    const char *method;
+    const char *prefix;     /* the path up to the id ("" when the path has none) */
+    const char *suffix;     /* after the id */
+    enum serve_ep ep;
+};
+
+static const struct route routes[] = {
+    { "POST", "/v2/sandboxes", NULL, SV_CREATE },
+    { "POST", "/sandboxes", NULL, SV_CREATE },
+    { "GET", "/v2/sandboxes", NULL, SV_LIST },
+    { "GET", "/sandboxes", NULL, SV_LIST },
+    { "GET", "/snapshots", NULL, SV_SNAPSHOTS },
+    { "GET", "/health", NULL, SV_HEALTH },
+    { "POST", "/v2/sandboxes/", "/connect", SV_CONNECT },
+    { "POST", "/sandboxes/", "/resume", SV_CONNECT },
+    { "DELETE", "/sandboxes/", "", SV_KILL },
+    { "GET", "/sandboxes/", "", SV_INFO },
+    { "POST", "/sandboxes/", "/timeout", SV_TIMEOUT },
+    { "POST", "/sandboxes/", "/pause", SV_PAUSE },
+    { "POST", "/sandboxes/", "/snapshots", SV_SNAPSHOT },
+    { "POST", "/sandboxes/", "/fork", SV_FORK },
+    { "GET", "/sandboxes/", "/metrics", SV_METRICS },
+    { "DELETE", "/templates/", "", SV_TEMPLATE_DELETE },
+};
+
+int serve_route(const char *method, const char *path, enum serve_ep *ep, char *id, size_t idlen, char *why,
+                size_t wlen)
+{
+    bool path_known = false;
+    if (idlen)
+        id[0] = 0;
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        const struct route *r = &routes[i];
+        size_t pl = strlen(r->prefix);
+        if (!r->suffix) {
+            if (strcmp(path, r->prefix))
+                continue;
+            path_known = true;
+            if (strcmp(method, r->method))
+                continue;
+            *ep = r->ep;
+            return 0;
+        }
+        if (strncmp(path, r->prefix, pl))
+            continue;
+        const char *rest = path + pl;
+        const char *slash = strchr(rest, '/');
+        size_t il = slash ? (size_t)(slash - rest) : strlen(rest);
+        const char *after = rest + il;
+        if (strcmp(after, r->suffix) || il == 0)
+            continue;
+        path_known = true;
+        if (strcmp(method, r->method))
+            continue;
+        char tmp[SERVE_ID_MAX + 2];
+        if (il > SERVE_ID_MAX)
+            return bad(why, wlen, "id '%.64s...' is too long (at most %d bytes)", rest, SERVE_ID_MAX);
+        memcpy(tmp, rest, il);
+        tmp[il] = 0;
+        bool ok = r->ep == SV_TEMPLATE_DELETE ? serve_valid_template(tmp) : serve_valid_name(tmp);
+        if (!ok)
+            return bad(why, wlen, "malformed id '%s': 1-%d of A-Z a-z 0-9 - _ . starting with a letter or digit",
+                       tmp, r->ep == SV_TEMPLATE_DELETE ? SERVE_TEMPLATE_MAX : SERVE_ID_MAX);
+        if (il >= idlen)
+            return bad(why, wlen, "id too long");
+        memcpy(id, tmp, il + 1);
+        *ep = r->ep;
+        return 0;
+    }
+    if (path_known)
+        return bad(why, wlen, "method %.16s is not allowed on %.200s", method, path);
+    if (wlen)
+        snprintf(why, wlen, "no such route: %.16s %.200s", method, path);
+    return -ENOENT;
+}
+
+/* ---- bodies ---- */
+
+/* Parse a body that must be a JSON object; an empty body is {} when
+ * empty_ok. */
+static json_t *parse_object(const char *body, size_t len, bool empty_ok, char *why, size_t wlen)
+{
+    size_t i = 0;
+    while (i < len && (body[i] == ' ' || body[i] == '\t' || body[i] == '\r' || body[i] == '\n'))
+        i++;
+    if (i == len) {
+        if (empty_ok)
+            return json_object();
+        bad(why, wlen, "a JSON object body is required");
+        return NULL;
+    }
+    json_error_t e;
+    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &e);
+    if (!j) {
+        bad(why, wlen, "malformed JSON at line %d column %d: %.150s", e.line, e.column, e.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        bad(why, wlen, "the body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+/* An optional timeout (integer seconds 0..SERVE_TIMEOUT_MAX): 1 given, 0
+ * absent or null, -EINVAL. */
+static int get_timeout(json_t *o, const char *key, uint32_t *out, char *why, size_t wlen)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v))
+        return bad(why, wlen, "'%s' must be an integer number of seconds", key);
+    json_int_t t = json_integer_value(v);
+    if (t < 0 || t > SERVE_TIMEOUT_MAX)
+        return bad(why, wlen, "'%s' %lld is out of range (0..%d seconds)", key, (long long)t, SERVE_TIMEOUT_MAX);
+    *out = (uint32_t)t;
+    return 1;
+}
+
+/* An optional boolean: 1 given (*out set), 0 absent or null, -EINVAL. */
+static int get_bool(json_t *o, const char *key, bool *out, char *why, size_t wlen)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v))
+        return bad(why, wlen, "'%s' must be true or false", key);
+    *out = json_is_true(v);
+    return 1;
+}
+
+static bool env_name_ok(const char *k)
+{
+    if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
+        return false;
+    for (const char *p = k + 1; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+            return false;
+    return true;
+}
+
+/* An optional object of strings (metadata, envVars) -> a copy in *out
+ * (an empty object when absent). */
+static int get_strmap(json_t *o, const char *key, bool env, json_t **out, char *why, size_t wlen)
+{
+    json_t *v = json_object_get(o, key);
+    if (v && !json_is_null(v) && !json_is_object(v))
+        return bad(why, wlen, "'%s' must be an object of strings", key);
+    if (v && json_object_size(v) > SERVE_META_MAX)
+        return bad(why, wlen, "'%s' has more than %d entries", key, SERVE_META_MAX);
+    json_t *m = json_object();
+    if (!m)
+        return -ENOMEM;
+    const char *k;
+    json_t *val;
+    if (v && json_is_object(v))
+        json_object_foreach(v, k, val) {
+            size_t kl = strlen(k);
+            if (kl == 0 || kl > SERVE_KEY_MAX) {
+                json_decref(m);
+                return bad(why, wlen, "'%s': a key must be 1-%d bytes", key, SERVE_KEY_MAX);
+            }
+            if (env && !env_name_ok(k)) {
+                json_decref(m);
+                return bad(why, wlen, "'%s': '%.64s' is not a valid environment variable name", key, k);
+            }
+            if (!json_is_string(val)) {
+                json_decref(m);
+                return bad(why, wlen, "'%s.%.64s' must be a string", key, k);
+            }
+            size_t vl = json_string_length(val);
+            if (vl > SERVE_VAL_MAX || memchr(json_string_value(val), 0, vl)) {
+                json_decref(m);
+                return bad(why, wlen, "'%s.%.64s': a value must be at most %d bytes, without NUL", key, k,
+                           SERVE_VAL_MAX);
+            }
+            if (json_object_set(m, k, val) < 0) {
+                json_decref(m);
+                return -ENOMEM;
+            }
+        }
+    *out = m;
+    return 0;
+}
+
+/* Fields whose presence asks for something moat does not do. */
+static int refuse_nonempty(json_t *o, const char *key, const char *what, char *why, size_t wlen)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v) || (json_is_array(v) && json_array_size(v) == 0) ||
+        (json_is_object(v) && json_object_size(v) == 0))
+        return 0;
+    return bad(why, wlen, "'%s' is not supported by moat serve (%s)", key, what);
+}
+
+void serve_create_free(struct serve_create *c)
+{
+    json_decref(c->metadata);
+    json_decref(c->env);
+    c->metadata = c->env = NULL;
+}
+
+int serve_decode_create(const char *body, size_t len, struct serve_create *c, char *why, size_t wlen)
+{
+    memset(c, 0, sizeof *c);
+    c->internet = -1;
+    c->timeout = SERVE_DEFAULT_TIMEOUT;
+    json_t *o = parse_object(body, len, false, why, wlen);
+    if (!o)
+        return -EINVAL;
+    int r = 0;
+    json_t *t = json_object_get(o, "templateID");
+    bool b = false;
+    if (!t || !json_is_string(t)) {
+        r = bad(why, wlen, "'templateID' (a string) is required");
+        goto out;
+    }
+    if (!serve_valid_template(json_string_value(t)) || strlen(json_string_value(t)) != json_string_length(t)) {
+        r = bad(why, wlen, "'templateID' '%.64s' is not a template name (1-%d of A-Z a-z 0-9 - _ ., starting "
+                "with a letter or digit)", json_string_value(t), SERVE_TEMPLATE_MAX);
+        goto out;
+    }
+    snprintf(c->template_id, sizeof c->template_id, "%s", json_string_value(t));
+    if ((r = get_timeout(o, "timeout", &c->timeout, why, wlen)) < 0)
+        goto out;
+    if ((r = get_bool(o, "autoPause", &c->auto_pause, why, wlen)) < 0)
+        goto out;
+    if ((r = get_bool(o, "allow_internet_access", &b, why, wlen)) < 0)
+        goto out;
+    if (r == 1)
+        c->internet = b;
+    if ((r = get_bool(o, "secure", &b, why, wlen)) < 0)
+        goto out;
+    if ((r = get_bool(o, "autoPauseMemory", &b, why, wlen)) < 0)
+        goto out;
+    if (r == 1 && !b) {
+        r = bad(why, wlen, "'autoPauseMemory': false is not supported: moat pauses keep memory");
+        goto out;
+    }
+    json_t *ar = json_object_get(o, "autoResume");
+    if (ar && !json_is_null(ar)) {
+        json_t *en = json_is_object(ar) ? json_object_get(ar, "enabled") : NULL;
+        if (!en || !json_is_boolean(en)) {
+            r = bad(why, wlen, "'autoResume' must be {\"enabled\": true|false}");
+            goto out;
+        }
+        c->auto_resume = json_is_true(en);
+    }
+    json_t *net = json_object_get(o, "network");
+    if (net && !json_is_null(net) && !json_is_object(net)) {
+        r = bad(why, wlen, "'network' must be an object");
+        goto out;
+    }
+    if ((r = refuse_nonempty(o, "volumeMounts", "no volumes", why, wlen)) < 0 ||
+        (r = refuse_nonempty(o, "mcp", "no MCP gateway in moat's guests", why, wlen)) < 0 ||
+        (r = refuse_nonempty(o, "iam", "no IAM tokens", why, wlen)) < 0)
+        goto out;
+    if ((r = get_strmap(o, "metadata", false, &c->metadata, why, wlen)) < 0)
+        goto out;
+    if ((r = get_strmap(o, "envVars", true, &c->env, why, wlen)) < 0)
+        goto out;
+    r = 0;
+out:
+    json_decref(o);
+    if (r < 0)
+        serve_create_free(c);
+    return r;
+}
+
+static int memory_flag(json_t *o, char *why, size_t wlen)
+{
+    bool m = true;
+    int r = get_bool(o, "memory", &m, why, wlen);
+    if (r < 0)
+        return r;
+    if (!m)
+        return bad(why, wlen, "'memory': false (without memory) is not supported: moat's pause keeps memory");
+    return 0;
+}
+
+int serve_decode_connect(const char *body, size_t len, uint32_t *timeout, char *why, size_t wlen)
+{
+    *timeout = 0;
+    json_t *o = parse_object(body, len, true, why, wlen);
+    if (!o)
+        return -EINVAL;
+    int r = get_timeout(o, "timeout", timeout, why, wlen);
+    if (r >= 0)
+        r = memory_flag(o, why, wlen);
+    json_decref(o);
+    return r < 0 ? r : 0;
+}
+
+int serve_decode_timeout(const char *body, size_t len, uint32_t *timeout, char *why, size_t wlen)
+{
+    *timeout = 0;
+    json_t *o = parse_object(body, len, false, why, wlen);
+    if (!o)
+        return -EINVAL;
+    int r = get_timeout(o, "timeout", timeout, why, wlen);
+    json_decref(o);
+    if (r == 0)
+        return bad(why, wlen, "'timeout' (integer seconds) is required");
+    return r < 0 ? r : 0;
+}
+
+int serve_decode_pause(const char *body, size_t len, char *why, size_t wlen)
+{
+    json_t *o = parse_object(body, len, true, why, wlen);
+    if (!o)
+        return -EINVAL;
+    int r = memory_flag(o, why, wlen);
+    json_decref(o);
+    return r;
+}
+
+int serve_decode_fork(const char *body, size_t len, uint32_t *timeout, unsigned *count, char *why, size_t wlen)
+{
+    *timeout = SERVE_DEFAULT_TIMEOUT;
+    *count = 1;
+    json_t *o = parse_object(body, len, true, why, wlen);
+    if (!o)
+        return -EINVAL;
+    int r = get_timeout(o, "timeout", timeout, why, wlen);
+    json_t *c = json_object_get(o, "count");
+    if (r >= 0 && c && !json_is_null(c)) {
+        if (!json_is_integer(c) || json_integer_value(c) < 1 || json_integer_value(c) > SERVE_FORK_MAX)
+            r = bad(why, wlen, "'count' must be an integer 1..%d", SERVE_FORK_MAX);
+        else
+            *count = (unsigned)json_integer_value(c);
+    }
+    json_decref(o);
+    return r < 0 ? r : 0;
+}
+
+int serve_decode_snapshot(const char *body, size_t len, char *name, size_t nlen, char *why, size_t wlen)
+{
+    if (nlen)
+        name[0] = 0;
+    json_t *o = parse_object(body, len, true, why, wlen);
+    if (!o)
+        return -EINVAL;
+    int r = 0;
+    json_t *n = json_object_get(o, "name");
+    if (n && !json_is_null(n)) {
+        if (!json_is_string(n) || strlen(json_string_value(n)) != json_string_length(n) ||
+            !serve_valid_template(json_string_value(n)) || json_string_length(n) >= nlen)
+            r = bad(why, wlen, "'name' must be a template name (1-%d of A-Z a-z 0-9 - _ ., starting with a "
+                    "letter or digit)", SERVE_TEMPLATE_MAX);
+        else
+            memcpy(name, json_string_value(n), json_string_length(n) + 1);
+    }
+    json_decref(o);
+    return r;
+}
+
+/* ---- list queries ---- */
+
+void serve_list_init(struct serve_list_q *q)
+{
+    memset(q, 0, sizeof *q);
+    q->running = q->paused = true;
+    q->limit = SERVE_LIST_MAX;
+}
+
+void serve_list_free(struct serve_list_q *q)
+{
+    json_decref(q->metadata);
+    q->metadata = NULL;
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+}
+
+/* Percent-decode s[0..n) into out (form: '+' is a space); -EINVAL on a
+ * bad escape, a NUL or no room. */
+static int pct_decode(const char *s, size_t n, bool form, char *out, size_t olen)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (c == '%') {
+            if (i + 2 >= n)
+                return -EINVAL;
+            int h = hexval(s[i + 1]), l = hexval(s[i + 2]);
+            if (h < 0 || l < 0)
+                return -EINVAL;
+            c = (char)(h * 16 + l);
+            i += 2;
+        } else if (c == '+' && form) {
+            c = ' ';
+        }
+        if (c == 0 || o + 1 >= olen)
+            return -EINVAL;
+        out[o++] = c;
+    }
+    out[o] = 0;
+    return 0;
+}
+
+static int parse_metadata_query(struct serve_list_q *q, const char *v, char *why, size_t wlen)
+{
+    if (!q->metadata && !(q->metadata = json_object()))
+        return -ENOMEM;
+    const char *p = v;
+    while (*p) {
+        const char *amp = strchr(p, '&');
+        size_t n = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', n);
+        if (n) {
+            if (!eq || eq == p)
+                return bad(why, wlen, "metadata: '%.*s' is not KEY=VALUE", (int)(n > 64 ? 64 : n), p);
+            /* The SDK encodes each key and value, then the pairs as a
+             * form: two decodings. */
+            char k1[SERVE_KEY_MAX * 3 + 1], k2[SERVE_KEY_MAX + 1], v1[SERVE_VAL_MAX * 3 + 1], v2[SERVE_VAL_MAX + 1];
+            if (pct_decode(p, (size_t)(eq - p), true, k1, sizeof k1) < 0 ||
+                pct_decode(k1, strlen(k1), false, k2, sizeof k2) < 0 || !k2[0] ||
+                pct_decode(eq + 1, n - (size_t)(eq + 1 - p), true, v1, sizeof v1) < 0 ||
+                pct_decode(v1, strlen(v1), false, v2, sizeof v2) < 0)
+                return bad(why, wlen, "metadata: a malformed or too long key or value");
+            if (json_object_size(q->metadata) >= SERVE_META_MAX)
+                return bad(why, wlen, "metadata: more than %d pairs", SERVE_META_MAX);
+            json_t *s = json_stringn(v2, strlen(v2));
+            if (!s || json_object_set_new(q->metadata, k2, s) < 0)
+                return bad(why, wlen, "metadata: a key or value that is not UTF-8");
+        }
+        if (!amp)
+            break;
+        p = amp + 1;
+    }
+    return 0;
+}
+
+static int parse_rfc3339(const char *v, double *out)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof tm);
+    const char *e = strptime(v, "%Y-%m-%dT%H:%M:%S", &tm);
+    if (!e)
+        return -EINVAL;
+    double frac = 0;
+    if (*e == '.') {
+        char *end;
+        frac = strtod(e, &end);
+        if (end == e + 1)
+            return -EINVAL;
+        e = end;
+    }
+    if (strcmp(e, "Z") && strcmp(e, "+00:00"))
+        return -EINVAL;
+    time_t t = timegm(&tm);
+    if (t == (time_t)-1)
+        return -EINVAL;
+    *out = (double)t + frac;
+    return 0;
+}
+
+int serve_list_arg(struct serve_list_q *q, const char *key, const char *value, char *why, size_t wlen)
+{
+    const char *v = value ? value : "";
+    if (!strcmp(key, "state")) {
+        if (!q->state_given)
+            q->running = q->paused = false;
+        q->state_given = true;
+        const char *p = v;
+        for (;;) {
+            const char *c = strchr(p, ',');
+            size_t n = c ? (size_t)(c - p) : strlen(p);
+            if (n == 7 && !strncmp(p, "running", 7))
+                q->running = true;
+            else if (n == 6 && !strncmp(p, "paused", 6))
+                q->paused = true;
+            else
+                return bad(why, wlen, "state: '%.*s' is not running or paused", (int)(n > 32 ? 32 : n), p);
+            if (!c)
+                break;
+            p = c + 1;
+        }
+        return 0;
+    }
+    if (!strcmp(key, "metadata"))
+        return parse_metadata_query(q, v, why, wlen);
+    if (!strcmp(key, "limit")) {
+        char *end;
+        errno = 0;
+        long l = strtol(v, &end, 10);
+        if (!*v || *end || errno || l < 1 || l > SERVE_LIST_MAX)
+            return bad(why, wlen, "limit: '%.32s' is not an integer 1..%d", v, SERVE_LIST_MAX);
+        q->limit = (unsigned)l;
+        return 0;
+    }
+    if (!strcmp(key, "nextToken")) {
+        if (*v && !serve_valid_name(v))
+            return bad(why, wlen, "nextToken: '%.64s' is not a token this server gave", v);
+        snprintf(q->next, sizeof q->next, "%s", v);
+        return 0;
+    }
+    if (!strcmp(key, "template") || !strcmp(key, "name")) {
+        if (*v && !serve_valid_template(v))
+            return bad(why, wlen, "%s: '%.64s' is not a template name", key, v);
+        snprintf(key[0] == 't' ? q->template_id : q->name, sizeof q->name, "%s", v);
+        return 0;
+    }
+    if (!strcmp(key, "sandboxID")) {
+        if (*v && !serve_valid_name(v))
+            return bad(why, wlen, "sandboxID: '%.64s' is not a sandbox id", v);
+        snprintf(q->sandbox_id, sizeof q->sandbox_id, "%s", v);
+        return 0;
+    }
+    if (!strcmp(key, "startedAfter")) {
+        if (*v && parse_rfc3339(v, &q->started_after) < 0)
+            return bad(why, wlen, "startedAfter: '%.64s' is not an RFC 3339 UTC time", v);
+        return 0;
+    }
+    if (!strcmp(key, "order")) {
+        if (strcmp(v, "asc") && strcmp(v, "desc") && *v)
+            return bad(why, wlen, "order: '%.16s' is not asc or desc", v);
+        return 0;   /* the order is always by id (docs/serve.md) */
+    }
+    return bad(why, wlen, "unknown query parameter '%.64s'", key);
+}
+
+bool serve_list_meta_match(const struct serve_list_q *q, const json_t *metadata)
+{
+    if (!q->metadata)
+        return true;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)q->metadata, k, v) {
+        json_t *m = metadata ? json_object_get(metadata, k) : NULL;
+        if (!m || !json_is_string(m) || !json_equal(m, v))
+            return false;
+    }
+    return true;
+}
+
+/* ---- ADDR:PORT ---- */
+
+int serve_parse_hostport(const char *s, char *addr, size_t alen, unsigned *port, char *why, size_t wlen)
+{
+    const char *colon;
+    size_t al;
+    const char *a = s;
+    if (*s == '[') {
+        const char *rb = strchr(s, ']');
+        if (!rb || rb[1] != ':')
+            return bad(why, wlen, "'%.80s': expected [IPV6]:PORT", s);
+        a = s + 1;
+        al = (size_t)(rb - a);
+        colon = rb + 1;
+    } else {
+        colon = strrchr(s, ':');
+        if (!colon || strchr(s, ':') != colon)
+            return bad(why, wlen, "'%.80s': expected ADDR:PORT (an IPv6 address in brackets)", s);
+        al = (size_t)(colon - s);
+    }
+    if (al == 0 || al >= alen)
+        return bad(why, wlen, "'%.80s': no address, or too long", s);
+    for (size_t i = 0; i < al; i++)
+        if (!((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'f') || (a[i] >= 'A' && a[i] <= 'F') ||
+              a[i] == '.' || a[i] == ':'))
+            return bad(why, wlen, "'%.80s': the address must be numeric (IPv4 or [IPv6])", s);
+    char *end;
+    errno = 0;
+    unsigned long p = strtoul(colon + 1, &end, 10);
+    if (!colon[1] || *end || errno || p < 1 || p > 65535 || colon[1] == '-' || colon[1] == '+')
+        return bad(why, wlen, "'%.80s': the port must be 1..65535", s);
+    memcpy(addr, a, al);
+    addr[al] = 0;
+    *port = (unsigned)p;
+    return 0;
+}
+
+/* ---- serve.json ---- */
+
+void serve_state_free(struct serve_state *st)
+{
+    json_decref(st->metadata);
+    json_decref(st->env);
+    st->metadata = st->env = NULL;
+}
+
+static bool hex_token(const char *s)
+{
+    if (strlen(s) != SERVE_TOKEN_LEN)
+        return false;
+    for (const char *p = s; *p; p++)
+        if (hexval(*p) < 0 || (*p >= 'A' && *p <= 'F'))
+            return false;
+    return true;
+}
+
+int serve_state_decode(const char *text, size_t len, struct serve_state *st, char *why, size_t wlen)
+{
+    memset(st, 0, sizeof *st);
+    json_t *o = parse_object(text, len, false, why, wlen);
+    if (!o)
+        return -EINVAL;
+    int r = -EINVAL;
+    json_t *tpl = json_object_get(o, "templateID"), *tok = json_object_get(o, "envdAccessToken"),
+           *cid = json_object_get(o, "clientID"), *sa = json_object_get(o, "startedAt"),
+           *dl = json_object_get(o, "deadline"), *to = json_object_get(o, "timeout"),
+           *ap = json_object_get(o, "autoPause"), *ar = json_object_get(o, "autoResume"),
+           *in = json_object_get(o, "allowInternetAccess");
+    if (!json_is_string(tpl) || !serve_valid_template(json_string_value(tpl))) {
+        bad(why, wlen, "serve.json: templateID");
+        goto out;
+    }
+    if (!json_is_string(tok) || !hex_token(json_string_value(tok)) || !json_is_string(cid) ||
+        !hex_token(json_string_value(cid))) {
+        bad(why, wlen, "serve.json: envdAccessToken or clientID");
+        goto out;
+    }
+    if (!json_is_number(sa) || !json_is_number(dl) || json_number_value(sa) < 0 || json_number_value(dl) < 0 ||
+        json_number_value(sa) > 1e11 || json_number_value(dl) > 1e11) {
+        bad(why, wlen, "serve.json: startedAt or deadline");
+        goto out;
+    }
+    if (!json_is_integer(to) || json_integer_value(to) < 0 || json_integer_value(to) > SERVE_TIMEOUT_MAX ||
+        !json_is_boolean(ap) || !json_is_boolean(ar) || !(json_is_boolean(in) || json_is_null(in))) {
+        bad(why, wlen, "serve.json: timeout, autoPause, autoResume or allowInternetAccess");
+        goto out;
+    }
+    snprintf(st->template_id, sizeof st->template_id, "%s", json_string_value(tpl));
+    snprintf(st->token, sizeof st->token, "%s", json_string_value(tok));
+    snprintf(st->client_id, sizeof st->client_id, "%s", json_string_value(cid));
+    st->started_at = json_number_value(sa);
+    st->deadline = json_number_value(dl);
+    st->timeout = (uint32_t)json_integer_value(to);
+    st->auto_pause = json_is_true(ap);
+    st->auto_resume = json_is_true(ar);
+    st->internet = json_is_null(in) ? -1 : json_is_true(in);
+    if ((r = get_strmap(o, "metadata", false, &st->metadata, why, wlen)) < 0 ||
+        (r = get_strmap(o, "envVars", true, &st->env, why, wlen)) < 0) {
+        serve_state_free(st);
+        goto out;
+    }
+    r = 0;
+out:
+    json_decref(o);
+    return r;
+}
+
+char *serve_state_encode(const struct serve_state *st)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s, s:f, s:f, s:I, s:b, s:b, s:o}", "templateID", st->template_id,
+                          "envdAccessToken", st->token, "clientID", st->client_id, "startedAt", st->started_at,
+                          "deadline", st->deadline, "timeout", (json_int_t)st->timeout, "autoPause",
+                          st->auto_pause, "autoResume", st->auto_resume, "allowInternetAccess",
+                          st->internet < 0 ? json_null() : json_boolean(st->internet));
+    if (!o)
+        return NULL;
+    char *s = NULL;
+    if (json_object_set_new(o, "metadata", st->metadata ? json_deep_copy(st->metadata) : json_object()) == 0 &&
+        json_object_set_new(o, "envVars", st->env ? json_deep_copy(st->env) : json_object()) == 0)
+        s = json_dumps(o, JSON_SORT_KEYS | JSON_INDENT(1));
+    json_decref(o);
+    return s;
+}
+
+void serve_time_text(double t, char *buf, size_t len)
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    char b[40];
+    strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%S", &tm);
+    int ms = (int)((t - (double)s) * 1000);
+    snprintf(buf, len, "%s.%03dZ", b, ms < 0 ? 0 : ms > 999 ? 999 : ms);
+}
+
+bool serve_secret_eq(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    unsigned char d = la != lb;
+    for (size_t i = 0; i < la; i++)
+        d |= (unsigned char)(a[i] ^ b[i < lb ? i : 0]);
+    return d == 0 && lb > 0;
+}
