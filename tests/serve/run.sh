@@ -4,6 +4,8 @@
 # the real E2B SDK, stop it and remove every sandbox it left.
 #
 #   tests/serve/run.sh [SCRIPT.mjs [ARG...]]     default: tests/serve/e2b-test.mjs
+#   tests/serve/run.sh --check    only the checks below: exit 0 if it could run
+#                                 here, else 3 with the SKIPPED line
 #
 # Exit: the script's status (e2b-test.mjs: 1 when a check failed); 0 with a
 # `SKIPPED: serve: <reason>` line when node (>= 20.18.1, e2b's requirement),
@@ -18,19 +20,18 @@
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MOAT=${MOAT_BIN:-$ROOT/build/moat}
 NODE=${NODE:-node}
+check_only=0
+if [ "${1:-}" = --check ]; then check_only=1; shift; fi
 script=${1:-$ROOT/tests/serve/e2b-test.mjs}
 [ $# -gt 0 ] && shift
-skip() { echo "SKIPPED: serve: $*"; exit 0; }
+skip() { echo "SKIPPED: serve: $*"; [ $check_only = 1 ] && exit 3; exit 0; }
 
-command -v "$NODE" >/dev/null 2>&1 || skip "no node in PATH (the e2b SDK needs Node.js >= 20.18.1)"
-v=$("$NODE" -p process.versions.node 2>/dev/null) || skip "$NODE does not run"
-"$NODE" -e 'const [a, b, c] = process.versions.node.split(".").map(Number);
-    process.exit(a > 20 || (a === 20 && (b > 18 || (b === 18 && c >= 1))) ? 0 : 1)' ||
-    skip "node $v is older than 20.18.1 (the e2b SDK needs it)"
+why=$("$ROOT/tests/serve/node-check.sh" "$NODE") || skip "$why"
 [ -f "$ROOT/tests/serve/node_modules/e2b/package.json" ] ||
     skip "tests/serve/node_modules is not installed (make serve-deps: npm ci from the lockfile)"
 [ -x "$MOAT" ] && "$MOAT" serve --help >/dev/null 2>&1 ||
     skip "moat serve not built ($MOAT serve --help fails)"
+[ $check_only = 1 ] && exit 0
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/moat-serve-test.XXXXXX") || exit 1
 spid=""
