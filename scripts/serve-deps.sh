@@ -6,7 +6,8 @@
 # node_modules already matches the lockfile.
 # Without node >= 20.18.1 (the SDK's requirement; Debian 12's nodejs is 18)
 # or npm it prints SKIPPED and exits 0: the serve tests then say SKIPPED too.
-# An npm ci that fails (e.g. the registry is not reachable) is an error.
+# An npm ci that fails (e.g. the registry is not reachable) leaves no
+# node_modules and says SKIPPED with npm's last lines: the tests skip too.
 set -u
 DIR=$(cd "$(dirname "$0")/../tests/serve" && pwd)
 skip() { echo "SKIPPED: serve-deps: $* (the serve tests will print SKIPPED)"; exit 0; }
@@ -18,4 +19,10 @@ if [ -f "$stamp" ] && [ ! "$DIR/package-lock.json" -nt "$stamp" ] && [ -f "$DIR/
     exit 0
 fi
 echo "serve-deps: npm ci in tests/serve (e2b from package-lock.json)"
-cd "$DIR" && npm ci --no-audit --no-fund --loglevel=error
+cd "$DIR" || exit 1
+if ! npm ci --no-audit --no-fund --loglevel=error > npm-ci.log 2>&1; then
+    tail -n 5 npm-ci.log
+    rm -rf node_modules npm-ci.log
+    skip "npm ci failed (is the npm registry reachable?)"
+fi
+rm -f npm-ci.log

@@ -53,11 +53,15 @@ mkdir -p "$MOAT_HOME"
 key=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 printf '%s\n' "$key" > "$work/api-key"
 chmod 600 "$work/api-key"
-# Two free loopback ports (unless given): bound to port 0 by node, then let go.
-ports=$("$NODE" -e 'const net = require("net"); const a = net.createServer().listen(0, "127.0.0.1", () => {
-    const b = net.createServer().listen(0, "127.0.0.1", () => {
-        console.log(a.address().port, b.address().port); a.close(); b.close(); }); });') || exit 1
-api=${SERVE_API_PORT:-${ports% *}} envd=${SERVE_ENVD_PORT:-${ports#* }}
+# Two free loopback ports unless both are given: bound to port 0 by node, then let go.
+if [ -n "${SERVE_API_PORT:-}" ] && [ -n "${SERVE_ENVD_PORT:-}" ]; then
+    api=$SERVE_API_PORT envd=$SERVE_ENVD_PORT
+else
+    ports=$("$NODE" -e 'const net = require("net"); const a = net.createServer().listen(0, "127.0.0.1", () => {
+        const b = net.createServer().listen(0, "127.0.0.1", () => {
+            console.log(a.address().port, b.address().port); a.close(); b.close(); }); });') || exit 1
+    api=${SERVE_API_PORT:-${ports% *}} envd=${SERVE_ENVD_PORT:-${ports#* }}
+fi
 
 "$MOAT" serve --api "127.0.0.1:$api" --envd "127.0.0.1:$envd" --api-key-file "$work/api-key" \
     > "$work/serve.log" 2>&1 &
