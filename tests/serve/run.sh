@@ -51,7 +51,7 @@ trap 'exit 130' INT TERM
 export MOAT_HOME="$work/home"
 mkdir -p "$MOAT_HOME"
 key=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
-printf '%s\n' "$key" > "$work/api-key"
+printf '%s' "$key" > "$work/api-key"   # no newline: the file is the key
 chmod 600 "$work/api-key"
 # Two free loopback ports unless both are given: bound to port 0 by node, then let go.
 if [ -n "${SERVE_API_PORT:-}" ] && [ -n "${SERVE_ENVD_PORT:-}" ]; then
