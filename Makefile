@@ -80,11 +80,16 @@ UNIT_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests/%)
 UNIT_SAN_BINS := $(UNIT_SRCS:tests/unit/%.c=$(B)/tests-san/%)
 UNIT_COMMON := $(filter-out $(UNIT_SRCS),$(wildcard tests/unit/*.c))
 
-.PHONY: all deps print-ldlibs run test test-unit test-san test-integration test-load test-linux test-vhost test-nested guest bench clean fuzz
+.PHONY: all deps serve-deps print-ldlibs run test test-unit test-san test-integration test-load test-linux test-vhost test-nested test-serve guest bench clean fuzz
 all: $(B)/moat $(B)/libmoat.a $(B)/libmoat.so $(B)/moat-san
 
 deps:
 	@scripts/deps.sh
+
+# The E2B SDK of the serve tests: npm ci in tests/serve from its
+# package-lock.json (e2b 2.51.0); SKIPPED without node >= 20.18.1.
+serve-deps:
+	@scripts/serve-deps.sh
 
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -220,11 +225,19 @@ test-vhost: $(B)/moat guest
 # The KVM suites and the Linux user-space checks inside a Linux that QEMU
 # emulates with SVM (TCG), on hosts the probe calls pvm or none
 # (tests/nested/README.md); on hardware KVM the same checks run directly.
-test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_hostile
+test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_hostile serve-deps
 	@if [ "$$(scripts/host-kind.sh)" = kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
 	    echo "nested: hardware KVM here: the same checks run directly on it"; \
 	    tests/nested/test-moat.sh --native; \
 	else tests/nested/test-moat.sh --timeout 2400 --mem 6144; fi
+
+# moat serve driven by the real E2B SDK (tests/serve/run.sh), directly on
+# this host where Linux guests run (hardware KVM). make test runs the same
+# script as the nested check serve-e2b (tests/nested/checks.d/serve.sh): in
+# L1 on pvm/none hosts, directly on kvm hosts (test-moat.sh --native).
+test-serve: $(B)/moat guest serve-deps
+	@kind=$$(scripts/host-kind.sh); if [ "$$kind" = kvm ]; then tests/serve/run.sh; \
+	else echo "SKIPPED: serve: Linux guests do not run on this host (kind $$kind); make test-nested runs the serve checks in its L1"; fi
 
 bench: all guest test-guests
 	bench/boot.sh
