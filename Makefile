@@ -59,10 +59,10 @@ endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c,$(sort $(wildcard vmm/cli/*.c)))
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_connect.c,$(sort $(wildcard vmm/cli/*.c)))
 # CLI-only pieces with unit tests of their own: in the internal archives
 # (the CLI and the tests link those), never in libmoat.a / libmoat.so.
-CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c
+CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_connect.c
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
