@@ -748,6 +748,25 @@ START_TEST(files_up_and_down)
     http("POST", "/files", hdrs, pre, strlen(pre), 0, &r);
     ck_assert_int_eq(r.status, 400);
     resp_free(&r);
+    /* Two files in one form (the SDK's writeFiles), each part named by its path. */
+    {
+        char two[1200];
+        snprintf(two, sizeof two,
+                 "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s/up/one.txt\"\r\n\r\none\r\n"
+                 "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s/up/two.txt\"\r\n\r\ntwo\r\n"
+                 "--%s--\r\n", bnd, tmpdir, bnd, tmpdir, bnd);
+        http("POST", "/files", hdrs, two, strlen(two), 1, &r);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        j = body_json(&r);
+        ck_assert_int_eq(json_array_size(j), 2);
+        ck_assert_str_eq(json_string_value(json_object_get(json_array_get(j, 1), "name")), "two.txt");
+        json_decref(j);
+        resp_free(&r);
+        snprintf(path, sizeof path, "%s/up/one.txt", tmpdir);
+        check_download(0, path, (const uint8_t *)"one", 3);
+        snprintf(path, sizeof path, "%s/up/two.txt", tmpdir);
+        check_download(0, path, (const uint8_t *)"two", 3);
+    }
     /* A body cut before the closing boundary. */
     snprintf(pre, sizeof pre, "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s/up/cut\"\r\n\r\nabc",
              bnd, tmpdir);

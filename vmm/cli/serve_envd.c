@@ -1186,7 +1186,7 @@ static enum MHD_Result do_download(struct envd_server *s, struct MHD_Connection 
         if (r == -EREMOTEIO) {
             enum cx_code code = cx_code_from_errno(eno);
             st = code == CX_INTERNAL ? 500 : cx_code_http(code);
-            snprintf(err, sizeof err, "%s: %s", path, msg);
+            snprintf(err, sizeof err, "%s: %s", path, eno ? strerror(eno) : msg);
         } else {
             snprintf(err, sizeof err, "%s: %s", path, strerror(-r));
         }
@@ -1219,6 +1219,8 @@ struct upload {
     char qpath[CX_MAX_PATH + 1];      /* resolved ?path=, "" if none */
     char path[CX_MAX_PATH + 1];       /* the file being written */
     int in_file, wrote;
+    uint64_t got;                     /* bytes of the current part so far */
+    char name[CX_MAX_PATH + 1];       /* its file name as sent */
     uint8_t *buf;
     size_t len;
     json_t *results;
@@ -1334,10 +1336,15 @@ static enum MHD_Result up_iter(void *cls, enum MHD_ValueKind kind, const char *k
     struct upload *u = cls;
     if (!key || strcmp(key, "file") != 0)
         return MHD_YES;             /* other form fields are ignored */
-    if (off == 0) {
+    /* A part may start with an empty call at offset 0: the same part goes
+     * on while nothing came and the file name is the same. */
+    if (off == 0 && (!u->in_file || u->got || strcmp(u->name, filename ? filename : "") != 0)) {
         up_end(u);
+        snprintf(u->name, sizeof u->name, "%s", filename ? filename : "");
+        u->got = 0;
         up_begin(u, filename);
     }
+    u->got += size;
     up_data(u, data, size);
     return MHD_YES;
 }
