@@ -286,17 +286,22 @@ static uint8_t *envelope(const char *json, size_t *n)
     return b;
 }
 
-static int stream_send(int i, const char *method, const char *json, const char *token)
+static int stream_send_h(int i, const char *method, const char *json, const char *token, const char *extra)
 {
-    char path[128], hdrs[700];
+    char path[128], hdrs[800];
     snprintf(path, sizeof path, "/%s", method);
-    snprintf(hdrs, sizeof hdrs, "%sConnect-Protocol-Version: 1\r\nKeepalive-Ping-Interval: 50\r\n",
-             sdk_headers(i, token, "application/connect+json"));
+    snprintf(hdrs, sizeof hdrs, "%sConnect-Protocol-Version: 1\r\nKeepalive-Ping-Interval: 50\r\n%s",
+             sdk_headers(i, token, "application/connect+json"), extra ? extra : "");
     size_t n;
     uint8_t *b = envelope(json, &n);
     int fd = request_send("POST", path, hdrs, b, n, 0);
     free(b);
     return fd;
+}
+
+static int stream_send(int i, const char *method, const char *json, const char *token)
+{
+    return stream_send_h(i, method, json, token, NULL);
 }
 
 /* A finished stream's messages. */
@@ -639,6 +644,39 @@ START_TEST(stdin_and_reattach)
 }
 END_TEST
 
+static void wait_gone(int i)
+{
+    for (int k = 0; k < 500 && list_pid(i, NULL); k++)
+        usleep(10000);
+    ck_assert_msg(list_pid(i, NULL) == 0, "a process that ended is still listed");
+}
+
+/* Connect-Timeout-Ms ends the stream and kills the process (as envd);
+ * a process whose client went away runs on, and leaves the list when it
+ * ends although no stream reads it. */
+START_TEST(timeouts_and_detached)
+{
+    struct resp r;
+    struct events e;
+    read_response(stream_send_h(0, "process.Process/Start",
+                                "{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\",\"sleep 30\"]}}", NULL,
+                                "Connect-Timeout-Ms: 500\r\n"), &r);
+    events_parse(&r, &e);
+    ck_assert_msg(e.have_end_event ? strcmp(e.status, "signal: killed") == 0
+                                   : strcmp(end_code(&e), "deadline_exceeded") == 0, "neither killed nor past its deadline");
+    events_free(&e);
+    resp_free(&r);
+    wait_gone(0);
+
+    int fd = stream_send(0, "process.Process/Start",
+                         "{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\",\"yes | head -c 3000000; sleep 1\"]},\"tag\":\"d\"}",
+                         NULL);
+    wait_pid(0, "d");
+    close(fd);
+    wait_gone(0);
+}
+END_TEST
+
 static uint8_t *pattern(size_t n)
 {
     uint8_t *p = malloc(n);
@@ -970,6 +1008,7 @@ static Suite *suite(void)
     tcase_add_test(tc, start_output_and_exit);
     tcase_add_test(tc, kill_background_and_isolation);
     tcase_add_test(tc, stdin_and_reattach);
+    tcase_add_test(tc, timeouts_and_detached);
     tcase_add_test(tc, files_up_and_down);
     tcase_add_test(tc, filesystem_rpcs);
     tcase_add_test(tc, bad_requests);

@@ -54,7 +54,7 @@ struct proc {
     struct proc *next;
     int refs;                   /* server lock */
     int in_table;               /* server lock */
-    int attached;               /* server lock: a stream reads it */
+    int attached;               /* server lock: a stream (1) or the janitor (2) reads it */
     char sb[SB_MAX];
     uint32_t pid;
     char *tag;
@@ -73,6 +73,7 @@ struct envd_server {
     struct live *lives;
     uint32_t next_pid;
     atomic_int stopping;
+    pthread_t janitor;
 };
 
 /* ---- agent connections ---- */
@@ -707,8 +708,15 @@ static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c,
         env[ne++] = q->envs[i];
     for (size_t i = 0; i < sr.nenvs; i++)
         env[ne++] = sr.envs[i];
+    /* envd kills the process when the call's Connect-Timeout-Ms runs out
+     * (not when the client goes away): so does the agent's timeout. */
+    const char *to = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
+    uint64_t tmo = 0;
+    if (to && cx_timeout_parse(to, &tmo) < 0)
+        tmo = 0;
     struct agent_exec ex = {
         .flags = sr.stdin_on ? AGENT_EXEC_STDIN : 0, .argc = (uint32_t)sr.nargs + 1,
+        .timeout_ms = tmo > UINT32_MAX ? UINT32_MAX : (uint32_t)tmo,
         .envc = (uint32_t)ne, .cwd = cwd, .argv = argv, .env = env,
     };
     r = agent_put_exec(&b, EXEC_ID, &ex);
@@ -1607,6 +1615,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     *con_cls = NULL;
 }
 
+static void *janitor_main(void *arg);
+
 int envd_start(const struct envd_opts *o, struct envd_server **out)
 {
     if (!o || !o->resolve || !o->port || o->port > 65535)
@@ -1643,8 +1653,83 @@ int envd_start(const struct envd_opts *o, struct envd_server **out)
         free(s);
         return -EIO;
     }
+    int r = pthread_create(&s->janitor, NULL, janitor_main, s);
+    if (r) {
+        MHD_stop_daemon(s->d);
+        pthread_mutex_destroy(&s->lock);
+        free(s);
+        return -r;
+    }
     *out = s;
     return 0;
+}
+
+/* The janitor reads the processes no stream is attached to: their output
+ * is dropped (as envd drops what no subscriber takes), so they never block
+ * on a full pipe, and their EXIT takes them out of the table (List, kill). */
+static void drain(struct envd_server *s, struct proc *p)
+{
+    uint8_t buf[65536];
+    for (;;) {
+        ssize_t k = recv(p->ac.fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && errno == EAGAIN)
+            return;
+        if (k <= 0 || agent_rx_push(&p->ac.rx, buf, (size_t)k) < 0) {
+            proc_unlist(s, p);          /* the agent is gone: so is the process */
+            return;
+        }
+        struct agent_hdr h;
+        const uint8_t *pl;
+        int r;
+        while ((r = agent_rx_next(&p->ac.rx, &h, &pl, NULL)) == 1)
+            if (h.id == EXEC_ID && (h.type == AGENT_T_EXIT || h.type == AGENT_T_ERROR)) {
+                proc_unlist(s, p);
+                return;
+            }
+        if (r < 0) {
+            proc_unlist(s, p);
+            return;
+        }
+    }
+}
+
+#define JANITOR_BATCH 128
+
+static void *janitor_main(void *arg)
+{
+    struct envd_server *s = arg;
+    struct proc *ps[JANITOR_BATCH];
+    struct pollfd pf[JANITOR_BATCH];
+    while (!atomic_load(&s->stopping)) {
+        nfds_t n = 0;
+        pthread_mutex_lock(&s->lock);
+        for (struct proc *p = s->procs; p && n < JANITOR_BATCH; p = p->next)
+            if (!p->attached) {
+                p->attached = 2;
+                p->refs++;
+                ps[n] = p;
+                pf[n] = (struct pollfd){ .fd = p->ac.fd, .events = POLLIN };
+                n++;
+            }
+        pthread_mutex_unlock(&s->lock);
+        if (!n) {
+            usleep(250 * 1000);
+            continue;
+        }
+        if (poll(pf, n, 250) < 0 && errno != EINTR)
+            usleep(250 * 1000);
+        for (nfds_t i = 0; i < n; i++) {
+            if (pf[i].revents)
+                drain(s, ps[i]);
+            pthread_mutex_lock(&s->lock);
+            ps[i]->attached = 0;
+            pthread_mutex_unlock(&s->lock);
+            proc_unref(s, ps[i]);
+        }
+    }
+    return NULL;
 }
 
 /* Cut every agent connection of sandbox sb (NULL: all) and take its
@@ -1688,6 +1773,7 @@ void envd_stop(struct envd_server *s)
     if (!s)
         return;
     atomic_store(&s->stopping, 1);
+    pthread_join(s->janitor, NULL);
     cut(s, NULL);
     MHD_stop_daemon(s->d);
     cut(s, NULL);
