@@ -1,9 +1,10 @@
 /* The agent client's filesystem calls that the envd module (serve_envd.c)
  * uses, as the `moat serve` contract fixes them (docs/agent-protocol.md:
  * STAT, LIST, RENAME, REMOVE). They belong to vmm/agent/agent_client.h;
- * until that header declares them (it defines AGENT_FT_FILE then), the
- * declarations below stand in, so this module builds on its own. Once
- * agent_client.h has them, this file is only the #include. */
+ * until that header declares them, the
+ * declarations below stand in, so this module builds on its own. The
+ * agent protocol defines AGENT_STAT_NOFOLLOW along with them: once it
+ * does, this file is only the #include. */
 #ifndef MOAT_SERVE_AGENT_SHIM_H
 #define MOAT_SERVE_AGENT_SHIM_H
 
@@ -12,7 +13,7 @@
 
 #include "vmm/agent/agent_client.h"
 
-#ifndef AGENT_FT_FILE
+#ifndef AGENT_STAT_NOFOLLOW
 #define AGENT_FT_FILE    1u
 #define AGENT_FT_DIR     2u
 #define AGENT_FT_SYMLINK 3u
