@@ -625,8 +625,10 @@ START_TEST(stdin_and_reattach)
     expect_cx(0, "process.Process/SendInput", req, 400, "failed_precondition");
     snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"pty\":{\"size\":{\"cols\":80,\"rows\":24}}}", pid);
     expect_cx(0, "process.Process/Update", req, 501, "unimplemented");
-    /* The first client goes away; Connect reattaches and gets the rest. */
+    /* The first client goes away; once the janitor holds the process,
+     * Connect still reattaches and gets the rest. */
     close(fd);
+    usleep(1500 * 1000);
     snprintf(req, sizeof req, "{\"process\":{\"pid\":%u}}", pid);
     read_response(stream_send(0, "process.Process/Connect", req, NULL), &r);
     events_parse(&r, &e);

@@ -55,6 +55,7 @@ struct proc {
     int refs;                   /* server lock */
     int in_table;               /* server lock */
     int attached;               /* server lock: a stream (1) or the janitor (2) reads it */
+    int connecting;             /* server lock: Connect calls waiting for it (the janitor lets go) */
     char sb[SB_MAX];
     uint32_t pid;
     char *tag;
@@ -799,20 +800,28 @@ static enum MHD_Result do_connect(struct envd_server *s, struct MHD_Connection *
     if (!p)
         return reply_stream_error(c, CX_NOT_FOUND, "process not found");
     /* One reader at a time; a stream whose client just left detaches
-     * within a second. */
-    int ok = 0;
-    for (int i = 0; i < 30 && !ok; i++) {
+     * within a second, the janitor within a quarter (and takes it no more
+     * while we wait). */
+    int ok = 0, gone = 0;
+    pthread_mutex_lock(&s->lock);
+    p->connecting++;
+    pthread_mutex_unlock(&s->lock);
+    for (int i = 0; i < 30 && !ok && !gone; i++) {
+        if (i)
+            usleep(100 * 1000);
         pthread_mutex_lock(&s->lock);
         if (!p->attached && p->in_table)
             ok = p->attached = 1;
-        int gone = !p->in_table;
+        gone = !p->in_table;
         pthread_mutex_unlock(&s->lock);
-        if (ok || gone)
-            break;
-        usleep(100 * 1000);
     }
+    pthread_mutex_lock(&s->lock);
+    p->connecting--;
+    pthread_mutex_unlock(&s->lock);
     if (!ok) {
         proc_unref(s, p);
+        if (gone)
+            return reply_stream_error(c, CX_NOT_FOUND, "process not found (it ended)");
         return reply_stream_error(c, CX_FAILED_PRECONDITION, "another stream is attached to this process");
     }
     struct stream *st = st_new(s, c, p);
@@ -1706,7 +1715,7 @@ static void *janitor_main(void *arg)
         nfds_t n = 0;
         pthread_mutex_lock(&s->lock);
         for (struct proc *p = s->procs; p && n < JANITOR_BATCH; p = p->next)
-            if (!p->attached) {
+            if (!p->attached && !p->connecting) {
                 p->attached = 2;
                 p->refs++;
                 ps[n] = p;
