@@ -189,8 +189,13 @@ $(B)/tests-san/test_serve_envd: $(SERVE_ENVD_TEST) $(B)/libmoat-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $(SERVE_ENVD_TEST) $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS) $(MHD_LIBS)
 
+# The envd server on its own for the e2b SDK (tests/integration/serve-envd-sdk.sh).
+$(B)/tests/serve_envd_host: tests/integration/serve_envd_host.c tests/integration/serve_agent_fake.c $(B)/libmoat-internal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS)
+
 test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_agent $(B)/tests/test_hostile \
-                  $(B)/tests/test_serve_envd $(B)/tests-san/test_serve_envd
+                  $(B)/tests/test_serve_envd $(B)/tests-san/test_serve_envd $(B)/tests/serve_envd_host
 	@rc=0; for bin in $(B)/moat $(B)/moat-san; do \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_integration || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_blk || rc=1; \
@@ -206,6 +211,7 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	for t in $(B)/tests/test_serve_envd $(B)/tests-san/test_serve_envd; do \
 	    MOAT_AGENT=$(B)/guest/agent $$t || rc=1; \
 	done; \
+	B=$(B) tests/integration/serve-envd-sdk.sh || rc=1; \
 	MOAT_BIN=$(B)/moat MOAT_GUESTS=$(B)/guests tests/integration/jail.sh || rc=1; \
 	exit $$rc
 
