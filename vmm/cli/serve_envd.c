@@ -1581,7 +1581,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (q->up) {
             if (q->up->pp) {
                 if (MHD_post_process(q->up->pp, upload_data, n) != MHD_YES)
-                    up_error(q->up, 400, "%s%s", "malformed multipart/form-data body", "");
+                    up_error(q->up, 400, "malformed multipart/form-data body", "", "");
             } else {
                 up_data(q->up, upload_data, n);
             }
