@@ -59,15 +59,11 @@ endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c,$(sort $(wildcard vmm/cli/*.c)))
-# moat serve's envd module is vmm/cli/serve_envd.c; until it is there, a
-# stand-in that answers only GET /health (vmm/cli/serve_envd_stub.c).
-ifneq ($(wildcard vmm/cli/serve_envd.c),)
-  CLI_SRCS := $(filter-out vmm/cli/serve_envd_stub.c,$(CLI_SRCS))
-endif
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c vmm/cli/serve_connect.c vmm/cli/serve_envd.c,$(sort $(wildcard vmm/cli/*.c)))
 # CLI-only pieces with unit tests of their own: in the internal archives
 # (the CLI and the tests link those), never in libmoat.a / libmoat.so.
-CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c
+CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c \
+                vmm/cli/serve_connect.c vmm/cli/serve_envd.c
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
@@ -186,7 +182,24 @@ $(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h test
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
 
-test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_agent $(B)/tests/test_hostile
+# moat serve's envd server in-process against the guest agent run on the
+# host (tests/integration/test_serve_envd.c).
+SERVE_ENVD_TEST := tests/integration/test_serve_envd.c
+$(B)/tests/test_serve_envd: $(SERVE_ENVD_TEST) $(B)/libmoat-internal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $(SERVE_ENVD_TEST) $(B)/libmoat-internal.a $(CHECK_LIBS) $(LDLIBS) $(MHD_LIBS)
+
+$(B)/tests-san/test_serve_envd: $(SERVE_ENVD_TEST) $(B)/libmoat-san.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $(SERVE_ENVD_TEST) $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS) $(MHD_LIBS)
+
+# The envd server on its own for the e2b SDK (tests/integration/serve-envd-sdk.sh).
+$(B)/tests/serve_envd_host: tests/integration/serve_envd_host.c $(B)/libmoat-internal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS)
+
+test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_agent $(B)/tests/test_hostile \
+                  $(B)/tests/test_serve_envd $(B)/tests-san/test_serve_envd $(B)/tests/serve_envd_host
 	@rc=0; for bin in $(B)/moat $(B)/moat-san; do \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_integration || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_blk || rc=1; \
@@ -200,6 +213,10 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	for t in $(B)/tests/test_api $(B)/tests-san/test_api; do \
 	    MOAT_GUESTS=$(B)/guests $$t || rc=1; \
 	done; \
+	for t in $(B)/tests/test_serve_envd $(B)/tests-san/test_serve_envd; do \
+	    MOAT_AGENT=$(B)/guest/agent $$t || rc=1; \
+	done; \
+	B=$(B) tests/integration/serve-envd-sdk.sh || rc=1; \
 	MOAT_BIN=$(B)/moat MOAT_GUESTS=$(B)/guests tests/integration/jail.sh || rc=1; \
 	exit $$rc
 

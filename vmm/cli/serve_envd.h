@@ -1,7 +1,10 @@
-/* moat serve's envd server (the in-sandbox API the E2B SDK speaks: Connect
- * JSON, /files, /health), translated into moat's agent protocol over each
- * sandbox's vsock. The interface between it and the REST side
- * (vmm/cli/serve_api.c), which resolves sandboxes. docs/serve.md. */
+/* `moat serve`'s envd server (docs/serve-envd.md): the E2B in-sandbox API
+ * (Connect JSON for process.Process and filesystem.Filesystem, REST /files
+ * and /health) over HTTP/1.1 (libmicrohttpd, a thread per connection),
+ * translated into the guest agent protocol (docs/agent-protocol.md). Every
+ * request names its sandbox (E2b-Sandbox-Id) and carries its token
+ * (X-Access-Token); the resolver turns both into the sandbox's agent
+ * socket. Used by `moat serve` (serve_main.c). */
 #ifndef MOAT_SERVE_ENVD_H
 #define MOAT_SERVE_ENVD_H
 
@@ -11,11 +14,15 @@ struct envd_sandbox {                /* filled by the resolver */
     char vsock_path[108];            /* hybrid vsock socket of the sandbox ($MOAT_HOME/NAME/vsock.sock) */
     int hybrid;                      /* 1: hybrid vsock (CONNECT 1024); 0: a plain Unix socket to
                                         moat-agent --unix (used by host-level tests) */
-    char **envs;                     /* NULL-terminated "K=V" list added to every exec (sandbox envVars), owned by resolver's arg */
+    char **envs;                     /* NULL-terminated "K=V" list added to every exec (sandbox envVars),
+                                        owned by resolver's arg */
     size_t nenvs;
 };
-/* Resolve E2b-Sandbox-Id + X-Access-Token. 0 = ok; -ENOENT = no such sandbox; -EACCES = wrong token;
-   -EAGAIN = sandbox paused/not running. The resolver may resume a paused sandbox itself. */
+/* Resolve E2b-Sandbox-Id + X-Access-Token. 0 = ok; -ENOENT = no such sandbox;
+ * -EACCES = wrong token; -EAGAIN = sandbox paused/not running (the module
+ * answers 502 for both, as E2B's proxy does, 401 for a wrong token). The
+ * resolver may resume a paused sandbox itself. token is "" when the header
+ * is absent. */
 typedef int (*envd_resolve_fn)(void *arg, const char *sandbox_id, const char *token,
                                struct envd_sandbox *out);
 /* called when the module is done with out (frees nothing owned by module) */
@@ -24,12 +31,12 @@ struct envd_opts {
     const char *bind_addr;   /* "127.0.0.1" */
     unsigned port;           /* 49983 */
     envd_resolve_fn resolve; envd_release_fn release; void *arg;
-    size_t max_body;         /* oversized unary bodies -> error */
+    size_t max_body;         /* oversized unary bodies -> error (0: 1 MiB) */
 };
 struct envd_server;
 int envd_start(const struct envd_opts *o, struct envd_server **out);   /* 0 or -errno */
 void envd_stop(struct envd_server *s);
-/* Called when a sandbox is killed/paused: streams of that sandbox end, processes forgotten. */
+/* B calls this when a sandbox is killed/paused: streams of that sandbox end, processes forgotten. */
 void envd_forget_sandbox(struct envd_server *s, const char *sandbox_id);
 
 #endif

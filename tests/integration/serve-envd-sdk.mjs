@@ -1,0 +1,87 @@
+// The e2b JavaScript SDK against moat serve's envd server on its own
+// (tests/integration/serve-envd-sdk.sh starts it with two guest agents on
+// the host). Sandbox objects are built with sandboxUrl pointing at the
+// server, as the SDK does after Sandbox.create/connect; nothing here needs
+// the REST API or a VM. One PASS:/FAIL: line a check; exit 1 on a failure.
+//
+// Env: E2B_SDK (the e2b package's directory), ENVD_URL, TESTDIR.
+import crypto from 'node:crypto';
+
+const e2b = await import(`${process.env.E2B_SDK}/dist/index.mjs`);
+const { Sandbox, CommandExitError, FileNotFoundError, AuthenticationError, SandboxNotFoundError, TimeoutError } = e2b;
+const url = process.env.ENVD_URL, dir = process.env.TESTDIR;
+const mk = (id, token) => new Sandbox({ sandboxId: id, envdAccessToken: token, envdVersion: '0.5.7', sandboxUrl: url, apiKey: 'unused' });
+const a = mk('sbx-a', 'tok-a'), b = mk('sbx-b', 'tok-b');
+let fails = 0;
+const ok = (c, m) => { console.log(`${c ? 'PASS' : 'FAIL'}: serve-envd-sdk: ${m}`); if (!c) fails++; };
+const sha = (d) => crypto.createHash('sha256').update(d).digest('hex');
+const throws = async (f, cls, m) => {
+  try { await f(); ok(false, `${m}: did not throw`); } catch (e) { ok(!cls || e instanceof cls, `${m} (${e.name}: ${e.message.slice(0, 80)})`); }
+};
+
+try {
+  const r = await a.commands.run('echo hi; echo $SANDBOX_NAME');
+  ok(r.exitCode === 0 && r.stdout === 'hi\na\n', 'commands.run: stdout, exit code, envVars');
+  await throws(() => a.commands.run('echo bad >&2; exit 3'), CommandExitError, 'non-zero exit is CommandExitError');
+  try { await a.commands.run('exit 7'); } catch (e) { ok(e.exitCode === 7, 'CommandExitError.exitCode'); }
+  const chunks = [];
+  await a.commands.run('for i in 1 2 3; do echo $i; sleep 0.2; done', { onStdout: (d) => chunks.push(d) });
+  ok(chunks.join('') === '1\n2\n3\n' && chunks.length >= 2, 'onStdout streams the output as it comes');
+  const h = await a.commands.run('sleep 30', { background: true });
+  ok((await a.commands.list()).some((p) => p.pid === h.pid && p.cmd === '/bin/bash'), 'background command in commands.list');
+  ok(!(await b.commands.list()).some((p) => p.pid === h.pid), "another sandbox's list does not show it");
+  ok(await b.commands.kill(h.pid) === false, 'another sandbox cannot kill it');
+  ok(await h.kill() === true, 'kill');
+  try { await h.wait(); ok(false, 'killed command ended well'); } catch (e) { ok(e instanceof CommandExitError && e.exitCode === -1, 'killed command: CommandExitError, exit code -1'); }
+  ok(await a.commands.kill(h.pid) === false, 'killing it again returns false');
+  const c = await a.commands.run('cat', { background: true, stdin: true });
+  await a.commands.sendStdin(c.pid, 'abc\n');
+  await a.commands.closeStdin(c.pid);
+  ok((await c.wait()).stdout === 'abc\n', 'sendStdin + closeStdin');
+  const bg = await a.commands.run('sleep 1; echo after', { background: true });
+  await bg.disconnect();
+  ok((await (await a.commands.connect(bg.pid)).wait()).stdout === 'after\n', 'disconnect, then commands.connect');
+  await throws(() => a.commands.run('sleep 5', { timeoutMs: 1000 }), TimeoutError, 'timeoutMs ends the command');
+  await new Promise((res) => setTimeout(res, 500));
+  ok((await a.commands.list()).length === 0, 'no process left running');
+
+  const data = crypto.randomBytes(1 << 20);
+  const w = await a.files.write(`${dir}/a/b/big.bin`, data);
+  ok(w.path === `${dir}/a/b/big.bin` && w.name === 'big.bin' && w.type === 'file', 'files.write (multipart) info');
+  ok(sha(await a.files.read(`${dir}/a/b/big.bin`, { format: 'bytes' })) === sha(data), '1 MiB multipart write + read: same sha256');
+  await a.files.write(`${dir}/a/b/big2.bin`, new Blob([data]).stream(), { useOctetStream: true });
+  ok(sha(await a.files.read(`${dir}/a/b/big2.bin`, { format: 'bytes' })) === sha(data), '1 MiB streamed octet-stream write + read: same sha256');
+  const multi = await a.files.write([{ path: `${dir}/m1.txt`, data: 'one' }, { path: `${dir}/m2.txt`, data: 'two' }]);
+  ok(multi.length === 2 && (await a.files.read(`${dir}/m1.txt`)) === 'one' && (await a.files.read(`${dir}/m2.txt`)) === 'two', 'writeFiles: two files in one form');
+  await a.files.write(`${dir}/empty`, '');
+  ok((await a.files.read(`${dir}/empty`)) === '', 'empty file');
+  let txt = '';
+  for await (const ch of await a.files.read(`${dir}/m2.txt`, { format: 'stream' })) txt += Buffer.from(ch).toString();
+  ok(txt === 'two', 'read as a stream');
+  ok(await a.files.makeDir(`${dir}/d1/d2`) === true && await a.files.makeDir(`${dir}/d1/d2`) === false, 'makeDir: true, then false');
+  const ls = await a.files.list(`${dir}/a`, { depth: 2 });
+  ok(ls.length === 3 && ls.some((e) => e.name === 'big.bin' && e.type === 'file' && e.size === (1 << 20) && e.permissions === '-rw-r--r--')
+     && ls.some((e) => e.name === 'b' && e.type === 'dir'), 'files.list with depth 2: names, types, sizes, permissions');
+  const info = await a.files.getInfo(`${dir}/a/b/big.bin`);
+  ok(info.size === (1 << 20) && info.modifiedTime instanceof Date && Math.abs(info.modifiedTime - Date.now()) < 600000, 'getInfo: size, modifiedTime');
+  ok(await a.files.exists(`${dir}/nope`) === false && await a.files.exists(`${dir}/a`) === true, 'exists');
+  ok((await a.files.rename(`${dir}/m1.txt`, `${dir}/moved/m1.txt`)).path === `${dir}/moved/m1.txt`, 'rename into a new directory');
+  await a.files.remove(`${dir}/a`);
+  ok(await a.files.exists(`${dir}/a`) === false, 'remove a tree');
+  await throws(() => a.files.read(`${dir}/nope`), FileNotFoundError, 'reading a missing file is FileNotFoundError');
+  await throws(() => a.files.watchDir(dir, () => {}), null, 'watchDir is refused (unimplemented)');
+  await throws(() => a.pty.create({ cols: 80, rows: 24, onData: () => {} }), null, 'pty.create is refused (unimplemented)');
+
+  const bad = mk('sbx-a', 'tok-b');
+  await throws(() => bad.commands.run('true'), AuthenticationError, "another sandbox's token: run");
+  await throws(() => bad.files.read(`${dir}/m2.txt`), AuthenticationError, "another sandbox's token: read");
+  await throws(() => bad.files.list(dir), AuthenticationError, "another sandbox's token: list");
+  ok(await a.isRunning() === true, 'isRunning');
+  const gone = mk('sbx-gone', 'tok-a');
+  await throws(() => gone.commands.run('true'), SandboxNotFoundError, 'unknown sandbox: run');
+  await throws(() => gone.files.read('/etc/hostname'), TimeoutError, 'unknown sandbox: read');
+  ok(await gone.isRunning() === false, 'unknown sandbox: isRunning false');
+} catch (e) {
+  ok(false, `unexpected: ${e.stack}`);
+}
+process.exit(fails ? 1 : 0);
