@@ -31,6 +31,7 @@
 #include "tests/guests/rng_proto.h"
 #include "tests/integration/host_probe.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/rm_tree.h"
 
 #ifndef MOAT_VERSION
 #define MOAT_VERSION ""
@@ -1661,19 +1662,16 @@ START_TEST(uffd_restore)
 }
 END_TEST
 
-static void cleanup_tmp(void)
+/* The temporary directory and all the tests left in it (snapshots of
+ * several MiB each); kept for a look when a test failed. */
+static void cleanup_tmp(bool keep)
 {
     if (!tmpdir[0])
         return;
-    static const char *const names[] = { "empty", "text", "trunc64.elf", "trunc40.elf",
-                                         "trunc16.elf", "trunc4.elf", "low.elf",
-                                         "high.elf" };
-    char p[PATH_MAX + 64];
-    for (unsigned i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        snprintf(p, sizeof(p), "%s/%s", tmpdir, names[i]);
-        unlink(p);
-    }
-    rmdir(tmpdir);
+    if (keep)
+        printf("integration: a test failed: %s is kept\n", tmpdir);
+    else
+        rm_tree(tmpdir);
 }
 
 int main(void)
@@ -1734,7 +1732,7 @@ int main(void)
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
-    cleanup_tmp();
+    cleanup_tmp(failed != 0);
     if (kvm_missing && require_kvm()) {
         printf("FAILED: integration: MOAT_REQUIRE_KVM=1 but KVM is not usable here\n");
         return 1;
