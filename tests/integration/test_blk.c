@@ -338,7 +338,8 @@ static void ctl_request(const char *sock, const char *out, const char *req, char
         size_t from = olen > 400 ? olen - 400 : 0;
         for (size_t i = from; i < olen; i++)
             t[i] = t[i] == '\n' ? '|' : t[i];        /* one line: a log's grep for :F: shows it */
-        ck_abort_msg("%s: no reply line ('%s'); moat's output ends: %.*s", req, buf, (int)(olen - from), t + from);
+        ck_abort_msg("%.*s: no reply line ('%s'); moat's output ends: %.*s", (int)strcspn(req, " "), req, buf,
+                     (int)(olen - from), t + from);
     }
 }
 
