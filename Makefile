@@ -165,7 +165,7 @@ test-san: $(UNIT_SAN_BINS)
 	tests/run-unit.sh $(UNIT_SAN_BINS)
 
 # libmoat through its public header (two VMs in one process, stop, exit fd).
-$(B)/tests/test_api: tests/integration/test_api.c tests/guests/expect.h tests/integration/host_probe.h $(B)/libmoat.a
+$(B)/tests/test_api: tests/integration/test_api.c tests/guests/expect.h tests/integration/host_probe.h tests/integration/rm_tree.h $(B)/libmoat.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat.a $(CHECK_LIBS) $(LDLIBS)
 
@@ -178,7 +178,7 @@ $(B)/tests/test_load: tests/integration/test_load.c tests/guests/expect.h tests/
 test-load: $(B)/moat test-guests $(B)/tests/test_load
 	MOAT_GUESTS=$(B)/guests MOAT_BIN=$(B)/moat $(B)/tests/test_load
 
-$(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h tests/integration/host_probe.h $(B)/libmoat-san.a
+$(B)/tests-san/test_api: tests/integration/test_api.c tests/guests/expect.h tests/integration/host_probe.h tests/integration/rm_tree.h $(B)/libmoat-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $< $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
 

@@ -70,6 +70,24 @@ for spec in "$@"; do
     probe
 done
 
+# Before the table (CI keeps mostly the tail of the output): for each
+# failed layer, its failing lines, at most 20, each cut to 300 characters.
+fail_re='^FAIL:|^[^ ]+:[0-9]+:[FE]:|^NESTED-CHECK FAIL|^make(\[[0-9]+\])?: \*\*\*.*Error'
+for i in "${!names[@]}"; do
+    [ "${results[$i]}" = FAIL ] || continue
+    log=$logs/${names[$i]}.log
+    [ -f "$log" ] || { echo "test: layer ${names[$i]} failed (${results[$i]}), no log"; continue; }
+    n=$(count "$fail_re" "$log")
+    echo
+    if [ "$n" = 0 ]; then
+        echo "test: layer ${names[$i]} failed, no failing line in $log; its last 5 lines:"
+        tail -n 5 "$log"
+    else
+        echo "test: layer ${names[$i]} failed, $n failing line(s) in $log$([ "$n" -gt 20 ] && echo ", the first 20"):"
+        grep -E -m 20 "$fail_re" "$log"
+    fi | cut -c1-300 | sed '2,$s/^/  /'
+done
+
 {
     echo
     echo "test: time per layer (host kind ${kind:-unknown}, $(nproc) CPUs, $(date -u +%Y-%m-%dT%H:%MZ))"

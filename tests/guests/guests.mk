@@ -42,7 +42,7 @@ $(B)/guests/%.elf: $(GUEST_DIR)/%.c $(GUEST_RT_OBJS) $(GUEST_LDS) $(GUEST_HDRS)
 
 # The integration test: a normal hosted Check program (no libmoat; it runs
 # the moat binary). Explicit, so the tests/unit pattern rule does not apply.
-$(B)/tests/test_integration: tests/integration/test_integration.c tests/integration/host_probe.h tests/integration/harness.h $(GUEST_DIR)/expect.h
+$(B)/tests/test_integration: tests/integration/test_integration.c tests/integration/host_probe.h tests/integration/harness.h tests/integration/rm_tree.h $(GUEST_DIR)/expect.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< $(CHECK_LIBS)
 

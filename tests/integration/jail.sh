@@ -49,14 +49,17 @@ cleanup() {
 trap cleanup EXIT
 
 # start_jailed ARGS...: run moat jail ARGS in the background (JPID) and set P
-# to the jailed moat's pid once it runs as the jail's uid.
+# to the jailed moat's pid once it runs as the jail's uid and has exec'd the
+# command (its argv[1] is "run", no longer "jail"): between the uid change and the
+# exec, its caps, environment and memory are still those of moat jail's child.
 start_jailed() {
     "$BIN" jail "$@" >/dev/null 2>&1 &
     JPID=$!
     P=""
     for _ in $(seq 50); do
         P=$(awk '{print $1}' /proc/$JPID/task/$JPID/children 2>/dev/null)
-        [ -n "$P" ] && grep -q "^Uid:.*$UID_J" /proc/$P/status 2>/dev/null && return
+        [ -n "$P" ] && grep -q "^Uid:.*$UID_J" /proc/$P/status 2>/dev/null &&
+            [ "$(tr '\0' '\n' < /proc/$P/cmdline 2>/dev/null | sed -n 2p)" = run ] && return
         sleep 0.1
     done
     P=""

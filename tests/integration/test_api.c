@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <net/if.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -31,6 +30,7 @@
 #include "include/moat.h"
 #include "tests/guests/expect.h"
 #include "tests/integration/host_probe.h"
+#include "tests/integration/rm_tree.h"
 
 static char guest_path[4096];
 
@@ -343,20 +343,6 @@ static unsigned check_sequence(const char *text)
     ck_assert_msg(sscanf(p, "final %u", &fin) == 1, "no final line at: %.40s", p);
     ck_assert_uint_eq(fin, n);
     return n;
-}
-
-static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f)
-{
-    (void)st;
-    (void)f;
-    return flag == FTW_DP ? rmdir(p) : unlink(p);
-}
-
-/* Remove a test's temporary directory: snapshot memory files are large, and
- * in the nested harness /tmp is RAM shared with the checks that follow. */
-static void rm_tree(const char *dir)
-{
-    nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 static char *cat(char *a, const char *b)
@@ -793,6 +779,7 @@ START_TEST(bad_snapshot_files)
     rc.mem_path = f.mem;                     /* and the good pair still works */
     ck_assert_int_eq(moat_restore(&rc, &vm, &err), 0);
     moat_destroy(vm);
+    ck_assert_int_eq(rm_tree(dir), 0);
 }
 END_TEST
 
@@ -1686,6 +1673,7 @@ START_TEST(diff_snapshot_with_drive)
     ck_assert_msg(first >= at && first <= at + 2, "restored numbering starts at %u, diff taken at ack %u",
                   first, at);
     close(fd);
+    ck_assert_int_eq(rm_tree(dir), 0);
 }
 END_TEST
 

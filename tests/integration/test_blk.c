@@ -310,8 +310,10 @@ START_TEST(seccomp_each_thread_kind)
 }
 END_TEST
 
-/* One request on moat's control socket; the reply line in buf. */
-static void ctl_request(const char *sock, const char *req, char *buf, size_t len)
+/* One request on moat's control socket; the reply line in buf. No reply
+ * line (moat ended, say by its seccomp filter) fails with the end of
+ * moat's output (file out), which says why, on the failure's one line. */
+static void ctl_request(const char *sock, const char *out, const char *req, char *buf, size_t len)
 {
     int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
@@ -330,6 +332,15 @@ static void ctl_request(const char *sock, const char *req, char *buf, size_t len
     }
     buf[got] = 0;
     close(fd);
+    if (!memchr(buf, '\n', got)) {
+        size_t olen = 0;
+        char *t = (char *)read_all(out, &olen);
+        size_t from = olen > 400 ? olen - 400 : 0;
+        for (size_t i = from; i < olen; i++)
+            t[i] = t[i] == '\n' ? '|' : t[i];        /* one line: a log's grep for :F: shows it */
+        ck_abort_msg("%.*s: no reply line ('%s'); moat's output ends: %.*s", (int)strcspn(req, " "), req, buf,
+                     (int)(olen - from), t + from);
+    }
 }
 
 /* moat run of the blk guest (its command line mode, one drive) with a
@@ -370,22 +381,22 @@ START_TEST(seccomp_control_requests)
     snprintf(drive, sizeof drive, "%s,overlay=%s", base, ovl);
     pid_t pid = start_blk_guest("blkdur", drive, sock, out);
     char reply[512], dir[600];
-    ctl_request(sock, "status", reply, sizeof reply);
+    ctl_request(sock, out, "status", reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok running", 10), "status: %s", reply);
-    ctl_request(sock, "pause", reply, sizeof reply);
+    ctl_request(sock, out, "pause", reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok paused", 9), "pause: %s", reply);
-    ctl_request(sock, "resume", reply, sizeof reply);
+    ctl_request(sock, out, "resume", reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok running", 10), "resume: %s", reply);
     snprintf(dir, sizeof dir, "snapshot %s", tpath("ctl-snap"));
-    ctl_request(sock, dir, reply, sizeof reply);
+    ctl_request(sock, out, dir, reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok snapshot", 11), "snapshot: %s", reply);
     snprintf(dir, sizeof dir, "snapshot-disks %s", tpath("ctl-snapdisks"));
-    ctl_request(sock, dir, reply, sizeof reply);
+    ctl_request(sock, out, dir, reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok snapshot-disks disks=1", 25), "snapshot-disks: %s", reply);
     snprintf(dir, sizeof dir, "clone-disks %s", tpath("ctl-clone"));
-    ctl_request(sock, dir, reply, sizeof reply);
+    ctl_request(sock, out, dir, reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok clone-disks disks=1", 22), "clone-disks: %s", reply);
-    ctl_request(sock, "stop", reply, sizeof reply);
+    ctl_request(sock, out, "stop", reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok stopped", 10), "stop: %s", reply);
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
@@ -434,11 +445,11 @@ START_TEST(seccomp_control_swap)
      * driver is up, can reach it as one. */
     ck_assert_msg(wait_output(out, "swap: cap 2048"), "the guest never reported its drive");
     snprintf(req, sizeof req, "set blk:d0 path %s", b);
-    ctl_request(sock, req, reply, sizeof reply);
+    ctl_request(sock, out, req, reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok", 2), "set path: %s", reply);
     ck_assert_msg(wait_output(out, "swap: cap 4096"), "the guest never reported the first swap");
     write_file(b, img, sizeof img);          /* grown: the same file again */
-    ctl_request(sock, req, reply, sizeof reply);
+    ctl_request(sock, out, req, reply, sizeof reply);
     ck_assert_msg(!strncmp(reply, "ok", 2), "set path again: %s", reply);
     int st;
     ck_assert_int_eq(waitpid(pid, &st, 0), pid);
