@@ -170,7 +170,7 @@ t1=$(date +%s%N)
 check "a slow client does not stall another request ($(( (t1 - t0) / 1000000 )) ms)" test "$s" = 200
 kill $SLOWPID 2>/dev/null; wait $SLOWPID 2>/dev/null; SLOWPID=""
 s=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$EPORT/health")
-check "envd answers GET /health with 204" test "$s" = 204
+check "envd: GET /health naming no sandbox is refused with 400 ($s)" test "$s" = 400
 check "SIGTERM stops moat serve with status 0" stop_serve
 
 # ---- --api-key-file ----
@@ -199,6 +199,10 @@ A=$(json "d['sandboxID']" 2>/dev/null)
 check "create: the Sandbox shape (sandboxID, templateID, clientID, envdVersion 0.5.7, a 32-hex token)" \
     sh -c "[ -n '$A' ] && [ \"\$(python3 -c \"import json; d=json.load(open('$T/body')); print(d['templateID'], d['envdVersion'], len(d['envdAccessToken']), len(d['clientID']))\")\" = 'tiny 0.5.7 32 32' ]"
 TOKA=$(json "d['envdAccessToken']" 2>/dev/null)
+s=$(curl -s -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: $A" -H "X-Access-Token: $TOKA" "http://127.0.0.1:$EPORT/health")
+check "envd: GET /health of a created sandbox with its token is 204 ($s)" test "$s" = 204
+s=$(curl -s -o /dev/null -w '%{http_code}' -H "E2b-Sandbox-Id: $A" -H "X-Access-Token: x$TOKA" "http://127.0.0.1:$EPORT/health")
+check "envd: GET /health with a wrong token is 401 ($s)" test "$s" = 401
 check "the sandbox is a moat sandbox (moat ls: running)" sh -c "'$MOAT' ls | grep -q '^$A .*running'"
 check "its serve.json is 0600 and holds its token and envVars" \
     sh -c "[ \$(stat -c %a '$MOAT_HOME/$A/serve.json') = 600 ] && grep -q '$TOKA' '$MOAT_HOME/$A/serve.json' && grep -q FOO '$MOAT_HOME/$A/serve.json'"
