@@ -3,7 +3,7 @@
  * host (build/guest/agent --unix PATH, as tests/integration/test_agent.c
  * does): two "sandboxes" are two agents, the resolver maps their ids and
  * tokens to the agents' sockets (hybrid 0). The requests are shaped as the
- * e2b JavaScript SDK 2.51.0 sends them (docs/serve-envd.md).
+ * e2b JavaScript SDK 2.51.0 sends them (docs/serve.md, "The envd endpoint").
  *
  * Env: MOAT_AGENT (default build/guest/agent).
  * Run: make build/tests/test_serve_envd && build/tests/test_serve_envd */

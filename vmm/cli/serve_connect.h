@@ -1,4 +1,4 @@
-/* The pure half of `moat serve`'s envd server (docs/serve-envd.md): the
+/* The pure half of `moat serve`'s envd server (docs/serve.md, "The envd endpoint"): the
  * Connect protocol's JSON codec as the e2b SDK speaks it (envelopes, error
  * codes and their HTTP statuses, end-of-stream messages), the decoders of
  * the process.Process and filesystem.Filesystem request bodies, the

@@ -1,4 +1,4 @@
-/* `moat serve`'s envd server (serve_envd.h; docs/serve-envd.md).
+/* `moat serve`'s envd server (serve_envd.h; docs/serve.md, "The envd endpoint").
  *
  * libmicrohttpd runs a thread per connection, so a slow client or a long
  * process stream blocks only its own thread. Each request is routed,

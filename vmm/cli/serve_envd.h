@@ -1,4 +1,4 @@
-/* `moat serve`'s envd server (docs/serve-envd.md): the E2B in-sandbox API
+/* `moat serve`'s envd server (docs/serve.md, "The envd endpoint"): the E2B in-sandbox API
  * (Connect JSON for process.Process and filesystem.Filesystem, REST /files
  * and /health) over HTTP/1.1 (libmicrohttpd, a thread per connection),
  * translated into the guest agent protocol (docs/agent-protocol.md). Every
