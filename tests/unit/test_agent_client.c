@@ -56,15 +56,22 @@ static void *fake_agent(void *arg)
     return NULL;
 }
 
+/* c attached to a fake agent (mode) on a socketpair; sv[1] is the fake's end. */
+static void fake_open(int mode, struct fake *f, pthread_t *t, int sv[2], struct agent_client *c)
+{
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    *f = (struct fake){ .fd = sv[1], .mode = mode, .run_ms = 3000 };
+    ck_assert_int_eq(pthread_create(t, NULL, fake_agent, f), 0);
+    ck_assert_int_eq(agent_client_attach(c, sv[0], 0, 0, 1000), 0);
+}
+
 static void run_case(int mode)
 {
     int sv[2];
-    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-    struct fake f = { .fd = sv[1], .mode = mode, .run_ms = 3000 };
+    struct fake f;
     pthread_t t;
-    ck_assert_int_eq(pthread_create(&t, NULL, fake_agent, &f), 0);
     struct agent_client c;
-    ck_assert_int_eq(agent_client_attach(&c, sv[0], 0, 0, 1000), 0);
+    fake_open(mode, &f, &t, sv, &c);
     char err[64];
     int64_t t0 = now_ms();
     int r = agent_client_request(&c, AGENT_T_ADD_ENTROPY, "x", 1, 300, err, sizeof err);
@@ -77,6 +84,49 @@ static void run_case(int mode)
 }
 
 START_TEST(other_ids_do_not_extend_the_deadline) { run_case(0); }
+END_TEST
+
+/* The file system calls: one deadline of c->timeout_ms for the whole call
+ * (a silent or streaming guest must not hold the caller forever). */
+static int no_entry(void *arg, const struct agent_stat *e)
+{
+    (void)e;
+    ++*(int *)arg;
+    return 0;
+}
+
+static void fs_case(int mode, int op)
+{
+    int sv[2];
+    struct fake f;
+    pthread_t t;
+    struct agent_client c;
+    fake_open(mode, &f, &t, sv, &c);
+    c.timeout_ms = 300;
+    char err[64];
+    static struct agent_stat st;
+    int n = 0, r;
+    int64_t t0 = now_ms();
+    switch (op) {
+    case 0: r = agent_client_stat(&c, "/a", 1, &st, err, sizeof err); break;
+    case 1: r = agent_client_list(&c, "/a", 1, no_entry, &n, err, sizeof err); break;
+    case 2: r = agent_client_rename(&c, "/a", "/b", err, sizeof err); break;
+    default: r = agent_client_remove(&c, "/a", 1, err, sizeof err); break;
+    }
+    int64_t dt = now_ms() - t0;
+    ck_assert_int_eq(r, -ETIMEDOUT);
+    ck_assert_int_eq(n, 0);
+    ck_assert_msg(dt >= 250 && dt < 1500, "op %d took %lld ms for a 300 ms timeout", op, (long long)dt);
+    agent_client_close(&c);
+    close(sv[1]);
+    pthread_join(t, NULL);
+}
+
+START_TEST(fs_calls_have_a_deadline)
+{
+    for (int op = 0; op < 4; op++)
+        fs_case(0, op);     /* frames for other ids, every 20 ms */
+}
 END_TEST
 
 START_TEST(trickled_bytes_do_not_extend_the_deadline) { run_case(1); }
@@ -290,6 +340,7 @@ int main(void)
     tcase_set_timeout(tc, 20);
     tcase_add_test(tc, other_ids_do_not_extend_the_deadline);
     tcase_add_test(tc, trickled_bytes_do_not_extend_the_deadline);
+    tcase_add_test(tc, fs_calls_have_a_deadline);
     suite_add_tcase(s, tc);
     TCase *fs = tcase_create("fs");
     tcase_set_timeout(fs, 20);

@@ -320,13 +320,28 @@ static int exec_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int in_f
     }
 }
 
-/* The next frame answering request id (frames for other ids are skipped). */
+/* The deadline of a call starting now (c->timeout_ms; -1: none). */
+static int64_t call_deadline(const struct agent_client *c)
+{
+    return c->timeout_ms > 0 ? mono_ms() + c->timeout_ms : -1;
+}
+
+/* The next frame answering request id (frames for other ids are skipped)
+ * before deadline (-1: none): neither those frames nor trickled bytes
+ * extend it. */
 static int next_reply(struct agent_client *c, uint32_t id, struct agent_hdr *h,
-                      const uint8_t **pl)
+                      const uint8_t **pl, int64_t deadline)
 {
     int r;
     do {
-        if ((r = next_frame(c, h, pl, -1)) < 0)
+        int left = -1;
+        if (deadline >= 0) {
+            int64_t l = deadline - mono_ms();
+            if (l <= 0)
+                return -ETIMEDOUT;
+            left = l > INT32_MAX ? INT32_MAX : (int)l;
+        }
+        if ((r = next_frame(c, h, pl, left)) < 0)
             return r;
     } while (h->id != id);
     return 0;
@@ -337,7 +352,7 @@ static int wait_ok(struct agent_client *c, uint32_t id, char *err, size_t errlen
 {
     struct agent_hdr h;
     const uint8_t *pl;
-    int r = next_reply(c, id, &h, &pl);
+    int r = next_reply(c, id, &h, &pl, call_deadline(c));
     if (r < 0)
         return r;
     if (h.type == AGENT_T_OK)
@@ -399,10 +414,11 @@ int agent_client_get(struct agent_client *c, const char *remote, int local_fd, u
     int r = agent_put_frame(&c->out, AGENT_T_FILE_READ, id, remote, strlen(remote));
     if (r < 0 || (r = flush_out(c)) < 0)
         return r;
+    int64_t deadline = call_deadline(c);
     for (;;) {
         struct agent_hdr h;
         const uint8_t *pl;
-        if ((r = next_reply(c, id, &h, &pl)) < 0)
+        if ((r = next_reply(c, id, &h, &pl, deadline)) < 0)
             return r;
         if (h.type == AGENT_T_FILE_DATA) {
             if ((r = write_all(local_fd, pl, h.len)) < 0)
@@ -516,7 +532,7 @@ int agent_client_stat(struct agent_client *c, const char *path, int nofollow,
         return r;
     struct agent_hdr h;
     const uint8_t *pl;
-    if ((r = next_reply(c, id, &h, &pl)) < 0)
+    if ((r = next_reply(c, id, &h, &pl, call_deadline(c))) < 0)
         return r;
     if (h.type == AGENT_T_ERROR)
         return remote_error(c, pl, h.len, err, errlen);
@@ -541,10 +557,11 @@ int agent_client_list(struct agent_client *c, const char *path, unsigned depth,
         return -ENOMEM;
     uint32_t seen = 0;
     int stop = 0;
+    int64_t deadline = call_deadline(c);
     for (;;) {
         struct agent_hdr h;
         const uint8_t *pl;
-        if ((r = next_reply(c, id, &h, &pl)) < 0)
+        if ((r = next_reply(c, id, &h, &pl, deadline)) < 0)
             break;
         if (h.type == AGENT_T_LIST_ENTRY) {
             if (seen >= AGENT_LIST_MAX_ENTRIES || agent_entry_decode(pl, h.len, e, NULL) < 0 ||

@@ -23,6 +23,11 @@ struct agent_client {
     struct agent_buf out;
     uint32_t next_id;
     int last_errno;          /* agent_client_last_errno */
+    /* Set by the caller after connecting (connect/attach zero it): > 0
+     * bounds every stat/list/rename/remove/mkdir/get call, and each chunk
+     * of a put, to timeout_ms in all (-ETIMEDOUT; the stream is then out
+     * of step: close it); 0 waits as long as the agent takes. */
+    int timeout_ms;
 };
 
 /* hybrid: do the CONNECT handshake for port; else connect straight to the
