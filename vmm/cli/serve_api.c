@@ -384,7 +384,8 @@ __attribute__((format(printf, 3, 4))) static void fail(struct out *o, unsigned s
     va_end(ap);
     json_decref(o->body);
     o->status = status;
-    o->body = json_pack("{s:i, s:s}", "code", (int)status, "message", m);
+    json_t *ms = json_string(m);            /* may carry guest or client bytes: valid UTF-8 only */
+    o->body = json_pack("{s:i, s:o}", "code", (int)status, "message", ms ? ms : json_string("(message not UTF-8)"));
 }
 
 static json_t *sandbox_json(const char *id, const struct serve_state *st)
@@ -1220,9 +1221,20 @@ static void reap_once(struct serve *s)
         if (r < 0)
             continue;
         bool due = st.deadline > 0 && now >= st.deadline;
-        bool pause = st.auto_pause;
         serve_state_free(&st);
         if (!due || sandbox_state_name(names[i], ms, sizeof ms) < 0 || !strcmp(ms, "stopped"))
+            continue;
+        /* Decide on what is saved now, not on what was read above: a
+         * /timeout or /connect in between set a new deadline. */
+        pthread_mutex_lock(&s->lock);
+        r = load_state(s, names[i], &st);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+            continue;
+        double deadline = st.deadline;
+        bool pause = st.auto_pause;
+        serve_state_free(&st);
+        if (!(deadline > 0 && now_unix() >= deadline))
             continue;
         forget(s, names[i]);
         char err[512];
@@ -1233,8 +1245,10 @@ static void reap_once(struct serve *s)
                     r ? err : "");
             pthread_mutex_lock(&s->lock);
             if (r == 0 && load_state(s, names[i], &st) == 0) {
-                st.deadline = 0;
-                save_state(s, names[i], &st);
+                if (st.deadline == deadline) {      /* not resumed (new deadline) meanwhile */
+                    st.deadline = 0;
+                    save_state(s, names[i], &st);
+                }
                 serve_state_free(&st);
             }
             pthread_mutex_unlock(&s->lock);
