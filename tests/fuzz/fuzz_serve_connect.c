@@ -68,6 +68,7 @@ static void fuzz_entry(const uint8_t *p, size_t n)
         json_t *o = json_loads(j, 0, NULL);
         FUZZ_ASSERT(json_is_object(o));
         FUZZ_ASSERT(json_is_string(json_object_get(o, "name")) && json_is_string(json_object_get(o, "size")));
+        FUZZ_ASSERT(strlen(j) <= cx_entry_json_size(&st));     /* ListDir's budget relies on it */
         json_decref(o);
         free(j);
     }

@@ -13,6 +13,8 @@
 #include <jansson.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "vmm/agent/agent_proto.h"
 #include "vmm/cli/serve_connect.h"
 #include "vmm/cli/serve_envd.h"
 
@@ -40,6 +43,7 @@ static struct sb {
     { .id = "sbx-two", .token = "token-two", .envs = { "SANDBOX_NAME=two", NULL } },
 };
 static struct envd_server *srv;
+static char evil_sock[100];             /* "sbx-evil": the hostile fake agent below */
 static unsigned port;
 static int resolves, releases;
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -59,6 +63,13 @@ static int resolve(void *arg, const char *id, const char *token, struct envd_san
         pthread_mutex_lock(&count_lock);
         resolves++;
         pthread_mutex_unlock(&count_lock);
+        return 0;
+    }
+    if (strcmp(id, "sbx-evil") == 0 && evil_sock[0]) {
+        snprintf(out->vsock_path, sizeof out->vsock_path, "%s", evil_sock);
+        out->hybrid = 0;
+        out->envs = NULL;
+        out->nenvs = 0;
         return 0;
     }
     return strcmp(id, "sbx-paused") == 0 ? -EAGAIN : -ENOENT;
@@ -91,15 +102,10 @@ static void agent_start(struct sb *s, int i)
     ck_abort_msg("agent %s did not listen on %s", agent_bin, s->sock);
 }
 
-static void setup(void)
+/* srv on a free port: bind 0, read it, let go, take it. */
+static void server_start(size_t max_body, int op_timeout_ms)
 {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/moat-envd-test.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-    for (int i = 0; i < NSB; i++)
-        agent_start(&sbs[i], i);
-    resolves = releases = 0;
     for (int tries = 0; tries < 20; tries++) {
-        /* A free port: bind 0, read it, let go, take it. */
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
         socklen_t sl = sizeof sa;
@@ -108,13 +114,31 @@ static void setup(void)
         close(fd);
         port = ntohs(sa.sin_port);
         struct envd_opts o = { .bind_addr = "127.0.0.1", .port = port, .resolve = resolve,
-                               .release = release, .max_body = 64 * 1024 };
+                               .release = release, .max_body = max_body, .op_timeout_ms = op_timeout_ms };
         int r = envd_start(&o, &srv);
         if (r == 0)
             return;
         ck_assert_int_eq(r, -EADDRINUSE);
     }
     ck_abort_msg("no free port");
+}
+
+static void tmpdir_remove(void)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmpdir);
+}
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/moat-envd-test.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    for (int i = 0; i < NSB; i++)
+        agent_start(&sbs[i], i);
+    resolves = releases = 0;
+    server_start(64 * 1024, 0);
 }
 
 static void teardown(void)
@@ -125,10 +149,7 @@ static void teardown(void)
         kill(sbs[i].agent, SIGKILL);
         waitpid(sbs[i].agent, NULL, 0);
     }
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "cannot remove %s\n", tmpdir);
+    tmpdir_remove();
 }
 
 /* ---- a small HTTP/1.1 client ---- */
@@ -1000,6 +1021,255 @@ START_TEST(slow_client_and_forget)
 }
 END_TEST
 
+/* ---- a hostile guest agent ----
+ * A fake agent on a Unix socket (hybrid 0) that speaks the frame format
+ * (vmm/agent/agent_proto.h) badly on purpose; a server of its own with a
+ * short op_timeout_ms. */
+
+enum evil_mode { EVIL_FLOOD, EVIL_SILENT, EVIL_LIST_BIG, EVIL_LIST_BAD };
+#define EVIL_BIG_N 6000u         /* x ~8 KiB of JSON each: over the 32 MiB budget */
+static int evil_lfd = -1;
+static enum evil_mode evil_mode;
+static pthread_t evil_thread;
+
+static int put_all(int fd, struct agent_buf *b)
+{
+    size_t off = 0;
+    while (off < b->len) {
+        ssize_t k = send(fd, b->p + off, b->len - off, MSG_NOSIGNAL);
+        if (k <= 0)
+            return -1;
+        off += (size_t)k;
+    }
+    b->len = 0;
+    return 0;
+}
+
+static void evil_entry(struct agent_buf *b, uint32_t id, const char *dir, const char *name, size_t pad)
+{
+    static struct agent_stat e;
+    memset(&e, 0, sizeof e);
+    e.type = AGENT_FT_FILE;
+    e.mode = 0644;
+    int n = snprintf(e.path, sizeof e.path, "%s/%s", dir, name);
+    for (size_t i = 0; i < pad && (size_t)n + 1 < sizeof e.path; i++)
+        e.path[n++] = 'x';
+    e.path[n] = 0;
+    strcpy(e.owner, "root");
+    strcpy(e.group, "root");
+    ck_assert_int_eq(agent_put_entry(b, AGENT_T_LIST_ENTRY, id, &e), 0);
+}
+
+static void *evil_conn(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    struct agent_buf b = { 0 };
+    struct agent_rx rx = { 0 };
+    agent_put_u32(&b, AGENT_T_READY, 0, 1);
+    if (put_all(fd, &b) < 0)
+        goto out;
+    for (;;) {
+        uint8_t buf[65536];
+        ssize_t k = recv(fd, buf, sizeof buf, 0);
+        if (k <= 0 || agent_rx_push(&rx, buf, (size_t)k) < 0)
+            goto out;
+        struct agent_hdr h;
+        const uint8_t *pl;
+        while (agent_rx_next(&rx, &h, &pl, NULL) == 1) {
+            if (evil_mode == EVIL_FLOOD && h.type == AGENT_T_EXEC) {
+                static uint8_t chunk[60000];
+                memset(chunk, 'o', sizeof chunk);
+                for (;;) {               /* output, and never the PONG */
+                    agent_put_frame(&b, AGENT_T_STDOUT, h.id, chunk, sizeof chunk);
+                    if (put_all(fd, &b) < 0)
+                        goto out;
+                }
+            }
+            if (h.type != AGENT_T_LIST || (evil_mode != EVIL_LIST_BIG && evil_mode != EVIL_LIST_BAD))
+                continue;                /* EVIL_SILENT: never a word */
+            char dir[256];
+            snprintf(dir, sizeof dir, "%.*s", (int)(h.len - 4), (const char *)pl + 4);
+            uint32_t n = 0;
+            if (evil_mode == EVIL_LIST_BIG) {
+                for (; n < EVIL_BIG_N; n++) {
+                    char name[32];
+                    snprintf(name, sizeof name, "%u-", n);
+                    evil_entry(&b, h.id, dir, name, 3900);
+                    if (put_all(fd, &b) < 0)
+                        goto out;
+                }
+            } else {
+                evil_entry(&b, h.id, dir, "ok", 0);
+                evil_entry(&b, h.id, dir, "bad\xff\xfe", 0);
+                n = 2;
+            }
+            agent_put_u32(&b, AGENT_T_LIST_END, h.id, n);
+            if (put_all(fd, &b) < 0)
+                goto out;
+        }
+    }
+out:
+    agent_buf_free(&b);
+    agent_rx_free(&rx);
+    close(fd);
+    return NULL;
+}
+
+static void *evil_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int fd = accept(evil_lfd, NULL, NULL);
+        if (fd < 0)
+            return NULL;          /* closed by the teardown */
+        pthread_t t;
+        if (pthread_create(&t, NULL, evil_conn, (void *)(intptr_t)fd) != 0)
+            close(fd);
+        else
+            pthread_detach(t);
+    }
+}
+
+#define EVIL_OP_MS 800
+
+static void evil_setup(void)
+{
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/moat-envd-test.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+    snprintf(evil_sock, sizeof evil_sock, "%.80s/evil.sock", tmpdir);
+    struct sockaddr_un su = { .sun_family = AF_UNIX };
+    snprintf(su.sun_path, sizeof su.sun_path, "%s", evil_sock);
+    evil_lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert(evil_lfd >= 0);
+    ck_assert(bind(evil_lfd, (struct sockaddr *)&su, sizeof su) == 0);
+    ck_assert(listen(evil_lfd, 16) == 0);
+    ck_assert_int_eq(pthread_create(&evil_thread, NULL, evil_main, NULL), 0);
+    server_start(0, EVIL_OP_MS);
+}
+
+static void evil_teardown(void)
+{
+    envd_stop(srv);
+    srv = NULL;
+    shutdown(evil_lfd, SHUT_RDWR);
+    pthread_join(evil_thread, NULL);
+    close(evil_lfd);
+    tmpdir_remove();
+    evil_sock[0] = 0;
+}
+
+static const char *evil_headers(const char *ctype)
+{
+    static char h[300];
+    snprintf(h, sizeof h, "E2b-Sandbox-Id: sbx-evil\r\nX-Access-Token: t\r\nConnect-Protocol-Version: 1\r\n"
+             "Content-Type: %s\r\n", ctype);
+    return h;
+}
+
+static void evil_unary(const char *method, const char *json, struct resp *r)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/%s", method);
+    http("POST", path, evil_headers("application/json"), json, strlen(json), 0, r);
+}
+
+static void evil_start(struct events *e)
+{
+    const char *json = "{\"process\":{\"cmd\":\"/bin/true\"}}";
+    size_t n;
+    uint8_t *b = envelope(json, &n);
+    struct resp r;
+    read_response(request_send("POST", "/process.Process/Start", evil_headers("application/connect+json"), b, n, 0),
+                  &r);
+    free(b);
+    events_parse(&r, e);
+    resp_free(&r);
+}
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The limits, not the deadline, must stop the cases below, even on a busy
+ * host: a server with a longer op_timeout_ms. */
+static void evil_long_deadline(void)
+{
+    envd_stop(srv);
+    server_start(0, 20000);
+}
+
+/* Output and never the PONG: serve holds at most 4 MiB of it, then ends
+ * the stream (no start event: the process was never confirmed). */
+START_TEST(evil_start_floods_output)
+{
+    evil_mode = EVIL_FLOOD;
+    evil_long_deadline();
+    struct events e;
+    evil_start(&e);
+    ck_assert_str_eq(end_code(&e), "resource_exhausted");
+    ck_assert_uint_eq(e.pid, 0);
+    ck_assert_uint_eq(e.outlen, 0);
+    events_free(&e);
+}
+END_TEST
+
+/* Silence: every call ends at op_timeout_ms, not never. */
+START_TEST(evil_silent_agent)
+{
+    evil_mode = EVIL_SILENT;
+    struct events e;
+    int64_t t0 = mono_ms();
+    evil_start(&e);
+    ck_assert_str_eq(end_code(&e), "deadline_exceeded");
+    events_free(&e);
+    const char *calls[][2] = {
+        { "filesystem.Filesystem/Stat", "{\"path\":\"/a\"}" },
+        { "filesystem.Filesystem/ListDir", "{\"path\":\"/a\",\"depth\":1}" },
+        { "filesystem.Filesystem/Remove", "{\"path\":\"/a\"}" },
+        { "filesystem.Filesystem/Move", "{\"source\":\"/a\",\"destination\":\"/b\"}" },
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        struct resp r;
+        evil_unary(calls[i][0], calls[i][1], &r);
+        assert_cx_error(&r, 504, "deadline_exceeded");
+        resp_free(&r);
+    }
+    int64_t dt = mono_ms() - t0;
+    ck_assert_msg(dt < 5 * EVIL_OP_MS + 4000, "5 calls took %lld ms", (long long)dt);
+}
+END_TEST
+
+/* ListDir of /d against the fake in mode m: it fails with status/code. */
+static void evil_list(enum evil_mode m, int status, const char *code, struct resp *r)
+{
+    evil_mode = m;
+    evil_long_deadline();
+    evil_unary("filesystem.Filesystem/ListDir", "{\"path\":\"/d\",\"depth\":1}", r);
+    assert_cx_error(r, status, code);
+}
+
+/* A listing past the JSON budget is refused, not built. */
+START_TEST(evil_list_too_big)
+{
+    struct resp r;
+    evil_list(EVIL_LIST_BIG, 429, "resource_exhausted", &r);
+    resp_free(&r);
+}
+END_TEST
+
+/* An entry JSON cannot carry fails the listing (not left out silently). */
+START_TEST(evil_list_not_utf8)
+{
+    struct resp r;
+    evil_list(EVIL_LIST_BAD, 500, "internal", &r);
+    ck_assert_msg(strstr((const char *)r.body, "bad\\\\xff\\\\xfe"), "%s", r.body);
+    resp_free(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("serve_envd");
@@ -1016,6 +1286,14 @@ static Suite *suite(void)
     tcase_add_test(tc, bad_requests);
     tcase_add_test(tc, slow_client_and_forget);
     suite_add_tcase(s, tc);
+    TCase *ev = tcase_create("hostile agent");
+    tcase_add_checked_fixture(ev, evil_setup, evil_teardown);
+    tcase_set_timeout(ev, 60);
+    tcase_add_test(ev, evil_start_floods_output);
+    tcase_add_test(ev, evil_silent_agent);
+    tcase_add_test(ev, evil_list_too_big);
+    tcase_add_test(ev, evil_list_not_utf8);
+    suite_add_tcase(s, ev);
     return s;
 }
 

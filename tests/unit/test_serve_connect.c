@@ -440,6 +440,38 @@ START_TEST(entries_and_events)
     json_decref(o);
     free(j);
 
+    /* cx_entry_json_size bounds the JSON from above, however the bytes
+     * escape: control bytes, quotes, backslashes, 2/3/4-byte UTF-8, a
+     * path of the full length. */
+    static const char *awkward[] = { "/\x01\x1f\"\\x", "/\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", "/a" };
+    for (size_t i = 0; i < 4; i++) {
+        memset(&st, 0, sizeof st);
+        st.type = AGENT_FT_SYMLINK;
+        st.size = UINT64_MAX;
+        st.uid = st.gid = UINT32_MAX;
+        st.mtime_sec = 253402300799;        /* 9999-12-31T23:59:59Z */
+        st.mtime_nsec = 999999999;
+        if (i < 3) {
+            snprintf(st.path, sizeof st.path, "%s", awkward[i]);
+            snprintf(st.owner, sizeof st.owner, "%s", awkward[i] + 1);
+            snprintf(st.link, sizeof st.link, "%s", awkward[i]);
+        } else {
+            memset(st.path, '\x01', sizeof st.path - 1);  /* 4095 control bytes */
+            st.path[0] = '/';
+            memset(st.link, '"', sizeof st.link - 1);
+        }
+        j = cx_entry_json(&st);
+        ck_assert_ptr_nonnull(j);
+        ck_assert_msg(strlen(j) <= cx_entry_json_size(&st), "case %zu: %zu > %zu", i, strlen(j),
+                      cx_entry_json_size(&st));
+        o = cx_entry_obj(&st);
+        ck_assert(json_is_object(o));
+        json_decref(o);
+        free(j);
+    }
+    strcpy(st.path, "/tmp/\xff");
+    ck_assert_ptr_null(cx_entry_obj(&st));
+
     char *e = cx_event_start(7);
     ck_assert_str_eq(e, "{\"event\":{\"start\":{\"pid\":7}}}");
     free(e);

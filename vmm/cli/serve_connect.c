@@ -754,7 +754,48 @@ static int set_str(json_t *o, const char *key, const char *s, size_t n)
     return v ? json_object_set_new(o, key, v) : -1;
 }
 
+/* Bytes json_dumps(JSON_ENSURE_ASCII) writes for the string s[0..n) at
+ * most: \uXXXX per control byte or per UTF-8 sequence (two for one
+ * outside the BMP), two for \" and \\, the quotes. */
+static size_t ascii_json_len(const char *s, size_t n)
+{
+    size_t len = 2;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char b = (unsigned char)s[i];
+        if (b < 0x20)
+            len += 6;
+        else if (b == '"' || b == '\\')
+            len += 2;
+        else if (b < 0x80)
+            len += 1;
+        else if (b >= 0xf0)
+            len += 12;
+        else if (b >= 0xc0)
+            len += 6;
+        /* continuation bytes: counted with their lead */
+    }
+    return len;
+}
+
+size_t cx_entry_json_size(const struct agent_stat *st)
+{
+    size_t plen = strnlen(st->path, sizeof st->path);
+    /* the keys, punctuation, type, size, mode, permissions, numeric
+     * owner/group, timestamp: under 320 bytes together */
+    size_t n = 320 + 2 * ascii_json_len(st->path, plen) +
+               ascii_json_len(st->owner, strnlen(st->owner, sizeof st->owner)) +
+               ascii_json_len(st->group, strnlen(st->group, sizeof st->group));
+    if (st->type == AGENT_FT_SYMLINK)
+        n += ascii_json_len(st->link, strnlen(st->link, sizeof st->link));
+    return n;
+}
+
 char *cx_entry_json(const struct agent_stat *st)
+{
+    return dump(cx_entry_obj(st));
+}
+
+json_t *cx_entry_obj(const struct agent_stat *st)
 {
     char buf[64], perm[16], ts[40];
     size_t plen = strnlen(st->path, sizeof st->path);
@@ -796,7 +837,7 @@ char *cx_entry_json(const struct agent_stat *st)
         json_decref(o);
         return NULL;
     }
-    return dump(o);
+    return o;
 }
 
 static char *event(const char *kind, json_t *body)

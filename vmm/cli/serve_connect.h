@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "vmm/agent/agent_client.h"
 
 /* Connect error codes (connectrpc.com/docs/protocol#error-codes). */
@@ -149,8 +151,14 @@ int cx_timestamp(int64_t sec, uint32_t nsec, char out[40]);
 /* One filesystem.EntryInfo as JSON (malloc'd, NULL without memory): name
  * (the last path element), type FILE_TYPE_*, path, size (a string, int64),
  * mode, permissions, owner/group (the numeric id when the guest has no
- * name for it), modifiedTime, symlinkTarget (symlinks only). */
+ * name for it), modifiedTime, symlinkTarget (symlinks only). NULL also
+ * when a name, path, owner, group or target is not UTF-8 (JSON strings
+ * cannot carry it). cx_entry_obj: the same as a jansson object (owned by
+ * the caller). cx_entry_json_size: an upper bound of strlen(cx_entry_json)
+ * (for budgets, computed without building it). */
 char *cx_entry_json(const struct agent_stat *st);
+json_t *cx_entry_obj(const struct agent_stat *st);
+size_t cx_entry_json_size(const struct agent_stat *st);
 /* The ProcessEvent messages of a Start/Connect stream, as the message of
  * one envelope: {"event":{"start":{"pid":N}}}, data (stdout or stderr,
  * base64), end, keepalive. end: kind 0 = exited with code, 1 = killed by

@@ -34,7 +34,8 @@
 #define ENVD_HOME        "/root"        /* the agent runs as root */
 #define SB_MAX           128            /* sandbox id bytes + NUL */
 #define TOKEN_MAX        512
-#define OP_TIMEOUT_MS    30000          /* one agent answer in a unary call */
+#define OP_TIMEOUT_MS    30000          /* default envd_opts.op_timeout_ms */
+#define START_BUF_MAX    (4u << 20)     /* output buffered before a process's start event */
 #define KEEPALIVE_MAX_S  30             /* keepalives at least this often */
 #define CONN_TIMEOUT_S   60             /* MHD: idle connections closed */
 #define MAX_CONNS        512
@@ -79,6 +80,9 @@ struct envd_server {
 
 /* ---- agent connections ---- */
 
+/* Once envd_stop began (stopping is set before its cut()), a new
+ * connection is born cut: its calls fail at once, so MHD_stop_daemon never
+ * waits on a request that registered too late to be cut. */
 static void live_add(struct envd_server *s, struct live *l, const char *sb, int fd)
 {
     snprintf(l->sb, sizeof l->sb, "%s", sb);
@@ -87,6 +91,10 @@ static void live_add(struct envd_server *s, struct live *l, const char *sb, int 
     pthread_mutex_lock(&s->lock);
     l->next = s->lives;
     s->lives = l;
+    if (atomic_load(&s->stopping)) {
+        atomic_store(&l->cancelled, 1);
+        shutdown(fd, SHUT_RDWR);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -113,7 +121,7 @@ static int ag_send(struct agent_client *c, pthread_mutex_t *lk, const struct age
 {
     int r = 0;
     size_t off = 0;
-    int64_t deadline = now_ms() + OP_TIMEOUT_MS;
+    int64_t deadline = now_ms() + c->timeout_ms;
     if (lk)
         pthread_mutex_lock(lk);
     while (off < b->len) {
@@ -185,13 +193,17 @@ static int ag_call(struct agent_client *c, struct live *lv, const struct agent_b
                    int *eno, char *msg, size_t ml)
 {
     *eno = 0;
+    int64_t deadline = now_ms() + c->timeout_ms;     /* for the whole call */
     int r = ag_send(c, NULL, frame);
     if (r < 0)
         return r;
     for (;;) {
         struct agent_hdr h;
         const uint8_t *pl;
-        if ((r = ag_next(c, &h, &pl, OP_TIMEOUT_MS, lv, -1)) < 0)
+        int64_t left = deadline - now_ms();
+        if (left <= 0)
+            return -ETIMEDOUT;
+        if ((r = ag_next(c, &h, &pl, (int)left, lv, -1)) < 0)
             return r;
         if (h.id != id)
             continue;
@@ -280,7 +292,9 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 /* envd's REST error: {"code": status, "message": ...}. */
 static enum MHD_Result reply_rest_error(struct MHD_Connection *c, unsigned status, const char *msg)
 {
-    json_t *j = json_pack("{s:I,s:s}", "code", (json_int_t)status, "message", msg);
+    json_t *m = json_string(msg);          /* may carry guest bytes: valid UTF-8 only */
+    json_t *j = json_pack("{s:I,s:o}", "code", (json_int_t)status, "message",
+                          m ? m : json_string("(message not UTF-8)"));
     char *s = j ? json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII) : NULL;
     json_decref(j);
     enum MHD_Result res = reply(c, status, "application/json", s, s ? strlen(s) : 0);
@@ -419,9 +433,12 @@ static int resolve(struct envd_server *s, struct MHD_Connection *c, struct req *
     return res == MHD_YES ? 1 : -1;
 }
 
-static int agent_open(struct req *q, struct agent_client *ac)
+static int agent_open(struct envd_server *s, struct req *q, struct agent_client *ac)
 {
-    return agent_client_connect(ac, q->vsock, q->hybrid, AGENT_DEFAULT_PORT);
+    int r = agent_client_connect(ac, q->vsock, q->hybrid, AGENT_DEFAULT_PORT);
+    if (r == 0)
+        ac->timeout_ms = s->o.op_timeout_ms;     /* every call, also agent_client_*'s */
+    return r;
 }
 
 /* ---- processes ---- */
@@ -735,7 +752,7 @@ static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c,
     free(env);
     argv = env = NULL;
     cx_start_free(&sr);
-    if ((r = agent_open(q, &p->ac)) < 0) {
+    if ((r = agent_open(s, q, &p->ac)) < 0) {
         agent_buf_free(&b);
         proc_unref(s, p);
         snprintf(err, sizeof err, "cannot reach the sandbox's guest agent: %s", strerror(-r));
@@ -754,11 +771,24 @@ static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c,
     if (r == 0)
         r = st_event(st, cx_event_start(p->pid));
     /* The agent answers the PING after taking the EXEC: ERROR first means
-     * it refused it; output (and even EXIT) may come before the PONG. */
+     * it refused it; output (and even EXIT) may come before the PONG. One
+     * deadline for the whole wait and a cap on the output held meanwhile:
+     * a guest that streams output and never answers gets neither time nor
+     * memory without bound. */
+    int64_t until = now_ms() + p->ac.timeout_ms;
     while (r == 0 && !st->done) {
         struct agent_hdr h;
         const uint8_t *pl;
-        if ((r = ag_next(&p->ac, &h, &pl, OP_TIMEOUT_MS, &p->live, -1)) < 0)
+        int64_t left = until - now_ms();
+        if (left <= 0) {
+            r = -ETIMEDOUT;
+            break;
+        }
+        if (st->len > START_BUF_MAX) {
+            r = -ENOBUFS;
+            break;
+        }
+        if ((r = ag_next(&p->ac, &h, &pl, (int)left, &p->live, -1)) < 0)
             break;
         if (h.id == PING_ID && h.type == AGENT_T_PONG)
             break;
@@ -766,7 +796,12 @@ static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c,
             st->len = 0;                    /* no start event: only the error */
         st_frame(st, &h, pl);
     }
-    if (r < 0) {
+    if (r == -ETIMEDOUT || r == -ENOBUFS) {
+        st->len = 0;
+        snprintf(err, sizeof err, "the sandbox's guest agent did not confirm the process %s",
+                 r == -ETIMEDOUT ? "in time" : "before sending 4 MiB of output");
+        st_end(st, r == -ETIMEDOUT ? CX_DEADLINE_EXCEEDED : CX_RESOURCE_EXHAUSTED, err);
+    } else if (r < 0) {
         st->len = 0;
         snprintf(err, sizeof err, "the sandbox's guest agent did not take the process: %s", strerror(-r));
         st_end(st, CX_UNAVAILABLE, err);
@@ -784,7 +819,9 @@ oom:
     free(argv);
     free(env);
     cx_start_free(&sr);
-    if (p)
+    if (p && p->refs == 0)
+        free(p);                /* argv or env failed: p was never set up */
+    else if (p)
         proc_unref(s, p);
     return reply_stream_error(c, CX_INTERNAL, "out of memory");
 }
@@ -921,6 +958,8 @@ static enum cx_code fs_code(int r, int eno)
         return eno ? cx_code_from_errno(eno) : CX_INTERNAL;
     if (r == -ENOSYS)
         return CX_UNIMPLEMENTED;
+    if (r == -ETIMEDOUT)
+        return CX_DEADLINE_EXCEEDED;
     return CX_UNAVAILABLE;
 }
 
@@ -954,22 +993,42 @@ static enum MHD_Result reply_entry(struct MHD_Connection *c, const struct agent_
     return res;
 }
 
+/* A listing is built as JSON objects directly, within a budget of the
+ * JSON it dumps to (LIST_BUDGET): a guest's 100000 entries with 4 KiB
+ * paths would otherwise cost gigabytes per request. */
+#define LIST_BUDGET (32u << 20)
+enum { LIST_OVER = 1, LIST_NOT_UTF8, LIST_NOMEM };
+
 struct list_acc {
     json_t *arr;
-    int bad;
+    size_t bytes;
+    int stop;                   /* LIST_*: why the callback stopped */
+    char bad[128];              /* LIST_NOT_UTF8: the entry's path, escaped */
 };
 
 static int list_cb(void *arg, const struct agent_stat *e)
 {
     struct list_acc *a = arg;
-    char *j = cx_entry_json(e);
-    json_t *v = j ? json_loads(j, 0, NULL) : NULL;
-    free(j);
+    a->bytes += cx_entry_json_size(e) + 1;
+    if (a->bytes > LIST_BUDGET)
+        return a->stop = LIST_OVER;
+    json_t *v = cx_entry_obj(e);
     if (!v) {
-        a->bad = 1;             /* a name that is not UTF-8: left out */
-        return 0;
+        /* Not UTF-8 (or no memory): the whole listing fails rather than
+         * leaving the entry out silently. */
+        size_t o = 0, n = strnlen(e->path, sizeof e->path);
+        for (size_t i = 0; i < n && o + 5 < sizeof a->bad; i++) {
+            unsigned char ch = (unsigned char)e->path[i];
+            if (ch >= 0x20 && ch < 0x7f && ch != '\\')
+                a->bad[o++] = (char)ch;
+            else
+                o += (size_t)snprintf(a->bad + o, sizeof a->bad - o, "\\x%02x", ch);
+        }
+        a->bad[o] = 0;
+        return a->stop = LIST_NOT_UTF8;
     }
-    json_array_append_new(a->arr, v);
+    if (json_array_append_new(a->arr, v) < 0)
+        return a->stop = LIST_NOMEM;
     return 0;
 }
 
@@ -1003,7 +1062,7 @@ static enum MHD_Result do_fs(struct envd_server *s, struct MHD_Connection *c, st
     int r = cx_fs_decode(kind, msg, mlen, &fr, err, sizeof err);
     if (r < 0)
         return reply_cx(c, CX_INVALID_ARGUMENT, err);
-    char *p1 = malloc(CX_MAX_PATH + 1), *p2 = malloc(CX_MAX_PATH + 1);
+    char *p1 = malloc(CX_MAX_PATH + 1), *p2 = malloc(CX_MAX_PATH + 1), *dir = NULL;
     struct agent_stat *st = malloc(sizeof *st);
     struct fs_ctx *f = calloc(1, sizeof *f);
     enum MHD_Result res;
@@ -1016,7 +1075,7 @@ static enum MHD_Result do_fs(struct envd_server *s, struct MHD_Connection *c, st
         res = reply_cx(c, CX_INVALID_ARGUMENT, err);
         goto out;
     }
-    if ((r = agent_open(q, &f->ac)) < 0) {
+    if ((r = agent_open(s, q, &f->ac)) < 0) {
         snprintf(err, sizeof err, "cannot reach the sandbox's guest agent: %s", strerror(-r));
         res = reply_cx(c, CX_UNAVAILABLE, err);
         f->ac.fd = -1;
@@ -1050,9 +1109,14 @@ static enum MHD_Result do_fs(struct envd_server *s, struct MHD_Connection *c, st
         res = r < 0 ? fs_fail(c, f, r, "stat", p1, amsg) : reply_entry(c, st);
         break;
     case R_MOVE:
-        if (parent_of(p2, err, sizeof err) == 0 && (r = fs_mkdir(f, err, 1, &eno, amsg, sizeof amsg)) < 0) {
+        /* the destination's parent: as long as any path (CX_MAX_PATH) */
+        if (!(dir = malloc(CX_MAX_PATH + 1))) {
+            res = reply_cx(c, CX_INTERNAL, "out of memory");
+            break;
+        }
+        if (parent_of(p2, dir, CX_MAX_PATH + 1) == 0 && (r = fs_mkdir(f, dir, 1, &eno, amsg, sizeof amsg)) < 0) {
             char m[1200];
-            snprintf(m, sizeof m, "mkdir %s: %s", err, r == -EREMOTEIO ? amsg : strerror(-r));
+            snprintf(m, sizeof m, "mkdir %s: %s", dir, r == -EREMOTEIO ? amsg : strerror(-r));
             res = reply_cx(c, fs_code(r, eno), m);
             break;
         }
@@ -1065,14 +1129,32 @@ static enum MHD_Result do_fs(struct envd_server *s, struct MHD_Connection *c, st
         res = r < 0 ? fs_fail(c, f, r, "stat", p2, amsg) : reply_entry(c, st);
         break;
     case R_LIST_DIR: {
-        struct list_acc a = { .arr = json_array() };
-        r = a.arr ? agent_client_list(&f->ac, p1, fr.depth, list_cb, &a, amsg, sizeof amsg) : -ENOMEM;
-        if (r < 0) {
-            json_decref(a.arr);
+        struct list_acc *a = calloc(1, sizeof *a);
+        if (a && !(a->arr = json_array())) {
+            free(a);
+            a = NULL;
+        }
+        r = a ? agent_client_list(&f->ac, p1, fr.depth, list_cb, a, amsg, sizeof amsg) : -ENOMEM;
+        if (a && a->stop)
+            r = a->stop;        /* whatever draining the rest gave */
+        if (r != 0)
+            json_decref(a ? a->arr : NULL);
+        if (r == LIST_OVER) {
+            snprintf(amsg, sizeof amsg, "list %s: the listing exceeds %u MiB of JSON (list less deep)", p1,
+                     LIST_BUDGET >> 20);
+            res = reply_cx(c, CX_RESOURCE_EXHAUSTED, amsg);
+        } else if (r == LIST_NOT_UTF8) {
+            snprintf(amsg, sizeof amsg, "list %s: the entry %s has a name, owner, group or link target that "
+                     "is not UTF-8", p1, a->bad);
+            res = reply_cx(c, CX_INTERNAL, amsg);
+        } else if (r == LIST_NOMEM) {
+            res = reply_cx(c, CX_INTERNAL, "out of memory");
+        } else if (r < 0) {
             res = fs_fail(c, f, r, "list", p1, amsg);
         } else {
-            res = reply_ok_json(c, json_pack("{s:o}", "entries", a.arr));
+            res = reply_ok_json(c, json_pack("{s:o}", "entries", a->arr));
         }
+        free(a);
         break;
     }
     default: /* R_REMOVE: like os.RemoveAll, a missing path is fine */
@@ -1088,6 +1170,7 @@ static enum MHD_Result do_fs(struct envd_server *s, struct MHD_Connection *c, st
 out:
     free(p1);
     free(p2);
+    free(dir);
     free(st);
     free(f);
     return res;
@@ -1121,7 +1204,7 @@ static int dl_next(struct download *d, int *eno, char *msg, size_t ml)
     for (;;) {
         struct agent_hdr h;
         const uint8_t *pl;
-        int r = ag_next(&d->ac, &h, &pl, OP_TIMEOUT_MS, &d->live, -1);
+        int r = ag_next(&d->ac, &h, &pl, d->ac.timeout_ms, &d->live, -1);
         if (r < 0)
             return r;
         if (h.id != d->id)
@@ -1182,7 +1265,7 @@ static enum MHD_Result do_download(struct envd_server *s, struct MHD_Connection 
     if (!d)
         return reply_rest_error(c, 500, "out of memory");
     d->s = s;
-    int r = agent_open(q, &d->ac);
+    int r = agent_open(s, q, &d->ac);
     if (r < 0) {
         free(d);
         snprintf(err, sizeof err, "cannot reach the sandbox's guest agent: %s", strerror(-r));
@@ -1419,7 +1502,7 @@ static int up_start(struct envd_server *s, struct MHD_Connection *c, struct req 
         return reply_rest_error(c, 415, "POST /files takes multipart/form-data or application/octet-stream")
                        == MHD_YES ? 1 : -1;
     }
-    int r = agent_open(q, &u->ac);
+    int r = agent_open(s, q, &u->ac);
     if (r < 0) {
         up_free(u);
         snprintf(err, sizeof err, "cannot reach the sandbox's guest agent: %s", strerror(-r));
@@ -1639,6 +1722,8 @@ int envd_start(const struct envd_opts *o, struct envd_server **out)
     s->o = *o;
     if (!s->o.max_body)
         s->o.max_body = DEFAULT_BODY;
+    if (s->o.op_timeout_ms <= 0)
+        s->o.op_timeout_ms = OP_TIMEOUT_MS;
     pthread_mutex_init(&s->lock, NULL);
     /* Bind ourselves first: MHD reports no errno. */
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
@@ -1676,10 +1761,12 @@ int envd_start(const struct envd_opts *o, struct envd_server **out)
 /* The janitor reads the processes no stream is attached to: their output
  * is dropped (as envd drops what no subscriber takes), so they never block
  * on a full pipe, and their EXIT takes them out of the table (List, kill). */
+#define DRAIN_MAX (1u << 20)        /* per process per round: one flooding guest shares the janitor */
+
 static void drain(struct envd_server *s, struct proc *p)
 {
     uint8_t buf[65536];
-    for (;;) {
+    for (size_t got = 0; got < DRAIN_MAX;) {
         ssize_t k = recv(p->ac.fd, buf, sizeof buf, MSG_DONTWAIT);
         if (k < 0 && errno == EINTR)
             continue;
@@ -1689,6 +1776,7 @@ static void drain(struct envd_server *s, struct proc *p)
             proc_unlist(s, p);          /* the agent is gone: so is the process */
             return;
         }
+        got += (size_t)k;
         struct agent_hdr h;
         const uint8_t *pl;
         int r;
@@ -1704,17 +1792,31 @@ static void drain(struct envd_server *s, struct proc *p)
     }
 }
 
-#define JANITOR_BATCH 128
-
+/* Every round polls all the unattached processes (a growable array, not
+ * the first N of the list: older ones would never be read). */
 static void *janitor_main(void *arg)
 {
     struct envd_server *s = arg;
-    struct proc *ps[JANITOR_BATCH];
-    struct pollfd pf[JANITOR_BATCH];
+    struct proc **ps = NULL;
+    struct pollfd *pf = NULL;
+    size_t cap = 0;
     while (!atomic_load(&s->stopping)) {
         nfds_t n = 0;
         pthread_mutex_lock(&s->lock);
-        for (struct proc *p = s->procs; p && n < JANITOR_BATCH; p = p->next)
+        size_t want = 0;
+        for (struct proc *p = s->procs; p; p = p->next)
+            want++;
+        if (want > cap) {
+            struct proc **nps = realloc(ps, want * sizeof *ps);
+            if (nps)
+                ps = nps;
+            struct pollfd *npf = nps ? realloc(pf, want * sizeof *pf) : NULL;
+            if (npf)
+                pf = npf;
+            if (nps && npf)
+                cap = want;
+        }
+        for (struct proc *p = s->procs; p && n < cap; p = p->next)
             if (!p->attached && !p->connecting) {
                 p->attached = 2;
                 p->refs++;
@@ -1738,6 +1840,8 @@ static void *janitor_main(void *arg)
             proc_unref(s, ps[i]);
         }
     }
+    free(ps);
+    free(pf);
     return NULL;
 }
 

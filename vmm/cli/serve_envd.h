@@ -32,6 +32,7 @@ struct envd_opts {
     unsigned port;           /* 49983 */
     envd_resolve_fn resolve; envd_release_fn release; void *arg;
     size_t max_body;         /* oversized unary bodies -> error (0: 1 MiB) */
+    int op_timeout_ms;       /* one agent call (a unary request, a process's start) in all (0: 30 s) */
 };
 struct envd_server;
 int envd_start(const struct envd_opts *o, struct envd_server **out);   /* 0 or -errno */
