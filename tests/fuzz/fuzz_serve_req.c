@@ -63,6 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!rc) {
             FUZZ_ASSERT(serve_valid_template(c.template_id) && c.timeout <= SERVE_TIMEOUT_MAX);
             FUZZ_ASSERT(c.internet >= -1 && c.internet <= 1);
+            /* the lists decoded fit the policy, which has no separator in an entry */
+            char pol[SERVE_POLICY_MAX];
+            FUZZ_ASSERT(serve_net_policy(c.internet, c.network, pol, sizeof pol, why, sizeof why) == 0);
+            FUZZ_ASSERT(!strncmp(pol, "default ", 8) && !strchr(pol, ','));
             strmap_ok(c.metadata, false);
             strmap_ok(c.env, true);
             serve_create_free(&c);
@@ -151,6 +155,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_ASSERT(!strcmp(back.token, st.token) && !strcmp(back.template_id, st.template_id));
             FUZZ_ASSERT(back.timeout == st.timeout && back.auto_pause == st.auto_pause);
             FUZZ_ASSERT(json_equal(back.metadata, st.metadata) && json_equal(back.env, st.env));
+            FUZZ_ASSERT(back.net_device == st.net_device && (st.network ? json_equal(back.network, st.network)
+                                                                         : !back.network));
             serve_state_free(&back);
             free(text);
         }

@@ -215,7 +215,14 @@ TOKB=$(python3 -c "import json; print(json.load(open('$MOAT_HOME/$B/serve.json')
 check "each sandbox has its own access token" test "$TOKA" != "$TOKB"
 
 req GET "/sandboxes/$A"
-check "info: 200, running, metadata, no network said" sh -c "[ $(st) = 200 ] && grep -q '\"state\":\"running\"' '$T/body' && grep -q '\"user\":\"alice\"' '$T/body' && grep -q '\"allowInternetAccess\":false' '$T/body' && grep -q 'moatNetwork' '$T/body' && grep -q '\"memoryMB\":64' '$T/body'"
+check "info: 200, running, metadata, no network said" sh -c "[ $(st) = 200 ] && grep -q '\"state\":\"running\"' '$T/body' && grep -q '\"user\":\"alice\"' '$T/body' && grep -q '\"allowInternetAccess\":false' '$T/body' && grep -q '\"moatNetwork\":\"none: the sandbox has no network device\"' '$T/body' && grep -q '\"denyOut\":\[\"0.0.0.0/0\"\]' '$T/body' && grep -q '\"memoryMB\":64' '$T/body'"
+# tiny has no network device: a create that asks for some is refused, and leaves nothing
+n0=$("$MOAT" ls | wc -l)
+req POST /v2/sandboxes '{"templateID":"tiny","allow_internet_access":true}'
+check "create asking for the internet on a template without a network device: 400, nothing left" \
+    sh -c "[ \$(cat '$T/st') = 400 ] && grep -q 'has no network device' '$T/body' && [ \$('$MOAT' ls | wc -l) = $n0 ]"
+req POST /v2/sandboxes '{"templateID":"tiny","network":{"allowOut":["example.com"]}}'
+check "create with a domain name in allowOut: 400 naming it" sh -c "[ \$(cat '$T/st') = 400 ] && grep -q 'example.com' '$T/body'"
 # list: all, paging by X-Next-Token, filters
 req GET /v2/sandboxes
 check "list: three" test "$(json 'len(d)')" = 3

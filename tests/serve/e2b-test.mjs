@@ -11,6 +11,7 @@
 // nested L1 runs under QEMU TCG). E2B_TEST_TEMPLATE picks the template
 // (default `base`).
 import { createHash, randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
 
 const NODE_MIN = [20, 18, 1]; // e2b 2.51.0's engines.node
 const have = process.versions.node.split('.').map(Number);
@@ -334,6 +335,77 @@ await check('kill', async () => {
   assert(!(await listAll()).some((i) => i.sandboxId === x.sandboxId), 'still listed after kill');
   await expectReject(x.commands.run('true', { ...runOpts, requestTimeoutMs: 10_000 * SLOW }), () => true, 'run in the killed sandbox');
 });
+
+// 4. The egress policy (docs/serve.md Network): SERVE_NET_TARGET=ADDR:PORT
+// is an address of this machine's own (the nested L1's loopback), where this
+// script listens and counts connections; passt carries the guest's
+// connection to it when the sandbox's policy allows it. The address is a
+// host address, in moat's preset, so only an explicit allowOut reaches it
+// (allow_internet_access alone does not).
+const NET = process.env.SERVE_NET_TARGET || '';
+if (!NET) {
+  console.log('SKIPPED: serve: network checks (SERVE_NET_TARGET not set: passt and an address to reach are set up by tests/nested/checks.d/serve.sh)');
+} else {
+  const naddr = NET.slice(0, NET.lastIndexOf(':')), nport = Number(NET.slice(NET.lastIndexOf(':') + 1));
+  let conns = 0;
+  const srv = createServer((q, r) => r.end('moat-net-ok\n'));
+  srv.on('connection', () => { conns++; });
+  await new Promise((res, rej) => { srv.once('error', rej); srv.listen(nport, naddr, res); });
+  const fetchCmd = (t) => `moat-fetch -q -T ${t} -O /tmp/net.out http://${NET}/ && cat /tmp/net.out`;
+  let open = null;
+  await check('network: allowOut reaches a listener through passt', async () => {
+    open = await Sandbox.create(TEMPLATE, { ...opts, allowInternetAccess: false, network: { allowOut: [naddr] } });
+    made.push(open.sandboxId);
+    const before = conns;
+    const r = await open.commands.run(fetchCmd(30), runOpts);
+    assert(r.stdout.includes('moat-net-ok'), `fetched ${JSON.stringify(r.stdout)}`);
+    assert(conns > before, 'the listener saw no connection');
+    const info = await Sandbox.getInfo(open.sandboxId, opts);
+    assert(info.allowInternetAccess === false, `allowInternetAccess ${info.allowInternetAccess}`);
+    assert(info.network && info.network.allowOut.includes(`${naddr}/32`), `network ${JSON.stringify(info.network)}`);
+    return `${conns - before} connection(s)`;
+  });
+  await check('network: denied without allow_internet_access or allowOut', async () => {
+    const shut = await Sandbox.create(TEMPLATE, opts);
+    made.push(shut.sandboxId);
+    const before = conns;
+    const e = await expectReject(shut.commands.run(fetchCmd(8), runOpts), (x) => x instanceof CommandExitError,
+      'a fetch with everything denied');
+    assert(conns === before, `the listener saw ${conns - before} connection(s)`);
+    const info = await Sandbox.getInfo(shut.sandboxId, opts);
+    assert(info.allowInternetAccess === false, `allowInternetAccess ${info.allowInternetAccess}`);
+    await shut.kill(opts);
+    return `moat-fetch exit ${e.exitCode}, no connection`;
+  });
+  await check('network: allow_internet_access with denyOut (the policy reported, no connection)', async () => {
+    const x = await Sandbox.create(TEMPLATE, { ...opts, allowInternetAccess: true, network: { denyOut: [`${naddr}/32`] } });
+    made.push(x.sandboxId);
+    const info = await Sandbox.getInfo(x.sandboxId, opts);
+    assert(info.allowInternetAccess === true, `allowInternetAccess ${info.allowInternetAccess}`);
+    // moatNetwork (the policy in force) is moat's own field: the SDK's getInfo drops it
+    const raw = await (await fetch(`${process.env.E2B_API_URL.replace(/\/+$/, '')}/sandboxes/${x.sandboxId}`,
+      { headers: { 'X-API-KEY': process.env.E2B_API_KEY } })).json();
+    assert(/^default allow; deny /.test(raw.moatNetwork), `moatNetwork ${raw.moatNetwork}`);
+    const before = conns;
+    await expectReject(x.commands.run(fetchCmd(8), runOpts), (e) => e instanceof CommandExitError, 'a denied fetch');
+    assert(conns === before, `the listener saw ${conns - before} connection(s)`);
+    await x.kill(opts);
+  });
+  await check('network: the policy is set again after pause and connect', async () => {
+    const x = need(open, 'open');
+    assert(await x.pause(opts) === true, 'pause() did not return true');
+    const c = await Sandbox.connect(x.sandboxId, opts);
+    const before = conns;
+    const r = await c.commands.run(fetchCmd(30), runOpts);
+    assert(r.stdout.includes('moat-net-ok') && conns > before, `after connect: ${JSON.stringify(r.stdout)}`);
+    await c.kill(opts);
+  });
+  await check('network: an overlapping allowOut and denyOut is refused', async () => {
+    await expectReject(Sandbox.create(TEMPLATE, { ...opts, network: { allowOut: [naddr], denyOut: [`${naddr}/32`] } }),
+      (e) => /overlap/.test(String(e.message)), 'an overlapping create');
+  });
+  srv.close();
+}
 
 // Nothing this run made may outlive it.
 for (const id of made) await Sandbox.kill(id, opts).catch(() => {});

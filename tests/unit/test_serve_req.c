@@ -158,6 +158,24 @@ START_TEST(create_bad)
         { "{\"templateID\":\"b\",\"autoResume\":{}}", "autoResume" },
         { "{\"templateID\":\"b\",\"autoResume\":{\"enabled\":1}}", "autoResume" },
         { "{\"templateID\":\"b\",\"network\":[]}", "network" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":\"1.2.3.4\"}}", "array" },
+        { "{\"templateID\":\"b\",\"network\":{\"denyOut\":{}}}", "array" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[1]}}", "strings" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[null]}}", "strings" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"\"]}}", "not a CIDR" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"example.com\"]}}", "domain names" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"*.example.com\"]}}", "domain names" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"1.2.3.4,port=80\"]}}", "not a CIDR" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"1.2.3.4; default allow\"]}}", "not a CIDR" },
+        { "{\"templateID\":\"b\",\"network\":{\"denyOut\":[\"1.2.3.4/33\"]}}", "denyOut" },
+        { "{\"templateID\":\"b\",\"network\":{\"denyOut\":[\"1.2.3/8\"]}}", "denyOut" },
+        { "{\"templateID\":\"b\",\"network\":{\"denyOut\":[\"1.2.3.4/\"]}}", "denyOut" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"::g\"]}}", "not a CIDR" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"1.2.3.4\\u0000\"]}}", "malformed JSON" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"10.1.2.3\"],\"denyOut\":[\"10.0.0.0/8\"]}}", "overlap" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"10.0.0.0/8\"],\"denyOut\":[\"10.9.9.9\"]}}", "overlap" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"2001:db8::/32\"],\"denyOut\":[\"2001:db8:1::/48\"]}}", "overlap" },
+        { "{\"templateID\":\"b\",\"network\":{\"allowOut\":[\"1.1.1.1\",\"1.1.1.2\",\"1.1.1.3\",\"1.1.1.4\",\"1.1.1.5\",\"1.1.1.6\",\"1.1.1.7\",\"1.1.1.8\",\"1.1.1.9\",\"1.1.1.10\",\"1.1.1.11\",\"1.1.1.12\",\"1.1.1.13\",\"1.1.1.14\",\"1.1.1.15\",\"1.1.1.16\",\"1.1.1.17\"]}}", "at most 16" },
         { "{\"templateID\":\"b\",\"volumeMounts\":[{\"name\":\"v\",\"path\":\"/d\"}]}", "volumeMounts" },
         { "{\"templateID\":\"b\",\"mcp\":{\"x\":{}}}", "mcp" },
         { "{\"templateID\":\"b\",\"iam\":{\"tokens\":{}}}", "iam" },
@@ -324,6 +342,75 @@ START_TEST(hostports)
 }
 END_TEST
 
+/* network.allowOut / denyOut: canonical CIDRs, and the policy made from them */
+START_TEST(network)
+{
+    struct serve_create c;
+    char pol[SERVE_POLICY_MAX];
+    /* none given: both lists empty, everything denied unless the internet is asked for */
+    ck_assert_int_eq(serve_decode_create(B("{\"templateID\":\"b\"}"), &c, why, sizeof why), 0);
+    ck_assert_int_eq(json_array_size(json_object_get(c.network, "allowOut")), 0);
+    ck_assert_int_eq(json_array_size(json_object_get(c.network, "denyOut")), 0);
+    ck_assert_int_eq(serve_net_policy(c.internet, c.network, pol, sizeof pol, why, sizeof why), 0);
+    ck_assert_str_eq(pol, "default deny");
+    ck_assert_int_eq(serve_net_policy(0, c.network, pol, sizeof pol, why, sizeof why), 0);
+    ck_assert_str_eq(pol, "default deny");
+    ck_assert_int_eq(serve_net_policy(1, c.network, pol, sizeof pol, why, sizeof why), 0);
+    ck_assert_str_eq(pol, "default allow");
+    ck_assert_int_eq(serve_net_policy(1, NULL, pol, sizeof pol, why, sizeof why), 0);
+    ck_assert_str_eq(pol, "default allow");
+    serve_create_free(&c);
+    /* bare addresses become /32 and /128; deny-all becomes the default */
+    ck_assert_msg(serve_decode_create(B("{\"templateID\":\"b\",\"allow_internet_access\":true,\"network\":"
+                                        "{\"allowOut\":[\"203.0.113.10\",\"2001:db8::1\",\"8.8.8.0/24\"],"
+                                        "\"denyOut\":[\"0.0.0.0/0\"]}}"), &c, why, sizeof why) == 0, "%s", why);
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(c.network, "allowOut"), 0)),
+                     "203.0.113.10/32");
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(c.network, "allowOut"), 1)),
+                     "2001:db8::1/128");
+    ck_assert_int_eq(serve_net_policy(c.internet, c.network, pol, sizeof pol, why, sizeof why), 0);
+    ck_assert_str_eq(pol, "default deny; allow 203.0.113.10/32; allow 2001:db8::1/128; allow 8.8.8.0/24");
+    serve_create_free(&c);
+    /* internet with some denied; a /0 deny overlaps nothing (it is the default) */
+    static const char *const cases[][2] = {
+        { "{\"templateID\":\"b\",\"allow_internet_access\":true,\"network\":"
+          "{\"allowOut\":[\"1.1.1.1\"],\"denyOut\":[\"198.51.100.0/24\",\"::/0\"]}}",
+          "default deny; allow 1.1.1.1/32; deny 198.51.100.0/24" },
+        { "{\"templateID\":\"b\",\"allow_internet_access\":true,\"network\":"
+          "{\"denyOut\":[\"198.51.100.7\"],\"allowOut\":[\"198.51.101.0/24\"]}}",
+          "default allow; allow 198.51.101.0/24; deny 198.51.100.7/32" },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        ck_assert_msg(serve_decode_create(B(cases[i][0]), &c, why, sizeof why) == 0, "%s", why);
+        ck_assert_int_eq(serve_net_policy(c.internet, c.network, pol, sizeof pol, why, sizeof why), 0);
+        ck_assert_str_eq(pol, cases[i][1]);
+        if (i + 1 < sizeof cases / sizeof cases[0])
+            serve_create_free(&c);
+    }
+    /* too small a buffer, and a list not made by the decoder, are refused */
+    ck_assert_int_eq(serve_net_policy(c.internet, c.network, pol, 20, why, sizeof why), -E2BIG);
+    serve_create_free(&c);
+    json_t *odd = json_pack("{s:[s], s:[]}", "allowOut", "1.2.3.4; default allow", "denyOut");
+    ck_assert_int_eq(serve_net_policy(0, odd, pol, sizeof pol, why, sizeof why), -EINVAL);
+    json_decref(odd);
+    odd = json_pack("{s:[i], s:[]}", "allowOut", 5, "denyOut");
+    ck_assert_int_eq(serve_net_policy(0, odd, pol, sizeof pol, why, sizeof why), -EINVAL);
+    json_decref(odd);
+    /* the longest lists fit */
+    char body[4096];
+    int k = snprintf(body, sizeof body, "{\"templateID\":\"b\",\"network\":{\"allowOut\":[");
+    for (int i = 0; i < SERVE_NET_MAX; i++)
+        k += snprintf(body + k, sizeof body - (size_t)k, "%s\"2001:db8:%x::/48\"", i ? "," : "", i);
+    k += snprintf(body + k, sizeof body - (size_t)k, "],\"denyOut\":[");
+    for (int i = 0; i < SERVE_NET_MAX; i++)
+        k += snprintf(body + k, sizeof body - (size_t)k, "%s\"2001:db9:%x:ffff:ffff:ffff:ffff:ffff\"", i ? "," : "", i);
+    snprintf(body + k, sizeof body - (size_t)k, "]}}");
+    ck_assert_msg(serve_decode_create(B(body), &c, why, sizeof why) == 0, "%s", why);
+    ck_assert_msg(serve_net_policy(1, c.network, pol, sizeof pol, why, sizeof why) == 0, "%s", why);
+    serve_create_free(&c);
+}
+END_TEST
+
 START_TEST(state_file)
 {
     struct serve_state st, back;
@@ -338,6 +425,8 @@ START_TEST(state_file)
     st.internet = -1;
     st.metadata = json_pack("{s:s}", "k", "v");
     st.env = json_pack("{s:s}", "FOO", "bar");
+    st.net_device = true;
+    st.network = json_pack("{s:[s], s:[]}", "allowOut", "203.0.113.10/32", "denyOut");
     char *t = serve_state_encode(&st);
     ck_assert_ptr_nonnull(t);
     ck_assert_msg(serve_state_decode(B(t), &back, why, sizeof why) == 0, "%s", why);
@@ -346,6 +435,9 @@ START_TEST(state_file)
     ck_assert(back.deadline == st.deadline && back.started_at == st.started_at);
     ck_assert(back.auto_pause && !back.auto_resume && back.internet == -1 && back.timeout == 300);
     ck_assert_str_eq(json_string_value(json_object_get(back.env, "FOO")), "bar");
+    ck_assert(back.net_device);
+    ck_assert_str_eq(json_string_value(json_array_get(json_object_get(back.network, "allowOut"), 0)),
+                     "203.0.113.10/32");
     serve_state_free(&back);
     /* every field damaged in turn is refused */
     static const char *const fields[][2] = {
@@ -360,6 +452,10 @@ START_TEST(state_file)
         { "\"allowInternetAccess\": null", "\"allowInternetAccess\": 0" },
         { "\"FOO\": \"bar\"", "\"F-O\": \"bar\"" },
         { "\"k\": \"v\"", "\"k\": 5" },
+        { "\"netDevice\": true", "\"netDevice\": 1" },
+        { "\"network\": {", "\"network\": 5, \"x\": {" },
+        { "\"203.0.113.10/32\"", "\"203.0.113.10/32; default allow\"" },
+        { "\"203.0.113.10/32\"", "\"example.com\"" },
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         char *at = strstr(t, fields[i][0]);
@@ -404,6 +500,7 @@ int main(void)
     tcase_add_test(tc, small_bodies);
     tcase_add_test(tc, list_queries);
     tcase_add_test(tc, hostports);
+    tcase_add_test(tc, network);
     tcase_add_test(tc, state_file);
     tcase_add_test(tc, misc);
     suite_add_tcase(s, tc);

@@ -410,6 +410,61 @@ static json_t *listed_json(const struct serve *s, const char *id, const struct s
 
 /* ---- lifecycle ---- */
 
+/* Is passt there for --net user ($MOAT_PASST, else in PATH)? */
+static bool have_passt(void)
+{
+    const char *e = getenv("MOAT_PASST");
+    if (e && *e)
+        return access(e, X_OK) == 0;
+    const char *path = getenv("PATH");
+    if (!path)
+        return false;
+    for (const char *p = path; *p;) {
+        size_t n = strcspn(p, ":");
+        char f[PATH_MAX];
+        if (n > 0 && n < sizeof f - 8) {
+            snprintf(f, sizeof f, "%.*s/passt", (int)n, p);
+            if (access(f, X_OK) == 0)
+                return true;
+        }
+        p += n + (p[n] == ':');
+    }
+    return false;
+}
+
+/* Set id's egress policy from st's allow_internet_access and network
+ * (moat net ID policy TEXT), right after its VM started (create, fork,
+ * resume: a snapshot keeps the policy the device was made with, not the
+ * one set later). probe (a create): find out whether it has a network
+ * device at all (st->net_device); one without is fine unless st asks for
+ * some network. 0, or -1 with why. */
+static int apply_net(const char *id, struct serve_state *st, bool probe, char *why, size_t wlen)
+{
+    char pol[SERVE_POLICY_MAX], err[512];
+    if (!probe && !st->net_device)
+        return 0;
+    if (serve_net_policy(st->internet, st->network, pol, sizeof pol, why, wlen) < 0)
+        return -1;
+    char *argv[] = { "net", (char *)id, "policy", pol, NULL };
+    if (run_moat(argv, NULL, 0, err, sizeof err) == 0) {
+        st->net_device = true;
+        return 0;
+    }
+    char *get[] = { "net", (char *)id, "policy", NULL };
+    if (!probe || run_moat(get, NULL, 0, NULL, 0) == 0) {
+        snprintf(why, wlen, "setting its egress policy '%.200s' failed: %.250s", pol, err[0] ? err : "?");
+        return -1;
+    }
+    st->net_device = false;
+    const json_t *allow = st->network ? json_object_get(st->network, "allowOut") : NULL;
+    if (st->internet == 1 || json_array_size(allow) > 0) {
+        snprintf(why, wlen, "template '%s' has no network device (moat serve builds base with --net user when "
+                 "passt is installed; see docs/serve.md)", st->template_id);
+        return -1;
+    }
+    return 0;
+}
+
 static int ensure_template(struct serve *s, const char *tpl, struct out *o)
 {
     int a = template_agent(s, tpl);
@@ -419,13 +474,17 @@ static int ensure_template(struct serve *s, const char *tpl, struct out *o)
         fail(o, 404, "template '%s' not found (moat template ls; moat template create %s --from SANDBOX)", tpl, tpl);
         return -ENOENT;
     }
-    /* base: the default guest, built once */
+    /* base: the default guest, built once; with user-mode networking
+     * (passt), everything denied until a create's policy is set */
     pthread_mutex_lock(&s->tpl_lock);
     a = template_agent(s, tpl);
     if (a < 0) {
         char err[512];
-        char *argv[] = { "template", "create", "base", "--wait", BASE_WAIT, NULL };
-        fprintf(stderr, "moat serve: building the base template from the default guest\n");
+        bool net = have_passt();
+        char *argv[] = { "template", "create", "base", "--wait", BASE_WAIT, net ? "--net" : NULL, "user",
+                         "--net-default", "deny", NULL };
+        fprintf(stderr, "moat serve: building the base template from the default guest (%s)\n",
+                net ? "--net user, default deny" : "no network: passt is not installed");
         int r = run_moat(argv, NULL, 0, err, sizeof err);
         a = r == 0 ? template_agent(s, tpl) : -EIO;
         if (a < 0)
@@ -479,10 +538,19 @@ static void do_create(struct serve *s, const char *body, size_t len, struct out 
     }
     st.metadata = c.metadata;
     st.env = c.env;
+    st.network = c.network;
     st.auto_pause = c.auto_pause;
     st.auto_resume = c.auto_resume;
     st.internet = c.internet;
-    c.metadata = c.env = NULL;
+    c.metadata = c.env = c.network = NULL;
+    if (apply_net(id, &st, true, err, sizeof err) < 0) {
+        char *rm[] = { "rm", "-f", id, NULL };
+        run_moat(rm, NULL, 0, NULL, 0);
+        fail(o, st.net_device ? 500 : 400, "creating the sandbox from template '%s' failed: %s", c.template_id, err);
+        serve_state_free(&st);
+        serve_create_free(&c);
+        return;
+    }
     st.deadline = now_unix() + c.timeout;
     pthread_mutex_lock(&s->lock);
     r = save_state(s, id, &st);
@@ -542,7 +610,15 @@ static int resume(struct serve *s, const char *id, const struct serve_state *st,
 {
     int agent = template_agent(s, st->template_id);
     char *argv[] = { "start", "--wait", agent == 0 ? "0" : AGENT_WAIT, (char *)id, NULL };
-    return run_moat(argv, NULL, 0, why, wlen) == 0 ? 0 : -1;
+    if (run_moat(argv, NULL, 0, why, wlen) != 0)
+        return -1;
+    struct serve_state copy = *st;      /* apply_net may only set net_device, already true */
+    if (apply_net(id, &copy, false, why, wlen) < 0) {
+        char *stop[] = { "stop", (char *)id, NULL };   /* not running on the template's policy */
+        run_moat(stop, NULL, 0, NULL, 0);
+        return -1;
+    }
+    return 0;
 }
 
 static void do_connect(struct serve *s, const char *id, const char *body, size_t len, struct out *o)
@@ -661,9 +737,20 @@ static void do_info(struct serve *s, const char *id, struct out *o)
     if (j) {
         json_object_set_new(j, "envdAccessToken", json_string(st.token));
         json_object_set_new(j, "domain", json_null());
-        json_object_set_new(j, "allowInternetAccess", json_false());
-        json_object_set_new(j, "network", json_pack("{s:[], s:[s]}", "allowOut", "denyOut", "0.0.0.0/0"));
-        json_object_set_new(j, "moatNetwork", json_string("none: moat serve's sandboxes have no network device"));
+        char pol[SERVE_POLICY_MAX], why[256];
+        if (!st.net_device)
+            snprintf(pol, sizeof pol, "none: the sandbox has no network device");
+        else if (serve_net_policy(st.internet, st.network, pol, sizeof pol, why, sizeof why) < 0)
+            snprintf(pol, sizeof pol, "?: %s", why);
+        bool inet = st.net_device && !strncmp(pol, "default allow", 13);
+        json_object_set_new(j, "allowInternetAccess", json_boolean(inet));
+        json_t *net = st.net_device && st.network ? json_deep_copy(st.network)
+                                                  : json_pack("{s:[], s:[]}", "allowOut", "denyOut");
+        json_t *deny = net ? json_object_get(net, "denyOut") : NULL;
+        if (deny && !inet && json_array_size(deny) == 0)
+            json_array_append_new(deny, json_string("0.0.0.0/0"));   /* E2B's way to say: no internet */
+        json_object_set_new(j, "network", net);
+        json_object_set_new(j, "moatNetwork", json_string(pol));
         json_object_set_new(j, "lifecycle", json_pack("{s:s, s:b}", "onTimeout", st.auto_pause ? "pause" : "kill",
                                                       "autoResume", st.auto_resume));
     }
@@ -909,8 +996,16 @@ static void do_fork(struct serve *s, const char *id, const char *body, size_t le
             st.auto_pause = parent.auto_pause;
             st.auto_resume = parent.auto_resume;
             st.internet = parent.internet;
+            st.network = parent.network ? json_deep_copy(parent.network) : NULL;
+            st.net_device = parent.net_device;
+            int r = apply_net(child, &st, false, why, sizeof why);
+            if (r < 0) {
+                char *rm[] = { "rm", "-f", child, NULL };
+                run_moat(rm, NULL, 0, NULL, 0);
+            }
             pthread_mutex_lock(&s->lock);
-            int r = save_state(s, child, &st);
+            if (r == 0)
+                r = save_state(s, child, &st);
             pthread_mutex_unlock(&s->lock);
             if (r == 0)
                 json_array_append_new(arr, json_pack("{s:o}", "sandbox", sandbox_json(child, &st)));

@@ -9,6 +9,8 @@
 
 #include "vmm/cli/serve_req.h"
 
+#include "devices/net/net_policy.h"
+
 __attribute__((format(printf, 3, 4))) static int bad(char *why, size_t wlen, const char *fmt, ...)
 {
     va_list ap;
@@ -239,11 +241,127 @@ static int refuse_nonempty(json_t *o, const char *key, const char *what, char *w
     return bad(why, wlen, "'%s' is not supported by moat serve (%s)", key, what);
 }
 
+/* One allowOut / denyOut entry: an IPv4 or IPv6 CIDR or bare address
+ * (nothing else: no ',' options, no ';', no domain names). */
+static int net_entry(const char *key, json_t *v, struct np_rule_spec *r, char *why, size_t wlen)
+{
+    if (!json_is_string(v))
+        return bad(why, wlen, "'network.%s': entries must be strings (CIDR blocks or IP addresses)", key);
+    const char *t = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (n == 0 || n > 64 || strlen(t) != n || strspn(t, "0123456789abcdefABCDEF.:/") != n)
+        return bad(why, wlen, "'network.%s': '%.64s' is not a CIDR block or an IP address (moat serve takes no "
+                   "domain names here)", key, t);
+    char w[200];
+    if (np_parse_rule(t, r, w, sizeof w) < 0)
+        return bad(why, wlen, "'network.%s': %s", key, w);
+    return 0;
+}
+
+/* Do two CIDRs share an address? */
+static bool cidr_overlap(const struct np_rule_spec *a, const struct np_rule_spec *b)
+{
+    if (a->net.family != b->net.family)
+        return false;
+    unsigned p = a->prefix < b->prefix ? a->prefix : b->prefix;
+    const uint8_t *x = a->net.family == 4 ? a->net.b + 12 : a->net.b, *y = b->net.family == 4 ? b->net.b + 12 : b->net.b;
+    for (unsigned i = 0; i < p; i++)
+        if (((x[i / 8] ^ y[i / 8]) >> (7 - i % 8)) & 1)
+            return false;
+    return true;
+}
+
+/* "network": {allowOut?: [...], denyOut?: [...]} -> *out with both arrays,
+ * each entry in its canonical form. E2B lets an allowOut entry win over a
+ * denyOut one; moat's policy lets a deny win: a pair that overlaps (other
+ * than a /0 deny, which becomes the default) is refused. */
+static int get_network(json_t *o, json_t **out, char *why, size_t wlen)
+{
+    *out = NULL;
+    json_t *net = json_object_get(o, "network");
+    if (net && !json_is_null(net) && !json_is_object(net))
+        return bad(why, wlen, "'network' must be an object");
+    static const char *const keys[2] = { "allowOut", "denyOut" };
+    struct np_rule_spec rs[2][SERVE_NET_MAX];
+    size_t n[2] = { 0, 0 };
+    json_t *res = json_pack("{s:[], s:[]}", keys[0], keys[1]);
+    if (!res)
+        return -ENOMEM;
+    for (int k = 0; k < 2 && net && json_is_object(net); k++) {
+        json_t *a = json_object_get(net, keys[k]), *v;
+        size_t i;
+        if (!a || json_is_null(a))
+            continue;
+        if (!json_is_array(a) || json_array_size(a) > SERVE_NET_MAX) {
+            json_decref(res);
+            return bad(why, wlen, "'network.%s' must be an array of at most %d CIDR blocks or IP addresses", keys[k],
+                       SERVE_NET_MAX);
+        }
+        json_array_foreach(a, i, v) {
+            if (net_entry(keys[k], v, &rs[k][n[k]], why, wlen) < 0) {
+                json_decref(res);
+                return -EINVAL;
+            }
+            json_array_append_new(json_object_get(res, keys[k]), json_string(rs[k][n[k]].text));
+            n[k]++;
+        }
+    }
+    for (size_t i = 0; i < n[0]; i++)
+        for (size_t j = 0; j < n[1]; j++)
+            if (rs[1][j].prefix > 0 && cidr_overlap(&rs[0][i], &rs[1][j])) {
+                json_decref(res);
+                return bad(why, wlen, "'network': allowOut %s and denyOut %s overlap: in moat's egress policy a "
+                           "deny wins over an allow (in E2B's the allow wins); give ranges that do not overlap, or "
+                           "deny everything (0.0.0.0/0) and allow some", rs[0][i].text, rs[1][j].text);
+            }
+    *out = res;
+    return 0;
+}
+
+int serve_net_policy(int internet, const json_t *network, char *buf, size_t len, char *why, size_t wlen)
+{
+    const json_t *allow = network ? json_object_get(network, "allowOut") : NULL;
+    const json_t *deny = network ? json_object_get(network, "denyOut") : NULL;
+    bool all_denied = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach(deny, i, v) {
+        const char *t = json_is_string(v) ? json_string_value(v) : "";
+        const char *sl = strrchr(t, '/');
+        if (sl && !strcmp(sl, "/0"))
+            all_denied = true;
+    }
+    int k = snprintf(buf, len, "default %s", internet == 1 && !all_denied ? "allow" : "deny");
+    for (int pass = 0; pass < 2 && k >= 0 && (size_t)k < len; pass++) {
+        const json_t *a = pass ? deny : allow;
+        json_array_foreach(a, i, v) {
+            const char *t = json_is_string(v) ? json_string_value(v) : NULL;
+            const char *sl = t ? strrchr(t, '/') : NULL;
+            if (!t || !*t || strspn(t, "0123456789abcdefABCDEF.:/") != strlen(t))
+                return bad(why, wlen, "network: entry %zu of %s is not a CIDR", i, pass ? "denyOut" : "allowOut");
+            if (pass && sl && !strcmp(sl, "/0"))
+                continue;
+            int m = snprintf(buf + k, len - (size_t)k, "; %s %s", pass ? "deny" : "allow", t);
+            if (m < 0 || (size_t)m >= len - (size_t)k) {
+                k = -1;
+                break;
+            }
+            k += m;
+        }
+    }
+    if (k < 0 || (size_t)k >= len) {
+        bad(why, wlen, "network: the policy is longer than %zu bytes", len - 1);
+        return -E2BIG;
+    }
+    return 0;
+}
+
 void serve_create_free(struct serve_create *c)
 {
     json_decref(c->metadata);
     json_decref(c->env);
-    c->metadata = c->env = NULL;
+    json_decref(c->network);
+    c->metadata = c->env = c->network = NULL;
 }
 
 int serve_decode_create(const char *body, size_t len, struct serve_create *c, char *why, size_t wlen)
@@ -292,11 +410,8 @@ int serve_decode_create(const char *body, size_t len, struct serve_create *c, ch
         }
         c->auto_resume = json_is_true(en);
     }
-    json_t *net = json_object_get(o, "network");
-    if (net && !json_is_null(net) && !json_is_object(net)) {
-        r = bad(why, wlen, "'network' must be an object");
+    if ((r = get_network(o, &c->network, why, wlen)) < 0)
         goto out;
-    }
     if ((r = refuse_nonempty(o, "volumeMounts", "no volumes", why, wlen)) < 0 ||
         (r = refuse_nonempty(o, "mcp", "no MCP gateway in moat's guests", why, wlen)) < 0 ||
         (r = refuse_nonempty(o, "iam", "no IAM tokens", why, wlen)) < 0)
@@ -625,7 +740,8 @@ void serve_state_free(struct serve_state *st)
 {
     json_decref(st->metadata);
     json_decref(st->env);
-    st->metadata = st->env = NULL;
+    json_decref(st->network);
+    st->metadata = st->env = st->network = NULL;
 }
 
 static bool hex_token(const char *s)
@@ -649,7 +765,8 @@ int serve_state_decode(const char *text, size_t len, struct serve_state *st, cha
            *cid = json_object_get(o, "clientID"), *sa = json_object_get(o, "startedAt"),
            *dl = json_object_get(o, "deadline"), *to = json_object_get(o, "timeout"),
            *ap = json_object_get(o, "autoPause"), *ar = json_object_get(o, "autoResume"),
-           *in = json_object_get(o, "allowInternetAccess");
+           *in = json_object_get(o, "allowInternetAccess"), *nd = json_object_get(o, "netDevice"),
+           *net = json_object_get(o, "network");
     if (!json_is_string(tpl) || !serve_valid_template(json_string_value(tpl))) {
         bad(why, wlen, "serve.json: templateID");
         goto out;
@@ -678,8 +795,15 @@ int serve_state_decode(const char *text, size_t len, struct serve_state *st, cha
     st->auto_pause = json_is_true(ap);
     st->auto_resume = json_is_true(ar);
     st->internet = json_is_null(in) ? -1 : json_is_true(in);
+    /* netDevice and network came later: absent, none (no policy set) */
+    if ((nd && !json_is_boolean(nd)) || (net && !json_is_object(net))) {
+        bad(why, wlen, "serve.json: netDevice or network");
+        goto out;
+    }
+    st->net_device = json_is_true(nd);
     if ((r = get_strmap(o, "metadata", false, &st->metadata, why, wlen)) < 0 ||
-        (r = get_strmap(o, "envVars", true, &st->env, why, wlen)) < 0) {
+        (r = get_strmap(o, "envVars", true, &st->env, why, wlen)) < 0 ||
+        (net && (r = get_network(o, &st->network, why, wlen)) < 0)) {
         serve_state_free(st);
         goto out;
     }
@@ -700,7 +824,9 @@ char *serve_state_encode(const struct serve_state *st)
         return NULL;
     char *s = NULL;
     if (json_object_set_new(o, "metadata", st->metadata ? json_deep_copy(st->metadata) : json_object()) == 0 &&
-        json_object_set_new(o, "envVars", st->env ? json_deep_copy(st->env) : json_object()) == 0)
+        json_object_set_new(o, "envVars", st->env ? json_deep_copy(st->env) : json_object()) == 0 &&
+        json_object_set_new(o, "netDevice", json_boolean(st->net_device)) == 0 &&
+        (!st->network || json_object_set_new(o, "network", json_deep_copy(st->network)) == 0))
         s = json_dumps(o, JSON_SORT_KEYS | JSON_INDENT(1));
     json_decref(o);
     return s;

@@ -28,6 +28,8 @@
 #define SERVE_LIST_MAX      100     /* a list page: E2B's default and largest limit */
 #define SERVE_TOKEN_LEN     32      /* hex characters of an envdAccessToken */
 #define SERVE_ENVD_VERSION  "0.5.7" /* the envd version moat reports (docs/serve.md) */
+#define SERVE_NET_MAX       16      /* entries of network.allowOut, and of network.denyOut */
+#define SERVE_POLICY_MAX    2048    /* bytes of the egress policy text made from them */
 
 enum serve_ep {
     SV_CREATE = 1,      /* POST /v2/sandboxes (and the older POST /sandboxes) */
@@ -66,11 +68,19 @@ struct serve_create {
     int internet;               /* allow_internet_access: -1 absent, 0 false, 1 true */
     json_t *metadata;           /* an object of strings (may be empty); owned */
     json_t *env;                /* likewise, names valid environment variable names */
+    json_t *network;            /* {"allowOut": [CIDR...], "denyOut": [CIDR...]}, canonical; owned */
 };
 /* The body of POST /v2/sandboxes. 0 or -EINVAL with why; on success the
  * caller frees with serve_create_free. */
 int serve_decode_create(const char *body, size_t len, struct serve_create *c, char *why, size_t wlen);
 void serve_create_free(struct serve_create *c);
+
+/* The egress policy (docs/net.md's policy text) for allow_internet_access
+ * (internet: -1 absent, 0, 1) and network (serve_create's; NULL: none):
+ * "default allow" only when internet is 1 and denyOut has no /0 entry,
+ * else "default deny"; each allowOut entry an allow rule, each other
+ * denyOut entry a deny rule. 0, or -EINVAL / -E2BIG with why. */
+int serve_net_policy(int internet, const json_t *network, char *buf, size_t len, char *why, size_t wlen);
 
 /* {"timeout"?: N, "memory"?: bool} (connect), {"timeout": N} (timeout,
  * required), {"memory"?: bool} (pause; an empty body is {}). *timeout is
@@ -117,6 +127,8 @@ struct serve_state {
     bool auto_pause, auto_resume;
     int internet;               /* as serve_create */
     json_t *metadata, *env;     /* objects of strings; owned */
+    json_t *network;            /* as serve_create (NULL: none given; serve.json before it had one) */
+    bool net_device;            /* the sandbox has a network device, its policy set by moat serve */
 };
 /* Text -> state, strictly (every field present and of its type). */
 int serve_state_decode(const char *text, size_t len, struct serve_state *st, char *why, size_t wlen);
