@@ -56,6 +56,14 @@ else
     $(error libmicrohttpd-dev is required and pkg-config does not find libmicrohttpd: run `make deps` (scripts/deps.sh) or `apt-get install libmicrohttpd-dev`)
   endif
 endif
+# zlib is required too: `moat serve`'s envd decodes Content-Encoding: gzip
+# uploads (vmm/cli/serve_envd.c; docs/serve.md). Same rule as libmicrohttpd;
+# it travels with MHD_LIBS, so only what links the envd server gets it.
+HAVE_ZLIB := $(shell pkg-config --exists zlib 2>/dev/null && echo 1)
+MHD_LIBS += $(if $(HAVE_ZLIB),$(shell pkg-config --libs zlib),-lz)
+ifeq ($(HAVE_ZLIB)$(filter deps run test clean,$(MAKECMDGOALS)),)
+  $(error zlib1g-dev is required and pkg-config does not find zlib: run `make deps` (scripts/deps.sh) or `apt-get install zlib1g-dev`)
+endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
