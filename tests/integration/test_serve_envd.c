@@ -24,6 +24,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "vmm/agent/agent_proto.h"
 #include "vmm/cli/serve_connect.h"
@@ -45,6 +46,7 @@ static struct sb {
 static struct envd_server *srv;
 static char evil_sock[100];             /* "sbx-evil": the hostile fake agent below */
 static unsigned port;
+static uint64_t max_inflate;            /* envd_opts.max_inflate of the next server_start */
 static int resolves, releases;
 static pthread_mutex_t count_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -114,7 +116,8 @@ static void server_start(size_t max_body, int op_timeout_ms)
         close(fd);
         port = ntohs(sa.sin_port);
         struct envd_opts o = { .bind_addr = "127.0.0.1", .port = port, .resolve = resolve,
-                               .release = release, .max_body = max_body, .op_timeout_ms = op_timeout_ms };
+                               .release = release, .max_body = max_body, .op_timeout_ms = op_timeout_ms,
+                               .max_inflate = max_inflate };
         int r = envd_start(&o, &srv);
         if (r == 0)
             return;
@@ -138,6 +141,7 @@ static void setup(void)
     for (int i = 0; i < NSB; i++)
         agent_start(&sbs[i], i);
     resolves = releases = 0;
+    max_inflate = 0;
     server_start(64 * 1024, 0);
 }
 
@@ -838,6 +842,164 @@ START_TEST(files_up_and_down)
 }
 END_TEST
 
+/* n bytes as one gzip member (what CompressionStream("gzip") sends). */
+static uint8_t *gzip_of(const void *in, size_t n, size_t *outn)
+{
+    z_stream z = { 0 };
+    ck_assert_int_eq(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    size_t cap = deflateBound(&z, (uLong)n) + 64;
+    uint8_t *out = malloc(cap);
+    z.next_in = (Bytef *)(uintptr_t)in;
+    z.avail_in = (uInt)n;
+    z.next_out = out;
+    z.avail_out = (uInt)cap;
+    ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
+    *outn = cap - z.avail_out;
+    deflateEnd(&z);
+    return out;
+}
+
+/* POST body as application/octet-stream to path with Content-Encoding ce. */
+static void gz_post(const char *path, const char *ce, const void *body, size_t blen, int chunked, struct resp *r)
+{
+    char url[600], hdrs[800];
+    snprintf(url, sizeof url, "/files?path=%s", path);
+    snprintf(hdrs, sizeof hdrs, "%sContent-Encoding: %s\r\n", sdk_headers(0, NULL, "application/octet-stream"), ce);
+    http("POST", url, hdrs, body, blen, chunked, r);
+}
+
+static off_t size_of(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+START_TEST(files_gzip)
+{
+    const size_t n = 1 << 20;
+    uint8_t *data = pattern(n);
+    /* Half of it compressible, so the stream is not just stored blocks. */
+    memset(data + n / 2, 'a', n / 4);
+    size_t zn;
+    uint8_t *z = gzip_of(data, n, &zn);
+    char path[400];
+    struct resp r;
+    /* Octet-stream (the SDK's files.write(..., {gzip: true})), fixed length and chunked. */
+    for (int chunked = 0; chunked < 2; chunked++) {
+        snprintf(path, sizeof path, "%s/gz/octet%d.bin", tmpdir, chunked);
+        gz_post(path, chunked ? "GZIP" : "gzip", z, zn, chunked, &r);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        resp_free(&r);
+        check_download(0, path, data, n);
+    }
+    /* Two members back to back decode to both (RFC 1952; Go's reader too). */
+    {
+        size_t an, bn;
+        uint8_t *a = gzip_of("hello ", 6, &an), *b = gzip_of("world", 5, &bn);
+        uint8_t *ab = malloc(an + bn);
+        memcpy(ab, a, an);
+        memcpy(ab + an, b, bn);
+        snprintf(path, sizeof path, "%s/gz/two", tmpdir);
+        gz_post(path, "gzip", ab, an + bn, 1, &r);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        resp_free(&r);
+        check_download(0, path, (const uint8_t *)"hello world", 11);
+        free(a);
+        free(b);
+        free(ab);
+    }
+    /* multipart/form-data sent gzip'd as a whole (E2B's envd decodes any body). */
+    {
+        const char *bnd = "----gz-boundary-42";
+        char pre[600], post[100], ct[200], hdrs[800];
+        snprintf(path, sizeof path, "%s/gz/multi.bin", tmpdir);
+        int pl = snprintf(pre, sizeof pre, "--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"%s\"\r\n"
+                          "Content-Type: application/octet-stream\r\n\r\n", bnd, path);
+        int ql = snprintf(post, sizeof post, "\r\n--%s--\r\n", bnd);
+        size_t blen = (size_t)pl + n + (size_t)ql, mn;
+        uint8_t *body = malloc(blen);
+        memcpy(body, pre, (size_t)pl);
+        memcpy(body + pl, data, n);
+        memcpy(body + pl + n, post, (size_t)ql);
+        uint8_t *mz = gzip_of(body, blen, &mn);
+        snprintf(ct, sizeof ct, "multipart/form-data; boundary=%s", bnd);
+        snprintf(hdrs, sizeof hdrs, "%sContent-Encoding: gzip\r\n", sdk_headers(0, NULL, ct));
+        http("POST", "/files", hdrs, mz, mn, 1, &r);
+        ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+        resp_free(&r);
+        check_download(0, path, data, n);
+        free(body);
+        free(mz);
+    }
+    /* Malformed streams: 400 naming gzip; the file keeps at most what was decoded. */
+    uint8_t *bad = malloc(zn + 16);
+    struct { const char *what; size_t len; } cases[] = {
+        { "bad header", zn }, { "truncated", zn - 100 }, { "trailing garbage", zn + 3 },
+        { "crc mismatch", zn }, { "size mismatch", zn }, { "empty", 0 }, { "header only", 10 },
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        memcpy(bad, z, zn);
+        if (k == 0)
+            bad[1] ^= 0xff;                  /* magic 1f 8b broken */
+        else if (k == 2)
+            memcpy(bad + zn, "xyz", 3);
+        else if (k == 3)
+            bad[zn - 8] ^= 1;                /* CRC-32 of the trailer */
+        else if (k == 4)
+            bad[zn - 4] ^= 1;                /* ISIZE of the trailer */
+        for (int chunked = 0; chunked < 2; chunked++) {
+            snprintf(path, sizeof path, "%s/gz/bad%zu-%d", tmpdir, k, chunked);
+            gz_post(path, "gzip", cases[k].len ? (const void *)bad : (const void *)"", cases[k].len, chunked, &r);
+            ck_assert_msg(r.status == 400, "%s: %d %s", cases[k].what, r.status, r.body);
+            ck_assert_msg(strstr((char *)r.body, "gzip") != NULL, "%s: %s", cases[k].what, r.body);
+            resp_free(&r);
+            ck_assert(size_of(path) <= (off_t)n);
+        }
+    }
+    free(bad);
+    /* Other encodings: 415; identity is the plain upload. */
+    snprintf(path, sizeof path, "%s/gz/br", tmpdir);
+    gz_post(path, "br", "x", 1, 0, &r);
+    ck_assert_msg(r.status == 415, "%d %s", r.status, r.body);
+    ck_assert_ptr_nonnull(strstr((char *)r.body, "Content-Encoding"));
+    resp_free(&r);
+    ck_assert_int_eq(size_of(path), -1);
+    gz_post(path, "identity", "x", 1, 0, &r);
+    ck_assert_int_eq(r.status, 200);
+    resp_free(&r);
+    check_download(0, path, (const uint8_t *)"x", 1);
+    free(z);
+
+    /* The decoded size limit: 4 MiB here (1 GiB by default). Exactly the
+     * limit passes; 16 MiB of zeros (a 16 KiB body) is refused with 413
+     * and the file keeps at most the limit. */
+    envd_stop(srv);
+    max_inflate = 4 << 20;
+    server_start(64 * 1024, 0);
+    uint8_t *zeros = calloc(1, 16 << 20);
+    z = gzip_of(zeros, 4 << 20, &zn);
+    snprintf(path, sizeof path, "%s/gz/at-limit", tmpdir);
+    gz_post(path, "gzip", z, zn, 0, &r);
+    ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
+    resp_free(&r);
+    ck_assert_int_eq(size_of(path), 4 << 20);
+    free(z);
+    z = gzip_of(zeros, 16 << 20, &zn);
+    ck_assert(zn < 64 * 1024);
+    for (int chunked = 0; chunked < 2; chunked++) {
+        snprintf(path, sizeof path, "%s/gz/bomb%d", tmpdir, chunked);
+        gz_post(path, "gzip", z, zn, chunked, &r);
+        ck_assert_msg(r.status == 413, "%d %s", r.status, r.body);
+        ck_assert_ptr_nonnull(strstr((char *)r.body, "4194304"));
+        resp_free(&r);
+        ck_assert(size_of(path) <= 4 << 20);
+    }
+    free(z);
+    free(zeros);
+    free(data);
+}
+END_TEST
+
 static json_t *entry_of(const struct resp *r)
 {
     ck_assert_msg(r->status == 200, "%d %s", r->status, r->body);
@@ -1282,6 +1444,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stdin_and_reattach);
     tcase_add_test(tc, timeouts_and_detached);
     tcase_add_test(tc, files_up_and_down);
+    tcase_add_test(tc, files_gzip);
     tcase_add_test(tc, filesystem_rpcs);
     tcase_add_test(tc, bad_requests);
     tcase_add_test(tc, slow_client_and_forget);

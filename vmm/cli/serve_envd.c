@@ -27,6 +27,7 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "vmm/agent/agent_proto.h"
 #include "vmm/cli/serve_connect.h"
@@ -40,6 +41,8 @@
 #define CONN_TIMEOUT_S   60             /* MHD: idle connections closed */
 #define MAX_CONNS        512
 #define DEFAULT_BODY     (1u << 20)
+#define DEFAULT_INFLATE  (1ull << 30)   /* envd_opts.max_inflate: a gzip upload's decoded bytes */
+#define GZ_OUT           (64 * 1024)    /* inflate output per step */
 #define EXEC_ID          1u
 #define PING_ID          2u
 
@@ -1326,6 +1329,14 @@ struct upload {
     json_t *results;
     unsigned err_status;              /* 0: fine so far */
     char err[5400];
+    /* Content-Encoding: gzip: the body is inflated before the multipart
+     * parser or the file sees it. */
+    int gz;                           /* 1: the body is gzip */
+    int gz_mid;                       /* 1: inside a gzip member (its end not seen yet) */
+    int gz_members;                   /* members decoded whole */
+    z_stream z;
+    uint8_t *gz_out;                  /* GZ_OUT bytes */
+    uint64_t gz_total;                /* decoded bytes so far */
 };
 
 /* The first error of an upload: "what path: msg" (path, msg may be ""). */
@@ -1449,6 +1460,75 @@ static enum MHD_Result up_iter(void *cls, enum MHD_ValueKind kind, const char *k
     return MHD_YES;
 }
 
+/* The decoded body: to the multipart parser or straight to the file. */
+static void up_body(struct upload *u, const char *data, size_t n)
+{
+    if (u->pp) {
+        if (!u->err_status && MHD_post_process(u->pp, data, n) != MHD_YES)
+            up_error(u, 400, "malformed multipart/form-data body", "", "");
+    } else {
+        up_data(u, data, n);
+    }
+}
+
+/* Body bytes as they arrive: inflated first when the body is gzip. The
+ * stream is inflated GZ_OUT bytes at a time (never the whole body in
+ * memory); concatenated gzip members are one stream (RFC 1952), anything
+ * else after a member's end is an error. Decoded bytes past max_inflate
+ * end the upload with 413. */
+static void up_input(struct upload *u, const char *data, size_t n)
+{
+    if (!u->gz) {
+        up_body(u, data, n);
+        return;
+    }
+    u->z.next_in = (Bytef *)(uintptr_t)data;
+    u->z.avail_in = (uInt)n;
+    /* Go on while input is left or the last step filled gz_out (zlib may
+     * hold more output then). */
+    int full = 0;
+    while ((u->z.avail_in || full) && !u->err_status) {
+        u->z.next_out = u->gz_out;
+        u->z.avail_out = GZ_OUT;
+        if (u->z.avail_in)
+            u->gz_mid = 1;
+        int r = inflate(&u->z, Z_NO_FLUSH);
+        size_t got = GZ_OUT - u->z.avail_out;
+        full = u->z.avail_out == 0;
+        if (r == Z_BUF_ERROR && !got)
+            return;                 /* all taken, nothing pending */
+        if (r == Z_MEM_ERROR) {
+            up_error(u, 500, "out of memory", "", "");
+            return;
+        }
+        if (r != Z_OK && r != Z_STREAM_END) {
+            up_error(u, 400, "malformed gzip body", "", u->z.msg ? u->z.msg : "cannot inflate");
+            return;
+        }
+        if (got > u->s->o.max_inflate - u->gz_total) {
+            char m[96];
+            snprintf(m, sizeof m, "it decodes to more than %" PRIu64 " bytes", (uint64_t)u->s->o.max_inflate);
+            up_error(u, 413, "gzip body too large", "", m);
+            return;
+        }
+        u->gz_total += got;
+        up_body(u, (const char *)u->gz_out, got);
+        if (r == Z_STREAM_END) {
+            u->gz_mid = 0;
+            u->gz_members++;
+            full = 0;
+            inflateReset(&u->z);
+        }
+    }
+}
+
+/* The body's end: a gzip stream must hold whole members, at least one. */
+static void up_input_end(struct upload *u)
+{
+    if (u->gz && (u->gz_mid || !u->gz_members))
+        up_error(u, 400, "malformed gzip body", "", u->gz_mid ? "the stream is truncated" : "the body is empty");
+}
+
 static void up_free(struct upload *u)
 {
     if (!u)
@@ -1460,6 +1540,9 @@ static void up_free(struct upload *u)
         agent_client_close(&u->ac);
     }
     json_decref(u->results);
+    if (u->gz_out)
+        inflateEnd(&u->z);
+    free(u->gz_out);
     free(u->buf);
     free(u);
 }
@@ -1471,13 +1554,27 @@ static int up_start(struct envd_server *s, struct MHD_Connection *c, struct req 
     const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Type");
     const char *ce = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Encoding");
     const char *qp = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path");
-    if (ce && strcasecmp(ce, "identity") != 0)
-        return reply_rest_error(c, 400, "Content-Encoding is not supported (send the file uncompressed)") == MHD_YES
-                   ? 1 : -1;
+    int gz = 0;
+    if (ce && *ce && strcasecmp(ce, "identity") != 0) {
+        if (strcasecmp(ce, "gzip") != 0 && strcasecmp(ce, "x-gzip") != 0)
+            return reply_rest_error(c, 415, "unsupported Content-Encoding (POST /files takes gzip or identity)")
+                           == MHD_YES ? 1 : -1;
+        gz = 1;
+    }
     struct upload *u = calloc(1, sizeof *u);
     if (!u || !(u->buf = malloc(AGENT_CHUNK)) || !(u->results = json_array())) {
         up_free(u);
         return reply_rest_error(c, 500, "out of memory") == MHD_YES ? 1 : -1;
+    }
+    if (gz) {
+        /* 16 + MAX_WBITS: a gzip wrapper (header, CRC-32 and size checked), not zlib or raw. */
+        if (!(u->gz_out = malloc(GZ_OUT)) || inflateInit2(&u->z, 16 + MAX_WBITS) != Z_OK) {
+            free(u->gz_out);
+            u->gz_out = NULL;
+            up_free(u);
+            return reply_rest_error(c, 500, "out of memory") == MHD_YES ? 1 : -1;
+        }
+        u->gz = 1;
     }
     u->s = s;
     if (qp && *qp && (strlen(qp) > CX_MAX_PATH || cx_path_resolve(qp, ENVD_HOME, u->qpath, err, sizeof err) < 0)) {
@@ -1519,6 +1616,7 @@ static int up_start(struct envd_server *s, struct MHD_Connection *c, struct req 
 static enum MHD_Result up_finish(struct MHD_Connection *c, struct req *q)
 {
     struct upload *u = q->up;
+    up_input_end(u);
     if (u->pp) {
         /* Destroying the processor hands over what it held back and says
          * whether the body ended where multipart says it must. */
@@ -1662,12 +1760,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         size_t n = *upload_size;
         *upload_size = 0;
         if (q->up) {
-            if (q->up->pp) {
-                if (MHD_post_process(q->up->pp, upload_data, n) != MHD_YES)
-                    up_error(q->up, 400, "malformed multipart/form-data body", "", "");
-            } else {
-                up_data(q->up, upload_data, n);
-            }
+            up_input(q->up, upload_data, n);
             return MHD_YES;
         }
         if (q->too_big || q->blen + n > s->o.max_body) {
@@ -1722,6 +1815,8 @@ int envd_start(const struct envd_opts *o, struct envd_server **out)
     s->o = *o;
     if (!s->o.max_body)
         s->o.max_body = DEFAULT_BODY;
+    if (!s->o.max_inflate)
+        s->o.max_inflate = DEFAULT_INFLATE;
     if (s->o.op_timeout_ms <= 0)
         s->o.op_timeout_ms = OP_TIMEOUT_MS;
     pthread_mutex_init(&s->lock, NULL);

@@ -9,6 +9,7 @@
 #define MOAT_SERVE_ENVD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct envd_sandbox {                /* filled by the resolver */
     char vsock_path[108];            /* hybrid vsock socket of the sandbox ($MOAT_HOME/NAME/vsock.sock) */
@@ -32,6 +33,7 @@ struct envd_opts {
     unsigned port;           /* 49983 */
     envd_resolve_fn resolve; envd_release_fn release; void *arg;
     size_t max_body;         /* oversized unary bodies -> error (0: 1 MiB) */
+    uint64_t max_inflate;    /* a Content-Encoding: gzip upload decoding to more -> 413 (0: 1 GiB) */
     int op_timeout_ms;       /* one agent call (a unary request, a process's start) in all (0: 30 s) */
 };
 struct envd_server;
