@@ -53,6 +53,15 @@ try {
   ok(sha(await a.files.read(`${dir}/a/b/big2.bin`, { format: 'bytes' })) === sha(data), '1 MiB streamed octet-stream write + read: same sha256');
   const multi = await a.files.write([{ path: `${dir}/m1.txt`, data: 'one' }, { path: `${dir}/m2.txt`, data: 'two' }]);
   ok(multi.length === 2 && (await a.files.read(`${dir}/m1.txt`)) === 'one' && (await a.files.read(`${dir}/m2.txt`)) === 'two', 'writeFiles: two files in one form');
+  // gzip: true uploads Content-Encoding: gzip (octet-stream at 0.5.7) and
+  // reads with Accept-Encoding: gzip (answered uncompressed).
+  const gz = Buffer.concat([crypto.randomBytes(1 << 19), Buffer.alloc(1 << 19, 97)]);
+  await a.files.write(`${dir}/gz.bin`, gz, { gzip: true });
+  ok(sha(await a.files.read(`${dir}/gz.bin`, { format: 'bytes', gzip: true })) === sha(gz), '1 MiB gzip write + gzip read: same sha256');
+  await a.files.write(`${dir}/gz2.bin`, new Blob([gz]).stream(), { gzip: true });
+  ok(sha(await a.files.read(`${dir}/gz2.bin`, { format: 'bytes' })) === sha(gz), '1 MiB streamed gzip write: same sha256');
+  await a.files.write(`${dir}/gz.txt`, 'zipped text', { gzip: true });
+  ok((await a.files.read(`${dir}/gz.txt`, { gzip: true })) === 'zipped text', 'gzip text write + read');
   await a.files.write(`${dir}/empty`, '');
   ok((await a.files.read(`${dir}/empty`)) === '', 'empty file');
   let txt = '';
