@@ -195,7 +195,8 @@ static void raw_expect(struct raw *r, uint32_t type, uint32_t id)
                   agent_type_name(h.type), h.id, agent_type_name(type), id);
 }
 
-static void raw_expect_error(struct raw *r, uint32_t id, enum agent_err code)
+/* An ERROR with code for id; returns its errno. */
+static uint32_t raw_expect_error(struct raw *r, uint32_t id, enum agent_err code)
 {
     struct agent_hdr h;
     struct agent_error er;
@@ -204,19 +205,13 @@ static void raw_expect_error(struct raw *r, uint32_t id, enum agent_err code)
     ck_assert_uint_eq(h.id, id);
     ck_assert_int_eq(agent_error_decode(rbuf, h.len, &er, NULL), 0);
     ck_assert_uint_eq(er.code, code);
+    return er.sys_errno;
 }
 
 /* An ERROR SYS with the given errno for id. */
 static void raw_expect_sys(struct raw *r, uint32_t id, int eno)
 {
-    struct agent_hdr h;
-    struct agent_error er;
-    ck_assert_int_eq(raw_recv(r, &h, rbuf, sizeof rbuf), 0);
-    ck_assert_msg(h.type == AGENT_T_ERROR, "got %s, wanted ERROR", agent_type_name(h.type));
-    ck_assert_uint_eq(h.id, id);
-    ck_assert_int_eq(agent_error_decode(rbuf, h.len, &er, NULL), 0);
-    ck_assert_uint_eq(er.code, AGENT_E_SYS);
-    ck_assert_int_eq(er.sys_errno, eno);
+    ck_assert_int_eq(raw_expect_error(r, id, AGENT_E_SYS), eno);
 }
 
 static void raw_close(struct raw *r)
