@@ -449,6 +449,15 @@ static void expect_cx(int i, const char *method, const char *json, int status, c
     resp_free(&r);
 }
 
+/* A unary call that must succeed (200). */
+static void expect_ok(int i, const char *method, const char *json)
+{
+    struct resp r;
+    unary(i, method, json, &r);
+    ck_assert_msg(r.status == 200, "%s: status %d: %.300s", method, r.status, r.body);
+    resp_free(&r);
+}
+
 /* ---- tests ---- */
 
 START_TEST(health_and_auth)
@@ -701,22 +710,17 @@ START_TEST(pty_session)
     for (int k = 0; k < 500 && stat(path, &sst) < 0; k++)
         usleep(10000);
     ck_assert_int_eq(stat(path, &sst), 0);
-    struct resp r;
     snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"pty\":{\"size\":{\"cols\":0,\"rows\":40}}}", pid);
     expect_cx(0, "process.Process/Update", req, 400, "invalid_argument");
     snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"pty\":{\"size\":{\"cols\":120,\"rows\":40}}}", pid);
-    unary(0, "process.Process/Update", req, &r);
-    ck_assert_int_eq(r.status, 200);
-    resp_free(&r);
+    expect_ok(0, "process.Process/Update", req);
     /* stdin input and CloseStdin are for pipes: refused on a pty. */
     snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"input\":{\"stdin\":\"aGVsbG8K\"}}", pid);
     expect_cx(0, "process.Process/SendInput", req, 400, "failed_precondition");
     snprintf(req, sizeof req, "{\"process\":{\"pid\":%u}}", pid);
     expect_cx(0, "process.Process/CloseStdin", req, 400, "failed_precondition");
     snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"input\":{\"pty\":\"aGVsbG8K\"}}", pid); /* hello\n */
-    unary(0, "process.Process/SendInput", req, &r);
-    ck_assert_int_eq(r.status, 200);
-    resp_free(&r);
+    expect_ok(0, "process.Process/SendInput", req);
     pthread_join(t, NULL);
     struct events e;
     events_parse(&b.r, &e);
@@ -742,9 +746,7 @@ START_TEST(pty_session)
         usleep(10000);
     char kreq[200];
     snprintf(kreq, sizeof kreq, "{\"process\":{\"pid\":%u},\"signal\":\"SIGNAL_SIGKILL\"}", pid);
-    unary(0, "process.Process/SendSignal", kreq, &r);
-    ck_assert_int_eq(r.status, 200);
-    resp_free(&r);
+    expect_ok(0, "process.Process/SendSignal", kreq);
     pthread_join(t, NULL);
     events_parse(&b.r, &e);
     ck_assert_str_eq(e.out, "24 80\r\n");
