@@ -3,8 +3,8 @@
  * Listens on AF_VSOCK port N (argv "--port N", else moat.agent=N on
  * /proc/cmdline, else 1024), or, for tests on the host, on the Unix socket
  * given by "--unix PATH". Serves many connections and many concurrent
- * processes from one poll() loop: exec (argv, env, cwd, stdin pipe,
- * timeout -> SIGKILL of the process group), streamed stdout/stderr, exit
+ * processes from one poll() loop: exec (argv, env, cwd, stdin pipe or a
+ * pty, timeout -> SIGKILL of the process group), pty resize, streamed stdout/stderr, exit
  * status, kill; file write/read, mkdir; stat, list (streamed), rename,
  * remove; ping. A malformed frame gets an
  * ERROR frame and the connection goes on; a frame with a bad magic or an
@@ -62,7 +62,8 @@ struct proc {
     struct conn *c;              /* NULL once the connection is gone */
     uint32_t id;
     pid_t pid;
-    int out_fd, err_fd, in_fd;
+    int out_fd, err_fd, in_fd;   /* a pty's: dups of pty_fd, err_fd -1 */
+    int pty_fd;                  /* the pty master (RESIZE), or -1 */
     int pi_out, pi_err, pi_in;
     struct agent_buf in;
     int in_eof;
@@ -175,17 +176,30 @@ static void proc_signal(struct proc *p, int sig)
         kill(p->pid, sig);
 }
 
-static void child_exec(struct agent_exec *e, int in, int out, int err)
+/* pty: the master (CLOEXEC); the child opens the slave as its
+ * controlling terminal in a session of its own. */
+static void child_exec(struct agent_exec *e, int pty, int in, int out, int err)
 {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     signal(SIGPIPE, SIG_DFL);
-    setpgid(0, 0);
+    if (pty >= 0) {
+        int sl;
+        if (setsid() < 0 || (sl = ioctl(pty, TIOCGPTPEER, O_RDWR)) < 0 ||
+            ioctl(sl, TIOCSCTTY, 0) < 0)
+            _exit(125);
+        in = out = err = sl;
+        setenv("TERM", "xterm", 1);     /* unless the request's env says otherwise */
+    } else {
+        setpgid(0, 0);
+    }
     if (in < 0)
         in = open("/dev/null", O_RDONLY);
     if (in < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
         _exit(125);
+    if (pty >= 0 && in > 2)
+        close(in);
     for (uint32_t i = 0; i < e->envc; i++)
         putenv(e->env[i]);
     if (e->cwd[0] && chdir(e->cwd) < 0) {
@@ -225,25 +239,42 @@ static void do_exec(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
         return;
     }
     struct proc *p = calloc(1, sizeof *p);
-    if (!p || pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
-        ((e.flags & AGENT_EXEC_STDIN) && pipe2(pin, O_CLOEXEC) < 0))
+    int pty = -1;
+    if (!p)
         goto fail;
+    if (e.flags & AGENT_EXEC_PTY) {
+        /* The master is read (output) and written (input) through dups
+         * of it, so either can be closed on its own; pty itself stays for
+         * RESIZE until the process is gone. */
+        struct winsize ws = { .ws_row = e.rows, .ws_col = e.cols };
+        if ((pty = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0 || unlockpt(pty) < 0 ||
+            ioctl(pty, TIOCSWINSZ, &ws) < 0 ||
+            (pout[0] = fcntl(pty, F_DUPFD_CLOEXEC, 3)) < 0 ||
+            (pin[1] = fcntl(pty, F_DUPFD_CLOEXEC, 3)) < 0)
+            goto fail;
+    } else if (pipe2(pout, O_CLOEXEC) < 0 || pipe2(perr, O_CLOEXEC) < 0 ||
+               ((e.flags & AGENT_EXEC_STDIN) && pipe2(pin, O_CLOEXEC) < 0)) {
+        goto fail;
+    }
     pid_t pid = fork();
     if (pid < 0)
         goto fail;
     if (pid == 0)
-        child_exec(&e, pin[0], pout[1], perr[1]);
-    setpgid(pid, pid);          /* also in the child: whichever runs first */
-    close(pout[1]);
-    close(perr[1]);
-    if (pin[0] >= 0)
-        close(pin[0]);
+        child_exec(&e, pty, pin[0], pout[1], perr[1]);
+    /* Also in the child: whichever runs first. A pty child makes a
+     * session of its own (setsid fails for a group leader: not here). */
+    if (pty < 0)
+        setpgid(pid, pid);
+    close_fd(&pout[1]);
+    close_fd(&perr[1]);
+    close_fd(&pin[0]);
     p->c = c;
     p->id = id;
     p->pid = pid;
     p->out_fd = pout[0];
     p->err_fd = perr[0];
     p->in_fd = pin[1];
+    p->pty_fd = pty;
     set_nonblock(p->out_fd);
     set_nonblock(p->err_fd);
     if (p->in_fd >= 0)
@@ -260,6 +291,7 @@ fail:
             close_fd(&pout[i]);
             close_fd(&perr[i]);
         }
+        close_fd(&pty);
         free(p);
         agent_exec_free(&e);
         send_error(c, id, AGENT_E_SYS, en, "exec");
@@ -272,6 +304,7 @@ static void proc_free(int i)
     close_fd(&p->out_fd);
     close_fd(&p->err_fd);
     close_fd(&p->in_fd);
+    close_fd(&p->pty_fd);
     agent_buf_free(&p->in);
     free(p);
     procs[i] = NULL;
@@ -985,6 +1018,21 @@ static void handle_frame(struct conn *c, const struct agent_hdr *h, const uint8_
                 p->killed = 1;
         }
         break;
+    case AGENT_T_RESIZE: {
+        uint16_t rows, cols;
+        p = find_proc(c, h->id);
+        if (!p)
+            send_error(c, h->id, AGENT_E_ID, 0, "resize");
+        else if (agent_resize_decode(pl, h->len, &rows, &cols, &err) < 0)
+            send_error(c, h->id, err, 0, "resize");
+        else if (p->pty_fd < 0)
+            send_error(c, h->id, AGENT_E_SYS, ENOTTY, "resize: the process has no pty");
+        else if (ioctl(p->pty_fd, TIOCSWINSZ, &(struct winsize){ .ws_row = rows, .ws_col = cols }) < 0)
+            send_error(c, h->id, AGENT_E_SYS, errno, "resize");
+        else
+            send_frame(c, AGENT_T_OK, h->id, NULL, 0);
+        break;
+    }
     case AGENT_T_FILE_WRITE:
         do_fwrite(c, h->id, pl, h->len);
         break;

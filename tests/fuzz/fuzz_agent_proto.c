@@ -30,6 +30,10 @@ static void check_exec(const uint8_t *pl, size_t n)
     FUZZ_ASSERT(strlen(e.cwd) <= AGENT_MAX_PATH);
     for (uint32_t i = 0; i < e.envc; i++)
         FUZZ_ASSERT(strchr(e.env[i], '=') && e.env[i][0] != '=');
+    if (e.flags & AGENT_EXEC_PTY)
+        FUZZ_ASSERT(e.rows >= 1 && e.cols >= 1);
+    else
+        FUZZ_ASSERT(e.rows == 0 && e.cols == 0);
     struct agent_buf b = { 0 };
     r = agent_put_exec(&b, 1, &e);
     FUZZ_ASSERT(r == 0 && b.len == AGENT_HDR_SIZE + n);
@@ -127,6 +131,16 @@ static void check_all(const struct agent_hdr *h, const uint8_t *pl, size_t n)
         FUZZ_ASSERT(n == 4);
     if (agent_kill_decode(pl, n, &sig, &err) == 0)
         FUZZ_ASSERT(sig >= 1 && sig <= 64);
+    uint16_t rows, cols;
+    if (agent_resize_decode(pl, n, &rows, &cols, &err) == 0) {
+        struct agent_buf b = { 0 };
+        FUZZ_ASSERT(n == 4 && rows >= 1 && cols >= 1);
+        FUZZ_ASSERT(agent_put_resize(&b, h->id, rows, cols) == 0);
+        FUZZ_ASSERT(b.len == AGENT_HDR_SIZE + n && !memcmp(b.p + AGENT_HDR_SIZE, pl, n));
+        agent_buf_free(&b);
+    } else {
+        FUZZ_ASSERT(err != AGENT_E_OK && err < AGENT_E__COUNT);
+    }
     if (agent_fwrite_decode(pl, n, &w, &err) == 0) {
         FUZZ_ASSERT(w.path_len >= 1 && w.path_len <= AGENT_MAX_PATH);
         FUZZ_ASSERT(12 + (size_t)w.path_len + w.data_len == n);

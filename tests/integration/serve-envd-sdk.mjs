@@ -79,7 +79,24 @@ try {
   ok(await a.files.exists(`${dir}/a`) === false, 'remove a tree');
   await throws(() => a.files.read(`${dir}/nope`), FileNotFoundError, 'reading a missing file is FileNotFoundError');
   await throws(() => a.files.watchDir(dir, () => {}), null, 'watchDir is refused (unimplemented)');
-  await throws(() => a.pty.create({ cols: 80, rows: 24, onData: () => {} }), null, 'pty.create is refused (unimplemented)');
+  let tty = '';
+  const dec = new TextDecoder(), enc = new TextEncoder();
+  const seen = async (re) => {
+    for (let t0 = Date.now(); !re.test(tty); await new Promise((res) => setTimeout(res, 50)))
+      if (Date.now() - t0 > 15000) return false;
+    return true;
+  };
+  const t = await a.pty.create({ cols: 100, rows: 30, onData: (d) => { tty += dec.decode(d, { stream: true }); } });
+  await a.pty.sendInput(t.pid, enc.encode('stty size; tty -s && echo IS_$((6*7)) $TERM\n'));
+  const ran = await seen(/30 100\r\n/) && await seen(/IS_42 xterm-256color\r\n/);
+  ok(ran, `pty.create + sendInput: a terminal of the size given, TERM, input run${ran ? '' : ` (got ${JSON.stringify(tty.slice(-200))})`}`);
+  ok(/stty size; tty -s/.test(tty), 'pty: the terminal echoes the input (onData)');
+  await a.pty.resize(t.pid, { cols: 120, rows: 40 });
+  await a.pty.sendInput(t.pid, enc.encode('stty size\n'));
+  ok(await seen(/40 120\r\n/), 'pty.resize: stty size follows');
+  ok(await a.pty.kill(t.pid) === true, 'pty.kill');
+  try { await t.wait(); ok(false, 'killed pty ended well'); } catch (e) { ok(e instanceof CommandExitError && e.exitCode === -1, 'killed pty: CommandExitError, exit code -1'); }
+  ok(await a.pty.kill(t.pid) === false, 'pty.kill again returns false');
 
   const bad = mk('sbx-a', 'tok-b');
   await throws(() => bad.commands.run('true'), AuthenticationError, "another sandbox's token: run");

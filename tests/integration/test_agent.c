@@ -195,7 +195,8 @@ static void raw_expect(struct raw *r, uint32_t type, uint32_t id)
                   agent_type_name(h.type), h.id, agent_type_name(type), id);
 }
 
-static void raw_expect_error(struct raw *r, uint32_t id, enum agent_err code)
+/* An ERROR with code for id; returns its errno. */
+static uint32_t raw_expect_error(struct raw *r, uint32_t id, enum agent_err code)
 {
     struct agent_hdr h;
     struct agent_error er;
@@ -204,6 +205,13 @@ static void raw_expect_error(struct raw *r, uint32_t id, enum agent_err code)
     ck_assert_uint_eq(h.id, id);
     ck_assert_int_eq(agent_error_decode(rbuf, h.len, &er, NULL), 0);
     ck_assert_uint_eq(er.code, code);
+    return er.sys_errno;
+}
+
+/* An ERROR SYS with the given errno for id. */
+static void raw_expect_sys(struct raw *r, uint32_t id, int eno)
+{
+    ck_assert_int_eq(raw_expect_error(r, id, AGENT_E_SYS), eno);
 }
 
 static void raw_close(struct raw *r)
@@ -430,13 +438,7 @@ START_TEST(mkdir_raw)
     raw_send(&r, b.p, b.len);
     agent_buf_free(&b);
     raw_expect(&r, AGENT_T_OK, 6);
-    struct agent_hdr h;
-    struct agent_error er;
-    ck_assert_int_eq(raw_recv(&r, &h, rbuf, sizeof rbuf), 0);
-    ck_assert_uint_eq(h.type, AGENT_T_ERROR);
-    ck_assert_int_eq(agent_error_decode(rbuf, h.len, &er, NULL), 0);
-    ck_assert_uint_eq(er.code, AGENT_E_SYS);
-    ck_assert_uint_eq(er.sys_errno, EEXIST);
+    raw_expect_sys(&r, 7, EEXIST);
     raw_close(&r);
 }
 END_TEST
@@ -592,6 +594,110 @@ START_TEST(kill_request_and_disconnect)
         gone = kill(pid, 0) < 0 && errno == ESRCH;
     }
     ck_assert_msg(gone, "process %d outlived its connection", (int)pid);
+    agent_alive();
+}
+END_TEST
+
+/* Frames of exec id until acc (STDOUT bytes, NUL-terminated) contains
+ * want (NULL: until EXIT). Counts OK frames for id in *oks; ERROR fails;
+ * EXIT: 1 with *x set, else 0. */
+static int pty_collect(struct raw *r, uint32_t id, char *acc, size_t cap, const char *want, int *oks,
+                       struct agent_exit *x)
+{
+    size_t len = strlen(acc);
+    for (;;) {
+        if (want && strstr(acc, want))
+            return 0;
+        struct agent_hdr h;
+        ck_assert_msg(raw_recv(r, &h, rbuf, sizeof rbuf) == 0, "EOF waiting for '%s' (have '%s')",
+                      want ? want : "EXIT", acc);
+        ck_assert_uint_eq(h.id, id);
+        ck_assert_msg(h.type != AGENT_T_ERROR, "ERROR frame (have '%s')", acc);
+        ck_assert_msg(h.type != AGENT_T_STDERR, "a pty exec sent STDERR");
+        if (h.type == AGENT_T_OK) {
+            (*oks)++;
+        } else if (h.type == AGENT_T_STDOUT) {
+            ck_assert_uint_lt(len + h.len, cap);
+            memcpy(acc + len, rbuf, h.len);
+            acc[len += h.len] = 0;
+        } else {
+            ck_assert_uint_eq(h.type, AGENT_T_EXIT);
+            ck_assert_int_eq(agent_exit_decode(rbuf, h.len, x, NULL), 0);
+            ck_assert_msg(!want, "EXIT waiting for '%s' (have '%s')", want, acc);
+            return 1;
+        }
+    }
+}
+
+START_TEST(pty_exec)
+{
+    struct raw r;
+    char *argv[] = { "sh", "-c",
+        "test -t 0 && test -t 1 && test -t 2 && echo ISATTY; : </dev/tty && echo CTTY; "
+        "echo SIZE $(stty size) TERM=$TERM; echo READY; read l; echo GOT:$l; echo SIZE2 $(stty size)",
+        NULL };
+    struct agent_exec e = { .flags = AGENT_EXEC_PTY, .argc = 3, .argv = argv, .cwd = "",
+                            .rows = 24, .cols = 80 };
+    struct agent_buf b = { 0 };
+    char acc[8192] = "";
+    int oks = 0;
+    struct agent_exit x;
+    raw_open(&r);
+    raw_expect(&r, AGENT_T_READY, 0);
+    ck_assert_int_eq(agent_put_exec(&b, 1, &e), 0);
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    ck_assert_int_eq(pty_collect(&r, 1, acc, sizeof acc, "READY\r\n", &oks, &x), 0);
+    ck_assert_msg(strstr(acc, "ISATTY\r\n"), "not a tty: '%s'", acc);   /* \r: the tty's onlcr */
+    ck_assert_msg(strstr(acc, "CTTY\r\n"), "no controlling terminal: '%s'", acc);
+    ck_assert_msg(strstr(acc, "SIZE 24 80 TERM=xterm\r\n"), "size/TERM: '%s'", acc);
+    /* Resize, then input: the terminal echoes it, the process reads it. */
+    ck_assert_int_eq(agent_put_resize(&b, 1, 50, 132), 0);
+    ck_assert_int_eq(agent_put_frame(&b, AGENT_T_STDIN, 1, "hello\n", 6), 0);
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    ck_assert_int_eq(pty_collect(&r, 1, acc, sizeof acc, NULL, &oks, &x), 1);
+    ck_assert_int_eq(oks, 1);                                       /* the RESIZE's */
+    ck_assert_uint_eq(x.kind, AGENT_EXIT_CODE);
+    ck_assert_uint_eq(x.value, 0);
+    ck_assert_msg(strstr(acc, "READY\r\nhello\r\nGOT:hello\r\nSIZE2 50 132\r\n"), "after input: '%s'", acc);
+    /* The id is free again: RESIZE for it is ERROR ID. */
+    ck_assert_int_eq(agent_put_resize(&b, 1, 10, 10), 0);
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    raw_expect_error(&r, 1, AGENT_E_ID);
+
+    /* TERM from the request's env wins; KILL reaches the pty's session;
+     * a malformed RESIZE is refused and the exec goes on. */
+    char *argv2[] = { "sh", "-c", "echo T=$TERM; exec sleep 30", NULL };
+    char *env2[] = { "TERM=vt100", NULL };
+    struct agent_exec e2 = { .flags = AGENT_EXEC_PTY | AGENT_EXEC_STDIN, .argc = 3, .argv = argv2,
+                             .envc = 1, .env = env2, .cwd = "", .rows = 1, .cols = 1 };
+    ck_assert_int_eq(agent_put_exec(&b, 2, &e2), 0);
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    acc[0] = 0;
+    ck_assert_int_eq(pty_collect(&r, 2, acc, sizeof acc, "T=vt100\r\n", &oks, &x), 0);
+    raw_frame(&r, AGENT_T_RESIZE, 2, "\x18\0\x50", 3);
+    raw_expect_error(&r, 2, AGENT_E_SHORT);
+    raw_frame(&r, AGENT_T_RESIZE, 2, "\0\0\x50\0", 4);
+    raw_expect_error(&r, 2, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_KILL, 2, "\x09\0\0\0", 4);
+    oks = 0;
+    ck_assert_int_eq(pty_collect(&r, 2, acc, sizeof acc, NULL, &oks, &x), 1);
+    ck_assert_uint_eq(x.kind, AGENT_EXIT_SIGNAL);
+    ck_assert_uint_eq(x.value, SIGKILL);
+
+    /* RESIZE for an exec without a pty: ERROR SYS ENOTTY. */
+    char *argv3[] = { "sleep", "30", NULL };
+    struct agent_exec e3 = { .argc = 2, .argv = argv3, .cwd = "" };
+    ck_assert_int_eq(agent_put_exec(&b, 3, &e3), 0);
+    ck_assert_int_eq(agent_put_resize(&b, 3, 24, 80), 0);
+    raw_send(&r, b.p, b.len);
+    agent_buf_free(&b);
+    raw_expect_sys(&r, 3, ENOTTY);
+    raw_ping(&r, 9);
+    raw_close(&r);
     agent_alive();
 }
 END_TEST
@@ -1169,6 +1275,7 @@ static Suite *suite(void)
     tcase_add_test(tc, oversized_and_bad_magic_close);
     tcase_add_test(tc, stdin_forwarding);
     tcase_add_test(tc, kill_request_and_disconnect);
+    tcase_add_test(tc, pty_exec);
     tcase_add_test(tc, hybrid_vsock_handshake);
     tcase_add_test(tc, wait_for_agent);
     tcase_add_test(tc, fs_stat);

@@ -335,7 +335,8 @@ struct events {
     int n;
     json_t *end;             /* the end-of-stream message */
     char out[1 << 20], err[4096];
-    size_t outlen;
+    size_t outlen;           /* out: stdout, or a pty's output */
+    int pty_events, stdout_events;
     uint32_t pid;
     int have_end_event;
     json_int_t exit_code;
@@ -372,9 +373,13 @@ static void events_parse(const struct resp *r, struct events *e)
             e->pid = (uint32_t)json_integer_value(json_object_get(x, "pid"));
         if ((x = json_object_get(ev, "data"))) {
             json_t *s = json_object_get(x, "stdout");
-            int is_err = !s;
+            int is_err = !s && !json_object_get(x, "pty");
+            e->stdout_events += s != NULL;
+            if (!s && (s = json_object_get(x, "pty")))
+                e->pty_events++;
             if (!s)
                 s = json_object_get(x, "stderr");
+            ck_assert_msg(json_is_string(s), "a data event without stdout, stderr or pty");
             uint8_t *d;
             size_t dl;
             ck_assert_int_eq(cx_b64_decode(json_string_value(s), json_string_length(s), &d, &dl), 0);
@@ -445,6 +450,15 @@ static void expect_cx(int i, const char *method, const char *json, int status, c
     struct resp r;
     unary(i, method, json, &r);
     assert_cx_error(&r, status, code);
+    resp_free(&r);
+}
+
+/* A unary call that must succeed (200). */
+static void expect_ok(int i, const char *method, const char *json)
+{
+    struct resp r;
+    unary(i, method, json, &r);
+    ck_assert_msg(r.status == 200, "%s: status %d: %.300s", method, r.status, r.body);
     resp_free(&r);
 }
 
@@ -642,14 +656,22 @@ START_TEST(stdin_and_reattach)
     events_free(&e);
     resp_free(&b.r);
 
-    /* Without stdin: SendInput is refused. pty: unimplemented. */
+    /* Without stdin: SendInput is refused. Without a pty: Update with a
+     * size is refused, without one it has nothing to do. */
     b.req = "{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\",\"sleep 3; echo late\"]},\"tag\":\"late\"}";
     int fd = stream_send(0, "process.Process/Start", b.req, NULL);
     pid = wait_pid(0, "late");
     snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"input\":{\"stdin\":\"aGVsbG8K\"}}", pid);
     expect_cx(0, "process.Process/SendInput", req, 400, "failed_precondition");
     snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"pty\":{\"size\":{\"cols\":80,\"rows\":24}}}", pid);
-    expect_cx(0, "process.Process/Update", req, 501, "unimplemented");
+    expect_cx(0, "process.Process/Update", req, 400, "failed_precondition");
+    snprintf(req, sizeof req, "{\"process\":{\"pid\":%u}}", pid);
+    unary(0, "process.Process/Update", req, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq((char *)r.body, "{}");
+    resp_free(&r);
+    snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"input\":{\"pty\":\"aGVsbG8K\"}}", pid);
+    expect_cx(0, "process.Process/SendInput", req, 400, "failed_precondition");
     /* The first client goes away; once the janitor holds the process,
      * Connect still reattaches and gets the rest. */
     close(fd);
@@ -668,6 +690,73 @@ START_TEST(stdin_and_reattach)
     ck_assert_str_eq(end_code(&e), "not_found");
     events_free(&e);
     resp_free(&r);
+}
+END_TEST
+
+/* The SDK's pty.create / sendInput / resize / kill, as it sends them. */
+START_TEST(pty_session)
+{
+    char script[1200], req[1200], path[300];
+    snprintf(path, sizeof path, "%s/size1", tmpdir);
+    snprintf(script, sizeof script,
+             "test -t 0 && test -t 1 && echo TTY; echo T=$TERM; stty size; stty size > %s.tmp && mv %s.tmp %s; "
+             "read l; echo GOT:$l; stty size; echo oops >&2", path, path, path);
+    json_t *j = json_pack("{s:{s:s,s:[s,s],s:{s:s}},s:{s:{s:i,s:i}},s:s}", "process", "cmd", "/bin/sh",
+                          "args", "-c", script, "envs", "TERM", "xterm-256color",
+                          "pty", "size", "cols", 100, "rows", 30, "tag", "pty");
+    char *js = json_dumps(j, JSON_COMPACT);
+    struct bg b = { .sb = 0, .req = js };
+    pthread_t t;
+    pthread_create(&t, NULL, bg_stream, &b);
+    uint32_t pid = wait_pid(0, "pty");
+    /* Wait until it has read its first size, then resize and type. */
+    struct stat sst;
+    for (int k = 0; k < 500 && stat(path, &sst) < 0; k++)
+        usleep(10000);
+    ck_assert_int_eq(stat(path, &sst), 0);
+    snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"pty\":{\"size\":{\"cols\":0,\"rows\":40}}}", pid);
+    expect_cx(0, "process.Process/Update", req, 400, "invalid_argument");
+    snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"pty\":{\"size\":{\"cols\":120,\"rows\":40}}}", pid);
+    expect_ok(0, "process.Process/Update", req);
+    /* stdin input and CloseStdin are for pipes: refused on a pty. */
+    snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"input\":{\"stdin\":\"aGVsbG8K\"}}", pid);
+    expect_cx(0, "process.Process/SendInput", req, 400, "failed_precondition");
+    snprintf(req, sizeof req, "{\"process\":{\"pid\":%u}}", pid);
+    expect_cx(0, "process.Process/CloseStdin", req, 400, "failed_precondition");
+    snprintf(req, sizeof req, "{\"process\":{\"pid\":%u},\"input\":{\"pty\":\"aGVsbG8K\"}}", pid); /* hello\n */
+    expect_ok(0, "process.Process/SendInput", req);
+    pthread_join(t, NULL);
+    struct events e;
+    events_parse(&b.r, &e);
+    ck_assert_uint_eq(e.pid, pid);
+    ck_assert_int_gt(e.pty_events, 0);
+    ck_assert_int_eq(e.stdout_events, 0);
+    ck_assert_str_eq(e.err, "");                    /* stderr is the terminal too */
+    ck_assert_str_eq(e.out, "TTY\r\nT=xterm-256color\r\n30 100\r\nhello\r\nGOT:hello\r\n40 120\r\noops\r\n");
+    ck_assert_int_eq(e.exit_code, 0);
+    events_free(&e);
+    resp_free(&b.r);
+    free(js);
+    json_decref(j);
+
+    /* pty.kill: SIGKILL. The default size is 24 x 80 when none is given. */
+    snprintf(req, sizeof req, "{\"process\":{\"cmd\":\"/bin/sh\",\"args\":[\"-c\",\"stty size; touch %s2; exec sleep 60\"]},"
+             "\"pty\":{},\"tag\":\"pty2\"}", path);
+    b.req = req;
+    pthread_create(&t, NULL, bg_stream, &b);
+    pid = wait_pid(0, "pty2");
+    strcat(path, "2");
+    for (int k = 0; k < 500 && stat(path, &sst) < 0; k++)
+        usleep(10000);
+    char kreq[200];
+    snprintf(kreq, sizeof kreq, "{\"process\":{\"pid\":%u},\"signal\":\"SIGNAL_SIGKILL\"}", pid);
+    expect_ok(0, "process.Process/SendSignal", kreq);
+    pthread_join(t, NULL);
+    events_parse(&b.r, &e);
+    ck_assert_str_eq(e.out, "24 80\r\n");
+    ck_assert_str_eq(e.status, "signal: killed");
+    events_free(&e);
+    resp_free(&b.r);
 }
 END_TEST
 
@@ -1127,9 +1216,9 @@ START_TEST(bad_requests)
     events_free(&e);
     resp_free(&r);
     read_response(stream_send(0, "process.Process/Start",
-                              "{\"process\":{\"cmd\":\"sh\"},\"pty\":{\"size\":{\"cols\":80,\"rows\":24}}}", NULL), &r);
+                              "{\"process\":{\"cmd\":\"sh\"},\"pty\":{\"size\":{\"cols\":80,\"rows\":65536}}}", NULL), &r);
     events_parse(&r, &e);
-    ck_assert_str_eq(end_code(&e), "unimplemented");
+    ck_assert_str_eq(end_code(&e), "invalid_argument");
     events_free(&e);
     resp_free(&r);
     /* Oversized bodies (the test server allows 64 KiB): by length, and chunked. */
@@ -1442,6 +1531,7 @@ static Suite *suite(void)
     tcase_add_test(tc, start_output_and_exit);
     tcase_add_test(tc, kill_background_and_isolation);
     tcase_add_test(tc, stdin_and_reattach);
+    tcase_add_test(tc, pty_session);
     tcase_add_test(tc, timeouts_and_detached);
     tcase_add_test(tc, files_up_and_down);
     tcase_add_test(tc, files_gzip);

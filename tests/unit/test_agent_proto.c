@@ -113,8 +113,10 @@ static enum agent_err exec_err(struct raw *r)
 START_TEST(exec_malformed)
 {
     struct raw r;
-    r = exec_raw(2, 1, 0); raw_str(&r, "", 0); raw_str(&r, "ls", 2);
+    r = exec_raw(4, 1, 0); raw_str(&r, "", 0); raw_str(&r, "ls", 2);
     ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* unknown flag */
+    r = exec_raw(0x80000000u, 1, 0); raw_str(&r, "", 0); raw_str(&r, "ls", 2);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* unknown high flag */
     r = exec_raw(0, 0, 0); raw_str(&r, "", 0);
     ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* argc 0 */
     r = exec_raw(0, AGENT_MAX_ARGS + 1, 0); raw_str(&r, "", 0);
@@ -141,6 +143,145 @@ START_TEST(exec_malformed)
     ck_assert_int_eq(exec_err(&r), AGENT_E_SHORT);              /* huge string length */
     r = exec_raw(0, 1, 0); raw_u32(&r, AGENT_MAX_PATH + 1);
     ck_assert_int_eq(exec_err(&r), AGENT_E_SHORT);              /* cwd past end */
+}
+END_TEST
+
+static void raw_u16x2(struct raw *r, uint16_t a, uint16_t b)
+{
+    r->b[r->n++] = (uint8_t)a;
+    r->b[r->n++] = (uint8_t)(a >> 8);
+    r->b[r->n++] = (uint8_t)b;
+    r->b[r->n++] = (uint8_t)(b >> 8);
+}
+
+START_TEST(exec_pty_round_trip)
+{
+    char *argv[] = { "bash", "-i", NULL };
+    char *env[] = { "TERM=vt100", NULL };
+    struct agent_exec in = { .flags = AGENT_EXEC_PTY, .argc = 2, .envc = 1, .cwd = "",
+                             .argv = argv, .env = env, .rows = 300, .cols = 2 };
+    struct agent_buf b = { 0 };
+    ck_assert_int_eq(agent_put_exec(&b, 7, &in), 0);
+    size_t n;
+    const uint8_t *pl = only_frame(&b, AGENT_T_EXEC, 7, &n);
+    /* The size is the last 4 bytes, little-endian u16 rows then cols. */
+    ck_assert_uint_eq(pl[n - 4], 300 & 0xff);
+    ck_assert_uint_eq(pl[n - 3], 300 >> 8);
+    ck_assert_uint_eq(pl[n - 2], 2);
+    ck_assert_uint_eq(pl[n - 1], 0);
+    struct agent_exec out;
+    enum agent_err e;
+    ck_assert_int_eq(agent_exec_decode(pl, n, &out, &e), 0);
+    ck_assert_uint_eq(out.flags, AGENT_EXEC_PTY);
+    ck_assert_uint_eq(out.rows, 300);
+    ck_assert_uint_eq(out.cols, 2);
+    ck_assert_str_eq(out.argv[1], "-i");
+    ck_assert_str_eq(out.env[0], "TERM=vt100");
+    agent_exec_free(&out);
+    for (size_t k = 0; k < n; k++) {
+        ck_assert_int_eq(agent_exec_decode(pl, k, &out, &e), -EINVAL);
+        ck_assert_int_ne(e, AGENT_E_OK);
+    }
+    agent_buf_free(&b);
+    /* STDIN and PTY together; the maximum size. */
+    in.flags = AGENT_EXEC_PTY | AGENT_EXEC_STDIN;
+    in.rows = in.cols = 65535;
+    ck_assert_int_eq(agent_put_exec(&b, 7, &in), 0);
+    pl = only_frame(&b, AGENT_T_EXEC, 7, &n);
+    ck_assert_int_eq(agent_exec_decode(pl, n, &out, &e), 0);
+    ck_assert_uint_eq(out.rows, 65535);
+    ck_assert_uint_eq(out.cols, 65535);
+    agent_exec_free(&out);
+    agent_buf_free(&b);
+    /* Without PTY the size is not sent (the payload is what it always was). */
+    in.flags = 0;
+    ck_assert_int_eq(agent_put_exec(&b, 7, &in), 0);
+    size_t n0;
+    pl = only_frame(&b, AGENT_T_EXEC, 7, &n0);
+    ck_assert_uint_eq(n0, n - 4);
+    ck_assert_int_eq(agent_exec_decode(pl, n0, &out, &e), 0);
+    ck_assert_uint_eq(out.rows, 0);
+    agent_exec_free(&out);
+    agent_buf_free(&b);
+    /* The encoder refuses a zero size. */
+    in.flags = AGENT_EXEC_PTY;
+    in.rows = 0;
+    ck_assert_int_eq(agent_put_exec(&b, 7, &in), -EINVAL);
+    in.rows = 24;
+    in.cols = 0;
+    ck_assert_int_eq(agent_put_exec(&b, 7, &in), -EINVAL);
+    ck_assert_uint_eq(b.len, 0);
+    agent_buf_free(&b);
+}
+END_TEST
+
+START_TEST(exec_pty_malformed)
+{
+    struct raw r;
+    r = exec_raw(AGENT_EXEC_PTY, 1, 0); raw_str(&r, "", 0); raw_str(&r, "sh", 2);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_SHORT);              /* no size */
+    r = exec_raw(AGENT_EXEC_PTY, 1, 0); raw_str(&r, "", 0); raw_str(&r, "sh", 2);
+    r.b[r.n++] = 24; r.b[r.n++] = 0; r.b[r.n++] = 80;
+    ck_assert_int_eq(exec_err(&r), AGENT_E_SHORT);              /* 3 of 4 size bytes */
+    r = exec_raw(AGENT_EXEC_PTY, 1, 0); raw_str(&r, "", 0); raw_str(&r, "sh", 2);
+    raw_u16x2(&r, 0, 80);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* zero rows */
+    r = exec_raw(AGENT_EXEC_PTY, 1, 0); raw_str(&r, "", 0); raw_str(&r, "sh", 2);
+    raw_u16x2(&r, 24, 0);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* zero cols */
+    r = exec_raw(AGENT_EXEC_PTY, 1, 0); raw_str(&r, "", 0); raw_str(&r, "sh", 2);
+    raw_u16x2(&r, 24, 80); r.b[r.n++] = 0;
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* trailing byte */
+    r = exec_raw(0, 1, 0); raw_str(&r, "", 0); raw_str(&r, "sh", 2);
+    raw_u16x2(&r, 24, 80);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_PAYLOAD);            /* a size without PTY */
+    r = exec_raw(AGENT_EXEC_PTY, 1, 1); raw_str(&r, "", 0); raw_str(&r, "sh", 2);
+    raw_u16x2(&r, 24, 80);
+    ck_assert_int_eq(exec_err(&r), AGENT_E_SHORT);              /* envc 1, no env: the size is no string */
+    struct agent_exec out;
+    enum agent_err e;
+    r = exec_raw(AGENT_EXEC_PTY, 1, 0); raw_str(&r, "", 0); raw_str(&r, "sh", 2);
+    raw_u16x2(&r, 1, 1);
+    ck_assert_int_eq(agent_exec_decode(r.b, r.n, &out, &e), 0); /* the smallest size */
+    ck_assert_uint_eq(out.rows, 1);
+    ck_assert_uint_eq(out.cols, 1);
+    agent_exec_free(&out);
+}
+END_TEST
+
+START_TEST(resize_round_trip_and_errors)
+{
+    struct agent_buf b = { 0 };
+    uint16_t rows, cols;
+    enum agent_err e;
+    size_t n;
+    ck_assert_int_eq(agent_put_resize(&b, 9, 50, 132), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_RESIZE, 9, &n);
+    ck_assert_uint_eq(n, 4);
+    ck_assert_int_eq(agent_resize_decode(pl, n, &rows, &cols, &e), 0);
+    ck_assert_int_eq(e, AGENT_E_OK);
+    ck_assert_uint_eq(rows, 50);
+    ck_assert_uint_eq(cols, 132);
+    agent_buf_free(&b);
+    ck_assert_int_eq(agent_put_resize(&b, 9, 0, 80), -EINVAL);
+    ck_assert_int_eq(agent_put_resize(&b, 9, 24, 0), -EINVAL);
+    ck_assert_uint_eq(b.len, 0);
+    uint8_t p[5] = { 24, 0, 80, 0, 0 };
+    for (size_t k = 0; k < 4; k++) {
+        ck_assert_int_eq(agent_resize_decode(p, k, &rows, &cols, &e), -EINVAL);
+        ck_assert_int_eq(e, AGENT_E_SHORT);
+    }
+    ck_assert_int_eq(agent_resize_decode(p, 5, &rows, &cols, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);                       /* trailing byte */
+    uint8_t z1[4] = { 0, 0, 80, 0 }, z2[4] = { 24, 0, 0, 0 }, mx[4] = { 0xff, 0xff, 0xff, 0xff };
+    ck_assert_int_eq(agent_resize_decode(z1, 4, &rows, &cols, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    ck_assert_int_eq(agent_resize_decode(z2, 4, &rows, &cols, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+    ck_assert_int_eq(agent_resize_decode(mx, 4, &rows, &cols, &e), 0);
+    ck_assert_uint_eq(rows, 65535);
+    ck_assert_uint_eq(cols, 65535);
+    ck_assert_str_eq(agent_type_name(AGENT_T_RESIZE), "RESIZE");
 }
 END_TEST
 
@@ -967,6 +1108,9 @@ static Suite *suite(void)
     tcase_add_test(tc, hdr_round_trip_and_errors);
     tcase_add_test(tc, exec_round_trip);
     tcase_add_test(tc, exec_malformed);
+    tcase_add_test(tc, exec_pty_round_trip);
+    tcase_add_test(tc, exec_pty_malformed);
+    tcase_add_test(tc, resize_round_trip_and_errors);
     tcase_add_test(tc, exec_cwd_too_long);
     tcase_add_test(tc, exec_encode_limits);
     tcase_add_test(tc, exit_round_trip_and_errors);

@@ -475,10 +475,14 @@ START_TEST(entries_and_events)
     char *e = cx_event_start(7);
     ck_assert_str_eq(e, "{\"event\":{\"start\":{\"pid\":7}}}");
     free(e);
-    e = cx_event_data(0, "hi\n", 3);
+    e = cx_event_data(CX_DATA_STDOUT, "hi\n", 3);
     ck_assert_str_eq(e, "{\"event\":{\"data\":{\"stdout\":\"aGkK\"}}}");
     free(e);
-    e = cx_event_data(1, "", 0);
+    e = cx_event_data(CX_DATA_PTY, "\r\n\x1b", 3);
+    ck_assert_str_eq(e, "{\"event\":{\"data\":{\"pty\":\"DQob\"}}}");
+    free(e);
+    ck_assert_ptr_null(cx_event_data((enum cx_data)3, "x", 1));
+    e = cx_event_data(CX_DATA_STDERR, "", 0);
     ck_assert_str_eq(e, "{\"event\":{\"data\":{\"stderr\":\"\"}}}");
     free(e);
     e = cx_event_end(AGENT_EXIT_CODE, 0);

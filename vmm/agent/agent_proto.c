@@ -62,6 +62,7 @@ const char *agent_type_name(uint32_t t)
     case AGENT_T_STDERR: return "STDERR";
     case AGENT_T_EXIT: return "EXIT";
     case AGENT_T_KILL: return "KILL";
+    case AGENT_T_RESIZE: return "RESIZE";
     case AGENT_T_FILE_WRITE: return "FILE_WRITE";
     case AGENT_T_FILE_READ: return "FILE_READ";
     case AGENT_T_FILE_DATA: return "FILE_DATA";
@@ -180,6 +181,25 @@ int agent_put_u32(struct agent_buf *b, uint32_t type, uint32_t id, uint32_t v)
     return agent_put_frame(b, type, id, p, 4);
 }
 
+/* Two u16 (rows, cols): the pty size in EXEC and RESIZE. */
+static void wr16x2(uint8_t *p, uint16_t a, uint16_t b)
+{
+    p[0] = (uint8_t)a;
+    p[1] = (uint8_t)(a >> 8);
+    p[2] = (uint8_t)b;
+    p[3] = (uint8_t)(b >> 8);
+}
+
+static int rd_size(const uint8_t *p, uint16_t *rows, uint16_t *cols, enum agent_err *err)
+{
+    uint16_t r = (uint16_t)(p[0] | p[1] << 8), c = (uint16_t)(p[2] | p[3] << 8);
+    if (r == 0 || c == 0)
+        return fail(err, AGENT_E_PAYLOAD);
+    *rows = r;
+    *cols = c;
+    return 0;
+}
+
 static uint8_t *put_str(uint8_t *p, const char *s, size_t n)
 {
     wr32(p, (uint32_t)n);
@@ -190,9 +210,12 @@ static uint8_t *put_str(uint8_t *p, const char *s, size_t n)
 int agent_put_exec(struct agent_buf *b, uint32_t id, const struct agent_exec *e)
 {
     const char *cwd = e->cwd ? e->cwd : "";
-    size_t len = 16 + 4 + strlen(cwd);
+    int pty = (e->flags & AGENT_EXEC_PTY) != 0;
+    size_t len = 16 + 4 + strlen(cwd) + (pty ? 4 : 0);
     if (e->argc > AGENT_MAX_ARGS || e->envc > AGENT_MAX_ENV)
         return -E2BIG;
+    if (pty && (e->rows == 0 || e->cols == 0))
+        return -EINVAL;
     for (uint32_t i = 0; i < e->argc; i++) {
         len += 4 + strlen(e->argv[i]);
         if (len > AGENT_MAX_PAYLOAD)
@@ -216,8 +239,19 @@ int agent_put_exec(struct agent_buf *b, uint32_t id, const struct agent_exec *e)
         q = put_str(q, e->argv[i], strlen(e->argv[i]));
     for (uint32_t i = 0; i < e->envc; i++)
         q = put_str(q, e->env[i], strlen(e->env[i]));
+    if (pty)
+        wr16x2(q, e->rows, e->cols);
     frame_end(b, len);
     return 0;
+}
+
+int agent_put_resize(struct agent_buf *b, uint32_t id, uint16_t rows, uint16_t cols)
+{
+    uint8_t p[4];
+    if (rows == 0 || cols == 0)
+        return -EINVAL;
+    wr16x2(p, rows, cols);
+    return agent_put_frame(b, AGENT_T_RESIZE, id, p, sizeof p);
 }
 
 int agent_put_exit(struct agent_buf *b, uint32_t id, const struct agent_exit *x)
@@ -346,6 +380,14 @@ int agent_exec_decode(const uint8_t *p, size_t n, struct agent_exec *out, enum a
         }
         total += (size_t)sl + 1;
     }
+    uint16_t rows = 0, cols = 0;
+    if (flags & AGENT_EXEC_PTY) {                       /* the size ends it */
+        if (n - off < 4)
+            return fail(err, AGENT_E_SHORT);
+        if (rd_size(p + off, &rows, &cols, err) < 0)
+            return -EINVAL;
+        off += 4;
+    }
     if (off != n)
         return fail(err, AGENT_E_PAYLOAD);              /* trailing bytes */
 
@@ -379,6 +421,8 @@ int agent_exec_decode(const uint8_t *p, size_t n, struct agent_exec *out, enum a
     out->argv[argc] = NULL;
     out->env[envc] = NULL;
     out->flags = flags;
+    out->rows = rows;
+    out->cols = cols;
     out->timeout_ms = tmo;
     out->argc = argc;
     out->envc = envc;
@@ -431,6 +475,17 @@ int agent_kill_decode(const uint8_t *p, size_t n, int *sig, enum agent_err *err)
     if (v < 1 || v > 64)
         return fail(err, AGENT_E_PAYLOAD);
     *sig = (int)v;
+    return 0;
+}
+
+int agent_resize_decode(const uint8_t *p, size_t n, uint16_t *rows, uint16_t *cols,
+                        enum agent_err *err)
+{
+    if (n != 4)
+        return fail(err, n < 4 ? AGENT_E_SHORT : AGENT_E_PAYLOAD);
+    if (rd_size(p, rows, cols, err) < 0)
+        return -EINVAL;
+    ok(err);
     return 0;
 }
 

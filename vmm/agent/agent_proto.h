@@ -42,6 +42,7 @@ enum agent_type {
     AGENT_T_STDERR    = 20,  /* a->c  bytes the process wrote to stderr */
     AGENT_T_EXIT      = 21,  /* a->c  the process ended (struct agent_exit) */
     AGENT_T_KILL      = 22,  /* c->a  u32 signal number for the process group */
+    AGENT_T_RESIZE    = 23,  /* c->a  a pty exec's size: u16 rows, u16 cols; OK/ERROR */
     AGENT_T_FILE_WRITE= 32,  /* c->a  write a chunk of a file (struct agent_fwrite) */
     AGENT_T_FILE_READ = 33,  /* c->a  read a file: the path */
     AGENT_T_FILE_DATA = 34,  /* a->c  a chunk of the file being read */
@@ -85,7 +86,11 @@ enum agent_err {
 
 #define AGENT_EXEC_STDIN   1u  /* flags: stdin is a pipe fed by STDIN frames
                                  * (else /dev/null) */
-#define AGENT_EXEC_FLAGS   AGENT_EXEC_STDIN
+#define AGENT_EXEC_PTY     2u  /* flags: run on a new pty (stdin, stdout and
+                                 * stderr; STDIN frames are its input, its output
+                                 * comes as STDOUT); the payload then ends with
+                                 * u16 rows, u16 cols (each >= 1) */
+#define AGENT_EXEC_FLAGS   (AGENT_EXEC_STDIN | AGENT_EXEC_PTY)
 
 #define AGENT_FW_APPEND    1u  /* file write: append (else create/truncate) */
 #define AGENT_FW_FLAGS     AGENT_FW_APPEND
@@ -116,6 +121,7 @@ struct agent_exec {
     char *cwd;             /* "" : the agent's own */
     char **argv;
     char **env;            /* "KEY=VALUE" each */
+    uint16_t rows, cols;   /* AGENT_EXEC_PTY: the terminal's size (>= 1 each) */
 };
 
 struct agent_exit {
@@ -211,8 +217,11 @@ void agent_buf_consume(struct agent_buf *b, size_t n);
  * -ENOMEM. On failure the buffer is unchanged. */
 int agent_put_frame(struct agent_buf *b, uint32_t type, uint32_t id,
                     const void *payload, size_t len);
+/* With AGENT_EXEC_PTY, e->rows and e->cols (each >= 1, else -EINVAL) end the payload. */
 int agent_put_exec(struct agent_buf *b, uint32_t id, const struct agent_exec *e);
 int agent_put_exit(struct agent_buf *b, uint32_t id, const struct agent_exit *x);
+/* -EINVAL for a zero rows or cols. */
+int agent_put_resize(struct agent_buf *b, uint32_t id, uint16_t rows, uint16_t cols);
 int agent_put_u32(struct agent_buf *b, uint32_t type, uint32_t id, uint32_t v);
 int agent_put_fwrite(struct agent_buf *b, uint32_t id, uint32_t flags, uint32_t mode,
                      const char *path, const void *data, size_t len);
@@ -241,6 +250,9 @@ void agent_exec_free(struct agent_exec *e);
 int agent_exit_decode(const uint8_t *p, size_t n, struct agent_exit *out, enum agent_err *err);
 int agent_u32_decode(const uint8_t *p, size_t n, uint32_t *out, enum agent_err *err);
 int agent_kill_decode(const uint8_t *p, size_t n, int *sig, enum agent_err *err);
+/* RESIZE: exactly 4 bytes, u16 rows then u16 cols, each >= 1. */
+int agent_resize_decode(const uint8_t *p, size_t n, uint16_t *rows, uint16_t *cols,
+                        enum agent_err *err);
 int agent_fwrite_decode(const uint8_t *p, size_t n, struct agent_fwrite *out, enum agent_err *err);
 int agent_mkdir_decode(const uint8_t *p, size_t n, struct agent_mkdir *out, enum agent_err *err);
 int agent_file_end_decode(const uint8_t *p, size_t n, uint32_t *mode, uint64_t *size,

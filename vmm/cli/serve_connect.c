@@ -861,12 +861,15 @@ char *cx_event_start(uint32_t pid)
     return event("start", json_pack("{s:I}", "pid", (json_int_t)pid));
 }
 
-char *cx_event_data(int is_stderr, const void *p, size_t n)
+char *cx_event_data(enum cx_data which, const void *p, size_t n)
 {
+    static const char *const names[] = { "stdout", "stderr", "pty" };
+    if ((unsigned)which >= sizeof names / sizeof names[0])
+        return NULL;
     char *b = cx_b64_encode(p, n);
     if (!b)
         return NULL;
-    json_t *d = json_pack("{s:s}", is_stderr ? "stderr" : "stdout", b);
+    json_t *d = json_pack("{s:s}", names[which], b);
     free(b);
     return event("data", d);
 }

@@ -160,12 +160,14 @@ char *cx_entry_json(const struct agent_stat *st);
 json_t *cx_entry_obj(const struct agent_stat *st);
 size_t cx_entry_json_size(const struct agent_stat *st);
 /* The ProcessEvent messages of a Start/Connect stream, as the message of
- * one envelope: {"event":{"start":{"pid":N}}}, data (stdout or stderr,
+ * one envelope: {"event":{"start":{"pid":N}}}, data (stdout, stderr or pty,
  * base64), end, keepalive. end: kind 0 = exited with code, 1 = killed by
  * signal (Go's exec semantics: exitCode -1, exited false, status and
  * error "signal: killed"). malloc'd, NULL without memory. */
 char *cx_event_start(uint32_t pid);
-char *cx_event_data(int is_stderr, const void *p, size_t n);
+enum cx_data { CX_DATA_STDOUT, CX_DATA_STDERR, CX_DATA_PTY };
+/* data: {"stdout"|"stderr"|"pty": base64} as which says. */
+char *cx_event_data(enum cx_data which, const void *p, size_t n);
 char *cx_event_end(uint32_t kind, uint32_t value);
 char *cx_event_keepalive(void);
 

@@ -65,6 +65,7 @@ struct proc {
     char *tag;
     json_t *config;             /* ProcessConfig for List */
     int stdin_on;
+    int pty;                    /* started with a pty: output is data.pty, input input.pty */
     struct agent_client ac;     /* frames read only by the attached stream */
     pthread_mutex_t wlock;      /* writes to ac.fd */
     struct live live;
@@ -534,7 +535,9 @@ static void st_frame(struct stream *st, const struct agent_hdr *h, const uint8_t
     if (h->id != EXEC_ID)
         return;
     if (h->type == AGENT_T_STDOUT || h->type == AGENT_T_STDERR) {
-        if (st_event(st, cx_event_data(h->type == AGENT_T_STDERR, pl, h->len)) < 0)
+        enum cx_data which = st->p->pty ? CX_DATA_PTY
+                             : h->type == AGENT_T_STDERR ? CX_DATA_STDERR : CX_DATA_STDOUT;
+        if (st_event(st, cx_event_data(which, pl, h->len)) < 0)
             st_end(st, CX_INTERNAL, "out of memory");
         return;
     }
@@ -684,6 +687,21 @@ static json_t *config_json(const struct cx_start *sr, const char *cwd)
     return cfg;
 }
 
+/* A pty size from a request: 0 (not given) is 24 rows, 80 columns, as
+ * a terminal's default; more than a u16 holds is refused. */
+static int pty_size_check(uint32_t *rows, uint32_t *cols, char *err, size_t errlen)
+{
+    if (*rows > UINT16_MAX || *cols > UINT16_MAX) {
+        snprintf(err, errlen, "pty.size: rows and cols must be at most %u", UINT16_MAX);
+        return -EINVAL;
+    }
+    if (!*rows)
+        *rows = 24;
+    if (!*cols)
+        *cols = 80;
+    return 0;
+}
+
 static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c, struct req *q,
                                 const char *msg, size_t mlen)
 {
@@ -693,9 +711,9 @@ static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c,
     if (r < 0)
         return reply_stream_error(c, r == -ENOMEM ? CX_INTERNAL : CX_INVALID_ARGUMENT,
                                   r == -ENOMEM ? "out of memory" : err);
-    if (sr.has_pty) {
+    if (sr.has_pty && pty_size_check(&sr.rows, &sr.cols, err, sizeof err) < 0) {
         cx_start_free(&sr);
-        return reply_stream_error(c, CX_UNIMPLEMENTED, "moat serve has no pty: start without pty");
+        return reply_stream_error(c, CX_INVALID_ARGUMENT, err);
     }
     if (sr.cwd && cx_path_resolve(sr.cwd, ENVD_HOME, cwd, err, sizeof err) < 0) {
         cx_start_free(&sr);
@@ -717,6 +735,7 @@ static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c,
     p->refs = 1;
     snprintf(p->sb, sizeof p->sb, "%s", q->sb);
     p->stdin_on = sr.stdin_on;
+    p->pty = sr.has_pty;
     if (sr.tag && !(p->tag = strdup(sr.tag)))
         goto oom;
     if (!(p->config = config_json(&sr, sr.cwd ? cwd : NULL)))
@@ -736,7 +755,8 @@ static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c,
     if (to && cx_timeout_parse(to, &tmo) < 0)
         tmo = 0;
     struct agent_exec ex = {
-        .flags = sr.stdin_on ? AGENT_EXEC_STDIN : 0, .argc = (uint32_t)sr.nargs + 1,
+        .flags = (sr.stdin_on ? AGENT_EXEC_STDIN : 0) | (sr.has_pty ? AGENT_EXEC_PTY : 0),
+        .rows = (uint16_t)sr.rows, .cols = (uint16_t)sr.cols, .argc = (uint32_t)sr.nargs + 1,
         .timeout_ms = tmo > UINT32_MAX ? UINT32_MAX : (uint32_t)tmo,
         .envc = (uint32_t)ne, .cwd = cwd, .argv = argv, .env = env,
     };
@@ -919,12 +939,20 @@ static enum MHD_Result do_proc_frame(struct envd_server *s, struct MHD_Connectio
         free(data);
         return reply_cx(c, CX_NOT_FOUND, "process not found");
     }
-    if (q->route != R_SEND_SIGNAL && !p->stdin_on) {
-        res = reply_cx(c, CX_FAILED_PRECONDITION, "the process was started without stdin (stdin: true)");
+    /* A pty process takes input.pty only (its stdin is the terminal);
+     * any other takes input.stdin when started with stdin: true. */
+    if (q->route != R_SEND_SIGNAL && p->pty && !is_pty) {
+        res = reply_cx(c, CX_FAILED_PRECONDITION, q->route == R_CLOSE_STDIN
+                       ? "the process runs on a pty: send ^D (byte 4) as pty input instead"
+                       : "the process runs on a pty: send input.pty");
         goto out;
     }
-    if (is_pty) {
+    if (is_pty && !p->pty) {
         res = reply_cx(c, CX_FAILED_PRECONDITION, "the process has no pty");
+        goto out;
+    }
+    if (q->route != R_SEND_SIGNAL && !p->pty && !p->stdin_on) {
+        res = reply_cx(c, CX_FAILED_PRECONDITION, "the process was started without stdin (stdin: true)");
         goto out;
     }
     if (q->route == R_SEND_SIGNAL)
@@ -944,6 +972,44 @@ static enum MHD_Result do_proc_frame(struct envd_server *s, struct MHD_Connectio
 out:
     agent_buf_free(&b);
     free(data);
+    proc_unref(s, p);
+    return res;
+}
+
+/* Update: a new pty size. The agent's answer comes on the process's
+ * stream, which this call does not read: everything it could refuse
+ * (no pty, a bad size) is checked here first, and the size is sent
+ * without waiting (an ERROR can then only be an ended process's, after
+ * its EXIT). */
+static enum MHD_Result do_update(struct envd_server *s, struct MHD_Connection *c, struct req *q,
+                                 const char *msg, size_t mlen)
+{
+    char err[256];
+    struct cx_selector sel;
+    int has_pty;
+    uint32_t cols, rows;
+    if (cx_update_decode(msg, mlen, &sel, &has_pty, &cols, &rows, err, sizeof err) < 0)
+        return reply_cx(c, CX_INVALID_ARGUMENT, err);
+    if (has_pty && (!cols || !rows))
+        return reply_cx(c, CX_INVALID_ARGUMENT, "pty.size: cols and rows are required (at least 1)");
+    if (has_pty && pty_size_check(&rows, &cols, err, sizeof err) < 0)
+        return reply_cx(c, CX_INVALID_ARGUMENT, err);
+    struct proc *p = proc_find(s, q->sb, &sel);
+    if (!p)
+        return reply_cx(c, CX_NOT_FOUND, "process not found");
+    enum MHD_Result res;
+    struct agent_buf b = { 0 };
+    if (!has_pty) {
+        res = reply_ok_json(c, json_object());              /* nothing to update */
+    } else if (!p->pty) {
+        res = reply_cx(c, CX_FAILED_PRECONDITION, "the process has no pty to resize");
+    } else if (agent_put_resize(&b, EXEC_ID, (uint16_t)rows, (uint16_t)cols) < 0 ||
+               ag_send(&p->ac, &p->wlock, &b) < 0) {
+        res = reply_cx(c, CX_UNAVAILABLE, "cannot reach the process through the guest agent");
+    } else {
+        res = reply_ok_json(c, json_object());
+    }
+    agent_buf_free(&b);
     proc_unref(s, p);
     return res;
 }
@@ -1668,14 +1734,8 @@ static enum MHD_Result dispatch(struct envd_server *s, struct MHD_Connection *c,
         return reply_cx(c, CX_UNIMPLEMENTED, "moat serve does not watch directories yet");
     case R_STREAM_INPUT:
         return reply_cx(c, CX_UNIMPLEMENTED, "StreamInput is a client stream, which HTTP/1.1 cannot carry: use SendInput");
-    case R_UPDATE: {
-        struct cx_selector sel;
-        int has_pty;
-        uint32_t cols, rows;
-        if (cx_update_decode(msg, mlen, &sel, &has_pty, &cols, &rows, err, sizeof err) < 0)
-            return reply_cx(c, CX_INVALID_ARGUMENT, err);
-        return reply_cx(c, CX_UNIMPLEMENTED, "moat serve has no pty to resize");
-    }
+    case R_UPDATE:
+        return do_update(s, c, q, msg, mlen);
     case R_LIST:
         if (cx_empty_decode(msg, mlen, err, sizeof err) < 0)
             return reply_cx(c, CX_INVALID_ARGUMENT, err);
