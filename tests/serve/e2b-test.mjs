@@ -189,6 +189,38 @@ await check('files write/read 1 MiB', async () => {
   return `sha256 ${sha256(data).slice(0, 16)}`;
 });
 
+await check('files write gzip: true', async () => {
+  const s = need(a, 'a');
+  const data = randomBytes(256 << 10);
+  await s.files.write('/tmp/gz.bin', new Blob([data]), { ...opts, gzip: true });
+  const inGuest = (await s.commands.run('sha256sum /tmp/gz.bin', runOpts)).stdout.split(/\s/)[0];
+  assert(inGuest === sha256(data), `sha256sum in the sandbox ${inGuest} != ${sha256(data)} (the gzip body was not decoded)`);
+  return `sha256 ${inGuest.slice(0, 16)}`;
+});
+
+await check('pty: create, input, resize, kill', async () => {
+  const s = need(a, 'a');
+  let tty = '';
+  const dec = new TextDecoder(), enc = new TextEncoder();
+  const seen = async (re) => {
+    for (let t0 = Date.now(); !re.test(tty); await new Promise((res) => setTimeout(res, 50)))
+      if (Date.now() - t0 > 30_000 * SLOW) return false;
+    return true;
+  };
+  const t = await s.pty.create({ cols: 100, rows: 30, onData: (d) => { tty += dec.decode(d, { stream: true }); }, ...opts });
+  await s.pty.sendInput(t.pid, enc.encode('stty size; tty -s && echo IS_$((6*7))\n'), opts);
+  assert(await seen(/30 100\r\n/), `no '30 100' from stty size in the guest's terminal: ${JSON.stringify(tty.slice(-300))}`);
+  assert(await seen(/IS_42\r\n/), `stdin is not a terminal, or the input did not run: ${JSON.stringify(tty.slice(-300))}`);
+  await s.pty.resize(t.pid, { cols: 120, rows: 40 }, opts);
+  await s.pty.sendInput(t.pid, enc.encode('stty size\n'), opts);
+  assert(await seen(/40 120\r\n/), `stty size did not follow the resize: ${JSON.stringify(tty.slice(-300))}`);
+  const killed = await s.pty.kill(t.pid, opts);
+  assert(killed === true, `pty.kill returned ${killed}`);
+  await withTimeout(expectReject(t.wait(), (x) => x instanceof CommandExitError, 'wait() after pty.kill'),
+    30_000 * SLOW, 'wait() after pty.kill');
+  return `pid ${t.pid}`;
+});
+
 await check('files makeDir/list/exists/remove', async () => {
   const f = need(a, 'a').files;
   assert(await f.makeDir('/tmp/d1/sub', opts) === true, 'makeDir of a new directory did not return true');
