@@ -6,6 +6,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,6 +81,38 @@ static inline int run_suite(const char *name, const TTest *const *tests, size_t 
     int nf = srunner_ntests_failed(sr);
     srunner_free(sr);
     return nf ? 1 : 0;
+}
+
+/* passt in PATH (or $MOAT_PASST) and an IPv4 default route: what
+ * `moat device net --net user` needs to start. */
+static inline bool user_net_possible(char *why, size_t wlen)
+{
+    const char *mp = getenv("MOAT_PASST");
+    bool found = mp && access(mp, X_OK) == 0;
+    const char *path = env_or("PATH", "/usr/bin:/bin");
+    while (!found && *path) {
+        size_t n = strcspn(path, ":");
+        char f[PATH_MAX];
+        snprintf(f, sizeof f, "%.*s/passt", (int)n, path);
+        found = access(f, X_OK) == 0;
+        path += n + (path[n] == ':');
+    }
+    if (!found) {
+        snprintf(why, wlen, "passt not installed");
+        return false;
+    }
+    FILE *f = fopen("/proc/net/route", "r");
+    char line[256], ifn[64];
+    unsigned dst = 1, mask = 1;
+    bool route = false;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "%63s %x %*x %*x %*d %*d %*d %x", ifn, &dst, &mask) == 3 && dst == 0 && mask == 0)
+            route = true;
+    if (f)
+        fclose(f);
+    if (!route)
+        snprintf(why, wlen, "no IPv4 default route (passt needs one)");
+    return route;
 }
 
 #endif

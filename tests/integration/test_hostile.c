@@ -145,20 +145,6 @@ static const struct { const char *name, *outcome; } expected[] = {
 static bool is_net(size_t i) { return !strncmp(expected[i].name, "net_", 4); }
 
 /* passt in PATH: the net device's user-mode backend can start. */
-static bool have_passt(void)
-{
-    const char *path = env_or("PATH", "/usr/bin:/bin");
-    char dirbuf[4096];
-    snprintf(dirbuf, sizeof dirbuf, "%s", path);
-    for (char *save = NULL, *d = strtok_r(dirbuf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-        char p[4200];
-        snprintf(p, sizeof p, "%s/passt", d);
-        if (access(p, X_OK) == 0)
-            return true;
-    }
-    return false;
-}
-
 static char dir[128];
 
 static const char *tpath(const char *name)
@@ -328,9 +314,10 @@ START_TEST(attacks)
 
     /* virtio-net through passt, every frame but the metadata service's
      * denied by the policy: nothing leaves the host. */
-    bool net = have_passt();
+    char why[128];
+    bool net = user_net_possible(why, sizeof why);
     if (!net)
-        printf("SKIPPED: test_hostile: the virtio-net attacks (no passt in PATH for --net user)\n");
+        printf("SKIPPED: test_hostile: the virtio-net attacks (--net user cannot start here: %s)\n", why);
     int rounds = atoi(env_or("MOAT_HOSTILE_ROUNDS", "3"));
     ck_assert_msg(rounds >= 1 && rounds <= 9, "MOAT_HOSTILE_ROUNDS must be 1..9");
     char cmdline[32];

@@ -1310,38 +1310,6 @@ static bool wait_socket(const char *path)
     return false;
 }
 
-/* passt in PATH (or $MOAT_PASST) and an IPv4 default route: what
- * `moat device net --net user` needs to start. */
-static bool user_net_possible(char *why, size_t wlen)
-{
-    const char *mp = getenv("MOAT_PASST");
-    bool found = mp && access(mp, X_OK) == 0;
-    const char *path = env_or("PATH", "/usr/bin:/bin");
-    while (!found && *path) {
-        size_t n = strcspn(path, ":");
-        char f[PATH_MAX];
-        snprintf(f, sizeof f, "%.*s/passt", (int)n, path);
-        found = access(f, X_OK) == 0;
-        path += n + (path[n] == ':');
-    }
-    if (!found) {
-        snprintf(why, wlen, "passt not installed");
-        return false;
-    }
-    FILE *f = fopen("/proc/net/route", "r");
-    char line[256], ifn[64];
-    unsigned dst = 1, mask = 1;
-    bool route = false;
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "%63s %x %*x %*x %*d %*d %*d %x", ifn, &dst, &mask) == 3 && dst == 0 && mask == 0)
-            route = true;
-    if (f)
-        fclose(f);
-    if (!route)
-        snprintf(why, wlen, "no IPv4 default route (passt needs one)");
-    return route;
-}
-
 /* moat device: SIGUSR1 writes the device's state (the kind's get keys) to
  * stdout, as often as asked, and the device goes on; SIGTERM still ends it
  * with status 0. A kind with nothing to show says so. */

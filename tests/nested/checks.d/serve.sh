@@ -7,7 +7,8 @@ if [ -f tests/serve/SKIPPED ]; then
 elif [ -f build/guest/bzImage ]; then
     # L1's /init leaves lo down (on the host, --native, it is up already).
     # L1 is moat serve's alone: its default ports, and no node run to pick free ones.
-    # The network checks (passt, copied in by serve.host): passt wants an
+    # The network checks (passt, copied in by serve.host as serve-bin/passt,
+    # named by MOAT_PASST): passt wants an
     # interface with a default route (a TAP nobody holds, 10.0.2.15/24 via
     # 10.0.2.2), and e2b-test.mjs listens on 203.0.113.10 (L1's loopback:
     # a host address to passt) for the sandboxes to reach. passt's sandbox
@@ -19,12 +20,12 @@ elif [ -f build/guest/bzImage ]; then
     if [ -n "${NESTED_L1:-}" ]; then
         ip link set lo up
         export SERVE_API_PORT=3000 SERVE_ENVD_PORT=49983
-        if [ -x passt ] && /payload/ip tuntap add dev moatup0 mode tap 2>/dev/null &&
+        if [ -x serve-bin/passt ] && /payload/ip tuntap add dev moatup0 mode tap 2>/dev/null &&
             /payload/ip addr add 10.0.2.15/24 dev moatup0 && /payload/ip link set moatup0 up &&
             /payload/ip route add default via 10.0.2.2 dev moatup0 onlink &&
             /payload/ip addr add 203.0.113.10/32 dev lo; then
             [ -f /etc/resolv.conf ] || echo "nameserver 10.0.2.3" > /etc/resolv.conf
-            export SERVE_NET_TARGET=203.0.113.10:8080
+            export SERVE_NET_TARGET=203.0.113.10:8080 MOAT_PASST=/payload/serve-bin/passt
             in_root='unshare -m sh -c "mkdir -p /nr && mount -o rbind / /nr && cd /nr && mount -o move /nr / && exec chroot . sh -c \"cd /payload && PATH=/payload:\$PATH tests/serve/run.sh\""'
         else
             echo "serve: no passt or no TAP in L1: the network checks print SKIPPED"
