@@ -20,27 +20,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-pass() { echo "PASS: fc-api: $1"; }
-fail() { echo "FAIL: fc-api: $1"; fails=$((fails + 1)); }
-skip() { echo "SKIPPED: fc-api: $1"; }
-check() {   # check NAME COND-COMMAND...
-    name=$1; shift
-    if "$@"; then pass "$name"; else fail "$name"; fi
-}
-
-for tool in curl socat; do
-    if ! command -v $tool >/dev/null; then
-        echo "SKIPPED: fc-api: $tool is not installed (scripts/deps.sh installs it)"
-        exit 0
-    fi
-done
-if [ "$("$MOAT" host --kind 2>/dev/null)" = none ]; then
-    KVM=0; KVM_WHY="no usable KVM ($("$MOAT" host --reason 2>/dev/null))"
-else
-    KVM=1
-fi
-[ -n "${MOAT_REQUIRE_KVM:-}" ] && [ "${MOAT_REQUIRE_KVM}" != 0 ] && [ "$KVM" = 0 ] &&
-    { fail "KVM required (MOAT_REQUIRE_KVM) but $KVM_WHY"; exit 1; }
+SUITE=fc-api
+. "$(dirname "$0")/checks.sh"
+need_tools curl socat
+probe_kvm
 
 # ---- helpers ----
 SOCK=""

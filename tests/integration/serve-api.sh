@@ -32,27 +32,10 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-pass() { echo "PASS: serve-api: $1"; }
-fail() { echo "FAIL: serve-api: $1"; fails=$((fails + 1)); }
-skip() { echo "SKIPPED: serve-api: $1"; }
-check() {   # check NAME COND-COMMAND...
-    name=$1; shift
-    if "$@"; then pass "$name"; else fail "$name"; fi
-}
-
-for tool in curl python3; do
-    if ! command -v $tool >/dev/null; then
-        echo "SKIPPED: serve-api: $tool is not installed (scripts/deps.sh installs it)"
-        exit 0
-    fi
-done
-if [ "$("$MOAT" host --kind 2>/dev/null)" = none ]; then
-    KVM=0; KVM_WHY="no usable KVM ($("$MOAT" host --reason 2>/dev/null))"
-else
-    KVM=1
-fi
-[ -n "${MOAT_REQUIRE_KVM:-}" ] && [ "${MOAT_REQUIRE_KVM}" != 0 ] && [ "$KVM" = 0 ] &&
-    { fail "KVM required (MOAT_REQUIRE_KVM) but $KVM_WHY"; exit 1; }
+SUITE=serve-api
+. "$(dirname "$0")/checks.sh"
+need_tools curl python3
+probe_kvm
 
 # Ports: two free ones in a range other tests do not use.
 PORT=$((20000 + $$ % 20000))
