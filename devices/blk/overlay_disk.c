@@ -14,6 +14,7 @@
 #include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define IOV_MAX_SLICE 1024
@@ -295,11 +296,23 @@ int ovl_create(const char *base, const char *overlay, unsigned flags, enum ovl_k
     return r;
 }
 
+int disk_lock(int fd, bool excl)
+{
+    const struct timespec step = { 0, 5 * 1000 * 1000 };
+    for (int waited = 0;; waited += 5) {
+        if (flock(fd, (excl ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
+            return 0;
+        if (errno != EWOULDBLOCK || waited >= DISK_LOCK_WAIT_MS)
+            return -errno;
+        nanosleep(&step, NULL);
+    }
+}
+
 static int lock_fd(int fd, bool excl, const char *what, const char *path, char *why, size_t wlen)
 {
-    if (flock(fd, (excl ? LOCK_EX : LOCK_SH) | LOCK_NB) == 0)
+    int e = -disk_lock(fd, excl);
+    if (e == 0)
         return 0;
-    int e = errno;
     snprintf(why, wlen, "%s %s: %s", what, path,
              e == EWOULDBLOCK ? "in use by another process (locked)" : strerror(e));
     return -e;

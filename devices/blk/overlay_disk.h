@@ -34,6 +34,14 @@ enum ovl_kind { OVL_KIND_MOAT = 1, OVL_KIND_RAW = 2 };
 #define OVL_OPEN_CREATE        (1u << 2)   /* create the overlay if missing (needs base) */
 #define OVL_OPEN_NO_REFLINK    (1u << 3)   /* with CREATE: never reflink */
 
+/* flock(fd, LOCK_EX or LOCK_SH) without blocking for long: a lock held
+ * only by a process that has already died (its io_uring still finishing,
+ * which keeps the file open for some milliseconds after a SIGKILL) is
+ * waited for, up to DISK_LOCK_WAIT_MS; a live holder still gets
+ * -EWOULDBLOCK after that. 0 or -errno. */
+#define DISK_LOCK_WAIT_MS 2000
+int disk_lock(int fd, bool excl);
+
 /* Size and identity of an open base image (regular file or block device). */
 int ovl_base_identify(int fd, struct ovl_base_id *id);
 

@@ -254,10 +254,9 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
         free(b);
         return r;
     }
-    if (flock(b->fd, (o->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-        r = -errno;
+    if ((r = disk_lock(b->fd, !o->read_only)) < 0) {
         snprintf(why, wlen, "drive %s: %s", o->path,
-                 errno == EWOULDBLOCK ? "in use by another process (locked)" : strerror(errno));
+                 r == -EWOULDBLOCK ? "in use by another process (locked)" : strerror(-r));
         goto fail;
     }
     if (o->direct && (r = open_direct(b, o, why, wlen)) < 0)
@@ -851,10 +850,9 @@ int virtio_blk_swap(struct virtio_blk *b, const char *path, char *why, size_t wl
     if (same) {
         close(nfd);
         nfd = -1;
-    } else if (flock(nfd, (b->read_only ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-        r = -errno;
-        snprintf(why, wlen, "%s: %s", path, errno == EWOULDBLOCK ? "in use by another process (locked)"
-                                                                 : strerror(errno));
+    } else if ((r = disk_lock(nfd, !b->read_only)) < 0) {
+        snprintf(why, wlen, "%s: %s", path, r == -EWOULDBLOCK ? "in use by another process (locked)"
+                                                              : strerror(-r));
         close(nfd);
         return r;
     }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "devices/blk/overlay.h"
@@ -459,6 +460,52 @@ START_TEST(io_locks_and_bad_files)
 }
 END_TEST
 
+START_TEST(io_disk_lock_waits_then_refuses)
+{
+    /* A holder that goes away within the wait: the lock is taken. */
+    char path[] = "/tmp/moat-disklock-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    int holder = open(path, O_RDWR);
+    ck_assert_int_ge(holder, 0);
+    ck_assert_int_eq(disk_lock(holder, true), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        usleep(200 * 1000);
+        _exit(close(holder) == 0 ? 0 : 1);
+    }
+    close(holder);          /* the child's copy keeps the lock for 200 ms */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(disk_lock(fd, true), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    ck_assert(waited >= 0.1 && waited < DISK_LOCK_WAIT_MS / 1000.0);
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* A holder that stays: refused after the wait; a shared lock too. */
+    int other = open(path, O_RDONLY);
+    ck_assert_int_ge(other, 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(disk_lock(other, false), -EWOULDBLOCK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    waited = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+    ck_assert(waited >= DISK_LOCK_WAIT_MS / 1000.0);
+    /* Shared with shared is no conflict. */
+    close(fd);
+    fd = open(path, O_RDONLY);
+    ck_assert_int_eq(disk_lock(fd, false), 0);
+    ck_assert_int_eq(disk_lock(other, false), 0);
+    /* Not a lockable descriptor: the error at once. */
+    ck_assert_int_eq(disk_lock(-1, true), -EBADF);
+    close(fd);
+    close(other);
+    unlink(path);
+}
+END_TEST
+
 START_TEST(io_open_creates)
 {
     mkfiles(8 * 4096);
@@ -615,6 +662,7 @@ static Suite *suite(void)
     tcase_add_test(io, io_zero_and_sparse);
     tcase_add_test(io, io_changed_base_refused);
     tcase_add_test(io, io_locks_and_bad_files);
+    tcase_add_test(io, io_disk_lock_waits_then_refuses);
     tcase_add_test(io, io_open_creates);
     tcase_add_test(io, io_crash_keeps_flushed);
     tcase_add_test(io, io_clone);
