@@ -262,7 +262,7 @@ test-vhost: $(B)/moat guest
 # The KVM suites and the Linux user-space checks inside a Linux that QEMU
 # emulates with SVM (TCG), on hosts the probe calls pvm or none
 # (tests/nested/README.md); on hardware KVM the same checks run directly.
-test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_hostile serve-deps
+test-nested: all examples test-guests guest $(B)/tests/test_integration $(B)/tests/test_load $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_hostile serve-deps
 	@if [ "$$(scripts/host-kind.sh)" = kvm ] && [ -z "$(MOAT_FORCE_NESTED)" ]; then \
 	    echo "nested: hardware KVM here: the same checks run directly on it"; \
 	    tests/nested/test-moat.sh --native; \
