@@ -553,13 +553,16 @@ void vm_free(struct moat_vm *vm)
     free(vm);
 }
 
-/* A VM with no KVM objects yet. */
-struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int console_out,
-                                uint32_t flags, int kick_signal)
+/* A VM with no KVM objects yet, in *out; 0, or -errno with err saying why
+ * (a thread the seccomp runner could not start, say under a pids limit, is
+ * not "out of memory"). */
+int vm_alloc(struct moat_vm **out, unsigned ncpus, uint64_t ram_size, int console_in,
+             int console_out, uint32_t flags, int kick_signal, struct moat_error *err)
 {
+    *out = NULL;
     struct moat_vm *vm = calloc(1, sizeof(*vm));
     if (!vm)
-        return NULL;
+        return seterr(err, 0, -ENOMEM, "out of memory");
     vm->vm_fd = vm->stop_efd = vm->exit_efd = -1;
     vm->fixup_fd = -1;
     vm->uffd = vm->uffd_sock = -1;
@@ -569,9 +572,10 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
     vm->ram_size = ram_size;
     vm->console_in = console_in;
     vm->guest_rl = LOG_LIMIT(10);
-    if (console_init(&vm->con, console_out, 0, 0) < 0) {
+    int cr = console_init(&vm->con, console_out, 0, 0);
+    if (cr < 0) {
         free(vm);
-        return NULL;
+        return seterr(err, 0, cr, "console: %s", strerror(-cr));
     }
     vm->flags = flags;
     vm->kick_signal = kick_signal ? kick_signal : DEFAULT_KICK_SIGNAL;
@@ -581,14 +585,14 @@ struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int 
     cond_init_mono(&vm->cond);
     int r = sc_runner_start(&vm->runner, (enum sc_mode)vm->seccomp);
     if (r < 0) {
-        log_err("seccomp: starting the runner thread: %s", strerror(-r));
         pthread_mutex_destroy(&vm->lock);
         pthread_cond_destroy(&vm->cond);
         console_destroy(&vm->con);
         free(vm);
-        return NULL;
+        return seterr(err, 0, r, "seccomp: starting the runner thread: %s", strerror(-r));
     }
-    return vm;
+    *out = vm;
+    return 0;
 }
 
 /* /dev/kvm, the VM, guest RAM (anonymous, or the memory file mapped
@@ -671,10 +675,11 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
     if (dr < 0)
         return dr;
 
-    struct moat_vm *vm = vm_alloc(cfg.cpus, (uint64_t)cfg.mem_mib << 20, cfg.console_in,
-                                  cfg.console_out, cfg.flags, cfg.kick_signal);
-    if (!vm)
-        return seterr(err, 0, -ENOMEM, "out of memory");
+    struct moat_vm *vm;
+    int ar = vm_alloc(&vm, cfg.cpus, (uint64_t)cfg.mem_mib << 20, cfg.console_in,
+                      cfg.console_out, cfg.flags, cfg.kick_signal, err);
+    if (ar < 0)
+        return ar;
     vm->con.limit = cfg.console_limit;
 
     struct file_buf kernel = { 0 }, initrd = { 0 };

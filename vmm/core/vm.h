@@ -145,8 +145,8 @@ void vcpu_destroy(struct vcpu *v);
 
 
 /* Creation stages shared by moat_create and moat_restore (vmm/core/vm.c). */
-struct moat_vm *vm_alloc(unsigned ncpus, uint64_t ram_size, int console_in, int console_out,
-                         uint32_t flags, int kick_signal);
+int vm_alloc(struct moat_vm **out, unsigned ncpus, uint64_t ram_size, int console_in,
+             int console_out, uint32_t flags, int kick_signal, struct moat_error *err);
 int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err);
 int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err);
 void vm_free(struct moat_vm *vm);

@@ -716,11 +716,10 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
                    base_mem, (long long)st.st_size, (unsigned long long)meta.mem_size);
         goto out;
     }
-    vm = vm_alloc(meta.ncpus, meta.mem_size, rc.console_in, rc.console_out, rc.flags, rc.kick_signal);
-    if (!vm) {
-        r = seterr(err, 0, -ENOMEM, "out of memory");
+    r = vm_alloc(&vm, meta.ncpus, meta.mem_size, rc.console_in, rc.console_out, rc.flags,
+                 rc.kick_signal, err);
+    if (r < 0)
         goto out;
-    }
     vm->con.limit = rc.console_limit;
     vm->boot.kind = (enum boot_kind)meta.boot_kind;
     vm->pvm_compat = (meta.flags & SNAP_META_PVM) && !(rc.flags & MOAT_F_NO_PVM_COMPAT);
