@@ -6,8 +6,10 @@
 # pid, ipc and uts namespaces (and the given net namespace), its root is the
 # jail directory, a host file not exposed (/etc/passwd) is absent there, the
 # kernel is mounted read-only, /dev/kvm is a node owned by the jail's uid,
-# the rlimits, the cgroup limits (cgroup v2 hosts; a stand-in tree
-# otherwise, which checks what is written, not the kernel's enforcement),
+# the rlimits, the cgroup limits (cgroup v2 hosts, where the per-VM cgroup
+# is also checked to be removed after exit; a stand-in tree otherwise,
+# which checks what is written, not the kernel's enforcement: that is
+# tests/nested/jail-cgroup.sh), moat jail itself keeping the host's root,
 # and that the guest's exit status comes back. Then the errors: not root,
 # a missing path, a bad cgroup key, uid 0, a relative path.
 # Needs root and a usable /dev/kvm (the host probe; SKIPPED otherwise); env MOAT_BIN, MOAT_GUESTS
@@ -163,6 +165,9 @@ else
     else
         check "joined the per-VM cgroup (cgroup.procs written)" '[ "$(cat $CGROOT/moat/in/cgroup.procs)" = 0 ]'
     fi
+    check "moat jail itself (outside) keeps the host's root and mount namespace" \
+          '[ "$(stat -c %d:%i /proc/$JPID/root/)" = "$(stat -c %d:%i /)" ] &&
+           [ "$(readlink /proc/$JPID/ns/mnt)" = "$(readlink /proc/self/ns/mnt)" ]'
     check "the environment is empty but MOAT_FORCE_PVM" \
           "[ \"\$(tr '\\0' '\\n' < /proc/$P/environ | cut -d= -f1)\" = MOAT_FORCE_PVM ]"
     check "the caller's open fd 9 was not passed on" \
@@ -170,6 +175,9 @@ else
 fi
 wait $JPID; rc=$?; JPID=""
 check "the timeout's status comes back (124: $rc)" '[ $rc = 124 ]'
+if [ -z "$CGFAKE" ]; then
+    check "the per-VM cgroup is removed after exit" '[ ! -e $CGROOT/moat/in ]'
+fi
 # SIGTERM to moat jail ends the jailed moat (pid 1 of its namespace would
 # drop it): status 143, and no jailed process is left.
 start_jailed --id term --uid $UID_J --gid $GID_J --chroot-base "$BASE" -- moat run \

@@ -247,6 +247,14 @@ static void child(struct jail *j, int argc, char **argv)
             return;
         }
     }
+    /* A mount namespace of the child's own: pivot_root below moves the
+     * root of every process in the namespace that shares the old root, so
+     * a namespace shared with the waiting parent would put the parent in
+     * the jail too (and its removal of the cgroup would miss). */
+    if (unshare(CLONE_NEWNS) < 0) {
+        jerr("unshare(CLONE_NEWNS): %s", strerror(errno));
+        return;
+    }
     /* Mounts made from here on stay in this namespace: nothing propagates
      * back to the host. */
     if (mount(NULL, "/", NULL, MS_SLAVE | MS_REC, NULL) < 0) {
@@ -510,9 +518,10 @@ int cmd_jail(int argc, char **argv)
         }
         close(fd);
     }
-    /* 6. New mount, ipc, uts and pid namespaces; the pid namespace takes
-     *    effect for the child, which becomes its pid 1. */
-    if (unshare(CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID) < 0) {
+    /* 6. New ipc, uts and pid namespaces; the pid namespace takes effect
+     *    for the child, which becomes its pid 1. The child makes its own
+     *    mount namespace: the parent keeps the host's root and mounts. */
+    if (unshare(CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID) < 0) {
         jerr("unshare: %s", strerror(errno));
         return EXIT_VMM_ERROR;
     }
@@ -557,8 +566,10 @@ int cmd_jail(int argc, char **argv)
             kill(pid, SIGKILL);
         }
     }
-    if (j.cgdir[0])
-        rmdir(j.cgdir);
+    /* The per-VM cgroup: empty now that the jailed moat is reaped. A
+     * failure is reported (it does not change the status). */
+    if (j.cgdir[0] && rmdir(j.cgdir) < 0 && errno != ENOENT)
+        jerr("removing cgroup %s: %s", j.cgdir, strerror(errno));
     if (WIFEXITED(st))
         return WEXITSTATUS(st);
     return 128 + (killed_by && WTERMSIG(st) == SIGKILL ? killed_by : WTERMSIG(st));
