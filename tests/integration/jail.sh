@@ -9,7 +9,14 @@
 # the rlimits, the cgroup limits (cgroup v2 hosts; a stand-in tree
 # otherwise, which checks what is written, not the kernel's enforcement),
 # and that the guest's exit status comes back. Then the errors: not root,
-# a missing path, a bad cgroup key, uid 0, a relative path.
+# a missing path, a bad cgroup key, uid 0, a relative path. Then a named
+# sandbox made with moat create --jail (the counter guest): its VM process
+# jailed as above, its directory root's, group-writable, sticky; its control
+# socket answers from outside (pause, resume, ls); stop writes its snapshot
+# and start restores it jailed again with the guest's count going on; fork
+# and snapshot --tag refused; rm removes its directory, its jail directory
+# and its cgroup; and create --jail's refusals (--jail-* without --jail,
+# uid 0, a relative kernel, a bad cgroup key, not root).
 # Needs root and a usable /dev/kvm (the host probe; SKIPPED otherwise); env MOAT_BIN, MOAT_GUESTS
 # (default build/moat, build/guests). One PASS/FAIL line per check.
 set -u
@@ -42,6 +49,7 @@ NS=moatjail$$
 CGFAKE=""
 cleanup() {
     [ -n "${JPID:-}" ] && kill "$JPID" 2>/dev/null
+    [ -d "$BASE/home/sj" ] && MOAT_HOME="$BASE/home" "$BIN" rm -f sj >/dev/null 2>&1
     ip netns del "$NS" 2>/dev/null
     rm -rf "$BASE" 2>/dev/null
     [ -n "$CGFAKE" ] && rm -rf "$CGFAKE"
@@ -89,6 +97,26 @@ out=$("$BIN" jail --id e7 --uid $UID_J --gid $GID_J --chroot-base "$BASE/ww" -- 
       --kernel "$GUESTS/exitcode.elf" 2>&1); rc=$?
 check "a jail directory others can write: exit 125 ($rc: $out)" \
       '[ $rc = 125 ] && [[ "$out" == *"writable by root only"* ]]'
+
+# --- moat create --jail's refusals: nothing is made ---
+export MOAT_HOME="$BASE/home"
+mkdir -m 755 "$MOAT_HOME"
+out=$("$BIN" create r1 --jail-uid 5 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create: --jail-uid without --jail: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"need --jail"* ]]'
+out=$("$BIN" create r1 --jail --jail-uid 0 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create: --jail-uid 0: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"must not be 0"* ]]'
+out=$("$BIN" create r1 --jail --jail-gid=0 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create: --jail-gid=0: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"must not be 0"* ]]'
+out=$("$BIN" create r1 --jail --kernel build/guests/counter.elf 2>&1); rc=$?
+check "create --jail: a relative kernel: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *absolute* ]]'
+out=$("$BIN" create r1 --jail --jail-cgroup pids.maxx=5 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create --jail: a bad cgroup key: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"unknown key"* ]]'
+out=$("$BIN" create r1 --jail --jail-chroot-base rel --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create --jail: a relative chroot base: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *absolute* ]]'
+out=$(setpriv --reuid $UID_J --regid $GID_J --clear-groups env MOAT_HOME="$BASE/nh" "$BIN" create r1 --jail \
+      --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create --jail not root: exit 125 ($rc: $out)" '[ $rc = 125 ] && [[ "$out" == *"needs root"* ]]'
+check "the refused creates made nothing" '[ -z "$(ls -A "$MOAT_HOME")" ] && [ ! -e "$BASE/nh" ]'
 
 if [ ! -c /dev/kvm ] || [ "$("$BIN" host --kind 2>/dev/null)" = none ]; then
     echo "SKIPPED: jail: no usable /dev/kvm ($("$BIN" host --reason 2>/dev/null)): the jailed guests do not run here"
@@ -178,5 +206,93 @@ kill -TERM $JPID
 wait $JPID; rc=$?; JPID=""
 check "SIGTERM: status 143 ($rc)" '[ $rc = 143 ]'
 check "SIGTERM: the jailed moat is gone" '[ -n "$P" ] && [ ! -e /proc/$P ]'
+
+# --- a named sandbox, jailed (moat create --jail) ---
+SB="$MOAT_HOME/sj"
+# vm_of: the jailed moat of the sandbox (the child of moat jail, whose pid
+# is in the pid file) once it runs as the jail's uid, into P.
+vm_of() {
+    P=""
+    local jp; jp=$(cat "$SB/pid" 2>/dev/null)
+    for _ in $(seq 50); do
+        P=$(awk '{print $1}' /proc/$jp/task/$jp/children 2>/dev/null)
+        [ -n "$P" ] && grep -q "^Uid:.*$UID_J" /proc/$P/status 2>/dev/null && return
+        sleep 0.1
+    done
+    P=""
+}
+# last_tick: the counter guest's last "tick N" in the sandbox's console.log.
+last_tick() { grep -a '^tick ' "$SB/console.log" 2>/dev/null | tail -1 | cut -d' ' -f2; }
+wait_tick() {   # wait_tick N: until a tick above N is there (10 s at most)
+    for _ in $(seq 100); do
+        t=$(last_tick); [ -n "$t" ] && [ "$t" -gt "$1" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+CGOPT=()
+[ -z "$CGFAKE" ] && CGOPT=(--jail-cgroup pids.max=64)
+[ -n "$CGFAKE" ] && echo "SKIPPED: jail: sandbox --jail-cgroup: no cgroup v2 (the stand-in tree needs the jail id ahead)"
+out=$("$BIN" create sj --jail --jail-uid $UID_J --jail-gid $GID_J --jail-chroot-base "$BASE" "${CGOPT[@]}" \
+      --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" --cmdline spin=20000 2>&1); rc=$?
+check "create --jail: exit 0, its name ($rc: $out)" '[ $rc = 0 ] && [ "$out" = sj ]'
+JID=$(sed -n 's/^jail\.id=//p' "$SB/config" 2>/dev/null)
+check "its config records the jail (id '$JID')" \
+      "[ -n '$JID' ] && grep -qx jail=1 '$SB/config' && grep -qx jail.uid=$UID_J '$SB/config'"
+check "moat ls: running, jailed" "'$BIN' ls | grep -Eq '^sj +running .*uid=$UID_J,gid=$GID_J\$'"
+check "its directory: root's, its jail's group, sticky, no access for others" \
+      '[ "$(stat -c %u:%g:%a "$SB")" = "0:$GID_J:1770" ] && [ "$(stat -c %u:%a "$SB/config")" = 0:600 ]'
+vm_of
+if [ -z "$P" ]; then
+    bad "the sandbox's jailed moat did not start ($(cat "$SB/moat.log" 2>/dev/null))"
+else
+    st=/proc/$P/status
+    check "sandbox: Uid and Gid are $UID_J and $GID_J" \
+          "grep -Eq '^Uid:\s+$UID_J\s+$UID_J\s+$UID_J\s+$UID_J\$' $st && grep -Eq '^Gid:\s+$GID_J\s+$GID_J\s+$GID_J\s+$GID_J\$' $st"
+    check "sandbox: every capability set zero, no_new_privs, a seccomp filter" \
+          "! grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' $st | grep -qv '0000000000000000' && grep -Eq '^NoNewPrivs:\s+1\$' $st && grep -Eq '^Seccomp:\s+2\$' $st"
+    check "sandbox: its root is its jail directory" \
+          '[ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i $BASE/moat/$JID/root)" ]'
+    check "sandbox: its own mount and pid namespaces" \
+          '[ "$(readlink /proc/$P/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$P/ns/pid)" != "$(readlink /proc/self/ns/pid)" ]'
+    check "sandbox: its directory is there at the same path, /etc/passwd is not" \
+          '[ -S /proc/$P/root$SB/ctl.sock ] && [ ! -e /proc/$P/root/etc/passwd ]'
+    if [ -z "$CGFAKE" ]; then
+        check "sandbox: in its cgroup, pids.max 64" \
+              "grep -q '^0::/moat/$JID\$' /proc/$P/cgroup && [ \"\$(cat /sys/fs/cgroup/moat/$JID/pids.max)\" = 64 ]"
+    fi
+fi
+check "its control socket answers from outside: pause" "'$BIN' pause sj && '$BIN' ls | grep -Eq '^sj +paused'"
+check "resume" "'$BIN' resume sj && '$BIN' ls | grep -Eq '^sj +running'"
+wait_tick 2; T1=$(last_tick)
+check "the guest counts (tick ${T1:-none})" '[ -n "$T1" ] && [ "$T1" -gt 2 ]'
+out=$("$BIN" fork sj --name sjf 2>&1); rc=$?
+check "fork of a jailed sandbox refused ($rc: $out)" '[ $rc = 1 ] && [[ "$out" == *"runs jailed"* ]] && [ ! -e "$MOAT_HOME/sjf" ]'
+out=$("$BIN" snapshot sj --tag t1 2>&1); rc=$?
+check "snapshot --tag of a jailed sandbox refused ($rc: $out)" '[ $rc = 1 ] && [[ "$out" == *"runs jailed"* ]]'
+OLDP=$P
+out=$("$BIN" stop sj 2>&1); rc=$?
+T2=$(last_tick)
+check "stop: exit 0 ($rc: $out)" '[ $rc = 0 ]'
+check "stop: the snapshot is in the sandbox directory, written by the jail's uid" \
+      '[ -f "$SB/snap/state" ] && [ -f "$SB/snap/memory" ] && [ "$(stat -c %u "$SB/snap/state")" = $UID_J ]'
+check "stop: its jailed moat is gone" '[ -n "$OLDP" ] && [ ! -e /proc/$OLDP ] && [ ! -e "$SB/pid" ]'
+check "moat ls: stopped, jailed" "'$BIN' ls | grep -Eq '^sj +stopped .*uid=$UID_J'"
+out=$("$BIN" start --wait 0 sj 2>&1); rc=$?
+check "start: exit 0 ($rc: $out)" '[ $rc = 0 ]'
+vm_of
+check "start: the restored moat is jailed again (uid, root)" \
+      '[ -n "$P" ] && [ "$P" != "$OLDP" ] && grep -Eq "^Uid:\s+$UID_J\s" /proc/$P/status && [ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i $BASE/moat/$JID/root)" ]'
+check "start: restored from the snapshot (moat restore)" "[ -n '$P' ] && tr '\\0' '\\n' < /proc/$P/cmdline | grep -qx restore"
+wait_tick "${T2:-0}"
+check "start: the guest goes on where it stopped (ticks 0..$(last_tick) consecutive, across tick ${T2:-none})" \
+      "[ -n '$T2' ] && [ \"\$(last_tick)\" -gt '$T2' ] && grep -a '^tick ' '$SB/console.log' | awk '{ if (\$2 != NR - 1) exit 1 }'"
+check "moat ls: running again" "'$BIN' ls | grep -Eq '^sj +running .*uid=$UID_J'"
+out=$("$BIN" rm sj 2>&1); rc=$?
+check "rm: exit 0 ($rc: $out)" '[ $rc = 0 ]'
+check "rm: the sandbox directory is gone" '[ ! -e "$SB" ]'
+check "rm: its jail directory is gone" '[ -n "$JID" ] && [ ! -e "$BASE/moat/$JID" ]'
+check "rm: its jailed moat is gone" '[ -n "$P" ] && [ ! -e /proc/$P ]'
+[ -z "$CGFAKE" ] && check "rm: its cgroup is gone" '[ ! -e /sys/fs/cgroup/moat/$JID ]'
 echo "jail: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
 [ $fail = 0 ]

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,12 +28,15 @@
 #include "vmm/agent/agent_client.h"
 #include "vmm/cli/cli.h"
 #include "vmm/cli/ctl_proto.h"
+#include "vmm/cli/jail_spec.h"
 
 #define NAME_MAX_LEN 63
 #define DEFAULT_WAIT 120.0
+#define JAIL_DEFAULT_ID 65534           /* --jail-uid/--jail-gid: nobody, nogroup */
+#define SBX_JAIL_CG_MAX 16
 
 static const char usage_sandbox[] =
-    "usage: moat create NAME [--ephemeral] [--wait SEC] [--timings] [run options...] [-- CMD ARGS...]\n"
+    "usage: moat create NAME [--ephemeral] [--wait SEC] [--timings] [jail options] [run options...] [-- CMD ARGS...]\n"
     "       moat ls\n"
     "       moat rm [-f] NAME...\n"
     "       moat pause NAME | moat resume NAME\n"
@@ -55,7 +59,17 @@ static const char usage_sandbox[] =
     "--vsock, --control and --console-log, which moat sets. A --device TYPE,OPTIONS\n"
     "is taken as given (its paths as they are: give absolute ones) and comes back\n"
     "from the sandbox's snapshots on start, reset and fork. --timings: the\n"
-    "command's phases as one JSON object on stderr. See docs/sandboxes.md.\n";
+    "command's phases as one JSON object on stderr. See docs/sandboxes.md.\n"
+    "\n"
+    "Jail options (root only; every start of the sandbox's VM runs it under\n"
+    "moat jail: docs/security.md, \"Jail\"):\n"
+    "  --jail                  run the sandbox jailed\n"
+    "  --jail-uid U, --jail-gid G  who it runs as (not 0; default 65534)\n"
+    "  --jail-chroot-base DIR  where its jail lives (default /srv/jail)\n"
+    "  --jail-netns PATH       the network namespace it joins\n"
+    "  --jail-tun              /dev/net/tun in the jail (a TAP it may open)\n"
+    "  --jail-cgroup KEY=VALUE a cgroup v2 limit (repeatable; moat jail --cgroup)\n"
+    "  --jail-cgroup-root DIR  the cgroup v2 mount (default /sys/fs/cgroup)\n";
 
 struct sbx {
     char name[NAME_MAX_LEN + 1];
@@ -70,6 +84,16 @@ struct sbx {
     /* net.tap= of the config: a fork's own TAP (moat fork --tap), given to
      * every restore as --net tap=NAME; "" none */
     char tap[16];
+    /* jail.* of the config: the sandbox runs under moat jail (moat create
+     * --jail): every start of its VM process goes through it. */
+    struct sbx_jail {
+        int on, tun;
+        char id[JAIL_ID_MAX + 1];
+        unsigned uid, gid;
+        char base[PATH_MAX], netns[PATH_MAX], cgroot[PATH_MAX];
+        char cg[SBX_JAIL_CG_MAX][JAIL_CG_VAL_MAX + 32];     /* KEY=VALUE */
+        int ncg;
+    } jail;
 };
 
 enum sbx_state { ST_RUNNING, ST_PAUSED, ST_STOPPED, ST_DEAD, ST_HUNG };
@@ -236,6 +260,35 @@ static char *spec_with_overlay(const char *spec, const char *ovl)
     return out;
 }
 
+/* One jail line of a sandbox's config (without its newline). */
+static void jail_config_line(struct sbx_jail *j, const char *l)
+{
+    const char *v = strchr(l, '=');
+    if (!v)
+        return;
+    size_t kl = (size_t)(v++ - l);
+#define KEY(k) (kl == strlen(k) && !strncmp(l, k, kl))
+    if (KEY("jail"))
+        j->on = !strcmp(v, "1");
+    else if (KEY("jail.id") && strlen(v) < sizeof j->id)
+        snprintf(j->id, sizeof j->id, "%s", v);
+    else if (KEY("jail.uid"))
+        j->uid = (unsigned)strtoul(v, NULL, 10);
+    else if (KEY("jail.gid"))
+        j->gid = (unsigned)strtoul(v, NULL, 10);
+    else if (KEY("jail.tun"))
+        j->tun = !strcmp(v, "1");
+    else if (KEY("jail.chroot_base") && strlen(v) < sizeof j->base)
+        snprintf(j->base, sizeof j->base, "%s", v);
+    else if (KEY("jail.netns") && strlen(v) < sizeof j->netns)
+        snprintf(j->netns, sizeof j->netns, "%s", v);
+    else if (KEY("jail.cgroup_root") && strlen(v) < sizeof j->cgroot)
+        snprintf(j->cgroot, sizeof j->cgroot, "%s", v);
+    else if (KEY("jail.cgroup") && j->ncg < SBX_JAIL_CG_MAX && strlen(v) < sizeof j->cg[0])
+        snprintf(j->cg[j->ncg++], sizeof j->cg[0], "%s", v);
+#undef KEY
+}
+
 static void read_config(struct sbx *s)
 {
     char p[PATH_MAX], line[512];
@@ -252,6 +305,11 @@ static void read_config(struct sbx *s)
             s->drive[s->ndrive] = strdup(big + off);
             if (s->drive[s->ndrive])
                 s->ndrive++;
+            continue;
+        }
+        if (!strncmp(big, "jail", 4)) {
+            big[strcspn(big, "\n")] = 0;
+            jail_config_line(&s->jail, big);
             continue;
         }
         snprintf(line, sizeof line, "%s", big);
@@ -313,11 +371,41 @@ static int rm_rf(const char *path)
     return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
 }
 
+/* What moat jail leaves of a jailed sandbox once its process is gone:
+ * CHROOT_BASE/moat/ID (the jail's root, its mount points; the mounts were
+ * in the jail's own namespace and went with it; no mount is crossed) and
+ * its cgroup CGROOT/moat/ID (removed by moat jail when it exits, not when
+ * it was killed). 0, or -1 after saying why. */
+static int jail_cleanup(const struct sbx *s)
+{
+    const struct sbx_jail *j = &s->jail;
+    if (!j->on || jail_check_id(j->id) < 0 || !j->base[0])
+        return 0;
+    char p[PATH_MAX + 128];
+    int rc = 0;
+    snprintf(p, sizeof p, "%s/moat/%s", j->base, j->id);
+    if (access(p, F_OK) == 0 && nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0) {
+        fprintf(stderr, "moat: removing the jail directory %s: %s\n", p, strerror(errno));
+        rc = -1;
+    }
+    if (j->ncg) {
+        snprintf(p, sizeof p, "%s/moat/%s", j->cgroot[0] ? j->cgroot : "/sys/fs/cgroup", j->id);
+        if (rmdir(p) < 0 && errno != ENOENT) {
+            fprintf(stderr, "moat: removing the jail's cgroup %s: %s\n", p, strerror(errno));
+            rc = -1;
+        }
+    }
+    return rc;
+}
+
 static int write_file(const char *path, const char *text)
 {
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* A new file, never one found there (a jailed sandbox's directory is
+     * writable by its jail's group: no link another put there is followed). */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
     size_t len = strlen(text);
@@ -477,7 +565,8 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
     sp(s, "console.log", conslog, sizeof conslog);
     sp(s, "moat.log", log, sizeof log);
     size_t n = 0;
-    char **av = calloc((size_t)nextra + 14, sizeof *av);
+    char **av = calloc((size_t)nextra + 14 + 24 + 2 * SBX_JAIL_CG_MAX, sizeof *av);
+    char juid[16], jgid[16];
     int pp[2];
     if (!av)
         return -1;
@@ -487,6 +576,42 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
         return -1;
     }
     av[n++] = "moat";
+    if (s->jail.on) {
+        /* moat jail --id ID ... --expose DIR -- moat VERB ...: the
+         * sandbox's directory (its sockets, snapshots, disks) at the same
+         * path inside; its kernel, initrd and drives exposed by moat jail
+         * from the command's own options; the ready pipe kept. */
+        const struct sbx_jail *j = &s->jail;
+        snprintf(juid, sizeof juid, "%u", j->uid);
+        snprintf(jgid, sizeof jgid, "%u", j->gid);
+        av[n++] = "jail";
+        av[n++] = "--id";
+        av[n++] = (char *)j->id;
+        av[n++] = "--uid";
+        av[n++] = juid;
+        av[n++] = "--gid";
+        av[n++] = jgid;
+        av[n++] = "--chroot-base";
+        av[n++] = (char *)j->base;
+        av[n++] = "--expose";
+        av[n++] = (char *)s->dir;
+        if (j->netns[0]) {
+            av[n++] = "--netns";
+            av[n++] = (char *)j->netns;
+        }
+        if (j->tun)
+            av[n++] = "--tun";
+        if (j->cgroot[0]) {
+            av[n++] = "--cgroup-root";
+            av[n++] = (char *)j->cgroot;
+        }
+        for (int i = 0; i < j->ncg; i++) {
+            av[n++] = "--cgroup";
+            av[n++] = (char *)j->cg[i];
+        }
+        av[n++] = "--";
+        av[n++] = "moat";
+    }
     av[n++] = (char *)verb;
     av[n++] = "--ready-fd";
     av[n++] = "3";
@@ -511,7 +636,7 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
     if (pid == 0) {
         setsid();
         int in = open("/dev/null", O_RDONLY);
-        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
         if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
             _exit(125);
         /* The pipe's write end becomes fd 3 (inherited: no close-on-exec). */
@@ -775,6 +900,18 @@ static int kill_process(const struct sbx *s, pid_t pid)
     return 0;
 }
 
+/* Commands a jailed sandbox does not take (yet): they would write its
+ * snapshots where its jail cannot (another sandbox's directory, a tag's)
+ * or give it files root made. -1 after saying so. */
+static int not_jailed(const struct sbx *s, const char *what)
+{
+    if (!s->jail.on)
+        return 0;
+    fprintf(stderr, "moat: sandbox %s runs jailed (moat create --jail): %s a jailed sandbox is not "
+                    "supported yet (docs/sandboxes.md, \"Jailed sandboxes\")\n", s->name, what);
+    return -1;
+}
+
 static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
 {
     if (st == ST_RUNNING || st == ST_PAUSED)
@@ -938,6 +1075,162 @@ static int sandbox_drive(const struct sbx *s, unsigned n, const char *spec, char
     return 0;
 }
 
+/* create's jail options (--jail, --jail-KEY V, --jail-KEY=V) into j:
+ * 1 when argv[*i] was one (*i past its value), 0 when not, -1 after a
+ * usage message. *seen counts the --jail-KEY ones. */
+static int jail_option(int argc, char **argv, int *i, struct sbx_jail *j, int *seen)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--jail")) {
+        j->on = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--jail-tun")) {
+        j->tun = 1;
+        ++*seen;
+        return 1;
+    }
+    static const char *const keys[] = { "--jail-uid", "--jail-gid", "--jail-chroot-base", "--jail-netns",
+                                        "--jail-cgroup", "--jail-cgroup-root" };
+    size_t k, kl = strcspn(a, "=");
+    for (k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        if (kl == strlen(keys[k]) && !strncmp(a, keys[k], kl))
+            break;
+    if (k == sizeof keys / sizeof keys[0])
+        return 0;
+    const char *v = a[kl] == '=' ? a + kl + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+    if (!v || !*v || strchr(v, '\n')) {
+        fprintf(stderr, "moat create: %s needs a value (one line)\n", keys[k]);
+        return -1;
+    }
+    ++*seen;
+    char why[256];
+    struct jail_cg cg;
+    switch (k) {
+    case 0:
+    case 1:
+        (k ? &j->gid : &j->uid)[0] = (unsigned)parse_uint(v, keys[k], 0xfffffffe);
+        if (!(k ? j->gid : j->uid)) {
+            fprintf(stderr, "moat create: %s must not be 0 (root in the jail defeats it)\n", keys[k]);
+            return -1;
+        }
+        return 1;
+    case 2:
+    case 3:
+    case 5: {
+        char *dst = k == 2 ? j->base : k == 3 ? j->netns : j->cgroot;
+        if (jail_check_path(v) < 0) {
+            fprintf(stderr, "moat create: %s '%s': an absolute path without '.', '..' or '//'\n", keys[k], v);
+            return -1;
+        }
+        snprintf(dst, PATH_MAX, "%s", v);
+        return 1;
+    }
+    default:
+        if (j->ncg >= SBX_JAIL_CG_MAX) {
+            fprintf(stderr, "moat create: at most %d --jail-cgroup\n", SBX_JAIL_CG_MAX);
+            return -1;
+        }
+        if (jail_parse_cgroup(v, &cg, why, sizeof why) < 0) {
+            fprintf(stderr, "moat create: --jail-cgroup: %s\n", strncmp(why, "--cgroup: ", 10) ? why : why + 10);
+            return -1;
+        }
+        snprintf(j->cg[j->ncg++], sizeof j->cg[0], "%s=%s", cg.key, cg.val);
+        return 1;
+    }
+}
+
+/* A jailed sandbox's settings checked before anything is made (a clear
+ * refusal, not a failed start), its jail id (the name's characters that
+ * an id takes, and 8 random hex digits: unique per sandbox) and chroot
+ * base (made when it is the default and missing) filled in, and its
+ * config lines appended to cfg. extra: the moat run options. 0, or an
+ * exit status after saying why. */
+static int jail_prepare(struct sbx *s, int seen, char **extra, int nextra, char *cfg, size_t clen)
+{
+    struct sbx_jail *j = &s->jail;
+    if (!j->on) {
+        if (seen)
+            fprintf(stderr, "moat create: the --jail-* options need --jail\n");
+        return seen ? EXIT_USAGE : 0;
+    }
+    if (!j->uid)
+        j->uid = JAIL_DEFAULT_ID;
+    if (!j->gid)
+        j->gid = JAIL_DEFAULT_ID;
+    if (!j->base[0])
+        snprintf(j->base, sizeof j->base, "/srv/jail");
+    /* moat jail's own refusals, now: relative or odd paths of the kernel,
+     * initrd and drives (which it exposes), before any directory exists. */
+    static struct jail_paths paths;
+    char why[512];
+    char **av = calloc((size_t)nextra + 3, sizeof *av);
+    if (!av)
+        return EXIT_VMM_ERROR;
+    av[0] = "moat";
+    av[1] = "run";
+    memcpy(av + 2, extra, (size_t)nextra * sizeof *av);
+    memset(&paths, 0, sizeof paths);
+    int r = jail_inner_paths(nextra + 2, av, &paths, why, sizeof why);
+    free(av);
+    if (r < 0) {
+        fprintf(stderr, "moat create --jail: %s\n", why);
+        return EXIT_USAGE;
+    }
+    if (geteuid() != 0) {
+        fprintf(stderr, "moat create --jail: needs root (moat jail creates namespaces, device nodes and "
+                        "mounts, then drops to --jail-uid/--jail-gid)\n");
+        return EXIT_VMM_ERROR;
+    }
+    r = cli_mkdir_p(j->base, 0755);
+    char real[PATH_MAX];
+    if (r < 0 || !realpath(j->base, real)) {
+        fprintf(stderr, "moat create --jail: --jail-chroot-base %s: %s\n", j->base, strerror(r < 0 ? -r : errno));
+        return EXIT_VMM_ERROR;
+    }
+    if (strlen(real) >= sizeof j->base) {
+        fprintf(stderr, "moat create --jail: --jail-chroot-base %s: too long\n", j->base);
+        return EXIT_VMM_ERROR;
+    }
+    snprintf(j->base, sizeof j->base, "%s", real);
+    uint32_t rnd;
+    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        fprintf(stderr, "moat create --jail: getrandom: %s\n", strerror(errno));
+        return EXIT_VMM_ERROR;
+    }
+    size_t n = 0;
+    for (const char *c = s->name; *c && n < 40; c++)
+        j->id[n++] = *c == '.' ? '_' : *c;
+    snprintf(j->id + n, sizeof j->id - n, "-%08x", rnd);
+    size_t k = (size_t)snprintf(cfg + clen, 65536 - clen,
+                                "jail=1\njail.id=%s\njail.uid=%u\njail.gid=%u\njail.tun=%d\njail.chroot_base=%s\n",
+                                j->id, j->uid, j->gid, j->tun, j->base);
+    if (k < 65536 - clen && j->netns[0])
+        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.netns=%s\n", j->netns);
+    if (k < 65536 - clen && j->cgroot[0])
+        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.cgroup_root=%s\n", j->cgroot);
+    for (int i = 0; i < j->ncg && k < 65536 - clen; i++)
+        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.cgroup=%s\n", j->cg[i]);
+    if (clen + k >= 65000) {
+        fprintf(stderr, "moat create: arguments too long\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* A jailed sandbox's directory: root's, its jail's group may create files
+ * (its sockets, snapshots, overlays, console.log), others nothing; sticky,
+ * so that the jail cannot remove or replace what root wrote there (config,
+ * pid, moat.log). */
+static int jail_dir_perms(const struct sbx *s)
+{
+    if (fchown(s->dfd, 0, s->jail.gid) < 0 || fchmod(s->dfd, S_ISVTX | 0770) < 0) {
+        fprintf(stderr, "moat: %s: %s\n", s->dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_create(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
@@ -967,6 +1260,7 @@ static int cmd_create(int argc, char **argv)
     unsigned nopt = 0;
     size_t clen = 0;
     struct phases ph = { 0 };
+    int jail_seen = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!after_dd) {
@@ -988,6 +1282,14 @@ static int cmd_create(int argc, char **argv)
                 free(extra);
                 free(config);
                 return 0;
+            } else if (!strncmp(a, "--jail", 6)) {
+                int jr = jail_option(argc, argv, &i, &s.jail, &jail_seen);
+                if (jr < 0)
+                    goto usage;
+                if (jr > 0)
+                    continue;
+                fprintf(stderr, "moat create: unknown option '%s' (see moat create --help)\n", a);
+                goto usage;
             } else {
                 int k = run_opt(a);
                 const char *on = k >= 0 ? run_opts[k].name : "";
@@ -1049,6 +1351,12 @@ static int cmd_create(int argc, char **argv)
         }
         clen += (size_t)n;
     }
+    int jr = jail_prepare(&s, jail_seen, extra, nextra, config, clen);
+    if (jr == EXIT_USAGE)
+        goto usage;
+    if (jr)
+        goto fail_noclean;
+    clen += strlen(config + clen);
     char home[PATH_MAX];
     snprintf(home, sizeof home, "%.*s", (int)(strrchr(s.dir, '/') - s.dir), s.dir);
     int r = cli_mkdir_p(home, 0700);
@@ -1065,7 +1373,7 @@ static int cmd_create(int argc, char **argv)
         goto fail_noclean;
     }
     s.dfd = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (s.dfd < 0 || sbx_lock(&s) < 0)
+    if (s.dfd < 0 || sbx_lock(&s) < 0 || (s.jail.on && jail_dir_perms(&s) < 0))
         goto fail;
     char p[PATH_MAX], *hdr = malloc(65536);
     if (!hdr)
@@ -1108,6 +1416,7 @@ static int cmd_create(int argc, char **argv)
     return 0;
 fail:
     rm_rf(s.dir);
+    jail_cleanup(&s);
     sbx_close(&s);
     rmdir(home);    /* only if empty: leave nothing behind */
 fail_noclean:
@@ -1160,14 +1469,17 @@ static int cmd_ls(int argc, char **argv)
     ssize_t n = home_names("", names, 4096);
     if (n < 0)
         return EXIT_USAGE;
-    printf("%-24s %-12s %-8s %s\n", "NAME", "STATE", "PID", "UPTIME");
+    printf("%-24s %-12s %-8s %-8s %s\n", "NAME", "STATE", "PID", "UPTIME", "JAIL");
     for (ssize_t i = 0; i < n; i++) {
-        struct sbx s;
-        char p[PATH_MAX];
+        static struct sbx s;
+        char p[PATH_MAX], jail[64] = "-";
         if (sbx_paths(&s, names[i]) < 0 || access(sp(&s, "config", p, sizeof p), F_OK) != 0) {
             free(names[i]);
             continue;       /* not a sandbox directory */
         }
+        read_config(&s);
+        if (s.jail.on)
+            snprintf(jail, sizeof jail, "uid=%u,gid=%u", s.jail.uid, s.jail.gid);
         pid_t pid;
         double up;
         enum sbx_state st = sbx_state(&s, &pid, &up);
@@ -1176,7 +1488,8 @@ static int cmd_ls(int argc, char **argv)
             snprintf(pidtxt, sizeof pidtxt, "%d", (int)pid);
         if (up >= 0)
             snprintf(uptxt, sizeof uptxt, "%.0fs", up);
-        printf("%-24s %-12s %-8s %s\n", s.name, state_names[st], pidtxt, uptxt);
+        printf("%-24s %-12s %-8s %-8s %s\n", s.name, state_names[st], pidtxt, uptxt, jail);
+        sbx_close(&s);
         free(names[i]);
     }
     return 0;
@@ -1211,6 +1524,8 @@ static int cmd_rm(int argc, char **argv)
             fprintf(stderr, "moat: removing %s: %s\n", s.dir, strerror(errno));
             rc = 1;
         }
+        if (jail_cleanup(&s) < 0)
+            rc = 1;
         sbx_close(&s);
     }
     if (!any) {
@@ -1277,7 +1592,7 @@ static int stop_locked(struct sbx *s, struct phases *ph)
     if (s->ephemeral) {
         if (pid > 0 && kill_process(s, pid) < 0)
             return -1;
-        return rm_rf(s->dir) < 0 ? -1 : 0;
+        return rm_rf(s->dir) < 0 || jail_cleanup(s) < 0 ? -1 : 0;
     }
     if (need_live(s, st, "stop") < 0)
         return -1;
@@ -1470,6 +1785,10 @@ static int cmd_snapshot(int argc, char **argv)
     struct sbx s;
     if (sbx_open(&s, name, 1) < 0)
         return 1;
+    if (not_jailed(&s, "snapshot --tag of") < 0) {
+        sbx_close(&s);
+        return 1;
+    }
     char tags[3200], tmp[PATH_MAX], final[PATH_MAX];
     sp(&s, "tags", tags, sizeof tags);
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", tags, tag);
@@ -1520,6 +1839,10 @@ static int cmd_reset(int argc, char **argv)
     struct sbx s;
     if (sbx_open(&s, name, 1) < 0)
         return 1;
+    if (not_jailed(&s, "reset of") < 0) {
+        sbx_close(&s);
+        return 1;
+    }
     char dir[3300], p[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/tags/%s", s.dir, tag);
     snprintf(p, sizeof p, "%s/state", dir);
@@ -1664,6 +1987,8 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
         goto out;
     for (unsigned long i = 0; i < count; i++)
         kids[i].dfd = -1;
+    if (not_jailed(&s, "forking") < 0)
+        goto out;
     if (s.rw_drive) {
         fprintf(stderr, "moat: sandbox %s has a writable drive without a copy-on-write overlay "
                         "(overlay=none, or made by an older moat): forks would share and corrupt it\n",
