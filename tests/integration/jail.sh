@@ -12,7 +12,8 @@
 # a missing path, a bad cgroup key, uid 0, a relative path. Then a named
 # sandbox made with moat create --jail (the counter guest): its VM process
 # jailed as above, its directory root's, group-writable, sticky; its control
-# socket answers from outside (pause, resume, ls); stop writes its snapshot
+# socket answers from outside (pause, resume, ls), a symbolic link the jail
+# could put in its place is not followed; stop writes its snapshot
 # and start restores it jailed again with the guest's count going on; fork
 # and snapshot --tag refused; rm removes its directory, its jail directory
 # and its cgroup; and create --jail's refusals (--jail-* without --jail,
@@ -264,6 +265,13 @@ else
 fi
 check "its control socket answers from outside: pause" "'$BIN' pause sj && '$BIN' ls | grep -Eq '^sj +paused'"
 check "resume" "'$BIN' resume sj && '$BIN' ls | grep -Eq '^sj +running'"
+# What the jail can do in its directory: put a symbolic link where its
+# control socket was. The commands outside do not follow it.
+mv "$SB/ctl.sock" "$SB/ctl.real" && ln -s ctl.real "$SB/ctl.sock"
+out=$("$BIN" pause sj 2>&1); rc=$?
+check "a symbolic link in place of its control socket is not followed ($rc: $out)" \
+      "[ $rc = 1 ] && '$BIN' ls | grep -Eq '^sj +unresponsive'"
+rm -f "$SB/ctl.sock" && mv "$SB/ctl.real" "$SB/ctl.sock"
 wait_tick 2; T1=$(last_tick)
 check "the guest counts (tick ${T1:-none})" '[ -n "$T1" ] && [ "$T1" -gt 2 ]'
 out=$("$BIN" fork sj --name sjf 2>&1); rc=$?

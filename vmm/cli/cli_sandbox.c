@@ -458,6 +458,45 @@ static int pid_is_ours(const struct sbx *s, pid_t pid)
     return 0;
 }
 
+/* The path to connect to s's socket PATH by. A jailed sandbox's sockets
+ * are made by its jail, which could put a symbolic link in their place
+ * (connect follows it, as root): there the socket is opened
+ * O_PATH|O_NOFOLLOW, must be a socket, and is reached through
+ * /proc/self/fd/N; *keep is that descriptor (-1 when none), for the caller
+ * to close after connecting. NULL with errno when it is not a socket. */
+static const char *sock_via(const struct sbx *s, const char *path, char *buf, size_t len, int *keep)
+{
+    *keep = -1;
+    if (!s->jail.on)
+        return path;
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+        close(fd);
+        errno = ECONNREFUSED;
+        return NULL;
+    }
+    *keep = fd;
+    snprintf(buf, len, "/proc/self/fd/%d", fd);
+    return buf;
+}
+
+/* ctl_request to s's control socket (through sock_via). */
+static int sbx_ctl_request(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
+{
+    char via[64];
+    int keep;
+    const char *path = sock_via(s, s->ctl, via, sizeof via, &keep);
+    if (!path)
+        return -errno;
+    int r = ctl_request(path, req, reply, len, timeout_s);
+    if (keep >= 0)
+        close(keep);
+    return r;
+}
+
 static enum sbx_state sbx_state(const struct sbx *s, pid_t *pidp, double *uptime)
 {
     pid_t pid = read_pid(s);
@@ -468,7 +507,7 @@ static enum sbx_state sbx_state(const struct sbx *s, pid_t *pidp, double *uptime
         if (!pid_is_ours(s, pid))
             return ST_DEAD;
         char reply[256];
-        if (ctl_request(s->ctl, "status", reply, sizeof reply, 5) < 0)
+        if (sbx_ctl_request(s, "status", reply, sizeof reply, 5) < 0)
             return ST_HUNG;
         const char *u = strstr(reply, "uptime=");
         if (u)
@@ -836,7 +875,13 @@ static unsigned wait_ready_all(struct starting *k, size_t n, double wait, struct
             unsigned back_ms = 2;
             while (!k[i].failed) {
                 struct agent_client c;
-                if (agent_client_connect(&c, k[i].s->vsock, 1, AGENT_DEFAULT_PORT) == 0) {
+                char via[64];
+                int keep;
+                const char *vp = sock_via(k[i].s, k[i].s->vsock, via, sizeof via, &keep);
+                int cr = vp ? agent_client_connect(&c, vp, 1, AGENT_DEFAULT_PORT) : -1;
+                if (keep >= 0)
+                    close(keep);
+                if (cr == 0) {
                     int r = agent_client_ping(&c);
                     agent_client_close(&c);
                     if (r == 0)
@@ -871,7 +916,7 @@ static int ctl(const struct sbx *s, const char *req, char *reply, size_t len, in
         reply = buf;
         len = sizeof buf;
     }
-    int r = ctl_request(s->ctl, req, reply, len, timeout_s);
+    int r = sbx_ctl_request(s, req, reply, len, timeout_s);
     if (r < 0) {
         fprintf(stderr, "moat: sandbox %s: control socket: %s\n", s->name, strerror(-r));
         return -1;
@@ -888,7 +933,7 @@ static int kill_process(const struct sbx *s, pid_t pid)
 {
     if (pid > 0 && pid_is_ours(s, pid)) {
         char reply[256];
-        ctl_request(s->ctl, "stop", reply, sizeof reply, 5);
+        sbx_ctl_request(s, "stop", reply, sizeof reply, 5);
         if (wait_gone(s, pid, 10, 1) < 0) {
             fprintf(stderr, "moat: sandbox %s: process %d does not go away\n", s->name, (int)pid);
             return -1;
@@ -1512,7 +1557,7 @@ static int cmd_rm(int argc, char **argv)
         pid_t pid = read_pid(&s);
         if (pid > 0 && pid_is_ours(&s, pid)) {
             char reply[256];
-            ctl_request(s.ctl, "stop", reply, sizeof reply, 5);
+            sbx_ctl_request(&s, "stop", reply, sizeof reply, 5);
             if (wait_gone(&s, pid, 10, force) < 0) {
                 fprintf(stderr, "moat: sandbox %s does not stop; moat rm -f kills it\n", s.name);
                 sbx_close(&s);
@@ -2271,7 +2316,15 @@ int sandbox_agent_target(const char *name, struct agent_target *t)
                 st == ST_DEAD ? " (its process has exited; see its moat.log and console.log)" : "");
         return -1;
     }
-    t->path = s.vsock;
+    /* A jailed sandbox's socket through a descriptor of its own (sock_via),
+     * kept open for this command's connections. */
+    static char via[64];
+    int keep;
+    t->path = sock_via(&s, s.vsock, via, sizeof via, &keep);
+    if (!t->path) {
+        fprintf(stderr, "moat: sandbox %s: %s is not a socket\n", s.name, s.vsock);
+        return -1;
+    }
     t->hybrid = 1;
     if (t->wait < 10)
         t->wait = 10;   /* after a restore the agent may take a moment */
