@@ -296,7 +296,12 @@ wait_tick "${T2:-0}"
 check "start: the guest goes on where it stopped (ticks 0..$(last_tick) consecutive, across tick ${T2:-none})" \
       "[ -n '$T2' ] && [ \"\$(last_tick)\" -gt '$T2' ] && grep -a '^tick ' '$SB/console.log' | awk '{ if (\$2 != NR - 1) exit 1 }'"
 check "moat ls: running again" "'$BIN' ls | grep -Eq '^sj +running .*uid=$UID_J'"
+# Links the jail could leave in its directory: rm removes them, never
+# what they point to.
+mkdir -p "$BASE/victim/d" && echo keep > "$BASE/victim/d/f"
+mkdir -p "$SB/junk/deep" && ln -s "$BASE/victim" "$SB/junk/deep/to-victim" && ln -s "$BASE/victim/d" "$SB/to-d"
 out=$("$BIN" rm sj 2>&1); rc=$?
+check "rm: links in the sandbox directory were not followed" '[ "$(cat "$BASE/victim/d/f" 2>/dev/null)" = keep ]'
 check "rm: exit 0 ($rc: $out)" '[ $rc = 0 ]'
 check "rm: the sandbox directory is gone" '[ ! -e "$SB" ]'
 check "rm: its jail directory is gone" '[ -n "$JID" ] && [ ! -e "$BASE/moat/$JID" ]'

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <limits.h>
 #include <signal.h>
@@ -355,20 +354,76 @@ static int sbx_open(struct sbx *s, const char *name, int lock)
     return 0;
 }
 
-static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* Remove NAME below the open directory dfd and, a directory, everything
+ * below it. Every step is relative to a directory already open, each one
+ * opened O_NOFOLLOW: a symbolic link anywhere in the tree (a jailed
+ * sandbox's directory is writable by its jail) is removed, never followed,
+ * even one that replaces a directory while this runs. Only entries on
+ * device dev (no mount is crossed); at most 64 levels. 0, or -1 (errno). */
+static int rm_at(int dfd, const char *name, dev_t dev, int depth)
 {
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP ? rmdir(path) : unlink(path))
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? 0 : -1;
-    return 0;
+    if (st.st_dev != dev) {
+        errno = EXDEV;
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+    if (depth >= 64) {
+        errno = ELOOP;
+        return -1;
+    }
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    struct stat ds;
+    DIR *d = NULL;
+    errno = 0;
+    if (fstat(fd, &ds) < 0 || ds.st_dev != dev || !(d = fdopendir(fd))) {
+        int e = errno ? errno : EXDEV;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    int r = 0, e = 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && (r = rm_at(fd, de->d_name, dev, depth + 1)) < 0)
+            e = errno;
+    closedir(d);
+    if (r < 0) {
+        errno = e;
+        return -1;
+    }
+    return unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
 }
 
+/* rm -rf PATH, by rm_at: no link below PATH is followed, no mount crossed.
+ * 0 (also when PATH does not exist), or -1 (errno). */
 static int rm_rf(const char *path)
 {
-    if (access(path, F_OK) != 0)
-        return 0;
-    return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+    char parent[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    struct stat st;
+    if (!slash || !slash[1] || (size_t)(slash - path) >= sizeof parent) {
+        errno = EINVAL;
+        return -1;
+    }
+    snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : -1;
+    int r = 0;
+    if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        r = rm_at(dfd, slash + 1, st.st_dev, 0);
+    else if (errno != ENOENT)
+        r = -1;
+    int e = errno;
+    close(dfd);
+    errno = e;
+    return r;
 }
 
 /* What moat jail leaves of a jailed sandbox once its process is gone:
@@ -384,7 +439,7 @@ static int jail_cleanup(const struct sbx *s)
     char p[PATH_MAX + 128];
     int rc = 0;
     snprintf(p, sizeof p, "%s/moat/%s", j->base, j->id);
-    if (access(p, F_OK) == 0 && nftw(p, rm_cb, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) != 0) {
+    if (rm_rf(p) < 0) {
         fprintf(stderr, "moat: removing the jail directory %s: %s\n", p, strerror(errno));
         rc = -1;
     }
