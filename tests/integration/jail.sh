@@ -234,8 +234,12 @@ wait_tick() {   # wait_tick N: until a tick above N is there (10 s at most)
 CGOPT=()
 [ -z "$CGFAKE" ] && CGOPT=(--jail-cgroup pids.max=64)
 [ -n "$CGFAKE" ] && echo "SKIPPED: jail: sandbox --jail-cgroup: no cgroup v2 (the stand-in tree needs the jail id ahead)"
+# Two disks by --device (a restore reopens them from its snapshot): one the
+# jail's uid may write, one read-only.
+truncate -s 1M "$BASE/sj-rw.img" "$BASE/sj-ro.img" && chown $UID_J:$GID_J "$BASE/sj-rw.img" && chmod 644 "$BASE/sj-ro.img"
 out=$("$BIN" create sj --jail --jail-uid $UID_J --jail-gid $GID_J --jail-chroot-base "$BASE" "${CGOPT[@]}" \
-      --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" --cmdline spin=20000 2>&1); rc=$?
+      --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" --cmdline spin=20000 \
+      --device "blk,path=$BASE/sj-rw.img" --device "blk,path=$BASE/sj-ro.img,ro" 2>&1); rc=$?
 check "create --jail: exit 0, its name ($rc: $out)" '[ $rc = 0 ] && [ "$out" = sj ]'
 JID=$(sed -n 's/^jail\.id=//p' "$SB/config" 2>/dev/null)
 check "its config records the jail (id '$JID')" \
@@ -292,6 +296,8 @@ vm_of
 check "start: the restored moat is jailed again (uid, root)" \
       '[ -n "$P" ] && [ "$P" != "$OLDP" ] && grep -Eq "^Uid:\s+$UID_J\s" /proc/$P/status && [ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i $BASE/moat/$JID/root)" ]'
 check "start: restored from the snapshot (moat restore)" "[ -n '$P' ] && tr '\\0' '\\n' < /proc/$P/cmdline | grep -qx restore"
+check "start: its --device disks are in the jail again, writable and read-only" \
+      "grep -F ' $BASE/sj-rw.img ' /proc/$P/mountinfo | grep -q ' rw,' && grep -F ' $BASE/sj-ro.img ' /proc/$P/mountinfo | grep -q ' ro,'"
 wait_tick "${T2:-0}"
 check "start: the guest goes on where it stopped (ticks 0..$(last_tick) consecutive, across tick ${T2:-none})" \
       "[ -n '$T2' ] && [ \"\$(last_tick)\" -gt '$T2' ] && grep -a '^tick ' '$SB/console.log' | awk '{ if (\$2 != NR - 1) exit 1 }'"

@@ -46,6 +46,7 @@ static const char usage_jail[] =
     "                        path inside (repeatable). --kernel, --initrd and\n"
     "                        blk path=/overlay= of the inner command are\n"
     "                        exposed on their own (read-only but disks)\n"
+    "  --expose-ro PATH      the same, read-only\n"
     "  --netns PATH          join this network namespace (e.g. /var/run/netns/X)\n"
     "  --tun                 create /dev/net/tun in the jail\n"
     "  --cgroup KEY=VALUE    memory.max, memory.high, memory.swap.max, cpu.max,\n"
@@ -371,10 +372,10 @@ int cmd_jail(int argc, char **argv)
             j.cgroot = val;
         else if (!strcmp(a, "--netns"))
             j.netns = val;
-        else if (!strcmp(a, "--expose")) {
-            int r = jail_paths_add(&j.paths, val, 1);
+        else if (!strcmp(a, "--expose") || !strcmp(a, "--expose-ro")) {
+            int r = jail_paths_add(&j.paths, val, a[8] == 0);
             if (r < 0) {
-                jerr("--expose '%s': %s", val, r == -E2BIG ? "too many paths" :
+                jerr("%s '%s': %s", a, val, r == -E2BIG ? "too many paths" :
                      "needs an absolute path without '.', '..' or '//'");
                 return EXIT_USAGE;
             }

@@ -647,6 +647,48 @@ static void show_log(const struct sbx *s)
     }
 }
 
+/* A jailed sandbox's files its restores need that moat jail does not find
+ * in the restore command: its run options' --kernel, --initrd and --device
+ * blk paths (a restore reopens the devices its snapshot recorded), from the
+ * config's arg= lines, those that exist. 0, or -1 after saying why. */
+static int jail_restore_paths(const struct sbx *s, struct jail_paths *l)
+{
+    char p[PATH_MAX], why[512];
+    memset(l, 0, sizeof *l);
+    FILE *f = fopen(sp(s, "config", p, sizeof p), "re");
+    if (!f)
+        return 0;
+    char **av = calloc(4096, sizeof *av), *line = malloc(65536);
+    int n = 0, r = 0;
+    if (!av || !line)
+        r = -1;
+    else
+        av[n++] = "moat", av[n++] = "run";
+    while (r == 0 && n < 4095 && fgets(line, 65536, f))
+        if (!strncmp(line, "arg=", 4)) {
+            line[strcspn(line, "\n")] = 0;
+            if (!(av[n] = strdup(line + 4)))
+                r = -1;
+            else
+                n++;
+        }
+    fclose(f);
+    if (r == 0 && jail_inner_paths(n, av, l, why, sizeof why) < 0) {
+        fprintf(stderr, "moat: sandbox %s: %s\n", s->name, why);
+        r = -1;
+    }
+    for (int i = 2; av && i < n; i++)
+        free(av[i]);
+    free(av);
+    free(line);
+    int k = 0;
+    for (int i = 0; r == 0 && i < l->n; i++)
+        if (access(l->p[i].path, F_OK) == 0)
+            l->p[k++] = l->p[i];
+    l->n = r == 0 ? k : 0;
+    return r;
+}
+
 /* Start `moat run|restore` in the background for s: its own session,
  * stdin /dev/null, stdout+stderr appended to NAME/moat.log, the console
  * to NAME/console.log. extra: the command's own arguments (NULL-ended).
@@ -659,7 +701,11 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
     sp(s, "console.log", conslog, sizeof conslog);
     sp(s, "moat.log", log, sizeof log);
     size_t n = 0;
-    char **av = calloc((size_t)nextra + 14 + 24 + 2 * SBX_JAIL_CG_MAX, sizeof *av);
+    static struct jail_paths rpaths;
+    rpaths.n = 0;
+    if (s->jail.on && !strcmp(verb, "restore") && jail_restore_paths(s, &rpaths) < 0)
+        return -1;
+    char **av = calloc((size_t)nextra + 14 + 24 + 2 * SBX_JAIL_CG_MAX + 2 * JAIL_PATHS_MAX, sizeof *av);
     char juid[16], jgid[16];
     int pp[2];
     if (!av)
@@ -689,6 +735,10 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
         av[n++] = (char *)j->base;
         av[n++] = "--expose";
         av[n++] = (char *)s->dir;
+        for (int i = 0; i < rpaths.n; i++) {
+            av[n++] = rpaths.p[i].rw ? "--expose" : "--expose-ro";
+            av[n++] = rpaths.p[i].path;
+        }
         if (j->netns[0]) {
             av[n++] = "--netns";
             av[n++] = (char *)j->netns;
