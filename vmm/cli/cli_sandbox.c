@@ -497,20 +497,25 @@ static int pid_is_ours(const struct sbx *s, pid_t pid)
 {
     if (pid <= 1)
         return 0;
-    char p[64], buf[8192];
+    /* A jailed sandbox's is moat jail's: its options (paths it exposes)
+     * first, then the inner command's: read all of it (64 KiB at most). */
+    char p[64], *buf = malloc(65536);
     snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd = buf ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        free(buf);
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    }
+    ssize_t n = 0, k;
+    while (n < 65535 && (k = read(fd, buf + n, (size_t)(65535 - n))) > 0)
+        n += k;
     close(fd);
-    if (n <= 0)
-        return 0;
     buf[n] = 0;
-    for (char *a = buf; a < buf + n; a += strlen(a) + 1)
-        if (!strcmp(a, "--control") && a + strlen(a) + 1 < buf + n && !strcmp(a + strlen(a) + 1, s->ctl))
-            return 1;
-    return 0;
+    int ours = 0;
+    for (char *a = buf; !ours && a < buf + n; a += strlen(a) + 1)
+        ours = !strcmp(a, "--control") && a + strlen(a) + 1 < buf + n && !strcmp(a + strlen(a) + 1, s->ctl);
+    free(buf);
+    return ours;
 }
 
 /* The path to connect to s's socket PATH by. A jailed sandbox's sockets
@@ -1293,7 +1298,7 @@ static int jail_option(int argc, char **argv, int *i, struct sbx_jail *j, int *s
 /* A jailed sandbox's settings checked before anything is made (a clear
  * refusal, not a failed start), its jail id (the name's characters that
  * an id takes, and 8 random hex digits: unique per sandbox) and chroot
- * base (made when it is the default and missing) filled in, and its
+ * base (made if missing; its real path) filled in, and its
  * config lines appended to cfg. extra: the moat run options. 0, or an
  * exit status after saying why. */
 static int jail_prepare(struct sbx *s, int seen, char **extra, int nextra, char *cfg, size_t clen)
