@@ -16,7 +16,8 @@
 # could put in its place is not followed; stop writes its snapshot
 # and start restores it jailed again with the guest's count going on; fork
 # and snapshot --tag refused; rm removes its directory, its jail directory
-# and its cgroup; and create --jail's refusals (--jail-* without --jail,
+# and its cgroup (cgroup v2; else a create that fails in a stand-in cgroup
+# tree leaves neither cgroup nor jail directory); and create --jail's refusals (--jail-* without --jail,
 # uid 0, a relative kernel, a bad cgroup key, not root).
 # Needs root and a usable /dev/kvm (the host probe; SKIPPED otherwise); env MOAT_BIN, MOAT_GUESTS
 # (default build/moat, build/guests). One PASS/FAIL line per check.
@@ -233,7 +234,7 @@ wait_tick() {   # wait_tick N: until a tick above N is there (10 s at most)
 }
 CGOPT=()
 [ -z "$CGFAKE" ] && CGOPT=(--jail-cgroup pids.max=64)
-[ -n "$CGFAKE" ] && echo "SKIPPED: jail: sandbox --jail-cgroup: no cgroup v2 (the stand-in tree needs the jail id ahead)"
+[ -n "$CGFAKE" ] && echo "SKIPPED: jail: a sandbox's --jail-cgroup limits: no cgroup v2 (a stand-in tree cannot make the limit files of a cgroup named at create; the cleanup is checked with a create that fails)"
 # Two disks by --device (a restore reopens them from its snapshot): one the
 # jail's uid may write, one read-only.
 truncate -s 1M "$BASE/sj-rw.img" "$BASE/sj-ro.img" && chown $UID_J:$GID_J "$BASE/sj-rw.img" && chmod 644 "$BASE/sj-ro.img"
@@ -313,5 +314,15 @@ check "rm: the sandbox directory is gone" '[ ! -e "$SB" ]'
 check "rm: its jail directory is gone" '[ -n "$JID" ] && [ ! -e "$BASE/moat/$JID" ]'
 check "rm: its jailed moat is gone" '[ -n "$P" ] && [ ! -e /proc/$P ]'
 [ -z "$CGFAKE" ] && check "rm: its cgroup is gone" '[ ! -e /sys/fs/cgroup/moat/$JID ]'
+if [ -n "$CGFAKE" ]; then
+    # In the stand-in tree moat jail makes the sandbox's cgroup and fails on
+    # its limit file (only the kernel makes those): create fails, and what
+    # the jail left (its cgroup, its jail directory) goes with the sandbox.
+    out=$("$BIN" create sj2 --jail --jail-chroot-base "$BASE" --jail-cgroup-root "$CGFAKE" \
+          --jail-cgroup pids.max=64 --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+    check "a create whose jail fails: exit 125, the log says why ($rc)" '[ $rc = 125 ] && [[ "$out" == *pids.max* ]]'
+    check "... and leaves no sandbox, no jail directory, no cgroup" \
+          '[ ! -e "$MOAT_HOME/sj2" ] && ! ls "$BASE/moat" | grep -q "^sj2-" && [ -z "$(ls -A "$CGFAKE/moat" | grep -v cgroup.subtree_control | grep -v "^in\$")" ]'
+fi
 echo "jail: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
 [ $fail = 0 ]
