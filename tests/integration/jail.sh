@@ -118,6 +118,8 @@ check "create --jail: a relative chroot base: exit 2 ($rc: $out)" '[ $rc = 2 ] &
 out=$(setpriv --reuid $UID_J --regid $GID_J --clear-groups env MOAT_HOME="$BASE/nh" "$BIN" create r1 --jail \
       --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
 check "create --jail not root: exit 125 ($rc: $out)" '[ $rc = 125 ] && [[ "$out" == *"needs root"* ]]'
+out=$("$BIN" template create rt --jail --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "template create --jail refused: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"cannot be forked"* ]]'
 check "the refused creates made nothing" '[ -z "$(ls -A "$MOAT_HOME")" ] && [ ! -e "$BASE/nh" ]'
 
 if [ ! -c /dev/kvm ] || [ "$("$BIN" host --kind 2>/dev/null)" = none ]; then

@@ -2647,6 +2647,11 @@ static int template_create(int argc, char **argv)
             from = argv[++i];
         } else if (!strcmp(argv[i], "--no-agent")) {
             agent = false;
+        } else if (!strncmp(argv[i], "--jail", 6)) {
+            fprintf(stderr, "moat template create: %s: a template is for forking, and a jailed sandbox "
+                            "cannot be forked yet (docs/sandboxes.md, \"Jailed sandboxes\")\n", argv[i]);
+            free(cargv);
+            return EXIT_USAGE;
         } else {
             waited |= !strcmp(argv[i], "--wait");
             cargv[cargc++] = argv[i];
