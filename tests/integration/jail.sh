@@ -15,7 +15,10 @@
 # socket answers from outside (pause, resume, ls), a symbolic link the jail
 # could put in its place is not followed; stop writes its snapshot
 # and start restores it jailed again with the guest's count going on; fork
-# and snapshot --tag refused; rm removes its directory, its jail directory
+# refused; tags of it stopped and running, reset to each (the guest back
+# at the tag's tick); a second sandbox with a --drive: its overlay pinned
+# by tags and put back by reset as the jail's, a link in place of a pin
+# refused; rm removes its directory, its jail directory
 # and its cgroup (cgroup v2; else a create that fails in a stand-in cgroup
 # tree leaves neither cgroup nor jail directory); and create --jail's refusals (--jail-* without --jail,
 # uid 0, a relative kernel, a bad cgroup key, not root).
@@ -51,7 +54,9 @@ NS=moatjail$$
 CGFAKE=""
 cleanup() {
     [ -n "${JPID:-}" ] && kill "$JPID" 2>/dev/null
-    [ -d "$BASE/home/sj" ] && MOAT_HOME="$BASE/home" "$BIN" rm -f sj >/dev/null 2>&1
+    for sb in sj sk; do
+        [ -d "$BASE/home/$sb" ] && MOAT_HOME="$BASE/home" "$BIN" rm -f $sb >/dev/null 2>&1
+    done
     ip netns del "$NS" 2>/dev/null
     rm -rf "$BASE" 2>/dev/null
     [ -n "$CGFAKE" ] && rm -rf "$CGFAKE"
@@ -283,8 +288,6 @@ wait_tick 2; T1=$(last_tick)
 check "the guest counts (tick ${T1:-none})" '[ -n "$T1" ] && [ "$T1" -gt 2 ]'
 out=$("$BIN" fork sj --name sjf 2>&1); rc=$?
 check "fork of a jailed sandbox refused ($rc: $out)" '[ $rc = 1 ] && [[ "$out" == *"runs jailed"* ]] && [ ! -e "$MOAT_HOME/sjf" ]'
-out=$("$BIN" snapshot sj --tag t1 2>&1); rc=$?
-check "snapshot --tag of a jailed sandbox refused ($rc: $out)" '[ $rc = 1 ] && [[ "$out" == *"runs jailed"* ]]'
 OLDP=$P
 out=$("$BIN" stop sj 2>&1); rc=$?
 T2=$(last_tick)
@@ -293,6 +296,12 @@ check "stop: the snapshot is in the sandbox directory, written by the jail's uid
       '[ -f "$SB/snap/state" ] && [ -f "$SB/snap/memory" ] && [ "$(stat -c %u "$SB/snap/state")" = $UID_J ]'
 check "stop: its jailed moat is gone" '[ -n "$OLDP" ] && [ ! -e /proc/$OLDP ] && [ ! -e "$SB/pid" ]'
 check "moat ls: stopped, jailed" "'$BIN' ls | grep -Eq '^sj +stopped .*uid=$UID_J'"
+# A tag of the stopped sandbox (root links its snapshot and copies its
+# overlay): a directory the jail can read (reset restores it inside).
+out=$("$BIN" snapshot sj --tag t2 2>&1); rc=$?
+check "snapshot --tag of the stopped sandbox: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ -f "$SB/tags/t2/state" ]'
+check "tags/ and the tag: root's, the jail's group, sticky" \
+      '[ "$(stat -c %u:%g:%a "$SB/tags")" = "0:$GID_J:1770" ] && [ "$(stat -c %u:%g:%a "$SB/tags/t2")" = "0:$GID_J:1770" ]'
 out=$("$BIN" start --wait 0 sj 2>&1); rc=$?
 check "start: exit 0 ($rc: $out)" '[ $rc = 0 ]'
 vm_of
@@ -305,6 +314,35 @@ wait_tick "${T2:-0}"
 check "start: the guest goes on where it stopped (ticks 0..$(last_tick) consecutive, across tick ${T2:-none})" \
       "[ -n '$T2' ] && [ \"\$(last_tick)\" -gt '$T2' ] && grep -a '^tick ' '$SB/console.log' | awk '{ if (\$2 != NR - 1) exit 1 }'"
 check "moat ls: running again" "'$BIN' ls | grep -Eq '^sj +running .*uid=$UID_J'"
+# A tag of the running sandbox (its jailed moat writes it), then reset to
+# it: the guest goes back to the tag's tick.
+Tb=$(last_tick)
+out=$("$BIN" snapshot sj --tag t1 2>&1); rc=$?
+Ta=$(last_tick)
+check "snapshot --tag of the running sandbox: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ -f "$SB/tags/t1/state" ]'
+wait_tick $((Ta + 2))
+n=$(wc -l < "$SB/console.log")
+out=$("$BIN" reset --wait 0 sj --to t1 2>&1); rc=$?
+check "reset --to t1: exit 0 ($rc: $out)" '[ $rc = 0 ]'
+vm_of
+check "reset: restored jailed again" '[ -n "$P" ] && [ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i $BASE/moat/$JID/root)" ]'
+first_after() {     # the first tick printed after line $n of console.log (10 s at most)
+    for _ in $(seq 100); do
+        v=$(tail -n +$((n + 1)) "$SB/console.log" | grep -a '^tick ' | head -1 | cut -d' ' -f2)
+        [ -n "$v" ] && { echo "$v"; return; }
+        sleep 0.1
+    done
+}
+v=$(first_after)
+check "reset: the guest goes on from the tag (tick ${v:-none} after ${Tb:-?}..${Ta:-?})" \
+      '[ -n "$v" ] && [ -n "$Tb" ] && [ "$v" -gt "$Tb" ] && [ "$v" -le $((Ta + 1)) ]'
+wait_tick $((v + 1))
+n=$(wc -l < "$SB/console.log")
+out=$("$BIN" reset --wait 0 sj --to t2 2>&1); rc=$?
+v=$(first_after)
+check "reset --to t2 (the stopped sandbox's tag): the guest goes on from tick ${T2:-?} ($rc: ${v:-none})" \
+      '[ $rc = 0 ] && [ -n "$v" ] && [ "$v" = $((T2 + 1)) ]'
+vm_of
 # Links the jail could leave in its directory: rm removes them, never
 # what they point to.
 mkdir -p "$BASE/victim/d" && echo keep > "$BASE/victim/d/f"
@@ -316,6 +354,34 @@ check "rm: the sandbox directory is gone" '[ ! -e "$SB" ]'
 check "rm: its jail directory is gone" '[ -n "$JID" ] && [ ! -e "$BASE/moat/$JID" ]'
 check "rm: its jailed moat is gone" '[ -n "$P" ] && [ ! -e /proc/$P ]'
 [ -z "$CGFAKE" ] && check "rm: its cgroup is gone" '[ ! -e /sys/fs/cgroup/moat/$JID ]'
+
+# A jailed sandbox with a --drive: its copy-on-write overlay (made by the
+# jail in the sandbox directory) pinned by tags of it running and stopped,
+# put back by reset and the jail's again.
+SB="$MOAT_HOME/sk"
+truncate -s 1M "$BASE/sk-base.img" && chmod 644 "$BASE/sk-base.img"
+out=$("$BIN" create sk --jail --jail-chroot-base "$BASE" --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" \
+      --cmdline spin=20000 --drive "$BASE/sk-base.img" 2>&1); rc=$?
+check "create --jail --drive: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ "$(stat -c %u "$SB/disk0.overlay" 2>/dev/null)" = $UID_J ]'
+wait_tick 1
+out=$("$BIN" snapshot sk --tag k1 2>&1); rc=$?
+check "its tag (running) pins the overlay ($rc: $out)" '[ $rc = 0 ] && [ -f "$SB/tags/k1/disk0.overlay" ]'
+out=$("$BIN" stop sk 2>&1 && "$BIN" snapshot sk --tag k2 2>&1); rc=$?
+check "its tag (stopped) copies the overlay ($rc: $out)" '[ $rc = 0 ] && [ -f "$SB/tags/k2/disk0.overlay" ] && [ -f "$SB/tags/k2/memory" ]'
+out=$("$BIN" start --wait 0 sk 2>&1 && "$BIN" reset --wait 0 sk --to k1 2>&1); rc=$?
+vm_of
+check "reset --to k1: exit 0, jailed, the overlay the jail's ($rc: $out)" \
+      '[ $rc = 0 ] && [ -n "$P" ] && [ "$(stat -c %u "$SB/disk0.overlay")" = $UID_J ] && [ ! -e "$SB/disk0.overlay.reset" ]'
+out=$("$BIN" reset --wait 0 sk --to k2 2>&1); rc=$?
+check "reset --to k2: exit 0, running ($rc: $out)" "[ $rc = 0 ] && '$BIN' ls | grep -Eq '^sk +running'"
+# A link the jail puts in place of a pin is not followed (its target
+# would become the jail's overlay).
+mv "$SB/tags/k1/disk0.overlay" "$SB/tags/k1/pin" && ln -s "$BASE/sj-ro.img" "$SB/tags/k1/disk0.overlay"
+out=$("$BIN" reset --wait 0 sk --to k1 2>&1); rc=$?
+check "reset: a link in place of the tag's pin is refused ($rc: $out)" '[ $rc = 1 ] && [[ "$out" == *"copying the tag"* ]]'
+SKJ=$(sed -n 's/^jail\.id=//p' "$SB/config" 2>/dev/null)
+out=$("$BIN" rm -f sk 2>&1); rc=$?
+check "rm sk: exit 0, nothing left ($rc: $out)" '[ $rc = 0 ] && [ ! -e "$SB" ] && [ -n "$SKJ" ] && [ ! -e "$BASE/moat/$SKJ" ]'
 if [ -n "$CGFAKE" ]; then
     # In the stand-in tree moat jail makes the sandbox's cgroup and fails on
     # its limit file (only the kernel makes those): create fails, and what

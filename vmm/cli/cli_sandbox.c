@@ -543,6 +543,66 @@ static const char *sock_via(const struct sbx *s, const char *path, char *buf, si
     return buf;
 }
 
+/* A file FILE (a disk overlay, a pin) a jailed sandbox's jail may have
+ * replaced: root copies it into what the jail will read, so it is opened
+ * with neither its directory's last component nor its own name followed
+ * (O_NOFOLLOW both), must be a regular file, and is named by
+ * /proc/self/fd/N (*keep: the descriptor, closed by the caller). For an
+ * unjailed sandbox, FILE itself. NULL with errno. */
+static const char *file_via(const struct sbx *s, const char *file, char *buf, size_t len, int *keep)
+{
+    *keep = -1;
+    if (!s->jail.on)
+        return file;
+    char dir[PATH_MAX];
+    const char *slash = strrchr(file, '/');
+    if (!slash || slash == file || (size_t)(slash - file) >= sizeof dir) {
+        errno = EINVAL;
+        return NULL;
+    }
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - file), file);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = dfd < 0 ? -1 : openat(dfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    if (dfd >= 0)
+        close(dfd);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+        e = EINVAL;
+    }
+    if (fd < 0) {
+        errno = e;
+        return NULL;
+    }
+    *keep = fd;
+    snprintf(buf, len, "/proc/self/fd/%d", fd);
+    return buf;
+}
+
+/* A directory root made in a jailed sandbox's directory for its jail to
+ * read and write (tags/, a tag made from a stopped sandbox): root's, the
+ * jail's group, sticky, as the sandbox directory; refused when it is not
+ * root's (the jail could have made it first). 0 (also unjailed, where it
+ * stays as made), or -1 after saying why. */
+static int jail_share_dir(const struct sbx *s, const char *dir)
+{
+    if (!s->jail.on)
+        return 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    int r = fd < 0 || fstat(fd, &st) < 0 ? -errno : st.st_uid != 0 ? -EPERM : 0;
+    if (r == 0 && (fchown(fd, 0, s->jail.gid) < 0 || fchmod(fd, S_ISVTX | 0770) < 0))
+        r = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (r < 0)
+        fprintf(stderr, "moat: sandbox %s: %s: %s\n", s->name, dir,
+                r == -EPERM ? "not root's (made by its jail?)" : strerror(-r));
+    return r < 0 ? -1 : 0;
+}
+
 /* ctl_request to s's control socket (through sock_via). */
 static int sbx_ctl_request(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
 {
@@ -1055,9 +1115,9 @@ static int kill_process(const struct sbx *s, pid_t pid)
     return 0;
 }
 
-/* Commands a jailed sandbox does not take (yet): they would write its
- * snapshots where its jail cannot (another sandbox's directory, a tag's)
- * or give it files root made. -1 after saying so. */
+/* Commands a jailed sandbox does not take (yet): fork would have its jail
+ * write a snapshot into another sandbox's directory, which it cannot see.
+ * -1 after saying so. */
 static int not_jailed(const struct sbx *s, const char *what)
 {
     if (!s->jail.on)
@@ -1864,17 +1924,22 @@ static int cmd_start(int argc, char **argv)
  * changed in place, only replaced, so links are safe copies). */
 static int link_snapshot(const char *from, const char *to)
 {
-    char a[PATH_MAX], b[PATH_MAX];
     if (mkdir(to, 0700) < 0 && errno != EEXIST)
         return -errno;
+    /* Relative to both directories, opened O_NOFOLLOW; linkat does not
+     * follow the names either: a jailed sandbox's snap/ is its jail's. */
+    int ffd = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int tfd = ffd < 0 ? -1 : open(to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int r = tfd < 0 ? -errno : 0;
     static const char *const files[] = { "state", "memory" };
-    for (int i = 0; i < 2; i++) {
-        snprintf(a, sizeof a, "%s/%s", from, files[i]);
-        snprintf(b, sizeof b, "%s/%s", to, files[i]);
-        if (link(a, b) < 0)
-            return -errno;
-    }
-    return 0;
+    for (int i = 0; r == 0 && i < 2; i++)
+        if (linkat(ffd, files[i], tfd, files[i], 0) < 0)
+            r = -errno;
+    if (ffd >= 0)
+        close(ffd);
+    if (tfd >= 0)
+        close(tfd);
+    return r;
 }
 
 /* Pin s's overlays into dir/diskN.overlay from the files themselves (no
@@ -1887,7 +1952,15 @@ static int clone_own_disks(const struct sbx *s, const char *dir)
             continue;
         snprintf(dst, sizeof dst, "%s/disk%u.overlay", dir, n);
         why[0] = 0;
-        if (ovl_clone(src, dst, why, sizeof why) < 0) {
+        char via[64];
+        int keep;
+        const char *from = file_via(s, src, via, sizeof via, &keep);
+        int r = from ? ovl_clone(from, dst, why, sizeof why) : -1;
+        if (!from)
+            snprintf(why, sizeof why, "%.400s: %s", src, strerror(errno));
+        if (keep >= 0)
+            close(keep);
+        if (r < 0) {
             fprintf(stderr, "moat: sandbox %s: pinning its disk: %s\n", s->name, why);
             return -1;
         }
@@ -1909,7 +1982,8 @@ static int snapshot_into(struct sbx *s, const char *dir)
         int r = link_snapshot(sp(s, "snap", p, sizeof p), dir);
         if (r < 0)
             fprintf(stderr, "moat: linking the snapshot into %s: %s\n", dir, strerror(-r));
-        return r < 0 || clone_own_disks(s, dir) < 0 ? -1 : 0;
+        /* A jailed sandbox restores it inside its jail (reset --to). */
+        return r < 0 || clone_own_disks(s, dir) < 0 || jail_share_dir(s, dir) < 0 ? -1 : 0;
     }
     if (need_live(s, st, "snapshot") < 0)
         return -1;
@@ -1940,10 +2014,6 @@ static int cmd_snapshot(int argc, char **argv)
     struct sbx s;
     if (sbx_open(&s, name, 1) < 0)
         return 1;
-    if (not_jailed(&s, "snapshot --tag of") < 0) {
-        sbx_close(&s);
-        return 1;
-    }
     char tags[3200], tmp[PATH_MAX], final[PATH_MAX];
     sp(&s, "tags", tags, sizeof tags);
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", tags, tag);
@@ -1954,6 +2024,8 @@ static int cmd_snapshot(int argc, char **argv)
         goto out;
     }
     mkdir(tags, 0700);
+    if (jail_share_dir(&s, tags) < 0)   /* a jailed sandbox's moat writes the tag */
+        goto out;
     rm_rf(tmp);
     if (snapshot_into(&s, tmp) < 0) {
         rm_rf(tmp);
@@ -1994,10 +2066,6 @@ static int cmd_reset(int argc, char **argv)
     struct sbx s;
     if (sbx_open(&s, name, 1) < 0)
         return 1;
-    if (not_jailed(&s, "reset of") < 0) {
-        sbx_close(&s);
-        return 1;
-    }
     char dir[3300], p[PATH_MAX];
     snprintf(dir, sizeof dir, "%s/tags/%s", s.dir, tag);
     snprintf(p, sizeof p, "%s/state", dir);
@@ -2024,8 +2092,24 @@ static int cmd_reset(int argc, char **argv)
         snprintf(stage, sizeof stage, "%s.reset", own);
         unlink(stage);
         why[0] = 0;
-        if (ovl_clone(pin, stage, why, sizeof why) < 0) {
+        /* A jailed sandbox's tag is its jail's to write: the pin is
+         * opened without following links (file_via), and the copy, made
+         * by root, becomes the jail's (its moat writes it). */
+        char via[64];
+        int keep;
+        const char *from = file_via(&s, pin, via, sizeof via, &keep);
+        int cr = from ? ovl_clone(from, stage, why, sizeof why) : -1;
+        if (!from)
+            snprintf(why, sizeof why, "%.400s: %s", pin, strerror(errno));
+        if (keep >= 0)
+            close(keep);
+        if (cr == 0 && s.jail.on && lchown(stage, s.jail.uid, s.jail.gid) < 0) {
+            snprintf(why, sizeof why, "%.400s: %s", stage, strerror(errno));
+            cr = -1;
+        }
+        if (cr < 0) {
             fprintf(stderr, "moat: sandbox %s: copying the tag's disk: %s\n", s.name, why);
+            unlink(stage);
             goto unstage;
         }
         staged[n] = any = true;
