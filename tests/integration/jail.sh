@@ -11,7 +11,19 @@
 # which checks what is written, not the kernel's enforcement: that is
 # tests/nested/jail-cgroup.sh), moat jail itself keeping the host's root,
 # and that the guest's exit status comes back. Then the errors: not root,
-# a missing path, a bad cgroup key, uid 0, a relative path.
+# a missing path, a bad cgroup key, uid 0, a relative path. Then a named
+# sandbox made with moat create --jail (the counter guest): its VM process
+# jailed as above, its directory root's, group-writable, sticky; its control
+# socket answers from outside (pause, resume, ls), a symbolic link the jail
+# could put in its place is not followed; stop writes its snapshot
+# and start restores it jailed again with the guest's count going on; fork
+# refused; tags of it stopped and running, reset to each (the guest back
+# at the tag's tick); a second sandbox with a --drive: its overlay pinned
+# by tags and put back by reset as the jail's, a link in place of a pin
+# refused; rm removes its directory, its jail directory
+# and its cgroup (cgroup v2; else a create that fails in a stand-in cgroup
+# tree leaves neither cgroup nor jail directory); and create --jail's refusals (--jail-* without --jail,
+# uid 0, a relative kernel, a bad cgroup key, not root).
 # Needs root and a usable /dev/kvm (the host probe; SKIPPED otherwise); env MOAT_BIN, MOAT_GUESTS
 # (default build/moat, build/guests). One PASS/FAIL line per check.
 set -u
@@ -44,6 +56,9 @@ NS=moatjail$$
 CGFAKE=""
 cleanup() {
     [ -n "${JPID:-}" ] && kill "$JPID" 2>/dev/null
+    for sb in sj sk; do
+        [ -d "$BASE/home/$sb" ] && MOAT_HOME="$BASE/home" "$BIN" rm -f $sb >/dev/null 2>&1
+    done
     ip netns del "$NS" 2>/dev/null
     rm -rf "$BASE" 2>/dev/null
     [ -n "$CGFAKE" ] && rm -rf "$CGFAKE"
@@ -91,6 +106,28 @@ out=$("$BIN" jail --id e7 --uid $UID_J --gid $GID_J --chroot-base "$BASE/ww" -- 
       --kernel "$GUESTS/exitcode.elf" 2>&1); rc=$?
 check "a jail directory others can write: exit 125 ($rc: $out)" \
       '[ $rc = 125 ] && [[ "$out" == *"writable by root only"* ]]'
+
+# --- moat create --jail's refusals: nothing is made ---
+export MOAT_HOME="$BASE/home"
+mkdir -m 755 "$MOAT_HOME"
+out=$("$BIN" create r1 --jail-uid 5 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create: --jail-uid without --jail: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"need --jail"* ]]'
+out=$("$BIN" create r1 --jail --jail-uid 0 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create: --jail-uid 0: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"must not be 0"* ]]'
+out=$("$BIN" create r1 --jail --jail-gid=0 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create: --jail-gid=0: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"must not be 0"* ]]'
+out=$("$BIN" create r1 --jail --kernel build/guests/counter.elf 2>&1); rc=$?
+check "create --jail: a relative kernel: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *absolute* ]]'
+out=$("$BIN" create r1 --jail --jail-cgroup pids.maxx=5 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create --jail: a bad cgroup key: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"unknown key"* ]]'
+out=$("$BIN" create r1 --jail --jail-chroot-base rel --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create --jail: a relative chroot base: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *absolute* ]]'
+out=$(setpriv --reuid $UID_J --regid $GID_J --clear-groups env MOAT_HOME="$BASE/nh" "$BIN" create r1 --jail \
+      --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "create --jail not root: exit 125 ($rc: $out)" '[ $rc = 125 ] && [[ "$out" == *"needs root"* ]]'
+out=$("$BIN" template create rt --jail --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+check "template create --jail refused: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"cannot be forked"* ]]'
+check "the refused creates made nothing" '[ -z "$(ls -A "$MOAT_HOME")" ] && [ ! -e "$BASE/nh" ]'
 
 if [ ! -c /dev/kvm ] || [ "$("$BIN" host --kind 2>/dev/null)" = none ]; then
     echo "SKIPPED: jail: no usable /dev/kvm ($("$BIN" host --reason 2>/dev/null)): the jailed guests do not run here"
@@ -187,5 +224,182 @@ fi
 "$BIN" jail --id to --uid $UID_J --gid $GID_J --chroot-base "$BASE" -- moat run \
     --kernel "$GUESTS/timeout.elf" --mem 64 --timeout 1 >/dev/null 2>&1; rc=$?
 check "the timeout's status comes back (124: $rc)" '[ $rc = 124 ]'
+
+# --- a named sandbox, jailed (moat create --jail) ---
+SB="$MOAT_HOME/sj"
+# vm_of: the jailed moat of the sandbox (the child of moat jail, whose pid
+# is in the pid file) once it runs as the jail's uid, into P.
+vm_of() {
+    P=""
+    local jp; jp=$(cat "$SB/pid" 2>/dev/null)
+    for _ in $(seq 50); do
+        P=$(awk '{print $1}' /proc/$jp/task/$jp/children 2>/dev/null)
+        [ -n "$P" ] && grep -q "^Uid:.*$UID_J" /proc/$P/status 2>/dev/null && return
+        sleep 0.1
+    done
+    P=""
+}
+# last_tick: the counter guest's last "tick N" in the sandbox's console.log.
+last_tick() { grep -a '^tick ' "$SB/console.log" 2>/dev/null | tail -1 | cut -d' ' -f2; }
+wait_tick() {   # wait_tick N: until a tick above N is there (10 s at most)
+    for _ in $(seq 100); do
+        t=$(last_tick); [ -n "$t" ] && [ "$t" -gt "$1" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+CGOPT=()
+[ -z "$CGFAKE" ] && CGOPT=(--jail-cgroup pids.max=64)
+[ -n "$CGFAKE" ] && echo "SKIPPED: jail: a sandbox's --jail-cgroup limits: no cgroup v2 (a stand-in tree cannot make the limit files of a cgroup named at create; the cleanup is checked with a create that fails)"
+# Two disks by --device (a restore reopens them from its snapshot): one the
+# jail's uid may write, one read-only.
+truncate -s 1M "$BASE/sj-rw.img" "$BASE/sj-ro.img" && chown $UID_J:$GID_J "$BASE/sj-rw.img" && chmod 644 "$BASE/sj-ro.img"
+out=$("$BIN" create sj --jail --jail-uid $UID_J --jail-gid $GID_J --jail-chroot-base "$BASE" "${CGOPT[@]}" \
+      --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" --cmdline spin=20000 \
+      --device "blk,path=$BASE/sj-rw.img" --device "blk,path=$BASE/sj-ro.img,ro" 2>&1); rc=$?
+check "create --jail: exit 0, its name ($rc: $out)" '[ $rc = 0 ] && [ "$out" = sj ]'
+JID=$(sed -n 's/^jail\.id=//p' "$SB/config" 2>/dev/null)
+check "its config records the jail (id '$JID')" \
+      "[ -n '$JID' ] && grep -qx jail=1 '$SB/config' && grep -qx jail.uid=$UID_J '$SB/config'"
+check "moat ls: running, jailed" "'$BIN' ls | grep -Eq '^sj +running .*uid=$UID_J,gid=$GID_J\$'"
+check "its directory: root's, its jail's group, sticky, no access for others" \
+      '[ "$(stat -c %u:%g:%a "$SB")" = "0:$GID_J:1770" ] && [ "$(stat -c %u:%a "$SB/config")" = 0:600 ]'
+vm_of
+if [ -z "$P" ]; then
+    bad "the sandbox's jailed moat did not start ($(cat "$SB/moat.log" 2>/dev/null))"
+else
+    st=/proc/$P/status
+    check "sandbox: Uid and Gid are $UID_J and $GID_J" \
+          "grep -Eq '^Uid:\s+$UID_J\s+$UID_J\s+$UID_J\s+$UID_J\$' $st && grep -Eq '^Gid:\s+$GID_J\s+$GID_J\s+$GID_J\s+$GID_J\$' $st"
+    check "sandbox: every capability set zero, no_new_privs, a seccomp filter" \
+          "! grep -E '^Cap(Inh|Prm|Eff|Bnd|Amb):' $st | grep -qv '0000000000000000' && grep -Eq '^NoNewPrivs:\s+1\$' $st && grep -Eq '^Seccomp:\s+2\$' $st"
+    check "sandbox: its root is its jail directory" \
+          '[ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i $BASE/moat/$JID/root)" ]'
+    check "sandbox: its own mount and pid namespaces" \
+          '[ "$(readlink /proc/$P/ns/mnt)" != "$(readlink /proc/self/ns/mnt)" ] && [ "$(readlink /proc/$P/ns/pid)" != "$(readlink /proc/self/ns/pid)" ]'
+    check "sandbox: its directory is there at the same path, /etc/passwd is not" \
+          '[ -S /proc/$P/root$SB/ctl.sock ] && [ ! -e /proc/$P/root/etc/passwd ]'
+    if [ -z "$CGFAKE" ]; then
+        check "sandbox: in its cgroup, pids.max 64" \
+              "grep -q '^0::/moat/$JID\$' /proc/$P/cgroup && [ \"\$(cat /sys/fs/cgroup/moat/$JID/pids.max)\" = 64 ]"
+    fi
+fi
+check "its control socket answers from outside: pause" "'$BIN' pause sj && '$BIN' ls | grep -Eq '^sj +paused'"
+check "resume" "'$BIN' resume sj && '$BIN' ls | grep -Eq '^sj +running'"
+# What the jail can do in its directory: put a symbolic link where its
+# control socket was. The commands outside do not follow it.
+mv "$SB/ctl.sock" "$SB/ctl.real" && ln -s ctl.real "$SB/ctl.sock"
+out=$("$BIN" pause sj 2>&1); rc=$?
+check "a symbolic link in place of its control socket is not followed ($rc: $out)" \
+      "[ $rc = 1 ] && '$BIN' ls | grep -Eq '^sj +unresponsive'"
+rm -f "$SB/ctl.sock" && mv "$SB/ctl.real" "$SB/ctl.sock"
+wait_tick 2; T1=$(last_tick)
+check "the guest counts (tick ${T1:-none})" '[ -n "$T1" ] && [ "$T1" -gt 2 ]'
+out=$("$BIN" fork sj --name sjf 2>&1); rc=$?
+check "fork of a jailed sandbox refused ($rc: $out)" '[ $rc = 1 ] && [[ "$out" == *"runs jailed"* ]] && [ ! -e "$MOAT_HOME/sjf" ]'
+OLDP=$P
+out=$("$BIN" stop sj 2>&1); rc=$?
+T2=$(last_tick)
+check "stop: exit 0 ($rc: $out)" '[ $rc = 0 ]'
+check "stop: the snapshot is in the sandbox directory, written by the jail's uid" \
+      '[ -f "$SB/snap/state" ] && [ -f "$SB/snap/memory" ] && [ "$(stat -c %u "$SB/snap/state")" = $UID_J ]'
+check "stop: its jailed moat is gone" '[ -n "$OLDP" ] && [ ! -e /proc/$OLDP ] && [ ! -e "$SB/pid" ]'
+check "moat ls: stopped, jailed" "'$BIN' ls | grep -Eq '^sj +stopped .*uid=$UID_J'"
+# A tag of the stopped sandbox (root links its snapshot and copies its
+# overlay): a directory the jail can read (reset restores it inside).
+out=$("$BIN" snapshot sj --tag t2 2>&1); rc=$?
+check "snapshot --tag of the stopped sandbox: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ -f "$SB/tags/t2/state" ]'
+check "tags/ and the tag: root's, the jail's group, sticky" \
+      '[ "$(stat -c %u:%g:%a "$SB/tags")" = "0:$GID_J:1770" ] && [ "$(stat -c %u:%g:%a "$SB/tags/t2")" = "0:$GID_J:1770" ]'
+out=$("$BIN" start --wait 0 sj 2>&1); rc=$?
+check "start: exit 0 ($rc: $out)" '[ $rc = 0 ]'
+vm_of
+check "start: the restored moat is jailed again (uid, root)" \
+      '[ -n "$P" ] && [ "$P" != "$OLDP" ] && grep -Eq "^Uid:\s+$UID_J\s" /proc/$P/status && [ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i $BASE/moat/$JID/root)" ]'
+check "start: restored from the snapshot (moat restore)" "[ -n '$P' ] && tr '\\0' '\\n' < /proc/$P/cmdline | grep -qx restore"
+check "start: its --device disks are in the jail again, writable and read-only" \
+      "grep -F ' $BASE/sj-rw.img ' /proc/$P/mountinfo | grep -q ' rw,' && grep -F ' $BASE/sj-ro.img ' /proc/$P/mountinfo | grep -q ' ro,'"
+wait_tick "${T2:-0}"
+check "start: the guest goes on where it stopped (ticks 0..$(last_tick) consecutive, across tick ${T2:-none})" \
+      "[ -n '$T2' ] && [ \"\$(last_tick)\" -gt '$T2' ] && grep -a '^tick ' '$SB/console.log' | awk '{ if (\$2 != NR - 1) exit 1 }'"
+check "moat ls: running again" "'$BIN' ls | grep -Eq '^sj +running .*uid=$UID_J'"
+# A tag of the running sandbox (its jailed moat writes it), then reset to
+# it: the guest goes back to the tag's tick.
+Tb=$(last_tick)
+out=$("$BIN" snapshot sj --tag t1 2>&1); rc=$?
+Ta=$(last_tick)
+check "snapshot --tag of the running sandbox: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ -f "$SB/tags/t1/state" ]'
+wait_tick $((Ta + 2))
+n=$(wc -l < "$SB/console.log")
+out=$("$BIN" reset --wait 0 sj --to t1 2>&1); rc=$?
+check "reset --to t1: exit 0 ($rc: $out)" '[ $rc = 0 ]'
+vm_of
+check "reset: restored jailed again" '[ -n "$P" ] && [ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i $BASE/moat/$JID/root)" ]'
+first_after() {     # the first tick printed after line $n of console.log (10 s at most)
+    for _ in $(seq 100); do
+        v=$(tail -n +$((n + 1)) "$SB/console.log" | grep -a '^tick ' | head -1 | cut -d' ' -f2)
+        [ -n "$v" ] && { echo "$v"; return; }
+        sleep 0.1
+    done
+}
+v=$(first_after)
+check "reset: the guest goes on from the tag (tick ${v:-none} after ${Tb:-?}..${Ta:-?})" \
+      '[ -n "$v" ] && [ -n "$Tb" ] && [ "$v" -gt "$Tb" ] && [ "$v" -le $((Ta + 1)) ]'
+wait_tick $((v + 1))
+n=$(wc -l < "$SB/console.log")
+out=$("$BIN" reset --wait 0 sj --to t2 2>&1); rc=$?
+v=$(first_after)
+check "reset --to t2 (the stopped sandbox's tag): the guest goes on from tick ${T2:-?} ($rc: ${v:-none})" \
+      '[ $rc = 0 ] && [ -n "$v" ] && [ "$v" = $((T2 + 1)) ]'
+vm_of
+# Links the jail could leave in its directory: rm removes them, never
+# what they point to.
+mkdir -p "$BASE/victim/d" && echo keep > "$BASE/victim/d/f"
+mkdir -p "$SB/junk/deep" && ln -s "$BASE/victim" "$SB/junk/deep/to-victim" && ln -s "$BASE/victim/d" "$SB/to-d"
+out=$("$BIN" rm sj 2>&1); rc=$?
+check "rm: links in the sandbox directory were not followed" '[ "$(cat "$BASE/victim/d/f" 2>/dev/null)" = keep ]'
+check "rm: exit 0 ($rc: $out)" '[ $rc = 0 ]'
+check "rm: the sandbox directory is gone" '[ ! -e "$SB" ]'
+check "rm: its jail directory is gone" '[ -n "$JID" ] && [ ! -e "$BASE/moat/$JID" ]'
+check "rm: its jailed moat is gone" '[ -n "$P" ] && [ ! -e /proc/$P ]'
+[ -z "$CGFAKE" ] && check "rm: its cgroup is gone" '[ ! -e /sys/fs/cgroup/moat/$JID ]'
+
+# A jailed sandbox with a --drive: its copy-on-write overlay (made by the
+# jail in the sandbox directory) pinned by tags of it running and stopped,
+# put back by reset and the jail's again.
+SB="$MOAT_HOME/sk"
+truncate -s 1M "$BASE/sk-base.img" && chmod 644 "$BASE/sk-base.img"
+out=$("$BIN" create sk --jail --jail-chroot-base "$BASE" --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" \
+      --cmdline spin=20000 --drive "$BASE/sk-base.img" 2>&1); rc=$?
+check "create --jail --drive: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ "$(stat -c %u "$SB/disk0.overlay" 2>/dev/null)" = $UID_J ]'
+wait_tick 1
+out=$("$BIN" snapshot sk --tag k1 2>&1); rc=$?
+check "its tag (running) pins the overlay ($rc: $out)" '[ $rc = 0 ] && [ -f "$SB/tags/k1/disk0.overlay" ]'
+out=$("$BIN" stop sk 2>&1 && "$BIN" snapshot sk --tag k2 2>&1); rc=$?
+check "its tag (stopped) copies the overlay ($rc: $out)" '[ $rc = 0 ] && [ -f "$SB/tags/k2/disk0.overlay" ] && [ -f "$SB/tags/k2/memory" ]'
+out=$("$BIN" start --wait 0 sk 2>&1 && "$BIN" reset --wait 0 sk --to k1 2>&1); rc=$?
+vm_of
+check "reset --to k1: exit 0, jailed, the overlay the jail's ($rc: $out)" \
+      '[ $rc = 0 ] && [ -n "$P" ] && [ "$(stat -c %u "$SB/disk0.overlay")" = $UID_J ] && [ ! -e "$SB/disk0.overlay.reset" ]'
+out=$("$BIN" reset --wait 0 sk --to k2 2>&1); rc=$?
+check "reset --to k2: exit 0, running ($rc: $out)" "[ $rc = 0 ] && '$BIN' ls | grep -Eq '^sk +running'"
+# A link the jail puts in place of a pin is not followed (its target
+# would become the jail's overlay).
+mv "$SB/tags/k1/disk0.overlay" "$SB/tags/k1/pin" && ln -s "$BASE/sj-ro.img" "$SB/tags/k1/disk0.overlay"
+out=$("$BIN" reset --wait 0 sk --to k1 2>&1); rc=$?
+check "reset: a link in place of the tag's pin is refused ($rc: $out)" '[ $rc = 1 ] && [[ "$out" == *"copying the tag"* ]]'
+SKJ=$(sed -n 's/^jail\.id=//p' "$SB/config" 2>/dev/null)
+out=$("$BIN" rm -f sk 2>&1); rc=$?
+check "rm sk: exit 0, nothing left ($rc: $out)" '[ $rc = 0 ] && [ ! -e "$SB" ] && [ -n "$SKJ" ] && [ ! -e "$BASE/moat/$SKJ" ]'
+if [ -n "$CGFAKE" ]; then
+    # In the stand-in tree moat jail makes the sandbox's cgroup and fails on
+    # its limit file (only the kernel makes those): create fails, and what
+    # the jail left (its cgroup, its jail directory) goes with the sandbox.
+    out=$("$BIN" create sj2 --jail --jail-chroot-base "$BASE" --jail-cgroup-root "$CGFAKE" \
+          --jail-cgroup pids.max=64 --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
+    check "a create whose jail fails: exit 125, the log says why ($rc)" '[ $rc = 125 ] && [[ "$out" == *pids.max* ]]'
+    check "... and leaves no sandbox, no jail directory, no cgroup" \
+          '[ ! -e "$MOAT_HOME/sj2" ] && ! ls "$BASE/moat" | grep -q "^sj2-" && [ -z "$(ls -A "$CGFAKE/moat" | grep -v cgroup.subtree_control | grep -v "^in\$")" ]'
+fi
 echo "jail: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
 [ $fail = 0 ]

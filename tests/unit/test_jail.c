@@ -149,6 +149,34 @@ static int find(const struct jail_paths *l, const char *path)
     return -1;
 }
 
+/* The ready pipe the jail keeps open: the inner command's --ready-fd. */
+START_TEST(inner_ready_fd)
+{
+    char why[256];
+    char *none[] = { "moat", "run", "--kernel", "/k" };
+    ck_assert_int_eq(jail_inner_ready_fd(4, none, why, sizeof why), -1);
+    char *sep[] = { "moat", "run", "--ready-fd", "7", "--control", "/c" };
+    ck_assert_int_eq(jail_inner_ready_fd(6, sep, why, sizeof why), 7);
+    char *eq[] = { "moat", "restore", "--ready-fd=1048576", "/s" };
+    ck_assert_int_eq(jail_inner_ready_fd(4, eq, why, sizeof why), 1048576);
+    char *last[] = { "moat", "run", "--ready-fd", "3", "--ready-fd", "4" };
+    ck_assert_int_eq(jail_inner_ready_fd(6, last, why, sizeof why), 4);
+    char *guest[] = { "moat", "run", "--", "--ready-fd", "5" };   /* the guest's */
+    ck_assert_int_eq(jail_inner_ready_fd(5, guest, why, sizeof why), -1);
+    static char *bad[] = { "2", "0", "-3", "", "3x", "x", "1048577", "99999999999", " 3" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char *v[] = { "moat", "run", "--ready-fd", bad[i] };
+        why[0] = 0;
+        ck_assert_int_eq(jail_inner_ready_fd(4, v, why, sizeof why), -EINVAL);
+        ck_assert_ptr_nonnull(strstr(why, "--ready-fd"));
+    }
+    char *missing[] = { "moat", "run", "--ready-fd" };
+    why[0] = 0;
+    ck_assert_int_eq(jail_inner_ready_fd(3, missing, why, sizeof why), -EINVAL);
+    ck_assert_ptr_nonnull(strstr(why, "needs a value"));
+}
+END_TEST
+
 START_TEST(inner_command)
 {
     static struct jail_paths l;
@@ -209,6 +237,7 @@ int main(void)
     tcase_add_test(tc, paths);
     tcase_add_test(tc, inner_command);
     tcase_add_test(tc, sort_parents_first);
+    tcase_add_test(tc, inner_ready_fd);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -46,12 +46,16 @@ static const char usage_jail[] =
     "                        path inside (repeatable). --kernel, --initrd and\n"
     "                        blk path=/overlay= of the inner command are\n"
     "                        exposed on their own (read-only but disks)\n"
+    "  --expose-ro PATH      the same, read-only\n"
     "  --netns PATH          join this network namespace (e.g. /var/run/netns/X)\n"
     "  --tun                 create /dev/net/tun in the jail\n"
     "  --cgroup KEY=VALUE    memory.max, memory.high, memory.swap.max, cpu.max,\n"
     "                        cpu.weight, pids.max (repeatable; needs cgroup v2)\n"
     "  --cgroup-root DIR     the cgroup v2 mount (default /sys/fs/cgroup)\n"
-    "  --resource-limit K=N  no-file (default 2048), nproc, fsize, as (bytes)\n";
+    "  --resource-limit K=N  no-file (default 2048), nproc, fsize, as (bytes)\n"
+    "\n"
+    "Inherited descriptors above 2 are closed, but the inner command's\n"
+    "--ready-fd N, which must be a pipe (moat create --jail uses it).\n";
 
 struct jail {
     const char *id, *base, *netns, *cgroot;
@@ -376,10 +380,10 @@ int cmd_jail(int argc, char **argv)
             j.cgroot = val;
         else if (!strcmp(a, "--netns"))
             j.netns = val;
-        else if (!strcmp(a, "--expose")) {
-            int r = jail_paths_add(&j.paths, val, 1);
+        else if (!strcmp(a, "--expose") || !strcmp(a, "--expose-ro")) {
+            int r = jail_paths_add(&j.paths, val, a[8] == 0);
             if (r < 0) {
-                jerr("--expose '%s': %s", val, r == -E2BIG ? "too many paths" :
+                jerr("%s '%s': %s", a, val, r == -E2BIG ? "too many paths" :
                      "needs an absolute path without '.', '..' or '//'");
                 return EXIT_USAGE;
             }
@@ -429,8 +433,18 @@ int cmd_jail(int argc, char **argv)
         jerr("%s", why);
         return EXIT_USAGE;
     }
+    int ready_fd = jail_inner_ready_fd(iargc, iargv, why, sizeof why);
+    if (ready_fd == -EINVAL) {
+        jerr("%s", why);
+        return EXIT_USAGE;
+    }
     if (geteuid() != 0) {
         jerr("needs root (it creates namespaces, device nodes and mounts, then drops to --uid/--gid)");
+        return EXIT_VMM_ERROR;
+    }
+    struct stat rfs;
+    if (ready_fd >= 0 && (fstat(ready_fd, &rfs) < 0 || !S_ISFIFO(rfs.st_mode))) {
+        jerr("the inner command's --ready-fd %d: not an open pipe", ready_fd);
         return EXIT_VMM_ERROR;
     }
     char base[PATH_MAX];
@@ -440,8 +454,15 @@ int cmd_jail(int argc, char **argv)
     }
 
     /* 1. Close every inherited fd but stdin/out/err: nothing the caller
-     *    had open (sockets, the host's files) reaches the jail. */
-    if (syscall(SYS_close_range, 3u, ~0u, 0u) < 0) {
+     *    had open (sockets, the host's files) reaches the jail; but the
+     *    inner command's --ready-fd, a pipe (moat create's and start's:
+     *    the jailed moat says there when its guest runs). */
+    int cr = 0;
+    if (ready_fd > 3)
+        cr = (int)syscall(SYS_close_range, 3u, (unsigned)ready_fd - 1, 0u);
+    if (cr == 0)
+        cr = (int)syscall(SYS_close_range, ready_fd >= 3 ? (unsigned)ready_fd + 1 : 3u, ~0u, 0u);
+    if (cr < 0) {
         jerr("close_range: %s", strerror(errno));
         return EXIT_VMM_ERROR;
     }
@@ -551,7 +572,11 @@ int cmd_jail(int argc, char **argv)
         child(&j, iargc, iargv);
         _exit(EXIT_VMM_ERROR);
     }
-    /* The parent stays outside, waits, and passes the status on. */
+    /* The parent stays outside, waits, and passes the status on. The
+     *    ready pipe is the jailed moat's alone: when it dies before saying
+     *    "ready", its reader sees EOF at once. */
+    if (ready_fd >= 0)
+        close(ready_fd);
     int st = 0, killed_by = 0;
     for (;;) {
         pid_t w = waitpid(pid, &st, WNOHANG);

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <limits.h>
 #include <signal.h>
@@ -15,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,12 +27,15 @@
 #include "vmm/agent/agent_client.h"
 #include "vmm/cli/cli.h"
 #include "vmm/cli/ctl_proto.h"
+#include "vmm/cli/jail_spec.h"
 
 #define NAME_MAX_LEN 63
 #define DEFAULT_WAIT 120.0
+#define JAIL_DEFAULT_ID 65534           /* --jail-uid/--jail-gid: nobody, nogroup */
+#define SBX_JAIL_CG_MAX 16
 
 static const char usage_sandbox[] =
-    "usage: moat create NAME [--ephemeral] [--wait SEC] [--timings] [run options...] [-- CMD ARGS...]\n"
+    "usage: moat create NAME [--ephemeral] [--wait SEC] [--timings] [jail options] [run options...] [-- CMD ARGS...]\n"
     "       moat ls\n"
     "       moat rm [-f] NAME...\n"
     "       moat pause NAME | moat resume NAME\n"
@@ -55,7 +58,17 @@ static const char usage_sandbox[] =
     "--vsock, --control and --console-log, which moat sets. A --device TYPE,OPTIONS\n"
     "is taken as given (its paths as they are: give absolute ones) and comes back\n"
     "from the sandbox's snapshots on start, reset and fork. --timings: the\n"
-    "command's phases as one JSON object on stderr. See docs/sandboxes.md.\n";
+    "command's phases as one JSON object on stderr. See docs/sandboxes.md.\n"
+    "\n"
+    "Jail options (root only; every start of the sandbox's VM runs it under\n"
+    "moat jail: docs/security.md, \"Jail\"):\n"
+    "  --jail                  run the sandbox jailed\n"
+    "  --jail-uid U, --jail-gid G  who it runs as (not 0; default 65534)\n"
+    "  --jail-chroot-base DIR  where its jail lives (default /srv/jail)\n"
+    "  --jail-netns PATH       the network namespace it joins\n"
+    "  --jail-tun              /dev/net/tun in the jail (a TAP it may open)\n"
+    "  --jail-cgroup KEY=VALUE a cgroup v2 limit (repeatable; moat jail --cgroup)\n"
+    "  --jail-cgroup-root DIR  the cgroup v2 mount (default /sys/fs/cgroup)\n";
 
 struct sbx {
     char name[NAME_MAX_LEN + 1];
@@ -70,6 +83,16 @@ struct sbx {
     /* net.tap= of the config: a fork's own TAP (moat fork --tap), given to
      * every restore as --net tap=NAME; "" none */
     char tap[16];
+    /* jail.* of the config: the sandbox runs under moat jail (moat create
+     * --jail): every start of its VM process goes through it. */
+    struct sbx_jail {
+        int on, tun;
+        char id[JAIL_ID_MAX + 1];
+        unsigned uid, gid;
+        char base[PATH_MAX], netns[PATH_MAX], cgroot[PATH_MAX];
+        char cg[SBX_JAIL_CG_MAX][JAIL_CG_VAL_MAX + 32];     /* KEY=VALUE */
+        int ncg;
+    } jail;
 };
 
 enum sbx_state { ST_RUNNING, ST_PAUSED, ST_STOPPED, ST_DEAD, ST_HUNG };
@@ -236,6 +259,35 @@ static char *spec_with_overlay(const char *spec, const char *ovl)
     return out;
 }
 
+/* One jail line of a sandbox's config (without its newline). */
+static void jail_config_line(struct sbx_jail *j, const char *l)
+{
+    const char *v = strchr(l, '=');
+    if (!v)
+        return;
+    size_t kl = (size_t)(v++ - l);
+#define KEY(k) (kl == strlen(k) && !strncmp(l, k, kl))
+    if (KEY("jail"))
+        j->on = !strcmp(v, "1");
+    else if (KEY("jail.id") && strlen(v) < sizeof j->id)
+        snprintf(j->id, sizeof j->id, "%s", v);
+    else if (KEY("jail.uid"))
+        j->uid = (unsigned)strtoul(v, NULL, 10);
+    else if (KEY("jail.gid"))
+        j->gid = (unsigned)strtoul(v, NULL, 10);
+    else if (KEY("jail.tun"))
+        j->tun = !strcmp(v, "1");
+    else if (KEY("jail.chroot_base") && strlen(v) < sizeof j->base)
+        snprintf(j->base, sizeof j->base, "%s", v);
+    else if (KEY("jail.netns") && strlen(v) < sizeof j->netns)
+        snprintf(j->netns, sizeof j->netns, "%s", v);
+    else if (KEY("jail.cgroup_root") && strlen(v) < sizeof j->cgroot)
+        snprintf(j->cgroot, sizeof j->cgroot, "%s", v);
+    else if (KEY("jail.cgroup") && j->ncg < SBX_JAIL_CG_MAX && strlen(v) < sizeof j->cg[0])
+        snprintf(j->cg[j->ncg++], sizeof j->cg[0], "%s", v);
+#undef KEY
+}
+
 static void read_config(struct sbx *s)
 {
     char p[PATH_MAX], line[512];
@@ -252,6 +304,11 @@ static void read_config(struct sbx *s)
             s->drive[s->ndrive] = strdup(big + off);
             if (s->drive[s->ndrive])
                 s->ndrive++;
+            continue;
+        }
+        if (!strncmp(big, "jail", 4)) {
+            big[strcspn(big, "\n")] = 0;
+            jail_config_line(&s->jail, big);
             continue;
         }
         snprintf(line, sizeof line, "%s", big);
@@ -297,27 +354,113 @@ static int sbx_open(struct sbx *s, const char *name, int lock)
     return 0;
 }
 
-static int rm_cb(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+/* Remove NAME below the open directory dfd and, a directory, everything
+ * below it. Every step is relative to a directory already open, each one
+ * opened O_NOFOLLOW: a symbolic link anywhere in the tree (a jailed
+ * sandbox's directory is writable by its jail) is removed, never followed,
+ * even one that replaces a directory while this runs. Only entries on
+ * device dev (no mount is crossed); at most 64 levels. 0, or -1 (errno). */
+static int rm_at(int dfd, const char *name, dev_t dev, int depth)
 {
-    (void)st;
-    (void)ftw;
-    if (flag == FTW_DP ? rmdir(path) : unlink(path))
+    struct stat st;
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
         return errno == ENOENT ? 0 : -1;
-    return 0;
+    if (st.st_dev != dev) {
+        errno = EXDEV;
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode))
+        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
+    if (depth >= 64) {
+        errno = ELOOP;
+        return -1;
+    }
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -1;
+    struct stat ds;
+    DIR *d = NULL;
+    errno = 0;
+    if (fstat(fd, &ds) < 0 || ds.st_dev != dev || !(d = fdopendir(fd))) {
+        int e = errno ? errno : EXDEV;
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    int r = 0, e = 0;
+    struct dirent *de;
+    while (r == 0 && (de = readdir(d)))
+        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && (r = rm_at(fd, de->d_name, dev, depth + 1)) < 0)
+            e = errno;
+    closedir(d);
+    if (r < 0) {
+        errno = e;
+        return -1;
+    }
+    return unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
 }
 
+/* rm -rf PATH, by rm_at: no link below PATH is followed, no mount crossed.
+ * 0 (also when PATH does not exist), or -1 (errno). */
 static int rm_rf(const char *path)
 {
-    if (access(path, F_OK) != 0)
+    char parent[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    struct stat st;
+    if (!slash || !slash[1] || (size_t)(slash - path) >= sizeof parent) {
+        errno = EINVAL;
+        return -1;
+    }
+    snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return errno == ENOENT ? 0 : -1;
+    int r = 0;
+    if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0)
+        r = rm_at(dfd, slash + 1, st.st_dev, 0);
+    else if (errno != ENOENT)
+        r = -1;
+    int e = errno;
+    close(dfd);
+    errno = e;
+    return r;
+}
+
+/* What moat jail leaves of a jailed sandbox once its process is gone:
+ * CHROOT_BASE/moat/ID (the jail's root, its mount points; the mounts were
+ * in the jail's own namespace and went with it; no mount is crossed) and
+ * its cgroup CGROOT/moat/ID (removed by moat jail when it exits, not when
+ * it was killed). 0, or -1 after saying why. */
+static int jail_cleanup(const struct sbx *s)
+{
+    const struct sbx_jail *j = &s->jail;
+    if (!j->on || jail_check_id(j->id) < 0 || !j->base[0])
         return 0;
-    return nftw(path, rm_cb, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+    char p[PATH_MAX + 128];
+    int rc = 0;
+    snprintf(p, sizeof p, "%s/moat/%s", j->base, j->id);
+    if (rm_rf(p) < 0) {
+        fprintf(stderr, "moat: removing the jail directory %s: %s\n", p, strerror(errno));
+        rc = -1;
+    }
+    if (j->ncg) {
+        snprintf(p, sizeof p, "%s/moat/%s", j->cgroot[0] ? j->cgroot : "/sys/fs/cgroup", j->id);
+        if (rmdir(p) < 0 && errno != ENOENT) {
+            fprintf(stderr, "moat: removing the jail's cgroup %s: %s\n", p, strerror(errno));
+            rc = -1;
+        }
+    }
+    return rc;
 }
 
 static int write_file(const char *path, const char *text)
 {
     char tmp[PATH_MAX];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    /* A new file, never one found there (a jailed sandbox's directory is
+     * writable by its jail's group: no link another put there is followed). */
+    unlink(tmp);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
     size_t len = strlen(text);
@@ -354,20 +497,124 @@ static int pid_is_ours(const struct sbx *s, pid_t pid)
 {
     if (pid <= 1)
         return 0;
-    char p[64], buf[8192];
+    /* A jailed sandbox's is moat jail's: its options (paths it exposes)
+     * first, then the inner command's: read all of it (64 KiB at most). */
+    char p[64], *buf = malloc(65536);
     snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd = buf ? open(p, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        free(buf);
         return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
+    }
+    ssize_t n = 0, k;
+    while (n < 65535 && (k = read(fd, buf + n, (size_t)(65535 - n))) > 0)
+        n += k;
     close(fd);
-    if (n <= 0)
-        return 0;
     buf[n] = 0;
-    for (char *a = buf; a < buf + n; a += strlen(a) + 1)
-        if (!strcmp(a, "--control") && a + strlen(a) + 1 < buf + n && !strcmp(a + strlen(a) + 1, s->ctl))
-            return 1;
-    return 0;
+    int ours = 0;
+    for (char *a = buf; !ours && a < buf + n; a += strlen(a) + 1)
+        ours = !strcmp(a, "--control") && a + strlen(a) + 1 < buf + n && !strcmp(a + strlen(a) + 1, s->ctl);
+    free(buf);
+    return ours;
+}
+
+/* The path to connect to s's socket PATH by. A jailed sandbox's sockets
+ * are made by its jail, which could put a symbolic link in their place
+ * (connect follows it, as root): there the socket is opened
+ * O_PATH|O_NOFOLLOW, must be a socket, and is reached through
+ * /proc/self/fd/N; *keep is that descriptor (-1 when none), for the caller
+ * to close after connecting. NULL with errno when it is not a socket. */
+static const char *sock_via(const struct sbx *s, const char *path, char *buf, size_t len, int *keep)
+{
+    *keep = -1;
+    if (!s->jail.on)
+        return path;
+    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return NULL;
+    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+        close(fd);
+        errno = ECONNREFUSED;
+        return NULL;
+    }
+    *keep = fd;
+    snprintf(buf, len, "/proc/self/fd/%d", fd);
+    return buf;
+}
+
+/* A file FILE (a disk overlay, a pin) a jailed sandbox's jail may have
+ * replaced: root copies it into what the jail will read, so it is opened
+ * with neither its directory's last component nor its own name followed
+ * (O_NOFOLLOW both), must be a regular file, and is named by
+ * /proc/self/fd/N (*keep: the descriptor, closed by the caller). For an
+ * unjailed sandbox, FILE itself. NULL with errno. */
+static const char *file_via(const struct sbx *s, const char *file, char *buf, size_t len, int *keep)
+{
+    *keep = -1;
+    if (!s->jail.on)
+        return file;
+    char dir[PATH_MAX];
+    const char *slash = strrchr(file, '/');
+    if (!slash || slash == file || (size_t)(slash - file) >= sizeof dir) {
+        errno = EINVAL;
+        return NULL;
+    }
+    snprintf(dir, sizeof dir, "%.*s", (int)(slash - file), file);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = dfd < 0 ? -1 : openat(dfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    if (dfd >= 0)
+        close(dfd);
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
+        close(fd);
+        fd = -1;
+        e = EINVAL;
+    }
+    if (fd < 0) {
+        errno = e;
+        return NULL;
+    }
+    *keep = fd;
+    snprintf(buf, len, "/proc/self/fd/%d", fd);
+    return buf;
+}
+
+/* A directory root made in a jailed sandbox's directory for its jail to
+ * read and write (tags/, a tag made from a stopped sandbox): root's, the
+ * jail's group, sticky, as the sandbox directory; refused when it is not
+ * root's (the jail could have made it first). 0 (also unjailed, where it
+ * stays as made), or -1 after saying why. */
+static int jail_share_dir(const struct sbx *s, const char *dir)
+{
+    if (!s->jail.on)
+        return 0;
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    struct stat st;
+    int r = fd < 0 || fstat(fd, &st) < 0 ? -errno : st.st_uid != 0 ? -EPERM : 0;
+    if (r == 0 && (fchown(fd, 0, s->jail.gid) < 0 || fchmod(fd, S_ISVTX | 0770) < 0))
+        r = -errno;
+    if (fd >= 0)
+        close(fd);
+    if (r < 0)
+        fprintf(stderr, "moat: sandbox %s: %s: %s\n", s->name, dir,
+                r == -EPERM ? "not root's (made by its jail?)" : strerror(-r));
+    return r < 0 ? -1 : 0;
+}
+
+/* ctl_request to s's control socket (through sock_via). */
+static int sbx_ctl_request(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
+{
+    char via[64];
+    int keep;
+    const char *path = sock_via(s, s->ctl, via, sizeof via, &keep);
+    if (!path)
+        return -errno;
+    int r = ctl_request(path, req, reply, len, timeout_s);
+    if (keep >= 0)
+        close(keep);
+    return r;
 }
 
 static enum sbx_state sbx_state(const struct sbx *s, pid_t *pidp, double *uptime)
@@ -380,7 +627,7 @@ static enum sbx_state sbx_state(const struct sbx *s, pid_t *pidp, double *uptime
         if (!pid_is_ours(s, pid))
             return ST_DEAD;
         char reply[256];
-        if (ctl_request(s->ctl, "status", reply, sizeof reply, 5) < 0)
+        if (sbx_ctl_request(s, "status", reply, sizeof reply, 5) < 0)
             return ST_HUNG;
         const char *u = strstr(reply, "uptime=");
         if (u)
@@ -465,6 +712,48 @@ static void show_log(const struct sbx *s)
     }
 }
 
+/* A jailed sandbox's files its restores need that moat jail does not find
+ * in the restore command: its run options' --kernel, --initrd and --device
+ * blk paths (a restore reopens the devices its snapshot recorded), from the
+ * config's arg= lines, those that exist. 0, or -1 after saying why. */
+static int jail_restore_paths(const struct sbx *s, struct jail_paths *l)
+{
+    char p[PATH_MAX], why[512];
+    memset(l, 0, sizeof *l);
+    FILE *f = fopen(sp(s, "config", p, sizeof p), "re");
+    if (!f)
+        return 0;
+    char **av = calloc(4096, sizeof *av), *line = malloc(65536);
+    int n = 0, r = 0;
+    if (!av || !line)
+        r = -1;
+    else
+        av[n++] = "moat", av[n++] = "run";
+    while (r == 0 && n < 4095 && fgets(line, 65536, f))
+        if (!strncmp(line, "arg=", 4)) {
+            line[strcspn(line, "\n")] = 0;
+            if (!(av[n] = strdup(line + 4)))
+                r = -1;
+            else
+                n++;
+        }
+    fclose(f);
+    if (r == 0 && jail_inner_paths(n, av, l, why, sizeof why) < 0) {
+        fprintf(stderr, "moat: sandbox %s: %s\n", s->name, why);
+        r = -1;
+    }
+    for (int i = 2; av && i < n; i++)
+        free(av[i]);
+    free(av);
+    free(line);
+    int k = 0;
+    for (int i = 0; r == 0 && i < l->n; i++)
+        if (access(l->p[i].path, F_OK) == 0)
+            l->p[k++] = l->p[i];
+    l->n = r == 0 ? k : 0;
+    return r;
+}
+
 /* Start `moat run|restore` in the background for s: its own session,
  * stdin /dev/null, stdout+stderr appended to NAME/moat.log, the console
  * to NAME/console.log. extra: the command's own arguments (NULL-ended).
@@ -477,7 +766,12 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
     sp(s, "console.log", conslog, sizeof conslog);
     sp(s, "moat.log", log, sizeof log);
     size_t n = 0;
-    char **av = calloc((size_t)nextra + 14, sizeof *av);
+    static struct jail_paths rpaths;
+    rpaths.n = 0;
+    if (s->jail.on && !strcmp(verb, "restore") && jail_restore_paths(s, &rpaths) < 0)
+        return -1;
+    char **av = calloc((size_t)nextra + 14 + 24 + 2 * SBX_JAIL_CG_MAX + 2 * JAIL_PATHS_MAX, sizeof *av);
+    char juid[16], jgid[16];
     int pp[2];
     if (!av)
         return -1;
@@ -487,6 +781,46 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
         return -1;
     }
     av[n++] = "moat";
+    if (s->jail.on) {
+        /* moat jail --id ID ... --expose DIR -- moat VERB ...: the
+         * sandbox's directory (its sockets, snapshots, disks) at the same
+         * path inside; its kernel, initrd and drives exposed by moat jail
+         * from the command's own options; the ready pipe kept. */
+        const struct sbx_jail *j = &s->jail;
+        snprintf(juid, sizeof juid, "%u", j->uid);
+        snprintf(jgid, sizeof jgid, "%u", j->gid);
+        av[n++] = "jail";
+        av[n++] = "--id";
+        av[n++] = (char *)j->id;
+        av[n++] = "--uid";
+        av[n++] = juid;
+        av[n++] = "--gid";
+        av[n++] = jgid;
+        av[n++] = "--chroot-base";
+        av[n++] = (char *)j->base;
+        av[n++] = "--expose";
+        av[n++] = (char *)s->dir;
+        for (int i = 0; i < rpaths.n; i++) {
+            av[n++] = rpaths.p[i].rw ? "--expose" : "--expose-ro";
+            av[n++] = rpaths.p[i].path;
+        }
+        if (j->netns[0]) {
+            av[n++] = "--netns";
+            av[n++] = (char *)j->netns;
+        }
+        if (j->tun)
+            av[n++] = "--tun";
+        if (j->cgroot[0]) {
+            av[n++] = "--cgroup-root";
+            av[n++] = (char *)j->cgroot;
+        }
+        for (int i = 0; i < j->ncg; i++) {
+            av[n++] = "--cgroup";
+            av[n++] = (char *)j->cg[i];
+        }
+        av[n++] = "--";
+        av[n++] = "moat";
+    }
     av[n++] = (char *)verb;
     av[n++] = "--ready-fd";
     av[n++] = "3";
@@ -511,7 +845,7 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
     if (pid == 0) {
         setsid();
         int in = open("/dev/null", O_RDONLY);
-        int out = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
         if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
             _exit(125);
         /* The pipe's write end becomes fd 3 (inherited: no close-on-exec). */
@@ -711,7 +1045,13 @@ static unsigned wait_ready_all(struct starting *k, size_t n, double wait, struct
             unsigned back_ms = 2;
             while (!k[i].failed) {
                 struct agent_client c;
-                if (agent_client_connect(&c, k[i].s->vsock, 1, AGENT_DEFAULT_PORT) == 0) {
+                char via[64];
+                int keep;
+                const char *vp = sock_via(k[i].s, k[i].s->vsock, via, sizeof via, &keep);
+                int cr = vp ? agent_client_connect(&c, vp, 1, AGENT_DEFAULT_PORT) : -1;
+                if (keep >= 0)
+                    close(keep);
+                if (cr == 0) {
                     int r = agent_client_ping(&c);
                     agent_client_close(&c);
                     if (r == 0)
@@ -746,7 +1086,7 @@ static int ctl(const struct sbx *s, const char *req, char *reply, size_t len, in
         reply = buf;
         len = sizeof buf;
     }
-    int r = ctl_request(s->ctl, req, reply, len, timeout_s);
+    int r = sbx_ctl_request(s, req, reply, len, timeout_s);
     if (r < 0) {
         fprintf(stderr, "moat: sandbox %s: control socket: %s\n", s->name, strerror(-r));
         return -1;
@@ -763,7 +1103,7 @@ static int kill_process(const struct sbx *s, pid_t pid)
 {
     if (pid > 0 && pid_is_ours(s, pid)) {
         char reply[256];
-        ctl_request(s->ctl, "stop", reply, sizeof reply, 5);
+        sbx_ctl_request(s, "stop", reply, sizeof reply, 5);
         if (wait_gone(s, pid, 10, 1) < 0) {
             fprintf(stderr, "moat: sandbox %s: process %d does not go away\n", s->name, (int)pid);
             return -1;
@@ -773,6 +1113,18 @@ static int kill_process(const struct sbx *s, pid_t pid)
     unlink(sp(s, "pid", p, sizeof p));
     unlink(s->ctl);
     return 0;
+}
+
+/* Commands a jailed sandbox does not take (yet): fork would have its jail
+ * write a snapshot into another sandbox's directory, which it cannot see.
+ * -1 after saying so. */
+static int not_jailed(const struct sbx *s, const char *what)
+{
+    if (!s->jail.on)
+        return 0;
+    fprintf(stderr, "moat: sandbox %s runs jailed (moat create --jail): %s a jailed sandbox is not "
+                    "supported yet (docs/sandboxes.md, \"Jailed sandboxes\")\n", s->name, what);
+    return -1;
 }
 
 static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
@@ -938,6 +1290,162 @@ static int sandbox_drive(const struct sbx *s, unsigned n, const char *spec, char
     return 0;
 }
 
+/* create's jail options (--jail, --jail-KEY V, --jail-KEY=V) into j:
+ * 1 when argv[*i] was one (*i past its value), 0 when not, -1 after a
+ * usage message. *seen counts the --jail-KEY ones. */
+static int jail_option(int argc, char **argv, int *i, struct sbx_jail *j, int *seen)
+{
+    const char *a = argv[*i];
+    if (!strcmp(a, "--jail")) {
+        j->on = 1;
+        return 1;
+    }
+    if (!strcmp(a, "--jail-tun")) {
+        j->tun = 1;
+        ++*seen;
+        return 1;
+    }
+    static const char *const keys[] = { "--jail-uid", "--jail-gid", "--jail-chroot-base", "--jail-netns",
+                                        "--jail-cgroup", "--jail-cgroup-root" };
+    size_t k, kl = strcspn(a, "=");
+    for (k = 0; k < sizeof keys / sizeof keys[0]; k++)
+        if (kl == strlen(keys[k]) && !strncmp(a, keys[k], kl))
+            break;
+    if (k == sizeof keys / sizeof keys[0])
+        return 0;
+    const char *v = a[kl] == '=' ? a + kl + 1 : *i + 1 < argc ? argv[++*i] : NULL;
+    if (!v || !*v || strchr(v, '\n')) {
+        fprintf(stderr, "moat create: %s needs a value (one line)\n", keys[k]);
+        return -1;
+    }
+    ++*seen;
+    char why[256];
+    struct jail_cg cg;
+    switch (k) {
+    case 0:
+    case 1:
+        (k ? &j->gid : &j->uid)[0] = (unsigned)parse_uint(v, keys[k], 0xfffffffe);
+        if (!(k ? j->gid : j->uid)) {
+            fprintf(stderr, "moat create: %s must not be 0 (root in the jail defeats it)\n", keys[k]);
+            return -1;
+        }
+        return 1;
+    case 2:
+    case 3:
+    case 5: {
+        char *dst = k == 2 ? j->base : k == 3 ? j->netns : j->cgroot;
+        if (jail_check_path(v) < 0) {
+            fprintf(stderr, "moat create: %s '%s': an absolute path without '.', '..' or '//'\n", keys[k], v);
+            return -1;
+        }
+        snprintf(dst, PATH_MAX, "%s", v);
+        return 1;
+    }
+    default:
+        if (j->ncg >= SBX_JAIL_CG_MAX) {
+            fprintf(stderr, "moat create: at most %d --jail-cgroup\n", SBX_JAIL_CG_MAX);
+            return -1;
+        }
+        if (jail_parse_cgroup(v, &cg, why, sizeof why) < 0) {
+            fprintf(stderr, "moat create: --jail-cgroup: %s\n", strncmp(why, "--cgroup: ", 10) ? why : why + 10);
+            return -1;
+        }
+        snprintf(j->cg[j->ncg++], sizeof j->cg[0], "%s=%s", cg.key, cg.val);
+        return 1;
+    }
+}
+
+/* A jailed sandbox's settings checked before anything is made (a clear
+ * refusal, not a failed start), its jail id (the name's characters that
+ * an id takes, and 8 random hex digits: unique per sandbox) and chroot
+ * base (made if missing; its real path) filled in, and its
+ * config lines appended to cfg. extra: the moat run options. 0, or an
+ * exit status after saying why. */
+static int jail_prepare(struct sbx *s, int seen, char **extra, int nextra, char *cfg, size_t clen)
+{
+    struct sbx_jail *j = &s->jail;
+    if (!j->on) {
+        if (seen)
+            fprintf(stderr, "moat create: the --jail-* options need --jail\n");
+        return seen ? EXIT_USAGE : 0;
+    }
+    if (!j->uid)
+        j->uid = JAIL_DEFAULT_ID;
+    if (!j->gid)
+        j->gid = JAIL_DEFAULT_ID;
+    if (!j->base[0])
+        snprintf(j->base, sizeof j->base, "/srv/jail");
+    /* moat jail's own refusals, now: relative or odd paths of the kernel,
+     * initrd and drives (which it exposes), before any directory exists. */
+    static struct jail_paths paths;
+    char why[512];
+    char **av = calloc((size_t)nextra + 3, sizeof *av);
+    if (!av)
+        return EXIT_VMM_ERROR;
+    av[0] = "moat";
+    av[1] = "run";
+    memcpy(av + 2, extra, (size_t)nextra * sizeof *av);
+    memset(&paths, 0, sizeof paths);
+    int r = jail_inner_paths(nextra + 2, av, &paths, why, sizeof why);
+    free(av);
+    if (r < 0) {
+        fprintf(stderr, "moat create --jail: %s\n", why);
+        return EXIT_USAGE;
+    }
+    if (geteuid() != 0) {
+        fprintf(stderr, "moat create --jail: needs root (moat jail creates namespaces, device nodes and "
+                        "mounts, then drops to --jail-uid/--jail-gid)\n");
+        return EXIT_VMM_ERROR;
+    }
+    r = cli_mkdir_p(j->base, 0755);
+    char real[PATH_MAX];
+    if (r < 0 || !realpath(j->base, real)) {
+        fprintf(stderr, "moat create --jail: --jail-chroot-base %s: %s\n", j->base, strerror(r < 0 ? -r : errno));
+        return EXIT_VMM_ERROR;
+    }
+    if (strlen(real) >= sizeof j->base) {
+        fprintf(stderr, "moat create --jail: --jail-chroot-base %s: too long\n", j->base);
+        return EXIT_VMM_ERROR;
+    }
+    snprintf(j->base, sizeof j->base, "%s", real);
+    uint32_t rnd;
+    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        fprintf(stderr, "moat create --jail: getrandom: %s\n", strerror(errno));
+        return EXIT_VMM_ERROR;
+    }
+    size_t n = 0;
+    for (const char *c = s->name; *c && n < 40; c++)
+        j->id[n++] = *c == '.' ? '_' : *c;
+    snprintf(j->id + n, sizeof j->id - n, "-%08x", rnd);
+    size_t k = (size_t)snprintf(cfg + clen, 65536 - clen,
+                                "jail=1\njail.id=%s\njail.uid=%u\njail.gid=%u\njail.tun=%d\njail.chroot_base=%s\n",
+                                j->id, j->uid, j->gid, j->tun, j->base);
+    if (k < 65536 - clen && j->netns[0])
+        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.netns=%s\n", j->netns);
+    if (k < 65536 - clen && j->cgroot[0])
+        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.cgroup_root=%s\n", j->cgroot);
+    for (int i = 0; i < j->ncg && k < 65536 - clen; i++)
+        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.cgroup=%s\n", j->cg[i]);
+    if (clen + k >= 65000) {
+        fprintf(stderr, "moat create: arguments too long\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* A jailed sandbox's directory: root's, its jail's group may create files
+ * (its sockets, snapshots, overlays, console.log), others nothing; sticky,
+ * so that the jail cannot remove or replace what root wrote there (config,
+ * pid, moat.log). */
+static int jail_dir_perms(const struct sbx *s)
+{
+    if (fchown(s->dfd, 0, s->jail.gid) < 0 || fchmod(s->dfd, S_ISVTX | 0770) < 0) {
+        fprintf(stderr, "moat: %s: %s\n", s->dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_create(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
@@ -967,6 +1475,7 @@ static int cmd_create(int argc, char **argv)
     unsigned nopt = 0;
     size_t clen = 0;
     struct phases ph = { 0 };
+    int jail_seen = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (!after_dd) {
@@ -988,6 +1497,14 @@ static int cmd_create(int argc, char **argv)
                 free(extra);
                 free(config);
                 return 0;
+            } else if (!strncmp(a, "--jail", 6)) {
+                int jr = jail_option(argc, argv, &i, &s.jail, &jail_seen);
+                if (jr < 0)
+                    goto usage;
+                if (jr > 0)
+                    continue;
+                fprintf(stderr, "moat create: unknown option '%s' (see moat create --help)\n", a);
+                goto usage;
             } else {
                 int k = run_opt(a);
                 const char *on = k >= 0 ? run_opts[k].name : "";
@@ -1049,6 +1566,12 @@ static int cmd_create(int argc, char **argv)
         }
         clen += (size_t)n;
     }
+    int jr = jail_prepare(&s, jail_seen, extra, nextra, config, clen);
+    if (jr == EXIT_USAGE)
+        goto usage;
+    if (jr)
+        goto fail_noclean;
+    clen += strlen(config + clen);
     char home[PATH_MAX];
     snprintf(home, sizeof home, "%.*s", (int)(strrchr(s.dir, '/') - s.dir), s.dir);
     int r = cli_mkdir_p(home, 0700);
@@ -1065,7 +1588,7 @@ static int cmd_create(int argc, char **argv)
         goto fail_noclean;
     }
     s.dfd = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (s.dfd < 0 || sbx_lock(&s) < 0)
+    if (s.dfd < 0 || sbx_lock(&s) < 0 || (s.jail.on && jail_dir_perms(&s) < 0))
         goto fail;
     char p[PATH_MAX], *hdr = malloc(65536);
     if (!hdr)
@@ -1108,6 +1631,7 @@ static int cmd_create(int argc, char **argv)
     return 0;
 fail:
     rm_rf(s.dir);
+    jail_cleanup(&s);
     sbx_close(&s);
     rmdir(home);    /* only if empty: leave nothing behind */
 fail_noclean:
@@ -1160,14 +1684,17 @@ static int cmd_ls(int argc, char **argv)
     ssize_t n = home_names("", names, 4096);
     if (n < 0)
         return EXIT_USAGE;
-    printf("%-24s %-12s %-8s %s\n", "NAME", "STATE", "PID", "UPTIME");
+    printf("%-24s %-12s %-8s %-8s %s\n", "NAME", "STATE", "PID", "UPTIME", "JAIL");
     for (ssize_t i = 0; i < n; i++) {
-        struct sbx s;
-        char p[PATH_MAX];
+        static struct sbx s;
+        char p[PATH_MAX], jail[64] = "-";
         if (sbx_paths(&s, names[i]) < 0 || access(sp(&s, "config", p, sizeof p), F_OK) != 0) {
             free(names[i]);
             continue;       /* not a sandbox directory */
         }
+        read_config(&s);
+        if (s.jail.on)
+            snprintf(jail, sizeof jail, "uid=%u,gid=%u", s.jail.uid, s.jail.gid);
         pid_t pid;
         double up;
         enum sbx_state st = sbx_state(&s, &pid, &up);
@@ -1176,7 +1703,8 @@ static int cmd_ls(int argc, char **argv)
             snprintf(pidtxt, sizeof pidtxt, "%d", (int)pid);
         if (up >= 0)
             snprintf(uptxt, sizeof uptxt, "%.0fs", up);
-        printf("%-24s %-12s %-8s %s\n", s.name, state_names[st], pidtxt, uptxt);
+        printf("%-24s %-12s %-8s %-8s %s\n", s.name, state_names[st], pidtxt, uptxt, jail);
+        sbx_close(&s);
         free(names[i]);
     }
     return 0;
@@ -1199,7 +1727,7 @@ static int cmd_rm(int argc, char **argv)
         pid_t pid = read_pid(&s);
         if (pid > 0 && pid_is_ours(&s, pid)) {
             char reply[256];
-            ctl_request(s.ctl, "stop", reply, sizeof reply, 5);
+            sbx_ctl_request(&s, "stop", reply, sizeof reply, 5);
             if (wait_gone(&s, pid, 10, force) < 0) {
                 fprintf(stderr, "moat: sandbox %s does not stop; moat rm -f kills it\n", s.name);
                 sbx_close(&s);
@@ -1211,6 +1739,8 @@ static int cmd_rm(int argc, char **argv)
             fprintf(stderr, "moat: removing %s: %s\n", s.dir, strerror(errno));
             rc = 1;
         }
+        if (jail_cleanup(&s) < 0)
+            rc = 1;
         sbx_close(&s);
     }
     if (!any) {
@@ -1277,7 +1807,7 @@ static int stop_locked(struct sbx *s, struct phases *ph)
     if (s->ephemeral) {
         if (pid > 0 && kill_process(s, pid) < 0)
             return -1;
-        return rm_rf(s->dir) < 0 ? -1 : 0;
+        return rm_rf(s->dir) < 0 || jail_cleanup(s) < 0 ? -1 : 0;
     }
     if (need_live(s, st, "stop") < 0)
         return -1;
@@ -1394,17 +1924,22 @@ static int cmd_start(int argc, char **argv)
  * changed in place, only replaced, so links are safe copies). */
 static int link_snapshot(const char *from, const char *to)
 {
-    char a[PATH_MAX], b[PATH_MAX];
     if (mkdir(to, 0700) < 0 && errno != EEXIST)
         return -errno;
+    /* Relative to both directories, opened O_NOFOLLOW; linkat does not
+     * follow the names either: a jailed sandbox's snap/ is its jail's. */
+    int ffd = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int tfd = ffd < 0 ? -1 : open(to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int r = tfd < 0 ? -errno : 0;
     static const char *const files[] = { "state", "memory" };
-    for (int i = 0; i < 2; i++) {
-        snprintf(a, sizeof a, "%s/%s", from, files[i]);
-        snprintf(b, sizeof b, "%s/%s", to, files[i]);
-        if (link(a, b) < 0)
-            return -errno;
-    }
-    return 0;
+    for (int i = 0; r == 0 && i < 2; i++)
+        if (linkat(ffd, files[i], tfd, files[i], 0) < 0)
+            r = -errno;
+    if (ffd >= 0)
+        close(ffd);
+    if (tfd >= 0)
+        close(tfd);
+    return r;
 }
 
 /* Pin s's overlays into dir/diskN.overlay from the files themselves (no
@@ -1417,7 +1952,15 @@ static int clone_own_disks(const struct sbx *s, const char *dir)
             continue;
         snprintf(dst, sizeof dst, "%s/disk%u.overlay", dir, n);
         why[0] = 0;
-        if (ovl_clone(src, dst, why, sizeof why) < 0) {
+        char via[64];
+        int keep;
+        const char *from = file_via(s, src, via, sizeof via, &keep);
+        int r = from ? ovl_clone(from, dst, why, sizeof why) : -1;
+        if (!from)
+            snprintf(why, sizeof why, "%.400s: %s", src, strerror(errno));
+        if (keep >= 0)
+            close(keep);
+        if (r < 0) {
             fprintf(stderr, "moat: sandbox %s: pinning its disk: %s\n", s->name, why);
             return -1;
         }
@@ -1439,7 +1982,8 @@ static int snapshot_into(struct sbx *s, const char *dir)
         int r = link_snapshot(sp(s, "snap", p, sizeof p), dir);
         if (r < 0)
             fprintf(stderr, "moat: linking the snapshot into %s: %s\n", dir, strerror(-r));
-        return r < 0 || clone_own_disks(s, dir) < 0 ? -1 : 0;
+        /* A jailed sandbox restores it inside its jail (reset --to). */
+        return r < 0 || clone_own_disks(s, dir) < 0 || jail_share_dir(s, dir) < 0 ? -1 : 0;
     }
     if (need_live(s, st, "snapshot") < 0)
         return -1;
@@ -1480,6 +2024,8 @@ static int cmd_snapshot(int argc, char **argv)
         goto out;
     }
     mkdir(tags, 0700);
+    if (jail_share_dir(&s, tags) < 0)   /* a jailed sandbox's moat writes the tag */
+        goto out;
     rm_rf(tmp);
     if (snapshot_into(&s, tmp) < 0) {
         rm_rf(tmp);
@@ -1546,8 +2092,24 @@ static int cmd_reset(int argc, char **argv)
         snprintf(stage, sizeof stage, "%s.reset", own);
         unlink(stage);
         why[0] = 0;
-        if (ovl_clone(pin, stage, why, sizeof why) < 0) {
+        /* A jailed sandbox's tag is its jail's to write: the pin is
+         * opened without following links (file_via), and the copy, made
+         * by root, becomes the jail's (its moat writes it). */
+        char via[64];
+        int keep;
+        const char *from = file_via(&s, pin, via, sizeof via, &keep);
+        int cr = from ? ovl_clone(from, stage, why, sizeof why) : -1;
+        if (!from)
+            snprintf(why, sizeof why, "%.400s: %s", pin, strerror(errno));
+        if (keep >= 0)
+            close(keep);
+        if (cr == 0 && s.jail.on && lchown(stage, s.jail.uid, s.jail.gid) < 0) {
+            snprintf(why, sizeof why, "%.400s: %s", stage, strerror(errno));
+            cr = -1;
+        }
+        if (cr < 0) {
             fprintf(stderr, "moat: sandbox %s: copying the tag's disk: %s\n", s.name, why);
+            unlink(stage);
             goto unstage;
         }
         staged[n] = any = true;
@@ -1664,6 +2226,8 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
         goto out;
     for (unsigned long i = 0; i < count; i++)
         kids[i].dfd = -1;
+    if (not_jailed(&s, "forking") < 0)
+        goto out;
     if (s.rw_drive) {
         fprintf(stderr, "moat: sandbox %s has a writable drive without a copy-on-write overlay "
                         "(overlay=none, or made by an older moat): forks would share and corrupt it\n",
@@ -1946,7 +2510,15 @@ int sandbox_agent_target(const char *name, struct agent_target *t)
                 st == ST_DEAD ? " (its process has exited; see its moat.log and console.log)" : "");
         return -1;
     }
-    t->path = s.vsock;
+    /* A jailed sandbox's socket through a descriptor of its own (sock_via),
+     * kept open for this command's connections. */
+    static char via[64];
+    int keep;
+    t->path = sock_via(&s, s.vsock, via, sizeof via, &keep);
+    if (!t->path) {
+        fprintf(stderr, "moat: sandbox %s: %s is not a socket\n", s.name, s.vsock);
+        return -1;
+    }
     t->hybrid = 1;
     if (t->wait < 10)
         t->wait = 10;   /* after a restore the agent may take a moment */
@@ -2159,6 +2731,11 @@ static int template_create(int argc, char **argv)
             from = argv[++i];
         } else if (!strcmp(argv[i], "--no-agent")) {
             agent = false;
+        } else if (!strncmp(argv[i], "--jail", 6)) {
+            fprintf(stderr, "moat template create: %s: a template is for forking, and a jailed sandbox "
+                            "cannot be forked yet (docs/sandboxes.md, \"Jailed sandboxes\")\n", argv[i]);
+            free(cargv);
+            return EXIT_USAGE;
         } else {
             waited |= !strcmp(argv[i], "--wait");
             cargv[cargc++] = argv[i];

@@ -236,3 +236,34 @@ int jail_inner_paths(int argc, char *const *argv, struct jail_paths *l, char *wh
     }
     return 0;
 }
+
+int jail_inner_ready_fd(int argc, char *const *argv, char *why, size_t wlen)
+{
+    int fd = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        if (!strcmp(a, "--"))
+            break;
+        if (!strcmp(a, "--ready-fd")) {
+            if (i + 1 >= argc) {
+                snprintf(why, wlen, "--ready-fd needs a value");
+                return -EINVAL;
+            }
+            val = argv[++i];
+        } else if (!strncmp(a, "--ready-fd=", 11)) {
+            val = a + 11;
+        } else {
+            continue;
+        }
+        long n = 0;
+        size_t k = 0;
+        for (; val[k] >= '0' && val[k] <= '9' && k < 8; k++)
+            n = n * 10 + (val[k] - '0');
+        if (k == 0 || val[k] || n < 3 || n > (1L << 20)) {
+            snprintf(why, wlen, "--ready-fd '%.32s': a descriptor number from 3 to %ld", val, 1L << 20);
+            return -EINVAL;
+        }
+        fd = (int)n;
+    }
+    return fd;
+}

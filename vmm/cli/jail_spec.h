@@ -57,5 +57,11 @@ void jail_paths_sort(struct jail_paths *l);
  * is "moat"; scanning stops at "--" (the guest's command). 0, or -EINVAL /
  * -E2BIG with why. */
 int jail_inner_paths(int argc, char *const *argv, struct jail_paths *l, char *why, size_t wlen);
+/* The inner moat command's --ready-fd N ("--ready-fd N" or "--ready-fd=N",
+ * before "--"; the last one counts, as getopt's): N (3..2^20), the one
+ * inherited descriptor the jail keeps open (the ready pipe of moat create
+ * and start). -1 when there is none; -EINVAL with why for a value that is
+ * not a decimal in that range, or a missing one. */
+int jail_inner_ready_fd(int argc, char *const *argv, char *why, size_t wlen);
 
 #endif
