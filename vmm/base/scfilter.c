@@ -267,6 +267,7 @@ bool sc_exit_unfiltered(void)
 /* ---- the violation handler ---- */
 
 static _Thread_local int cur_kind = -1;
+static _Thread_local char cur_name[16];
 
 static size_t put(char *buf, size_t at, size_t cap, const char *s)
 {
@@ -370,10 +371,23 @@ static int add_rules(scmp_filter_ctx ctx, const struct rule *rl)
     return 0;
 }
 
+const char *sc_thread_name(void)
+{
+    return cur_name[0] ? cur_name : NULL;
+}
+
 int sc_install(enum sc_kind k, enum sc_mode mode)
 {
-    if (mode == SC_OFF)
+    return sc_install_named(k, mode, NULL);
+}
+
+int sc_install_named(enum sc_kind k, enum sc_mode mode, const char *name)
+{
+    if (mode == SC_OFF) {
+        if (name)
+            prctl(PR_SET_NAME, name, 0, 0, 0);
         return 0;
+    }
     if ((unsigned)k >= SC_KIND_N || (mode != SC_KILL && mode != SC_AUDIT))
         return -EINVAL;
     pthread_once(&names_once, names_init);
@@ -399,9 +413,11 @@ int sc_install(enum sc_kind k, enum sc_mode mode)
     if (r == 0)
         r = add_rules(ctx, l_san);
 #endif
-    char name[16];
-    snprintf(name, sizeof name, "moat-%s", kinds[k].name);
-    prctl(PR_SET_NAME, name, 0, 0, 0);
+    if (name)
+        snprintf(cur_name, sizeof cur_name, "%s", name);
+    else
+        snprintf(cur_name, sizeof cur_name, "moat-%s", kinds[k].name);
+    prctl(PR_SET_NAME, cur_name, 0, 0, 0);
     cur_kind = (int)k;
     if (r == 0)
         r = seccomp_load(ctx);
