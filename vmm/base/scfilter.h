@@ -28,6 +28,10 @@ enum sc_kind {
     SC_MAIN,        /* the CLI's main thread once the VM runs: exit fd,
                      * snapshot signals and the control socket */
     SC_VHOST,       /* `moat device`: the vhost-user server thread */
+    SC_API,         /* `moat vmm`: the HTTP API thread (moves bytes, hands
+                     * each request to the main thread) */
+    SC_FCMAIN,      /* `moat vmm`: the main thread once the VM has run
+                     * (the requests, signals, the VM's end, metrics) */
     SC_KIND_N
 };
 
