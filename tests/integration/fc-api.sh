@@ -78,6 +78,38 @@ stop_vmm() {   # stop_vmm PID: SIGTERM, wait up to 10 s; EXIT gets the status
     wait "$1"; EXIT=$?
 }
 ticks() { c=$(grep -c '^tick ' "$1" 2>/dev/null); echo "${c:-0}"; }
+# Seccomp (docs/security.md): the Seccomp: field (0 none, 2 filter) of a
+# thread of PID, by its name; of the main thread; of every thread.
+thread_seccomp() {  # thread_seccomp PID COMM
+    for t in /proc/$1/task/*; do
+        [ "$(cat "$t/comm" 2>/dev/null)" = "$2" ] && { awk '/^Seccomp:/ {print $2}' "$t/status"; return; }
+    done
+}
+main_seccomp() { awk '/^Seccomp:/ {print $2}' "/proc/$1/status" 2>/dev/null; }
+all_seccomp() { cat /proc/$1/task/*/status 2>/dev/null | awk '/^Seccomp:/ {print $2}' | sort -u | tr '\n' ' '; }
+wait_main_filtered() {  # the main thread filters itself once the VM has run
+    i=0
+    while [ "$(main_seccomp "$1")" != 2 ] && [ $i -lt 100 ]; do sleep 0.02; i=$((i + 1)); done
+    [ "$(main_seccomp "$1")" = 2 ]
+}
+all_filtered() {  # every thread: "Seccomp: 2"
+    wait_main_filtered "$1" && [ "$(all_seccomp "$1")" = "2 " ] && return 0
+    echo "  (Seccomp values of $1's threads: $(all_seccomp "$1"))"; return 1
+}
+# The sanitizer build leaves the main thread unfiltered (its leak check at
+# exit makes calls no list has): its main-thread checks say so and skip.
+SAN=0
+"$MOAT" seccomp | grep -q 'sanitizer build' && SAN=1
+# A forbidden call: exit 159 and exactly one line naming the thread kind and
+# the call (the test hook MOAT_SECCOMP_TEST_VIOLATE=KIND calls getppid).
+violation_line() {  # violation_line FILE KIND
+    [ "$(grep -c 'moat: seccomp: ' "$1")" = 1 ] &&
+        grep -q "^moat: seccomp: the $2 thread made a forbidden system call: getppid ([0-9]*); exiting with status 159\$" "$1"
+}
+violated() {  # violated STATUS FILE KIND
+    [ "$1" = 159 ] && violation_line "$2" "$3" && return 0
+    echo "  (exit $1; stderr: $(cat "$2"))"; return 1
+}
 wait_ticks() {  # wait_ticks FILE N
     i=0
     while [ "$(ticks "$1")" -lt "$2" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
@@ -107,6 +139,28 @@ printf '{"boot-source": {"kernel_image_path": "/x"}, "balloon": {"amount_mib": 1
 check "config file with a balloon: exit 152, not supported [$rc]" \
     sh -c "[ $rc = 152 ] && grep -q 'balloon' '$T/bal.err'"
 
+# ---- seccomp (no KVM needed): the lists, the API thread ----
+"$MOAT" seccomp >"$T/sc.out"
+extra=$(sed -n 's/^(sanitizer build: \([0-9]*\) of these.*/\1/p' "$T/sc.out"); extra=${extra:-0}
+api_n=$(awk '$1 == "api" {print $2}' "$T/sc.out"); fcmain_n=$(awk '$1 == "fcmain" {print $2}' "$T/sc.out")
+check "moat seccomp lists the API thread's kind within Firecracker's API limit ($api_n <= 31 + $extra)" \
+    sh -c "[ -n '$api_n' ] && [ '$api_n' -le $((31 + extra)) ]"
+check "moat seccomp lists moat vmm's main thread's kind within the VMM limit ($fcmain_n <= 50 + $extra)" \
+    sh -c "[ -n '$fcmain_n' ] && [ '$fcmain_n' -le $((50 + extra)) ]"
+"$MOAT" vmm --no-seccomp --seccomp-filter /dev/null --api-sock "$T/x.sock" >/dev/null 2>"$T/x.err"; rc=$?
+check "--no-seccomp with --seccomp-filter: exit 153 [$rc]" sh -c "[ $rc = 153 ] && grep -q 'exclude each other' '$T/x.err'"
+MOAT_SECCOMP_TEST_VIOLATE=api timeout 20 "$MOAT" vmm --api-sock "$T/viol.sock" >/dev/null 2>"$T/viol.err"; rc=$?
+check "seccomp: a forbidden call on the API thread ends moat vmm: 159 [$rc] and one line naming it" \
+    violated $rc "$T/viol.err" api
+SOCK=$T/audit.sock
+MOAT_SECCOMP_TEST_VIOLATE=api "$MOAT" vmm --seccomp-audit --api-sock "$SOCK" >/dev/null 2>"$T/audit.err" &
+AUD=$!; PIDS="$PIDS $AUD"
+wait_sock "$SOCK" || fail "audit: no socket: $(cat "$T/audit.err")"
+expect "--seccomp-audit: the API thread's forbidden call is logged, not fatal: GET / answers" GET / "" 200 "~Not started"
+check "--seccomp-audit: the API thread is still filtered (Seccomp 2)" [ "$(thread_seccomp $AUD fc_api)" = 2 ]
+stop_vmm $AUD
+check "--seccomp-audit: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]
+
 # ---- HTTP and requests before boot (no KVM needed) ----
 SOCK=$T/api.sock
 start_vmm pre --api-sock "$SOCK" --id pre-1 --seccomp-filter /dev/null --start-time-us 1 --start-time-cpu-us 2
@@ -117,6 +171,9 @@ if ! wait_sock "$SOCK"; then
 fi
 check "socket is mode 0600" [ "$(stat -c %a "$SOCK")" = 600 ]
 expect "GET /" GET / "" 200 '{"id":"pre-1","state":"Not started","vmm_version":"1.7.0","app_name":"moat"}'
+check "seccomp: the API thread (fc_api) answers under its filter (Seccomp 2)" [ "$(thread_seccomp $PRE fc_api)" = 2 ]
+check "seccomp: before boot the main thread is not filtered yet (Seccomp 0)" [ "$(main_seccomp $PRE)" = 0 ]
+check "--seccomp-filter F: accepted, a warning says F is not loaded" grep -q 'seccomp-filter /dev/null: not loaded' "$T/pre.err"
 expect "GET /version" GET /version "" 200 '{"firecracker_version":"1.7.0"}'
 expect "GET /machine-config default" GET /machine-config "" 200 \
     '{"vcpu_count":1,"mem_size_mib":128,"smt":false,"track_dirty_pages":false}'
@@ -247,7 +304,7 @@ truncate -s 2M "$T/big.img"
 # The Go SDK's sequence (machine.go: startVMM, then the handlers in order).
 SOCK=$T/sdk.sock
 : >"$T/sdk.log"; : >"$T/sdk.metrics"
-start_vmm sdk --api-sock "$SOCK" --id sdk-vm --no-seccomp --start-time-us 0 --start-time-cpu-us 0
+start_vmm sdk --api-sock "$SOCK" --id sdk-vm --start-time-us 0 --start-time-cpu-us 0
 SDK=$VPID
 wait_sock "$SOCK" || fail "sdk: no socket"
 expect "sdk: GET /machine-config (readiness poll)" GET /machine-config "" 200 "~vcpu_count"
@@ -268,6 +325,14 @@ expect "sdk: InstanceStart" PUT /actions '{"action_type":"InstanceStart"}' 204 "
 expect "sdk: GET / Running" GET / "" 200 '{"id":"sdk-vm","state":"Running","vmm_version":"1.7.0","app_name":"moat"}'
 check "sdk: the guest runs (console ticks)" wait_ticks "$T/sdk.out" 3
 check "sdk: vCPU thread named 'fc_vcpu 0'" sh -c "cat /proc/$SDK/task/*/comm | grep -qx 'fc_vcpu 0'"
+check "sdk: seccomp: the vCPU thread 'fc_vcpu 0' is filtered (Seccomp 2)" [ "$(thread_seccomp $SDK 'fc_vcpu 0')" = 2 ]
+check "sdk: seccomp: the API thread 'fc_api' is filtered (Seccomp 2)" [ "$(thread_seccomp $SDK fc_api)" = 2 ]
+if [ $SAN = 1 ]; then
+    skip "sdk: seccomp: the main thread after boot: the sanitizer build leaves it unfiltered (leak check at exit)"
+else
+    check "sdk: seccomp: the main thread is filtered once the VM runs (Seccomp 2)" wait_main_filtered $SDK
+    check "sdk: seccomp: every thread of moat vmm is filtered" all_filtered $SDK
+fi
 expect "sdk: InstanceStart twice" PUT /actions '{"action_type":"InstanceStart"}' 400 \
     '{"fault_message":"The requested operation is not supported after starting the microVM."}'
 expect "sdk: PUT /boot-source after boot" PUT /boot-source '{"kernel_image_path":"/k"}' 400 "~after starting"
@@ -317,6 +382,7 @@ expect "e2b: load with Uffd, nobody serving the socket" PUT /snapshot/load "{\"s
 expect "e2b: load of a missing snapshot" PUT /snapshot/load "{\"snapshot_path\":\"$T/none\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"$T/mem\"}}" 400 "~Load snapshot error"
 expect "e2b: PUT /snapshot/load File" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"$T/mem\"},\"enable_diff_snapshots\":true,\"resume_vm\":false}" 204 ""
 expect "e2b: GET / Paused after load" GET / "" 200 '{"id":"e2b-vm","state":"Paused","vmm_version":"1.7.0","app_name":"moat"}'
+check "e2b: seccomp: loaded, not yet run: the main thread is not filtered yet (Seccomp 0)" [ "$(main_seccomp $E2B)" = 0 ]
 req GET /vm/config
 check "e2b: GET /vm/config after load: the snapshot's drives (rootfs on the file swapped in before the snapshot)" \
     sh -c "printf '%s' '$BODY' | grep -qF '{\"drive_id\":\"rootfs\",\"path_on_host\":\"$T/root2.img\",\"is_root_device\":false,\"is_read_only\":false,'"
@@ -328,6 +394,12 @@ expect "e2b: load twice" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"me
 expect "e2b: PATCH /drives/rootfs rate_limiter" PATCH /drives/rootfs '{"drive_id":"rootfs","rate_limiter":{"bandwidth":{"size":1000000,"one_time_burst":100000,"refill_time":100}}}' 204 ""
 expect "e2b: PATCH /vm Resumed" PATCH /vm '{"state":"Resumed"}' 204 ""
 expect "e2b: GET / Running" GET / "" 200 '{"id":"e2b-vm","state":"Running","vmm_version":"1.7.0","app_name":"moat"}'
+check "e2b: seccomp: the restored VM's vCPU thread is filtered (Seccomp 2)" [ "$(thread_seccomp $E2B 'fc_vcpu 0')" = 2 ]
+if [ $SAN = 1 ]; then
+    skip "e2b: seccomp: the main thread after the resume: unfiltered in the sanitizer build"
+else
+    check "e2b: seccomp: the main thread is filtered once the loaded VM runs (Seccomp 2)" wait_main_filtered $E2B
+fi
 check "e2b: the restored guest counts on" wait_ticks "$T/e2b.out" 2
 first=$(grep -m1 '^tick ' "$T/e2b.out" | cut -d' ' -f2)
 check "e2b: it goes on from the snapshot's count (first tick $first = $before or next)" \
@@ -463,9 +535,49 @@ check "kata: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]
 start_vmm noapi --no-api --config-file "$T/kata.json" --id noapi-1
 NOAPI=$VPID
 check "--no-api: the guest boots from the config file" wait_ticks "$T/noapi.out" 2
+if [ $SAN = 1 ]; then
+    skip "--no-api: seccomp: the main thread: unfiltered in the sanitizer build"
+else
+    check "--no-api: seccomp: every thread filtered, the main one too" all_filtered $NOAPI
+fi
 check "--no-api: no socket" [ ! -e /run/firecracker.socket ] || [ "$(stat -c %Y /run/firecracker.socket)" -lt "$(date +%s)" ]
 stop_vmm $NOAPI
 check "--no-api: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]
+
+# Seccomp with a guest: off with --no-seccomp; a forbidden call on a vCPU
+# thread and on the main thread (once the VM runs) ends moat vmm with 159
+# and the line; --seccomp-audit logs it and goes on.
+printf '{"boot-source": {"kernel_image_path": "%s", "boot_args": "spin=20000"}, "machine-config": {"vcpu_count": 1, "mem_size_mib": 64, "smt": false}}' \
+    "$COUNTER" >"$T/min.json"
+start_vmm nosc --no-api --config-file "$T/min.json" --no-seccomp
+NOSC=$VPID
+check "--no-seccomp: the guest boots" wait_ticks "$T/nosc.out" 2
+check "--no-seccomp: no thread is filtered (Seccomp 0) [$(all_seccomp $NOSC)]" [ "$(all_seccomp $NOSC)" = "0 " ]
+check "--no-seccomp: the vCPU thread is named 'fc_vcpu 0' all the same" [ "$(thread_seccomp $NOSC 'fc_vcpu 0')" = 0 ]
+stop_vmm $NOSC
+check "--no-seccomp: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]
+for kind in vcpu fcmain; do
+    if [ $kind = fcmain ] && [ $SAN = 1 ]; then
+        skip "seccomp: a forbidden call on moat vmm's main thread: unfiltered in the sanitizer build"
+        continue
+    fi
+    MOAT_SECCOMP_TEST_VIOLATE=$kind timeout 20 "$MOAT" vmm --no-api --config-file "$T/min.json" >"$T/v$kind.out" \
+        2>"$T/v$kind.err"; rc=$?
+    check "seccomp: a forbidden call on moat vmm's $kind thread ends it: 159 [$rc] and one line naming it" \
+        violated $rc "$T/v$kind.err" $kind
+done
+if [ $SAN = 1 ]; then
+    skip "--seccomp-audit on the main thread: unfiltered in the sanitizer build"
+else
+    export MOAT_SECCOMP_TEST_VIOLATE=fcmain
+    start_vmm scaudit --no-api --config-file "$T/min.json" --seccomp-audit
+    unset MOAT_SECCOMP_TEST_VIOLATE
+    SCA=$VPID
+    check "--seccomp-audit: the main thread's forbidden call is logged, the guest runs on" wait_ticks "$T/scaudit.out" 2
+    check "--seccomp-audit: the main thread is filtered all the same (Seccomp 2)" wait_main_filtered $SCA
+    stop_vmm $SCA
+    check "--seccomp-audit: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]
+fi
 
 # The sandbox platform's resume with mem_backend Uffd: our page-fault
 # handler (tests/integration/uffd_handler.c) serves the snapshot's memory

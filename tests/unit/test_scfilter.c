@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -25,15 +26,16 @@
 
 /* Firecracker's per-thread list sizes (its seccomp filters for x86_64):
  * vCPU 27, API 31, VMM 50. moat's vCPU list is held to the vCPU's, the
- * single-purpose threads (device I/O, console, the vhost-user server) to
- * the API's, and the two that do the VMM's work (the runner that starts
- * and stops devices; the CLI's main thread: snapshots, control socket,
- * teardown) to the VMM's. */
+ * single-purpose threads (device I/O, console, the vhost-user server,
+ * moat vmm's HTTP API thread) to the API's, and the three that do the
+ * VMM's work (the runner that starts and stops devices; the CLI's main
+ * thread: snapshots, control socket, teardown; moat vmm's main thread:
+ * the API's requests) to the VMM's. */
 static int limit_of(enum sc_kind k)
 {
     switch (k) {
     case SC_VCPU: return 27;
-    case SC_VMM: case SC_MAIN: return 50;
+    case SC_VMM: case SC_MAIN: case SC_FCMAIN: return 50;
     default: return 31;
     }
 }
@@ -187,6 +189,28 @@ static void make_process(void)
     _exit(19);
 }
 
+static void open_file(void)
+{
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        _exit(21);
+    close(fd);
+}
+
+/* renameat2 of two names that do not exist: the filter's answer is what
+ * is checked (the kernel's is ENOENT). */
+static void rename_plain(void)
+{
+    if (syscall(SYS_renameat2, AT_FDCWD, "/nonexistent/a", AT_FDCWD, "/nonexistent/b", 0) == 0 || errno != ENOENT)
+        _exit(22);
+}
+
+static void rename_exchange(void)
+{
+    syscall(SYS_renameat2, AT_FDCWD, "/nonexistent/a", AT_FDCWD, "/nonexistent/b", 2 /* RENAME_EXCHANGE */);
+    _exit(23);
+}
+
 static void *noop_thread(void *a) { return a; }
 
 static void make_thread(void)
@@ -238,6 +262,19 @@ START_TEST(argument_filters)
     KILLED(SC_BLK, kvm_run_ioctl, "ioctl");      /* no ioctl at all */
     PASSES(SC_VSOCK, unix_socket);               /* host connections: AF_UNIX only */
     PASSES(SC_VMM, make_thread);                 /* the runner creates threads */
+    /* moat vmm: the API thread opens no file and makes no socket; its
+     * main thread opens files (snapshots, drives), renames only plainly,
+     * makes no socket. */
+    if (!sc_san_extra())                         /* the sanitizer runtime's list has openat */
+        KILLED(SC_API, open_file, "openat");
+    KILLED(SC_API, unix_socket, "socket");
+    KILLED(SC_API, kvm_run_ioctl, "ioctl");
+    PASSES(SC_FCMAIN, open_file);
+    PASSES(SC_FCMAIN, kvm_run_ioctl);            /* KVM's requests (snapshots read vCPU state) */
+    KILLED(SC_FCMAIN, tty_ioctl, "ioctl");
+    PASSES(SC_FCMAIN, rename_plain);
+    KILLED(SC_FCMAIN, rename_exchange, "renameat2");
+    KILLED(SC_FCMAIN, unix_socket, "socket");
     /* A vCPU never creates a thread. The C library blocks every signal
      * around clone(2), so the trap cannot run the handler: the kernel then
      * kills the process with SIGSYS itself, no line, status 128 + 31 --
@@ -263,6 +300,13 @@ END_TEST
  * getppid right after its filter is in. */
 static void nothing(void) {}
 
+static void nothing_named_fcmain(void)
+{
+    const char *n = sc_thread_name();
+    if (!n || strcmp(n, "moat-fcmain") != 0)
+        _exit(27);
+}
+
 START_TEST(test_hook)
 {
     char e[512];
@@ -271,6 +315,51 @@ START_TEST(test_hook)
     ck_assert_int_eq(in_child(SC_NET, SC_KILL, nothing, e, sizeof e), SC_EXIT_CODE);
     ck_assert_msg(strstr(e, "the net thread") && strstr(e, "getppid"), "%s", e);
     unsetenv("MOAT_SECCOMP_TEST_VIOLATE");
+}
+END_TEST
+
+/* sc_install_named: the thread gets the name given (not "moat-KIND") and
+ * knows it without a system call; with SC_OFF it is only named. */
+static void named_api(void)
+{
+    const char *n = sc_thread_name();
+    if (!n || strcmp(n, "fc_api") != 0)
+        _exit(24);
+}
+
+static void unnamed(void)
+{
+    if (sc_thread_name() != NULL)
+        _exit(25);
+    char name[16] = "";
+    prctl(PR_GET_NAME, name);
+    if (strcmp(name, "fc_vcpu 3") != 0)
+        _exit(26);
+}
+
+static int in_child_named(enum sc_kind k, enum sc_mode m, const char *name, void (*fn)(void))
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        if (sc_install_named(k, m, name) < 0)
+            _exit(99);
+        fn();
+        _exit(0);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+START_TEST(named_threads)
+{
+    ck_assert_int_eq(in_child_named(SC_API, SC_KILL, "fc_api", named_api), 0);
+    ck_assert_int_eq(in_child_named(SC_VCPU, SC_OFF, "fc_vcpu 3", unnamed), 0);
+    /* sc_install: "moat-KIND" */
+    char e[512];
+    ck_assert_int_eq(in_child(SC_FCMAIN, SC_KILL, nothing_named_fcmain, e, sizeof e), 0);
 }
 END_TEST
 
@@ -311,6 +400,7 @@ int main(void)
     tcase_add_test(tc, argument_filters);
     tcase_add_test(tc, audit_logs_and_goes_on);
     tcase_add_test(tc, test_hook);
+    tcase_add_test(tc, named_threads);
     tcase_add_test(tc, runner_runs_calls_elsewhere);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

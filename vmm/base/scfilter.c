@@ -133,6 +133,36 @@ static const struct rule l_vhost[] = {
     END
 };
 
+/* `moat vmm`: the HTTP API thread. libmicrohttpd without its own thread:
+ * the epoll set, the connections (accept4, recv, send, sendmsg for header
+ * and body at once, shutdown), poll on the epoll fd and the stop eventfd,
+ * an eventfd write to hand a request to the main thread. No file, no
+ * socket of its own, no ioctl, no thread: every request's work is the main
+ * thread's (vmm/cli/cli_fc.c). */
+static const struct rule l_api[] = {
+    COMMON,
+    ANY(poll), ANY(epoll_wait), ANY(epoll_ctl), ANY(accept4), ANY(recvfrom), ANY(sendto), ANY(sendmsg),
+    ANY(shutdown),
+    END
+};
+
+/* `moat vmm`: the main thread once the VM has run. It does the requests
+ * on a running VM: pause and resume (kicks), snapshots (KVM state, the
+ * files: created as NAME.tmp, io_uring or pwrite, fsync, renamed over;
+ * realpath for diff snapshots), a drive's new backing file (open, fstat,
+ * flock), device options and counters; and at the end the VM's teardown
+ * (sockets shut down, a TAP ring's file given back, the API socket
+ * unlinked). Not: mkdir, link, sockets, processes, terminals. */
+static const struct rule l_fcmain[] = {
+    COMMON,
+    { SCMP_SYS(ioctl), C_KVMIO, 1, 0 }, ANY(poll),
+    ANY(openat), ANY(newfstatat), ANY(readlink), ANY(getcwd), ANY(lseek), ANY(ftruncate), ANY(pread64),
+    ANY(pwrite64), ANY(fsync), ANY(fdatasync), ANY(unlink), EQ(renameat2, 4, 0), ANY(flock),
+    ANY(io_uring_setup), ANY(io_uring_enter), ANY(io_uring_register),
+    ANY(shutdown), ANY(tgkill), ANY(getpid),
+    END
+};
+
 /* The sanitizer build: ASan's and UBSan's runtime (shadow memory, the
  * fake stacks and their reports) makes calls moat's code does not. */
 #if defined(__SANITIZE_ADDRESS__)
@@ -158,6 +188,8 @@ static const struct {
     [SC_CONSOLE] = { "console", l_console },
     [SC_MAIN] = { "main", l_main },
     [SC_VHOST] = { "vhost", l_vhost },
+    [SC_API] = { "api", l_api },
+    [SC_FCMAIN] = { "fcmain", l_fcmain },
 };
 
 const char *sc_kind_name(enum sc_kind k)
@@ -267,6 +299,7 @@ bool sc_exit_unfiltered(void)
 /* ---- the violation handler ---- */
 
 static _Thread_local int cur_kind = -1;
+static _Thread_local char cur_name[16];
 
 static size_t put(char *buf, size_t at, size_t cap, const char *s)
 {
@@ -370,10 +403,23 @@ static int add_rules(scmp_filter_ctx ctx, const struct rule *rl)
     return 0;
 }
 
+const char *sc_thread_name(void)
+{
+    return cur_name[0] ? cur_name : NULL;
+}
+
 int sc_install(enum sc_kind k, enum sc_mode mode)
 {
-    if (mode == SC_OFF)
+    return sc_install_named(k, mode, NULL);
+}
+
+int sc_install_named(enum sc_kind k, enum sc_mode mode, const char *name)
+{
+    if (mode == SC_OFF) {
+        if (name)
+            prctl(PR_SET_NAME, name, 0, 0, 0);
         return 0;
+    }
     if ((unsigned)k >= SC_KIND_N || (mode != SC_KILL && mode != SC_AUDIT))
         return -EINVAL;
     pthread_once(&names_once, names_init);
@@ -399,9 +445,11 @@ int sc_install(enum sc_kind k, enum sc_mode mode)
     if (r == 0)
         r = add_rules(ctx, l_san);
 #endif
-    char name[16];
-    snprintf(name, sizeof name, "moat-%s", kinds[k].name);
-    prctl(PR_SET_NAME, name, 0, 0, 0);
+    if (name)
+        snprintf(cur_name, sizeof cur_name, "%s", name);
+    else
+        snprintf(cur_name, sizeof cur_name, "moat-%s", kinds[k].name);
+    prctl(PR_SET_NAME, cur_name, 0, 0, 0);
     cur_kind = (int)k;
     if (r == 0)
         r = seccomp_load(ctx);

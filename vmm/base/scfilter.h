@@ -28,6 +28,10 @@ enum sc_kind {
     SC_MAIN,        /* the CLI's main thread once the VM runs: exit fd,
                      * snapshot signals and the control socket */
     SC_VHOST,       /* `moat device`: the vhost-user server thread */
+    SC_API,         /* `moat vmm`: the HTTP API thread (moves bytes, hands
+                     * each request to the main thread) */
+    SC_FCMAIN,      /* `moat vmm`: the main thread once the VM has run
+                     * (the requests, signals, the VM's end, metrics) */
     SC_KIND_N
 };
 
@@ -50,6 +54,16 @@ int sc_kind_from_name(const char *name);
  * this kind (read once per install), the thread calls getppid(2), which no
  * list allows, right after its filter is in place (tests/integration). */
 int sc_install(enum sc_kind k, enum sc_mode mode);
+/* The same, the thread named `name` instead (at most 15 bytes kept; NULL:
+ * "moat-KIND"); with SC_OFF the thread is only named. Threads whose names
+ * others look for use it (vCPUs: "fc_vcpu N" under moat vmm; its API
+ * thread "fc_api"): named by themselves, before the filter, so the name is
+ * never raced by another thread's rename. */
+int sc_install_named(enum sc_kind k, enum sc_mode mode, const char *name);
+/* The name the calling thread got from sc_install/sc_install_named, or
+ * NULL where it installed no filter: for log lines written from filtered
+ * threads, whose lists have no prctl(PR_GET_NAME) (pthread_getname_np). */
+const char *sc_thread_name(void);
 
 /* The number of distinct system calls kind k allows (in this build: the
  * sanitizer build adds what its runtime needs, sc_san_extra). */

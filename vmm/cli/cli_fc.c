@@ -2,14 +2,23 @@
  * line and its HTTP API on a Unix socket, so orchestrators written for
  * Firecracker drive moat unchanged (docs/control-api.md,
  * docs/orchestrators.md). HTTP through libmicrohttpd on the already bound
- * socket, one internal thread polling every connection (a client that
- * trickles bytes holds only its own connection); request bodies decoded by
- * vmm/cli/fc_req.c; the VM through libmoat. */
+ * socket, polled by one API thread of ours (a client that trickles bytes
+ * holds only its own connection); request bodies decoded by
+ * vmm/cli/fc_req.c; the VM through libmoat.
+ *
+ * Threads and seccomp (docs/security.md, "Seccomp"), as Firecracker's: the
+ * API thread ("fc_api", list `api`) only moves bytes: it reads a request,
+ * hands it to the main thread and sends the answer back. The main thread
+ * does every request's work (files, the VM's creation, snapshots), unfiltered
+ * until the VM has first run, then under the `fcmain` list; the VM's own
+ * threads have theirs (MOAT_F_SECCOMP). */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,6 +38,7 @@
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
 #include "vmm/cli/fc_req.h"
+#include "vmm/base/scfilter.h"
 #include "devices/virtio/ratelimit_json.h"
 
 /* Firecracker's exit codes (docs/control-api.md). */
@@ -78,6 +88,15 @@ struct fcvm {
     struct fc_blk_counts blk_prev[MOAT_MAX_DRIVES]; /* at the last metrics line, by s->drives index */
     uint64_t blk_updates[MOAT_MAX_DRIVES], blk_update_fails[MOAT_MAX_DRIVES];  /* path swaps, since then */
     int inflight;               /* requests begun and not yet answered (atomic) */
+    /* Seccomp: MOAT_F_SECCOMP(_AUDIT) for the VM, 0 with --no-seccomp;
+     * whether the main thread has its own filter yet. */
+    uint32_t sc_flags;
+    bool main_filtered;
+    /* The request the API thread handed to the main thread (hand_off). */
+    pthread_mutex_t hlock;
+    pthread_cond_t hcond;
+    struct work *pending;
+    bool closing;               /* the main thread serves no more requests */
 };
 
 enum { LAT_FULL_SNAP, LAT_DIFF_SNAP, LAT_LOAD, LAT_PAUSE, LAT_RESUME };
@@ -108,7 +127,12 @@ static void fc_logf(enum fc_level lvl, const char *file, int line, const char *f
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    pthread_getname_np(pthread_self(), thr, sizeof thr);
+    /* A filtered thread knows its name (its list has no prctl). */
+    const char *tn = sc_thread_name();
+    if (tn)
+        snprintf(thr, sizeof thr, "%s", tn);
+    else
+        pthread_getname_np(pthread_self(), thr, sizeof thr);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     pthread_mutex_lock(&flog.lock);
@@ -479,7 +503,7 @@ static unsigned instance_start(struct fcvm *s, struct reply *rep)
     cfg.initrd = s->boot.has_initrd ? s->boot.initrd_path : NULL;
     cfg.mem_mib = s->mc.mem_size_mib;
     cfg.cpus = s->mc.vcpu_count;
-    cfg.flags = MOAT_F_FC_THREAD_NAMES | (s->mc.track_dirty_pages ? MOAT_F_DIRTY_LOG : 0);
+    cfg.flags = MOAT_F_FC_THREAD_NAMES | (s->mc.track_dirty_pages ? MOAT_F_DIRTY_LOG : 0) | s->sc_flags;
     cfg.console_in = -1;
     cfg.console_out = STDOUT_FILENO;
     /* As Firecracker: the root drive is the first (/dev/vda) and named on
@@ -652,7 +676,7 @@ static unsigned snapshot_load(struct fcvm *s, const struct fc_snap_load *l, stru
     rc.mem_uffd_socket = l->uffd ? l->mem_path : NULL;
     rc.console_in = -1;
     rc.console_out = STDOUT_FILENO;
-    rc.flags = MOAT_F_FC_THREAD_NAMES | (l->enable_diff_snapshots ? MOAT_F_DIRTY_LOG : 0);
+    rc.flags = MOAT_F_FC_THREAD_NAMES | (l->enable_diff_snapshots ? MOAT_F_DIRTY_LOG : 0) | s->sc_flags;
     static struct moat_device devs[FC_MAX_IFACES];
     static char opts[FC_MAX_IFACES][512];
     for (size_t i = 0; i < l->noverrides; i++) {
@@ -1081,6 +1105,102 @@ out:
     return st;
 }
 
+/* ---- requests: from the API thread to the main thread ---- */
+
+/* The API thread's seccomp list has no file, no KVM, no thread creation:
+ * every routed request is done by the main thread (serve_pending), as
+ * Firecracker's API thread hands its requests to the VMM thread. One at a
+ * time: the API thread waits for the answer. */
+struct work {
+    enum fc_ep ep;
+    enum fc_method m;
+    const char *id;
+    const char *body;
+    size_t len;
+    struct reply rep;
+    bool done;
+};
+
+static const char shutting_down[] = "The microVM is shutting down.";
+
+/* On the API thread: hand w to the main thread and wait for its answer. */
+static void hand_off(struct fcvm *s, struct work *w)
+{
+    pthread_mutex_lock(&s->hlock);
+    if (s->closing) {
+        pthread_mutex_unlock(&s->hlock);
+        fault(&w->rep, shutting_down);
+        return;
+    }
+    s->pending = w;
+    uint64_t one = 1;
+    if (write(s->wake_fd, &one, sizeof one) < 0) { /* an eventfd: cannot fail short of a bug */ }
+    while (!w->done)
+        pthread_cond_wait(&s->hcond, &s->hlock);
+    pthread_mutex_unlock(&s->hlock);
+}
+
+static void work_done(struct fcvm *s, struct work *w)
+{
+    pthread_mutex_lock(&s->hlock);
+    w->done = true;
+    pthread_cond_broadcast(&s->hcond);
+    pthread_mutex_unlock(&s->hlock);
+}
+
+/* On the main thread: do the request handed over, if any. */
+static void serve_pending(struct fcvm *s)
+{
+    pthread_mutex_lock(&s->hlock);
+    struct work *w = s->pending;
+    s->pending = NULL;
+    pthread_mutex_unlock(&s->hlock);
+    if (!w)
+        return;
+    pthread_mutex_lock(&s->lock);
+    dispatch(s, w->ep, w->m, w->id, w->body, w->len, &w->rep);
+    s->counts[w->ep][w->m].count++;
+    s->counts[w->ep][w->m].fails += w->rep.status >= 400;
+    pthread_mutex_unlock(&s->lock);
+    work_done(s, w);
+}
+
+/* On the main thread, leaving: no more requests; one handed over and not
+ * done is refused. */
+static void close_requests(struct fcvm *s)
+{
+    pthread_mutex_lock(&s->hlock);
+    s->closing = true;
+    struct work *w = s->pending;
+    s->pending = NULL;
+    pthread_mutex_unlock(&s->hlock);
+    if (w) {
+        fault(&w->rep, shutting_down);
+        work_done(s, w);
+    }
+}
+
+/* The main thread's own filter, once the VM has run (moat_start returned:
+ * its vCPU, console and device threads exist): from then on it only
+ * serves requests on a built VM, the signals, the VM's end and the
+ * metrics. Not in the sanitizer build, where the thread that ends the
+ * process runs the leak check (sc_exit_unfiltered). 0 or -errno. */
+static int main_filter(struct fcvm *s)
+{
+    pthread_mutex_lock(&s->lock);
+    bool due = s->sc_flags && !s->main_filtered && s->vm && s->started;
+    pthread_mutex_unlock(&s->lock);
+    if (!due || sc_exit_unfiltered())
+        return 0;
+    char name[16] = "";
+    pthread_getname_np(pthread_self(), name, sizeof name);   /* keeps the program's name */
+    int r = sc_install_named(SC_FCMAIN, (s->sc_flags & MOAT_F_SECCOMP_AUDIT) ? SC_AUDIT : SC_KILL,
+                             name[0] ? name : NULL);
+    if (r == 0)
+        s->main_filtered = true;
+    return r;
+}
+
 /* ---- HTTP ---- */
 
 struct req {
@@ -1114,11 +1234,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct req *r = *con_cls;
     struct reply rep = { 0, NULL };
     (void)version;
-    static __thread bool named;
-    if (!named) {
-        pthread_setname_np(pthread_self(), "fc_api");   /* as Firecracker's API thread */
-        named = true;
-    }
     if (!r) {
         r = calloc(1, sizeof *r);
         if (!r)
@@ -1174,16 +1289,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         free(rep.body);
         return res;
     }
-    pthread_mutex_lock(&s->lock);
     if (fc_route(method, url, &ep, &m, id, sizeof id, why, sizeof why) < 0) {
         fault(&rep, why);
     } else {
         LOG(FC_LVL_DEBUG, "The API server received a %s request on \"%s\".", method, url);
-        dispatch(s, ep, m, id, r->body, r->len, &rep);
-        s->counts[ep][m].count++;
-        s->counts[ep][m].fails += rep.status >= 400;
+        struct work w = { .ep = ep, .m = m, .id = id, .body = r->body, .len = r->len };
+        hand_off(s, &w);
+        rep = w.rep;
     }
-    pthread_mutex_unlock(&s->lock);
     if (rep.status >= 400)
         LOG(FC_LVL_ERROR, "Received Error. Status code: %u. Message: %s", rep.status, rep.body ? rep.body : "");
     enum MHD_Result res = send_reply(c, &rep);
@@ -1200,6 +1313,87 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
         __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
     free(*con_cls);
     *con_cls = NULL;
+}
+
+/* ---- the API thread ---- */
+
+/* libmicrohttpd without an internal thread (MHD_USE_EPOLL: its epoll set
+ * holds the listening socket and every connection), polled here, on a
+ * thread whose filter is in before the first accept. */
+struct api {
+    struct MHD_Daemon *d;
+    int quit_fd;                /* eventfd: the main thread asks it to stop */
+    enum sc_mode mode;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool ready;
+    int start_r;
+};
+
+static void *api_main(void *arg)
+{
+    struct api *a = arg;
+    int r = sc_install_named(SC_API, a->mode, "fc_api");    /* named as Firecracker's API thread */
+    pthread_mutex_lock(&a->lock);
+    a->start_r = r;
+    a->ready = true;
+    pthread_cond_broadcast(&a->cond);
+    pthread_mutex_unlock(&a->lock);
+    if (r < 0)
+        return NULL;
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(a->d, MHD_DAEMON_INFO_EPOLL_FD);
+    int epfd = di ? di->epoll_fd : -1;
+    for (;;) {
+        MHD_UNSIGNED_LONG_LONG to = 0;
+        int wait = -1;
+        if (MHD_get_timeout(a->d, &to) == MHD_YES)
+            wait = to > INT_MAX ? INT_MAX : (int)to;
+        struct pollfd p[2] = { { epfd, POLLIN, 0 }, { a->quit_fd, POLLIN, 0 } };
+        if (poll(p, 2, wait) < 0 && errno != EINTR)
+            break;
+        if (p[1].revents)
+            break;
+        MHD_run(a->d);
+    }
+    MHD_stop_daemon(a->d);      /* here: what it calls is on this thread's list */
+    return NULL;
+}
+
+/* Start the API thread on d; 0 once its filter is in, or -errno. */
+static int api_start(struct api *a, struct MHD_Daemon *d, enum sc_mode mode)
+{
+    a->d = d;
+    a->mode = mode;
+    a->ready = false;
+    a->quit_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (a->quit_fd < 0)
+        return -errno;
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->cond, NULL);
+    int e = pthread_create(&a->thread, NULL, api_main, a);
+    if (e) {
+        close(a->quit_fd);
+        return -e;
+    }
+    pthread_mutex_lock(&a->lock);
+    while (!a->ready)
+        pthread_cond_wait(&a->cond, &a->lock);
+    int r = a->start_r;
+    pthread_mutex_unlock(&a->lock);
+    if (r < 0)
+        pthread_join(a->thread, NULL);
+    return r;
+}
+
+/* Stop it: it stops the daemon (closing every connection and the
+ * listening socket) and ends. */
+static void api_stop(struct api *a)
+{
+    uint64_t one = 1;
+    if (write(a->quit_fd, &one, sizeof one) < 0) { /* an eventfd */ }
+    pthread_join(a->thread, NULL);
+    close(a->quit_fd);
 }
 
 /* ---- the config file ---- */
@@ -1234,11 +1428,15 @@ static const char usage_vmm[] =
     "usage: moat vmm [--api-sock PATH] [--id ID] [--config-file FILE] [--no-api]\n"
     "                [--log-path P] [--level L] [--show-level] [--show-log-origin]\n"
     "                [--metrics-path P] [--boot-timer] [--no-seccomp | --seccomp-filter F]\n"
-    "                [--start-time-us N] [--start-time-cpu-us N] [--parent-cpu-time-us N]\n"
-    "                [--version]\n"
+    "                [--seccomp-audit] [--start-time-us N] [--start-time-cpu-us N]\n"
+    "                [--parent-cpu-time-us N] [--version]\n"
     "\n"
     "Firecracker's command line and HTTP API (docs/control-api.md); the same\n"
-    "when moat is run through a link named firecracker.\n";
+    "when moat is run through a link named firecracker. Seccomp filters every\n"
+    "thread by default (docs/security.md): --no-seccomp turns them off\n"
+    "(debugging), --seccomp-audit logs a forbidden call instead of killing;\n"
+    "--seccomp-filter F is accepted, F is not loaded (moat's own lists apply).\n"
+    "A forbidden system call ends moat with 159 and one line naming it.\n";
 
 static __attribute__((noreturn)) void die_args(const char *fmt, ...)
 {
@@ -1261,7 +1459,8 @@ static void print_version(void)
 
 enum {
     O_API_SOCK = 400, O_ID, O_CONFIG, O_NO_API, O_BOOT_TIMER, O_LOG_PATH, O_LEVEL, O_SHOW_LEVEL, O_SHOW_ORIGIN,
-    O_METRICS_PATH, O_NO_SECCOMP, O_SECCOMP, O_VERSION, O_START_US, O_START_CPU_US, O_PARENT_CPU_US, O_HELP,
+    O_METRICS_PATH, O_NO_SECCOMP, O_SECCOMP, O_SECCOMP_AUDIT, O_VERSION, O_START_US, O_START_CPU_US,
+    O_PARENT_CPU_US, O_HELP,
 };
 
 int cmd_vmm(int argc, char **argv)
@@ -1274,13 +1473,16 @@ int cmd_vmm(int argc, char **argv)
         { "show-log-origin", no_argument, NULL, O_SHOW_ORIGIN },
         { "metrics-path", required_argument, NULL, O_METRICS_PATH },
         { "no-seccomp", no_argument, NULL, O_NO_SECCOMP }, { "seccomp-filter", required_argument, NULL, O_SECCOMP },
+        { "seccomp-audit", no_argument, NULL, O_SECCOMP_AUDIT },
         { "version", no_argument, NULL, O_VERSION }, { "start-time-us", required_argument, NULL, O_START_US },
         { "start-time-cpu-us", required_argument, NULL, O_START_CPU_US },
         { "parent-cpu-time-us", required_argument, NULL, O_PARENT_CPU_US }, { "help", no_argument, NULL, O_HELP },
         { 0 },
     };
     const char *sock = "/run/firecracker.socket", *config = NULL, *log_path = NULL, *level = NULL;
-    const char *metrics_path = NULL, *id = "anonymous-instance";
+    const char *metrics_path = NULL, *id = "anonymous-instance", *seccomp_filter = NULL;
+    uint32_t sc_flags = MOAT_F_SECCOMP;
+    bool no_seccomp = false;
     bool no_api = false, show_level = false, show_origin = false, boot_timer = false;
     int64_t start_us = -1, start_cpu_us = -1, parent_cpu_us = 0;
     opterr = 0;
@@ -1298,10 +1500,12 @@ int cmd_vmm(int argc, char **argv)
         case O_SHOW_LEVEL: show_level = true; break;
         case O_SHOW_ORIGIN: show_origin = true; break;
         case O_METRICS_PATH: metrics_path = optarg; break;
-        case O_NO_SECCOMP: break;
+        case O_NO_SECCOMP: sc_flags = 0; no_seccomp = true; break;
+        case O_SECCOMP_AUDIT: sc_flags = MOAT_F_SECCOMP | MOAT_F_SECCOMP_AUDIT; no_seccomp = false; break;
         case O_SECCOMP:
             if (access(optarg, R_OK) < 0)
                 die_args("--seccomp-filter %s: %s", optarg, strerror(errno));
+            seccomp_filter = optarg;
             break;
         case O_START_US: case O_START_CPU_US: case O_PARENT_CPU_US: {
             char *end;
@@ -1322,6 +1526,8 @@ int cmd_vmm(int argc, char **argv)
         die_args("unexpected argument '%s'", argv[optind]);
     if (no_api && !config)
         die_args("--no-api needs --config-file");
+    if (no_seccomp && seccomp_filter)
+        die_args("--no-seccomp and --seccomp-filter exclude each other");
     size_t idl = strlen(id);
     if (idl == 0 || idl > 64 || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != idl)
         die_args("invalid --id '%s': 1 to 64 characters, alphanumeric or '-'", id);
@@ -1329,6 +1535,10 @@ int cmd_vmm(int argc, char **argv)
 
     static struct fcvm s;
     pthread_mutex_init(&s.lock, NULL);
+    pthread_mutex_init(&s.hlock, NULL);
+    pthread_cond_init(&s.hcond, NULL);
+    s.sc_flags = sc_flags;
+    enum sc_mode sc_mode = !sc_flags ? SC_OFF : (sc_flags & MOAT_F_SECCOMP_AUDIT) ? SC_AUDIT : SC_KILL;
     snprintf(s.id, sizeof s.id, "%s", id);
     snprintf(flog.id, sizeof flog.id, "%s", id);
     s.mc.vcpu_count = 1;
@@ -1339,6 +1549,15 @@ int cmd_vmm(int argc, char **argv)
     s.startup_us = s.startup_cpu_us = -1;
     s.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     moat_timings_set_origin(cli_start_ns);
+    /* The C library reads /etc/localtime at its first time conversion
+     * (libmicrohttpd's Date header: gmtime_r): here, not on the API
+     * thread, whose list opens no file. */
+    tzset();
+    /* glibc reads /proc/sys/vm/overcommit_memory the first time a thread's
+     * arena gives memory back (heap_trim), on whatever thread that is: the
+     * API thread's list opens no file. Arenas keep what they have instead
+     * (a large allocation is still an mmap of its own, given back). */
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
     /* libmoat's messages in the same line format from the start. */
     moat_set_log(MOAT_LOG_WARN, lib_log, NULL);
 
@@ -1367,6 +1586,9 @@ int cmd_vmm(int argc, char **argv)
             exit(FC_EXIT_GENERIC);
         }
     }
+    if (seccomp_filter)
+        LOG(FC_LVL_WARN, "--seccomp-filter %s: not loaded; moat filters each thread with its own lists "
+            "(docs/security.md)", seccomp_filter);
     if (metrics_path) {
         struct fc_metrics mt;
         struct reply rep = { 0, NULL };
@@ -1390,16 +1612,26 @@ int cmd_vmm(int argc, char **argv)
 
     struct ctl_server srv = { .fd = -1 };
     struct MHD_Daemon *d = NULL;
+    static struct api api;
     if (!no_api) {
         if (ctl_server_open(&srv, sock) < 0)
             exit(FC_EXIT_GENERIC);
-        d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, NULL, NULL, on_request, &s,
+        /* No internal thread: ours polls it (api_main), under its filter. */
+        d = MHD_start_daemon(MHD_USE_EPOLL, 0, NULL, NULL, on_request, &s,
                              MHD_OPTION_LISTEN_SOCKET, srv.fd, MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s,
                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
                              MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(16 * 1024), MHD_OPTION_END);
         if (!d) {
             fprintf(stderr, "moat vmm: cannot start the API server on %s\n", sock);
             ctl_server_close(&srv);
+            exit(FC_EXIT_GENERIC);
+        }
+        int r = api_start(&api, d, sc_mode);
+        if (r < 0) {
+            fprintf(stderr, "moat vmm: the API thread: %s\n", strerror(-r));
+            MHD_stop_daemon(d);
+            srv.fd = -1;        /* the daemon closed it */
+            unlink(srv.path);
             exit(FC_EXIT_GENERIC);
         }
     }
@@ -1438,17 +1670,27 @@ int cmd_vmm(int argc, char **argv)
             fprintf(stderr, "moat vmm: %s\n", bad ? "cannot read the config file (missing, unreadable or over 1 MiB)"
                                                   : why);
             LOG(FC_LVL_ERROR, "Configuration for VMM from one single json failed: %s", bad ? config : why);
-            if (d)
-                MHD_stop_daemon(d);
-            ctl_server_close(&srv);
+            close_requests(&s);
+            if (d) {
+                api_stop(&api);
+                srv.fd = -1;    /* the daemon closed it */
+                unlink(srv.path);
+            }
             exit(FC_EXIT_BAD_CONFIG);
         }
     }
 
-    /* The main loop: signals, the VM's end, the metrics timer. */
+    /* The main loop: signals, requests, the VM's end, the metrics timer. */
     int code = FC_EXIT_OK;
     int64_t next_flush = now_us() / 1000 + METRICS_PERIOD_MS;
     for (;;) {
+        int fr = main_filter(&s);
+        if (fr < 0) {
+            LOG(FC_LVL_ERROR, "seccomp: the main thread's filter: %s", strerror(-fr));
+            fprintf(stderr, "moat vmm: seccomp: %s\n", strerror(-fr));
+            code = FC_EXIT_GENERIC;
+            break;
+        }
         pthread_mutex_lock(&s.lock);
         struct moat_vm *vm = s.vm;
         pthread_mutex_unlock(&s.lock);
@@ -1467,6 +1709,7 @@ int cmd_vmm(int argc, char **argv)
         if (p[1].revents & POLLIN) {
             uint64_t v;
             if (read(s.wake_fd, &v, sizeof v) < 0) { /* nothing */ }
+            serve_pending(&s);
         }
         if (p[0].revents & POLLIN) {
             struct signalfd_siginfo si;
@@ -1484,12 +1727,16 @@ int cmd_vmm(int argc, char **argv)
             }
         }
     }
-    /* Answers already queued (the InstanceStart of a guest that stopped
-     * at once) still go out: up to 1 s for them. */
+    /* Answers already given (the InstanceStart of a guest that stopped
+     * at once) still go out: up to 1 s for them; a request that comes
+     * now is refused. */
+    close_requests(&s);
     for (int i = 0; d && i < 100 && __atomic_load_n(&s.inflight, __ATOMIC_SEQ_CST) > 0; i++)
         usleep(10000);
-    if (d)
-        MHD_stop_daemon(d);
+    if (d) {
+        api_stop(&api);
+        srv.fd = -1;            /* the daemon closed it */
+    }
     pthread_mutex_lock(&s.lock);
     if (s.vm) {
         moat_stop(s.vm);
@@ -1499,6 +1746,7 @@ int cmd_vmm(int argc, char **argv)
     if (s.has_metrics)
         flush_metrics(&s);
     pthread_mutex_unlock(&s.lock);
-    ctl_server_close(&srv);
+    if (d)
+        unlink(srv.path);
     return code;
 }

@@ -350,8 +350,13 @@ void *vcpu_thread(void *arg)
         vm_request_exit(vm, MOAT_EXIT_ERROR, "vcpu%u: KVM_SET_SIGNAL_MASK: %s", v->index, strerror(errno));
         return NULL;
     }
-    /* Before the first KVM_RUN: the guest runs only under the filter. */
-    int sr = sc_install(SC_VCPU, (enum sc_mode)vm->seccomp);
+    /* Before the first KVM_RUN: the guest runs only under the filter. The
+     * thread names itself here (not its creator, afterwards: that rename
+     * raced the filter's), so tools that look for "fc_vcpu N" find it. */
+    char name[16];
+    snprintf(name, sizeof name, "%s%u", vm->flags & MOAT_F_FC_THREAD_NAMES ? "fc_vcpu " : "moat_vcpu ",
+             v->index % 1000);
+    int sr = sc_install_named(SC_VCPU, (enum sc_mode)vm->seccomp, name);
     if (sr < 0) {
         vm_request_exit(vm, MOAT_EXIT_ERROR, "vcpu%u: seccomp: %s", v->index, strerror(-sr));
         return NULL;

@@ -789,10 +789,7 @@ int moat_start(struct moat_vm *vm)
         r = -pthread_create(&vm->vcpus[i].thread, NULL, vcpu_thread, &vm->vcpus[i]);
         if (r < 0)
             break;
-        char name[16];
-        snprintf(name, sizeof name, "%s%u", vm->flags & MOAT_F_FC_THREAD_NAMES ? "fc_vcpu " : "moat_vcpu ", i % 1000);
-        pthread_setname_np(vm->vcpus[i].thread, name);
-        vm->vcpus[i].thread_started = true;
+        vm->vcpus[i].thread_started = true;     /* the thread names itself (vcpu.c) */
     }
     if (r == 0 && vm->console_in >= 0) {
         r = -pthread_create(&vm->console_thread, NULL, console_thread, vm);
