@@ -20,6 +20,7 @@
 #include "devices/vsock/vsock.h"
 #include "vmm/agent/agent_client.h"
 #include "vmm/base/log.h"
+#include "vmm/base/scfilter.h"
 #include "vmm/core/devtab.h"
 #include "vmm/core/vm.h"
 
@@ -141,13 +142,21 @@ int vm_fixup_start(struct moat_vm *vm)
     return 0;
 }
 
+/* shutdown(2) of the fix-up's connection, on the VM's runner thread:
+ * vm_fixup_stop runs on the caller's thread, which (in the CLI) is under
+ * the main list, where shutdown is not allowed. */
+static int fixup_shutdown(void *arg)
+{
+    return shutdown(*(int *)arg, SHUT_RDWR) < 0 ? -errno : 0;
+}
+
 void vm_fixup_stop(struct moat_vm *vm)
 {
     if (!vm->fixup_started)
         return;
     pthread_mutex_lock(&vm->lock);
     if (vm->fixup_fd >= 0)
-        shutdown(vm->fixup_fd, SHUT_RDWR);
+        sc_runner_call(vm->runner, fixup_shutdown, &vm->fixup_fd);
     pthread_mutex_unlock(&vm->lock);
     pthread_join(vm->fixup_thread, NULL);
     vm->fixup_started = false;

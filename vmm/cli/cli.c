@@ -982,6 +982,12 @@ int main(int argc, char **argv)
      * /sys/devices/system/cpu/online from whichever thread that is — one
      * under a seccomp filter that has no openat (docs/security.md). */
     mallopt(M_ARENA_MAX, 8);
+    /* Likewise glibc reads /proc/sys/vm/overcommit_memory the first time a
+     * thread's arena gives memory back (heap_trim), on whatever thread that
+     * is: a vCPU, device or API thread, whose lists open no file. Arenas
+     * keep what they have instead (a large allocation is still an mmap of
+     * its own, given back). */
+    mallopt(M_TRIM_THRESHOLD, INT_MAX);
     /* Run as `firecracker` (a link): Firecracker's command line. */
     const char *base = argv[0] ? strrchr(argv[0], '/') : NULL;
     base = base ? base + 1 : argv[0] ? argv[0] : "";

@@ -1553,11 +1553,6 @@ int cmd_vmm(int argc, char **argv)
      * (libmicrohttpd's Date header: gmtime_r): here, not on the API
      * thread, whose list opens no file. */
     tzset();
-    /* glibc reads /proc/sys/vm/overcommit_memory the first time a thread's
-     * arena gives memory back (heap_trim), on whatever thread that is: the
-     * API thread's list opens no file. Arenas keep what they have instead
-     * (a large allocation is still an mmap of its own, given back). */
-    mallopt(M_TRIM_THRESHOLD, INT_MAX);
     /* libmoat's messages in the same line format from the start. */
     moat_set_log(MOAT_LOG_WARN, lib_log, NULL);
 
