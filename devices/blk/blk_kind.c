@@ -53,6 +53,11 @@ static int blk_check(const struct devopts *o, char *why, size_t wlen)
     return 0;
 }
 
+void blk_default_id(unsigned k, char *id)
+{
+    snprintf(id, VIRTIO_KIND_ID_MAX + 1, "vd%c", k < 26 ? (char)('a' + k) : '?');
+}
+
 /* Its serial if it has one, else its name by ordinal: vda, vdb, ... */
 static void blk_id(const struct devopts *o, unsigned k, char *id)
 {
@@ -60,7 +65,7 @@ static void blk_id(const struct devopts *o, unsigned k, char *id)
     if (serial && *serial)
         snprintf(id, VIRTIO_KIND_ID_MAX + 1, "%s", serial);
     else
-        snprintf(id, VIRTIO_KIND_ID_MAX + 1, "vd%c", k < 26 ? (char)('a' + k) : '?');
+        blk_default_id(k, id);
 }
 
 static void blk_free(void *priv)

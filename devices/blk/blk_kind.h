@@ -19,4 +19,9 @@ struct blk_drive {
 
 extern const struct virtio_kind blk_kind;
 
+/* The id a drive without id= gets in snapshots: its ordinal k among the
+ * VM's drives (typed drives first, then blk devices) as vda, vdb, ... Into
+ * id (VIRTIO_KIND_ID_MAX + 1). */
+void blk_default_id(unsigned k, char *id);
+
 #endif

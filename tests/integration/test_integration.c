@@ -1243,6 +1243,40 @@ START_TEST(cli_sandbox_tiny)
     run_moat(&r, CAP, "template", "rm", "tpl");
     expect_status(&r, 1);
     run_free(&r);
+    /* A sandbox with a --drive (its own overlay) and a --device blk: stop
+     * and start restore both (the start names its drive by id; the device
+     * comes back as recorded), twice. */
+    {
+        char da[PATH_MAX + 64], db[PATH_MAX + 64], dev[PATH_MAX + 96];
+        snprintf(da, sizeof da, "%s/two-a.img", tmpdir);
+        snprintf(db, sizeof db, "%s/two-b.img", tmpdir);
+        for (const char *f = da;; f = db) {
+            int fd = open(f, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            ck_assert_int_ge(fd, 0);
+            ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
+            close(fd);
+            if (f == db)
+                break;
+        }
+        snprintf(dev, sizeof dev, "blk,path=%s,id=second", db);
+        run_moat(&r, CAP, "create", "two", "--wait", "0", "--mem", "64", "--kernel", guest("wsread"),
+                 "--cmdline", "ws=0", "--drive", da, "--device", dev);
+        expect_status(&r, 0);
+        run_free(&r);
+        for (int round = 0; round < 2; round++) {
+            run_moat(&r, CAP, "stop", "two");
+            expect_status(&r, 0);
+            run_free(&r);
+            run_moat(&r, CAP, "start", "--wait", "0", "two");
+            expect_status(&r, 0);
+            run_free(&r);
+        }
+        run_moat(&r, CAP, "rm", "-f", "two");
+        expect_status(&r, 0);
+        run_free(&r);
+        unlink(da);
+        unlink(db);
+    }
     run_moat(&r, CAP, "rm", "-f", "sb", "fk-1", "fk-2", "fk-3", "one", "cold", "fromtpl");
     expect_status(&r, 0);
     run_free(&r);

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devices/blk/blk_kind.h"
 #include "devices/blk/overlay_disk.h"
 #include "include/moat.h"
 #include "vmm/agent/agent_client.h"
@@ -1140,10 +1141,41 @@ static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
 /* Restore dir (a snapshot) as s's process and wait for it. The drives
  * are given from s's config (its own overlays: a fork's first restore
  * needs them, and they are what every snapshot of s recorded anyway). */
+/* Drive n's spec ("PATH[,ro][,id=NAME][,overlay=F][,direct][,bw=..]...")
+ * as a restore's device override: "blk,id=ID,path=PATH" plus the keys an
+ * override may give anew (ro, overlay, direct; rate limits stay the
+ * snapshot's). ID is the drive's id= or the one it got by its ordinal (a
+ * sandbox's drives come before its --device ones). An override names its
+ * drive, so blk devices the sandbox was made with (--device blk,...) are
+ * restored as recorded: with --drive overrides, moat restore wants one per
+ * recorded drive. 0, or -1 if it does not fit. */
+static int drive_override(const struct sbx *s, unsigned n, char *buf, size_t len)
+{
+    const char *spec = s->drive[n];
+    size_t pl = strcspn(spec, ",");
+    char id[VIRTIO_KIND_ID_MAX + 1] = "", keep[8192] = "";
+    size_t kl = 0;
+    for (const char *o = spec + pl; *o == ',';) {
+        o++;
+        size_t l = strcspn(o, ",");
+        if (l > 3 && !strncmp(o, "id=", 3))
+            snprintf(id, sizeof id, "%.*s", (int)(l - 3), o + 3);
+        else if ((l == 2 && !strncmp(o, "ro", 2)) || (l == 6 && !strncmp(o, "direct", 6)) ||
+                 (l > 8 && !strncmp(o, "overlay=", 8)))
+            kl += (size_t)snprintf(keep + kl, kl < sizeof keep ? sizeof keep - kl : 0, ",%.*s", (int)l, o);
+        o += l;
+    }
+    if (!id[0])
+        blk_default_id(n, id);
+    int w = snprintf(buf, len, "blk,id=%s,path=%.*s%s", id, (int)pl, spec, keep);
+    return kl < sizeof keep && w > 0 && (size_t)w < len ? 0 : -1;
+}
+
 static int start_spawn(struct sbx *s, const char *snapdir, bool fork_child, struct starting *k)
 {
     char *extra[2 * MOAT_MAX_DRIVES + 4];
     char tapopt[32];
+    char dev[MOAT_MAX_DRIVES][8400];       /* 134 KiB: the CLI's main thread */
     int n = 0;
     if (fork_child)         /* its devices take an identity of their own (net: a MAC) */
         extra[n++] = "--fork-child";
@@ -1153,8 +1185,12 @@ static int start_spawn(struct sbx *s, const char *snapdir, bool fork_child, stru
         extra[n++] = tapopt;
     }
     for (unsigned i = 0; i < s->ndrive; i++) {
-        extra[n++] = "--drive";
-        extra[n++] = s->drive[i];
+        if (drive_override(s, i, dev[i], sizeof dev[i]) < 0) {
+            fprintf(stderr, "moat: sandbox %s: drive %u: its options are too long\n", s->name, i);
+            return -1;
+        }
+        extra[n++] = "--device";
+        extra[n++] = dev[i];
     }
     extra[n++] = (char *)snapdir;
     memset(k, 0, sizeof *k);
