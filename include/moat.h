@@ -214,6 +214,15 @@ int moat_get_timings(const struct moat_vm *vm, struct moat_timings *t);
  * never started. For fork fan-out: start every child, then wait for each. */
 int moat_wait_running(struct moat_vm *vm, int timeout_ms);
 
+/* Press and release Ctrl+Alt+Del on the VM's PS/2 keyboard (the i8042 at
+ * ports 0x60/0x64, IRQ 1), as Firecracker's SendCtrlAltDel does: a Linux
+ * guest with its i8042 and atkbd drivers restarts (or tells init), which
+ * ends the VM with MOAT_EXIT_RESET under reboot=k. 0 once the scancodes are
+ * queued (whether the guest reads them is up to the guest); -ENOBUFS if the
+ * keyboard still holds earlier ones the guest has not read; -ESRCH if the
+ * VM has stopped; -EINVAL if it was never started. */
+int moat_send_ctrl_alt_del(struct moat_vm *vm);
+
 /* Stop (if running), join every thread, free everything. NULL is a no-op. */
 void moat_destroy(struct moat_vm *vm);
 

@@ -838,6 +838,52 @@ static void seeds_wsfile(void)
     ws_seed("count-mismatch", 3, 1, 7, three, 6);
 }
 
+
+/* ---- i8042 (tests/fuzz/fuzz_i8042.c) ---- */
+
+static uint8_t kb[512];
+static size_t kb_len;
+static void kb_w(unsigned port, uint8_t v) { kb[kb_len++] = 1; kb[kb_len++] = port == 0x64; kb[kb_len++] = v; }
+static void kb_r(unsigned port) { kb[kb_len++] = 0; kb[kb_len++] = port == 0x64; }
+
+static void seeds_i8042(void)
+{
+    /* Linux's probe: self-test, CTR read twice, CTR write (keyboard off),
+     * AUX loop and test, keyboard on, atkbd's commands, then Ctrl+Alt+Del */
+    kb_len = 0;
+    kb_w(0x64, 0xaa); kb_r(0x64); kb_r(0x60);
+    kb_w(0x64, 0x20); kb_r(0x60); kb_w(0x64, 0x20); kb_r(0x60);
+    kb_w(0x64, 0x60); kb_w(0x60, 0x14);
+    kb_w(0x64, 0xd3); kb_w(0x60, 0x5a); kb_r(0x60);
+    kb_w(0x64, 0xa9); kb_r(0x60);
+    kb_w(0x64, 0x60); kb_w(0x60, 0x05);
+    kb_w(0x60, 0xf5); kb[kb_len++] = 5;
+    kb_w(0x60, 0xf2); kb[kb_len++] = 5;
+    kb_w(0x60, 0xf3); kb[kb_len++] = 5; kb_w(0x60, 0x00); kb[kb_len++] = 5;
+    kb_w(0x60, 0xf4); kb[kb_len++] = 5;
+    kb[kb_len++] = 7;
+    kb_w(0x64, 0xfe);
+    put("i8042", "linux-probe", kb, kb_len);
+    /* translated (set 1), interrupt off then on, keys behind an answer */
+    kb_len = 0;
+    kb_w(0x64, 0x60); kb_w(0x60, 0x45); kb[kb_len++] = 7;
+    kb_w(0x64, 0x60); kb_w(0x60, 0x44); kb[kb_len++] = 2;
+    kb_w(0x64, 0x60); kb_w(0x60, 0x45); kb[kb_len++] = 5;
+    kb_w(0x64, 0x20); kb[kb_len++] = 6; kb[kb_len++] = 5;
+    put("i8042", "xlate-intr", kb, kb_len);
+    /* flooding: presses until full, wide bus accesses, unknown commands */
+    kb_len = 0;
+    for (int n = 0; n < 4; n++)
+        kb[kb_len++] = 2;
+    kb[kb_len++] = 3 | 1 << 3; kb[kb_len++] = 0;
+    kb[kb_len++] = 4 | 2 << 3; kb[kb_len++] = 1; kb[kb_len++] = 0xfe; kb[kb_len++] = 0xfe; kb[kb_len++] = 0xfe; kb[kb_len++] = 0xfe;
+    for (unsigned c = 0x80; c < 0xa0; c++)
+        kb_w(0x64, (uint8_t)c);
+    kb_w(0x60, 0x12); kb_r(0x60); kb_r(0x60);
+    kb[kb_len++] = 5;
+    put("i8042", "flood", kb, kb_len);
+}
+
 int main(int argc, char **argv)
 {
     root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
@@ -851,5 +897,6 @@ int main(int argc, char **argv)
     seeds_net();
     seeds_passt_frame();
     seeds_wsfile();
+    seeds_i8042();
     return 0;
 }

@@ -363,7 +363,10 @@ check "sdk: block_data counts the failed and the good swap" grep -qE '"block_dat
 check "sdk: no made-up zeros: a figure moat lacks is absent (no 'no_avail_buffer' key)" sh -c "! grep -q '\"no_avail_buffer\"' '$T/sdk.metrics'"
 check "sdk: api_server startup times from --start-time-us/--start-time-cpu-us" \
     grep -qE '"api_server":\{"process_startup_time_us":[1-9][0-9]*,"process_startup_time_cpu_us":[0-9]+\}' "$T/sdk.metrics"
-expect "sdk: SendCtrlAltDel (not in moat)" PUT /actions '{"action_type":"SendCtrlAltDel"}' 400 "~SendCtrlAltDel is not supported"
+# The counter guest never reads its keyboard: the first Ctrl+Alt+Del is
+# queued, the second finds the i8042's buffer full (Firecracker's error).
+expect "sdk: SendCtrlAltDel" PUT /actions '{"action_type":"SendCtrlAltDel"}' 204 ""
+expect "sdk: SendCtrlAltDel again, unread: 400" PUT /actions '{"action_type":"SendCtrlAltDel"}' 400 "~i8042 internal buffer full"
 expect "sdk: GET /vm/config after boot" GET /vm/config "" 200 "~\"drive_id\":\"rootfs\""
 check "sdk: logger file in Firecracker's format with levels" \
     grep -qE '^[0-9-]+T[0-9:.]+ \[sdk-vm:[a-z_]+:(INFO|ERROR|DEBUG)\] ' "$T/sdk.log"
@@ -623,6 +626,26 @@ kill -0 $RNGVM 2>/dev/null && { fail "rng: the guest did not finish"; kill -9 $R
 wait $RNGVM; rc=$?
 check "rng: the guest read random bytes through the entropy device (exit $rc)" \
     sh -c "[ $rc = 0 ] && grep -q 'rng: ok' '$T/rng.out' && grep -qE 'rng bytes [0-9a-f]{32}' '$T/rng.out'"
+
+# SendCtrlAltDel into a guest that sets the i8042 up as Linux does and
+# takes the scan codes on IRQ 1 (tests/guests/kbd.c), then resets (0xFE):
+# moat vmm exits 0.
+SOCK=$T/kbd.sock
+start_vmm kbd --api-sock "$SOCK" --id kbd-vm
+KBDVM=$VPID
+wait_sock "$SOCK"
+expect "kbd: boot-source" PUT /boot-source "{\"kernel_image_path\":\"$GUESTS/kbd.elf\"}" 204 ""
+expect "kbd: SendCtrlAltDel before boot: 400" PUT /actions '{"action_type":"SendCtrlAltDel"}' 400 \
+    '{"fault_message":"The requested operation is not supported before starting the microVM."}'
+expect "kbd: InstanceStart" PUT /actions '{"action_type":"InstanceStart"}' 204 ""
+i=0; while ! grep -q 'kbd: ready' "$T/kbd.out" && kill -0 $KBDVM 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+check "kbd: the guest set the i8042 up (self-test, CTR, no AUX, keyboard on IRQ 1)" grep -q 'kbd: ready' "$T/kbd.out"
+expect "kbd: SendCtrlAltDel" PUT /actions '{"action_type":"SendCtrlAltDel"}' 204 ""
+i=0; while kill -0 $KBDVM 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+kill -0 $KBDVM 2>/dev/null && { fail "kbd: the guest did not finish"; kill -9 $KBDVM; }
+wait $KBDVM; rc=$?
+check "kbd: the guest got Ctrl+Alt+Del (set 2, pressed and released, one IRQ 1 each) and reset: exit $rc" \
+    sh -c "[ $rc = 0 ] && grep -q 'kbd: got 14 11 e0 71 e0 f0 71 f0 11 f0 14' '$T/kbd.out' && grep -q 'kbd: ok' '$T/kbd.out'"
 
 # A guest that powers off: moat vmm exits 0 as Firecracker does.
 SOCK=$T/exit.sock

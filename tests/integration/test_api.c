@@ -242,6 +242,30 @@ START_TEST(stop_a_spinning_guest_and_exit_fd)
 }
 END_TEST
 
+/* moat_send_ctrl_alt_del: the kbd guest sets the i8042 up as Linux does,
+ * then takes Ctrl+Alt+Del byte by byte on IRQ 1 (tests/guests/kbd.c). */
+START_TEST(send_ctrl_alt_del)
+{
+    struct capture c;
+    int w;
+    struct moat_vm *vm = make_vm("kbd", &c, &w, 1);
+    ck_assert_int_eq(moat_send_ctrl_alt_del(vm), -EINVAL);     /* not started */
+    ck_assert_int_eq(moat_send_ctrl_alt_del(NULL), -EINVAL);
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert_msg(cap_wait_for(&c, "kbd: ready", 10000 * slow()), "no 'kbd: ready': %s", c.buf);
+    ck_assert_int_eq(moat_send_ctrl_alt_del(vm), 0);
+    struct moat_exit ex;
+    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
+    ck_assert_int_eq(ex.reason, MOAT_EXIT_RESET);
+    ck_assert_msg(ex.status == 0, "kbd guest status %d: %s", ex.status, c.buf);
+    ck_assert_int_eq(moat_send_ctrl_alt_del(vm), -ESRCH);      /* stopped */
+    moat_destroy(vm);
+    finish_capture(&c, w);
+    ck_assert_msg(strstr(c.buf, "kbd: got 14 11 e0 71 e0 f0 71 f0 11 f0 14\n") && strstr(c.buf, "kbd: ok"),
+                  "%s", c.buf);
+}
+END_TEST
+
 START_TEST(file_transfer_without_vsock)
 {
     /* moat_put_file / moat_get_file: argument checks, and -ENOTCONN for a
@@ -2009,6 +2033,7 @@ int main(void)
         tcase_add_test(kvm, stop_a_spinning_guest_and_exit_fd);
         tcase_add_test(kvm, destroy_without_start);
         tcase_add_test(kvm, file_transfer_without_vsock);
+        tcase_add_test(kvm, send_ctrl_alt_del);
         tcase_add_test(kvm, pause_resume_continues_exactly);
         tcase_add_test(kvm, snapshot_restore_chain_three_deep);
         tcase_add_test(kvm, twenty_forks);

@@ -1,9 +1,9 @@
-/* Unit tests for the moat control device (devices/legacy/moatdev.c) and the i8042 (devices/legacy/i8042.c). */
+/* Unit tests for the moat control device (devices/legacy/moatdev.c); the
+ * i8042 has its own (test_i8042.c). */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "devices/legacy/i8042.h"
 #include "devices/legacy/moatdev.h"
 #include "vmm/base/bus.h"
 #include "vmm/base/layout.h"
@@ -23,10 +23,8 @@ static void rec_event(void *o, uint8_t ev)
     struct rec *r = o;
     r->ev[r->nev++ % 64] = ev;
 }
-static void rec_reset(void *o) { ((struct rec *)o)->resets++; }
 
 static const struct moatdev_ops mops = { rec_status, rec_event };
-static const struct i8042_ops kops = { rec_reset };
 
 static struct moatdev D;
 static struct rec R;
@@ -273,92 +271,6 @@ START_TEST(null_ops_are_fine)
     moatdev_pio_ops.write(&d2, MOATDEV_PORT_SCRATCH, b, 4);
     ck_assert_uint_eq(d2.pio_scratch, 0x04030201);
     moatdev_destroy(&d2);
-    struct i8042 k;
-    i8042_init(&k, NULL, NULL);
-    uint8_t fe = I8042_CMD_RESET;
-    i8042_cmd_ops.write(&k, 0, &fe, 1);
-    ck_assert_uint_eq(k.cmd, I8042_CMD_RESET);
-}
-END_TEST
-
-/* ---- i8042 ---- */
-
-START_TEST(i8042_reset_once)
-{
-    struct i8042 k;
-    struct bus b;
-    i8042_init(&k, &kops, &R);
-    bus_init(&b);
-    ck_assert_int_eq(bus_register(&b, PORT_I8042_DATA, 1, &i8042_data_ops, &k), 0);
-    ck_assert_int_eq(bus_register(&b, PORT_I8042_CMD, 1, &i8042_cmd_ops, &k), 0);
-    /* Linux's kb_wait(): input buffer empty at once */
-    uint8_t st = 0xff;
-    ck_assert_int_eq(bus_access(&b, PORT_I8042_CMD, &st, 1, false), 0);
-    ck_assert_uint_eq(st & I8042_STATUS_IBF, 0);
-    uint8_t v = I8042_CMD_RESET;
-    ck_assert_int_eq(bus_access(&b, PORT_I8042_CMD, &v, 1, true), 0);
-    ck_assert_uint_eq(R.resets, 1);
-    ck_assert_uint_eq(k.cmd, I8042_CMD_RESET);
-    /* reading status does not reset again */
-    ck_assert_int_eq(bus_access(&b, PORT_I8042_CMD, &st, 1, false), 0);
-    ck_assert_uint_eq(R.resets, 1);
-    /* the same byte on the data port is not a command */
-    v = I8042_CMD_RESET;
-    ck_assert_int_eq(bus_access(&b, PORT_I8042_DATA, &v, 1, true), 0);
-    ck_assert_uint_eq(R.resets, 1);
-    /* each further 0xFE is one more request */
-    v = I8042_CMD_RESET;
-    ck_assert_int_eq(bus_access(&b, PORT_I8042_CMD, &v, 1, true), 0);
-    ck_assert_uint_eq(R.resets, 2);
-}
-END_TEST
-
-START_TEST(i8042_other_commands_ignored)
-{
-    struct i8042 k;
-    i8042_init(&k, &kops, &R);
-    for (unsigned c = 0; c < 256; c++) {
-        if (c == I8042_CMD_RESET)
-            continue;
-        uint8_t v = (uint8_t)c;
-        i8042_cmd_ops.write(&k, 0, &v, 1);
-        ck_assert_uint_eq(k.cmd, c);
-        i8042_data_ops.write(&k, 0, &v, 1);
-    }
-    ck_assert_uint_eq(R.resets, 0);
-    /* wide or offset accesses are not commands */
-    uint8_t fe2[2] = { I8042_CMD_RESET, I8042_CMD_RESET };
-    i8042_cmd_ops.write(&k, 0, fe2, 2);
-    i8042_cmd_ops.write(&k, 1, fe2, 1);
-    ck_assert_uint_eq(R.resets, 0);
-}
-END_TEST
-
-START_TEST(i8042_reads)
-{
-    struct i8042 k;
-    i8042_init(&k, &kops, &R);
-    uint8_t v = 0xaa;
-    i8042_data_ops.read(&k, 0, &v, 1);
-    ck_assert_uint_eq(v, 0);
-    i8042_cmd_ops.read(&k, 0, &v, 1);
-    ck_assert_uint_eq(v, I8042_STATUS);
-    /* Linux's i8042_flush(): status stays "output full" while the data
-     * port reads, so it gives up after its 16-byte limit ("no controller")
-     * instead of probing further. */
-    unsigned count = 0;
-    for (;;) {
-        i8042_cmd_ops.read(&k, 0, &v, 1);
-        if (!(v & I8042_STATUS_OBF) || count > 16)
-            break;
-        count++;
-        i8042_data_ops.read(&k, 0, &v, 1);
-    }
-    ck_assert_uint_gt(count, 16);
-    uint8_t w[2] = { 0xaa, 0xaa };
-    i8042_cmd_ops.read(&k, 0, w, 2);
-    ck_assert_uint_eq(w[1], 0);
-    ck_assert_uint_eq(R.resets, 0);
 }
 END_TEST
 
@@ -376,12 +288,6 @@ int main(void)
     tcase_add_test(tc, two_instances_independent);
     tcase_add_test(tc, null_ops_are_fine);
     suite_add_tcase(s, tc);
-    TCase *tk = tcase_create("i8042");
-    tcase_add_checked_fixture(tk, setup, teardown);
-    tcase_add_test(tk, i8042_reset_once);
-    tcase_add_test(tk, i8042_other_commands_ignored);
-    tcase_add_test(tk, i8042_reads);
-    suite_add_tcase(s, tk);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int nf = srunner_ntests_failed(sr);

@@ -36,6 +36,7 @@
 #define PORT_COM1_IRQ       4
 #define PORT_I8042_DATA     0x60
 #define PORT_I8042_CMD      0x64
+#define PORT_I8042_IRQ      1
 #define PORT_MOATDEV        0x0F40  /* moat control device, 16 ports */
 
 #endif

@@ -1023,10 +1023,15 @@ static unsigned dispatch(struct fcvm *s, enum fc_ep ep, enum fc_method m, const 
             st = flush_metrics(s) == 0 ? (rep->status = 204)
                                        : fault(rep, "Cannot flush the metrics: the metrics system is not "
                                                     "initialized (PUT /metrics first) or its file failed.");
-        else
-            st = fault(rep, booted ? "SendCtrlAltDel is not supported by moat (no i8042 key injection); stop the "
-                                     "VM with SIGTERM"
-                                   : not_before_boot);
+        else if (!booted)
+            st = fault(rep, not_before_boot);
+        else {   /* SendCtrlAltDel: the scancodes go into the i8042, IRQ 1 */
+            int r = moat_send_ctrl_alt_del(s->vm);
+            st = r == 0 ? (rep->status = 204)
+                 : fault(rep, r == -ENOBUFS ? "Failed to send CTRL+ALT+DEL: i8042 internal buffer full (the guest "
+                                              "has not read the previous keystrokes)."
+                                            : "Failed to send CTRL+ALT+DEL: the microVM is not running.");
+        }
         break;
     }
     case FC_EP_VM: {

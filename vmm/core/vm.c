@@ -178,7 +178,34 @@ static void kbd_reset(void *opaque)
     vm_request_exit(opaque, MOAT_EXIT_RESET, "guest reset");
 }
 
-static const struct i8042_ops kbd_ops = { .reset = kbd_reset };
+/* IRQ 1 is an ISA edge: one pulse per keyboard byte the i8042 presents.
+ * Runs on a vCPU thread (the guest read the previous byte) or on the
+ * thread that called moat_send_ctrl_alt_del. */
+static void kbd_irq(void *opaque)
+{
+    struct moat_vm *vm = opaque;
+    struct kvm_irq_level l = { .irq = PORT_I8042_IRQ, .level = 1 };
+    if (ioctl(vm->vm_fd, KVM_IRQ_LINE, &l) < 0) {
+        log_guest(&vm->guest_rl, "KVM_IRQ_LINE(%d): %s", PORT_I8042_IRQ, strerror(errno));
+        return;
+    }
+    l.level = 0;
+    ioctl(vm->vm_fd, KVM_IRQ_LINE, &l);
+}
+
+static const struct i8042_ops kbd_ops = { .reset = kbd_reset, .irq = kbd_irq };
+
+int moat_send_ctrl_alt_del(struct moat_vm *vm)
+{
+    if (!vm)
+        return -EINVAL;
+    pthread_mutex_lock(&vm->lock);
+    bool started = vm->started, exited = vm->exited;
+    pthread_mutex_unlock(&vm->lock);
+    if (!started || exited)
+        return exited ? -ESRCH : -EINVAL;
+    return i8042_ctrl_alt_del(&vm->kbd);
+}
 
 /* ---- stop ---- */
 
@@ -923,6 +950,7 @@ void moat_destroy(struct moat_vm *vm)
                  "(%zu KiB buffer)", (unsigned long long)cs.dropped, (unsigned long long)cs.accepted, cs.cap >> 10);
     vm_fixup_stop(vm);
     serial_destroy(&vm->uart);
+    i8042_destroy(&vm->kbd);
     moatdev_destroy(&vm->ctl);
     vm_free(vm);
 }
