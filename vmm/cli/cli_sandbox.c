@@ -730,9 +730,18 @@ static int jail_restore_paths(const struct sbx *s, struct jail_paths *l)
         r = -1;
     else
         av[n++] = "moat", av[n++] = "run";
+    int skip = 0;
     while (r == 0 && n < 4095 && fgets(line, 65536, f))
         if (!strncmp(line, "arg=", 4)) {
             line[strcspn(line, "\n")] = 0;
+            /* Not the --drive options create got (create writes "--drive"
+             * and its value as two lines): their overlay= is the first
+             * owner's (a fork's parent's); every restore gets each drive,
+             * with this sandbox's own overlay, from its drive.N lines. */
+            if (skip || !strcmp(line + 4, "--drive")) {
+                skip = !skip;
+                continue;
+            }
             if (!(av[n] = strdup(line + 4)))
                 r = -1;
             else
