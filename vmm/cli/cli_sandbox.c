@@ -45,6 +45,7 @@ static const char usage_sandbox[] =
     "       moat snapshot NAME --tag T\n"
     "       moat reset [--wait SEC] NAME --to T\n"
     "       moat fork NAME --count N [--prefix P] [--tap NAME%u] [--wait SEC] [--timings]\n"
+    "                  (a jailed NAME: [--jail-uid U] [--jail-gid G], its children's)\n"
     "       moat diff NAME --against T [--files]\n"
     "       moat exec NAME [exec options] -- CMD...   moat cp SRC NAME:PATH | NAME:PATH DST\n"
     "       moat set NAME TYPE[:ID] KEY VALUE      (a device while it runs: docs/devices.md)\n"
