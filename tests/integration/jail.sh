@@ -468,10 +468,15 @@ out=$("$BIN" start --wait 0 skf-1 2>&1); rc=$?
 jvm "$MOAT_HOME/skf-1" $UID_J
 check "start skf-1: jailed again in its own jail, the guest on from tick ${S1:-none} ($rc: $out)" \
       '[ $rc = 0 ] && [ -n "$P" ] && [ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i "$BASE/moat/$C1J/root")" ] && wait_ticks "$MOAT_HOME/skf-1" $((${S1:-0} + 1)) && consecutive "$MOAT_HOME/skf-1"'
+# A link the jail left at fork.snap (to a directory with state and memory
+# files) is removed, not followed: the fork takes what the jail writes anew.
+mkdir -p "$BASE/victim2" && cp "$SB/tags/k2/state" "$SB/tags/k2/memory" "$BASE/victim2/" && ln -s "$BASE/victim2" "$SB/fork.snap"
 wait_ticks "$SB" 0; Tb=$(ticks_of "$SB" | tail -1)
 out=$("$BIN" fork sk --name skn --jail-uid 4242 --jail-gid 4243 --wait 0 2>&1); rc=$?
 Ta=$(ticks_of "$SB" | tail -1)
 check "fork --name skn --jail-uid 4242 --jail-gid 4243: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ "$out" = skn ]'
+check "fork: a link left at fork.snap removed, its target untouched" \
+      '[ ! -e "$SB/fork.snap" ] && [ ! -L "$SB/fork.snap" ] && [ -f "$BASE/victim2/state" ] && [ -f "$BASE/victim2/memory" ]'
 check_child skn 4242 4243 "$Tb" "$Ta"
 out=$("$BIN" fork sk --name sku --jail-uid 0 2>&1); rc=$?
 check "fork --jail-uid 0 refused: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"must not be 0"* ]] && [ ! -e "$MOAT_HOME/sku" ]'
