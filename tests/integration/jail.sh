@@ -16,11 +16,18 @@
 # jailed as above, its directory root's, group-writable, sticky; its control
 # socket answers from outside (pause, resume, ls), a symbolic link the jail
 # could put in its place is not followed; stop writes its snapshot
-# and start restores it jailed again with the guest's count going on; fork
-# refused; tags of it stopped and running, reset to each (the guest back
+# and start restores it jailed again with the guest's count going on;
+# tags of it stopped and running, reset to each (the guest back
 # at the tag's tick); a second sandbox with a --drive: its overlay pinned
 # by tags and put back by reset as the jail's, a link in place of a pin
-# refused; rm removes its directory, its jail directory
+# refused; forks of it (running: --count 2, --name with --jail-uid/gid;
+# stopped; a template of it), each child jailed like it in a jail of its
+# own (uid/gid, capabilities, root, namespaces, base/ root's 0444 and bound
+# read-only, its own overlay, nothing of its parent's in its jail), the
+# guest's ticks going on from the fork, stop/start of one leaving its
+# sibling and parent running, rm of each removing its jail directory; links
+# and a FIFO in place of the fork snapshot not followed; template create
+# --jail and a fork of it; rm removes its directory, its jail directory
 # and its cgroup (cgroup v2; else a create that fails in a stand-in cgroup
 # tree leaves neither cgroup nor jail directory); and create --jail's refusals (--jail-* without --jail,
 # uid 0, a relative kernel, a bad cgroup key, not root).
@@ -56,7 +63,7 @@ NS=moatjail$$
 CGFAKE=""
 cleanup() {
     [ -n "${JPID:-}" ] && kill "$JPID" 2>/dev/null
-    for sb in sj sk; do
+    for sb in sj sk skf-1 skf-2 skn sks skt1 skx rtf template.skt template.rt; do
         [ -d "$BASE/home/$sb" ] && MOAT_HOME="$BASE/home" "$BIN" rm -f $sb >/dev/null 2>&1
     done
     ip netns del "$NS" 2>/dev/null
@@ -125,8 +132,6 @@ check "create --jail: a relative chroot base: exit 2 ($rc: $out)" '[ $rc = 2 ] &
 out=$(setpriv --reuid $UID_J --regid $GID_J --clear-groups env MOAT_HOME="$BASE/nh" "$BIN" create r1 --jail \
       --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
 check "create --jail not root: exit 125 ($rc: $out)" '[ $rc = 125 ] && [[ "$out" == *"needs root"* ]]'
-out=$("$BIN" template create rt --jail --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
-check "template create --jail refused: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"cannot be forked"* ]]'
 check "the refused creates made nothing" '[ -z "$(ls -A "$MOAT_HOME")" ] && [ ! -e "$BASE/nh" ]'
 
 if [ ! -c /dev/kvm ] || [ "$("$BIN" host --kind 2>/dev/null)" = none ]; then
@@ -295,8 +300,6 @@ check "a symbolic link in place of its control socket is not followed ($rc: $out
 rm -f "$SB/ctl.sock" && mv "$SB/ctl.real" "$SB/ctl.sock"
 wait_tick 2; T1=$(last_tick)
 check "the guest counts (tick ${T1:-none})" '[ -n "$T1" ] && [ "$T1" -gt 2 ]'
-out=$("$BIN" fork sj --name sjf 2>&1); rc=$?
-check "fork of a jailed sandbox refused ($rc: $out)" '[ $rc = 1 ] && [[ "$out" == *"runs jailed"* ]] && [ ! -e "$MOAT_HOME/sjf" ]'
 OLDP=$P
 out=$("$BIN" stop sj 2>&1); rc=$?
 T2=$(last_tick)
@@ -388,7 +391,138 @@ check "reset --to k2: exit 0, running ($rc: $out)" "[ $rc = 0 ] && '$BIN' ls | g
 mv "$SB/tags/k1/disk0.overlay" "$SB/tags/k1/pin" && ln -s "$BASE/sj-ro.img" "$SB/tags/k1/disk0.overlay"
 out=$("$BIN" reset --wait 0 sk --to k1 2>&1); rc=$?
 check "reset: a link in place of the tag's pin is refused ($rc: $out)" '[ $rc = 1 ] && [[ "$out" == *"copying the tag"* ]]'
+# --- forks of the jailed sandbox sk: each child jailed like it, in a jail
+# of its own, restored from root's read-only copy of the snapshot sk's jail
+# wrote (running) or of its snap/ (stopped) ---
 SKJ=$(sed -n 's/^jail\.id=//p' "$SB/config" 2>/dev/null)
+# jvm DIR UID: the jailed moat of the sandbox in DIR (running as UID) into P.
+jvm() {
+    P=""
+    local jp; jp=$(cat "$1/pid" 2>/dev/null)
+    for _ in $(seq 50); do
+        P=$(awk '{print $1}' /proc/$jp/task/$jp/children 2>/dev/null)
+        [ -n "$P" ] && grep -Eq "^Uid:\s+$2\s" /proc/$P/status 2>/dev/null && return
+        sleep 0.1
+    done
+    P=""
+}
+ticks_of() { grep -a '^tick ' "$1/console.log" 2>/dev/null | cut -d' ' -f2; }
+wait_ticks() {  # wait_ticks DIR N: until DIR's guest printed a tick above N (10 s at most)
+    local t
+    for _ in $(seq 100); do
+        t=$(ticks_of "$1" | tail -1); [ -n "$t" ] && [ "$t" -gt "$2" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+consecutive() { ticks_of "$1" | awk 'NR == 1 { p = $1; next } { if ($1 != p + 1) exit 1; p = $1 } END { if (NR < 2) exit 1 }'; }
+# check_child NAME UID GID TB TA: a running fork child, from outside; its
+# first tick comes after TB and at most one after TA (the parent's before
+# and after the fork). Sets cid (its jail id) and P (its jailed moat).
+check_child() {
+    local c=$1 u=$2 g=$3 tb=$4 ta=$5 d="$MOAT_HOME/$1" first
+    cid=$(sed -n 's/^jail\.id=//p' "$d/config" 2>/dev/null)
+    check "$c: its config: jailed, uid $u, gid $g, a jail id of its own (${cid:-none})" \
+          'grep -qx jail=1 "$d/config" && grep -qx jail.uid=$u "$d/config" && grep -qx jail.gid=$g "$d/config" && [ -n "$cid" ] && [ "$cid" != "$SKJ" ] && [[ "$cid" == "${c//./_}"-* ]]'
+    check "$c: its directory 0:$g 1770; base/ root's 0755, its state and memory root's, 0444" \
+          '[ "$(stat -c %u:%g:%a "$d")" = "0:$g:1770" ] && [ "$(stat -c %u:%a "$d/base")" = 0:755 ] && [ "$(stat -c %u:%g:%a "$d/base/memory")" = 0:0:444 ] && [ "$(stat -c %u:%g:%a "$d/base/state")" = 0:0:444 ]'
+    check "$c: an overlay of its own, its jail's" '[ "$(stat -c %u:%g "$d/disk0.overlay" 2>/dev/null)" = "$u:$g" ]'
+    jvm "$d" $u
+    if [ -z "$P" ]; then
+        bad "$c: its jailed moat did not start ($(tail -3 "$d/moat.log" 2>/dev/null))"
+        return
+    fi
+    check "$c: runs as $u:$g, every capability set zero, no_new_privs, a seccomp filter" \
+          'grep -Eq "^Uid:\s+$u\s+$u\s+$u\s+$u\$" /proc/$P/status && grep -Eq "^Gid:\s+$g\s+$g\s+$g\s+$g\$" /proc/$P/status && ! grep -E "^Cap(Inh|Prm|Eff|Bnd|Amb):" /proc/$P/status | grep -qv 0000000000000000 && grep -Eq "^NoNewPrivs:\s+1\$" /proc/$P/status && grep -Eq "^Seccomp:\s+2\$" /proc/$P/status'
+    check "$c: its root is its own jail directory" '[ -n "$cid" ] && [ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i "$BASE/moat/$cid/root")" ]'
+    check "$c: its own mount and pid namespaces (not ours, not its parent's)" \
+          '( for ns in mnt pid; do [ "$(readlink /proc/$P/ns/$ns)" != "$(readlink /proc/self/ns/$ns)" ] && [ "$(readlink /proc/$P/ns/$ns)" != "$(readlink /proc/$PP/ns/$ns 2>/dev/null)" ] || exit 1; done )'
+    check "$c: its directory inside, its base/ bound read-only, its parent's directory not there" \
+          '[ -S "/proc/$P/root$d/ctl.sock" ] && grep -F " $d/base " /proc/$P/mountinfo | grep -q " ro," && [ ! -e "/proc/$P/root$SB" ]'
+    wait_ticks "$d" -1; first=$(ticks_of "$d" | head -1)
+    check "$c: the guest goes on from the fork (first tick ${first:-none}; the parent's $tb..$ta)" \
+          '[ -n "$first" ] && [ "$first" -gt "$tb" ] && [ "$first" -le $((ta + 1)) ]'
+    wait_ticks "$d" $((${first:-0} + 1))
+    check "$c: its ticks consecutive ($(ticks_of "$d" | head -1)..$(ticks_of "$d" | tail -1))" 'consecutive "$d"'
+}
+jvm "$SB" $UID_J; PP=$P
+wait_ticks "$SB" 0; Tb=$(ticks_of "$SB" | tail -1)
+out=$("$BIN" fork sk --count 2 --prefix skf --wait 0 2>&1); rc=$?
+Ta=$(ticks_of "$SB" | tail -1)
+check "fork --count 2 of the running jailed sandbox: exit 0, its children ($rc: $out)" \
+      '[ $rc = 0 ] && [ "$out" = "$(printf "skf-1\nskf-2")" ]'
+check "fork: the snapshot its jail wrote (fork.snap) is gone from its directory" '[ ! -e "$SB/fork.snap" ]'
+check "fork: the parent goes on running, the same process" \
+      '"$BIN" ls | grep -Eq "^sk +running" && [ -n "$PP" ] && [ -e /proc/$PP ] && wait_ticks "$SB" "${Ta:-0}"'
+check_child skf-1 $UID_J $GID_J "$Tb" "$Ta"; C1P=$P C1J=$cid
+check_child skf-2 $UID_J $GID_J "$Tb" "$Ta"; C2P=$P C2J=$cid
+check "the siblings: jails, roots and namespaces of their own" \
+      '[ -n "$C1P" ] && [ -n "$C2P" ] && [ "$C1J" != "$C2J" ] && [ "$(readlink /proc/$C1P/ns/mnt)" != "$(readlink /proc/$C2P/ns/mnt)" ] && [ "$(stat -c %d:%i /proc/$C1P/root/)" != "$(stat -c %d:%i /proc/$C2P/root/)" ]'
+check "the siblings share root's one copy of the memory, each its own overlay" \
+      '[ "$(stat -c %i "$MOAT_HOME/skf-1/base/memory")" = "$(stat -c %i "$MOAT_HOME/skf-2/base/memory")" ] && [ "$(stat -c %i "$MOAT_HOME/skf-1/disk0.overlay")" != "$(stat -c %i "$MOAT_HOME/skf-2/disk0.overlay")" ]'
+out=$("$BIN" stop skf-1 2>&1); rc=$?
+S1=$(ticks_of "$MOAT_HOME/skf-1" | tail -1)
+check "stop skf-1: exit 0, its snapshot its jail's; skf-2 and sk run on ($rc: $out)" \
+      '[ $rc = 0 ] && "$BIN" ls | grep -Eq "^skf-1 +stopped" && [ "$(stat -c %u "$MOAT_HOME/skf-1/snap/state")" = $UID_J ] && "$BIN" ls | grep -Eq "^skf-2 +running" && "$BIN" ls | grep -Eq "^sk +running" && [ -e /proc/$C2P ] && [ -e /proc/$PP ]'
+out=$("$BIN" start --wait 0 skf-1 2>&1); rc=$?
+jvm "$MOAT_HOME/skf-1" $UID_J
+check "start skf-1: jailed again in its own jail, the guest on from tick ${S1:-none} ($rc: $out)" \
+      '[ $rc = 0 ] && [ -n "$P" ] && [ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i "$BASE/moat/$C1J/root")" ] && wait_ticks "$MOAT_HOME/skf-1" $((${S1:-0} + 1)) && consecutive "$MOAT_HOME/skf-1"'
+# A link the jail left at fork.snap (to a directory with state and memory
+# files) is removed, not followed: the fork takes what the jail writes anew.
+mkdir -p "$BASE/victim2" && cp "$SB/tags/k2/state" "$SB/tags/k2/memory" "$BASE/victim2/" && ln -s "$BASE/victim2" "$SB/fork.snap"
+wait_ticks "$SB" 0; Tb=$(ticks_of "$SB" | tail -1)
+out=$("$BIN" fork sk --name skn --jail-uid 4242 --jail-gid 4243 --wait 0 2>&1); rc=$?
+Ta=$(ticks_of "$SB" | tail -1)
+check "fork --name skn --jail-uid 4242 --jail-gid 4243: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ "$out" = skn ]'
+check "fork: a link left at fork.snap removed, its target untouched" \
+      '[ ! -e "$SB/fork.snap" ] && [ ! -L "$SB/fork.snap" ] && [ -f "$BASE/victim2/state" ] && [ -f "$BASE/victim2/memory" ]'
+check_child skn 4242 4243 "$Tb" "$Ta"
+out=$("$BIN" fork sk --name sku --jail-uid 0 2>&1); rc=$?
+check "fork --jail-uid 0 refused: exit 2 ($rc: $out)" '[ $rc = 2 ] && [[ "$out" == *"must not be 0"* ]] && [ ! -e "$MOAT_HOME/sku" ]'
+for c in skf-1 skf-2 skn; do
+    cj=$(sed -n 's/^jail\.id=//p' "$MOAT_HOME/$c/config" 2>/dev/null)
+    out=$("$BIN" rm -f $c 2>&1); rc=$?
+    check "rm $c: exit 0, its directory and its jail directory gone ($rc: $out)" \
+          '[ $rc = 0 ] && [ ! -e "$MOAT_HOME/$c" ] && [ -n "$cj" ] && [ ! -e "$BASE/moat/$cj" ]'
+done
+check "sk runs on after its children went" '"$BIN" ls | grep -Eq "^sk +running" && [ -e /proc/$PP ]'
+# A fork of the stopped sk (no jail runs: root copies its snap/ and overlay).
+out=$("$BIN" stop sk 2>&1); rc=$?
+Ts=$(ticks_of "$SB" | tail -1)
+out=$("$BIN" fork sk --name sks --wait 0 2>&1); rc=$?
+check "fork of the stopped jailed sandbox: exit 0, sk stays stopped ($rc: $out)" \
+      '[ $rc = 0 ] && [ "$out" = sks ] && "$BIN" ls | grep -Eq "^sk +stopped"'
+check_child sks $UID_J $GID_J "${Ts:-0}" "${Ts:-0}"
+"$BIN" rm -f sks >/dev/null 2>&1
+# A template of it is jailed, and so are its forks.
+out=$("$BIN" template create skt --from sk 2>&1); rc=$?
+TJ=$(sed -n 's/^jail\.id=//p' "$MOAT_HOME/template.skt/config" 2>/dev/null)
+check "template create --from the jailed sandbox: a jailed template, a jail id of its own ($rc: $out)" \
+      '[ $rc = 0 ] && grep -qx jail=1 "$MOAT_HOME/template.skt/config" && [ -n "$TJ" ] && [ "$TJ" != "$SKJ" ] && [ "$(stat -c %u:%a "$MOAT_HOME/template.skt/snap/memory")" = 0:444 ]'
+out=$("$BIN" fork template.skt --name skt1 --wait 0 2>&1); rc=$?
+check "fork of the jailed template: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ "$out" = skt1 ]'
+check_child skt1 $UID_J $GID_J "${Ts:-0}" "${Ts:-0}"
+out=$("$BIN" rm -f skt1 2>&1 && "$BIN" template rm skt 2>&1); rc=$?
+check "rm skt1, template rm skt: nothing left ($rc: $out)" \
+      '[ $rc = 0 ] && [ ! -e "$MOAT_HOME/skt1" ] && [ ! -e "$MOAT_HOME/template.skt" ] && [ -n "$TJ" ] && [ ! -e "$BASE/moat/$TJ" ] && ! ls "$BASE/moat" | grep -q "^skt1-"'
+# What the jail could put in place of the fork snapshot's files (the same
+# as a running one's fork.snap): links and FIFOs are not followed or read.
+echo secret > "$BASE/secret" && chmod 600 "$BASE/secret"
+mv "$SB/snap/memory" "$SB/snap/memory.real" && ln -s "$BASE/secret" "$SB/snap/memory"
+out=$(timeout 60 "$BIN" fork sk --name skx --wait 0 2>&1); rc=$?
+check "fork: a link in place of the snapshot's memory is not followed ($rc: $out)" \
+      '[ $rc = 1 ] && [[ "$out" == *"memory: Too many levels of symbolic links"* ]] && [ ! -e "$MOAT_HOME/skx" ] && ! ls "$BASE/moat" | grep -q "^skx-"'
+rm -f "$SB/snap/memory" && mkfifo -m 660 "$SB/snap/memory"
+out=$(timeout 60 "$BIN" fork sk --name skx --wait 0 2>&1); rc=$?
+check "fork: a FIFO in place of the snapshot's memory refused, not waited on ($rc: $out)" \
+      '[ $rc = 1 ] && [[ "$out" == *"memory: not a regular file"* ]] && [ ! -e "$MOAT_HOME/skx" ]'
+rm -f "$SB/snap/memory" && mv "$SB/snap/memory.real" "$SB/snap/memory"
+mkdir "$BASE/fake" && cp -a "$SB/snap/." "$BASE/fake/" && mv "$SB/snap" "$SB/snap.real" && ln -s "$BASE/fake" "$SB/snap"
+out=$(timeout 60 "$BIN" fork sk --name skx --wait 0 2>&1); rc=$?
+check "fork: a link in place of the snapshot directory is not followed ($rc: $out)" \
+      '[ $rc = 1 ] && [[ "$out" == *"snap: Not a directory"* ]] && [ ! -e "$MOAT_HOME/skx" ]'
+rm -f "$SB/snap" && mv "$SB/snap.real" "$SB/snap"
 out=$("$BIN" rm -f sk 2>&1); rc=$?
 check "rm sk: exit 0, nothing left ($rc: $out)" '[ $rc = 0 ] && [ ! -e "$SB" ] && [ -n "$SKJ" ] && [ ! -e "$BASE/moat/$SKJ" ]'
 if [ -n "$CGFAKE" ]; then
@@ -401,5 +535,19 @@ if [ -n "$CGFAKE" ]; then
     check "... and leaves no sandbox, no jail directory, no cgroup" \
           '[ ! -e "$MOAT_HOME/sj2" ] && ! ls "$BASE/moat" | grep -q "^sj2-" && [ -z "$(ls -A "$CGFAKE/moat" | grep -v cgroup.subtree_control | grep -v "^in\$")" ]'
 fi
+# template create --jail: a jailed template (booted jailed, stopped), whose
+# forks are jailed.
+out=$("$BIN" template create rt --jail --jail-chroot-base "$BASE" --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" \
+      --cmdline spin=20000 --drive "$BASE/sk-base.img" 2>&1); rc=$?
+RTJ=$(sed -n 's/^jail\.id=//p' "$MOAT_HOME/template.rt/config" 2>/dev/null)
+check "template create --jail: exit 0, a stopped jailed template ($rc: $out)" \
+      '[ $rc = 0 ] && grep -qx jail=1 "$MOAT_HOME/template.rt/config" && "$BIN" ls | grep -Eq "^template.rt +stopped .*uid=$UID_J"'
+Tt=$(ticks_of "$MOAT_HOME/template.rt" | tail -1)
+out=$("$BIN" fork template.rt --name rtf --wait 0 2>&1); rc=$?
+check "fork of the --jail template: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ "$out" = rtf ]'
+check_child rtf $UID_J $GID_J "${Tt:--1}" "${Tt:--1}"
+out=$("$BIN" rm -f rtf 2>&1 && "$BIN" template rm rt 2>&1); rc=$?
+check "rm rtf, template rm rt: nothing left ($rc: $out)" \
+      '[ $rc = 0 ] && [ ! -e "$MOAT_HOME/rtf" ] && [ ! -e "$MOAT_HOME/template.rt" ] && [ -n "$RTJ" ] && [ ! -e "$BASE/moat/$RTJ" ]'
 echo "jail: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
 [ $fail = 0 ]

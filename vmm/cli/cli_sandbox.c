@@ -45,6 +45,7 @@ static const char usage_sandbox[] =
     "       moat snapshot NAME --tag T\n"
     "       moat reset [--wait SEC] NAME --to T\n"
     "       moat fork NAME --count N [--prefix P] [--tap NAME%u] [--wait SEC] [--timings]\n"
+    "                  (a jailed NAME: [--jail-uid U] [--jail-gid G], its children's)\n"
     "       moat diff NAME --against T [--files]\n"
     "       moat exec NAME [exec options] -- CMD...   moat cp SRC NAME:PATH | NAME:PATH DST\n"
     "       moat set NAME TYPE[:ID] KEY VALUE      (a device while it runs: docs/devices.md)\n"
@@ -563,7 +564,7 @@ static const char *file_via(const struct sbx *s, const char *file, char *buf, si
     }
     snprintf(dir, sizeof dir, "%.*s", (int)(slash - file), file);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int fd = dfd < 0 ? -1 : openat(dfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int fd = dfd < 0 ? -1 : openat(dfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     int e = errno;
     if (dfd >= 0)
         close(dfd);
@@ -730,9 +731,18 @@ static int jail_restore_paths(const struct sbx *s, struct jail_paths *l)
         r = -1;
     else
         av[n++] = "moat", av[n++] = "run";
+    int skip = 0;
     while (r == 0 && n < 4095 && fgets(line, 65536, f))
         if (!strncmp(line, "arg=", 4)) {
             line[strcspn(line, "\n")] = 0;
+            /* Not the --drive options create got (create writes "--drive"
+             * and its value as two lines): their overlay= is the first
+             * owner's (a fork's parent's); every restore gets each drive,
+             * with this sandbox's own overlay, from its drive.N lines. */
+            if (skip || !strcmp(line + 4, "--drive")) {
+                skip = !skip;
+                continue;
+            }
             if (!(av[n] = strdup(line + 4)))
                 r = -1;
             else
@@ -761,7 +771,8 @@ static int jail_restore_paths(const struct sbx *s, struct jail_paths *l)
  * *ready_fd: the read end of a pipe the new moat writes "ready NS" to once
  * its control socket listens and its guest runs (--ready-fd, docs/cli.md),
  * and closes; EOF without it: the process failed. */
-static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, int nextra, int *ready_fd)
+static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, int nextra, int *ready_fd,
+                   const char *expose_ro)
 {
     char conslog[PATH_MAX], log[PATH_MAX], pidf[PATH_MAX], pidtxt[32];
     sp(s, "console.log", conslog, sizeof conslog);
@@ -771,6 +782,12 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
     rpaths.n = 0;
     if (s->jail.on && !strcmp(verb, "restore") && jail_restore_paths(s, &rpaths) < 0)
         return -1;
+    /* A fork's shared snapshot (base/), bound in read-only over the
+     * sandbox's own directory. */
+    if (s->jail.on && expose_ro && jail_paths_add(&rpaths, expose_ro, 0) < 0) {
+        fprintf(stderr, "moat: sandbox %s: %s cannot be exposed to its jail\n", s->name, expose_ro);
+        return -1;
+    }
     char **av = calloc((size_t)nextra + 14 + 24 + 2 * SBX_JAIL_CG_MAX + 2 * JAIL_PATHS_MAX, sizeof *av);
     char juid[16], jgid[16];
     int pp[2];
@@ -1116,18 +1133,6 @@ static int kill_process(const struct sbx *s, pid_t pid)
     return 0;
 }
 
-/* Commands a jailed sandbox does not take (yet): fork would have its jail
- * write a snapshot into another sandbox's directory, which it cannot see.
- * -1 after saying so. */
-static int not_jailed(const struct sbx *s, const char *what)
-{
-    if (!s->jail.on)
-        return 0;
-    fprintf(stderr, "moat: sandbox %s runs jailed (moat create --jail): %s a jailed sandbox is not "
-                    "supported yet (docs/sandboxes.md, \"Jailed sandboxes\")\n", s->name, what);
-    return -1;
-}
-
 static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
 {
     if (st == ST_RUNNING || st == ST_PAUSED)
@@ -1196,7 +1201,7 @@ static int start_spawn(struct sbx *s, const char *snapdir, bool fork_child, stru
     memset(k, 0, sizeof *k);
     k->s = s;
     k->rfd = -1;
-    k->pid = spawn(s, "restore", extra, n, &k->rfd);
+    k->pid = spawn(s, "restore", extra, n, &k->rfd, fork_child ? snapdir : NULL);
     return k->pid < 0 ? -1 : 0;
 }
 
@@ -1391,6 +1396,23 @@ static int jail_option(int argc, char **argv, int *i, struct sbx_jail *j, int *s
     }
 }
 
+/* A new jail id for the sandbox NAME into j->id: the name's characters
+ * that an id takes ('.' as '_', at most 40) and 8 random hex digits, unique
+ * per sandbox (a fork's child gets its own). 0, or -1 after saying why. */
+static int jail_new_id(struct sbx_jail *j, const char *name)
+{
+    uint32_t rnd;
+    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        fprintf(stderr, "moat: getrandom: %s\n", strerror(errno));
+        return -1;
+    }
+    size_t n = 0;
+    for (const char *c = name; *c && n < 40; c++)
+        j->id[n++] = *c == '.' ? '_' : *c;
+    snprintf(j->id + n, sizeof j->id - n, "-%08x", rnd);
+    return 0;
+}
+
 /* A jailed sandbox's settings checked before anything is made (a clear
  * refusal, not a failed start), its jail id (the name's characters that
  * an id takes, and 8 random hex digits: unique per sandbox) and chroot
@@ -1444,15 +1466,8 @@ static int jail_prepare(struct sbx *s, int seen, char **extra, int nextra, char 
         return EXIT_VMM_ERROR;
     }
     snprintf(j->base, sizeof j->base, "%s", real);
-    uint32_t rnd;
-    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
-        fprintf(stderr, "moat create --jail: getrandom: %s\n", strerror(errno));
+    if (jail_new_id(j, s->name) < 0)
         return EXIT_VMM_ERROR;
-    }
-    size_t n = 0;
-    for (const char *c = s->name; *c && n < 40; c++)
-        j->id[n++] = *c == '.' ? '_' : *c;
-    snprintf(j->id + n, sizeof j->id - n, "-%08x", rnd);
     size_t k = (size_t)snprintf(cfg + clen, 65536 - clen,
                                 "jail=1\njail.id=%s\njail.uid=%u\njail.gid=%u\njail.tun=%d\njail.chroot_base=%s\n",
                                 j->id, j->uid, j->gid, j->tun, j->base);
@@ -1646,7 +1661,7 @@ static int cmd_create(int argc, char **argv)
         goto fail;
     }
     struct starting sk = { .s = &s, .rfd = -1 };
-    sk.pid = spawn(&s, "run", extra, nextra, &sk.rfd);
+    sk.pid = spawn(&s, "run", extra, nextra, &sk.rfd, NULL);
     if (sk.pid < 0)
         goto fail;
     phase(&ph, "spawned");
@@ -2028,6 +2043,101 @@ static int snapshot_into(struct sbx *s, const char *dir)
     return ctl(s, req, NULL, 0, 600);
 }
 
+/* ---- forks of a jailed sandbox ----
+ * Its snapshot files are its jail's (written by its moat: a running one's
+ * fork snapshot, a stopped one's snap/ and overlays). A child gets copies
+ * that root owns, read-only: never the parent's inodes (a child's restore
+ * maps the memory file MAP_PRIVATE, so a page the parent's jail could
+ * still write would change the children's RAM), and nothing found there
+ * is followed. */
+
+/* Copy FILE of the directory sfd into DST (a new file): opened O_NOFOLLOW
+ * (O_NONBLOCK: a FIFO put there does not block), a regular file, copied
+ * through /proc/self/fd/N (a reflink, or a sparse copy of the size it
+ * had). 0, or -1 with why. */
+static int copy_from_jail(int sfd, const char *file, const char *dst, char *why, size_t wlen)
+{
+    int fd = openat(sfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+        snprintf(why, wlen, "%s: %s", file, fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    char via[64];
+    snprintf(via, sizeof via, "/proc/self/fd/%d", fd);
+    int r = ovl_clone(via, dst, why, wlen);
+    close(fd);
+    return r < 0 ? -1 : 0;
+}
+
+/* The snapshot a fork of the jailed sandbox s starts from, into DIR (made
+ * here: root's, 0755): a running one's written by its jail (snapshot-disks)
+ * into s's own directory as fork.snap (the only place it sees), a stopped
+ * one's snap/ and overlays; state and memory copied as root's, mode 0444,
+ * the disk pins as DIR/diskN.overlay. fork.snap is removed after (by
+ * unlinkat, no link followed). 0, or -1 after saying why. */
+static int jail_fork_snapshot(struct sbx *s, const char *dir)
+{
+    pid_t pid;
+    double up;
+    enum sbx_state st = sbx_state(s, &pid, &up);
+    struct stat ds;
+    char why[600] = "", src[PATH_MAX], dst[PATH_MAX + 32], req[PATH_MAX + 32];
+    const char *from = st == ST_STOPPED ? "snap" : "fork.snap";
+    if (st != ST_STOPPED && need_live(s, st, "fork") < 0)
+        return -1;
+    if (fstat(s->dfd, &ds) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST) || chmod(dir, 0755) < 0) {
+        fprintf(stderr, "moat: %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    if (st != ST_STOPPED) {
+        if (rm_at(s->dfd, from, ds.st_dev, 0) < 0) {
+            fprintf(stderr, "moat: %s: %s\n", sp(s, from, src, sizeof src), strerror(errno));
+            return -1;
+        }
+        snprintf(req, sizeof req, "snapshot-disks %s", sp(s, from, src, sizeof src));
+        if (ctl(s, req, NULL, 0, 600) < 0) {
+            rm_at(s->dfd, from, ds.st_dev, 0);
+            return -1;
+        }
+    }
+    int sfd = openat(s->dfd, from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int r = 0;
+    if (sfd < 0) {
+        snprintf(why, sizeof why, "%s: %s", from, strerror(errno));
+        r = -1;
+    }
+    static const char *const files[] = { "state", "memory" };
+    for (int i = 0; r == 0 && i < 2; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
+        r = copy_from_jail(sfd, files[i], dst, why, sizeof why);
+        if (r == 0 && chmod(dst, 0444) < 0) {
+            snprintf(why, sizeof why, "%.400s: %s", dst, strerror(errno));
+            r = -1;
+        }
+    }
+    for (unsigned n = 0; r == 0 && st != ST_STOPPED && n < s->ndrive; n++) {
+        char o[PATH_MAX], pin[32];
+        if (!drive_overlay(s, n, o, sizeof o))
+            continue;
+        snprintf(pin, sizeof pin, "disk%u.overlay", n);
+        snprintf(dst, sizeof dst, "%s/%s", dir, pin);
+        r = copy_from_jail(sfd, pin, dst, why, sizeof why);
+    }
+    if (sfd >= 0)
+        close(sfd);
+    if (st != ST_STOPPED)
+        rm_at(s->dfd, from, ds.st_dev, 0);
+    if (r < 0) {
+        fprintf(stderr, "moat: sandbox %s: its snapshot for the fork (%s): %s\n", s->name,
+                sp(s, from, src, sizeof src), why);
+        return -1;
+    }
+    return st == ST_STOPPED ? clone_own_disks(s, dir) : 0;
+}
+
 static int cmd_snapshot(int argc, char **argv)
 {
     const char *name = NULL, *tag = NULL;
@@ -2190,7 +2300,8 @@ static size_t tap_name(const char *fmt, unsigned long num, char *out, size_t len
 }
 
 static int fork_sandbox(const char *name, const char *prefix, const char *child, unsigned long count,
-                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *ph);
+                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *ph,
+                        unsigned juid, unsigned jgid);
 
 static int cmd_fork(int argc, char **argv)
 {
@@ -2198,6 +2309,7 @@ static int cmd_fork(int argc, char **argv)
     unsigned long count = 0;
     double wait = DEFAULT_WAIT;
     bool stopped = false;
+    unsigned juid = 0, jgid = 0;
     struct phases ph = { 0 };
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--count") && i + 1 < argc) {
@@ -2215,6 +2327,14 @@ static int cmd_fork(int argc, char **argv)
                 return EXIT_USAGE;
         } else if (!strcmp(argv[i], "--timings")) {
             ph.on = true;
+        } else if ((!strcmp(argv[i], "--jail-uid") || !strcmp(argv[i], "--jail-gid")) && i + 1 < argc) {
+            unsigned long v = parse_uint(argv[i + 1], argv[i], 0xfffffffe);
+            if (v == 0) {
+                fprintf(stderr, "moat fork: %s must not be 0 (root in the jail defeats it)\n", argv[i]);
+                return EXIT_USAGE;
+            }
+            *(argv[i][7] == 'u' ? &juid : &jgid) = (unsigned)v;
+            i++;
         } else if (argv[i][0] != '-' && !name) {
             name = argv[i];
         } else {
@@ -2226,7 +2346,8 @@ static int cmd_fork(int argc, char **argv)
         count = 1;
     if (!name || count == 0 || (child && (count != 1 || prefix))) {
         fprintf(stderr, "usage: moat fork NAME --count N [--prefix P] [--tap NAME%%u] [--wait SEC] [--timings] [--stopped]\n"
-                        "       moat fork NAME --name CHILD [--tap NAME%%u] [--wait SEC] [--timings] [--stopped]\n");
+                        "       moat fork NAME --name CHILD [--tap NAME%%u] [--wait SEC] [--timings] [--stopped]\n"
+                        "       (a jailed NAME: also [--jail-uid U] [--jail-gid G], the children's)\n");
         return EXIT_USAGE;
     }
     if (!prefix)
@@ -2241,14 +2362,15 @@ static int cmd_fork(int argc, char **argv)
             return EXIT_USAGE;
         }
     }
-    return fork_sandbox(name, prefix, child, count, tapfmt, stopped, false, wait, &ph) < 0 ? 1 : 0;
+    return fork_sandbox(name, prefix, child, count, tapfmt, stopped, false, wait, &ph, juid, jgid) < 0 ? 1 : 0;
 }
 
 /* Fork name into count children (prefix-1 .. prefix-N, or the one child
  * named child), started (or, stopped: their snapshot in snap/, nothing
  * running). 0, or -1 when any failed (after saying why). */
 static int fork_sandbox(const char *name, const char *prefix, const char *child, unsigned long count,
-                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *phs)
+                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *phs,
+                        unsigned juid, unsigned jgid)
 {
     struct phases ph = *phs;
     struct sbx s;
@@ -2262,8 +2384,11 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
         goto out;
     for (unsigned long i = 0; i < count; i++)
         kids[i].dfd = -1;
-    if (not_jailed(&s, "forking") < 0)
+    if ((juid || jgid) && !s.jail.on) {
+        fprintf(stderr, "moat: sandbox %s is not jailed: --jail-uid and --jail-gid are for forks of a "
+                        "jailed sandbox\n", s.name);
         goto out;
+    }
     if (s.rw_drive) {
         fprintf(stderr, "moat: sandbox %s has a writable drive without a copy-on-write overlay "
                         "(overlay=none, or made by an older moat): forks would share and corrupt it\n",
@@ -2282,6 +2407,17 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
         if (access(kids[i].dir, F_OK) == 0) {
             fprintf(stderr, "moat: a sandbox named %s already exists\n", cn);
             goto out;
+        }
+        /* Jailed like its parent, in a jail of its own (its own id; the
+         * parent's uid and gid unless --jail-uid/--jail-gid say). */
+        if (s.jail.on) {
+            kids[i].jail = s.jail;
+            if (juid)
+                kids[i].jail.uid = juid;
+            if (jgid)
+                kids[i].jail.gid = jgid;
+            if (jail_new_id(&kids[i].jail, cn) < 0)
+                goto out;
         }
         /* Its drives: the parent's, each overlay replaced by its own. */
         for (unsigned n = 0; n < s.ndrive; n++) {
@@ -2302,7 +2438,9 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
     FILE *pf = fopen(sp(&s, "config", parent_cfg, sizeof parent_cfg), "re");
     size_t clen = 0;
     while (pf && clen < 60000 && fgets(cfg + clen, (int)(60000 - clen), pf))
-        if (strncmp(cfg + clen, "drive.", 6) && strncmp(cfg + clen, "net.tap=", 8))   /* a child's own below */
+        if (strncmp(cfg + clen, "drive.", 6) && strncmp(cfg + clen, "net.tap=", 8) &&   /* a child's own below */
+            strncmp(cfg + clen, "jail.id=", 8) && strncmp(cfg + clen, "jail.uid=", 9) &&
+            strncmp(cfg + clen, "jail.gid=", 9))
             clen += strlen(cfg + clen);
     cfg[clen] = 0;
     if (pf)
@@ -2321,8 +2459,11 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
             tap_name(tapfmt, made + 1, k->tap, sizeof k->tap);
             kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "net.tap=%s\n", k->tap);
         }
+        if (k->jail.on && kl < 65536)
+            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "jail.id=%s\njail.uid=%u\njail.gid=%u\n",
+                                   k->jail.id, k->jail.uid, k->jail.gid);
         k->dfd = open(k->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (kl >= 65536 || k->dfd < 0 || sbx_lock(k) < 0 ||
+        if (kl >= 65536 || k->dfd < 0 || sbx_lock(k) < 0 || (k->jail.on && jail_dir_perms(k) < 0) ||
             write_file(sp(k, "config", p, sizeof p), kcfg) < 0) {
             made++;
             goto undo;
@@ -2334,11 +2475,15 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
      * copied to each child's own overlay. */
     phase(&ph, "prepared");
     sp(&kids[0], "base", base0, sizeof base0);
-    if (snapshot_into(&s, base0) < 0)
+    if ((s.jail.on ? jail_fork_snapshot(&s, base0) : snapshot_into(&s, base0)) < 0)
         goto undo;
     phase(&ph, "snapshot");
+    /* A jailed parent's: root's files, 0444, in root's base/ (0755), which
+     * each child's jail reads (bound in read-only) but none can change. */
     for (unsigned long i = 1; i < count; i++) {
         int r = link_snapshot(base0, sp(&kids[i], "base", p, sizeof p));
+        if (r == 0 && s.jail.on && chmod(p, 0755) < 0)
+            r = -errno;
         if (r < 0) {
             fprintf(stderr, "moat: linking the snapshot into %s: %s\n", p, strerror(-r));
             goto undo;
@@ -2353,6 +2498,9 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
             drive_overlay(&kids[i], n, o, sizeof o);
             why[0] = 0;
             int r = i == 0 ? (rename(pin, o) < 0 ? -errno : 0) : ovl_clone(pin, o, why, sizeof why);
+            /* A jailed child's overlay is its own jail's to write. */
+            if (r == 0 && kids[i].jail.on && lchown(o, kids[i].jail.uid, kids[i].jail.gid) < 0)
+                r = -errno;
             if (r < 0) {
                 fprintf(stderr, "moat: %s: %s\n", o, why[0] ? why : strerror(-r));
                 goto undo;
@@ -2395,6 +2543,7 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
             if (st[i].pid > 0)
                 start_undo(&st[i]);
             rm_rf(kids[i].dir);
+            jail_cleanup(&kids[i]);
         } else if (!quiet) {
             printf("%s\n", kids[i].name);
         }
@@ -2712,6 +2861,9 @@ static const char usage_template[] =
     "template.NAME; start and exec refuse it): moat fork template.NAME --name X.\n"
     "--from: a copy of SANDBOX as it is now (SANDBOX goes on); without it, a\n"
     "new sandbox of the run options (the default guest when none) booted and\n"
+    "stopped (--jail and the jail options of create: a jailed one). A template\n"
+    "of a jailed SANDBOX, or made with --jail, is jailed, and so is every fork\n"
+    "of it (each in a jail of its own).\n"
     "stopped. --no-agent: its guest has no agent (sandboxes forked from it are\n"
     "ready when their VM runs). moat serve creates its sandboxes from templates;\n"
     "see docs/sandboxes.md and docs/serve.md.\n";
@@ -2767,11 +2919,6 @@ static int template_create(int argc, char **argv)
             from = argv[++i];
         } else if (!strcmp(argv[i], "--no-agent")) {
             agent = false;
-        } else if (!strncmp(argv[i], "--jail", 6)) {
-            fprintf(stderr, "moat template create: %s: a template is for forking, and a jailed sandbox "
-                            "cannot be forked yet (docs/sandboxes.md, \"Jailed sandboxes\")\n", argv[i]);
-            free(cargv);
-            return EXIT_USAGE;
         } else {
             waited |= !strcmp(argv[i], "--wait");
             cargv[cargc++] = argv[i];
@@ -2789,7 +2936,7 @@ static int template_create(int argc, char **argv)
     int r;
     if (from) {
         struct phases ph = { 0 };
-        r = fork_sandbox(from, NULL, tname, 1, NULL, true, true, 0, &ph) < 0 ? 1 : 0;
+        r = fork_sandbox(from, NULL, tname, 1, NULL, true, true, 0, &ph, 0, 0) < 0 ? 1 : 0;
     } else {
         r = quietly(cmd_create, cargc, cargv);
         if (r == 0) {
