@@ -230,6 +230,18 @@ fi
     --kernel "$GUESTS/timeout.elf" --mem 64 --timeout 1 >/dev/null 2>&1; rc=$?
 check "the timeout's status comes back (124: $rc)" '[ $rc = 124 ]'
 
+# JAIL_SANDBOXES=0 stops here: the nested suite's cgroup check runs this
+# script in L1 for its cgroup v2 branch above, and there (QEMU TCG) the
+# counter guest's console log does not keep the consecutive ticks the
+# sandbox checks below read (docs/testing.md); they run directly on KVM
+# and PVM hosts.
+if [ "${JAIL_SANDBOXES:-1}" = 0 ]; then
+    echo "SKIPPED: jail: jailed sandboxes (create --jail, stop/start, reset, fork): JAIL_SANDBOXES=0"
+    echo "jail: $pass passed, $([ $fail = 0 ] && echo 0 || echo some) failed"
+    [ $fail = 0 ]
+    exit
+fi
+
 # --- a named sandbox, jailed (moat create --jail) ---
 SB="$MOAT_HOME/sj"
 # vm_of: the jailed moat of the sandbox (the child of moat jail, whose pid
@@ -330,7 +342,7 @@ check "moat ls: running again" "'$BIN' ls | grep -Eq '^sj +running .*uid=$UID_J'
 # it: the guest goes back to the tag's tick.
 Tb=$(last_tick)
 out=$("$BIN" snapshot sj --tag t1 2>&1); rc=$?
-Ta=$(last_tick)
+sleep 0.5; Ta=$(last_tick)   # the console log catches up with the guest
 check "snapshot --tag of the running sandbox: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ -f "$SB/tags/t1/state" ]'
 wait_tick $((Ta + 2))
 n=$(wc -l < "$SB/console.log")
@@ -448,7 +460,7 @@ check_child() {
 jvm "$SB" $UID_J; PP=$P
 wait_ticks "$SB" 0; Tb=$(ticks_of "$SB" | tail -1)
 out=$("$BIN" fork sk --count 2 --prefix skf --wait 0 2>&1); rc=$?
-Ta=$(ticks_of "$SB" | tail -1)
+sleep 0.5; Ta=$(ticks_of "$SB" | tail -1)   # the console log catches up
 check "fork --count 2 of the running jailed sandbox: exit 0, its children ($rc: $out)" \
       '[ $rc = 0 ] && [ "$out" = "$(printf "skf-1\nskf-2")" ]'
 check "fork: the snapshot its jail wrote (fork.snap) is gone from its directory" '[ ! -e "$SB/fork.snap" ]'
@@ -473,7 +485,7 @@ check "start skf-1: jailed again in its own jail, the guest on from tick ${S1:-n
 mkdir -p "$BASE/victim2" && cp "$SB/tags/k2/state" "$SB/tags/k2/memory" "$BASE/victim2/" && ln -s "$BASE/victim2" "$SB/fork.snap"
 wait_ticks "$SB" 0; Tb=$(ticks_of "$SB" | tail -1)
 out=$("$BIN" fork sk --name skn --jail-uid 4242 --jail-gid 4243 --wait 0 2>&1); rc=$?
-Ta=$(ticks_of "$SB" | tail -1)
+sleep 0.5; Ta=$(ticks_of "$SB" | tail -1)   # the console log catches up
 check "fork --name skn --jail-uid 4242 --jail-gid 4243: exit 0 ($rc: $out)" '[ $rc = 0 ] && [ "$out" = skn ]'
 check "fork: a link left at fork.snap removed, its target untouched" \
       '[ ! -e "$SB/fork.snap" ] && [ ! -L "$SB/fork.snap" ] && [ -f "$BASE/victim2/state" ] && [ -f "$BASE/victim2/memory" ]'

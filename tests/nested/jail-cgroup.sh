@@ -79,7 +79,9 @@ jail-sh)
     # jail.sh as on a cgroup v2 host (its default build/moat and
     # build/guests: the payload's).
     echo "cgroup v2 at $CG: controllers $(cat $CG/cgroup.controllers)"
-    ./bash tests/integration/jail.sh
+    # Its jailed-sandbox part runs on the host directly (JAIL_SANDBOXES:
+    # tick-continuity checks that L1's console timing does not meet).
+    JAIL_SANDBOXES=0 ./bash tests/integration/jail.sh
     ;;
 memory)
     ok=0
