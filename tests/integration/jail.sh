@@ -244,27 +244,31 @@ fi
 
 # --- a named sandbox, jailed (moat create --jail) ---
 SB="$MOAT_HOME/sj"
-# vm_of: the jailed moat of the sandbox (the child of moat jail, whose pid
-# is in the pid file) once it runs as the jail's uid, into P.
-vm_of() {
+# jvm DIR UID: the jailed moat of the sandbox in DIR (the child of moat
+# jail, whose pid is in the pid file) once it runs as UID, into P.
+jvm() {
     P=""
-    local jp; jp=$(cat "$SB/pid" 2>/dev/null)
+    local jp; jp=$(cat "$1/pid" 2>/dev/null)
     for _ in $(seq 50); do
         P=$(awk '{print $1}' /proc/$jp/task/$jp/children 2>/dev/null)
-        [ -n "$P" ] && grep -q "^Uid:.*$UID_J" /proc/$P/status 2>/dev/null && return
+        [ -n "$P" ] && grep -Eq "^Uid:\s+$2\s" /proc/$P/status 2>/dev/null && return
         sleep 0.1
     done
     P=""
 }
-# last_tick: the counter guest's last "tick N" in the sandbox's console.log.
-last_tick() { grep -a '^tick ' "$SB/console.log" 2>/dev/null | tail -1 | cut -d' ' -f2; }
-wait_tick() {   # wait_tick N: until a tick above N is there (10 s at most)
+vm_of() { jvm "$SB" "$UID_J"; }        # the sandbox sj's
+# ticks_of DIR: the counter guest's "tick N" numbers in DIR's console.log.
+ticks_of() { grep -a '^tick ' "$1/console.log" 2>/dev/null | cut -d' ' -f2; }
+wait_ticks() {  # wait_ticks DIR N: until DIR's guest printed a tick above N (10 s at most)
+    local t
     for _ in $(seq 100); do
-        t=$(last_tick); [ -n "$t" ] && [ "$t" -gt "$1" ] && return 0
+        t=$(ticks_of "$1" | tail -1); [ -n "$t" ] && [ "$t" -gt "$2" ] && return 0
         sleep 0.1
     done
     return 1
 }
+last_tick() { ticks_of "$SB" | tail -1; }
+wait_tick() { wait_ticks "$SB" "$1"; }   # wait_tick N: sj's, until a tick above N
 CGOPT=()
 [ -z "$CGFAKE" ] && CGOPT=(--jail-cgroup pids.max=64)
 [ -n "$CGFAKE" ] && echo "SKIPPED: jail: a sandbox's --jail-cgroup limits: no cgroup v2 (a stand-in tree cannot make the limit files of a cgroup named at create; the cleanup is checked with a create that fails)"
@@ -407,26 +411,6 @@ check "reset: a link in place of the tag's pin is refused ($rc: $out)" '[ $rc = 
 # of its own, restored from root's read-only copy of the snapshot sk's jail
 # wrote (running) or of its snap/ (stopped) ---
 SKJ=$(sed -n 's/^jail\.id=//p' "$SB/config" 2>/dev/null)
-# jvm DIR UID: the jailed moat of the sandbox in DIR (running as UID) into P.
-jvm() {
-    P=""
-    local jp; jp=$(cat "$1/pid" 2>/dev/null)
-    for _ in $(seq 50); do
-        P=$(awk '{print $1}' /proc/$jp/task/$jp/children 2>/dev/null)
-        [ -n "$P" ] && grep -Eq "^Uid:\s+$2\s" /proc/$P/status 2>/dev/null && return
-        sleep 0.1
-    done
-    P=""
-}
-ticks_of() { grep -a '^tick ' "$1/console.log" 2>/dev/null | cut -d' ' -f2; }
-wait_ticks() {  # wait_ticks DIR N: until DIR's guest printed a tick above N (10 s at most)
-    local t
-    for _ in $(seq 100); do
-        t=$(ticks_of "$1" | tail -1); [ -n "$t" ] && [ "$t" -gt "$2" ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 consecutive() { ticks_of "$1" | awk 'NR == 1 { p = $1; next } { if ($1 != p + 1) exit 1; p = $1 } END { if (NR < 2) exit 1 }'; }
 # check_child NAME UID GID TB TA: a running fork child, from outside; its
 # first tick comes after TB and at most one after TA (the parent's before
