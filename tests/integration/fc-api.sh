@@ -78,6 +78,12 @@ stop_vmm() {   # stop_vmm PID: SIGTERM, wait up to 10 s; EXIT gets the status
     wait "$1"; EXIT=$?
 }
 ticks() { c=$(grep -c '^tick ' "$1" 2>/dev/null); echo "${c:-0}"; }
+guest_done() {  # guest_done PID N NAME: wait up to N x 50 ms for moat vmm PID to end; else a failure and SIGKILL
+    local i=0
+    while kill -0 "$1" 2>/dev/null && [ $i -lt "$2" ]; do sleep 0.05; i=$((i + 1)); done
+    kill -0 "$1" 2>/dev/null && { fail "$3: the guest did not finish"; kill -9 "$1"; }
+    return 0
+}
 # Seccomp (docs/security.md): the Seccomp: field (0 none, 2 filter) of a
 # thread of PID, by its name; of the main thread; of every thread.
 thread_seccomp() {  # thread_seccomp PID COMM
@@ -621,8 +627,7 @@ wait_sock "$SOCK"
 expect "rng: boot-source" PUT /boot-source "{\"kernel_image_path\":\"$GUESTS/rng.elf\"}" 204 ""
 expect "rng: PUT /entropy" PUT /entropy '{"rate_limiter":{"bandwidth":{"size":65536,"refill_time":100}}}' 204 ""
 expect "rng: InstanceStart" PUT /actions '{"action_type":"InstanceStart"}' 204 ""
-i=0; while kill -0 $RNGVM 2>/dev/null && [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done
-kill -0 $RNGVM 2>/dev/null && { fail "rng: the guest did not finish"; kill -9 $RNGVM; }
+guest_done $RNGVM 400 rng
 wait $RNGVM; rc=$?
 check "rng: the guest read random bytes through the entropy device (exit $rc)" \
     sh -c "[ $rc = 0 ] && grep -q 'rng: ok' '$T/rng.out' && grep -qE 'rng bytes [0-9a-f]{32}' '$T/rng.out'"
@@ -641,8 +646,7 @@ expect "kbd: InstanceStart" PUT /actions '{"action_type":"InstanceStart"}' 204 "
 i=0; while ! grep -q 'kbd: ready' "$T/kbd.out" && kill -0 $KBDVM 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
 check "kbd: the guest set the i8042 up (self-test, CTR, no AUX, keyboard on IRQ 1)" grep -q 'kbd: ready' "$T/kbd.out"
 expect "kbd: SendCtrlAltDel" PUT /actions '{"action_type":"SendCtrlAltDel"}' 204 ""
-i=0; while kill -0 $KBDVM 2>/dev/null && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
-kill -0 $KBDVM 2>/dev/null && { fail "kbd: the guest did not finish"; kill -9 $KBDVM; }
+guest_done $KBDVM 200 kbd
 wait $KBDVM; rc=$?
 check "kbd: the guest got Ctrl+Alt+Del (set 2, pressed and released, one IRQ 1 each) and reset: exit $rc" \
     sh -c "[ $rc = 0 ] && grep -q 'kbd: got 14 11 e0 71 e0 f0 71 f0 11 f0 14' '$T/kbd.out' && grep -q 'kbd: ok' '$T/kbd.out'"
