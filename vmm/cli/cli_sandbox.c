@@ -545,6 +545,25 @@ static const char *sock_via(const struct sbx *s, const char *path, char *buf, si
     return buf;
 }
 
+/* NAME in directory DFD opened for reading, neither following a link nor
+ * blocking (a FIFO the jail planted), and only if it is a regular file:
+ * the fd, or -1 with errno (EFTYPE_NOT_REG: something else is there). */
+#define EFTYPE_NOT_REG EMEDIUMTYPE
+static int open_regular_at(int dfd, const char *name)
+{
+    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0)
+        return -1;
+    int e = fstat(fd, &st) < 0 ? errno : S_ISREG(st.st_mode) ? 0 : EFTYPE_NOT_REG;
+    if (e) {
+        close(fd);
+        errno = e;
+        return -1;
+    }
+    return fd;
+}
+
 /* A file FILE (a disk overlay, a pin) a jailed sandbox's jail may have
  * replaced: root copies it into what the jail will read, so it is opened
  * with neither its directory's last component nor its own name followed
@@ -564,18 +583,12 @@ static const char *file_via(const struct sbx *s, const char *file, char *buf, si
     }
     snprintf(dir, sizeof dir, "%.*s", (int)(slash - file), file);
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int fd = dfd < 0 ? -1 : openat(dfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    int fd = dfd < 0 ? -1 : open_regular_at(dfd, slash + 1);
     int e = errno;
     if (dfd >= 0)
         close(dfd);
-    struct stat st;
-    if (fd >= 0 && (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))) {
-        close(fd);
-        fd = -1;
-        e = EINVAL;
-    }
     if (fd < 0) {
-        errno = e;
+        errno = e == EFTYPE_NOT_REG ? EINVAL : e;
         return NULL;
     }
     *keep = fd;
@@ -2057,12 +2070,9 @@ static int snapshot_into(struct sbx *s, const char *dir)
  * had). 0, or -1 with why. */
 static int copy_from_jail(int sfd, const char *file, const char *dst, char *why, size_t wlen)
 {
-    int fd = openat(sfd, file, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-        snprintf(why, wlen, "%s: %s", file, fd < 0 ? strerror(errno) : "not a regular file");
-        if (fd >= 0)
-            close(fd);
+    int fd = open_regular_at(sfd, file);
+    if (fd < 0) {
+        snprintf(why, wlen, "%s: %s", file, errno == EFTYPE_NOT_REG ? "not a regular file" : strerror(errno));
         return -1;
     }
     char via[64];
