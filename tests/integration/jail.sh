@@ -354,9 +354,12 @@ out=$("$BIN" reset --wait 0 sj --to t1 2>&1); rc=$?
 check "reset --to t1: exit 0 ($rc: $out)" '[ $rc = 0 ]'
 vm_of
 check "reset: restored jailed again" '[ -n "$P" ] && [ "$(stat -c %d:%i /proc/$P/root/)" = "$(stat -c %d:%i $BASE/moat/$JID/root)" ]'
-first_after() {     # the first tick printed after line $n of console.log (10 s at most)
+first_after() {     # the first tick after line $n of console.log that is not above the
+                    # tick before it: the restored guest's (the old one may print
+                    # on until reset has stopped it); 10 s at most
     for _ in $(seq 100); do
-        v=$(tail -n +$((n + 1)) "$SB/console.log" | grep -a '^tick ' | head -1 | cut -d' ' -f2)
+        v=$(tail -n +$((n > 0 ? n : 1)) "$SB/console.log" | grep -a '^tick ' | cut -d' ' -f2 |
+            awk 'NR > 1 && $1 <= p { print; exit } { p = $1 }')
         [ -n "$v" ] && { echo "$v"; return; }
         sleep 0.1
     done
