@@ -44,18 +44,21 @@ else
   endif
 endif
 # libmicrohttpd is required too: the Firecracker-compatible API's HTTP
-# server (`moat vmm`, vmm/cli/cli_fc.c; docs/control-api.md). Same rule as
-# libjansson: only deps, run, test and clean go on without it. Only the
-# moat binaries link it (MHD_LIBS), never libmoat.
+# server (`moat vmm`, vmm/cli/cli_fc.c; docs/control-api.md) and moat
+# serve. Same rule as libjansson: only deps, run, test and clean go on
+# without it. Its header is needed at build time; the library itself is
+# loaded by vmm/cli/mhd_dyn.c when a server starts (it pulls in GnuTLS and
+# nine more libraries, which every other moat process would load for
+# nothing), by the soname of the one built against. Never in libmoat.
 HAVE_MHD := $(shell pkg-config --exists libmicrohttpd 2>/dev/null && echo 1)
-ifeq ($(HAVE_MHD),1)
-  MHD_LIBS := $(shell pkg-config --libs libmicrohttpd)
-else
-  MHD_LIBS := -lmicrohttpd
+ifneq ($(HAVE_MHD),1)
   ifeq ($(filter deps run test clean,$(MAKECMDGOALS)),)
     $(error libmicrohttpd-dev is required and pkg-config does not find libmicrohttpd: run `make deps` (scripts/deps.sh) or `apt-get install libmicrohttpd-dev`)
   endif
 endif
+MHD_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir libmicrohttpd 2>/dev/null || echo /usr/lib)/libmicrohttpd.so 2>/dev/null | sed -n 's/^ *SONAME *//p')
+MHD_SONAME := $(or $(MHD_SONAME),libmicrohttpd.so.12)
+MHD_LIBS :=
 # zlib is required too: `moat serve`'s envd decodes Content-Encoding: gzip
 # uploads (vmm/cli/serve_envd.c; docs/serve.md). Same rule as libmicrohttpd;
 # it travels with MHD_LIBS, so only what links the envd server gets it.
@@ -67,11 +70,11 @@ endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c vmm/cli/serve_connect.c vmm/cli/serve_envd.c,$(sort $(wildcard vmm/cli/*.c)))
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c,$(sort $(wildcard vmm/cli/*.c)))
 # CLI-only pieces with unit tests of their own: in the internal archives
 # (the CLI and the tests link those), never in libmoat.a / libmoat.so.
 CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c \
-                vmm/cli/serve_connect.c vmm/cli/serve_envd.c
+                vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
@@ -95,6 +98,8 @@ deps:
 serve-deps:
 	@scripts/serve-deps.sh
 
+# The soname mhd_dyn.c loads (the library's own, read off the .so).
+$(B)/obj/vmm/cli/mhd_dyn.o $(B)/san/vmm/cli/mhd_dyn.o: CFLAGS += -DMHD_SONAME='"$(MHD_SONAME)"'
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@

@@ -145,6 +145,19 @@ printf '{"boot-source": {"kernel_image_path": "/x"}, "balloon": {"amount_mib": 1
 check "config file with a balloon: exit 152, not supported [$rc]" \
     sh -c "[ $rc = 152 ] && grep -q 'balloon' '$T/bal.err'"
 
+# ---- libmicrohttpd: loaded when the API server starts (vmm/cli/mhd_dyn.c) ----
+check "the moat binary does not link libmicrohttpd (nor GnuTLS)" \
+    sh -c "! readelf -d '$MOAT' | grep -Eq 'NEEDED.*(libmicrohttpd|libgnutls)'"
+mhdlib=$(ldconfig -p | awk '/libmicrohttpd\.so\.[0-9]+ .*x86-64/ {print $NF; exit}')
+if [ "$(id -u)" != 0 ] || [ -z "$mhdlib" ] || ! command -v unshare >/dev/null; then
+    echo "SKIPPED: fc-api: moat vmm without libmicrohttpd (needs root, unshare and the library's path)"
+else
+    unshare -m sh -c "mount --bind /dev/null '$mhdlib' && '$MOAT' --version >'$T/nolib.ver' &&
+                      '$MOAT' vmm --api-sock '$T/nolib.sock'" >/dev/null 2>"$T/nolib.err"; rc=$?
+    check "without libmicrohttpd: moat runs, moat vmm --api-sock exits 1 naming the library [$rc: $(head -c 200 "$T/nolib.err")]" \
+        sh -c "[ $rc = 1 ] && grep -q '^moat ' '$T/nolib.ver' && grep -q 'cannot load libmicrohttpd' '$T/nolib.err' && [ ! -e '$T/nolib.sock' ]"
+fi
+
 # ---- seccomp (no KVM needed): the lists, the API thread ----
 "$MOAT" seccomp >"$T/sc.out"
 extra=$(sed -n 's/^(sanitizer build: \([0-9]*\) of these.*/\1/p' "$T/sc.out"); extra=${extra:-0}

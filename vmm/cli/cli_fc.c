@@ -19,7 +19,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <malloc.h>
-#include <microhttpd.h>
+#include "vmm/cli/mhd_dyn.h"
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1614,6 +1614,11 @@ int cmd_vmm(int argc, char **argv)
     struct MHD_Daemon *d = NULL;
     static struct api api;
     if (!no_api) {
+        char why[256];
+        if (mhd_load(why, sizeof why) < 0) {
+            fprintf(stderr, "moat vmm: the API server: %s\n", why);
+            exit(FC_EXIT_GENERIC);
+        }
         if (ctl_server_open(&srv, sock) < 0)
             exit(FC_EXIT_GENERIC);
         /* No internal thread: ours polls it (api_main), under its filter. */

@@ -16,7 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <microhttpd.h>
+#include "vmm/cli/mhd_dyn.h"
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1428,6 +1428,8 @@ int serve_start(const struct serve_opts *o, struct serve **out, char *why, size_
         r = -EINVAL;
         goto fail;
     }
+    if ((r = mhd_load(why, wlen)) < 0)
+        goto fail;
     s->api = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                                   (v6 ? MHD_USE_IPv6 : 0),
                               (uint16_t)o->api_port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, &ss,

@@ -16,7 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <microhttpd.h>
+#include "vmm/cli/mhd_dyn.h"
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1869,6 +1869,12 @@ int envd_start(const struct envd_opts *o, struct envd_server **out)
     struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)o->port) };
     if (inet_pton(AF_INET, o->bind_addr ? o->bind_addr : "127.0.0.1", &sa.sin_addr) != 1)
         return -EINVAL;
+    char why[256];
+    int lr = mhd_load(why, sizeof why);
+    if (lr < 0) {
+        fprintf(stderr, "moat: the envd server: %s\n", why);
+        return lr;
+    }
     struct envd_server *s = calloc(1, sizeof *s);
     if (!s)
         return -ENOMEM;
