@@ -534,24 +534,31 @@ int sc_runner_start(struct sc_runner **out, enum sc_mode mode)
         free(r);
         return -e;
     }
+    /* Not waited for here: its filter compiles and loads while the
+     * caller sets up the VM (a restore reaches KVM_RUN sooner). */
+    *out = r;
+    return 0;
+}
+
+int sc_runner_ready(struct sc_runner *r)
+{
+    if (!r)
+        return 0;
     pthread_mutex_lock(&r->lock);
     while (!r->ready)
         pthread_cond_wait(&r->cond, &r->lock);
     int ir = r->start_r;
     pthread_mutex_unlock(&r->lock);
-    if (ir < 0) {
-        pthread_join(r->thread, NULL);
-        free(r);
-        return ir;
-    }
-    *out = r;
-    return 0;
+    return ir;
 }
 
 int sc_runner_call(struct sc_runner *r, int (*fn)(void *), void *arg)
 {
     if (!r || pthread_equal(pthread_self(), r->thread))
         return fn(arg);
+    int ir = sc_runner_ready(r);
+    if (ir < 0)
+        return ir;
     pthread_mutex_lock(&r->call_lock);
     pthread_mutex_lock(&r->lock);
     r->fn = fn;

@@ -83,9 +83,14 @@ bool sc_exit_unfiltered(void);
  * the SC_VMM filter, so that the threads it creates inherit that list and
  * not a vCPU's. NULL (seccomp off) runs the call on the caller's thread. */
 struct sc_runner;
+/* Start the runner (nothing with SC_OFF: *out NULL). It installs its
+ * filter on its own while the caller goes on; sc_runner_ready waits for
+ * that and returns its result (0, or the -errno of the install). */
 int sc_runner_start(struct sc_runner **out, enum sc_mode mode);
+int sc_runner_ready(struct sc_runner *r);
 /* Run fn(arg) on the runner and return its result; a call from the
- * runner itself, or with r NULL, runs directly. Serialised. */
+ * runner itself, or with r NULL, runs directly. Serialised. A runner
+ * whose filter failed runs nothing: its install's -errno. */
 int sc_runner_call(struct sc_runner *r, int (*fn)(void *), void *arg);
 void sc_runner_stop(struct sc_runner *r);
 

@@ -298,8 +298,9 @@ int cmd_device(int argc, char **argv)
     }
     /* Device start/stop/reset on a runner under the vmm list, so the
      * device's threads do not inherit this thread's (docs/security.md). */
-    if ((r = sc_runner_start(&runner, scm)) < 0) {
+    if ((r = sc_runner_start(&runner, scm)) < 0 || (r = sc_runner_ready(runner)) < 0) {
         fprintf(stderr, "moat: device %s: seccomp: %s\n", type, strerror(-r));
+        sc_runner_stop(runner);     /* NULL: nothing */
         m.ops->destroy(m.dev);
         k->free(m.priv);
         ret = EXIT_VMM_ERROR;

@@ -811,7 +811,13 @@ int moat_start(struct moat_vm *vm)
         sigemptyset(&sa.sa_mask);
         sigaction(vm->kick_signal, &sa, NULL);
     }
-    int r = console_start(&vm->con, vm->kick_signal);
+    /* The runner installed its filter while the VM was set up. */
+    int r = sc_runner_ready(vm->runner);
+    if (r < 0) {
+        vm_request_exit(vm, MOAT_EXIT_ERROR, "seccomp: the runner thread's filter: %s", strerror(-r));
+        return r;
+    }
+    r = console_start(&vm->con, vm->kick_signal);
     for (unsigned i = 0; r == 0 && i < vm->ncpus; i++) {
         r = -pthread_create(&vm->vcpus[i].thread, NULL, vcpu_thread, &vm->vcpus[i]);
         if (r < 0)
