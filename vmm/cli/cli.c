@@ -669,18 +669,20 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
         code = EXIT_VMM_ERROR;
         goto done;
     }
-    /* This thread's own filter, before it takes a control client or a
-     * snapshot signal (the VM's threads have theirs: moat_start). */
+    /* The moat waiting for this one is told first (the socket listens
+     * already; a client waits in its backlog), then this thread takes its
+     * own filter, before it accepts a control client or reads a snapshot
+     * signal (the VM's threads have theirs: moat_start). */
+    if (ready_fd >= 0) {
+        notify_ready(vm, ready_fd);
+        ready_fd = -1;
+    }
     if (seccomp_flags && !sc_exit_unfiltered() && (r = sc_install(SC_MAIN, (seccomp_flags & MOAT_F_SECCOMP_AUDIT) ? SC_AUDIT : SC_KILL)) < 0) {
         fprintf(stderr, "moat: seccomp: %s\n", strerror(-r));
         moat_stop(vm);
         moat_wait(vm, -1, &ex);
         code = EXIT_VMM_ERROR;
         goto done;
-    }
-    if (ready_fd >= 0) {
-        notify_ready(vm, ready_fd);
-        ready_fd = -1;
     }
     uint64_t deadline = timeout > 0 ? cli_start_ns + (uint64_t)(timeout * 1e9) : 0;
     bool timed_out = false;

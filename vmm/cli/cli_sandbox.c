@@ -1882,11 +1882,17 @@ static int stop_locked(struct sbx *s, struct phases *ph)
     if (ctl(s, req, NULL, 0, 600) < 0)
         return -1;
     phase(ph, "snapshot");
+    /* snap.new is whole and durable (the reply comes after its directory
+     * sync): it takes snap's place while the VMM process exits (tearing
+     * down a VM takes milliseconds). The files of the old snapshot that
+     * the process may still map are unlinked, never changed. */
+    int pr = promote_snap_new(s);
+    phase(ph, "promoted");
     if (wait_gone(s, pid, 30, 1) < 0)
         return -1;
     phase(ph, "exited");
     unlink(sp(s, "pid", p, sizeof p));
-    return promote_snap_new(s) < 0 ? -1 : 0;
+    return pr < 0 ? -1 : 0;
 }
 
 /* NAME [--timings] in either order: the name, or NULL after a usage message. */
