@@ -10,6 +10,7 @@
  *   MOAT_REQUIRE_KVM  set (not 0): no usable KVM is a failure, not a skip
  */
 #include <check.h>
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -1778,10 +1779,48 @@ END_TEST
 
 /* The temporary directory and all the tests left in it (snapshots of
  * several MiB each); kept for a look when a test failed. */
+/* Processes whose command line names tmpdir: the moat processes of named
+ * sandboxes (their own session: a test that fails halfway leaves them
+ * running) and anything else a test started there. Killed; how many. */
+static int kill_leftovers(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == (long)getpid())
+            continue;
+        char path[64], cmd[8192];
+        snprintf(path, sizeof path, "/proc/%ld/cmdline", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        ssize_t len = read(fd, cmd, sizeof cmd - 1);
+        close(fd);
+        if (len <= 0)
+            continue;
+        for (ssize_t i = 0; i < len; i++)
+            if (!cmd[i])
+                cmd[i] = ' ';
+        cmd[len] = 0;
+        if (strstr(cmd, tmpdir) && kill((pid_t)pid, SIGKILL) == 0)
+            n++;
+    }
+    closedir(d);
+    return n;
+}
+
 static void cleanup_tmp(bool keep)
 {
     if (!tmpdir[0])
         return;
+    int n = kill_leftovers();
+    if (n)
+        printf("integration: %d process%s left running under %s killed\n", n, n == 1 ? "" : "es", tmpdir);
     if (keep)
         printf("integration: a test failed: %s is kept\n", tmpdir);
     else
