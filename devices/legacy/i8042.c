@@ -109,6 +109,70 @@ static unsigned kbd_write(struct i8042 *k, uint8_t b)
     return kbd_edge(k);
 }
 
+/* ---- snapshot state ---- */
+
+void i8042_save(struct i8042 *k, struct i8042_state *st)
+{
+    memset(st, 0, sizeof(*st));
+    pthread_mutex_lock(&k->lock);
+    st->ctr = k->ctr;
+    st->outp = k->outp;
+    st->cmd = k->cmd;
+    st->param_cmd = k->param_cmd;
+    st->kbd_cmd = k->kbd_cmd;
+    st->last_was_cmd = k->last_was_cmd;
+    st->head_is_resp = k->head_is_resp;
+    st->head = k->head;
+    st->len = k->len;
+    memcpy(st->buf, k->buf, sizeof(st->buf));
+    pthread_mutex_unlock(&k->lock);
+}
+
+static int state_fail(const char **why, const char *msg)
+{
+    if (why)
+        *why = msg;
+    return -EINVAL;
+}
+
+int i8042_state_check(const struct i8042_state *st, const char **why)
+{
+    if (st->head >= I8042_BUF || st->len > I8042_BUF)
+        return state_fail(why, "i8042: output queue position out of range");
+    if (st->last_was_cmd > 1 || st->head_is_resp > 1)
+        return state_fail(why, "i8042: a flag byte other than 0 or 1");
+    if (st->head_is_resp && !st->len)
+        return state_fail(why, "i8042: a controller answer marked in an empty queue");
+    for (size_t i = 0; i < sizeof(st->pad); i++)
+        if (st->pad[i])
+            return state_fail(why, "i8042: padding not zero");
+    /* What cmd_write leaves waiting for its byte: WRITE_CTR and the RAM
+     * writes 0x61..0x7f, or one of 0xd1..0xd4. */
+    uint8_t p = st->param_cmd;
+    if (p && !(p >= I8042_CMD_WRITE_CTR && p <= 0x7f) && !(p >= I8042_CMD_WRITE_OUTP && p <= I8042_CMD_TO_AUX))
+        return state_fail(why, "i8042: a controller command waiting for a byte that takes none");
+    uint8_t c = st->kbd_cmd;
+    if (c && c != KBD_SET_LEDS && c != KBD_SCAN_SET && c != KBD_SET_REP)
+        return state_fail(why, "i8042: a keyboard command waiting for a byte that takes none");
+    return 0;
+}
+
+void i8042_load(struct i8042 *k, const struct i8042_state *st)
+{
+    pthread_mutex_lock(&k->lock);
+    k->ctr = st->ctr;
+    k->outp = st->outp;
+    k->cmd = st->cmd;
+    k->param_cmd = st->param_cmd;
+    k->kbd_cmd = st->kbd_cmd;
+    k->last_was_cmd = st->last_was_cmd != 0;
+    k->head_is_resp = st->head_is_resp != 0;
+    k->head = st->head % I8042_BUF;
+    k->len = st->len <= I8042_BUF ? st->len : I8042_BUF;
+    memcpy(k->buf, st->buf, sizeof(k->buf));
+    pthread_mutex_unlock(&k->lock);
+}
+
 /* ---- the controller ---- */
 
 static unsigned cmd_write(struct i8042 *k, uint8_t c)

@@ -106,6 +106,23 @@ unsigned i8042_write(struct i8042 *k, unsigned port, uint8_t val);
  * empty), or -ENOBUFS if the queue lacks room for the whole sequence. */
 int i8042_push_ctrl_alt_del(struct i8042 *k);
 
+/* What a snapshot keeps of an instance (vmm/snapshot: section
+ * SNAP_DEV_I8042): a fixed layout with explicit padding; the counters are
+ * not kept. i8042_save and i8042_load take the instance's lock;
+ * i8042_state_check is pure: 0 for a state the model can be in, else
+ * -EINVAL with why (a state file is untrusted input). Load only a checked
+ * state. */
+struct i8042_state {
+    uint8_t ctr, outp, cmd, param_cmd, kbd_cmd;
+    uint8_t last_was_cmd, head_is_resp;     /* 0 or 1 */
+    uint8_t head, len;                      /* head < I8042_BUF, len <= I8042_BUF */
+    uint8_t pad[7];
+    uint8_t buf[I8042_BUF];
+};
+void i8042_save(struct i8042 *k, struct i8042_state *st);
+int i8042_state_check(const struct i8042_state *st, const char **why);
+void i8042_load(struct i8042 *k, const struct i8042_state *st);
+
 /* Locked, with callbacks: what the VMM calls. */
 int i8042_ctrl_alt_del(struct i8042 *k);
 extern const struct bus_ops i8042_data_ops;    /* port 0x60, len 1 */

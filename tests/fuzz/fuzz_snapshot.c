@@ -19,6 +19,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "devices/legacy/i8042.h"
 #include "devices/virtio/devopt.h"
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
@@ -148,6 +149,16 @@ static void fuzz_one(const uint8_t *data, size_t size)
                 memcpy(&ss, s->data, sizeof ss);
                 if (snap_serial_check(&ss, &why) == 0)
                     FUZZ_ASSERT(ss.rx_len <= 64 && ss.rx_head < 64);
+                else
+                    FUZZ_ASSERT(why);
+            }
+            break;
+        case SNAP_DEV_I8042:
+            if (s->len == sizeof(struct i8042_state)) {
+                struct i8042_state ks;
+                memcpy(&ks, s->data, sizeof ks);
+                if (i8042_state_check(&ks, &why) == 0)
+                    FUZZ_ASSERT(ks.head < I8042_BUF && ks.len <= I8042_BUF && ks.last_was_cmd <= 1);
                 else
                     FUZZ_ASSERT(why);
             }

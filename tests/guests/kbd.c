@@ -16,7 +16,9 @@
  *   13 AUX test passed (a mouse port)   14 keyboard port test   15 CTR write
  *   16 no IRQ 1 for a keyboard answer   17 GETID answer wrong
  *   20 no key within the wait (kbdwait=N seconds, about; default 20)
- *   21 wrong bytes   22 IRQ 1 with an empty output buffer */
+ *   21 wrong bytes   22 IRQ 1 with an empty output buffer
+ * With xlate=1 on the command line it turns translation on and expects the
+ * set 1 scan codes. */
 #include "rt.h"
 
 #define STR_OBF     0x01
@@ -138,7 +140,13 @@ int guest_main(uint64_t cpu, uint64_t ncpus, uint64_t mem)
         fail("self-test", 10);
     if (command(0x20, 0, 0, &ctr[0], 1) || command(0x20, 0, 0, &ctr[1], 1) || ctr[0] != ctr[1])
         fail("CTR read", 11);
+    /* xlate=1: translation on (scan code set 1), as a guest that kept the
+     * BIOS's setting has it; the host's bytes then depend on the CTR the
+     * controller holds (kept across a snapshot: test_api's
+     * i8042_state_across_snapshot). */
     uint8_t c = (uint8_t)((ctr[0] | CTR_KBDDIS) & ~CTR_KBDINT);
+    if (cmdline_uint("xlate", 0))
+        c |= CTR_XLATE;
     if (command(0x60, &c, 1, 0, 0))
         fail("CTR write", 15);
     flush();

@@ -433,6 +433,41 @@ static char *counter_snapshot(const char *dir)
     return prefix;
 }
 
+/* The i8042's state is in the snapshot: the kbd guest turns translation
+ * on (xlate=1: a CTR a new VM's controller does not have), is snapshotted
+ * once set up, and the restored VM's Ctrl+Alt+Del arrives in scan code
+ * set 1, which only the restored CTR asks for (a controller as new would
+ * send set 2 and the guest would fail with 21). */
+START_TEST(i8042_state_across_snapshot)
+{
+    char dir[] = "/tmp/moat-kbd-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    struct snapfiles f;
+    snap_names(&f, dir, 1);
+    struct capture c;
+    int w;
+    struct moat_vm *vm = make_vm_in("kbd", &c, &w, 1, "xlate=1", -1, NULL);
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert_msg(cap_wait_for(&c, "kbd: ready", 10000 * slow()), "no 'kbd: ready': %s", c.buf);
+    ck_assert_int_eq(moat_pause(vm), 0);
+    ck_assert_int_eq(moat_snapshot(vm, f.state, f.mem), 0);
+    moat_destroy(vm);
+    finish_capture(&c, w);
+
+    vm = restore_vm(&f, &c, &w, -1);
+    ck_assert_int_eq(moat_start(vm), 0);
+    ck_assert_int_eq(moat_send_ctrl_alt_del(vm), 0);
+    struct moat_exit ex;
+    ck_assert_int_eq(moat_wait(vm, 10000 * slow(), &ex), 0);
+    moat_destroy(vm);
+    finish_capture(&c, w);
+    ck_assert_msg(ex.reason == MOAT_EXIT_RESET && ex.status == 0, "kbd guest: reason %d status %d: %s",
+                  ex.reason, ex.status, c.buf);
+    ck_assert_msg(strstr(c.buf, "kbd: got 1d 38 e0 53 e0 d3 b8 9d\n") && strstr(c.buf, "kbd: ok"), "%s", c.buf);
+    rm_tree(dir);
+}
+END_TEST
+
 /* One libmoat call on a helper thread, so that a call that never returns
  * fails the test instead of hanging it. */
 enum timed_op { OP_PAUSE, OP_SNAPSHOT, OP_RESUME, OP_STOP, OP_DESTROY };
@@ -2034,6 +2069,7 @@ int main(void)
         tcase_add_test(kvm, destroy_without_start);
         tcase_add_test(kvm, file_transfer_without_vsock);
         tcase_add_test(kvm, send_ctrl_alt_del);
+        tcase_add_test(kvm, i8042_state_across_snapshot);
         tcase_add_test(kvm, pause_resume_continues_exactly);
         tcase_add_test(kvm, snapshot_restore_chain_three_deep);
         tcase_add_test(kvm, twenty_forks);

@@ -461,6 +461,88 @@ START_TEST(bus_and_callbacks)
 }
 END_TEST
 
+/* Snapshot state: a mid-command state with queued bytes survives
+ * save/load into a fresh controller exactly (what the guest reads next
+ * and what its next write means); every malformed field is refused with a
+ * reason, and the check accepts each state the model can reach. */
+START_TEST(snapshot_state)
+{
+    wr(CMD, I8042_CMD_WRITE_CTR);
+    wr(DATA, I8042_CTR_DEFAULT | I8042_CTR_XLATE);
+    wr(DATA, 0xed);                               /* SET_LEDS: waits for its byte */
+    ck_assert_int_ge(i8042_push_ctrl_alt_del(&K), 0);
+    wr(CMD, I8042_CMD_WRITE_OUTP);                /* waits for its byte */
+    struct i8042_state a, b;
+    i8042_save(&K, &a);
+    const char *why = NULL;
+    ck_assert_int_eq(i8042_state_check(&a, &why), 0);
+    struct i8042 k2;
+    i8042_init(&k2, NULL, NULL);
+    i8042_load(&k2, &a);
+    i8042_save(&k2, &b);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    /* both continue the same way */
+    for (int i = 0; i < 20; i++) {
+        uint8_t v1 = 1, v2 = 2;
+        unsigned a1 = i8042_read(&K, DATA, &v1), a2 = i8042_read(&k2, DATA, &v2);
+        ck_assert_uint_eq(v1, v2);
+        ck_assert_uint_eq(a1, a2);
+        ck_assert_uint_eq(i8042_status(&K), i8042_status(&k2));
+    }
+    ck_assert_uint_eq(i8042_write(&K, DATA, 0x42), i8042_write(&k2, DATA, 0x42));
+    uint8_t o1 = 0, o2 = 0;
+    wr(CMD, I8042_CMD_READ_OUTP);
+    i8042_write(&k2, CMD, I8042_CMD_READ_OUTP);
+    i8042_read(&K, DATA, &o1);
+    i8042_read(&k2, DATA, &o2);
+    ck_assert_uint_eq(o1, 0x42);
+    ck_assert_uint_eq(o2, 0x42);
+    i8042_destroy(&k2);
+
+    /* malformed states */
+#define BAD(stmt, text) do {                                              \
+        struct i8042_state m = a;                                         \
+        stmt;                                                             \
+        why = NULL;                                                       \
+        ck_assert_int_eq(i8042_state_check(&m, &why), -EINVAL);           \
+        ck_assert_ptr_nonnull(why);                                       \
+        ck_assert_msg(strstr(why, text), "%s", why);                      \
+    } while (0)
+    BAD(m.head = I8042_BUF, "queue position");
+    BAD(m.head = 0xff, "queue position");
+    BAD(m.len = I8042_BUF + 1, "queue position");
+    BAD(m.last_was_cmd = 2, "flag byte");
+    BAD(m.head_is_resp = 0x80, "flag byte");
+    BAD((m.head_is_resp = 1, m.len = 0), "empty queue");
+    BAD(m.pad[6] = 1, "padding");
+    BAD(m.param_cmd = 0x20, "controller command");
+    BAD(m.param_cmd = I8042_CMD_RESET, "controller command");
+    BAD(m.param_cmd = 0xd5, "controller command");
+    BAD(m.kbd_cmd = 0xf2, "keyboard command");
+    BAD(m.kbd_cmd = 0x01, "keyboard command");
+#undef BAD
+    /* edges that are fine */
+    struct i8042_state ok = a;
+    ok.head = I8042_BUF - 1;
+    ok.len = I8042_BUF;
+    ok.param_cmd = 0x7f;
+    ok.kbd_cmd = 0xf3;
+    ck_assert_int_eq(i8042_state_check(&ok, NULL), 0);
+    ok.param_cmd = I8042_CMD_TO_AUX;
+    ok.kbd_cmd = 0;
+    ok.len = 0;
+    ok.head_is_resp = 0;
+    ck_assert_int_eq(i8042_state_check(&ok, NULL), 0);
+    /* a new controller's state */
+    struct i8042 k3;
+    i8042_init(&k3, NULL, NULL);
+    i8042_save(&k3, &b);
+    ck_assert_int_eq(i8042_state_check(&b, NULL), 0);
+    ck_assert_uint_eq(b.ctr, I8042_CTR_DEFAULT);
+    i8042_destroy(&k3);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("i8042");
@@ -482,6 +564,7 @@ int main(void)
     tcase_add_test(tc, malformed);
     tcase_add_test(tc, flooding);
     tcase_add_test(tc, bus_and_callbacks);
+    tcase_add_test(tc, snapshot_state);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -40,6 +40,7 @@ enum snap_type {
     SNAP_DEV_MOATDEV,    /* struct snap_moatdev */
     /* 82 .. 84: version 1's per-slot virtio, drive and vsock sections */
     SNAP_DEV = 85,       /* index = virtio-mmio slot: struct snap_dev (one per device) */
+    SNAP_DEV_I8042 = 86, /* struct i8042_state (devices/legacy/i8042.h); absent in older files */
 };
 
 struct snap_meta {

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "devices/legacy/i8042.h"
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
 #include "vmm/core/devtab.h"
@@ -128,6 +129,10 @@ static void save_devices(struct moat_vm *vm, struct snap_writer *w)
     memcpy(ss.rx, s->rx, sizeof(ss.rx));
     pthread_mutex_unlock(&s->lock);
     snapw_section(w, SNAP_DEV_SERIAL, 0, &ss, sizeof(ss));
+
+    struct i8042_state ks;
+    i8042_save(&vm->kbd, &ks);
+    snapw_section(w, SNAP_DEV_I8042, 0, &ks, sizeof(ks));
 
     struct snap_moatdev md = { 0 };
     pthread_mutex_lock(&vm->ctl.lock);
@@ -578,6 +583,20 @@ static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs,
     s->rx_head = ss.rx_head;
     memcpy(s->rx, ss.rx, sizeof(ss.rx));
     pthread_mutex_unlock(&s->lock);
+
+    /* The keyboard controller: a file written before moat kept it has
+     * none, and the controller stays as a new VM's. */
+    const struct snap_section *kb = snap_find(secs, nsecs, SNAP_DEV_I8042, 0);
+    if (kb) {
+        struct i8042_state ks;
+        if (kb->len != sizeof(ks))
+            return seterr(err, 1, -EINVAL, "state file: i8042 section of %llu bytes, %zu expected",
+                          (unsigned long long)kb->len, sizeof(ks));
+        memcpy(&ks, kb->data, sizeof(ks));
+        if (i8042_state_check(&ks, &why) < 0)
+            return seterr(err, 1, -EINVAL, "state file: %s", why);
+        i8042_load(&vm->kbd, &ks);
+    }
 
     struct snap_moatdev md;
     SECTION(SNAP_DEV_MOATDEV, 0, struct snap_moatdev, &md);
