@@ -422,6 +422,7 @@ int moat_get_shape(const struct moat_vm *vm, unsigned *vcpus, uint64_t *mem_byte
  * child, resumes parent (if it was running), and restores n children into
  * children[0..n-1]. The children share the memory file's pages until they
  * write (MAP_PRIVATE); they are created, not started (moat_start each).
+ * The restores run on up to 8 threads at once (the caller's among them).
  * Child i (0-based) gets:
  *  - vsock: vsock_uds[i] if vsock_uds is not NULL, else vsock_uds_fmt with
  *    its one %u replaced by i; the parent's vsock device needs one of them;

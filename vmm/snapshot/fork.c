@@ -4,6 +4,9 @@
  * paused, and restores n children from that snapshot, each with its own
  * overlays, vsock socket and console. */
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -270,6 +273,101 @@ static int plan(struct moat_vm *vm, const struct moat_fork_config *fc, size_t n,
     return 0;
 }
 
+/* The children's restores, on up to FORK_WORKERS threads at once (the
+ * caller's among them): each is a VM of its own (no state is shared
+ * between VMs), and a restore is mostly the kernel's work (KVM objects,
+ * mappings), which runs on as many CPUs as there are. The first failure
+ * stops the others from starting more; its error is the one reported. */
+#define FORK_WORKERS 8u
+
+struct fork_job {
+    const struct moat_fork_config *fc;
+    const struct fork_plan *p;
+    const struct moat_drive *drives;
+    struct moat_vm **children;
+    size_t n;
+    _Atomic size_t next;
+    _Atomic bool failed;
+    pthread_mutex_t lock;           /* r and err */
+    int r;
+    struct moat_error *err;
+};
+
+static int restore_child(struct fork_job *j, size_t i)
+{
+    const struct moat_fork_config *fc = j->fc;
+    const struct fork_plan *p = j->p;
+    struct moat_restore_config rc;
+    moat_restore_config_init(&rc);
+    rc.state_path = fc->state_path;
+    rc.mem_path = fc->mem_path;
+    rc.console_in = fc->console_in ? fc->console_in[i] : -1;
+    rc.console_out = fc->console_out ? fc->console_out[i] : -1;
+    rc.flags = fc->flags | MOAT_F_FORK_CHILD;
+    rc.kick_signal = fc->kick_signal;
+    rc.drives = p->ndrives ? j->drives : NULL;
+    rc.ndrives = p->ndrives;
+    rc.drive_overlays = p->ovl ? (const char *const *)&p->ovl[i * p->ndrives] : NULL;
+    rc.vsock_uds = p->vsock ? p->vsock[i] : NULL;
+    struct moat_device nets[FORK_MAX_TAPS];
+    char nopt[FORK_MAX_TAPS][VIRTIO_KIND_ID_MAX + NET_TAP_NAME_MAX + 16];
+    for (unsigned k = 0; k < p->ntaps; k++) {
+        snprintf(nopt[k], sizeof nopt[k], "id=%s,tap=%s", p->tap_id[k], p->tap[i * p->ntaps + k]);
+        nets[k] = (struct moat_device){ .type = "net", .options = nopt[k] };
+    }
+    rc.devices = p->ntaps ? nets : NULL;
+    rc.ndevices = p->ntaps;
+    struct moat_error e;
+    int r = moat_restore(&rc, &j->children[i], &e);
+    if (r < 0) {
+        j->children[i] = NULL;
+        pthread_mutex_lock(&j->lock);
+        if (j->r == 0) {
+            j->r = r;
+            seterr(j->err, e.is_config, r, "child %zu: %s", i, e.msg);
+        }
+        pthread_mutex_unlock(&j->lock);
+        atomic_store(&j->failed, true);
+    }
+    return r;
+}
+
+static void *fork_worker(void *arg)
+{
+    struct fork_job *j = arg;
+    for (;;) {
+        size_t i = atomic_fetch_add(&j->next, 1);
+        if (i >= j->n || atomic_load(&j->failed))
+            break;
+        restore_child(j, i);
+    }
+    return NULL;
+}
+
+static int restore_children(struct fork_job *j)
+{
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    size_t want = cpus > 1 ? (size_t)cpus : 1;
+    if (want > FORK_WORKERS)
+        want = FORK_WORKERS;
+    if (want > j->n)
+        want = j->n;
+    /* The helpers take no asynchronous signal (the caller's stay with the
+     * caller's threads), nor do the threads the restores start. */
+    pthread_t t[FORK_WORKERS];
+    size_t started = 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    while (started + 1 < want && pthread_create(&t[started], NULL, fork_worker, j) == 0)
+        started++;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    fork_worker(j);         /* this thread is one of them */
+    for (size_t k = 0; k < started; k++)
+        pthread_join(t[k], NULL);
+    return j->r;
+}
+
 int moat_fork(struct moat_vm *parent, const struct moat_fork_config *fc_in, struct moat_vm **children,
               size_t n, struct moat_error *err)
 {
@@ -333,33 +431,11 @@ int moat_fork(struct moat_vm *parent, const struct moat_fork_config *fc_in, stru
     for (unsigned d = 0; d < p.ndrives; d++)
         drives[d] = (struct moat_drive){ .path = vm_drive(parent, d)->path, .id = vm_drive(parent, d)->id,
                                          .read_only = vm_drive(parent, d)->read_only };
-    for (size_t i = 0; r == 0 && i < n; i++) {
-        struct moat_restore_config rc;
-        moat_restore_config_init(&rc);
-        rc.state_path = fc.state_path;
-        rc.mem_path = fc.mem_path;
-        rc.console_in = fc.console_in ? fc.console_in[i] : -1;
-        rc.console_out = fc.console_out ? fc.console_out[i] : -1;
-        rc.flags = fc.flags | MOAT_F_FORK_CHILD;
-        rc.kick_signal = fc.kick_signal;
-        rc.drives = p.ndrives ? drives : NULL;
-        rc.ndrives = p.ndrives;
-        rc.drive_overlays = p.ovl ? (const char *const *)&p.ovl[i * p.ndrives] : NULL;
-        rc.vsock_uds = p.vsock ? p.vsock[i] : NULL;
-        struct moat_device nets[FORK_MAX_TAPS];
-        char nopt[FORK_MAX_TAPS][VIRTIO_KIND_ID_MAX + NET_TAP_NAME_MAX + 16];
-        for (unsigned k = 0; k < p.ntaps; k++) {
-            snprintf(nopt[k], sizeof nopt[k], "id=%s,tap=%s", p.tap_id[k], p.tap[i * p.ntaps + k]);
-            nets[k] = (struct moat_device){ .type = "net", .options = nopt[k] };
-        }
-        rc.devices = p.ntaps ? nets : NULL;
-        rc.ndevices = p.ntaps;
-        struct moat_error e;
-        r = moat_restore(&rc, &children[i], &e);
-        if (r < 0) {
-            children[i] = NULL;
-            seterr(err, e.is_config, r, "child %zu: %s", i, e.msg);
-        }
+    if (r == 0) {
+        struct fork_job j = { .fc = &fc, .p = &p, .drives = drives, .children = children, .n = n, .err = err };
+        pthread_mutex_init(&j.lock, NULL);
+        r = restore_children(&j);
+        pthread_mutex_destroy(&j.lock);
     }
     if (r < 0)
         for (size_t i = 0; i < n; i++) {
