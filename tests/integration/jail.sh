@@ -72,6 +72,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# child_of PID UID [WORD]: P = PID's child once it runs as UID and, with
+# WORD, has exec'd a command whose argv[1] is WORD (5 s at most; else P="").
+child_of() {
+    P=""
+    for _ in $(seq 50); do
+        P=$(awk '{print $1}' /proc/$1/task/$1/children 2>/dev/null)
+        [ -n "$P" ] && grep -Eq "^Uid:\s+$2\s" /proc/$P/status 2>/dev/null &&
+            { [ -z "${3:-}" ] || [ "$(tr '\0' '\n' < /proc/$P/cmdline 2>/dev/null | sed -n 2p)" = "$3" ]; } && return
+        sleep 0.1
+    done
+    P=""
+}
 # start_jailed ARGS...: run moat jail ARGS in the background (JPID) and set P
 # to the jailed moat's pid once it runs as the jail's uid and has exec'd the
 # command (its argv[1] is "run", no longer "jail"): between the uid change and the
@@ -79,14 +91,7 @@ trap cleanup EXIT
 start_jailed() {
     "$BIN" jail "$@" >/dev/null 2>&1 &
     JPID=$!
-    P=""
-    for _ in $(seq 50); do
-        P=$(awk '{print $1}' /proc/$JPID/task/$JPID/children 2>/dev/null)
-        [ -n "$P" ] && grep -q "^Uid:.*$UID_J" /proc/$P/status 2>/dev/null &&
-            [ "$(tr '\0' '\n' < /proc/$P/cmdline 2>/dev/null | sed -n 2p)" = run ] && return
-        sleep 0.1
-    done
-    P=""
+    child_of $JPID $UID_J run
 }
 
 # --- errors (no KVM needed: all are refused before anything runs) ---
@@ -246,16 +251,7 @@ fi
 SB="$MOAT_HOME/sj"
 # jvm DIR UID: the jailed moat of the sandbox in DIR (the child of moat
 # jail, whose pid is in the pid file) once it runs as UID, into P.
-jvm() {
-    P=""
-    local jp; jp=$(cat "$1/pid" 2>/dev/null)
-    for _ in $(seq 50); do
-        P=$(awk '{print $1}' /proc/$jp/task/$jp/children 2>/dev/null)
-        [ -n "$P" ] && grep -Eq "^Uid:\s+$2\s" /proc/$P/status 2>/dev/null && return
-        sleep 0.1
-    done
-    P=""
-}
+jvm() { child_of "$(cat "$1/pid" 2>/dev/null)" "$2"; }
 vm_of() { jvm "$SB" "$UID_J"; }        # the sandbox sj's
 # ticks_of DIR: the counter guest's "tick N" numbers in DIR's console.log.
 ticks_of() { grep -a '^tick ' "$1/console.log" 2>/dev/null | cut -d' ' -f2; }
