@@ -61,20 +61,22 @@ MHD_SONAME := $(or $(MHD_SONAME),libmicrohttpd.so.12)
 MHD_LIBS :=
 # zlib is required too: `moat serve`'s envd decodes Content-Encoding: gzip
 # uploads (vmm/cli/serve_envd.c; docs/serve.md). Same rule as libmicrohttpd;
-# it travels with MHD_LIBS, so only what links the envd server gets it.
+# it travels with MHD_LIBS, so only what links the envd server gets it, and
+# the gzip decoder's own tests and fuzz target (vmm/cli/gz_stream.c; below).
 HAVE_ZLIB := $(shell pkg-config --exists zlib 2>/dev/null && echo 1)
-MHD_LIBS += $(if $(HAVE_ZLIB),$(shell pkg-config --libs zlib),-lz)
+ZLIB_LIBS := $(if $(HAVE_ZLIB),$(shell pkg-config --libs zlib),-lz)
+MHD_LIBS += $(ZLIB_LIBS)
 ifeq ($(HAVE_ZLIB)$(filter deps run test clean,$(MAKECMDGOALS)),)
   $(error zlib1g-dev is required and pkg-config does not find zlib: run `make deps` (scripts/deps.sh) or `apt-get install zlib1g-dev`)
 endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c,$(sort $(wildcard vmm/cli/*.c)))
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c,$(sort $(wildcard vmm/cli/*.c)))
 # CLI-only pieces with unit tests of their own: in the internal archives
 # (the CLI and the tests link those), never in libmoat.a / libmoat.so.
 CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c \
-                vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c
+                vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
@@ -145,6 +147,9 @@ $(B)/tests/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat-internal.a
 $(B)/tests-san/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $< $(UNIT_COMMON) $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
+
+# The gzip decoder's unit tests link zlib (the other tests do not need it).
+$(B)/tests/test_gz_stream $(B)/tests-san/test_gz_stream: LDLIBS += $(ZLIB_LIBS)
 
 # Sub-makefiles: the guest image, test guests, fuzz targets, benchmarks.
 -include guest/guest.mk

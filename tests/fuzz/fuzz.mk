@@ -68,12 +68,16 @@ $(REPLAY_BINS): $(B)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.
 	    -DFUZZ_CORPUS_DIR='"$(CURDIR)/tests/fuzz/corpus/$*"' \
 	    -o $@ $< tests/fuzz/replay_main.c $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
 
+# The gzip decoder's target links zlib (vmm/cli/gz_stream.c), and so does
+# gen_seeds, which deflates that target's seeds.
+$(B)/fuzz/fuzz_gz_stream $(B)/tests/replay_gz_stream: LDLIBS += $(ZLIB_LIBS)
+
 test-fuzz-replay: $(REPLAY_BINS)
 	tests/run-unit.sh $(REPLAY_BINS)
 
 $(B)/fuzz/gen_seeds: tests/fuzz/gen_seeds.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_COMMON) -O1 -o $@ $<
+	$(CC) $(CFLAGS_COMMON) -O1 -o $@ $< $(ZLIB_LIBS)
 
 fuzz-seeds: $(B)/fuzz/gen_seeds
 	$(B)/fuzz/gen_seeds tests/fuzz/corpus

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <zlib.h>
 
 static const char *root;
 
@@ -884,6 +885,72 @@ static void seeds_i8042(void)
     put("i8042", "flood", kb, kb_len);
 }
 
+/* gz_stream: [limit code][cut code][sink fail code] + gzip body. */
+static uint8_t gz[3 + 8192];
+static size_t gz_len;
+
+static void gz_begin(uint8_t lim, uint8_t cut, uint8_t fail)
+{
+    gz[0] = lim;
+    gz[1] = cut;
+    gz[2] = fail;
+    gz_len = 3;
+}
+
+/* n bytes of in[0..len) (repeated) as one gzip member appended (zlib, level 9). */
+static void gz_member(const char *in, size_t len, size_t n)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+        exit(1);
+    z.next_out = gz + gz_len;
+    z.avail_out = (uInt)(sizeof gz - gz_len);
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < len ? n - done : len;
+        z.next_in = (Bytef *)(uintptr_t)in;
+        z.avail_in = (uInt)k;
+        if (deflate(&z, Z_NO_FLUSH) != Z_OK || z.avail_in)
+            exit(1);
+        done += k;
+    }
+    if (deflate(&z, Z_FINISH) != Z_STREAM_END)
+        exit(1);
+    gz_len = sizeof gz - z.avail_out;
+    deflateEnd(&z);
+}
+
+static void seeds_gz_stream(void)
+{
+    static const char text[] = "the quick brown fox jumps over the lazy dog\n";
+    gz_begin(0xff, 0, 0);
+    gz_member(text, sizeof text - 1, sizeof text - 1);
+    put("gz_stream", "one", gz, gz_len);
+    gz_begin(0xff, 0x07, 0);
+    gz_member(text, sizeof text - 1, sizeof text - 1);
+    gz_member("abc", 3, 3);
+    gz_member("", 0, 0);
+    put("gz_stream", "three-members-cut", gz, gz_len);
+    gz_begin(0x10, 0x01, 0);                 /* byte by byte */
+    gz_member(text, sizeof text - 1, 2000);
+    put("gz_stream", "bytewise", gz, gz_len);
+    gz_begin(0x03, 0x40, 0);                 /* 1 MiB of zeros against 1 KiB */
+    gz_member("\0\0\0\0\0\0\0\0", 8, 1 << 20);
+    put("gz_stream", "bomb", gz, gz_len);
+    gz_begin(0xff, 0x80, 0x01);              /* the sink fails past 256 bytes */
+    gz_member(text, sizeof text - 1, 4096);
+    put("gz_stream", "sink-fails", gz, gz_len);
+    gz_begin(0xff, 0x05, 0);
+    gz_member(text, sizeof text - 1, 300);
+    gz_len -= 3;                             /* cut in the trailer */
+    put("gz_stream", "truncated", gz, gz_len);
+    gz_begin(0xff, 0x00, 0);
+    gz_member(text, sizeof text - 1, 300);
+    memcpy(gz + gz_len, "garbage", 7);
+    gz_len += 7;
+    put("gz_stream", "trailing", gz, gz_len);
+}
+
 int main(int argc, char **argv)
 {
     root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
@@ -898,5 +965,6 @@ int main(int argc, char **argv)
     seeds_passt_frame();
     seeds_wsfile();
     seeds_i8042();
+    seeds_gz_stream();
     return 0;
 }

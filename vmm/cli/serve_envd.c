@@ -27,9 +27,9 @@
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "vmm/agent/agent_proto.h"
+#include "vmm/cli/gz_stream.h"
 #include "vmm/cli/serve_connect.h"
 
 #define ENVD_HOME        "/root"        /* the agent runs as root */
@@ -42,7 +42,6 @@
 #define MAX_CONNS        512
 #define DEFAULT_BODY     (1u << 20)
 #define DEFAULT_INFLATE  (1ull << 30)   /* envd_opts.max_inflate: a gzip upload's decoded bytes */
-#define GZ_OUT           (64 * 1024)    /* inflate output per step */
 #define EXEC_ID          1u
 #define PING_ID          2u
 
@@ -1395,14 +1394,9 @@ struct upload {
     json_t *results;
     unsigned err_status;              /* 0: fine so far */
     char err[5400];
-    /* Content-Encoding: gzip: the body is inflated before the multipart
-     * parser or the file sees it. */
-    int gz;                           /* 1: the body is gzip */
-    int gz_mid;                       /* 1: inside a gzip member (its end not seen yet) */
-    int gz_members;                   /* members decoded whole */
-    z_stream z;
-    uint8_t *gz_out;                  /* GZ_OUT bytes */
-    uint64_t gz_total;                /* decoded bytes so far */
+    /* Content-Encoding: gzip: the body is inflated (gz_stream.c) before
+     * the multipart parser or the file sees it; NULL for a plain body. */
+    struct gz_stream *gz;
 };
 
 /* The first error of an upload: "what path: msg" (path, msg may be ""). */
@@ -1537,62 +1531,49 @@ static void up_body(struct upload *u, const char *data, size_t n)
     }
 }
 
-/* Body bytes as they arrive: inflated first when the body is gzip. The
- * stream is inflated GZ_OUT bytes at a time (never the whole body in
- * memory); concatenated gzip members are one stream (RFC 1952), anything
- * else after a member's end is an error. Decoded bytes past max_inflate
- * end the upload with 413. */
+/* Decoded body bytes from gz_stream: on to the parser or the file; an
+ * error there (already recorded) stops the decoding. */
+static int up_gz_sink(void *ctx, const uint8_t *data, size_t n)
+{
+    struct upload *u = ctx;
+    up_body(u, (const char *)data, n);
+    return u->err_status ? -ECANCELED : 0;
+}
+
+/* A gz_stream result as the upload's error: 413 past max_inflate, 500
+ * out of memory, else 400 with the decoder's reason. */
+static void up_gz_result(struct upload *u, int r)
+{
+    if (r == 0 || u->err_status)
+        return;                     /* fine, or the sink's error is the upload's */
+    if (r == -EFBIG)
+        up_error(u, 413, "gzip body too large", "", gz_stream_reason(u->gz));
+    else if (r == -ENOMEM)
+        up_error(u, 500, "out of memory", "", "");
+    else
+        up_error(u, 400, "malformed gzip body", "", gz_stream_reason(u->gz));
+}
+
+/* Body bytes as they arrive: inflated first when the body is gzip
+ * (gz_stream.c: 64 KiB at a time, never the whole body in memory;
+ * concatenated members are one stream, anything else after a member's end
+ * is an error; decoded bytes past max_inflate end the upload with 413).
+ * After an error the rest is dropped without being inflated. */
 static void up_input(struct upload *u, const char *data, size_t n)
 {
     if (!u->gz) {
         up_body(u, data, n);
         return;
     }
-    u->z.next_in = (Bytef *)(uintptr_t)data;
-    u->z.avail_in = (uInt)n;
-    /* Go on while input is left or the last step filled gz_out (zlib may
-     * hold more output then). */
-    int full = 0;
-    while ((u->z.avail_in || full) && !u->err_status) {
-        u->z.next_out = u->gz_out;
-        u->z.avail_out = GZ_OUT;
-        if (u->z.avail_in)
-            u->gz_mid = 1;
-        int r = inflate(&u->z, Z_NO_FLUSH);
-        size_t got = GZ_OUT - u->z.avail_out;
-        full = u->z.avail_out == 0;
-        if (r == Z_BUF_ERROR && !got)
-            return;                 /* all taken, nothing pending */
-        if (r == Z_MEM_ERROR) {
-            up_error(u, 500, "out of memory", "", "");
-            return;
-        }
-        if (r != Z_OK && r != Z_STREAM_END) {
-            up_error(u, 400, "malformed gzip body", "", u->z.msg ? u->z.msg : "cannot inflate");
-            return;
-        }
-        if (got > u->s->o.max_inflate - u->gz_total) {
-            char m[96];
-            snprintf(m, sizeof m, "it decodes to more than %" PRIu64 " bytes", (uint64_t)u->s->o.max_inflate);
-            up_error(u, 413, "gzip body too large", "", m);
-            return;
-        }
-        u->gz_total += got;
-        up_body(u, (const char *)u->gz_out, got);
-        if (r == Z_STREAM_END) {
-            u->gz_mid = 0;
-            u->gz_members++;
-            full = 0;
-            inflateReset(&u->z);
-        }
-    }
+    if (!u->err_status)
+        up_gz_result(u, gz_stream_feed(u->gz, data, n, up_gz_sink, u));
 }
 
 /* The body's end: a gzip stream must hold whole members, at least one. */
 static void up_input_end(struct upload *u)
 {
-    if (u->gz && (u->gz_mid || !u->gz_members))
-        up_error(u, 400, "malformed gzip body", "", u->gz_mid ? "the stream is truncated" : "the body is empty");
+    if (u->gz && !u->err_status)
+        up_gz_result(u, gz_stream_finish(u->gz));
 }
 
 static void up_free(struct upload *u)
@@ -1606,9 +1587,7 @@ static void up_free(struct upload *u)
         agent_client_close(&u->ac);
     }
     json_decref(u->results);
-    if (u->gz_out)
-        inflateEnd(&u->z);
-    free(u->gz_out);
+    gz_stream_free(u->gz);
     free(u->buf);
     free(u);
 }
@@ -1632,15 +1611,9 @@ static int up_start(struct envd_server *s, struct MHD_Connection *c, struct req 
         up_free(u);
         return reply_rest_error(c, 500, "out of memory") == MHD_YES ? 1 : -1;
     }
-    if (gz) {
-        /* 16 + MAX_WBITS: a gzip wrapper (header, CRC-32 and size checked), not zlib or raw. */
-        if (!(u->gz_out = malloc(GZ_OUT)) || inflateInit2(&u->z, 16 + MAX_WBITS) != Z_OK) {
-            free(u->gz_out);
-            u->gz_out = NULL;
-            up_free(u);
-            return reply_rest_error(c, 500, "out of memory") == MHD_YES ? 1 : -1;
-        }
-        u->gz = 1;
+    if (gz && gz_stream_init(&u->gz, s->o.max_inflate) < 0) {
+        up_free(u);
+        return reply_rest_error(c, 500, "out of memory") == MHD_YES ? 1 : -1;
     }
     u->s = s;
     if (qp && *qp && (strlen(qp) > CX_MAX_PATH || cx_path_resolve(qp, ENVD_HOME, u->qpath, err, sizeof err) < 0)) {
