@@ -5,13 +5,13 @@
  * the region does not fit in RAM). For diff snapshots (bench/snapshot.sh):
  * a known amount of memory written between two snapshots, and a check
  * after restore that all of it came back.
- * spin=1: prints "spinning", then rewrites the region round after round
- * without waiting, each page checked before it is written (it must hold
- * the previous round's value: a restored guest finds the memory of the
- * moment it was snapshotted, or a page from later than its registers and
- * prints "bad page", exit 1); 'q' (looked for after each round): "ok",
- * exit 0. A guest that writes its memory while a snapshot's writes are
- * still going on (tests/integration: cli_snapshot_staged). */
+ * spin=1: rewrites the region round after round without waiting (prints
+ * "spinning" once the first round is done), each page checked before it
+ * is written: it must hold the previous round's value (a restored guest
+ * finds the memory of the moment it was snapshotted; a page from later
+ * than its registers is "bad page", exit 1); 'q' (looked for after each
+ * round): "ok", exit 0. A guest that writes its memory while a snapshot's
+ * writes are still going on (tests/integration: cli_snapshot_staged). */
 #include "rt.h"
 
 #define BASE    (16ull << 20)
@@ -28,8 +28,9 @@ static void put_dec(uint64_t v)
 
 static int spin(uint64_t size)
 {
-    serial_puts("spinning\n");
     for (uint64_t round = 1;; round++) {
+        if (round == 2)
+            serial_puts("spinning\n");     /* every page written once */
         for (uint64_t a = BASE; a < BASE + size; a += PAGE) {
             volatile uint64_t *p = (volatile uint64_t *)a;
             if (*p != (round == 1 ? 0 : (round - 1) ^ a)) {

@@ -1061,7 +1061,7 @@ START_TEST(cli_snapshot_staged)
     live_start_err(&a, run_args, errfd);
     close(errfd);
     ck_assert_msg(live_wait_text(&a, "spinning", CAP), "dirty guest silent: %s", a.buf);
-    usleep(50000);               /* a few rounds: all 16 MiB are there */
+    usleep(50000);
     long rss0 = rss_kib(a.pid);
     enum { N = 3 };
     char err[8192] = "";
