@@ -298,6 +298,7 @@ struct moat_snapshot_stats {
      * shorter struct (size) is filled up to its size. */
     uint64_t staged_bytes;   /* copied while paused, written after the resume */
     int64_t drain_us;        /* after the resume: the staged writes completing */
+    int64_t prepare_us;      /* before the pause: files, staging buffer reserved and faulted in */
 };
 int moat_get_snapshot_stats(const struct moat_vm *vm, struct moat_snapshot_stats *st);
 

@@ -425,6 +425,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
             .pausing_us = (int64_t)(t_state - t_pause) / 1000, .state_us = state_us, .memory_us = j.memory_us, .sync_us = j.sync_us,
             .candidate_pages = j.ms.candidate_pages, .data_pages = j.ms.data_pages,
             .staged_bytes = j.ms.staged_bytes, .drain_us = j.drain_us,
+            .prepare_us = (int64_t)(t_pause - t0) / 1000,
         };
         pthread_mutex_lock(&vm->lock);
         vm->snap_stats = st;
