@@ -290,10 +290,15 @@ struct moat_snapshot_stats {
     int64_t paused_us;       /* the guest kept from running by it */
     int64_t pausing_us;      /* moat_pause: every vCPU parked, drives drained */
     int64_t state_us;        /* vCPU, VM and device state, dirty log, page list (paused) */
-    int64_t memory_us;       /* memory file written (paused, unless already stopped) */
-    int64_t sync_us;         /* flush and renames (the guest runs again) */
+    int64_t memory_us;       /* memory: pages copied to staging or written (paused) */
+    int64_t sync_us;         /* staged writes, flush, renames (the guest runs again) */
     uint64_t candidate_pages; /* pages read to find the non-zero ones */
     uint64_t data_pages;     /* non-zero pages written */
+    /* Since staging (docs/snapshot-format.md, "Writing"); a caller's older,
+     * shorter struct (size) is filled up to its size. */
+    uint64_t staged_bytes;   /* copied while paused, written after the resume */
+    int64_t drain_us;        /* after the resume: the staged writes completing */
+    int64_t prepare_us;      /* before the pause: files, staging buffer reserved and faulted in */
 };
 int moat_get_snapshot_stats(const struct moat_vm *vm, struct moat_snapshot_stats *st);
 

@@ -838,7 +838,8 @@ END_TEST
 /* A moat process with piped stdin/stdout, for interactive tests. */
 struct live { pid_t pid; int in, out; char buf[65536]; size_t len; };
 
-static void live_start(struct live *l, const char *const *args)
+/* errfd >= 0: the child's stderr (else the test's own). */
+static void live_start_err(struct live *l, const char *const *args, int errfd)
 {
     const char *argv[32];
     size_t n = 0;
@@ -856,6 +857,8 @@ static void live_start(struct live *l, const char *const *args)
     if (l->pid == 0) {
         dup2(pi[0], 0);
         dup2(po[1], 1);
+        if (errfd >= 0)
+            dup2(errfd, 2);
         execv(argv[0], (char *const *)argv);
         _exit(127);
     }
@@ -864,6 +867,13 @@ static void live_start(struct live *l, const char *const *args)
     l->in = pi[1];
     l->out = po[0];
 }
+
+static void live_start(struct live *l, const char *const *args)
+{
+    live_start_err(l, args, -1);
+}
+
+static bool live_wait_text(struct live *l, const char *text, double cap_s);
 
 /* Read until the output has `lines` newlines (or EOF / the cap). */
 static bool live_wait_lines(struct live *l, unsigned lines, double cap_s)
@@ -1012,6 +1022,95 @@ START_TEST(cli_snapshot_killed_midway)
     }
     printf("cli_snapshot_killed_midway: %u kills left a restorable pair, %u no state file\n", had_state, had_none);
     ck_assert_uint_gt(had_state, 0);
+}
+END_TEST
+
+/* The resident memory of a process, KiB (0: unknown). */
+static long rss_kib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmRSS: %ld", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+/* Snapshots with the staging copy (docs/snapshot-format.md, "Writing"):
+ * the guest (dirty spin=1) rewrites its 16 MiB round after round, so it
+ * writes memory right after the resume, while the snapshot's writes are
+ * still going on. Each snapshot copied its pages while paused (KiB
+ * staged), the pause was shorter than the call, the staging memory was
+ * given back (RSS), and the restored guest finds exactly the memory of
+ * the moment it was paused (it checks every page against its own
+ * progress: a later page is "bad page"). */
+START_TEST(cli_snapshot_staged)
+{
+    char dir[PATH_MAX + 16], errp[PATH_MAX + 32];
+    snprintf(dir, sizeof(dir), "%s/staged", tmpdir);
+    snprintf(errp, sizeof(errp), "%s/staged.err", tmpdir);
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+    int errfd = open(errp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    ck_assert_int_ge(errfd, 0);
+    const char *run_args[] = { "run", "--kernel", guest("dirty"), "--mem", "64", "--cmdline",
+                               "dirty=16 spin=1", "--snapshot-dir", dir, NULL };
+    struct live a;
+    live_start_err(&a, run_args, errfd);
+    close(errfd);
+    ck_assert_msg(live_wait_text(&a, "spinning", CAP), "dirty guest silent: %s", a.buf);
+    usleep(50000);
+    long rss0 = rss_kib(a.pid);
+    enum { N = 3 };
+    char err[8192] = "";
+    for (unsigned k = 1; k <= N; k++) {
+        kill(a.pid, SIGUSR1);
+        double deadline = now() + CAP * slow();
+        unsigned got = 0;
+        while (got < k && now() < deadline) {
+            usleep(20000);
+            FILE *f = fopen(errp, "r");
+            size_t n = f ? fread(err, 1, sizeof(err) - 1, f) : 0;
+            if (f)
+                fclose(f);
+            err[n] = 0;
+            got = 0;
+            for (const char *p = err; (p = strstr(p, "snapshot written")); p++)
+                got++;
+        }
+        ck_assert_msg(got >= k, "snapshot %u not written: %s", k, err);
+        usleep(30000);
+    }
+    long rss1 = rss_kib(a.pid);
+    ck_assert_int_eq(write(a.in, "q", 1), 1);
+    int rc = live_finish(&a, CAP);
+    ck_assert_msg(rc == 0 && strstr(a.buf, "ok\n"), "the running guest: exit %d: %s", rc, a.buf);
+    unsigned lines = 0;
+    for (const char *p = err; (p = strstr(p, "snapshot written")); p++) {
+        double total = 0, paused = 0;
+        unsigned long long staged = 0;
+        const char *in = strstr(p, " in "), *st = strstr(p, "written, ");
+        ck_assert_msg(in && sscanf(in, " in %lf ms (guest paused %lf ms", &total, &paused) == 2 &&
+                      st && sscanf(st, "written, %llu KiB staged", &staged) == 1, "%s", p);
+        ck_assert_msg(staged >= 16 * 1024, "%llu KiB staged, the guest has 16 MiB: %s", staged, p);
+        ck_assert_msg(paused < total, "paused %.3f ms of %.3f: %s", paused, total, p);
+        lines++;
+    }
+    ck_assert_uint_eq(lines, N);
+    /* the staging buffer (16 MiB and more each time) is not kept */
+    ck_assert_msg(rss0 > 0 && rss1 - rss0 < 8 * 1024, "RSS %ld KiB before the snapshots, %ld after", rss0, rss1);
+
+    struct live b;
+    const char *restore_args[] = { "restore", dir, NULL };
+    live_start(&b, restore_args);
+    usleep(200000);              /* rounds over every page, each checked */
+    ck_assert_int_eq(write(b.in, "q", 1), 1);
+    rc = live_finish(&b, CAP);
+    ck_assert_msg(rc == 0 && strstr(b.buf, "ok\n") && !strstr(b.buf, "bad"), "restored: exit %d: %s", rc, b.buf);
+    printf("cli_snapshot_staged: %u snapshots, RSS %ld -> %ld KiB\n", lines, rss0, rss1);
 }
 END_TEST
 
@@ -1840,7 +1939,7 @@ int main(void)
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,
         guest_smp, guest_entry_state, guest_memsize, guest_timeout, guest_triplefault,
         guest_noreport, guest_status_then_fault, guest_elf_outside_ram, guest_hostile,
-        guest_timings, cli_snapshot_restore, cli_snapshot_killed_midway, guest_host_probe,
+        guest_timings, cli_snapshot_restore, cli_snapshot_killed_midway, cli_snapshot_staged, guest_host_probe,
         guest_stop_spinning_vcpus_repeatedly, guest_rng, rng_snapshot_restore, uffd_restore,
         cli_sandbox_tiny, cli_restore_prefetch,
     };

@@ -1,6 +1,7 @@
 /* Writing a memory file (vmm/snapshot/snapmem.c): the pagemap and bitmap
  * helpers, which pages of a mapping exist, a file's data ranges, the
- * write itself (runs, holes, O_DIRECT and not) and the VM's candidate
+ * write itself (runs, holes, O_DIRECT and not; with a staging copy, its
+ * cap, the pwrite path) and the VM's candidate
  * pages with and without backing files. No KVM: real files in $TMPDIR. */
 #include <check.h>
 #include <endian.h>
@@ -216,6 +217,193 @@ START_TEST(write_buffered)
 }
 END_TEST
 
+/* ---- the staging copy ---- */
+
+struct copied_arg {
+    uint8_t *ram;
+    uint64_t n;
+    unsigned calls;
+};
+
+/* What a guest does once resumed: writes every page, selected or not. */
+static void scribble(void *arg)
+{
+    struct copied_arg *a = arg;
+    a->calls++;
+    memset(a->ram, 0xee, a->n * PG);
+}
+
+/* The layout of write_and_check (runs over 1 MiB, a zero page inside a
+ * run, a page non-zero in its last byte, selected zero pages, a non-zero
+ * page not selected, the last page) plus a second long run, written with a
+ * staging buffer of cap_pages (0: none); copied() rewrites all of RAM at
+ * once. The file must hold exactly the content of RAM before that. ring:
+ * false drops the io_uring (the pwrite path). */
+static void staged_check(bool direct_ok, uint64_t cap_pages, bool ring)
+{
+    const uint64_t n = 1200;
+    uint8_t *ram = mmap(NULL, n * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(ram, MAP_FAILED);
+    uint64_t sel[(1200 + 63) / 64] = { 0 };
+    for (uint64_t i = 10; i < 300; i++) {
+        memset(ram + i * PG, (int)(i & 0x7f) | 1, PG);
+        snapmem_bits_set(sel, i, 1);
+    }
+    memset(ram + 150 * PG, 0, PG);
+    ram[400 * PG + PG - 1] = 9;
+    snapmem_bits_set(sel, 400, 1);
+    snapmem_bits_set(sel, 401, 50);
+    memset(ram + 500 * PG, 0x55, PG);
+    for (uint64_t i = 600; i < 1100; i++) {
+        memset(ram + i * PG, (int)(i & 0x3f) | 0x40, PG);
+        snapmem_bits_set(sel, i, 1);
+    }
+    ram[1199 * PG] = 7;
+    snapmem_bits_set(sel, 1199, 1);
+    uint8_t *want = malloc(n * PG);
+    ck_assert_ptr_nonnull(want);
+    for (uint64_t i = 0; i < n; i++) {
+        if (bit(sel, i))
+            memcpy(want + i * PG, ram + i * PG, PG);
+        else
+            memset(want + i * PG, 0, PG);
+    }
+    const uint64_t data = 289 + 1 + 500 + 1;
+
+    char *p = tmp_path(direct_ok ? "staged-direct" : "staged-buffered");
+    struct snapmem_file f;
+    ck_assert_int_eq(snapmem_open(&f, p, n, direct_ok), 0);
+#if MOAT_HAVE_URING
+    if (!ring && f.ring_ok) {
+        io_uring_queue_exit(&f.ring);
+        f.ring_ok = false;
+    }
+#endif
+    struct snapmem_stage sg;
+    ck_assert_int_eq(snapmem_stage_alloc(&sg, cap_pages * PG, cap_pages * PG / 2), 0);
+    if (cap_pages) {
+        ck_assert_ptr_nonnull(sg.buf);
+        ck_assert_uint_eq((uintptr_t)sg.buf % (2u << 20), 0);
+        ck_assert_uint_eq(sg.cap, cap_pages * PG);
+    } else {
+        ck_assert_ptr_null(sg.buf);
+    }
+    struct copied_arg ca = { ram, n, 0 };
+    struct snapmem_stats st;
+    ck_assert_int_eq(snapmem_write_staged(&f, ram, sel, sg.buf, sg.cap, scribble, &ca, &st), 0);
+    ck_assert_uint_eq(ca.calls, 1);
+    ck_assert_int_eq(snapmem_sync(&f, -1), 0);
+    snapmem_close(&f);
+    snapmem_stage_free(&sg);
+    ck_assert_ptr_null(sg.buf);
+    ck_assert_uint_eq(st.data_pages, data);
+    ck_assert_uint_eq(st.uring, ring && MOAT_HAVE_URING);
+    if (cap_pages >= data)
+        ck_assert_uint_eq(st.staged_bytes, data * PG);
+    else
+        ck_assert_msg(st.staged_bytes <= cap_pages * PG && (cap_pages < 256 || st.staged_bytes > 0),
+                      "%llu bytes staged, cap %llu pages", (unsigned long long)st.staged_bytes,
+                      (unsigned long long)cap_pages);
+
+    int fd = open(p, O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(lseek(fd, 0, SEEK_END), (off_t)(n * PG));
+    uint8_t *back = malloc(n * PG);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_int_eq(pread(fd, back, n * PG, 0), (ssize_t)(n * PG));
+    for (uint64_t i = 0; i < n; i++)
+        if (memcmp(back + i * PG, want + i * PG, PG) != 0)
+            ck_abort_msg("page %llu is not its content at the copy (cap %llu pages, %s, %s)",
+                         (unsigned long long)i, (unsigned long long)cap_pages,
+                         direct_ok ? "O_DIRECT" : "buffered", ring ? "io_uring" : "pwrite");
+    off_t d = lseek(fd, 401 * PG, SEEK_DATA);
+    if (d >= 0)
+        ck_assert_int_ge(d, (off_t)(451 * PG));
+    close(fd);
+    free(back);
+    free(want);
+    unlink(p);
+    free(p);
+    munmap(ram, n * PG);
+}
+
+/* Every selected page fits: all of it staged. */
+START_TEST(staged_all)
+{
+    staged_check(true, 1024, true);
+    staged_check(false, 1024, true);
+    staged_check(true, 1024, false);
+    staged_check(false, 1024, false);
+}
+END_TEST
+
+/* The cap: what does not fit is written from RAM before copied() (a run
+ * that would cross the cap and everything after it). */
+START_TEST(staged_cap)
+{
+    static const uint64_t caps[] = { 1, 256, 300, 600 };
+    for (unsigned i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+        staged_check(true, caps[i], true);
+        staged_check(false, caps[i], false);
+    }
+}
+END_TEST
+
+/* No staging (a VM paused already): copied() once every write is done. */
+START_TEST(staged_none)
+{
+    staged_check(true, 0, true);
+    staged_check(false, 0, false);
+}
+END_TEST
+
+static long rss_pages(void)
+{
+    long size = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(fscanf(f, "%ld %ld", &size, &rss), 2);
+    fclose(f);
+    return rss;
+}
+
+/* The cap; the prefault makes that much resident; freeing gives it all
+ * back (no lasting growth); a misaligned buffer is refused. */
+START_TEST(stage_memory)
+{
+    ck_assert_uint_eq(snapmem_stage_cap(64ull << 20), 64ull << 20);
+    ck_assert_uint_eq(snapmem_stage_cap(4ull << 30), SNAPMEM_STAGE_MAX);
+    ck_assert_uint_eq(snapmem_stage_cap(10 * PG + 5), 10 * PG);
+    struct snapmem_stage sg;
+    ck_assert_int_eq(snapmem_stage_alloc(&sg, 0, 1 << 20), 0);
+    ck_assert_ptr_null(sg.buf);
+    long before = rss_pages();
+    ck_assert_int_eq(snapmem_stage_alloc(&sg, 64ull << 20, 32ull << 20), 0);
+    long populated = rss_pages();
+    /* MADV_POPULATE_WRITE since Linux 5.14; before, nothing is resident */
+    ck_assert_msg(populated - before >= (long)((32ull << 20) / PG) || populated - before < 16,
+                  "RSS grew by %ld pages for a 32 MiB prefault", populated - before);
+    memset(sg.buf, 1, 64ull << 20);
+    ck_assert_int_ge(rss_pages() - before, (long)((60ull << 20) / PG));
+    snapmem_stage_free(&sg);
+    ck_assert_ptr_null(sg.buf);
+    ck_assert_msg(rss_pages() - before < 256, "RSS %ld pages above where it was", rss_pages() - before);
+
+    char *p = tmp_path("stage-unaligned");
+    struct snapmem_file f;
+    ck_assert_int_eq(snapmem_open(&f, p, 4, false), 0);
+    uint64_t sel = 1;
+    uint8_t *ram = mmap(NULL, 4 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(ram, MAP_FAILED);
+    ck_assert_int_eq(snapmem_write_staged(&f, ram, &sel, ram + 1, PG, NULL, NULL, NULL), -EINVAL);
+    ck_assert_int_eq(snapmem_write_staged(&f, ram, &sel, ram, PG + 1, NULL, NULL, NULL), -EINVAL);
+    snapmem_close(&f);
+    munmap(ram, 4 * PG);
+    unlink(p);
+    free(p);
+}
+END_TEST
+
 START_TEST(open_errors)
 {
     struct snapmem_file f;
@@ -346,6 +534,10 @@ int main(void)
     tcase_add_test(tc, file_data_ranges);
     tcase_add_test(tc, write_direct);
     tcase_add_test(tc, write_buffered);
+    tcase_add_test(tc, staged_all);
+    tcase_add_test(tc, staged_cap);
+    tcase_add_test(tc, staged_none);
+    tcase_add_test(tc, stage_memory);
     tcase_add_test(tc, open_errors);
     tcase_add_test(tc, vm_candidates);
     tcase_add_test(tc, dirty_bits_move_and_come_back);

@@ -727,11 +727,13 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
                 struct moat_snapshot_stats ss = { .size = sizeof(ss) };
                 moat_get_snapshot_stats(vm, &ss);
                 fprintf(stderr, "moat: snapshot written to %s in %.3f ms (guest paused %.3f ms: pausing %.3f, "
-                        "state %.3f, memory %.3f; then flush %.3f; %llu pages looked at, %llu written%s%s)\n",
+                        "state %.3f, memory %.3f; then flush %.3f; %llu pages looked at, %llu written, %llu KiB staged, prepared in %.3f%s%s)\n",
                         snapdir, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
                         (double)ss.paused_us / 1e3, (double)ss.pausing_us / 1e3, (double)ss.state_us / 1e3, (double)ss.memory_us / 1e3,
                         (double)ss.sync_us / 1e3, (unsigned long long)ss.candidate_pages,
-                        (unsigned long long)ss.data_pages, ss.uring ? ", io_uring" : "",
+                        (unsigned long long)ss.data_pages, (unsigned long long)(ss.staged_bytes >> 10),
+                        (double)ss.prepare_us / 1e3,
+                        ss.uring ? ", io_uring" : "",
                         ss.direct ? ", O_DIRECT" : "");
             }
             if (si.ssi_signo == SIGUSR2 && r == 0)

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "vmm/base/log.h"
@@ -196,112 +197,252 @@ static bool next_run(struct run_iter *it, uint64_t *first, uint64_t *n)
     return false;
 }
 
-static int write_pwrite(int fd, struct run_iter *it)
-{
+/* ---- the write, with a staging copy ----
+ *
+ * Each run is either copied into the staging buffer (while there is room)
+ * and written from the copy, or written straight from RAM. The copy goes
+ * on while earlier runs are being written; once every run is copied and
+ * every straight-from-RAM write has completed, RAM is no longer needed
+ * (copied() is called: the guest may run on); then the rest is waited for.
+ * Runs are staged in order, so the staged ones are a prefix of runs[]. */
+
+struct srun {
     uint64_t first, n;
-    while (next_run(it, &first, &n)) {
-        int r = snap_pwrite_all(fd, it->ram + first * PAGE, (size_t)(n * PAGE), (off_t)(first * PAGE));
-        if (r < 0)
-            return r;
+    const uint8_t *src;     /* the staging copy, or guest RAM */
+};
+
+struct wctx {
+    struct snapmem_file *f;
+    struct srun *runs;
+    size_t nruns, cap_runs;
+    size_t nstaged;         /* runs[0, nstaged) are staged */
+    size_t next_s, next_d;  /* the next to submit: staged, from RAM */
+    size_t direct_left;     /* from-RAM runs not yet written */
+    unsigned inflight;
+};
+
+static int add_run(struct wctx *c, uint64_t first, uint64_t n, const uint8_t *src, bool staged)
+{
+    if (c->nruns == c->cap_runs) {
+        size_t cap = c->cap_runs ? c->cap_runs * 2 : 256;
+        struct srun *r = realloc(c->runs, cap * sizeof(*r));
+        if (!r)
+            return -ENOMEM;
+        c->runs = r;
+        c->cap_runs = cap;
+    }
+    c->runs[c->nruns++] = (struct srun){ first, n, src };
+    if (staged) {
+        c->nstaged++;
+        c->next_d = c->nruns;   /* the from-RAM runs come after */
+    } else {
+        c->direct_left++;
     }
     return 0;
+}
+
+/* The rest of a run a short write left (rare; O_DIRECT near a full file
+ * system): with pwrite, nothing lost, only slower. */
+static int finish_run(int fd, const struct srun *q, uint64_t done)
+{
+    uint64_t len = q->n * PAGE;
+    if (done >= len)
+        return 0;
+    return snap_pwrite_all(fd, q->src + done, (size_t)(len - done), (off_t)(q->first * PAGE + done));
+}
+
+/* Without io_uring: a from-RAM run is written at once (the guest must not
+ * run before), staged ones when the copy is done (drain). */
+static int pump_pwrite(struct wctx *c, bool drain)
+{
+    int r = 0;
+    while (r == 0 && c->next_d < c->nruns) {
+        r = finish_run(c->f->fd, &c->runs[c->next_d++], 0);
+        c->direct_left--;
+    }
+    while (r == 0 && drain && c->next_s < c->nstaged)
+        r = finish_run(c->f->fd, &c->runs[c->next_s++], 0);
+    return r;
 }
 
 #if MOAT_HAVE_URING
-struct req {
-    uint64_t first, n;
-};
-
-/* One completion (waiting for it if none is there): its slot goes back
- * to *free_slot. A short write (rare; O_DIRECT near a full file system) is
- * finished with pwrite: nothing lost, only slower. */
-static int reap(struct io_uring *ring, const struct req *reqs, int fd, const uint8_t *ram,
-                unsigned *free_slot, unsigned *nfree)
+static int take_cqe(struct wctx *c, struct io_uring_cqe *cqe)
 {
-    struct io_uring_cqe *cqe;
-    int r;
-    while ((r = io_uring_wait_cqe(ring, &cqe)) == -EINTR)
-        ;
-    if (r < 0)
-        return r;
-    unsigned slot = (unsigned)io_uring_cqe_get_data64(cqe);
+    size_t i = (size_t)io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
-    io_uring_cqe_seen(ring, cqe);
-    free_slot[(*nfree)++] = slot;
+    io_uring_cqe_seen(&c->f->ring, cqe);
+    c->inflight--;
+    if (i >= c->nstaged)
+        c->direct_left--;
     if (res < 0)
         return res;
-    const struct req *q = &reqs[slot];
-    uint64_t len = q->n * PAGE;
-    if ((uint64_t)res < len) {
-        uint64_t done = (uint64_t)res;
-        return snap_pwrite_all(fd, ram + q->first * PAGE + done, (size_t)(len - done),
-                               (off_t)(q->first * PAGE + done));
+    return finish_run(c->f->fd, &c->runs[i], (uint64_t)res);
+}
+
+/* Submit what the free ring slots take (from-RAM runs first: the guest
+ * waits for those), then take the completions that are there, waiting for
+ * one if wait (and any is in flight). */
+static int pump_uring(struct wctx *c, bool wait)
+{
+    struct io_uring *ring = &c->f->ring;
+    unsigned queued = 0;
+    while (c->inflight + queued < QUEUE_DEPTH && (c->next_d < c->nruns || c->next_s < c->nstaged)) {
+        size_t i = c->next_d < c->nruns ? c->next_d++ : c->next_s++;
+        struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+        if (!sqe)               /* cannot happen: one ring entry per slot */
+            return -EBUSY;
+        const struct srun *q = &c->runs[i];
+        io_uring_prep_write(sqe, c->f->fd, q->src, (unsigned)(q->n * PAGE), q->first * PAGE);
+        io_uring_sqe_set_data64(sqe, i);
+        queued++;
     }
+    if (queued) {
+        int s = io_uring_submit(ring);
+        c->inflight += s > 0 ? (unsigned)s : 0;
+        if (s < (int)queued)
+            return s < 0 ? s : -EIO;    /* some were not submitted: failed */
+    }
+    struct io_uring_cqe *cqe;
+    int r;
+    if (wait && c->inflight) {
+        while ((r = io_uring_wait_cqe(ring, &cqe)) == -EINTR)
+            ;
+        if (r < 0)
+            return r;
+        if ((r = take_cqe(c, cqe)) < 0)
+            return r;
+    }
+    while (c->inflight && io_uring_peek_cqe(ring, &cqe) == 0)
+        if ((r = take_cqe(c, cqe)) < 0)
+            return r;
     return 0;
 }
 
-static int write_uring(struct io_uring *ring, int fd, struct run_iter *it)
+/* After a failure: what is in flight still reads its buffer. */
+static void drain_uring(struct wctx *c)
 {
-    it->st->uring = true;
-    struct req reqs[QUEUE_DEPTH];
-    unsigned free_slot[QUEUE_DEPTH], nfree = QUEUE_DEPTH;
-    for (unsigned i = 0; i < QUEUE_DEPTH; i++)
-        free_slot[i] = i;
-    int r = 0;
-    unsigned inflight = 0;
-    bool more = true;
-    while (more || inflight) {
-        /* Fill the free slots, submit them together, take a completion. */
-        unsigned queued = 0;
-        uint64_t first, n;
-        while (r == 0 && more && nfree && (more = next_run(it, &first, &n))) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
-            if (!sqe) {         /* cannot happen: one ring entry per slot */
-                r = -EBUSY;
-                break;
-            }
-            unsigned s = free_slot[--nfree];
-            reqs[s] = (struct req){ first, n };
-            io_uring_prep_write(sqe, fd, it->ram + first * PAGE, (unsigned)(n * PAGE), first * PAGE);
-            io_uring_sqe_set_data64(sqe, s);
-            queued++;
-        }
-        if (queued) {
-            int s = io_uring_submit(ring);
-            inflight += s > 0 ? (unsigned)s : 0;
-            if (s < (int)queued && r == 0)
-                r = s < 0 ? s : -EIO;   /* some were not submitted: failed */
-        }
+    while (c->inflight) {
+        struct io_uring_cqe *cqe;
+        int r;
+        while ((r = io_uring_wait_cqe(&c->f->ring, &cqe)) == -EINTR)
+            ;
         if (r < 0)
-            more = false;       /* stop queueing; drain what is in flight */
-        if (inflight) {
-            inflight--;
-            int rr = reap(ring, reqs, fd, it->ram, free_slot, &nfree);
-            if (rr < 0 && r == 0)
-                r = rr;
-            if (rr < 0)
-                more = false;
-        }
+            return;     /* the ring is broken; nothing will complete */
+        io_uring_cqe_seen(&c->f->ring, cqe);
+        c->inflight--;
     }
-    return r;
 }
 #endif
 
-int snapmem_write(struct snapmem_file *f, const uint8_t *ram, const uint64_t *sel, struct snapmem_stats *st)
+static int pump(struct wctx *c, bool wait)
+{
+#if MOAT_HAVE_URING
+    if (c->f->ring_ok)
+        return pump_uring(c, wait);
+#endif
+    return pump_pwrite(c, wait);
+}
+
+int snapmem_write_staged(struct snapmem_file *f, const uint8_t *ram, const uint64_t *sel,
+                         uint8_t *stage, uint64_t stage_cap, void (*copied)(void *), void *arg,
+                         struct snapmem_stats *st)
 {
     struct snapmem_stats local;
     if (!st)
         st = &local;
     memset(st, 0, sizeof(*st));
     st->direct = f->direct;
-    if ((uintptr_t)ram % PAGE)
+    if ((uintptr_t)ram % PAGE || (stage && ((uintptr_t)stage % PAGE || stage_cap % PAGE)))
         return -EINVAL;
-    struct run_iter it = { ram, f->npages, sel, 0, st };
+    if (!stage)
+        stage_cap = 0;
 #if MOAT_HAVE_URING
-    if (f->ring_ok)
-        return write_uring(&f->ring, f->fd, &it);
+    st->uring = f->ring_ok;
 #endif
-    return write_pwrite(f->fd, &it);
+    struct run_iter it = { ram, f->npages, sel, 0, st };
+    struct wctx c = { .f = f };
+    uint64_t used = 0, first, n;
+    bool full = stage_cap == 0;
+    int r = 0;
+    /* Copy (or, past the cap, write from RAM) run by run; the writes of
+     * what is copied already go on meanwhile. */
+    while (r == 0 && next_run(&it, &first, &n)) {
+        uint64_t len = n * PAGE;
+        if (!full && used + len > stage_cap)
+            full = true;        /* the rest from RAM, while paused */
+        if (!full) {
+            memcpy(stage + used, ram + first * PAGE, (size_t)len);
+            r = add_run(&c, first, n, stage + used, true);
+            used += len;
+        } else {
+            r = add_run(&c, first, n, ram + first * PAGE, false);
+        }
+        if (r == 0)
+            r = pump(&c, false);
+    }
+    st->staged_bytes = used;
+    /* RAM is needed until every from-RAM run is written. */
+    while (r == 0 && c.direct_left)
+        r = pump(&c, true);
+    if (r == 0 && copied)
+        copied(arg);
+    while (r == 0 && (c.inflight || c.next_s < c.nstaged || c.next_d < c.nruns))
+        r = pump(&c, true);
+#if MOAT_HAVE_URING
+    if (r < 0 && f->ring_ok)
+        drain_uring(&c);
+#endif
+    free(c.runs);
+    return r;
+}
+
+int snapmem_write(struct snapmem_file *f, const uint8_t *ram, const uint64_t *sel, struct snapmem_stats *st)
+{
+    return snapmem_write_staged(f, ram, sel, NULL, 0, NULL, NULL, st);
+}
+
+uint64_t snapmem_stage_cap(uint64_t ram_size)
+{
+    uint64_t cap = ram_size < SNAPMEM_STAGE_MAX ? ram_size : SNAPMEM_STAGE_MAX;
+    return cap / PAGE * PAGE;
+}
+
+#define HUGE (2ull << 20)
+
+int snapmem_stage_alloc(struct snapmem_stage *s, uint64_t cap, uint64_t prefault)
+{
+    memset(s, 0, sizeof(*s));
+    if (!cap)
+        return 0;
+    /* Aligned to a huge page, so that it can have them. */
+    size_t len = (size_t)(cap + HUGE);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    uint8_t *b = (uint8_t *)(((uintptr_t)p + HUGE - 1) & ~(uintptr_t)(HUGE - 1));
+    madvise(b, (size_t)cap, MADV_HUGEPAGE);
+    /* Fault in what the copy is expected to take now, while the guest
+     * still runs: a fault per page (or a huge page's zeroing, or waiting
+     * for the kernel to compact one) would otherwise be paid during the
+     * pause. A kernel without MADV_POPULATE_WRITE (before 5.14): the copy
+     * faults it in. */
+    prefault = prefault < cap ? (prefault + HUGE - 1) / HUGE * HUGE : cap;
+    if (prefault > cap)
+        prefault = cap;
+    if (prefault && madvise(b, (size_t)prefault, MADV_POPULATE_WRITE) < 0)
+        log_debug("snapshot: staging buffer: MADV_POPULATE_WRITE: %s", strerror(errno));
+    s->map = p;
+    s->map_len = len;
+    s->buf = b;
+    s->cap = cap;
+    return 0;
+}
+
+void snapmem_stage_free(struct snapmem_stage *s)
+{
+    if (s->map)
+        munmap(s->map, s->map_len);
+    memset(s, 0, sizeof(*s));
 }
 
 int snapmem_sync(struct snapmem_file *f, int other_fd)

@@ -41,6 +41,7 @@ struct snapmem_stats {
     uint64_t candidate_pages;  /* pages looked at (read for zero detection) */
     uint64_t data_pages;       /* non-zero pages written */
     uint64_t requests;         /* write requests */
+    uint64_t staged_bytes;     /* copied to the staging buffer, written from there */
     bool direct;               /* O_DIRECT */
     bool uring;                /* io_uring (else pwrite) */
 };
@@ -70,6 +71,38 @@ int snapmem_open(struct snapmem_file *f, const char *path, uint64_t npages, bool
  * from it. When this returns, the data has left ram (the caller may let
  * the guest run on). st may be NULL. 0 or -errno. */
 int snapmem_write(struct snapmem_file *f, const uint8_t *ram, const uint64_t *sel, struct snapmem_stats *st);
+
+/* snapmem_write with a staging copy: while the caller keeps RAM still
+ * (the guest paused), each run is copied into stage (stage_cap bytes, page
+ * aligned: O_DIRECT writes from it; NULL or 0: no staging) and its write
+ * submitted from the copy at once, so copying and writing overlap; runs
+ * past the cap are written straight from RAM. As soon as every run is
+ * copied and every straight-from-RAM write has completed, copied(arg) is
+ * called (RAM may change from then on: the caller resumes the guest);
+ * then the staged writes are waited for. On failure copied is not called
+ * (nothing in flight is left when this returns). st->staged_bytes: what
+ * went through stage. 0 or -errno. */
+int snapmem_write_staged(struct snapmem_file *f, const uint8_t *ram, const uint64_t *sel,
+                         uint8_t *stage, uint64_t stage_cap, void (*copied)(void *), void *arg,
+                         struct snapmem_stats *st);
+
+/* The staging buffer: at most SNAPMEM_STAGE_MAX, and no more than the
+ * guest's RAM (snapmem_stage_cap). Reserved before the pause, 2 MiB
+ * aligned and MADV_HUGEPAGE, its first prefault bytes (rounded up to
+ * 2 MiB) faulted in then (MADV_POPULATE_WRITE), so that the copy during
+ * the pause does not pay for faults; the rest is address space only (the
+ * copy faults in what it needs beyond). Unmapped after the write: nothing
+ * stays resident. */
+#define SNAPMEM_STAGE_MAX (256ull << 20)
+struct snapmem_stage {
+    uint8_t *buf;
+    uint64_t cap;
+    void *map;                 /* the mapping buf lies in */
+    size_t map_len;
+};
+uint64_t snapmem_stage_cap(uint64_t ram_size);
+int snapmem_stage_alloc(struct snapmem_stage *s, uint64_t cap, uint64_t prefault);
+void snapmem_stage_free(struct snapmem_stage *s);
 
 /* Make f and other_fd (-1: none) durable in one batch: both fsync requests
  * in flight together on f's ring, else one fsync after the other. 0 or the

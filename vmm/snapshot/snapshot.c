@@ -217,9 +217,10 @@ struct snap_job {
     const uint8_t *state;   /* the finished state file */
     size_t state_len;
     const uint64_t *sel;    /* pages to look at (host order) */
-    uint64_t t_paused_end;
+    struct snapmem_stage stage;  /* where RAM is copied while paused */
+    uint64_t t_mem, t_paused_end;
     struct snapmem_stats ms;
-    int64_t memory_us, sync_us;
+    int64_t memory_us, sync_us, drain_us;
 };
 
 /* Before the pause: both files created under NAME.tmp (the memory file
@@ -244,24 +245,36 @@ static int open_files(struct snap_job *j)
     return r;
 }
 
-/* Guest RAM leaves for the memory file first (then the guest may run
- * again); one batch of fsyncs makes both files durable; then the old state
- * file goes, memory and state are renamed into place, in that order, and
- * the directory is synced (the renames durable). A reader never sees a
- * state file without its memory file: a crash before the state rename
- * leaves no state file (restore refuses), or the old pair when nothing was
- * renamed yet. Closes the files. */
-static int write_files(struct snap_job *j)
+/* Every selected page is copied (or written): guest RAM may change. */
+static void mem_copied(void *arg)
 {
-    uint64_t t = now_ns();
-    int r = snapmem_write(&j->mf, j->vm->ram, j->sel, &j->ms);
-    j->memory_us = (int64_t)(now_ns() - t) / 1000;
-    /* Guest RAM is in the file (or the page cache): it may run on. */
+    struct snap_job *j = arg;
+    j->memory_us = (int64_t)(now_ns() - j->t_mem) / 1000;
     if (j->resume) {
         moat_resume(j->vm);
         j->resume = false;
     }
     j->t_paused_end = now_ns();
+}
+
+/* Guest RAM is copied to the staging buffer (past its cap: written) while
+ * paused, the writes of the copy going on meanwhile; then the guest may
+ * run again, and the staged writes complete; one batch of fsyncs makes
+ * both files durable; then the old state file goes, memory and state are
+ * renamed into place, in that order, and the directory is synced (the
+ * renames durable). A reader never sees a
+ * state file without its memory file: a crash before the state rename
+ * leaves no state file (restore refuses), or the old pair when nothing was
+ * renamed yet. Closes the files. */
+static int write_files(struct snap_job *j)
+{
+    j->t_mem = now_ns();
+    j->t_paused_end = 0;
+    int r = snapmem_write_staged(&j->mf, j->vm->ram, j->sel, j->stage.buf, j->stage.cap, mem_copied, j, &j->ms);
+    if (!j->t_paused_end)        /* failed: copied() was not called */
+        mem_copied(j);
+    snapmem_stage_free(&j->stage);
+    j->drain_us = (int64_t)(now_ns() - j->t_paused_end) / 1000;
     if (r == 0)
         r = snap_pwrite_all(j->sfd, j->state, j->state_len, 0);
     if (r == 0)
@@ -293,6 +306,29 @@ static int write_files(struct snap_job *j)
     return r;
 }
 
+/* Before the pause: how much the copy will take, to fault that much of
+ * the staging buffer in while the guest still runs. A full snapshot: the
+ * pages that exist now (pagemap, as in step 4); a diff: as much as the
+ * VM's last snapshot wrote (its written set is known only once paused). A
+ * wrong guess costs time, never content: the copy faults in what is
+ * missing, and what is left over is unmapped with the rest. */
+static uint64_t stage_guess(struct moat_vm *vm, bool diff)
+{
+    if (diff) {
+        pthread_mutex_lock(&vm->lock);
+        uint64_t n = vm->snap_stats.data_pages;
+        pthread_mutex_unlock(&vm->lock);
+        return n * PAGE;
+    }
+    uint64_t *bm = NULL, n = 0;
+    if (snapmem_candidates(vm, &bm) < 0)
+        return 0;
+    for (uint64_t i = 0, words = snap_bitmap_words(vm->ram_size); i < words; i++)
+        n += (uint64_t)__builtin_popcountll(bm[i]);
+    free(bm);
+    return n * PAGE;
+}
+
 /* A full snapshot, or (diff) one of the pages written since the last. */
 static int snapshot_locked(struct moat_vm *vm, const char *state_path, const char *mem_path, bool diff)
 {
@@ -311,10 +347,18 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
     int r = open_files(&j);
     if (r < 0)
         return r;
+    /* The guest will run again: its pages are copied while it is paused
+     * and written from the copy after the resume. (A VM paused already,
+     * or never started, is not resumed: the copy would gain nothing.) */
+    int sr = started && !was_paused ? snapmem_stage_alloc(&j.stage, snapmem_stage_cap(vm->ram_size),
+                                                           stage_guess(vm, diff)) : 0;
+    if (sr < 0)
+        log_debug("snapshot: staging buffer: %s: writing from guest RAM while paused", strerror(-sr));
     uint64_t t_pause = now_ns();
     if (started && !was_paused) {
         r = moat_pause(vm);
         if (r < 0) {
+            snapmem_stage_free(&j.stage);
             snapmem_close(&j.mf);
             close(j.sfd);
             unlink(j.mtmp);
@@ -367,6 +411,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
     if (r == 0) {
         r = write_files(&j);
     } else {
+        snapmem_stage_free(&j.stage);
         snapmem_close(&j.mf);
         close(j.sfd);
         unlink(j.mtmp);
@@ -384,6 +429,8 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
                                                 : (int64_t)(j.t_paused_end - t_pause) / 1000,
             .pausing_us = (int64_t)(t_state - t_pause) / 1000, .state_us = state_us, .memory_us = j.memory_us, .sync_us = j.sync_us,
             .candidate_pages = j.ms.candidate_pages, .data_pages = j.ms.data_pages,
+            .staged_bytes = j.ms.staged_bytes, .drain_us = j.drain_us,
+            .prepare_us = (int64_t)(t_pause - t0) / 1000,
         };
         pthread_mutex_lock(&vm->lock);
         vm->snap_stats = st;
