@@ -57,9 +57,8 @@ void snapdiff_free(struct moat_vm *vm)
     }
 }
 
-int snapdiff_collect(struct moat_vm *vm, uint64_t **out)
+int snapdiff_harvest(struct moat_vm *vm)
 {
-    *out = NULL;
     if (!vm->dirty_log)
         return -ENOTSUP;
     for (unsigned s = 0; s < vm->mem.n; s++) {
@@ -86,6 +85,23 @@ int snapdiff_collect(struct moat_vm *vm, uint64_t **out)
         }
         free(kb);
     }
+    return 0;
+}
+
+uint64_t snapdiff_count(struct moat_vm *vm)
+{
+    uint64_t n = 0;
+    for (uint64_t w = 0, words = vm->dirty ? snap_bitmap_words(vm->ram_size) : 0; w < words; w++)
+        n += (uint64_t)__builtin_popcountll(__atomic_load_n(&vm->dirty[w], __ATOMIC_RELAXED));
+    return n;
+}
+
+int snapdiff_collect(struct moat_vm *vm, uint64_t **out)
+{
+    *out = NULL;
+    int r = snapdiff_harvest(vm);
+    if (r < 0)
+        return r;
     /* The bits move into the snapshot's copy: a page written from now on
      * (the guest runs again before the files are durable) is the next
      * snapshot's. A failed snapshot gives them back (snapdiff_giveback). */

@@ -33,6 +33,11 @@ void snapdiff_free(struct moat_vm *vm);
  * clear afterwards, so pages written while the snapshot is finished
  * (the guest runs again before the files are durable) go to the next one. */
 int snapdiff_collect(struct moat_vm *vm, uint64_t **bm);
+/* KVM's log of written pages so far into the VM's written set (what
+ * snapdiff_collect does first; safe while vCPUs run), and the number of
+ * pages in that set: a diff's size as of now. */
+int snapdiff_harvest(struct moat_vm *vm);
+uint64_t snapdiff_count(struct moat_vm *vm);
 /* The snapshot holding bm failed: put its pages back into vm->dirty. */
 void snapdiff_giveback(struct moat_vm *vm, const uint64_t *bm);
 

@@ -308,17 +308,19 @@ static int write_files(struct snap_job *j)
 
 /* Before the pause: how much the copy will take, to fault that much of
  * the staging buffer in while the guest still runs. A full snapshot: the
- * pages that exist now (pagemap, as in step 4); a diff: as much as the
- * VM's last snapshot wrote (its written set is known only once paused). A
+ * pages that exist now (pagemap, as in step 4); a diff: the pages written
+ * since the last snapshot, as of now (KVM's log taken in early). A
  * wrong guess costs time, never content: the copy faults in what is
  * missing, and what is left over is unmapped with the rest. */
 static uint64_t stage_guess(struct moat_vm *vm, bool diff)
 {
     if (diff) {
-        pthread_mutex_lock(&vm->lock);
-        uint64_t n = vm->snap_stats.data_pages;
-        pthread_mutex_unlock(&vm->lock);
-        return n * PAGE;
+        /* The pages written so far (KVM's log taken in now; the pause
+         * takes in the rest): what the diff will copy, give or take what
+         * is written meanwhile and the zero pages it skips. */
+        if (snapdiff_harvest(vm) < 0)
+            return 0;
+        return snapdiff_count(vm) * PAGE;
     }
     uint64_t *bm = NULL, n = 0;
     if (snapmem_candidates(vm, &bm) < 0)
