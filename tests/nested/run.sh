@@ -70,10 +70,15 @@ st=$work/root
 mkdir -p "$st/payload" "$st/nested"
 [ "$payload" = - ] || cp -rL "$payload/." "$st/payload/"
 
-# Shared libraries (and the ELF interpreter) of every dynamic ELF in the payload.
+# Shared libraries (and the ELF interpreter) of every dynamic ELF in the
+# payload, and those moat loads at run time rather than through its ELF's
+# needs: libmicrohttpd and its own (dlopen'ed when moat vmm's API or moat
+# serve starts, vmm/cli/mhd_dyn.c).
 if [ "$libs" = 1 ]; then
-    find "$st/payload" -type f | while read -r f; do
+    mhd=$(ldconfig -p 2>/dev/null | awk '/libmicrohttpd\.so\.[0-9]+ .*x86-64/ { p = $NF } END { if (p) print p }' || true)
+    { find "$st/payload" -type f; if [ -n "$mhd" ]; then echo "$mhd"; fi; } | while read -r f; do
         [ "$(head -c 4 "$f" 2>/dev/null | od -An -c | tr -d ' ')" = '177ELF' ] || continue
+        if [ "$f" = "$mhd" ]; then echo "$f"; fi
         { ldd "$f" 2>/dev/null || true; } | sed -n 's/.*=> \(\/[^ ]*\) .*/\1/p; s/^[[:space:]]*\(\/[^ ]*\) (0x.*/\1/p'
     done | sort -u | while read -r lib; do
         [ -f "$lib" ] || continue
