@@ -235,6 +235,23 @@ fi
     --kernel "$GUESTS/timeout.elf" --mem 64 --timeout 1 >/dev/null 2>&1; rc=$?
 check "the timeout's status comes back (124: $rc)" '[ $rc = 124 ]'
 
+# moat vmm in a jail: libmicrohttpd, which moat loads only when an HTTP
+# server starts, is exposed with the libraries it brings (no KVM needed:
+# GET / answers before any VM exists).
+if command -v curl >/dev/null; then
+    mkdir -p "$BASE/jv" && chown $UID_J:$GID_J "$BASE/jv"
+    "$BIN" jail --id jv --uid $UID_J --gid $GID_J --chroot-base "$BASE" --expose "$BASE/jv" -- moat vmm \
+        --api-sock "$BASE/jv/api.sock" --id jv >"$BASE/jv.out" 2>&1 &
+    JPID=$!
+    for _ in $(seq 100); do [ -S "$BASE/jv/api.sock" ] && break; sleep 0.05; done
+    out=$(curl -s --max-time 10 --unix-socket "$BASE/jv/api.sock" http://localhost/ 2>&1)
+    check "moat vmm in a jail answers GET / ($out$(head -c 200 "$BASE/jv.out"))" \
+          '[[ "$out" == *"\"id\":\"jv\""* ]]'
+    kill -TERM $JPID; wait $JPID; JPID=""
+else
+    echo "SKIPPED: jail: moat vmm in a jail (no curl)"
+fi
+
 # JAIL_SANDBOXES=0 stops here: the nested suite's cgroup check runs this
 # script in L1 for its cgroup v2 branch above, and there (QEMU TCG) the
 # counter guest's console log does not keep the consecutive ticks the

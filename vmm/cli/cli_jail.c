@@ -24,6 +24,7 @@
 
 #include "vmm/cli/cli.h"
 #include "vmm/cli/jail_spec.h"
+#include "vmm/cli/mhd_dyn.h"
 #include "vmm/core/kvm.h"
 
 #define JAIL_CG_MAX 16
@@ -478,6 +479,16 @@ int cmd_jail(int argc, char **argv)
         return EXIT_VMM_ERROR;
     }
     j.exe[n] = 0;
+    /* moat vmm and moat serve load libmicrohttpd when their HTTP server
+     *    starts (mhd_dyn.c): loaded here first, so that it and the
+     *    libraries it brings are among the files exposed below. */
+    if (iargc > 1 && (!strcmp(iargv[1], "vmm") || !strcmp(iargv[1], "serve"))) {
+        char mwhy[256];
+        if (mhd_load(mwhy, sizeof mwhy) < 0) {
+            jerr("%s", mwhy);
+            return EXIT_VMM_ERROR;
+        }
+    }
     if (add_loaded_files(&j.paths, j.exe) < 0) {
         jerr("listing this binary's shared objects: a bad name or more than %d paths",
              JAIL_PATHS_MAX);
