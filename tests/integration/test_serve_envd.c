@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "tests/gzip_of.h"
 #include "vmm/agent/agent_proto.h"
 #include "vmm/cli/serve_connect.h"
 #include "vmm/cli/serve_envd.h"
@@ -931,22 +932,6 @@ START_TEST(files_up_and_down)
 }
 END_TEST
 
-/* n bytes as one gzip member (what CompressionStream("gzip") sends). */
-static uint8_t *gzip_of(const void *in, size_t n, size_t *outn)
-{
-    z_stream z = { 0 };
-    ck_assert_int_eq(deflateInit2(&z, 6, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    size_t cap = deflateBound(&z, (uLong)n) + 64;
-    uint8_t *out = malloc(cap);
-    z.next_in = (Bytef *)(uintptr_t)in;
-    z.avail_in = (uInt)n;
-    z.next_out = out;
-    z.avail_out = (uInt)cap;
-    ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
-    *outn = cap - z.avail_out;
-    deflateEnd(&z);
-    return out;
-}
 
 /* POST body as application/octet-stream to path with Content-Encoding ce. */
 static void gz_post(const char *path, const char *ce, const void *body, size_t blen, int chunked, struct resp *r)
@@ -970,7 +955,7 @@ START_TEST(files_gzip)
     /* Half of it compressible, so the stream is not just stored blocks. */
     memset(data + n / 2, 'a', n / 4);
     size_t zn;
-    uint8_t *z = gzip_of(data, n, &zn);
+    uint8_t *z = gzip_of(data, n, 6, &zn);
     char path[400];
     struct resp r;
     /* Octet-stream (the SDK's files.write(..., {gzip: true})), fixed length and chunked. */
@@ -984,7 +969,7 @@ START_TEST(files_gzip)
     /* Two members back to back decode to both (RFC 1952; Go's reader too). */
     {
         size_t an, bn;
-        uint8_t *a = gzip_of("hello ", 6, &an), *b = gzip_of("world", 5, &bn);
+        uint8_t *a = gzip_of("hello ", 6, 6, &an), *b = gzip_of("world", 5, 6, &bn);
         uint8_t *ab = malloc(an + bn);
         memcpy(ab, a, an);
         memcpy(ab + an, b, bn);
@@ -1010,7 +995,7 @@ START_TEST(files_gzip)
         memcpy(body, pre, (size_t)pl);
         memcpy(body + pl, data, n);
         memcpy(body + pl + n, post, (size_t)ql);
-        uint8_t *mz = gzip_of(body, blen, &mn);
+        uint8_t *mz = gzip_of(body, blen, 6, &mn);
         snprintf(ct, sizeof ct, "multipart/form-data; boundary=%s", bnd);
         snprintf(hdrs, sizeof hdrs, "%sContent-Encoding: gzip\r\n", sdk_headers(0, NULL, ct));
         http("POST", "/files", hdrs, mz, mn, 1, &r);
@@ -1066,14 +1051,14 @@ START_TEST(files_gzip)
     max_inflate = 4 << 20;
     server_start(64 * 1024, 0);
     uint8_t *zeros = calloc(1, 16 << 20);
-    z = gzip_of(zeros, 4 << 20, &zn);
+    z = gzip_of(zeros, 4 << 20, 6, &zn);
     snprintf(path, sizeof path, "%s/gz/at-limit", tmpdir);
     gz_post(path, "gzip", z, zn, 0, &r);
     ck_assert_msg(r.status == 200, "%d %s", r.status, r.body);
     resp_free(&r);
     ck_assert_int_eq(size_of(path), 4 << 20);
     free(z);
-    z = gzip_of(zeros, 16 << 20, &zn);
+    z = gzip_of(zeros, 16 << 20, 6, &zn);
     ck_assert(zn < 64 * 1024);
     for (int chunked = 0; chunked < 2; chunked++) {
         snprintf(path, sizeof path, "%s/gz/bomb%d", tmpdir, chunked);

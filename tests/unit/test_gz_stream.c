@@ -11,6 +11,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "tests/gzip_of.h"
 #include "vmm/cli/gz_stream.h"
 
 /* What the sink got. */
@@ -55,23 +56,6 @@ static void out_free(struct out *o)
     free(o);
 }
 
-/* in[0..n) deflated as one gzip member (header without name or time). */
-static uint8_t *gz_of(const void *in, size_t n, size_t *zn)
-{
-    z_stream z = { 0 };
-    ck_assert_int_eq(deflateInit2(&z, 9, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-    size_t cap = deflateBound(&z, n) + 64;
-    uint8_t *o = malloc(cap);
-    ck_assert_ptr_nonnull(o);
-    z.next_in = (Bytef *)(uintptr_t)in;
-    z.avail_in = (uInt)n;
-    z.next_out = o;
-    z.avail_out = (uInt)cap;
-    ck_assert_int_eq(deflate(&z, Z_FINISH), Z_STREAM_END);
-    *zn = cap - z.avail_out;
-    deflateEnd(&z);
-    return o;
-}
 
 /* Deterministic, somewhat compressible bytes. */
 static uint8_t *pattern(size_t n, unsigned seed)
@@ -131,7 +115,7 @@ static int decode(const uint8_t *in, size_t n, size_t piece, uint64_t max, struc
 START_TEST(one_member)
 {
     size_t n = 300000, zn;
-    uint8_t *p = pattern(n, 1), *z = gz_of(p, n, &zn);
+    uint8_t *p = pattern(n, 1), *z = gzip_of(p, n, 9, &zn);
     static const size_t pieces[] = { 0, 1, 7, 4096, 65536 };
     for (size_t i = 0; i < sizeof pieces / sizeof pieces[0]; i++) {
         struct out *o = out_new(n);
@@ -143,14 +127,14 @@ START_TEST(one_member)
     }
     /* One byte of data. */
     size_t z1n;
-    uint8_t *z1 = gz_of("x", 1, &z1n);
+    uint8_t *z1 = gzip_of("x", 1, 9, &z1n);
     struct out *o = out_new(8);
     ck_assert_int_eq(decode(z1, z1n, 1, 1, o, NULL, 0), 0);
     ck_assert_uint_eq(o->len, 1);
     ck_assert_int_eq(o->buf[0], 'x');
     out_free(o);
     /* A member of nothing decodes to nothing, and is fine. */
-    uint8_t *z0 = gz_of("", 0, &z1n);
+    uint8_t *z0 = gzip_of("", 0, 9, &z1n);
     o = out_new(8);
     ck_assert_int_eq(decode(z0, z1n, 0, 0, o, NULL, 0), 0);
     ck_assert_uint_eq(o->len, 0);
@@ -169,7 +153,7 @@ START_TEST(concatenated)
     uint8_t *p[3], *z[3];
     for (int i = 0; i < 3; i++) {
         p[i] = pattern(n[i], 10 + (unsigned)i);
-        z[i] = gz_of(p[i], n[i], &zn[i]);
+        z[i] = gzip_of(p[i], n[i], 9, &zn[i]);
     }
     for (int members = 2; members <= 3; members++) {
         total = ztotal = 0;
@@ -227,7 +211,7 @@ START_TEST(empty_and_truncated)
     out_free(o);
 
     size_t n = 100000, zn;
-    uint8_t *p = pattern(n, 2), *z = gz_of(p, n, &zn);
+    uint8_t *p = pattern(n, 2), *z = gzip_of(p, n, 9, &zn);
     ck_assert_uint_gt(zn, 18 + 100);
     BAD(z, 1, 0, "the stream is truncated");          /* the magic's first byte */
     BAD(z, 10, 0, "the stream is truncated");         /* the 10-byte header only */
@@ -252,7 +236,7 @@ END_TEST
 START_TEST(malformed)
 {
     size_t n = 5000, zn;
-    uint8_t *p = pattern(n, 3), *z = gz_of(p, n, &zn);
+    uint8_t *p = pattern(n, 3), *z = gzip_of(p, n, 9, &zn);
     uint8_t *b = malloc(zn + 64);
     static const size_t pieces[] = { 0, 1 };
     for (size_t k = 0; k < 2; k++) {
@@ -338,7 +322,7 @@ START_TEST(limit)
     static const size_t sizes[] = { 1, 1000, GZ_STREAM_STEP, GZ_STREAM_STEP + 1, 3 * GZ_STREAM_STEP + 17 };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         size_t n = sizes[i], zn;
-        uint8_t *p = pattern(n, 4 + (unsigned)i), *z = gz_of(p, n, &zn);
+        uint8_t *p = pattern(n, 4 + (unsigned)i), *z = gzip_of(p, n, 9, &zn);
         static const size_t pieces[] = { 0, 1, 333 };
         for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {
             char why[160];
@@ -375,7 +359,7 @@ START_TEST(limit)
     }
     /* Limit 0: only empty members pass. */
     size_t zn;
-    uint8_t *z = gz_of("a", 1, &zn);
+    uint8_t *z = gzip_of("a", 1, 9, &zn);
     struct out *o = out_new(8);
     ck_assert_int_eq(decode(z, zn, 0, 0, o, NULL, 0), -EFBIG);
     ck_assert_uint_eq(o->len, 0);
@@ -452,7 +436,7 @@ END_TEST
 START_TEST(sink_fails)
 {
     size_t n = 5 * GZ_STREAM_STEP, zn;
-    uint8_t *p = pattern(n, 5), *z = gz_of(p, n, &zn);
+    uint8_t *p = pattern(n, 5), *z = gzip_of(p, n, 9, &zn);
     struct out *o = out_new(n);
     o->fail_after = 2 * GZ_STREAM_STEP;
     struct gz_stream *g;
@@ -493,7 +477,7 @@ START_TEST(step_bound)
         x = x * 1103515245u + 12345u;
         p[i] = (uint8_t)(x >> 23);
     }
-    uint8_t *z = gz_of(p, n, &zn);
+    uint8_t *z = gzip_of(p, n, 9, &zn);
     ck_assert_uint_gt(zn, n);
     static const size_t pieces[] = { 0, 100000, 3 * GZ_STREAM_STEP };
     for (size_t k = 0; k < sizeof pieces / sizeof pieces[0]; k++) {

@@ -135,6 +135,23 @@ START_TEST(file_data_ranges)
 }
 END_TEST
 
+/* The pages both write tests start from: a run longer than one request
+ * (1 MiB, pages 10..299) split by a zero page (150), a page non-zero only
+ * in its last byte (400), 50 selected zero pages (401..450) and a non-zero
+ * page that is not selected (500). */
+static void fill_common(uint8_t *ram, uint64_t *sel)
+{
+    for (uint64_t i = 10; i < 300; i++) {
+        memset(ram + i * PG, (int)(i & 0x7f) | 1, PG);
+        snapmem_bits_set(sel, i, 1);
+    }
+    memset(ram + 150 * PG, 0, PG);
+    ram[400 * PG + PG - 1] = 9;
+    snapmem_bits_set(sel, 400, 1);
+    snapmem_bits_set(sel, 401, 50);
+    memset(ram + 500 * PG, 0x55, PG);
+}
+
 /* ram: npages with a pattern; sel: which to look at. Checks the file
  * against it: selected non-zero pages hold their bytes, everything else
  * reads zero; selected zero pages and unselected pages are holes. */
@@ -144,20 +161,7 @@ static void write_and_check(bool direct_ok)
     uint8_t *ram = mmap(NULL, n * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(ram, MAP_FAILED);
     uint64_t sel[(600 + 63) / 64] = { 0 };
-    /* a run longer than one request (1 MiB): pages 10..299 */
-    for (uint64_t i = 10; i < 300; i++) {
-        memset(ram + i * PG, (int)(i & 0x7f) | 1, PG);
-        snapmem_bits_set(sel, i, 1);
-    }
-    /* a zero page inside a selected run splits it */
-    memset(ram + 150 * PG, 0, PG);
-    /* selected, non-zero only in its last byte */
-    ram[400 * PG + PG - 1] = 9;
-    snapmem_bits_set(sel, 400, 1);
-    /* selected but zero */
-    snapmem_bits_set(sel, 401, 50);
-    /* non-zero but not selected: must not be written */
-    memset(ram + 500 * PG, 0x55, PG);
+    fill_common(ram, sel);
     /* the last page */
     ram[599 * PG] = 7;
     snapmem_bits_set(sel, 599, 1);
@@ -245,15 +249,7 @@ static void staged_check(bool direct_ok, uint64_t cap_pages, bool ring)
     uint8_t *ram = mmap(NULL, n * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(ram, MAP_FAILED);
     uint64_t sel[(1200 + 63) / 64] = { 0 };
-    for (uint64_t i = 10; i < 300; i++) {
-        memset(ram + i * PG, (int)(i & 0x7f) | 1, PG);
-        snapmem_bits_set(sel, i, 1);
-    }
-    memset(ram + 150 * PG, 0, PG);
-    ram[400 * PG + PG - 1] = 9;
-    snapmem_bits_set(sel, 400, 1);
-    snapmem_bits_set(sel, 401, 50);
-    memset(ram + 500 * PG, 0x55, PG);
+    fill_common(ram, sel);
     for (uint64_t i = 600; i < 1100; i++) {
         memset(ram + i * PG, (int)(i & 0x3f) | 0x40, PG);
         snapmem_bits_set(sel, i, 1);
