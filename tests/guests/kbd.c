@@ -100,7 +100,10 @@ static int irq_byte(uint64_t cycles, uint8_t *b)
             *b = inb(I8042_DATA);
             return 0;
         }
-        if (rdtsc() - t0 > cycles)
+        uint64_t now = rdtsc();
+        if (now < t0)
+            t0 = now;       /* restored on a host whose TSC is behind: wait anew */
+        if (now - t0 > cycles)
             return -1;
         cpu_relax();
     }

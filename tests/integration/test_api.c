@@ -446,7 +446,7 @@ START_TEST(i8042_state_across_snapshot)
     snap_names(&f, dir, 1);
     struct capture c;
     int w;
-    struct moat_vm *vm = make_vm_in("kbd", &c, &w, 1, "xlate=1", -1, NULL);
+    struct moat_vm *vm = make_vm_in("kbd", &c, &w, 1, "xlate=1 kbdwait=3000", -1, NULL);
     ck_assert_int_eq(moat_start(vm), 0);
     ck_assert_msg(cap_wait_for(&c, "kbd: ready", 10000 * slow()), "no 'kbd: ready': %s", c.buf);
     ck_assert_int_eq(moat_pause(vm), 0);

@@ -20,7 +20,16 @@ t vsock-snapshot-cli sh -c '
         ha=$(date +%s)
         echo "restore $i: exec rc $rx host $hb..$ha"; cat $d/x$i.out
         eval "rx$i=$rx; hb$i=$hb; ha$i=$ha"
-        ./build/moat exec --vsock $d/r$i.sock -- /sbin/reboot -f >/dev/null 2>&1; wait $p
+        ./build/moat exec --vsock $d/r$i.sock -- /sbin/reboot -f >$d/b$i.out 2>&1; rb=$?
+        # Teardown, not what is checked: a restore still up 60 s after the
+        # reboot exec (seen once in a full suite run, cause unknown: the
+        # exec output below says whether the reboot ran) is stopped.
+        k=0; while kill -0 $p 2>/dev/null && [ $k -lt 600 ]; do sleep 0.1; k=$((k + 1)); done
+        if kill -0 $p 2>/dev/null; then
+            echo "restore $i: still running 60 s after reboot -f (exec rc $rb: $(head -c 300 $d/b$i.out)): SIGTERM"
+            kill -TERM $p
+        fi
+        wait $p
         echo "restore $i output:"; tail -n 5 $d/r$i.out
     done
     echo "boot exec rc $r0 (snapshot run rc $rg)"; cat $d/e0.out
