@@ -241,31 +241,23 @@ START_TEST(malformed)
     static const size_t pieces[] = { 0, 1 };
     for (size_t k = 0; k < 2; k++) {
         size_t piece = pieces[k];
-        /* Bad magic. */
-        memcpy(b, z, zn);
-        b[0] = 0x1e;
-        BAD(b, zn, piece, "incorrect header check");
-        memcpy(b, z, zn);
-        b[1] = 0x8a;
-        BAD(b, zn, piece, "incorrect header check");
-        /* Not deflate (CM 7), reserved flag bits. */
-        memcpy(b, z, zn);
-        b[2] = 7;
-        BAD(b, zn, piece, "unknown compression method");
-        memcpy(b, z, zn);
-        b[3] = 0xe0;
-        BAD(b, zn, piece, "unknown header flags set");
-        /* Bad CRC-32, bad ISIZE. */
-        memcpy(b, z, zn);
-        b[zn - 8] ^= 1;
-        BAD(b, zn, piece, "incorrect data check");
-        memcpy(b, z, zn);
-        b[zn - 1] ^= 0x40;
-        BAD(b, zn, piece, "incorrect length check");
-        /* Damaged deflate data: an invalid block type right after the header. */
-        memcpy(b, z, zn);
-        b[10] = 0x07;                 /* BFINAL 1, BTYPE 11 (reserved) */
-        BAD(b, zn, piece, "invalid block type");
+        /* One byte of a valid member changed: where (from the end when
+         * negative), to what (or xor'ed with), what zlib says. */
+        static const struct { long at; uint8_t set, xor; const char *msg; } one[] = {
+            { 0, 0x1e, 0, "incorrect header check" },       /* bad magic */
+            { 1, 0x8a, 0, "incorrect header check" },
+            { 2, 7, 0, "unknown compression method" },      /* not deflate (CM 7) */
+            { 3, 0xe0, 0, "unknown header flags set" },     /* reserved flag bits */
+            { -8, 0, 1, "incorrect data check" },           /* CRC-32 */
+            { -1, 0, 0x40, "incorrect length check" },      /* ISIZE */
+            { 10, 0x07, 0, "invalid block type" },          /* BFINAL 1, BTYPE 11 (reserved) */
+        };
+        for (size_t c = 0; c < sizeof one / sizeof one[0]; c++) {
+            memcpy(b, z, zn);
+            size_t at = one[c].at < 0 ? zn - (size_t)-one[c].at : (size_t)one[c].at;
+            b[at] = one[c].xor ? (uint8_t)(b[at] ^ one[c].xor) : one[c].set;
+            BAD(b, zn, piece, one[c].msg);
+        }
         /* Trailing garbage after a valid member, one byte or more. */
         memcpy(b, z, zn);
         memcpy(b + zn, "garbage!", 8);

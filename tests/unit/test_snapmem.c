@@ -135,6 +135,18 @@ START_TEST(file_data_ranges)
 }
 END_TEST
 
+/* The snapshot file p (n pages) read back whole; its descriptor in *fd. */
+static uint8_t *read_back(const char *p, uint64_t n, int *fd)
+{
+    *fd = open(p, O_RDONLY);
+    ck_assert_int_ge(*fd, 0);
+    ck_assert_int_eq(lseek(*fd, 0, SEEK_END), (off_t)(n * PG));
+    uint8_t *back = malloc(n * PG);
+    ck_assert_ptr_nonnull(back);
+    ck_assert_int_eq(pread(*fd, back, n * PG, 0), (ssize_t)(n * PG));
+    return back;
+}
+
 /* The pages both write tests start from: a run longer than one request
  * (1 MiB, pages 10..299) split by a zero page (150), a page non-zero only
  * in its last byte (400), 50 selected zero pages (401..450) and a non-zero
@@ -180,12 +192,8 @@ static void write_and_check(bool direct_ok)
     ck_assert_uint_ge(st.requests, 4);     /* 10..149, 151..299 (split at 1 MiB), 400, 599 */
     ck_assert_uint_eq(st.direct, f.direct);
 
-    int fd = open(p, O_RDONLY);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(lseek(fd, 0, SEEK_END), (off_t)(n * PG));
-    uint8_t *back = malloc(n * PG);
-    ck_assert_ptr_nonnull(back);
-    ck_assert_int_eq(pread(fd, back, n * PG, 0), (ssize_t)(n * PG));
+    int fd;
+    uint8_t *back = read_back(p, n, &fd);
     for (uint64_t i = 0; i < n; i++) {
         bool want = bit(sel, i);
         for (uint64_t b = 0; b < PG; b++) {
@@ -301,12 +309,8 @@ static void staged_check(bool direct_ok, uint64_t cap_pages, bool ring)
                       "%llu bytes staged, cap %llu pages", (unsigned long long)st.staged_bytes,
                       (unsigned long long)cap_pages);
 
-    int fd = open(p, O_RDONLY);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(lseek(fd, 0, SEEK_END), (off_t)(n * PG));
-    uint8_t *back = malloc(n * PG);
-    ck_assert_ptr_nonnull(back);
-    ck_assert_int_eq(pread(fd, back, n * PG, 0), (ssize_t)(n * PG));
+    int fd;
+    uint8_t *back = read_back(p, n, &fd);
     for (uint64_t i = 0; i < n; i++)
         if (memcmp(back + i * PG, want + i * PG, PG) != 0)
             ck_abort_msg("page %llu is not its content at the copy (cap %llu pages, %s, %s)",
