@@ -40,7 +40,7 @@ median() { sort -n | awk '{a[NR]=$1} END {if (NR==0) {print "null"; exit} m=(NR%
 p99() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.99+0.999); if(i<1)i=1; if (NR==0) print "null"; else print a[i]}'; }
 now_us() { date +%s%6N; }
 field() { grep -o "\"$1\": [0-9]*" | head -n 1 | awk '{print $2}'; }   # from a --timings line
-evict() { python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_RDONLY); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"; }
+evict() { dd if="$1" iflag=nocache count=0 status=none; }   # GNU dd: posix_fadvise(DONTNEED) of the whole file
 
 w=$(mktemp -d "${TMPDIR:-/tmp}/moat-bench-restore.XXXXXX")
 export MOAT_HOME=$w/home
@@ -112,7 +112,10 @@ for r in $(seq 1 "$RUNS_FORK"); do
     "$MOAT" fork sb --count "$FORKS" --prefix f$r --wait 0 --timings >/dev/null 2>"$w/fork.err" || { cat "$w/fork.err" >&2; exit 1; }
     t=$(grep '"command": "fork"' "$w/fork.err")
     echo "$(( $(echo "$t" | field first_run) - $(echo "$t" | field overlays) )) $(echo "$t" | field first_run) $(echo "$t" | field snapshot)" >> "$w/fork.runs"
-    "$MOAT" rm -f $(seq -f "f$r-%g" 1 "$FORKS") >/dev/null
+    # the children are removed before the next round (20 running VMs would
+    # load every later figure); names PREFIX-N, N = 1..FORKS
+    "$MOAT" rm -f $(for i in $(seq 1 "$FORKS"); do echo "f$r-$i"; done) >/dev/null ||
+        { echo "bench/restore: moat rm of round $r's forks failed" >&2; exit 1; }
 done
 fork_med=$(awk '{print $1}' "$w/fork.runs" | median); fork_p99=$(awk '{print $1}' "$w/fork.runs" | p99)
 fork_total=$(awk '{print $2}' "$w/fork.runs" | median); fork_snap=$(awk '{print $3}' "$w/fork.runs" | median)
