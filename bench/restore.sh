@@ -14,7 +14,12 @@
 #    child's first KVM_RUN, RUNS_FORK times;
 #  - `moat start` of a stopped sandbox until it returns (its control socket
 #    answers: the started moat says so over its ready pipe) and `moat stop`
-#    (snapshot included), wall time of the commands, RUNS times.
+#    (snapshot included), wall time of the commands, RUNS times;
+#  - `moat create` of the tiny guest and from a template (`moat fork
+#    template.T --name X`), RUNS times; `moat exec` of a stopped sandbox
+#    (the default Linux guest: resume, run `true`), RUNS_EXEC times, only
+#    where Linux user space runs under moat (kvm: a hardware host or the
+#    nested L1; on PVM the line says why not).
 # Results: build/bench/restore.json. Needs a usable KVM, PVM included
 # (SKIPPED otherwise).
 set -u
@@ -22,6 +27,7 @@ cd "$(dirname "$0")/.."
 RUNS=${RUNS:-20}
 RUNS_WS=${RUNS_WS:-5}
 RUNS_FORK=${RUNS_FORK:-5}
+RUNS_EXEC=${RUNS_EXEC:-10}
 FORKS=${FORKS:-20}
 WS_MIB=${WS_MIB:-32}
 B=build/bench
@@ -107,6 +113,42 @@ done
 stop_med=$(median < "$w/stop.runs"); stop_p99=$(p99 < "$w/stop.runs")
 start_med=$(median < "$w/start.runs"); start_p99=$(p99 < "$w/start.runs")
 
+# moat create, end to end: of the tiny guest (it boots; --wait 0: until
+# its control socket answers) and from a template made of sb
+# (`moat fork template.T --name X`: the template's snapshot mapped
+# copy-on-write), each removed again, RUNS times.
+"$MOAT" template create tb --from sb --no-agent >/dev/null || exit 1
+: > "$w/create.runs"; : > "$w/tcreate.runs"
+for i in $(seq 1 "$RUNS"); do
+    t0=$(now_us); "$MOAT" create c$i --wait 0 --mem 256 --kernel "$GUEST" --cmdline ws=0 >/dev/null || exit 1; t1=$(now_us)
+    "$MOAT" fork template.tb --name t$i --wait 0 >/dev/null || exit 1; t2=$(now_us)
+    "$MOAT" rm -f c$i t$i >/dev/null || { echo "bench/restore: moat rm c$i t$i failed" >&2; exit 1; }
+    echo $((t1 - t0)) >> "$w/create.runs"; echo $((t2 - t1)) >> "$w/tcreate.runs"
+done
+create_med=$(median < "$w/create.runs"); create_p99=$(p99 < "$w/create.runs")
+tcreate_med=$(median < "$w/tcreate.runs"); tcreate_p99=$(p99 < "$w/tcreate.runs")
+
+# moat exec of a stopped sandbox (resume + run `true` + answer), the
+# default Linux guest with its agent: only where Linux user space runs
+# under moat (a kvm host or the nested L1; not PVM), RUNS_EXEC times,
+# the sandbox stopped again between runs (not timed).
+exec_med=null; exec_p99=null; exec_why=""
+if [ "$kind" != kvm ]; then
+    exec_why="not measured: Linux user space does not run under moat on a $kind host"
+elif [ ! -f build/guest/bzImage ]; then
+    exec_why="not measured: build/guest/bzImage missing (make guest)"
+else
+    "$MOAT" create lx --wait 600 >/dev/null || exit 1
+    : > "$w/exec.runs"
+    for _ in $(seq 1 "$RUNS_EXEC"); do
+        "$MOAT" stop lx || exit 1
+        t0=$(now_us); "$MOAT" exec lx -- true || exit 1; t1=$(now_us)
+        echo $((t1 - t0)) >> "$w/exec.runs"
+    done
+    "$MOAT" rm -f lx >/dev/null
+    exec_med=$(median < "$w/exec.runs"); exec_p99=$(p99 < "$w/exec.runs")
+fi
+
 : > "$w/fork.runs"
 for r in $(seq 1 "$RUNS_FORK"); do
     "$MOAT" fork sb --count "$FORKS" --prefix f$r --wait 0 --timings >/dev/null 2>"$w/fork.err" || { cat "$w/fork.err" >&2; exit 1; }
@@ -127,6 +169,13 @@ echo "restore -> ${WS_MIB} MiB working set read, $RUNS_WS runs each: warm cache:
 echo "$FORKS forks -> all at first KVM_RUN, $RUNS_FORK runs: median ${fork_med} us from the children's start (p99 ${fork_p99}); whole command to the last first KVM_RUN ${fork_total} us (the parent's snapshot done at ${fork_snap} us)"
 echo "moat start (stopped -> control socket answers), $RUNS runs: median ${start_med} us, p99 ${start_p99} us"
 echo "moat stop (snapshot included), $RUNS runs: median ${stop_med} us, p99 ${stop_p99} us"
+echo "moat create (tiny guest boots, --wait 0), $RUNS runs: median ${create_med} us, p99 ${create_p99} us"
+echo "moat fork template.T --name X (create from a template, --wait 0), $RUNS runs: median ${tcreate_med} us, p99 ${tcreate_p99} us"
+if [ -z "$exec_why" ]; then
+    echo "moat exec of a stopped sandbox (Linux guest: resume + true), $RUNS_EXEC runs: median ${exec_med} us, p99 ${exec_p99} us"
+else
+    echo "moat exec of a stopped sandbox: $exec_why"
+fi
 cat > "$json" <<EOF2
 {"host_kind": "$kind", "cpus": $(nproc), "mem_mib": 256, "ws_mib": $WS_MIB,
  "record_ms": $rec_ms, "ws_file_bytes": $ws_kib,
@@ -136,6 +185,9 @@ cat > "$json" <<EOF2
  "ws_cold_prefetch_us_median": ${cold_on}, "ws_cold_none_us_median": ${cold_off}, "ws_cold_ratio": $(ratio "$cold_on" "$cold_off"),
  "forks": $FORKS, "fork_runs": $RUNS_FORK, "forks_all_first_run_us_median": ${fork_med}, "forks_all_first_run_us_p99": ${fork_p99},
  "fork_command_to_last_first_run_us_median": ${fork_total},
- "start_us_median": ${start_med}, "start_us_p99": ${start_p99}, "stop_us_median": ${stop_med}, "stop_us_p99": ${stop_p99}}
+ "start_us_median": ${start_med}, "start_us_p99": ${start_p99}, "stop_us_median": ${stop_med}, "stop_us_p99": ${stop_p99},
+ "create_us_median": ${create_med}, "create_us_p99": ${create_p99},
+ "create_from_template_us_median": ${tcreate_med}, "create_from_template_us_p99": ${tcreate_p99},
+ "exec_stopped_us_median": ${exec_med}, "exec_stopped_us_p99": ${exec_p99}}
 EOF2
 echo "results: $json"
