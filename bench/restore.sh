@@ -47,6 +47,8 @@ p99() { sort -n | awk '{a[NR]=$1} END {i=int(NR*0.99+0.999); if(i<1)i=1; if (NR=
 now_us() { date +%s%6N; }
 field() { grep -o "\"$1\": [0-9]*" | head -n 1 | awk '{print $2}'; }   # from a --timings line
 evict() { dd if="$1" iflag=nocache count=0 status=none; }   # GNU dd: posix_fadvise(DONTNEED) of the whole file
+# remove sandboxes the bench made, or stop it: VMs left running would load every later figure
+remove() { "$MOAT" rm -f "$@" >/dev/null || { echo "bench/restore: moat rm $* failed" >&2; exit 1; }; }
 
 w=$(mktemp -d "${TMPDIR:-/tmp}/moat-bench-restore.XXXXXX")
 export MOAT_HOME=$w/home
@@ -122,7 +124,7 @@ start_med=$(median < "$w/start.runs"); start_p99=$(p99 < "$w/start.runs")
 for i in $(seq 1 "$RUNS"); do
     t0=$(now_us); "$MOAT" create c$i --wait 0 --mem 256 --kernel "$GUEST" --cmdline ws=0 >/dev/null || exit 1; t1=$(now_us)
     "$MOAT" fork template.tb --name t$i --wait 0 >/dev/null || exit 1; t2=$(now_us)
-    "$MOAT" rm -f c$i t$i >/dev/null || { echo "bench/restore: moat rm c$i t$i failed" >&2; exit 1; }
+    remove c$i t$i
     echo $((t1 - t0)) >> "$w/create.runs"; echo $((t2 - t1)) >> "$w/tcreate.runs"
 done
 create_med=$(median < "$w/create.runs"); create_p99=$(p99 < "$w/create.runs")
@@ -145,7 +147,7 @@ else
         t0=$(now_us); "$MOAT" exec lx -- true || exit 1; t1=$(now_us)
         echo $((t1 - t0)) >> "$w/exec.runs"
     done
-    "$MOAT" rm -f lx >/dev/null
+    remove lx
     exec_med=$(median < "$w/exec.runs"); exec_p99=$(p99 < "$w/exec.runs")
 fi
 
@@ -154,10 +156,7 @@ for r in $(seq 1 "$RUNS_FORK"); do
     "$MOAT" fork sb --count "$FORKS" --prefix f$r --wait 0 --timings >/dev/null 2>"$w/fork.err" || { cat "$w/fork.err" >&2; exit 1; }
     t=$(grep '"command": "fork"' "$w/fork.err")
     echo "$(( $(echo "$t" | field first_run) - $(echo "$t" | field overlays) )) $(echo "$t" | field first_run) $(echo "$t" | field snapshot)" >> "$w/fork.runs"
-    # the children are removed before the next round (20 running VMs would
-    # load every later figure); names PREFIX-N, N = 1..FORKS
-    "$MOAT" rm -f $(for i in $(seq 1 "$FORKS"); do echo "f$r-$i"; done) >/dev/null ||
-        { echo "bench/restore: moat rm of round $r's forks failed" >&2; exit 1; }
+    remove $(for i in $(seq 1 "$FORKS"); do echo "f$r-$i"; done)   # the children: PREFIX-N, N = 1..FORKS
 done
 fork_med=$(awk '{print $1}' "$w/fork.runs" | median); fork_p99=$(awk '{print $1}' "$w/fork.runs" | p99)
 fork_total=$(awk '{print $2}' "$w/fork.runs" | median); fork_snap=$(awk '{print $3}' "$w/fork.runs" | median)
