@@ -8,14 +8,22 @@
 # or npm it prints SKIPPED and exits 0: the serve tests then say SKIPPED too.
 # An npm ci that fails (e.g. the registry is not reachable) leaves no
 # node_modules and says SKIPPED with npm's last lines: the tests skip too.
+# The reason of a skip is kept in tests/serve/.serve-deps-skipped (removed
+# once the SDK is installed): a test that finds no SDK and no such file
+# fails, since then the install step did not run before it.
 set -u
 DIR=$(cd "$(dirname "$0")/../tests/serve" && pwd)
-skip() { echo "SKIPPED: serve-deps: $* (the serve tests will print SKIPPED)"; exit 0; }
+SKIPFILE=$DIR/.serve-deps-skipped
+skip() {
+    echo "$*" > "$SKIPFILE"
+    echo "SKIPPED: serve-deps: $* (the serve tests will print SKIPPED)"; exit 0
+}
 why=$("$DIR/node-check.sh") || skip "$why"
 command -v npm >/dev/null 2>&1 || skip "no npm in PATH"
 # npm ci writes node_modules/.package-lock.json; newer than the lockfile: done.
 stamp=$DIR/node_modules/.package-lock.json
 if [ -f "$stamp" ] && [ ! "$DIR/package-lock.json" -nt "$stamp" ] && [ -f "$DIR/node_modules/e2b/package.json" ]; then
+    rm -f "$SKIPFILE"
     exit 0
 fi
 echo "serve-deps: npm ci in tests/serve (e2b from package-lock.json)"
@@ -26,3 +34,4 @@ if ! npm ci --no-audit --no-fund --loglevel=error > npm-ci.log 2>&1; then
     skip "npm ci failed (is the npm registry reachable?)"
 fi
 rm -f npm-ci.log
+rm -f "$SKIPFILE"

@@ -16,7 +16,17 @@ HOST=$B/tests/serve_envd_host
 case $SDK in /*) ;; *) SDK=$PWD/$SDK ;; esac
 if ! command -v node >/dev/null; then echo "SKIPPED: serve-envd-sdk: node is not installed"; exit 0; fi
 if [ ! -f "$SDK/dist/index.mjs" ]; then
-    echo "SKIPPED: serve-envd-sdk: no e2b package at $SDK (npm ci in tests/serve, or set E2B_SDK)"; exit 0
+    # make serve-deps runs before this (test-integration depends on it): with
+    # no SDK it either said why it skipped (a host without node >= 20.18.1,
+    # npm or the registry) or it did not run, which is a bug of the build.
+    skipped=tests/serve/.serve-deps-skipped
+    if [ -n "${E2B_SDK:-}" ]; then
+        echo "SKIPPED: serve-envd-sdk: no e2b package at $SDK (E2B_SDK)"; exit 0
+    elif [ -f "$skipped" ]; then
+        echo "SKIPPED: serve-envd-sdk: no e2b package: serve-deps skipped: $(cat "$skipped")"; exit 0
+    fi
+    echo "FAIL: serve-envd-sdk: no e2b package at $SDK and make serve-deps did not say why: it must run before this check"
+    exit 1
 fi
 for f in "$AGENT" "$HOST"; do
     if [ ! -x "$f" ]; then echo "SKIPPED: serve-envd-sdk: $f is not built"; exit 0; fi
