@@ -1,6 +1,8 @@
 /* Ethernet / VLAN / ARP / IPv4 / IPv6 / ICMP / TCP / UDP frame parser, pure. */
 #include "devices/net/net_frame.h"
 
+#include "devices/net/net_backend.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <string.h>
@@ -352,5 +354,100 @@ int net_frame_parse(const uint8_t *b, size_t len, struct net_frame *f, const cha
     }
     if (e != NF_E_OK)
         return fail(f, e, why);
+    return 0;
+}
+
+/* ---- the virtio-net header ---- */
+
+static const struct {
+    const char *name, *why;
+} vh_errs[NF_VH__COUNT] = {
+    [NF_VH_OK] = { "ok", "ok" },
+    [NF_VH_FLAGS] = { "flags", "virtio-net header flags other than NEEDS_CSUM" },
+    [NF_VH_HDR_LEN] = { "hdr-len", "virtio-net header hdr_len beyond the frame" },
+    [NF_VH_CSUM_OFFLOAD] = { "csum-offload", "NEEDS_CSUM without checksum offload negotiated" },
+    [NF_VH_CSUM_FRAME] = { "csum-frame", "NEEDS_CSUM on a frame that is not unfragmented TCP or UDP over IP" },
+    [NF_VH_CSUM_START] = { "csum-start", "csum_start is not where the TCP/UDP header starts" },
+    [NF_VH_CSUM_OFFSET] = { "csum-offset", "csum_offset is not the TCP/UDP checksum field" },
+    [NF_VH_GSO_TYPE] = { "gso-type", "GSO type not TCPv4 or TCPv6 without ECN" },
+    [NF_VH_GSO_OFFLOAD] = { "gso-offload", "GSO type whose segmentation offload was not negotiated" },
+    [NF_VH_GSO_CSUM] = { "gso-csum", "GSO without NEEDS_CSUM" },
+    [NF_VH_GSO_FRAME] = { "gso-frame", "GSO type does not match the frame (TCP over IPv4 / IPv6, unfragmented)" },
+    [NF_VH_GSO_SIZE] = { "gso-size", "gso_size 0, or segments larger than the MTU" },
+};
+
+const char *net_vhdr_errname(enum nf_vhdr_err e)
+{
+    return (unsigned)e < NF_VH__COUNT ? vh_errs[e].name : "unknown";
+}
+
+bool net_vhdr_active(const struct net_vhdr *h)
+{
+    return h->flags || h->gso_type;
+}
+
+/* Is f an unfragmented TCP or UDP datagram over IP, its L4 header parsed? */
+static bool l4_whole(const struct net_frame *f)
+{
+    return f && f->err == NF_E_OK && (f->l3 == NF_L3_IPV4 || f->l3 == NF_L3_IPV6) && (f->flags & NF_F_PORTS) &&
+           !(f->flags & NF_F_FRAG) && (f->proto == NF_IPPROTO_TCP || f->proto == NF_IPPROTO_UDP);
+}
+
+static enum nf_vhdr_err vhdr_check(const struct net_vhdr *h, const struct net_frame *f, size_t len, unsigned offl,
+                                   unsigned mtu)
+{
+    if (h->flags & ~NF_VHDR_F_NEEDS_CSUM)
+        return NF_VH_FLAGS;
+    if (h->hdr_len > len)
+        return NF_VH_HDR_LEN;
+    if (h->gso_type != NF_VHDR_GSO_NONE) {
+        bool v4 = h->gso_type == NF_VHDR_GSO_TCPV4;
+        if (!v4 && h->gso_type != NF_VHDR_GSO_TCPV6)
+            return NF_VH_GSO_TYPE;          /* ECN, UDP, UDP_L4, unknown */
+        if (!(offl & (v4 ? NF_OFF_TSO4 : NF_OFF_TSO6)))
+            return NF_VH_GSO_OFFLOAD;
+        if (!(h->flags & NF_VHDR_F_NEEDS_CSUM))
+            return NF_VH_GSO_CSUM;
+        if (!l4_whole(f) || f->proto != NF_IPPROTO_TCP || f->l3 != (v4 ? NF_L3_IPV4 : NF_L3_IPV6))
+            return NF_VH_GSO_FRAME;
+        /* each segment: the IP header (options, extension headers), a TCP
+         * header of at least 20 bytes, gso_size bytes of data */
+        size_t seg = (f->l4_off - f->l3_off) + 20 + (size_t)h->gso_size;
+        if (h->gso_size == 0 || seg > (mtu ? mtu : 65535u))
+            return NF_VH_GSO_SIZE;
+    }
+    if (h->flags & NF_VHDR_F_NEEDS_CSUM) {
+        if (!(offl & NF_OFF_CSUM))
+            return NF_VH_CSUM_OFFLOAD;
+        if (!l4_whole(f))
+            return NF_VH_CSUM_FRAME;
+        if (h->csum_start != f->l4_off)
+            return NF_VH_CSUM_START;
+        if (h->csum_offset != (f->proto == NF_IPPROTO_TCP ? 16u : 6u))
+            return NF_VH_CSUM_OFFSET;       /* (the parser saw 20 TCP / 8 UDP bytes there) */
+    }
+    return NF_VH_OK;
+}
+
+int net_vhdr_check(const struct net_vhdr *h, const struct net_frame *f, size_t len, unsigned offl, unsigned mtu,
+                   struct net_vhdr *out, enum nf_vhdr_err *err, const char **why)
+{
+    enum nf_vhdr_err e = vhdr_check(h, f, len, offl, mtu);
+    if (err)
+        *err = e;
+    if (e != NF_VH_OK) {
+        if (why)
+            *why = vh_errs[e].why;
+        return -EBADMSG;
+    }
+    bool csum = h->flags & NF_VHDR_F_NEEDS_CSUM, gso = h->gso_type != NF_VHDR_GSO_NONE;
+    *out = (struct net_vhdr){
+        .flags = h->flags,
+        .gso_type = h->gso_type,
+        .hdr_len = gso ? (uint16_t)f->payload_off : 0,
+        .gso_size = gso ? h->gso_size : 0,
+        .csum_start = csum ? h->csum_start : 0,
+        .csum_offset = csum ? h->csum_offset : 0,
+    };
     return 0;
 }

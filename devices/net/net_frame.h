@@ -175,4 +175,77 @@ const char *nf_addr_str(const struct nf_addr *a, char *buf, size_t n);
 void nf_addr_v4(struct nf_addr *a, const uint8_t b4[4]);
 void nf_addr_v6(struct nf_addr *a, const uint8_t b16[16]);
 
+/* ---- the virtio-net header of a frame the guest sends ----
+ *
+ * Its offload fields make the host (the TAP's kernel, or a NIC after it)
+ * write into the frame after the egress policy looked at it: with
+ * NEEDS_CSUM, a checksum at csum_start + csum_offset; with GSO, new
+ * headers for each segment. So they must agree with what net_frame_parse
+ * found, or a guest chooses 16 bits anywhere in the frame (the destination
+ * address or port of a frame the policy allowed). net_vhdr_check allows:
+ *   flags: 0 or NEEDS_CSUM only (DATA_VALID is the device's, on receive;
+ *     unknown bits refused);
+ *   hdr_len: at most the frame's length (a hint: the header handed on
+ *     carries the parsed header length for GSO, 0 without);
+ *   NEEDS_CSUM: only with NF_OFF_CSUM negotiated, on a frame that parsed
+ *     (err NF_E_OK) as IPv4 / IPv6 carrying TCP or UDP, not a fragment;
+ *     csum_start = l4_off (the L4 header the parser found, after any
+ *     VLAN tags, IPv4 options and IPv6 extension headers), csum_offset 16
+ *     (TCP) or 6 (UDP) (so the checksum field lies within the L4 header
+ *     the parser found in the datagram);
+ *   gso_type: NONE, or TCPV4 / TCPV6 when NF_OFF_TSO4 / NF_OFF_TSO6 was
+ *     negotiated, with NEEDS_CSUM, on TCP over IPv4 / IPv6 as parsed; no
+ *     ECN bit (VIRTIO_NET_F_HOST_ECN is not offered), no UDP (UFO / USO
+ *     are not offered); gso_size from 1 to what fits the MTU: the IP and
+ *     TCP headers (20 bytes of TCP: options vary per segment) + gso_size
+ *     <= mtu.
+ * Fields the flags do not use are not looked at; *out is the header to hand
+ * on: the checked fields, the unused ones zero (num_buffers too). */
+#define NF_VHDR_F_NEEDS_CSUM  0x01u
+#define NF_VHDR_F_DATA_VALID  0x02u
+#define NF_VHDR_GSO_NONE      0u
+#define NF_VHDR_GSO_TCPV4     1u
+#define NF_VHDR_GSO_UDP       3u
+#define NF_VHDR_GSO_TCPV6     4u
+#define NF_VHDR_GSO_UDP_L4    5u
+#define NF_VHDR_GSO_ECN       0x80u
+
+/* offloads the driver negotiated (net_vhdr_check's offl) */
+#define NF_OFF_CSUM  0x1u       /* VIRTIO_NET_F_CSUM */
+#define NF_OFF_TSO4  0x2u       /* VIRTIO_NET_F_HOST_TSO4 */
+#define NF_OFF_TSO6  0x4u       /* VIRTIO_NET_F_HOST_TSO6 */
+
+enum nf_vhdr_err {
+    NF_VH_OK = 0,
+    NF_VH_FLAGS,            /* a flag other than NEEDS_CSUM */
+    NF_VH_HDR_LEN,          /* hdr_len beyond the frame */
+    NF_VH_CSUM_OFFLOAD,     /* NEEDS_CSUM without VIRTIO_NET_F_CSUM */
+    NF_VH_CSUM_FRAME,       /* NEEDS_CSUM on a frame that is not unfragmented TCP/UDP over IP */
+    NF_VH_CSUM_START,       /* csum_start not the L4 header's offset */
+    NF_VH_CSUM_OFFSET,      /* csum_offset not TCP's 16 / UDP's 6 */
+    NF_VH_GSO_TYPE,         /* ECN bit, UDP or unknown GSO type */
+    NF_VH_GSO_OFFLOAD,      /* TCPV4 / TCPV6 without HOST_TSO4 / HOST_TSO6 */
+    NF_VH_GSO_CSUM,         /* GSO without NEEDS_CSUM */
+    NF_VH_GSO_FRAME,        /* GSO type not the frame's (IPv4 / IPv6 TCP, unfragmented) */
+    NF_VH_GSO_SIZE,         /* gso_size 0, or segments past the MTU */
+    NF_VH__COUNT
+};
+
+struct net_vhdr;
+
+/* Check the header h of the len-byte frame that net_frame_parse parsed
+ * into f (either result), for a device with MTU mtu (0: 65535) whose driver
+ * negotiated offl (NF_OFF_*). 0 with *out (may be h) the header to hand
+ * on, or -EBADMSG with *err (may be NULL) and *why (may be NULL: a static
+ * sentence) saying why; *out is then untouched. */
+int net_vhdr_check(const struct net_vhdr *h, const struct net_frame *f, size_t len, unsigned offl, unsigned mtu,
+                   struct net_vhdr *out, enum nf_vhdr_err *err, const char **why);
+
+/* Does h ask for anything (a flag or a GSO type)? If not, net_vhdr_check
+ * needs no parse of the frame: f may be NULL. */
+bool net_vhdr_active(const struct net_vhdr *h);
+
+/* A short name for e ("csum-start", ...), for logs and tests. */
+const char *net_vhdr_errname(enum nf_vhdr_err e);
+
 #endif

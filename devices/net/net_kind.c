@@ -524,10 +524,11 @@ static long net_get(void *priv, const char *key, char *buf, size_t len)
 #define PUT(...) do { int k_ = snprintf(buf + (n < len ? n : len), n < len ? len - n : 0, __VA_ARGS__); \
                       if (k_ > 0) n += (size_t)k_; } while (0)
     PUT("mac %s\n", mac);
-    PUT("tx frames %llu bytes %llu dropped %llu local %llu bad %llu backend-errors %llu throttled %llu\n",
+    PUT("tx frames %llu bytes %llu dropped %llu local %llu bad %llu backend-errors %llu throttled %llu "
+        "bad-offload %llu\n",
         (unsigned long long)st.tx_frames, (unsigned long long)st.tx_bytes, (unsigned long long)st.tx_dropped,
         (unsigned long long)st.tx_local, (unsigned long long)st.tx_bad, (unsigned long long)st.tx_backend_errors,
-        (unsigned long long)st.tx_throttled);
+        (unsigned long long)st.tx_throttled, (unsigned long long)st.tx_bad_offload);
     PUT("rx frames %llu bytes %llu dropped %llu bad %llu throttled %llu\n", (unsigned long long)st.rx_frames,
         (unsigned long long)st.rx_bytes, (unsigned long long)st.rx_dropped, (unsigned long long)st.rx_bad,
         (unsigned long long)st.rx_throttled);

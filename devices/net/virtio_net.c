@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "devices/net/net_frame.h"
 #include "devices/virtio/evloop.h"
 #include "devices/virtio/ratelimit.h"
 #include "vmm/base/clock.h"
@@ -71,7 +72,7 @@ struct virtio_net {
     unsigned inj_head, inj_n;
 
     struct virtq_seg seg[CHAIN_MAX], seg0[CHAIN_MAX];
-    _Atomic uint64_t st_tx_frames, st_tx_bytes, st_tx_dropped, st_tx_local, st_tx_bad, st_tx_be_err;
+    _Atomic uint64_t st_tx_frames, st_tx_bytes, st_tx_dropped, st_tx_local, st_tx_bad, st_tx_be_err, st_tx_bad_offload;
     _Atomic uint64_t st_rx_frames, st_rx_bytes, st_rx_dropped, st_rx_bad, st_be_failed;
 };
 
@@ -198,6 +199,35 @@ static bool tx_flush(struct virtio_net *n)
     return true;
 }
 
+/* The offloads the driver negotiated, as net_vhdr_check takes them. */
+static unsigned offloads(uint64_t f)
+{
+    return (f & (1ull << VIRTIO_NET_F_CSUM) ? NF_OFF_CSUM : 0) |
+           (f & (1ull << VIRTIO_NET_F_HOST_TSO4) ? NF_OFF_TSO4 : 0) |
+           (f & (1ull << VIRTIO_NET_F_HOST_TSO6) ? NF_OFF_TSO6 : 0);
+}
+
+/* The header of the frame in tx_buf must agree with the frame (checksum
+ * offload writes where csum_start / csum_offset say, after the filter
+ * looked: devices/net/net_frame.h); tx_hdr becomes the header to hand on.
+ * false: dropped (counted). Every frame, whatever the filter and backend:
+ * a driver's headers always agree with its frames. */
+static bool tx_hdr_ok(struct virtio_net *n, size_t len)
+{
+    struct net_frame f;
+    const char *why = NULL;
+    bool parse = net_vhdr_active(&n->tx_hdr);
+    if (parse)
+        net_frame_parse(n->tx_buf, len, &f, NULL);
+    if (net_vhdr_check(&n->tx_hdr, parse ? &f : NULL, len, offloads(n->features), n->mtu, &n->tx_hdr, NULL,
+                       &why) == 0)
+        return true;
+    STAT_ADD(n, st_tx_bad_offload, 1);
+    log_guest(&n->rl, "%s: transmit frame dropped: %s (flags %#x gso_type %#x csum_start %u csum_offset %u)", n->name,
+              why, n->tx_hdr.flags, n->tx_hdr.gso_type, n->tx_hdr.csum_start, n->tx_hdr.csum_offset);
+    return false;
+}
+
 /* One chain: its header and frame, through the filter to the backend. */
 static void tx_chain(struct virtio_net *n, const struct virtq_chain *c)
 {
@@ -216,6 +246,8 @@ static void tx_chain(struct virtio_net *n, const struct virtq_chain *c)
         return;
     }
     hdr_get(h, &n->tx_hdr);
+    if (!tx_hdr_ok(n, len))
+        return;
     enum net_verdict v = n->filter.tx ? n->filter.tx(n->filter.opaque, n->tx_buf, len) : NET_PASS;
     if (v == NET_DROP) {
         STAT_ADD(n, st_tx_dropped, 1);
@@ -733,6 +765,7 @@ void virtio_net_get_stats(const struct virtio_net *n, struct virtio_net_stats *s
     s->tx_local = atomic_load(&m->st_tx_local);
     s->tx_bad = atomic_load(&m->st_tx_bad);
     s->tx_backend_errors = atomic_load(&m->st_tx_be_err);
+    s->tx_bad_offload = atomic_load(&m->st_tx_bad_offload);
     s->rx_frames = atomic_load(&m->st_rx_frames);
     s->rx_bytes = atomic_load(&m->st_rx_bytes);
     s->rx_dropped = atomic_load(&m->st_rx_dropped);

@@ -3,8 +3,12 @@
  * config space, mergeable receive buffers, and checksum / TSO offloads
  * when its backend carries a virtio-net header (a TAP device).
  *
- * Every frame the guest sends goes through the device's filter before any
- * backend sees it (the egress policy, docs/net.md): it passes, is dropped
+ * Every frame's virtio-net header must agree with the frame
+ * (net_vhdr_check, devices/net/net_frame.h; else dropped, tx_bad_offload)
+ * before anything else looks at it; the header a backend gets is rebuilt
+ * from the checked fields. Every frame the guest sends goes through the
+ * device's filter before any backend sees it (the egress policy,
+ * docs/net.md): it passes, is dropped
  * (counted), or is for the device itself (a local endpoint such as the
  * metadata service), which may answer with frames of its own that the
  * guest receives as it receives the backend's (virtio_net_inject). Frames
@@ -104,6 +108,7 @@ struct virtio_net_stats {
     uint64_t tx_local;              /* for a local endpoint */
     uint64_t tx_bad;                /* malformed chains, frames too short or too long */
     uint64_t tx_backend_errors;     /* refused by the backend */
+    uint64_t tx_bad_offload;        /* virtio-net header disagrees with the frame (net_vhdr_check): dropped */
     uint64_t rx_frames, rx_bytes;   /* delivered to the guest */
     uint64_t rx_dropped;            /* too large for the guest's buffers, or inject queue full */
     uint64_t rx_bad;                /* malformed receive chains */

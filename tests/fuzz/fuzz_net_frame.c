@@ -8,16 +8,23 @@
  *        0 = sent, parsed and fed to net_policy_tx_parsed), u8 dt (seconds
  *        the clock moves before this frame), le16 len, len frame bytes (a
  *        short last record takes what is left).
+ *        A sent record with dir bit1 set starts with a virtio-net header
+ *        (flags, gso_type, le16 hdr_len, gso_size, csum_start, csum_offset:
+ *        10 bytes) before its frame, checked with net_vhdr_check against
+ *        the parse (offloads: dir bits 2..4 = NF_OFF_*; MTU 1500 with bit5,
+ *        else none).
  * The policy: allow 10.0.2.3 and 2001:db8::3 port 53 (the resolvers),
  * 93.184.216.0/24 tcp 443, 2606:4700::/32 icmp; deny 93.184.216.34 and
  * 198.51.100.0/24 ports 1000-2000; domains *.pypi.org and example.org tcp
  * 443; host address 192.0.2.1; 16 learned entries, TTL 5..100 s.
  * Seeds: tests/fuzz/corpus/net_frame/ (tests/fuzz/gen_seeds.c). */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/net/net_backend.h"
 #include "devices/net/net_policy.h"
 #include "tests/fuzz/fuzz_common.h"
 
@@ -60,6 +67,47 @@ static void check_frame(const uint8_t *b, size_t n, const struct net_frame *f, i
     for (size_t i = 0; i < f->payload_len; i++)
         sum = (uint8_t)(sum + b[f->payload_off + i]);
     (void)sum;
+}
+
+/* The header check: what it lets through agrees with the parse. */
+static void check_vhdr(const uint8_t *hb, uint8_t dir, const struct net_frame *f, size_t n)
+{
+    struct net_vhdr h = { .flags = hb[0], .gso_type = hb[1], .hdr_len = (uint16_t)(hb[2] | hb[3] << 8),
+                          .gso_size = (uint16_t)(hb[4] | hb[5] << 8), .csum_start = (uint16_t)(hb[6] | hb[7] << 8),
+                          .csum_offset = (uint16_t)(hb[8] | hb[9] << 8), .num_buffers = 0xffff };
+    unsigned offl = (dir >> 2) & 7, mtu = dir & 0x20 ? 1500 : 0;
+    struct net_vhdr o, o2;
+    enum nf_vhdr_err e, e2;
+    const char *why = NULL;
+    int r = net_vhdr_check(&h, f, n, offl, mtu, &o, &e, &why);
+    FUZZ_ASSERT((r == 0) == (e == NF_VH_OK) && (r == 0 || (r == -EBADMSG && why)));
+    FUZZ_ASSERT((unsigned)e < NF_VH__COUNT && strcmp(net_vhdr_errname(e), "unknown") != 0);
+    FUZZ_ASSERT(net_vhdr_check(&h, f, n, offl, mtu, &o2, &e2, NULL) == r && e2 == e);
+    if (!net_vhdr_active(&h))
+        FUZZ_ASSERT(net_vhdr_check(&h, NULL, n, offl, mtu, &o2, &e2, NULL) == r && e2 == e);
+    if (r)
+        return;
+    FUZZ_ASSERT((o.flags & ~NF_VHDR_F_NEEDS_CSUM) == 0 && o.num_buffers == 0 && o.hdr_len <= n);
+    if (o.flags & NF_VHDR_F_NEEDS_CSUM) {
+        /* the checksum lands in the TCP / UDP header the policy saw, after
+         * every IP header, and nowhere else */
+        FUZZ_ASSERT(offl & NF_OFF_CSUM);
+        FUZZ_ASSERT(f->err == NF_E_OK && (f->l3 == NF_L3_IPV4 || f->l3 == NF_L3_IPV6));
+        FUZZ_ASSERT((f->flags & NF_F_PORTS) && !(f->flags & NF_F_FRAG));
+        FUZZ_ASSERT(o.csum_start == f->l4_off && f->l4_off >= f->l3_off + (f->l3 == NF_L3_IPV4 ? 20u : 40u));
+        FUZZ_ASSERT((size_t)o.csum_start + o.csum_offset + 2 <= f->payload_off);
+        FUZZ_ASSERT(o.csum_offset == (f->proto == NF_IPPROTO_TCP ? 16 : 6));
+    } else {
+        FUZZ_ASSERT(o.csum_start == 0 && o.csum_offset == 0);
+    }
+    if (o.gso_type != NF_VHDR_GSO_NONE) {
+        FUZZ_ASSERT(o.gso_type == (f->l3 == NF_L3_IPV4 ? NF_VHDR_GSO_TCPV4 : NF_VHDR_GSO_TCPV6));
+        FUZZ_ASSERT(f->proto == NF_IPPROTO_TCP && (o.flags & NF_VHDR_F_NEEDS_CSUM));
+        FUZZ_ASSERT(o.gso_size >= 1 && o.hdr_len == f->payload_off);
+        FUZZ_ASSERT(f->l4_off - f->l3_off + 20 + o.gso_size <= (mtu ? mtu : 65535u));
+    } else {
+        FUZZ_ASSERT(o.gso_size == 0 && o.hdr_len == 0);
+    }
 }
 
 static struct net_policy *policy(uint8_t cfg)
@@ -118,8 +166,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
             struct net_frame f;
             struct np_result r;
+            uint8_t hb[10] = { 0 };
+            bool with_hdr = (dir & 2) && len >= sizeof hb;
+            if (with_hdr) {             /* the header, then the frame in a copy of its own */
+                memcpy(hb, b, sizeof hb);
+                len -= sizeof hb;
+                memmove(b, b + sizeof hb, len);
+                uint8_t *nb = realloc(b, len ? len : 1);
+                FUZZ_ASSERT(nb);
+                b = nb;
+            }
             int pr = net_frame_parse(b, len, &f, NULL);
             check_frame(b, len, &f, pr);
+            if (with_hdr)
+                check_vhdr(hb, dir, &f, len);
             enum np_verdict v = net_policy_tx_parsed(p, b, len, &f, now, &r);
             FUZZ_ASSERT(v == r.verdict && r.rule < net_policy_rule_count(p));
             FUZZ_ASSERT(v == NP_DROP || v == NP_ALLOW || v == NP_METADATA);

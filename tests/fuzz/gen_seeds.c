@@ -575,6 +575,24 @@ static void udp(unsigned sport, unsigned dport, size_t payload)
     f16(sport); f16(dport); f16((unsigned)(8 + payload)); f16(0);
 }
 
+/* the frame in fr as a sent record behind a virtio-net header (dir bit1;
+ * dir bits 2..4 the offloads, bit5 MTU 1500: fuzz_net_frame.c) */
+static void nr_rec_vhdr(unsigned dir, unsigned flags, unsigned gso, unsigned hdr_len, unsigned gso_size,
+                        unsigned start, unsigned off)
+{
+    memmove(fr + 10, fr, fr_len);
+    fr[0] = (uint8_t)flags;
+    fr[1] = (uint8_t)gso;
+    le(fr + 2, hdr_len, 2);
+    le(fr + 4, gso_size, 2);
+    le(fr + 6, start, 2);
+    le(fr + 8, off, 2);
+    fr_len += 10;
+    nr_rec((int)(dir | 2), 0);
+    fr_len -= 10;
+    memmove(fr, fr + 10, fr_len);
+}
+
 #define GUEST 0x0a00020f        /* 10.0.2.15 */
 #define RESOLV 0x0a000203       /* 10.0.2.3 */
 
@@ -735,6 +753,43 @@ static void seeds_net(void)
     fr_len = 10;
     nr_rec(0, 0);
     put("net_frame", "malformed", nr, nr_len);
+
+    /* virtio-net headers: right ones (NEEDS_CSUM on TCP and UDP, TSO4 and
+     * TSO6), and csum_start at the destination address or port, DATA_VALID,
+     * TSO with ECN, UDP GSO, gso_size past the MTU */
+    nr_begin(1);
+    eth(0x0800, 0);
+    at = ip4(0x4000, 6, GUEST, 0x5db8d801, NULL);
+    tcp(7, 443);
+    for (int k = 0; k < 200; k++)
+        f8(k);
+    ip4_done(at);
+    nr_rec_vhdr(0x3c, 1, 0, 0, 0, 34, 16);
+    nr_rec_vhdr(0x3c, 1, 1, 54, 100, 34, 16);
+    nr_rec_vhdr(0x3c, 1, 0, 0, 0, 32, 0);           /* the destination address */
+    nr_rec_vhdr(0x3c, 1, 0, 0, 0, 36, 0);           /* the destination port */
+    nr_rec_vhdr(0x3c, 2, 0, 0, 0, 0, 0);            /* DATA_VALID */
+    nr_rec_vhdr(0x3c, 1, 0x81, 0, 100, 34, 16);     /* ECN */
+    nr_rec_vhdr(0x3c, 1, 1, 0, 1461, 34, 16);       /* past the MTU */
+    nr_rec_vhdr(0x04, 1, 1, 0, 100, 34, 16);        /* TSO4 not negotiated */
+    eth(0x0800, 0);
+    at = ip4(0x4000, 17, GUEST, RESOLV, NULL);
+    udp(40000, 53, 8);
+    f32(0); f32(0);
+    ip4_done(at);
+    nr_rec_vhdr(0x04, 1, 0, 0, 0, 34, 6);
+    nr_rec_vhdr(0x3c, 1, 5, 0, 100, 34, 6);         /* UDP_L4 */
+    eth(0x86dd, 0);
+    at = ip6(60, v6_guest, v6_cf);
+    f8(6); f8(0); f8(1); f8(4); f32(0);              /* DSTOPTS: PadN */
+    tcp(8, 443);
+    for (int k = 0; k < 100; k++)
+        f8(k);
+    ip6_done(at);
+    nr_rec_vhdr(0x3c, 1, 4, 0, 1000, 62, 16);
+    nr_rec_vhdr(0x3c, 1, 4, 0, 1000, 54, 16);       /* at the extension header */
+    nr_rec_vhdr(0x3c, 1, 0, 0, 0, 38, 0);           /* the destination address */
+    put("net_frame", "vhdr", nr, nr_len);
 }
 
 /* ---- passt_frame: [0] piece size, then 4-byte big-endian length + frame ---- */

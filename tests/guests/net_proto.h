@@ -5,7 +5,7 @@
  * takes its settings from the kernel command line
  *   net.ip=A.B.C.D net.peer=A.B.C.D net.peermac=XX:..:XX net.port=N
  *   [net.mac=XX:..:XX] [net.mrg=0|1] [net.mtu=N] [net.count=N] [net.window=N]
- *   [net.wait=N]
+ *   [net.wait=N] [net.csum=1]
  * (net.mac / net.mtu: what the device's config space must say; net.mrg=1:
  * negotiate mergeable receive buffers and post small ones, so that a large
  * frame spans several; without it each receive chain is two descriptors,
@@ -24,7 +24,22 @@
  *     more NET_PING must come back (NET_OK_BAD);
  * so the echo side sees exactly NET_DATAGRAMS(count) datagrams. Every reply
  * must be exactly what was sent, with valid IPv4 and UDP checksums. Exits 0
- * after NET_OK_ALL, else with a code listed in net.c. */
+ * after NET_OK_ALL, else with a code listed in net.c.
+ *
+ * net.csum=1 runs another script instead (checksum offload, docs/net.md):
+ * it negotiates VIRTIO_NET_F_CSUM, answers nothing and sends three UDP
+ * datagrams to net.peer:net.port through net.peermac (a router), each with
+ * NEEDS_CSUM in its virtio-net header and a payload starting NET_CSUM:
+ *  - NET_CSUM_GOOD: csum_start at the UDP header, csum_offset 6, the
+ *    checksum field holding the pseudo-header sum (as Linux sends them):
+ *    must leave, with a valid UDP checksum;
+ *  - NET_CSUM_ADDR: csum_start at the last two bytes of the IPv4
+ *    destination, csum_offset 0, the payload made so that the checksum the
+ *    host would write there turns the address into ...^0x00ff (a host the
+ *    policy denies); its UDP checksum 0 (none);
+ *  - NET_CSUM_PORT: the same with the UDP destination port, made 22;
+ * the last two must not leave. Prints NET_OK_CSUM once all three chains came
+ * back, then waits ~0.3 s (frames reach the host) and exits 0. */
 #ifndef MOAT_GUEST_NET_PROTO_H
 #define MOAT_GUEST_NET_PROTO_H
 
@@ -43,6 +58,12 @@
 #define NET_OK_BIG       "net: big ok\n"
 #define NET_OK_BAD       "net: bad chain ok\n"
 #define NET_OK_ALL       "net: all ok\n"
+#define NET_CSUM         "moat-csum-"          /* net.csum=1: payloads; + one of: */
+#define NET_CSUM_GOOD    NET_CSUM "good"
+#define NET_CSUM_ADDR    NET_CSUM "addr"
+#define NET_CSUM_PORT    NET_CSUM "port"
+#define NET_CSUM_NEWPORT 22                    /* what NET_CSUM_PORT's checksum would make the port */
+#define NET_OK_CSUM      "net: csum frames sent\n"
 /* Printed last: "net: arp-answered N rx-frames N max-buffers N\n" */
 #define NET_ARP_ANSWERED "arp-answered "
 #define NET_MAX_BUFFERS  "max-buffers "

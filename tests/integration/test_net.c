@@ -9,6 +9,9 @@
  *    without mergeable receive buffers, and with them (small buffers, so
  *    the large frame spans several) plus an MTU in the config space, all
  *    sent at once;
+ *  - checksum offload: the namespace routes 10.99.0.0/24 out of a second
+ *    TAP the test reads; a right NEEDS_CSUM header goes through, two whose
+ *    csum_start aims at the destination address / port must not leave;
  *  - taps moat cannot open (a TUN device of that name, a TAP held by
  *    another process): moat exits 2 naming the device; no net device at
  *    all: the guest says so.
@@ -55,6 +58,10 @@
 #define TAP       "moattap0"        /* names inside the namespace: no clash outside */
 #define TUN       "moattun0"
 #define BUSY_TAP  "moatbusy0"
+#define FAR_TAP   "moatfar0"        /* the far side of the namespace's router (checksum test) */
+#define FAR_NET   "10.99.0.0/24"
+#define FAR_IP    "10.99.0.5"
+#define FAR_MAC   "02:00:0a:63:00:05"
 
 static const char *moat_bin(void) { return env_or("MOAT_BIN", "build/moat"); }
 static const char *guests(void) { return env_or("MOAT_GUESTS", "build/guests"); }
@@ -246,7 +253,18 @@ static int netns_make(char *why, size_t wlen)
     STEP("ip link set " TAP " up", "link", "set", "dev", TAP, "up");
     STEP("ip link set lo up", "link", "set", "dev", "lo", "up");
     STEP("ip tuntap add " TUN, "tuntap", "add", "dev", TUN, "mode", "tun");
+    /* a router: what comes in on TAP for FAR_NET goes out on FAR_TAP (read
+     * by the test, with no offloads: the kernel completes checksums) */
+    STEP("ip tuntap add " FAR_TAP, "tuntap", "add", "dev", FAR_TAP, "mode", "tap");
+    STEP("ip link set " FAR_TAP " up", "link", "set", "dev", FAR_TAP, "up");
+    STEP("ip route add " FAR_NET, "route", "add", FAR_NET, "dev", FAR_TAP);
+    STEP("ip neigh add " FAR_IP, "neigh", "add", FAR_IP, "lladdr", FAR_MAC, "dev", FAR_TAP, "nud", "permanent");
 #undef STEP
+    if (IP(out, sizeof out, "netns", "exec", netns, "sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward") != 0) {
+        snprintf(why, wlen, "ip_forward in the namespace: %.300s", out);
+        netns_remove();
+        return -1;
+    }
     return 0;
 }
 
@@ -461,6 +479,193 @@ START_TEST(egress_policy)
     guest_run(",policy=\"default deny; allow " HOST_IP "/32,port=7777,proto=udp\"", "net.mrg=0 net.window=16", 50,
               false);
     guest_run(",policy=\"default allow; no-preset\"", "net.mrg=0 net.window=16", 50, false);
+}
+END_TEST
+
+/* ---- the far side of the router (checksum offload) ---- */
+
+struct far {
+    pid_t pid;
+    int stop_w;
+    int result_r;
+};
+struct far_result {
+    unsigned long good;         /* NET_CSUM_GOOD to FAR_IP:ECHO_PORT with a valid UDP checksum */
+    unsigned long good_badsum;  /* ... with a bad one */
+    unsigned long unchanged;    /* another NET_CSUM frame to FAR_IP:ECHO_PORT */
+    unsigned long rewritten;    /* a NET_CSUM frame to another address or port */
+    unsigned long other;        /* anything else (the kernel's IPv6 chatter) */
+    char seen[160];             /* the first rewritten one */
+    int err;
+};
+
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+
+/* The ones' complement sum of a UDP datagram and its IPv4 pseudo header:
+ * 0xffff when its checksum is right. */
+static uint16_t udp4_sum(const uint8_t *ip, const uint8_t *udp, size_t ulen)
+{
+    uint32_t s = 17u + (uint32_t)ulen;
+    for (size_t i = 12; i < 20; i += 2)
+        s += rd16(ip + i);
+    for (size_t i = 0; i + 1 < ulen; i += 2)
+        s += rd16(udp + i);
+    if (ulen & 1)
+        s += (uint32_t)udp[ulen - 1] << 8;
+    while (s >> 16)
+        s = (s & 0xffff) + (s >> 16);
+    return (uint16_t)s;
+}
+
+static void far_frame(struct far_result *fr, const uint8_t *f, size_t n)
+{
+    const uint8_t *ip = f + 14;
+    size_t ihl = n >= 34 ? (size_t)(ip[0] & 15) * 4 : 0;
+    if (n < 14 + 20 + 8 || rd16(f + 12) != 0x0800 || ihl < 20 || ip[9] != 17 || 14 + ihl + 8 > n) {
+        fr->other++;
+        return;
+    }
+    const uint8_t *udp = ip + ihl, *pl = udp + 8;
+    size_t ulen = rd16(udp + 4), plen = n - 14 - ihl - 8;
+    if (plen < strlen(NET_CSUM) || memcmp(pl, NET_CSUM, strlen(NET_CSUM)) || ulen < 8 || 14 + ihl + ulen > n) {
+        fr->other++;
+        return;
+    }
+    struct in_addr far;
+    inet_pton(AF_INET, FAR_IP, &far);
+    uint8_t dst[4];
+    memcpy(dst, ip + 16, 4);
+    if (!memcmp(dst, &far, 4) && rd16(udp + 2) == ECHO_PORT) {
+        if (plen < strlen(NET_CSUM_GOOD) || memcmp(pl, NET_CSUM_GOOD, strlen(NET_CSUM_GOOD)))
+            fr->unchanged++;
+        else if (rd16(udp + 6) != 0 && udp4_sum(ip, udp, ulen) == 0xffff)
+            fr->good++;
+        else
+            fr->good_badsum++;
+        return;
+    }
+    if (!fr->rewritten++)
+        snprintf(fr->seen, sizeof fr->seen, "%.14s to %u.%u.%u.%u port %u", (const char *)pl, dst[0], dst[1], dst[2],
+                 dst[3], rd16(udp + 2));
+}
+
+/* A child in the namespace that holds FAR_TAP and sorts what the router
+ * sends out of it; returns once it holds it. */
+static void far_start(struct far *fa)
+{
+    int stop[2], res[2], ready[2];
+    ck_assert_int_eq(pipe2(stop, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(res, O_CLOEXEC), 0);
+    ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        close(stop[1]);
+        close(res[0]);
+        close(ready[0]);
+        struct far_result fr = { 0 };
+        int fd = -1;
+        struct ifreq ifr;
+        memset(&ifr, 0, sizeof ifr);
+        ifr.ifr_flags = IFF_TAP | IFF_NO_PI;
+        snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "%s", FAR_TAP);
+        if (enter_netns() < 0 || (fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0 ||
+            ioctl(fd, TUNSETIFF, &ifr) < 0)
+            fr.err = errno;
+        char c = fr.err ? 'e' : 'r';
+        if (write(ready[1], &c, 1) != 1)
+            _exit(1);
+        close(ready[1]);
+        bool stopping = false;
+        while (!fr.err) {
+            /* after the stop: what is still on its way, for half a second */
+            struct pollfd pf[2] = { { fd, POLLIN, 0 }, { stopping ? -1 : stop[0], POLLIN, 0 } };
+            int k = poll(pf, 2, stopping ? 500 : -1);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                break;
+            if (pf[0].revents & POLLIN) {
+                static uint8_t buf[65536];
+                ssize_t got = read(fd, buf, sizeof buf);
+                if (got > 0)
+                    far_frame(&fr, buf, (size_t)got);
+            }
+            if (pf[1].revents)
+                stopping = true;
+        }
+        if (write(res[1], &fr, sizeof fr) != (ssize_t)sizeof fr)
+            _exit(1);
+        _exit(0);
+    }
+    close(stop[0]);
+    close(res[1]);
+    close(ready[1]);
+    char c = 0;
+    ck_assert_int_eq(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    fa->pid = pid;
+    fa->stop_w = stop[1];
+    fa->result_r = res[0];
+    ck_assert_msg(c == 'r', "could not hold " FAR_TAP " in the namespace");
+}
+
+static void far_stop(struct far *fa, struct far_result *fr)
+{
+    close(fa->stop_w);
+    memset(fr, 0, sizeof *fr);
+    ssize_t n = read(fa->result_r, fr, sizeof *fr);
+    close(fa->result_r);
+    int st;
+    waitpid(fa->pid, &st, 0);
+    ck_assert_int_eq(n, (ssize_t)sizeof *fr);
+}
+
+/* Checksum offload must not rewrite a frame after the policy passed it
+ * (docs/net.md, "The virtio-net header"): the guest (net.csum=1) sends
+ * through the namespace's router, to FAR_IP:ECHO_PORT, one datagram with a
+ * right NEEDS_CSUM header, which must come out of FAR_TAP with a valid
+ * checksum, and two whose csum_start points at the destination address or
+ * port, which the host would overwrite with a value the guest chose (to
+ * an address and a port the policy denies): they must not come out at all,
+ * and moat says why it dropped them. With the policy allowing only
+ * FAR_IP:ECHO_PORT, and with no policy (the header is checked always). */
+static void csum_run(const char *policy)
+{
+    struct far fa;
+    far_start(&fa);
+    char dev[256], cmdline[512];
+    snprintf(dev, sizeof dev, "net,tap=" TAP ",mac=" GUEST_MAC "%s", policy);
+    snprintf(cmdline, sizeof cmdline,
+             "net.ip=" GUEST_IP " net.peer=" FAR_IP " net.peermac=" HOST_MAC " net.port=%d net.mac=" GUEST_MAC
+             " net.csum=1 net.wait=10", ECHO_PORT);
+    struct run r;
+    RUN(&r, 120, ip_bin, "netns", "exec", netns, moat_bin(), "run", "--timeout", "100", "--kernel", net_elf(),
+        "--device", dev, "--cmdline", cmdline);
+    show(&r, dev);
+    struct far_result fr;
+    far_stop(&fa, &fr);
+    printf("test_net: far side (%s): good %lu, good with a bad checksum %lu, unchanged %lu, rewritten %lu (%s), "
+           "other %lu, error %d\n", policy, fr.good, fr.good_badsum, fr.unchanged, fr.rewritten, fr.seen, fr.other,
+           fr.err);
+    fflush(stdout);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert(strstr(r.out, NET_OK_CSUM));
+    ck_assert_int_eq(fr.err, 0);
+    ck_assert_msg(fr.rewritten == 0, "a frame left with the destination its checksum wrote: %s", fr.seen);
+    ck_assert_uint_eq(fr.unchanged, 0);
+    ck_assert_uint_eq(fr.good_badsum, 0);
+    ck_assert_uint_eq(fr.good, 1);
+    /* both refusals, with the reason */
+    const char *m = strstr(r.err, "csum_start is not where the TCP/UDP header starts");
+    ck_assert_msg(m && strstr(m + 1, "csum_start is not where the TCP/UDP header starts"), "%s", r.err);
+    run_free(&r);
+}
+
+START_TEST(csum_offload_rewrite)
+{
+    csum_run(",policy=\"default deny; allow " FAR_IP "/32,port=7777,proto=udp\"");
+    csum_run("");
 }
 END_TEST
 
@@ -725,6 +930,7 @@ int main(void)
     tcase_set_timeout(tc, 300 * slow());
     tcase_add_test(tc, udp_plain);
     tcase_add_test(tc, egress_policy);
+    tcase_add_test(tc, csum_offload_rewrite);
     tcase_add_test(tc, sandbox_net_commands);
     tcase_add_test(tc, udp_mergeable_burst);
     tcase_add_test(tc, tap_errors);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "devices/net/net_backend.h"
 #include "devices/net/net_frame.h"
 
 /* A frame under construction. */
@@ -794,6 +795,341 @@ START_TEST(addr_text)
 }
 END_TEST
 
+/* ---- the virtio-net header (net_vhdr_check) ---- */
+
+#define OFF_ALL (NF_OFF_CSUM | NF_OFF_TSO4 | NF_OFF_TSO6)
+
+static struct net_vhdr vh(unsigned flags, unsigned gso, unsigned hdr_len, unsigned gso_size, unsigned start,
+                          unsigned off)
+{
+    return (struct net_vhdr){ .flags = (uint8_t)flags, .gso_type = (uint8_t)gso, .hdr_len = (uint16_t)hdr_len,
+                              .gso_size = (uint16_t)gso_size, .csum_start = (uint16_t)start,
+                              .csum_offset = (uint16_t)off, .num_buffers = 0x5a5a };
+}
+
+/* net_vhdr_check on the frame in fr (parsed here, whatever the result) */
+static enum nf_vhdr_err vcheck(struct net_vhdr h, unsigned offl, unsigned mtu, struct net_vhdr *out)
+{
+    parse();
+    struct net_vhdr o = { .flags = 0xee, .num_buffers = 0xeeee }, before = o;
+    enum nf_vhdr_err e = (enum nf_vhdr_err)-1;
+    const char *w = NULL;
+    int r = net_vhdr_check(&h, &f, fl, offl, mtu, &o, &e, &w);
+    if (r == 0) {
+        ck_assert_int_eq(e, NF_VH_OK);
+        ck_assert_ptr_null(w);
+    } else {
+        ck_assert_int_eq(r, -EBADMSG);
+        ck_assert_int_ne(e, NF_VH_OK);
+        ck_assert_ptr_nonnull(w);
+        ck_assert_mem_eq(&o, &before, sizeof o);       /* untouched */
+    }
+    if (out)
+        *out = o;
+    return e;
+}
+
+#define VH_EXPECT(h, offl, mtu, want)                                                                   \
+    do {                                                                                                \
+        enum nf_vhdr_err e_ = vcheck((h), (offl), (mtu), NULL);                                         \
+        ck_assert_msg(e_ == (want), "line %d: %s, want %s", __LINE__, net_vhdr_errname(e_), net_vhdr_errname(want)); \
+    } while (0)
+
+/* IPv4 / TCP or UDP with n payload bytes, to 10.0.0.2; L4 at 34 */
+static void v4_l4(unsigned proto, size_t n)
+{
+    eth(NF_ETHERTYPE_IPV4);
+    size_t at = ip4(5, 0x4000, proto, 0x0a000001, 0x0a000002);
+    if (proto == NF_IPPROTO_TCP)
+        tcp(40000, 443, 5, 0x18);
+    else if (proto == NF_IPPROTO_UDP)
+        udp(40000, 53, (unsigned)(8 + n));
+    else
+        b32(0x08000000), b32(1);      /* ICMP echo */
+    bz(n);
+    ip4_done(at);
+}
+
+static void v6_l4(unsigned proto, size_t n)
+{
+    eth(NF_ETHERTYPE_IPV6);
+    size_t at = ip6(proto, "2001:db8::1", "2001:db8::2");
+    if (proto == NF_IPPROTO_TCP)
+        tcp(40000, 443, 5, 0x18);
+    else if (proto == NF_IPPROTO_UDP)
+        udp(40000, 53, (unsigned)(8 + n));
+    else
+        b32(0x80000000), b32(1);      /* ICMPv6 echo */
+    bz(n);
+    ip6_done(at);
+}
+
+START_TEST(vhdr_plain)
+{
+    struct net_vhdr o;
+    /* no flags, no GSO: nothing to parse (f may be NULL); the unused
+     * fields are not handed on */
+    v4_l4(NF_IPPROTO_TCP, 100);
+    struct net_vhdr h = vh(0, 0, 0, 1234, 30, 0);
+    ck_assert(!net_vhdr_active(&h));
+    o = vh(0xff, 0xff, 1, 1, 1, 1);
+    ck_assert_int_eq(net_vhdr_check(&h, NULL, fl, 0, 1500, &o, NULL, NULL), 0);
+    ck_assert_uint_eq(o.flags | o.gso_type | o.hdr_len | o.gso_size | o.csum_start | o.csum_offset | o.num_buffers, 0);
+    /* hdr_len: up to the frame (a hint), never past it */
+    h.hdr_len = (uint16_t)fl;
+    ck_assert_int_eq(net_vhdr_check(&h, NULL, fl, 0, 1500, &o, NULL, NULL), 0);
+    VH_EXPECT(vh(0, 0, fl + 1, 0, 0, 0), 0, 1500, NF_VH_HDR_LEN);
+    VH_EXPECT(vh(0, 0, 0xffff, 0, 0, 0), OFF_ALL, 1500, NF_VH_HDR_LEN);
+    VH_EXPECT(vh(1, 0, fl + 1, 0, 34, 16), OFF_ALL, 1500, NF_VH_HDR_LEN);
+    /* a frame that is not even parsed: fine without flags */
+    eth(0x88b5);
+    bz(50);
+    VH_EXPECT(vh(0, 0, 0, 0, 0, 0), 0, 1500, NF_VH_OK);
+    eth(NF_ETHERTYPE_IPV4);
+    bz(3);                                  /* malformed IPv4 */
+    VH_EXPECT(vh(0, 0, 0, 0, 0, 0), 0, 1500, NF_VH_OK);
+}
+END_TEST
+
+START_TEST(vhdr_flags)
+{
+    v4_l4(NF_IPPROTO_TCP, 10);
+    /* DATA_VALID is for receive only (the driver must not set it); RSC_INFO
+     * and unknown bits: refused, alone or with NEEDS_CSUM */
+    static const unsigned bad[] = { NF_VHDR_F_DATA_VALID, NF_VHDR_F_NEEDS_CSUM | NF_VHDR_F_DATA_VALID, 0x04, 0x08,
+                                    0x10, 0x40, 0x80, 0xff };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        VH_EXPECT(vh(bad[i], 0, 0, 0, 34, 16), OFF_ALL, 1500, NF_VH_FLAGS);
+        struct net_vhdr h = vh(bad[i], 0, 0, 0, 34, 16);
+        ck_assert(net_vhdr_active(&h));
+    }
+}
+END_TEST
+
+START_TEST(vhdr_csum_good)
+{
+    struct net_vhdr o;
+    /* TCP and UDP over IPv4: csum_start at the L4 header, 16 / 6 */
+    v4_l4(NF_IPPROTO_TCP, 100);
+    ck_assert_int_eq(vcheck(vh(1, 0, 0, 0, 34, 16), NF_OFF_CSUM, 1500, &o), NF_VH_OK);
+    ck_assert_uint_eq(o.flags, 1);
+    ck_assert_uint_eq(o.csum_start, 34);
+    ck_assert_uint_eq(o.csum_offset, 16);
+    ck_assert_uint_eq(o.gso_type | o.gso_size | o.hdr_len | o.num_buffers, 0);
+    v4_l4(NF_IPPROTO_UDP, 100);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 6), NF_OFF_CSUM, 1500, NF_VH_OK);
+    /* Ethernet padding after the datagram: still fine */
+    v4_l4(NF_IPPROTO_UDP, 2);
+    bz(8);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 6), NF_OFF_CSUM, 1500, NF_VH_OK);
+    /* IPv4 options: L4 further on */
+    eth(NF_ETHERTYPE_IPV4);
+    size_t at = ip4(7, 0, NF_IPPROTO_TCP, 1, 2);
+    tcp(1, 2, 5, 0x10);
+    ip4_done(at);
+    VH_EXPECT(vh(1, 0, 0, 0, 42, 16), NF_OFF_CSUM, 1500, NF_VH_OK);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 16), NF_OFF_CSUM, 1500, NF_VH_CSUM_START);
+    /* IPv6 */
+    v6_l4(NF_IPPROTO_TCP, 10);
+    VH_EXPECT(vh(1, 0, 0, 0, 54, 16), NF_OFF_CSUM, 1500, NF_VH_OK);
+    v6_l4(NF_IPPROTO_UDP, 10);
+    VH_EXPECT(vh(1, 0, 0, 0, 54, 6), NF_OFF_CSUM, 1500, NF_VH_OK);
+    /* a VLAN tag: the offsets count it (the policy drops such frames;
+     * the header check does not judge that) */
+    eth(NF_ETHERTYPE_VLAN);
+    b16(5);
+    b16(NF_ETHERTYPE_IPV4);
+    at = ip4(5, 0, NF_IPPROTO_TCP, 1, 2);
+    tcp(1, 2, 5, 0x10);
+    ip4_done(at);
+    VH_EXPECT(vh(1, 0, 0, 0, 38, 16), NF_OFF_CSUM, 1500, NF_VH_OK);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 16), NF_OFF_CSUM, 1500, NF_VH_CSUM_START);
+    /* out may be the header itself */
+    v4_l4(NF_IPPROTO_TCP, 10);
+    parse();
+    struct net_vhdr h = vh(1, 0, 7, 99, 34, 16);
+    ck_assert_int_eq(net_vhdr_check(&h, &f, fl, NF_OFF_CSUM, 1500, &h, NULL, NULL), 0);
+    ck_assert_uint_eq(h.csum_start, 34);
+    ck_assert_uint_eq(h.hdr_len | h.gso_size | h.num_buffers, 0);
+}
+END_TEST
+
+START_TEST(vhdr_csum_start_offset)
+{
+    /* csum_start anywhere but the L4 header: into the Ethernet header, the
+     * IPv4 header (source, destination), the ports, the payload, past the
+     * end */
+    v4_l4(NF_IPPROTO_UDP, 20);
+    static const unsigned starts[] = { 0, 6, 12, 14, 24, 26, 30, 32, 33, 35, 36, 40, 42, 60, 1000, 0xffff };
+    for (size_t i = 0; i < sizeof starts / sizeof starts[0]; i++)
+        for (unsigned off = 0; off <= 16; off += 2)
+            VH_EXPECT(vh(1, 0, 0, 0, starts[i], off), NF_OFF_CSUM, 1500, NF_VH_CSUM_START);
+    /* IPv6: the destination address, the issue's case (fd00:ec2::254 written
+     * over an allowed address) */
+    v6_l4(NF_IPPROTO_TCP, 20);
+    for (unsigned st = 14 + 24; st < 14 + 40; st += 2)
+        VH_EXPECT(vh(1, 0, 0, 0, st, 0), NF_OFF_CSUM, 1500, NF_VH_CSUM_START);
+    /* csum_offset other than the protocol's field */
+    v4_l4(NF_IPPROTO_TCP, 20);
+    static const unsigned toffs[] = { 0, 2, 6, 14, 15, 17, 18, 20, 0xffff };
+    for (size_t i = 0; i < sizeof toffs / sizeof toffs[0]; i++)
+        VH_EXPECT(vh(1, 0, 0, 0, 34, toffs[i]), NF_OFF_CSUM, 1500, NF_VH_CSUM_OFFSET);
+    v4_l4(NF_IPPROTO_UDP, 20);
+    static const unsigned uoffs[] = { 0, 2, 4, 5, 7, 8, 16, 0xfffe };
+    for (size_t i = 0; i < sizeof uoffs / sizeof uoffs[0]; i++)
+        VH_EXPECT(vh(1, 0, 0, 0, 34, uoffs[i]), NF_OFF_CSUM, 1500, NF_VH_CSUM_OFFSET);
+    /* IPv6 extension headers between the IP header and L4: csum_start is
+     * the L4 offset the parser found after them, not the first one */
+    eth(NF_ETHERTYPE_IPV6);
+    size_t at = ip6(0, "2001:db8::1", "2001:db8::2");
+    ext(60, 0, 8);
+    ext(6, 1, 16);
+    tcp(1, 443, 5, 0x10);
+    ip6_done(at);
+    VH_EXPECT(vh(1, 0, 0, 0, 14 + 40 + 24, 16), NF_OFF_CSUM, 1500, NF_VH_OK);
+    VH_EXPECT(vh(1, 0, 0, 0, 14 + 40, 16), NF_OFF_CSUM, 1500, NF_VH_CSUM_START);
+    VH_EXPECT(vh(1, 0, 0, 0, 14 + 40 + 8, 16), NF_OFF_CSUM, 1500, NF_VH_CSUM_START);
+    /* csum_start + csum_offset + 2 past the frame: a frame cut inside its
+     * TCP header does not parse; one cut after it has the field inside */
+    v4_l4(NF_IPPROTO_TCP, 0);
+    fl = 14 + 20 + 17;
+    set16(14 + 2, 20 + 17);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 16), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    VH_EXPECT(vh(1, 0, 0, 0, fl - 1, 0), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    /* without VIRTIO_NET_F_CSUM negotiated */
+    v4_l4(NF_IPPROTO_TCP, 20);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 16), NF_OFF_TSO4 | NF_OFF_TSO6, 1500, NF_VH_CSUM_OFFLOAD);
+}
+END_TEST
+
+START_TEST(vhdr_csum_frame)
+{
+    /* NEEDS_CSUM where there is no TCP/UDP checksum to fill: ICMP,
+     * ICMPv6, ARP, another EtherType, a protocol not parsed, a malformed
+     * frame, fragments (first, later; IPv4 and IPv6) */
+    v4_l4(NF_IPPROTO_ICMP, 20);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 2), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    v6_l4(NF_IPPROTO_ICMPV6, 20);
+    VH_EXPECT(vh(1, 0, 0, 0, 54, 2), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    eth(NF_ETHERTYPE_ARP);
+    b16(1), b16(0x0800), b8(6), b8(4), b16(1), bz(20);
+    VH_EXPECT(vh(1, 0, 0, 0, 14, 0), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    eth(0x88b5);
+    bz(60);
+    VH_EXPECT(vh(1, 0, 0, 0, 14, 0), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    eth(NF_ETHERTYPE_IPV4);
+    size_t at = ip4(5, 0, 47, 1, 2);          /* GRE */
+    bz(40);
+    ip4_done(at);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 16), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    v4_l4(NF_IPPROTO_TCP, 20);
+    fr[14 + 20 + 12] = 0x40;                    /* data offset 4: malformed */
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 16), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    /* IPv4 first fragment (MF, the UDP header in it), and a later one */
+    eth(NF_ETHERTYPE_IPV4);
+    at = ip4(5, 0x2000, NF_IPPROTO_UDP, 1, 2);
+    udp(1, 2, 100);
+    bz(16);
+    ip4_done(at);
+    ck_assert_int_eq(parse(), 0);
+    ck_assert_uint_eq(f.flags & NF_F_PORTS, NF_F_PORTS);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 6), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    eth(NF_ETHERTYPE_IPV4);
+    at = ip4(5, 3, NF_IPPROTO_UDP, 1, 2);
+    bz(24);
+    ip4_done(at);
+    VH_EXPECT(vh(1, 0, 0, 0, 34, 6), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    /* IPv6 first fragment */
+    eth(NF_ETHERTYPE_IPV6);
+    at = ip6(44, "2001:db8::1", "2001:db8::2");
+    b8(17), b8(0), b16(1), b32(9);               /* fragment header: offset 0, M */
+    udp(1, 2, 100);
+    bz(16);
+    ip6_done(at);
+    VH_EXPECT(vh(1, 0, 0, 0, 62, 6), NF_OFF_CSUM, 1500, NF_VH_CSUM_FRAME);
+    /* an atomic fragment (offset 0, M 0) is no fragment (RFC 6946) */
+    fr[14 + 40 + 3] = 0;
+    set16(62 + 4, 24);                          /* (the UDP length: now the whole datagram) */
+    VH_EXPECT(vh(1, 0, 0, 0, 62, 6), NF_OFF_CSUM, 1500, NF_VH_OK);
+}
+END_TEST
+
+START_TEST(vhdr_gso)
+{
+    struct net_vhdr o;
+    /* TSO over IPv4 and IPv6: the header handed on carries the parsed
+     * header length as hdr_len */
+    v4_l4(NF_IPPROTO_TCP, 3000);
+    ck_assert_int_eq(vcheck(vh(1, NF_VHDR_GSO_TCPV4, 54, 1460, 34, 16), OFF_ALL, 1500, &o), NF_VH_OK);
+    ck_assert_uint_eq(o.gso_type, NF_VHDR_GSO_TCPV4);
+    ck_assert_uint_eq(o.gso_size, 1460);
+    ck_assert_uint_eq(o.hdr_len, 54);
+    ck_assert_uint_eq(o.num_buffers, 0);
+    ck_assert_int_eq(vcheck(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 34, 16), NF_OFF_CSUM | NF_OFF_TSO4, 0, &o), NF_VH_OK);
+    ck_assert_uint_eq(o.hdr_len, 54);
+    v6_l4(NF_IPPROTO_TCP, 3000);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV6, 74, 1440, 54, 16), NF_OFF_CSUM | NF_OFF_TSO6, 1500, NF_VH_OK);
+    /* gso_size: 0, or segments past the MTU (IP + 20 TCP bytes + gso_size) */
+    v4_l4(NF_IPPROTO_TCP, 3000);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 0, 34, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1461, 34, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1360, 34, 16), OFF_ALL, 1400, NF_VH_OK);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1361, 34, 16), OFF_ALL, 1400, NF_VH_GSO_SIZE);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 65495, 34, 16), OFF_ALL, 0, NF_VH_OK);    /* no MTU: 65535 */
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 65496, 34, 16), OFF_ALL, 0, NF_VH_GSO_SIZE);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 0xffff, 34, 16), OFF_ALL, 0, NF_VH_GSO_SIZE);
+    v6_l4(NF_IPPROTO_TCP, 3000);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV6, 0, 1441, 54, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
+    /* the type must be the frame's: TCPV4 on IPv6, TCPV6 on IPv4, UDP, ICMP,
+     * a fragment */
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 54, 16), OFF_ALL, 1500, NF_VH_GSO_FRAME);
+    v4_l4(NF_IPPROTO_TCP, 3000);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV6, 0, 1000, 34, 16), OFF_ALL, 1500, NF_VH_GSO_FRAME);
+    v4_l4(NF_IPPROTO_UDP, 3000);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 34, 6), OFF_ALL, 1500, NF_VH_GSO_FRAME);
+    v4_l4(NF_IPPROTO_ICMP, 3000);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 34, 16), OFF_ALL, 1500, NF_VH_GSO_FRAME);
+    eth(NF_ETHERTYPE_IPV4);
+    size_t at = ip4(5, 0x2000, NF_IPPROTO_TCP, 1, 2);
+    tcp(1, 2, 5, 0x10);
+    bz(4);
+    ip4_done(at);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 34, 16), OFF_ALL, 1500, NF_VH_GSO_FRAME);
+    /* ECN (HOST_ECN is not offered), UDP fragmentation / segmentation (not
+     * offered), unknown types */
+    v4_l4(NF_IPPROTO_TCP, 3000);
+    static const unsigned types[] = { NF_VHDR_GSO_TCPV4 | NF_VHDR_GSO_ECN, NF_VHDR_GSO_TCPV6 | NF_VHDR_GSO_ECN,
+                                      NF_VHDR_GSO_ECN, NF_VHDR_GSO_UDP, NF_VHDR_GSO_UDP_L4, 2, 6, 7, 0x7f, 0xff };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
+        VH_EXPECT(vh(1, types[i], 0, 1000, 34, 16), OFF_ALL, 1500, NF_VH_GSO_TYPE);
+    v4_l4(NF_IPPROTO_UDP, 3000);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_UDP, 0, 1000, 34, 6), OFF_ALL, 1500, NF_VH_GSO_TYPE);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_UDP_L4, 0, 1000, 34, 6), OFF_ALL, 1500, NF_VH_GSO_TYPE);
+    /* not negotiated; without NEEDS_CSUM; with a wrong checksum place */
+    v4_l4(NF_IPPROTO_TCP, 3000);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 34, 16), NF_OFF_CSUM | NF_OFF_TSO6, 1500, NF_VH_GSO_OFFLOAD);
+    VH_EXPECT(vh(0, NF_VHDR_GSO_TCPV4, 0, 1000, 0, 0), OFF_ALL, 1500, NF_VH_GSO_CSUM);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 30, 16), OFF_ALL, 1500, NF_VH_CSUM_START);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 34, 6), OFF_ALL, 1500, NF_VH_CSUM_OFFSET);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 34, 16), NF_OFF_TSO4, 1500, NF_VH_CSUM_OFFLOAD);
+    /* hdr_len nonsense with GSO */
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, fl + 1, 1000, 34, 16), OFF_ALL, 1500, NF_VH_HDR_LEN);
+    v6_l4(NF_IPPROTO_TCP, 3000);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV6, 0, 1000, 54, 16), NF_OFF_CSUM | NF_OFF_TSO4, 1500, NF_VH_GSO_OFFLOAD);
+}
+END_TEST
+
+START_TEST(vhdr_names)
+{
+    for (int i = 0; i < NF_VH__COUNT; i++) {
+        ck_assert_str_ne(net_vhdr_errname((enum nf_vhdr_err)i), "unknown");
+        for (int j = 0; j < i; j++)
+            ck_assert_str_ne(net_vhdr_errname((enum nf_vhdr_err)i), net_vhdr_errname((enum nf_vhdr_err)j));
+    }
+    ck_assert_str_eq(net_vhdr_errname(NF_VH__COUNT), "unknown");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("net_frame");
@@ -813,6 +1149,13 @@ int main(void)
     tcase_add_test(t, ipv6_fragments);
     tcase_add_test(t, errors_total);
     tcase_add_test(t, addr_text);
+    tcase_add_test(t, vhdr_plain);
+    tcase_add_test(t, vhdr_flags);
+    tcase_add_test(t, vhdr_csum_good);
+    tcase_add_test(t, vhdr_csum_start_offset);
+    tcase_add_test(t, vhdr_csum_frame);
+    tcase_add_test(t, vhdr_gso);
+    tcase_add_test(t, vhdr_names);
     suite_add_tcase(s, t);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

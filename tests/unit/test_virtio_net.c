@@ -249,6 +249,8 @@ static void rig_teardown(void)
 
 #define F_MRG (1ull << VIRTIO_NET_F_MRG_RXBUF)
 #define F_BASE (1ull << VIRTIO_F_VERSION_1)
+#define F_CSUM (1ull << VIRTIO_NET_F_CSUM)
+#define F_TSO4 (1ull << VIRTIO_NET_F_HOST_TSO4)
 
 /* A frame of len bytes: byte 14 = tag, the rest a pattern from seed. */
 static void frame_make(uint8_t *f, size_t len, uint8_t tag, unsigned seed)
@@ -256,6 +258,22 @@ static void frame_make(uint8_t *f, size_t len, uint8_t tag, unsigned seed)
     for (size_t i = 0; i < len; i++)
         f[i] = (uint8_t)(i * 7 + seed);
     f[14] = tag;
+}
+
+/* A TCP segment over IPv4 of len bytes (TCP header at 34, 20 bytes), its
+ * payload a pattern from seed. */
+static void frame_tcp4(uint8_t *f, size_t len, unsigned seed)
+{
+    frame_make(f, len, 0x45, seed);
+    f[12] = 0x08;
+    f[13] = 0x00;
+    f[15] = 0;
+    f[16] = (uint8_t)((len - 14) >> 8);
+    f[17] = (uint8_t)(len - 14);
+    f[20] = 0x40;                   /* DF, no fragment */
+    f[21] = 0;
+    f[23] = 6;                      /* TCP */
+    f[34 + 12] = 5 << 4;            /* data offset */
 }
 
 /* The guest sends: header + frame in nseg descriptors (split evenly). */
@@ -816,14 +834,14 @@ START_TEST(tap_backend_both_ways)
     use_tap = true;
     rig_setup();
     use_tap = false;
-    rig_start(F_BASE | F_MRG, 2048, 32);
+    rig_start(F_BASE | F_MRG | F_CSUM, 2048, 32);
     static uint8_t f[2000], g[4000];
     uint16_t head;
     uint32_t len;
     /* out: a header with NEEDS_CSUM, as the driver writes it */
     for (unsigned i = 0; i < 200; i++) {
         uint8_t *buf = R.ram + TXBUF + (tx_head % 8) * 0x20000u;
-        frame_make(f, 300, 0x45, i);
+        frame_tcp4(f, 300, i);
         memset(buf, 0, 12);
         buf[0] = 1;                                     /* VIRTIO_NET_HDR_F_NEEDS_CSUM */
         buf[6] = 34;                                    /* csum_start */
@@ -890,6 +908,89 @@ START_TEST(tap_backend_both_ways)
 }
 END_TEST
 
+/* The virtio-net header must agree with the frame before the frame goes
+ * anywhere (net_vhdr_check): through the TAP backend's code, a right
+ * NEEDS_CSUM / TSO header goes on (the fields it does not use zero, hdr_len
+ * the parsed header length for TSO); csum_start at the destination address,
+ * DATA_VALID, a wrong csum_offset, TSO not negotiated, hdr_len past the frame:
+ * dropped, counted in tx_bad_offload, the chain handed back. */
+static void send_with_hdr(const uint8_t *hdr, const uint8_t *f, size_t len)
+{
+    uint8_t *buf = R.ram + TXBUF + (tx_head % 8) * 0x20000u;
+    memcpy(buf, hdr, 12);
+    memcpy(buf + 12, f, len);
+    put_desc(Q_TX, (uint16_t)((tx_head % 8) * 8), TXBUF + (tx_head % 8) * 0x20000u, (uint32_t)(12 + len), 0, 0);
+    make_avail(Q_TX, (uint16_t)((tx_head % 8) * 8));
+    tx_head++;
+    kick(Q_TX);
+}
+
+START_TEST(tx_offload_header_checked)
+{
+    use_tap = true;
+    rig_setup();
+    use_tap = false;
+    rig_start(F_BASE | F_MRG | F_CSUM | F_TSO4, 2048, 8);
+    static uint8_t f[4000], g[5000];
+    uint16_t head;
+    uint32_t len;
+    frame_tcp4(f, 3000, 1);
+    /* flags, gso_type, hdr_len, gso_size, csum_start, csum_offset, num_buffers (little endian) */
+    static const uint8_t good[][12] = {
+        { 1, 0, 0, 0, 0, 0, 34, 0, 16, 0, 0x5a, 0x5a },         /* NEEDS_CSUM */
+        { 1, 1, 0x36, 0, 0xb4, 5, 34, 0, 16, 0, 0, 0 },         /* TSO4, MSS 1460, hdr_len 54 */
+        { 1, 1, 0, 0, 0xb4, 5, 34, 0, 16, 0, 0, 0 },            /* hdr_len 0: the device's 54 */
+        { 0, 0, 0xff, 0, 7, 0, 30, 0, 2, 0, 1, 0 },             /* nothing asked: fields unused */
+    };
+    static const uint8_t want[][12] = {
+        { 1, 0, 0, 0, 0, 0, 34, 0, 16, 0, 0, 0 },
+        { 1, 1, 0x36, 0, 0xb4, 5, 34, 0, 16, 0, 0, 0 },
+        { 1, 1, 0x36, 0, 0xb4, 5, 34, 0, 16, 0, 0, 0 },
+        { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },
+    };
+    for (unsigned i = 0; i < 4; i++) {
+        send_with_hdr(good[i], f, 3000);
+        ck_assert_int_eq(peer_recv(g, sizeof g, 2000), 3012);
+        ck_assert_msg(memcmp(g, want[i], 12) == 0, "header %u handed on as %02x %02x %02x%02x %02x%02x %02x%02x %02x%02x",
+                      i, g[0], g[1], g[3], g[2], g[5], g[4], g[7], g[6], g[9], g[8]);
+        ck_assert(memcmp(g + 12, f, 3000) == 0);
+        ck_assert_int_eq(used_wait(Q_TX, &head, &len, 2000), 1);
+    }
+    static const uint8_t bad[][12] = {
+        { 1, 0, 0, 0, 0, 0, 30, 0, 0, 0, 0, 0 },                /* csum_start: the destination address */
+        { 1, 0, 0, 0, 0, 0, 36, 0, 0, 0, 0, 0 },                /* ... the destination port */
+        { 1, 0, 0, 0, 0, 0, 34, 0, 6, 0, 0, 0 },                /* csum_offset: UDP's on TCP */
+        { 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 },                 /* DATA_VALID */
+        { 1, 4, 0, 0, 0xb4, 5, 34, 0, 16, 0, 0, 0 },            /* TSO6: not negotiated (nor IPv6) */
+        { 1, 0x81, 0, 0, 0xb4, 5, 34, 0, 16, 0, 0, 0 },         /* TSO4 with ECN */
+        { 1, 1, 0, 0, 0, 0, 34, 0, 16, 0, 0, 0 },               /* gso_size 0 */
+        { 0, 0, 0xc5, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0 },           /* hdr_len 3013 */
+    };
+    struct virtio_net_stats st;
+    for (unsigned i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        send_with_hdr(bad[i], f, 3000);
+        ck_assert_int_eq(used_wait(Q_TX, &head, &len, 2000), 1);
+        ck_assert_uint_eq(len, 0);
+        ck_assert_msg(peer_recv(g, sizeof g, 50) == -1, "bad header %u went on", i);
+        virtio_net_get_stats(R.dev, &st);
+        ck_assert_uint_eq(st.tx_bad_offload, i + 1);
+    }
+    /* without VIRTIO_NET_F_CSUM negotiated, NEEDS_CSUM is refused too */
+    virtio_net_ops.stop(R.dev);
+    R.env.features = F_BASE | F_MRG;
+    ck_assert_int_eq(virtio_net_ops.start(R.dev, &R.env), 0);
+    send_with_hdr(good[0], f, 3000);
+    ck_assert_int_eq(used_wait(Q_TX, &head, &len, 2000), 1);
+    ck_assert_int_eq(peer_recv(g, sizeof g, 50), -1);
+    virtio_net_get_stats(R.dev, &st);
+    ck_assert_uint_eq(st.tx_bad_offload, sizeof bad / sizeof bad[0] + 1);
+    ck_assert_uint_eq(st.tx_frames, 4);
+    ck_assert_uint_eq(st.tx_bad, 0);
+    ck_assert_uint_eq(st.tx_dropped, 0);
+    rig_teardown();
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("virtio_net");
@@ -910,6 +1011,7 @@ int main(void)
     tcase_add_test(tc, kind_takes_qemu_rings);
     tcase_add_test(tc, tx_more_than_a_batch_one_kick);
     tcase_add_test(tc, tap_backend_both_ways);
+    tcase_add_test(tc, tx_offload_header_checked);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
