@@ -179,6 +179,43 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 }
 
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint32_t be32(const uint8_t *p) { return (uint32_t)be16(p) << 16 | be16(p + 2); }
+
+unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[2])
+{
+    static const uint8_t zero[10];
+    uint32_t last = be32(v6 + 12);
+    if (memcmp(v6, zero, 10) == 0) {
+        if ((v6[10] == 0 && v6[11] == 0) || (v6[10] == 0xff && v6[11] == 0xff)) {
+            out[0] = last;              /* ::a.b.c.d, ::ffff:a.b.c.d */
+            return 1;
+        }
+        return 0;
+    }
+    if (be32(v6) == 0x0064ff9bu) {
+        if (memcmp(v6 + 4, zero, 8) == 0) {
+            out[0] = last;              /* 64:ff9b::/96 */
+            return 1;
+        }
+        if (be16(v6 + 4) == 0x0001) {   /* 64:ff9b:1::/48: as a /96, as a /48 */
+            out[0] = last;
+            out[1] = (uint32_t)v6[6] << 24 | (uint32_t)v6[7] << 16 | (uint32_t)v6[9] << 8 | v6[10];
+            return 2;
+        }
+        return 0;
+    }
+    if (be16(v6) == 0x2002) {
+        out[0] = be32(v6 + 2);          /* 6to4 */
+        return 1;
+    }
+    if (be32(v6) == 0x20010000u) {
+        out[0] = be32(v6 + 4);          /* Teredo: the server, the client (obfuscated) */
+        out[1] = ~last;
+        return 2;
+    }
+    return 0;
+}
+
 
 /* ---- rule specs ------------------------------------------------------ */
 
@@ -678,6 +715,16 @@ static const struct np_match *scan(const struct np_match *m, size_t n, const str
     return NULL;
 }
 
+/* k, or else one of the n4 IPv4 keys of the addresses k's IPv6 destination embeds */
+static const struct np_match *scan_k(const struct np_match *m, size_t n, const struct key *k,
+                                     const struct key *k4, unsigned n4)
+{
+    const struct np_match *r = scan(m, n, k);
+    for (unsigned i = 0; !r && i < n4; i++)
+        r = scan(m, n, &k4[i]);
+    return r;
+}
+
 static bool nd_type(uint8_t t)
 {
     return (t >= 130 && t <= 133) || t == 135 || t == 136 || t == 143;
@@ -769,8 +816,20 @@ static enum np_verdict decide(struct net_policy *p, const struct net_frame *f, u
         *rule = g ? g->rule : NP_B_FRAG;
         return g ? NP_ALLOW : NP_DROP;
     }
+    /* the IPv4 addresses an IPv6 destination embeds, as IPv4 keys for the
+     * deny rules and the preset */
+    struct key k4[2];
+    unsigned n4 = 0;
+    if (k.family == 6) {
+        uint32_t v4[2];
+        n4 = np_embedded_v4(f->dst.b, v4);
+        for (unsigned i = 0; i < n4; i++)
+            k4[i] = (struct key){ .hi = 0, .lo = 0x0000ffff00000000ull | v4[i], .family = 4,
+                                  .proto = k.proto == NF_IPPROTO_ICMPV6 ? NF_IPPROTO_ICMP : k.proto,
+                                  .ports = k.ports, .dport = k.dport };
+    }
     const struct np_match *m;
-    if ((m = scan(p->deny, p->n_deny, &k))) {
+    if ((m = scan_k(p->deny, p->n_deny, &k, k4, n4))) {
         *rule = m->rule;
         return NP_DROP;
     }
@@ -778,7 +837,7 @@ static enum np_verdict decide(struct net_policy *p, const struct net_frame *f, u
         *rule = m->rule;
         return NP_ALLOW;
     }
-    if ((m = scan(p->pre, p->n_pre, &k))) {
+    if ((m = scan_k(p->pre, p->n_pre, &k, k4, n4))) {
         *rule = m->rule;
         return NP_DROP;
     }

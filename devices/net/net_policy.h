@@ -31,14 +31,18 @@
  *       was allowed (tracked by family, src, dst, id, protocol for
  *       NP_FRAG_NS, at most NP_FRAG_MAX datagrams), else drop
  *    9. deny rules, in the order given              drop
+ *       (an IPv4 rule also matches an IPv6 destination that embeds an
+ *       IPv4 address it covers: np_embedded_v4)
  *   10. allow rules, in the order given             allow
  *   11. the preset, unless turned off (no_preset)   drop
- *       (np_preset[] and the host's own addresses from the caller)
+ *       (np_preset[] and the host's own addresses from the caller; its
+ *       IPv4 entries also match IPv6 destinations embedding such an
+ *       address)
  *   12. addresses learned for a domain rule (within that rule's port/proto)  allow
  *   13. the default                                  allow or deny
  * Explicit rules beat the preset; the preset beats learned addresses (a
- * resolver cannot admit 10.0.0.1 or 169.254.x by answering for an allowed
- * name) and the default. With default deny the preset only filters learned
+ * resolver cannot admit 10.0.0.1, 169.254.x or 64:ff9b::a9fe:a9fe by
+ * answering for an allowed name) and the default. With default deny the preset only filters learned
  * addresses.
  *
  * Domain learning (net_policy_rx, on frames the guest receives): a DNS
@@ -176,6 +180,16 @@ struct np_stats {
 /* The preset (step 11), as rule specs; np_preset_count entries. */
 extern const char *const np_preset[];
 extern const size_t np_preset_count;
+
+/* The IPv4 addresses an IPv6 address embeds, into out (host byte order):
+ * IPv4-mapped ::ffff:0:0/96 and IPv4-compatible ::/96 (the last 32 bits;
+ * :: and ::1 included: 0.0.0.0, 0.0.0.1), NAT64 64:ff9b::/96 (RFC 6052:
+ * the last 32 bits), local-use NAT64 64:ff9b:1::/48 (RFC 8215: the last 32
+ * bits, as a /96 prefix embeds it, and bits 48..63 + 72..87, as the /48
+ * one does), 6to4 2002::/16 (bits 16..47) and Teredo 2001::/32 (the
+ * server, bits 32..63, and the client, the last 32 bits inverted).
+ * Returns how many (0..2). Pure. */
+unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[2]);
 
 /* Parse one CIDR rule spec; 0, or -EINVAL with a message in why. */
 int np_parse_rule(const char *spec, struct np_rule_spec *out, char *why, size_t wlen);

@@ -673,6 +673,124 @@ START_TEST(link_services)
 }
 END_TEST
 
+/* ---- IPv6 addresses that embed IPv4 ones --------------------------------- */
+
+static unsigned emb(const char *v6, uint32_t out[2])
+{
+    uint8_t b[16];
+    ck_assert_int_eq(inet_pton(AF_INET6, v6, b), 1);
+    return np_embedded_v4(b, out);
+}
+
+START_TEST(embedded_v4_forms)
+{
+    uint32_t o[2] = { 0, 0 };
+    ck_assert_uint_eq(emb("::ffff:169.254.169.254", o), 1);             /* IPv4-mapped */
+    ck_assert_uint_eq(o[0], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("::a9fe:a9fe", o), 1);                        /* IPv4-compatible */
+    ck_assert_uint_eq(o[0], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("::", o), 1);
+    ck_assert_uint_eq(o[0], 0);
+    ck_assert_uint_eq(emb("::1", o), 1);
+    ck_assert_uint_eq(o[0], 1);
+    ck_assert_uint_eq(emb("64:ff9b::a00:1", o), 1);                     /* NAT64 well-known */
+    ck_assert_uint_eq(o[0], 0x0a000001);
+    ck_assert_uint_eq(emb("64:ff9b:1:a9fe:a9:fe00::", o), 2);           /* local-use, as a /48 */
+    ck_assert_uint_eq(o[0], 0);
+    ck_assert_uint_eq(o[1], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("64:ff9b:1::a00:1", o), 2);                   /* local-use, as a /96 */
+    ck_assert_uint_eq(o[0], 0x0a000001);
+    ck_assert_uint_eq(o[1], 0);
+    ck_assert_uint_eq(emb("2002:a9fe:a9fe::1", o), 1);                  /* 6to4 */
+    ck_assert_uint_eq(o[0], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("2001:0:5db8:d822:8000:f227:5601:5601", o), 2);   /* Teredo */
+    ck_assert_uint_eq(o[0], 0x5db8d822);                                /* the server */
+    ck_assert_uint_eq(o[1], 0xa9fea9fe);                                /* the client, inverted */
+    /* nothing embedded */
+    static const char *const none[] = { "2606:4700::1", "64:ff9b:2::a00:1", "64:ff9b:0:1::a00:1",
+                                        "::1:0:0:a00:1", "::fffe:a00:1", "2001:1::a00:1",
+                                        "2003::a00:1", "fe80::a00:1", "0:0:0:1::a00:1" };
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        ck_assert_msg(emb(none[i], o) == 0, "%s embeds", none[i]);
+}
+END_TEST
+
+START_TEST(embedded_v4_denied)
+{
+    uint8_t hb[4] = { 203, 0, 113, 5 };
+    struct nf_addr host;
+    nf_addr_v4(&host, hb);
+    struct net_policy *p = mk(&(struct np_conf){ .default_allow = true, .host = &host, .n_host = 1 });
+    static const struct { const char *dst, *rule; } denied[] = {
+        { "64:ff9b::a9fe:a9fe", "169.254.0.0/16" }, { "64:ff9b::a00:1", "10.0.0.0/8" },
+        { "64:ff9b::c0a8:101", "192.168.0.0/16" }, { "64:ff9b::7f00:1", "127.0.0.0/8" },
+        { "2002:a9fe:a9fe::1", "169.254.0.0/16" }, { "2002:ac10:1::1", "172.16.0.0/12" },
+        { "::a9fe:a9fe", "169.254.0.0/16" }, { "::a00:1", "10.0.0.0/8" },
+        { "2001:0:a9fe:a9fe::1", "169.254.0.0/16" },                    /* Teredo server */
+        { "2001:0:5db8:d822::5601:5601", "169.254.0.0/16" },            /* Teredo client */
+        { "64:ff9b::cb00:7105", "203.0.113.5/32 (host)" },
+        { "64:ff9b:1::a00:1", "64:ff9b:1::/48" },
+    };
+    for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
+        ck_assert_msg(to(p, denied[i].dst, 6, 443, 0) == NP_DROP, "%s allowed", denied[i].dst);
+        EXPECT(NP_DROP, idx(p, NP_K_PRESET, denied[i].rule));
+    }
+    static const char *const ok[] = { "64:ff9b::5db8:d822", "2002:5db8:d822::1", "::5db8:d822",
+                                      "2001:0:5db8:d822::a247:27dd", "2606:4700::1" };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        ck_assert_msg(to(p, ok[i], 6, 443, 0) == NP_ALLOW, "%s dropped", ok[i]);
+        EXPECT(NP_ALLOW, NP_B_DEFAULT);
+    }
+    net_policy_free(p);
+
+    /* an IPv4 deny rule covers the IPv6 forms of its addresses (ports and
+     * protocol as for IPv4; proto=icmp takes ICMPv6); an explicit IPv6
+     * allow still beats the preset, as an IPv4 one does */
+    const char *deny[] = { "93.184.216.0/24,port=443,proto=tcp", "198.51.100.7,proto=icmp" };
+    const char *allow[] = { "64:ff9b::a00:5" };
+    p = mk(&(struct np_conf){ .default_allow = true, .deny = deny, .n_deny = 2, .allow = allow,
+                              .n_allow = 1 });
+    ck_assert_int_eq(to(p, "64:ff9b::5db8:d822", 6, 443, 0), NP_DROP);
+    EXPECT(NP_DROP, idx(p, NP_K_DENY, "93.184.216.0/24,port=443,proto=tcp"));
+    ck_assert_int_eq(to(p, "2002:5db8:d801::1", 6, 443, 0), NP_DROP);
+    ck_assert_int_eq(to(p, "64:ff9b::5db8:d822", 6, 80, 0), NP_ALLOW);
+    ck_assert_int_eq(to(p, "64:ff9b::c633:6407", 58, 0, 0), NP_DROP);
+    EXPECT(NP_DROP, idx(p, NP_K_DENY, "198.51.100.7/32,proto=icmp"));
+    ck_assert_int_eq(to(p, "64:ff9b::c633:6407", 17, 53, 0), NP_ALLOW);
+    ck_assert_int_eq(to(p, "64:ff9b::a00:5", 6, 443, 0), NP_ALLOW);
+    EXPECT(NP_ALLOW, idx(p, NP_K_ALLOW, "64:ff9b::a00:5/128"));
+    net_policy_free(p);
+
+    /* deny 0.0.0.0/0 takes every embedding form with it */
+    const char *deny4[] = { "0.0.0.0/0" };
+    p = mk(&(struct np_conf){ .default_allow = true, .no_preset = true, .deny = deny4, .n_deny = 1 });
+    ck_assert_int_eq(to(p, "64:ff9b::5db8:d822", 6, 443, 0), NP_DROP);
+    ck_assert_int_eq(to(p, "2001:0:5db8:d822::a247:27dd", 6, 443, 0), NP_DROP);
+    ck_assert_int_eq(to(p, "2606:4700::1", 6, 443, 0), NP_ALLOW);
+    net_policy_free(p);
+}
+END_TEST
+
+/* A domain's AAAA answer in an embedding form: the preset still decides. */
+START_TEST(embedded_v4_learned)
+{
+    const char *allow[] = { "10.0.2.3,port=53,proto=udp" };
+    const char *dom[] = { "x.example" };
+    struct net_policy *p = mk(&(struct np_conf){ .allow = allow, .n_allow = 1, .allow_domain = dom,
+                                                 .n_allow_domain = 1 });
+    ck_assert_int_eq(query(p, "10.0.2.3", 17, 5353, 7, "x.example", 0), NP_ALLOW);
+    const char *addrs[] = { "64:ff9b::a9fe:a9fe", "2002:a00:1::1", "64:ff9b::5db8:d822" };
+    ck_assert_uint_eq(answer(p, "10.0.2.3", 17, 5353, 7, "x.example", NULL, addrs, 3, 300, 0), 3);
+    ck_assert_int_eq(to(p, "64:ff9b::a9fe:a9fe", 6, 443, S(1)), NP_DROP);
+    EXPECT(NP_DROP, idx(p, NP_K_PRESET, "169.254.0.0/16"));
+    ck_assert_int_eq(to(p, "2002:a00:1::1", 6, 443, S(1)), NP_DROP);
+    EXPECT(NP_DROP, idx(p, NP_K_PRESET, "10.0.0.0/8"));
+    ck_assert_int_eq(to(p, "64:ff9b::5db8:d822", 6, 443, S(1)), NP_ALLOW);
+    EXPECT(NP_ALLOW, idx(p, NP_K_DOMAIN, "x.example"));
+    net_policy_free(p);
+}
+END_TEST
+
 START_TEST(fragments)
 {
     const char *allow[] = { "1.2.3.4,port=443,proto=tcp", "2001:db8:9::1,port=443,proto=tcp" };
@@ -1189,6 +1307,9 @@ int main(void)
     tcase_add_test(t, ports_protocols_families);
     tcase_add_test(t, steps_before_the_rules);
     tcase_add_test(t, link_services);
+    tcase_add_test(t, embedded_v4_forms);
+    tcase_add_test(t, embedded_v4_denied);
+    tcase_add_test(t, embedded_v4_learned);
     tcase_add_test(t, fragments);
     tcase_add_test(t, learn_and_expire);
     tcase_add_test(t, ttl_clamp_and_use);
