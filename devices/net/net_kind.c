@@ -27,7 +27,7 @@
 #include "devices/virtio/ratelimit.h"
 #include "vmm/base/clock.h"
 
-static const char *const net_keys[] = { "tap", "user", "forward", "host_loopback", "mac", "mtu", "id", "mmds",
+static const char *const net_keys[] = { "tap", "user", "forward", "host_loopback", "mac", "guest_mac", "mtu", "id", "mmds",
                                          "metadata", "mmds_v1",
                                          "tx_bw", "tx_ops", "rx_bw", "rx_ops", "policy", NULL };
 static const char *const limit_keys[] = { "tx_bw", "tx_ops", "rx_bw", "rx_ops" };
@@ -48,7 +48,7 @@ static int limits(const struct devopts *o, struct ratelimit_cfg *tx, struct rate
 
 /* a restore may put the device on another backend, or give it another
  * MAC (a fork of a running VM must not share its parent's) */
-static const char *const net_override_keys[] = { "tap", "user", "forward", "host_loopback", "mac", NULL };
+static const char *const net_override_keys[] = { "tap", "user", "forward", "host_loopback", "mac", "guest_mac", NULL };
 static const char *const net_tap_group[] = { "tap", NULL };
 static const char *const net_user_group[] = { "user", "forward", "host_loopback", NULL };
 static const char *const *const net_backend_groups[] = { net_tap_group, net_user_group, NULL };
@@ -122,8 +122,10 @@ static size_t host_addrs(struct nf_addr *a, size_t max)
     return n;
 }
 
-/* A policy from its text (policy= option, or a run-time change). */
-static int policy_build(const char *text, struct net_policy **out, char *why, size_t wlen)
+/* A policy from its text (policy= option, or a run-time change); the
+ * guest's source MAC pinned to macs (n of them; none: not pinned). */
+static int policy_build(const char *text, const uint8_t (*macs)[6], size_t n, struct net_policy **out, char *why,
+                        size_t wlen)
 {
     struct np_text t;
     struct np_conf c;
@@ -132,6 +134,8 @@ static int policy_build(const char *text, struct net_policy **out, char *why, si
         struct nf_addr host[HOST_ADDRS_MAX];
         c.host = host;
         c.n_host = host_addrs(host, HOST_ADDRS_MAX);
+        c.guest_mac = macs;
+        c.n_guest_mac = n;
         r = net_policy_new(&c, out, why, wlen);
     }
     np_text_free(&t);
@@ -205,6 +209,11 @@ static int net_check(const struct devopts *o, char *why, size_t wlen)
         snprintf(why, wlen, "mac=%.40s: not a unicast MAC address (52:54:00:12:34:56)", mac);
         return -EINVAL;
     }
+    const char *gmac = devopt_get(o, "guest_mac");
+    if (gmac && net_parse_mac(gmac, m) < 0) {
+        snprintf(why, wlen, "guest_mac=%.40s: not a unicast MAC address (52:54:00:12:34:56)", gmac);
+        return -EINVAL;
+    }
     if (mtu && parse_mtu(mtu, &u) < 0) {
         snprintf(why, wlen, "mtu must be %u .. %u", VIRTIO_NET_MTU_MIN, VIRTIO_NET_MTU_MAX);
         return -EINVAL;
@@ -228,7 +237,7 @@ static int net_check(const struct devopts *o, char *why, size_t wlen)
     if (pol) {
         struct net_policy *p = NULL;
         char w[200] = "";
-        lr = policy_build(pol, &p, w, sizeof(w));
+        lr = policy_build(pol, NULL, 0, &p, w, sizeof(w));
         net_policy_free(p);
         if (lr < 0) {
             snprintf(why, wlen, "policy: %s", w);
@@ -367,17 +376,6 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
         return -ENOMEM;
     }
     pthread_mutex_init(&rec->plock, NULL);
-    const char *pol = devopt_get(o, "policy");
-    if (pol) {
-        char w[200] = "";
-        rec->policy_text = strdup(pol);
-        int pr = rec->policy_text ? policy_build(pol, &rec->policy, w, sizeof(w)) : -ENOMEM;
-        if (pr < 0) {
-            snprintf(why, wlen, "policy: %s", w);
-            net_free(rec);
-            return pr;
-        }
-    }
     const char *mac = devopt_get(o, "mac"), *mtu = devopt_get(o, "mtu");
     char ms[18];
     if (!mac || net_parse_mac(mac, rec->mac) < 0) {
@@ -388,6 +386,23 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, st
             net_free(rec);
             snprintf(why, wlen, "out of memory");
             return -ENOMEM;
+        }
+    }
+    const char *gmac = devopt_get(o, "guest_mac");
+    rec->n_mac = 1;
+    memcpy(rec->macs[0], rec->mac, 6);
+    rec->guest_mac_given = gmac && net_parse_mac(gmac, rec->guest_mac) == 0;
+    if (rec->guest_mac_given && memcmp(rec->guest_mac, rec->mac, 6))
+        memcpy(rec->macs[rec->n_mac++], rec->guest_mac, 6);
+    const char *pol = devopt_get(o, "policy");
+    if (pol) {
+        char w[200] = "";
+        rec->policy_text = strdup(pol);
+        int pr = rec->policy_text ? policy_build(pol, rec->macs, rec->n_mac, &rec->policy, w, sizeof(w)) : -ENOMEM;
+        if (pr < 0) {
+            snprintf(why, wlen, "policy: %s", w);
+            net_free(rec);
+            return pr;
         }
     }
     unsigned u = 0;
@@ -465,7 +480,7 @@ static int net_set(void *priv, const char *key, const char *value, char *why, si
     if (!strcmp(key, "policy")) {
         /* built off the lock; learned addresses and counters carried over */
         struct net_policy *np = NULL, *old;
-        int e = policy_build(value, &np, why, wlen);
+        int e = policy_build(value, r->macs, r->n_mac, &np, why, wlen);
         if (e < 0)
             return e;
         char *text = strdup(value), *old_text;
@@ -505,6 +520,29 @@ static int net_set(void *priv, const char *key, const char *value, char *why, si
     return virtio_net_set_limit(r->dev, tx, &c);
 }
 
+int net_kind_frontend_mac(void *priv, char *why, size_t wlen)
+{
+    struct net_rec *r = priv;
+    pthread_mutex_lock(&r->plock);
+    /* only guest_mac= names the frontend's MAC */
+    memcpy(r->macs[0], r->guest_mac, 6);
+    r->n_mac = r->guest_mac_given ? 1 : 0;
+    pthread_mutex_unlock(&r->plock);
+    if (!r->policy)
+        return 0;
+    struct net_policy *np = NULL, *old;
+    int e = policy_build(r->policy_text, r->macs, r->n_mac, &np, why, wlen);
+    if (e < 0)
+        return e;
+    pthread_mutex_lock(&r->plock);
+    old = r->policy;
+    net_policy_carry(np, old, clock_mono_ns());
+    r->policy = np;
+    pthread_mutex_unlock(&r->plock);
+    net_policy_free(old);
+    return 0;
+}
+
 static const char *const net_get_keys[] = { "policy", "stats", NULL };
 
 static long net_get(void *priv, const char *key, char *buf, size_t len)
@@ -524,6 +562,10 @@ static long net_get(void *priv, const char *key, char *buf, size_t len)
 #define PUT(...) do { int k_ = snprintf(buf + (n < len ? n : len), n < len ? len - n : 0, __VA_ARGS__); \
                       if (k_ > 0) n += (size_t)k_; } while (0)
     PUT("mac %s\n", mac);
+    if (r->guest_mac_given) {
+        net_format_mac(r->guest_mac, mac);
+        PUT("guest_mac %s\n", mac);
+    }
     PUT("tx frames %llu bytes %llu dropped %llu local %llu bad %llu backend-errors %llu throttled %llu "
         "bad-offload %llu\n",
         (unsigned long long)st.tx_frames, (unsigned long long)st.tx_bytes, (unsigned long long)st.tx_dropped,
@@ -559,8 +601,17 @@ static int net_fork_identity(struct devopts *o, const struct devopts *ovr, char 
                  "net_taps)", tap);
         return -EINVAL;
     }
+    /* the restored guest goes on sending from the MAC it read at boot: the
+     * policy pins that one too (the first generation's, kept by later ones) */
+    const char *old = devopt_get(o, "mac");
     uint8_t m[6];
     char ms[18];
+    if (old && !devopt_get(o, "guest_mac") && net_parse_mac(old, m) == 0) {
+        net_format_mac(m, ms);
+        int r = devopt_set(o, "guest_mac", ms);
+        if (r < 0)
+            return r;
+    }
     net_random_mac(m);
     net_format_mac(m, ms);
     return devopt_set(o, "mac", ms);

@@ -1,5 +1,6 @@
 /* virtio-net as a kind of device (devices/virtio/virtio_kind.h): options
- * tap=NAME, mac=MAC, mtu=N, id=NAME; mmds (the metadata service at
+ * tap=NAME, mac=MAC, guest_mac=MAC (the MAC a restored guest still
+ * sends from, when not mac=), mtu=N, id=NAME; mmds (the metadata service at
  * 169.254.169.254, session tokens required), mmds_v1 (no token needed),
  * metadata=FILE (its first document; implies mmds), policy="..." (the
  * egress policy: devices/net/net_policy_text.h), tx_bw/tx_ops/rx_bw/rx_ops
@@ -8,6 +9,7 @@
 #define MOAT_NET_KIND_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "devices/virtio/virtio_kind.h"
@@ -25,6 +27,12 @@ struct http_parser;
 struct net_rec {
     struct virtio_net *dev;     /* owned by its transport */
     uint8_t mac[6];
+    /* the MACs the egress policy lets the guest send from: mac, and
+     * guest_mac= when given (a fork's child: the MAC its guest still uses) */
+    uint8_t macs[2][6];
+    size_t n_mac;
+    uint8_t guest_mac[6];       /* guest_mac=, when guest_mac_given */
+    bool guest_mac_given;
     /* the metadata service (options mmds, metadata=FILE), or NULL */
     struct mmds *mmds;
     struct net_local *local;
@@ -44,5 +52,11 @@ int net_parse_mac(const char *s, uint8_t mac[6]);
 /* A random locally administered unicast address (02:xx:...). */
 void net_random_mac(uint8_t mac[6]);
 void net_format_mac(const uint8_t mac[6], char out[18]);
+
+/* The device's config space is its frontend's (vhost-user: QEMU gives the
+ * guest its own -device mac=): the egress policy pins the source MAC to
+ * guest_mac= when given, else not at all. Call once, before frames flow.
+ * 0, or -errno with why. */
+int net_kind_frontend_mac(void *priv, char *why, size_t wlen);
 
 #endif

@@ -37,13 +37,15 @@ const size_t np_preset_count = sizeof np_preset / sizeof np_preset[0];
 static const char *const builtin_text[NP_B__COUNT] = {
     [NP_B_MALFORMED] = "malformed",
     [NP_B_VLAN] = "vlan-tagged",
+    [NP_B_SRC_MAC] = "source mac not the guest's",
+    [NP_B_SRCROUTE] = "source-routed",
     [NP_B_ARP] = "arp",
     [NP_B_NONIP] = "non-ip",
+    [NP_B_SRC_ADDR] = "source address not the guest's",
     [NP_B_METADATA] = "metadata 169.254.169.254:80",
     [NP_B_DHCP4] = "link dhcpv4",
     [NP_B_ND6] = "link ipv6-nd/mld",
     [NP_B_DHCP6] = "link dhcpv6",
-    [NP_B_SRCROUTE] = "source-routed",
     [NP_B_FRAG] = "fragment without an allowed first fragment",
     [NP_B_DEFAULT] = "default",
 };
@@ -110,6 +112,20 @@ struct net_policy {
     unsigned pend_next;
     struct np_frag frag[NP_FRAG_MAX];
     unsigned frag_next;
+
+    /* the guest's identity: MACs, configured addresses, the IPv4 address
+     * DHCP handed it (dhcp4, when have_dhcp4) and the DHCP transaction it
+     * last broadcast (xid, for dhcp_expires) */
+    uint8_t gmac[NP_GUEST_MACS_MAX][6];
+    size_t n_gmac;
+    uint32_t g4[NP_GUEST_ADDRS_MAX];
+    size_t n_g4;
+    uint64_t g6hi[NP_GUEST_ADDRS_MAX], g6lo[NP_GUEST_ADDRS_MAX];
+    size_t n_g6;
+    uint32_t dhcp4, dhcp_xid;
+    bool have_dhcp4, dhcp_pending;
+    uint8_t dhcp_mac[6];
+    uint64_t dhcp_expires;
 
     struct np_stats st;
 };
@@ -179,6 +195,42 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 }
 
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
+static uint32_t be32(const uint8_t *p) { return (uint32_t)be16(p) << 16 | be16(p + 2); }
+
+unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[2])
+{
+    static const uint8_t zero[10];
+    uint32_t last = be32(v6 + 12);
+    if (memcmp(v6, zero, 10) == 0) {
+        if ((v6[10] == 0 && v6[11] == 0) || (v6[10] == 0xff && v6[11] == 0xff)) {
+            out[0] = last;              /* ::a.b.c.d, ::ffff:a.b.c.d */
+            return 1;
+        }
+        return 0;
+    }
+    if (be32(v6) == 0x0064ff9bu) {
+        if (memcmp(v6 + 4, zero, 8) == 0) {
+            out[0] = last;              /* 64:ff9b::/96 */
+            return 1;
+        }
+        if (be16(v6 + 4) == 0x0001) {   /* 64:ff9b:1::/48: as a /96, as a /48 */
+            out[0] = last;
+            out[1] = (uint32_t)v6[6] << 24 | (uint32_t)v6[7] << 16 | (uint32_t)v6[9] << 8 | v6[10];
+            return 2;
+        }
+        return 0;
+    }
+    if (be16(v6) == 0x2002) {
+        out[0] = be32(v6 + 2);          /* 6to4 */
+        return 1;
+    }
+    if (be32(v6) == 0x20010000u) {
+        out[0] = be32(v6 + 4);          /* Teredo: the server, the client (obfuscated) */
+        out[1] = ~last;
+        return 2;
+    }
+    return 0;
+}
 
 /* ---- rule specs ------------------------------------------------------ */
 
@@ -450,6 +502,14 @@ int net_policy_new(const struct np_conf *c, struct net_policy **out, char *why, 
     for (size_t i = 0; i < c->n_host; i++)
         if (c->host[i].family != 4 && c->host[i].family != 6)
             return errf(why, wlen, "host address %zu has no family (4 or 6)", i);
+    if (c->n_guest_mac > NP_GUEST_MACS_MAX || c->n_guest > NP_GUEST_ADDRS_MAX) {
+        errf(why, wlen, "%zu guest MACs, %zu guest addresses: at most %u, %u", c->n_guest_mac,
+             c->n_guest, NP_GUEST_MACS_MAX, NP_GUEST_ADDRS_MAX);
+        return -E2BIG;
+    }
+    for (size_t i = 0; i < c->n_guest; i++)
+        if (c->guest[i].family != 4 && c->guest[i].family != 6)
+            return errf(why, wlen, "guest address %zu has no family (4 or 6)", i);
 
     struct net_policy *p = calloc(1, sizeof *p);
     size_t npre = c->no_preset ? 0 : np_preset_count + c->n_host;
@@ -478,6 +538,16 @@ int net_policy_new(const struct np_conf *c, struct net_policy **out, char *why, 
     p->bucket_mask = nb - 1;
     p->st.learn_max = lmax;
     ln_init(p);
+    for (size_t i = 0; i < c->n_guest_mac; i++)
+        memcpy(p->gmac[p->n_gmac++], c->guest_mac[i], 6);
+    for (size_t i = 0; i < c->n_guest; i++) {
+        if (c->guest[i].family == 4) {
+            p->g4[p->n_g4++] = be32(c->guest[i].b + 12);
+        } else {
+            p->g6hi[p->n_g6] = ld64(c->guest[i].b);
+            p->g6lo[p->n_g6++] = ld64(c->guest[i].b + 8);
+        }
+    }
 
     for (unsigned i = 0; i < NP_B__COUNT; i++)
         add_rule(p, NP_K_BUILTIN, builtin_text[i]);
@@ -678,6 +748,16 @@ static const struct np_match *scan(const struct np_match *m, size_t n, const str
     return NULL;
 }
 
+/* k, or else one of the n4 IPv4 keys of the addresses k's IPv6 destination embeds */
+static const struct np_match *scan_k(const struct np_match *m, size_t n, const struct key *k,
+                                     const struct key *k4, unsigned n4)
+{
+    const struct np_match *r = scan(m, n, k);
+    for (unsigned i = 0; !r && i < n4; i++)
+        r = scan(m, n, &k4[i]);
+    return r;
+}
+
 static bool nd_type(uint8_t t)
 {
     return (t >= 130 && t <= 133) || t == 135 || t == 136 || t == 143;
@@ -716,8 +796,106 @@ static void frag_put(struct net_policy *p, const struct net_frame *f, uint32_t r
     g->used = true;
 }
 
-static enum np_verdict decide(struct net_policy *p, const struct net_frame *f, uint64_t now,
-                              uint32_t *rule)
+/* ---- the guest's identity --------------------------------------------- */
+
+static bool mac_is_guest(const struct net_policy *p, const uint8_t mac[6])
+{
+    for (size_t i = 0; i < p->n_gmac; i++)
+        if (memcmp(p->gmac[i], mac, 6) == 0)
+            return true;
+    return false;
+}
+
+static bool v4_known(const struct net_policy *p) { return p->n_g4 || p->have_dhcp4; }
+
+/* a (host order) is one of the guest's IPv4 addresses */
+static bool v4_is_guest(const struct net_policy *p, uint32_t a)
+{
+    for (size_t i = 0; i < p->n_g4; i++)
+        if (p->g4[i] == a)
+            return true;
+    return p->have_dhcp4 && p->dhcp4 == a;
+}
+
+/* one of the guest's IPv6 addresses, or link-local (the guest forms those itself) */
+static bool v6_is_guest(const struct net_policy *p, uint64_t hi, uint64_t lo)
+{
+    if ((hi & 0xffc0000000000000ull) == 0xfe80000000000000ull)
+        return true;
+    for (size_t i = 0; i < p->n_g6; i++)
+        if (p->g6hi[i] == hi && p->g6lo[i] == lo)
+            return true;
+    return false;
+}
+
+/* An ARP frame the guest may send: a request or reply about itself. */
+static bool arp_ok(const struct net_policy *p, const struct net_frame *f)
+{
+    if (f->arp_op != 1 && f->arp_op != 2)
+        return false;
+    if (memcmp(f->arp_sha, f->src_mac, 6) != 0)
+        return false;
+    uint32_t spa = be32(f->src.b + 12);
+    return spa == 0 || !v4_known(p) || v4_is_guest(p, spa);
+}
+
+/* The DHCPv4 link service: a BOOTREQUEST from the frame's own MAC, no
+ * IPv4 options, not fragmented. Notes its transaction for net_policy_rx. */
+static bool dhcp4_ok(struct net_policy *p, const uint8_t *frame, size_t len,
+                     const struct net_frame *f, uint64_t now)
+{
+    if ((f->flags & NF_F_FRAG) || f->l4_off - f->l3_off != 20)
+        return false;
+    if (f->payload_off > len || f->payload_len > len - f->payload_off || f->payload_len < 44)
+        return false;
+    const uint8_t *b = frame + f->payload_off;
+    if (b[0] != 1 || b[1] != 1 || b[2] != 6 || memcmp(b + 28, f->src_mac, 6) != 0)
+        return false;
+    p->dhcp_xid = be32(b + 4);
+    memcpy(p->dhcp_mac, f->src_mac, 6);
+    p->dhcp_pending = true;
+    p->dhcp_expires = add_sat(now, NP_DNS_PENDING_NS);
+    return true;
+}
+
+/* The ND / MLD link service: not fragmented; a source (1) or target (2)
+ * link-layer address option is the frame's own MAC; an NA's target is the
+ * guest's (when its IPv6 addresses are known). */
+static bool nd_ok(const struct net_policy *p, const uint8_t *frame, size_t len,
+                  const struct net_frame *f)
+{
+    if (f->flags & NF_F_FRAG)
+        return false;
+    size_t end = f->l3_off + f->ip_len;
+    if (end > len || f->l4_off > end)
+        return false;
+    const uint8_t *m = frame + f->l4_off;
+    size_t n = end - f->l4_off, at;
+    uint8_t t = f->icmp_type;
+    if (t == 133)
+        at = 8;                         /* RS */
+    else if (t == 135 || t == 136)
+        at = 24;                        /* NS, NA: the target, then options */
+    else
+        return true;                    /* MLD: no link-layer options */
+    if (n < at)
+        return false;
+    if (t == 136 && p->n_g6 && !v6_is_guest(p, ld64(m + 8), ld64(m + 16)))
+        return false;
+    while (at < n) {
+        if (n - at < 2 || m[at + 1] == 0 || (size_t)m[at + 1] * 8 > n - at)
+            return false;
+        if ((m[at] == 1 || m[at] == 2) && memcmp(m + at + 2, f->src_mac, 6) != 0)
+            return false;
+        at += (size_t)m[at + 1] * 8;
+    }
+    return true;
+}
+
+/* ---- the decision ------------------------------------------------------ */
+
+static enum np_verdict decide(struct net_policy *p, const uint8_t *frame, size_t len,
+                              const struct net_frame *f, uint64_t now, uint32_t *rule)
 {
     if (f->err != NF_E_OK) {
         p->st.malformed[(unsigned)f->err < NF_E__COUNT ? f->err : NF_E_OK]++;
@@ -728,9 +906,17 @@ static enum np_verdict decide(struct net_policy *p, const struct net_frame *f, u
         *rule = NP_B_VLAN;
         return NP_DROP;
     }
+    if (p->n_gmac && !mac_is_guest(p, f->src_mac)) {
+        *rule = NP_B_SRC_MAC;
+        return NP_DROP;
+    }
+    if (f->flags & NF_F_SRCROUTE) {
+        *rule = NP_B_SRCROUTE;
+        return NP_DROP;
+    }
     if (f->l3 == NF_L3_ARP) {
         *rule = NP_B_ARP;
-        return NP_ALLOW;
+        return arp_ok(p, f) ? NP_ALLOW : NP_DROP;
     }
     if (f->l3 != NF_L3_IPV4 && f->l3 != NF_L3_IPV6) {
         *rule = NP_B_NONIP;
@@ -739,38 +925,55 @@ static enum np_verdict decide(struct net_policy *p, const struct net_frame *f, u
     struct key k = { .family = f->dst.family, .proto = f->proto,
                      .ports = (f->flags & NF_F_PORTS) != 0, .dport = f->dport };
     split(&f->dst, &k.hi, &k.lo);
+    bool dhcp4 = k.family == 4 && k.proto == NF_IPPROTO_UDP && k.ports && f->sport == 68 &&
+                 k.dport == 67 && k.hi == 0 && k.lo == 0x0000ffffffffffffull;
+    bool nd6 = k.family == 6 && k.proto == NF_IPPROTO_ICMPV6 && (f->flags & NF_F_L4) &&
+               nd_type(f->icmp_type) &&
+               ((k.hi & 0xffc0000000000000ull) == 0xfe80000000000000ull || k.hi >> 48 == 0xff02);
+    uint64_t shi, slo;
+    split(&f->src, &shi, &slo);
+    if (k.family == 4 ? v4_known(p) && !v4_is_guest(p, (uint32_t)slo) && !(slo == 0x0000ffff00000000ull && dhcp4)
+                      : p->n_g6 && !v6_is_guest(p, shi, slo) && !(shi == 0 && slo == 0 && nd6)) {
+        *rule = NP_B_SRC_ADDR;
+        return NP_DROP;
+    }
     if (k.family == 4 && k.proto == NF_IPPROTO_TCP && k.ports && k.dport == NP_METADATA_PORT &&
         k.hi == 0 && k.lo == 0x0000ffffa9fea9feull) {
         *rule = NP_B_METADATA;
         return NP_METADATA;
     }
-    if (k.family == 4 && k.proto == NF_IPPROTO_UDP && k.ports && f->sport == 68 && k.dport == 67 &&
-        k.hi == 0 && k.lo == 0x0000ffffffffffffull) {
+    if (dhcp4) {
         *rule = NP_B_DHCP4;
-        return NP_ALLOW;
+        return dhcp4_ok(p, frame, len, f, now) ? NP_ALLOW : NP_DROP;
     }
-    if (k.family == 6 && k.proto == NF_IPPROTO_ICMPV6 && (f->flags & NF_F_L4) &&
-        nd_type(f->icmp_type) &&
-        ((k.hi & 0xffc0000000000000ull) == 0xfe80000000000000ull || k.hi >> 48 == 0xff02)) {
+    if (nd6) {
         *rule = NP_B_ND6;
-        return NP_ALLOW;
+        return nd_ok(p, frame, len, f) ? NP_ALLOW : NP_DROP;
     }
     if (k.family == 6 && k.proto == NF_IPPROTO_UDP && k.ports && f->sport == 546 && k.dport == 547 &&
         k.hi == 0xff02000000000000ull && k.lo == 0x0000000000010002ull) {
         *rule = NP_B_DHCP6;
         return NP_ALLOW;
     }
-    if (f->flags & NF_F_SRCROUTE) {
-        *rule = NP_B_SRCROUTE;
-        return NP_DROP;
-    }
     if ((f->flags & NF_F_FRAG) && !(f->flags & NF_F_FRAG_FIRST)) {
         const struct np_frag *g = frag_find(p, f, now);
         *rule = g ? g->rule : NP_B_FRAG;
         return g ? NP_ALLOW : NP_DROP;
     }
+    /* the IPv4 addresses an IPv6 destination embeds, as IPv4 keys for the
+     * deny rules and the preset */
+    struct key k4[2];
+    unsigned n4 = 0;
+    if (k.family == 6) {
+        uint32_t v4[2];
+        n4 = np_embedded_v4(f->dst.b, v4);
+        for (unsigned i = 0; i < n4; i++)
+            k4[i] = (struct key){ .hi = 0, .lo = 0x0000ffff00000000ull | v4[i], .family = 4,
+                                  .proto = k.proto == NF_IPPROTO_ICMPV6 ? NF_IPPROTO_ICMP : k.proto,
+                                  .ports = k.ports, .dport = k.dport };
+    }
     const struct np_match *m;
-    if ((m = scan(p->deny, p->n_deny, &k))) {
+    if ((m = scan_k(p->deny, p->n_deny, &k, k4, n4))) {
         *rule = m->rule;
         return NP_DROP;
     }
@@ -778,7 +981,7 @@ static enum np_verdict decide(struct net_policy *p, const struct net_frame *f, u
         *rule = m->rule;
         return NP_ALLOW;
     }
-    if ((m = scan(p->pre, p->n_pre, &k))) {
+    if ((m = scan_k(p->pre, p->n_pre, &k, k4, n4))) {
         *rule = m->rule;
         return NP_DROP;
     }
@@ -847,7 +1050,7 @@ enum np_verdict net_policy_tx_parsed(struct net_policy *p, const uint8_t *frame,
                                      struct np_result *r)
 {
     uint32_t rule;
-    enum np_verdict v = decide(p, f, now_ns, &rule);
+    enum np_verdict v = decide(p, frame, len, f, now_ns, &rule);
     struct np_counters *c = &p->rules[rule].c;
     if (v == NP_DROP) {
         c->frames_dropped++;
@@ -875,6 +1078,41 @@ enum np_verdict net_policy_tx(struct net_policy *p, const uint8_t *frame, size_t
 
 /* ---- learning -------------------------------------------------------- */
 
+/* A DHCPACK answering the transaction the guest last broadcast (same xid,
+ * the client hardware address it sent from): its yiaddr becomes the
+ * guest's IPv4 address (in place of an earlier one). */
+static void dhcp_learn(struct net_policy *p, const uint8_t *frame, size_t len,
+                       const struct net_frame *f, uint64_t now)
+{
+    if (!p->dhcp_pending || p->dhcp_expires <= now || f->payload_off > len ||
+        f->payload_len > len - f->payload_off || f->payload_len < 240)
+        return;
+    const uint8_t *b = frame + f->payload_off;
+    size_t n = f->payload_len;
+    if (b[0] != 2 || b[1] != 1 || b[2] != 6 || be32(b + 4) != p->dhcp_xid ||
+        memcmp(b + 28, p->dhcp_mac, 6) != 0 || be32(b + 236) != 0x63825363u)
+        return;
+    uint32_t yi = be32(b + 16);
+    int type = 0;
+    for (size_t i = 240; i < n && b[i] != 255;) {
+        if (b[i] == 0) {
+            i++;
+            continue;
+        }
+        if (n - i < 2 || b[i + 1] > n - i - 2)
+            return;
+        if (b[i] == 53 && b[i + 1] == 1)
+            type = b[i + 2];
+        i += 2u + b[i + 1];
+    }
+    if (type != 5 || yi == 0 || yi == 0xffffffffu)
+        return;
+    p->dhcp4 = yi;
+    p->have_dhcp4 = true;
+    p->dhcp_pending = false;
+    p->st.dhcp_learned++;
+}
+
 unsigned net_policy_rx(struct net_policy *p, const uint8_t *frame, size_t len, uint64_t now_ns)
 {
     struct net_frame f;
@@ -882,6 +1120,9 @@ unsigned net_policy_rx(struct net_policy *p, const uint8_t *frame, size_t len, u
         p->st.rx_malformed++;
         return 0;
     }
+    if (f.l3 == NF_L3_IPV4 && f.proto == NF_IPPROTO_UDP && (f.flags & NF_F_PORTS) && f.sport == 67 &&
+        f.dport == 68 && !(f.flags & NF_F_FRAG))
+        dhcp_learn(p, frame, len, &f, now_ns);
     const uint8_t *m;
     size_t n;
     if (!(f.flags & NF_F_PORTS) || f.sport != 53 || (f.flags & NF_F_FRAG) ||
@@ -992,6 +1233,12 @@ void net_policy_carry(struct net_policy *to, const struct net_policy *from, uint
     free(taken);
     memcpy(to->pend, from->pend, sizeof to->pend);
     to->pend_next = from->pend_next;
+    to->dhcp4 = from->dhcp4;
+    to->have_dhcp4 = from->have_dhcp4;
+    to->dhcp_xid = from->dhcp_xid;
+    to->dhcp_pending = from->dhcp_pending;
+    memcpy(to->dhcp_mac, from->dhcp_mac, 6);
+    to->dhcp_expires = from->dhcp_expires;
     struct np_stats keep = to->st;
     to->st = from->st;
     to->st.learned = keep.learned;
@@ -1058,8 +1305,8 @@ size_t net_policy_render(const struct net_policy *p, uint64_t now_ns, char *buf,
     put(&o, "default %s; preset %s; %zu deny, %zu allow, %zu domain rules\n",
         p->default_allow ? "allow" : "deny", p->preset ? "on" : "off", p->n_deny, p->n_allow,
         p->n_dom);
-    put(&o, "order: malformed, vlan, arp, non-ip, metadata, link, source-route, fragments, "
-            "deny, allow, preset, learned, default\n");
+    put(&o, "order: malformed, vlan, source mac, source-route, arp, non-ip, source address, "
+            "metadata, link, fragments, deny, allow, preset, learned, default\n");
     put(&o, "%4s  %-6s  %-44s %12s %14s %12s %14s\n", "#", "kind", "rule", "frames-ok", "bytes-ok",
         "frames-drop", "bytes-drop");
     for (size_t i = 0; i < p->n_rules; i++) {
@@ -1090,6 +1337,13 @@ size_t net_policy_render(const struct net_policy *p, uint64_t now_ns, char *buf,
         (unsigned long long)p->st.dns_bad, (unsigned long long)p->st.dns_unsolicited,
         (unsigned long long)p->st.dns_untrusted, (unsigned long long)p->st.dns_rcode,
         (unsigned long long)p->st.dns_pending_evicted, (unsigned long long)p->st.frag_evicted);
+    if (p->have_dhcp4)
+        put(&o, "guest: %zu MACs, %zu IPv4 + %u.%u.%u.%u (DHCP), %zu IPv6 addresses pinned\n",
+            p->n_gmac, p->n_g4, p->dhcp4 >> 24, p->dhcp4 >> 16 & 255, p->dhcp4 >> 8 & 255,
+            p->dhcp4 & 255, p->n_g6);
+    else
+        put(&o, "guest: %zu MACs, %zu IPv4, %zu IPv6 addresses pinned\n", p->n_gmac, p->n_g4,
+            p->n_g6);
     put(&o, "learned: %u of %u entries (ttl %u..%u s), %llu evicted\n", p->ln_count, p->ln_max,
         p->ttl_min_s, p->ttl_max_s, (unsigned long long)p->st.learn_evicted);
     for (uint32_t i = p->lru_new; i != NIL; i = p->ln[i].next) {

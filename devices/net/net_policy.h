@@ -18,27 +18,45 @@
  * Evaluation of a frame the guest sends (first step that decides wins):
  *    1. malformed (net_frame_parse fails)            drop
  *    2. VLAN-tagged                                  drop
- *    3. ARP                                          allow
- *    4. other non-IP EtherTypes                      drop
- *    5. TCP to 169.254.169.254:80                    NP_METADATA (the device
+ *    3. an Ethernet source not the guest's MAC       drop
+ *       (only when the configuration gives guest_mac)
+ *    4. source-routed (NF_F_SRCROUTE)                drop
+ *    5. ARP: allow when it is a request or a reply whose sender hardware
+ *       address is the frame's source MAC and whose sender protocol
+ *       address is 0.0.0.0 or one of the guest's IPv4 addresses (when
+ *       known: guest, or learned from DHCP); else drop
+ *    6. other non-IP EtherTypes                      drop
+ *    7. an IP source not the guest's (checked per family, only when the
+ *       guest's addresses of that family are known): IPv4 0.0.0.0 only in
+ *       DHCPv4 (step 9); IPv6 also any fe80::/10 address, and :: only in
+ *       ND/MLD (step 9)                              drop
+ *    8. TCP to 169.254.169.254:80                    NP_METADATA (the device
  *                                                    serves it; never a backend)
- *    6. link services, which cannot leave the link:  allow
- *       DHCPv4 (UDP 68->67 to 255.255.255.255), IPv6 ND/MLD (ICMPv6
- *       130-133, 135, 136, 143 to fe80::/10 or ff02::/16), DHCPv6 (UDP
- *       546->547 to ff02::1:2)
- *    7. source-routed (NF_F_SRCROUTE)                drop
- *    8. a non-first fragment: the verdict of its first fragment when that
+ *    9. link services, which cannot leave the link:  allow
+ *       DHCPv4 (UDP 68->67 to 255.255.255.255, no IPv4 options, not a
+ *       fragment; a BOOTREQUEST whose client hardware address is the
+ *       frame's source MAC), IPv6 ND/MLD (ICMPv6 130-133, 135, 136, 143
+ *       to fe80::/10 or ff02::/16, not a fragment; a source / target
+ *       link-layer address option must be the frame's source MAC, and an
+ *       NA's target one of the guest's IPv6 addresses or link-local when
+ *       those are known), DHCPv6 (UDP 546->547 to ff02::1:2). A DHCPv4 or
+ *       ND frame that fails these is dropped (counted on its step)
+ *   10. a non-first fragment: the verdict of its first fragment when that
  *       was allowed (tracked by family, src, dst, id, protocol for
  *       NP_FRAG_NS, at most NP_FRAG_MAX datagrams), else drop
- *    9. deny rules, in the order given              drop
- *   10. allow rules, in the order given             allow
- *   11. the preset, unless turned off (no_preset)   drop
- *       (np_preset[] and the host's own addresses from the caller)
- *   12. addresses learned for a domain rule (within that rule's port/proto)  allow
- *   13. the default                                  allow or deny
+ *   11. deny rules, in the order given              drop
+ *       (an IPv4 rule also matches an IPv6 destination that embeds an
+ *       IPv4 address it covers: np_embedded_v4)
+ *   12. allow rules, in the order given             allow
+ *   13. the preset, unless turned off (no_preset)   drop
+ *       (np_preset[] and the host's own addresses from the caller; its
+ *       IPv4 entries also match IPv6 destinations embedding such an
+ *       address)
+ *   14. addresses learned for a domain rule (within that rule's port/proto)  allow
+ *   15. the default                                  allow or deny
  * Explicit rules beat the preset; the preset beats learned addresses (a
- * resolver cannot admit 10.0.0.1 or 169.254.x by answering for an allowed
- * name) and the default. With default deny the preset only filters learned
+ * resolver cannot admit 10.0.0.1, 169.254.x or 64:ff9b::a9fe:a9fe by
+ * answering for an allowed name) and the default. With default deny the preset only filters learned
  * addresses.
  *
  * Domain learning (net_policy_rx, on frames the guest receives): a DNS
@@ -55,6 +73,16 @@
  * address pushes its expiry to at least now + ttl_min_s, so a connection in
  * use outlives a short TTL. The table holds at most learn_max (address,
  * rule) entries; a new one evicts the least recently used.
+ *
+ * The guest's identity: with guest_mac given, the Ethernet source must be
+ * one of those MACs; ARP's sender MAC, a DHCP request's client MAC and
+ * ND's link-layer address options must be the frame's own source MAC
+ * always. IPv4 sources are pinned to the guest addresses given and to the
+ * address DHCP handed the guest: net_policy_rx takes a DHCPACK (UDP 67->68,
+ * BOOTREPLY, message type 5) that answers the transaction the guest last
+ * broadcast through step 9 (same xid and client MAC, within
+ * NP_DNS_PENDING_NS) and makes its yiaddr the guest's, in place of an
+ * earlier one. IPv6 sources are pinned only to the guest addresses given.
  *
  * Threads: a policy is not locked inside. The device calls everything on a
  * policy under one lock of its own; a new policy is built with
@@ -82,6 +110,8 @@
 #define NP_FRAG_MAX         256u
 #define NP_FRAG_NS          (60ull * 1000000000ull)
 #define NP_METADATA_PORT    80u         /* on 169.254.169.254 */
+#define NP_GUEST_MACS_MAX   4u          /* MACs the guest may send from */
+#define NP_GUEST_ADDRS_MAX  16u         /* addresses the guest may send from */
 
 struct net_policy;
 
@@ -103,13 +133,15 @@ enum np_kind {
 enum np_builtin {
     NP_B_MALFORMED = 0,
     NP_B_VLAN,
+    NP_B_SRC_MAC,       /* an Ethernet source other than the guest's MAC */
+    NP_B_SRCROUTE,
     NP_B_ARP,
     NP_B_NONIP,
+    NP_B_SRC_ADDR,      /* an IP source other than the guest's */
     NP_B_METADATA,
     NP_B_DHCP4,
     NP_B_ND6,
     NP_B_DHCP6,
-    NP_B_SRCROUTE,
     NP_B_FRAG,          /* non-first fragments without an allowed first one */
     NP_B_DEFAULT,
     NP_B__COUNT
@@ -148,6 +180,13 @@ struct np_conf {
                                                            family 4: b[12..15], the rest ignored */
     uint32_t ttl_min_s, ttl_max_s;  /* 0: NP_TTL_MIN_DEFAULT / NP_TTL_MAX_DEFAULT */
     uint32_t learn_max;             /* 0: NP_LEARN_DEFAULT; at most NP_LEARN_MAX */
+    /* the guest's own MACs (6 bytes each; the device's, and on a fork's
+     * child the one its guest still uses): none, the source MAC is not
+     * pinned */
+    const uint8_t (*guest_mac)[6]; size_t n_guest_mac;
+    /* the guest's own addresses: with none of a family, sources of that
+     * family are not pinned (IPv4 then pins to what DHCP hands out) */
+    const struct nf_addr *guest; size_t n_guest;
 };
 
 struct np_result {
@@ -169,13 +208,24 @@ struct np_stats {
     uint64_t learn_evicted;             /* entries evicted to stay within learn_max */
     uint64_t dns_pending_evicted;       /* tracked queries dropped when full */
     uint64_t frag_evicted;              /* tracked first fragments dropped when full */
+    uint64_t dhcp_learned;              /* DHCPACKs that set the guest's IPv4 address */
     size_t learned;                     /* entries in the table now (expired ones included until met) */
     size_t learn_max;
 };
 
-/* The preset (step 11), as rule specs; np_preset_count entries. */
+/* The preset (step 13), as rule specs; np_preset_count entries. */
 extern const char *const np_preset[];
 extern const size_t np_preset_count;
+
+/* The IPv4 addresses an IPv6 address embeds, into out (host byte order):
+ * IPv4-mapped ::ffff:0:0/96 and IPv4-compatible ::/96 (the last 32 bits;
+ * :: and ::1 included: 0.0.0.0, 0.0.0.1), NAT64 64:ff9b::/96 (RFC 6052:
+ * the last 32 bits), local-use NAT64 64:ff9b:1::/48 (RFC 8215: the last 32
+ * bits, as a /96 prefix embeds it, and bits 48..63 + 72..87, as the /48
+ * one does), 6to4 2002::/16 (bits 16..47) and Teredo 2001::/32 (the
+ * server, bits 32..63, and the client, the last 32 bits inverted).
+ * Returns how many (0..2). Pure. */
+unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[2]);
 
 /* Parse one CIDR rule spec; 0, or -EINVAL with a message in why. */
 int np_parse_rule(const char *spec, struct np_rule_spec *out, char *why, size_t wlen);
@@ -193,8 +243,9 @@ void net_policy_free(struct net_policy *p);
 /* Carry state from the policy being replaced into a freshly built one:
  * counters of rules whose kind and canonical text are the same (the fixed
  * steps always), the statistics, tracked DNS queries, learned entries
- * (unexpired at now_ns) of domain rules the new policy has too, and tracked
- * fragments whose rule it has. Call once, before to has seen a frame. */
+ * (unexpired at now_ns) of domain rules the new policy has too, tracked
+ * fragments whose rule it has, and the DHCP-learned guest address (with
+ * the pending DHCP transaction). Call once, before to has seen a frame. */
 void net_policy_carry(struct net_policy *to, const struct net_policy *from, uint64_t now_ns);
 
 /* A frame the guest sends (len bytes, Ethernet header first): parse it,
@@ -210,8 +261,8 @@ enum np_verdict net_policy_tx_parsed(struct net_policy *p, const uint8_t *frame,
                                      struct np_result *r);
 
 /* A frame the guest receives: learn from it if it is a DNS response that
- * qualifies (above). Returns the number of (address, rule) entries added
- * or refreshed. Never changes the frame's fate: RX is not filtered. */
+ * qualifies (above), or the guest's address from a DHCPACK (above).
+ * Returns the number of (address, rule) entries added or refreshed. Never changes the frame's fate: RX is not filtered. */
 unsigned net_policy_rx(struct net_policy *p, const uint8_t *frame, size_t len, uint64_t now_ns);
 
 /* Is a admitted by a learned entry at now_ns (for any port)? If so and

@@ -1,6 +1,7 @@
 /* The egress policy as text (devices/net/net_policy_text.h). */
 #include "devices/net/net_policy_text.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,24 @@ int np_text_parse(const char *text, struct np_text *t, struct np_conf *c, char *
                 return -EINVAL;
             }
             t->default_allow = arg[0] == 'a';
+        } else if (!strcmp(s, "guest")) {
+            uint8_t b[16];
+            if (!arg || !*arg) {
+                snprintf(why, wlen, "'guest': an address is required");
+                return -EINVAL;
+            }
+            if (t->n_guest == NP_GUEST_ADDRS_MAX) {
+                snprintf(why, wlen, "more than %u guest addresses", NP_GUEST_ADDRS_MAX);
+                return -E2BIG;
+            }
+            if (inet_pton(AF_INET, arg, b) == 1)
+                nf_addr_v4(&t->guest[t->n_guest++], b);
+            else if (inet_pton(AF_INET6, arg, b) == 1)
+                nf_addr_v6(&t->guest[t->n_guest++], b);
+            else {
+                snprintf(why, wlen, "'guest %.60s': not an IPv4 or IPv6 address", arg);
+                return -EINVAL;
+            }
         } else if (!strcmp(s, "no-preset")) {
             if (arg && *arg) {
                 snprintf(why, wlen, "no-preset takes nothing");
@@ -91,7 +110,7 @@ int np_text_parse(const char *text, struct np_text *t, struct np_conf *c, char *
             }
             t->no_preset = 1;
         } else {
-            snprintf(why, wlen, "unknown policy item '%.40s' (allow, deny, allow-domain, default, no-preset)", s);
+            snprintf(why, wlen, "unknown policy item '%.40s' (allow, deny, allow-domain, default, no-preset, guest)", s);
             return -EINVAL;
         }
     }
@@ -103,5 +122,7 @@ int np_text_parse(const char *text, struct np_text *t, struct np_conf *c, char *
     c->n_deny = t->n_deny;
     c->allow_domain = t->domain;
     c->n_allow_domain = t->n_domain;
+    c->guest = t->guest;
+    c->n_guest = t->n_guest;
     return 0;
 }

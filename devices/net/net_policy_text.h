@@ -6,6 +6,10 @@
  *   allow-domain NAME[,port=P[-Q]][,proto=...]   (*.NAME: names below it)
  *   default allow|deny  (the last one given wins; deny if none)
  *   no-preset           the preset denies are off
+ *   guest ADDR          one of the guest's own addresses (IPv4 or IPv6, no
+ *                       prefix; at most NP_GUEST_ADDRS_MAX): with any of a
+ *                       family, the guest may send only from those (and
+ *                       link-local for IPv6) in that family
  * e.g. "default deny; allow 10.0.2.3/32,port=53,proto=udp; allow-domain
  * *.pypi.org,port=443". Each SPEC is checked by the policy's own parsers
  * (devices/net/net_policy.h). Pure: unit-tested, fuzzed with the policy. */
@@ -25,6 +29,8 @@ struct np_text {
     size_t n_allow, n_deny, n_domain;
     int default_allow;              /* 0 deny, 1 allow */
     int no_preset;
+    struct nf_addr guest[NP_GUEST_ADDRS_MAX];
+    size_t n_guest;
 };
 
 /* Parse text into t (free with np_text_free, also on error) and fill the

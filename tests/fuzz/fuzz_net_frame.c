@@ -3,7 +3,9 @@
  * state (tracked fragments and DNS queries, learned addresses, expiry) is
  * driven too.
  *
- * Input: [0] config: bit0 default allow, bit1 preset off.
+ * Input: [0] config: bit0 default allow, bit1 preset off, bit2 the guest's
+ *        MAC pinned (02:00:00:00:00:02), bit3 its addresses given
+ *        (10.0.2.15, 2001:db8::15; without them DHCP may pin the IPv4 one).
  *        Then records: u8 dir (bit0: 1 = received, fed to net_policy_rx;
  *        0 = sent, parsed and fed to net_policy_tx_parsed), u8 dt (seconds
  *        the clock moves before this frame), le16 len, len frame bytes (a
@@ -118,10 +120,17 @@ static struct net_policy *policy(uint8_t cfg)
     static const char *const deny[] = { "93.184.216.34", "198.51.100.0/24,port=1000-2000" };
     static const char *const dom[] = { "*.pypi.org", "example.org,port=443,proto=tcp" };
     static const struct nf_addr host = { 4, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1 } };
+    static const uint8_t mac[1][6] = { { 2, 0, 0, 0, 0, 2 } };
+    static const struct nf_addr guest[2] = {
+        { 4, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 15 } },
+        { 6, { 0x20, 0x01, 0x0d, 0xb8, [15] = 0x15 } },
+    };
     struct np_conf c = { .default_allow = cfg & 1, .no_preset = (cfg & 2) != 0,
                          .allow = allow, .n_allow = 4, .deny = deny, .n_deny = 2,
                          .allow_domain = dom, .n_allow_domain = 2, .host = &host, .n_host = 1,
-                         .ttl_min_s = 5, .ttl_max_s = 100, .learn_max = 16 };
+                         .ttl_min_s = 5, .ttl_max_s = 100, .learn_max = 16,
+                         .guest_mac = mac, .n_guest_mac = (cfg & 4) ? 1 : 0,
+                         .guest = guest, .n_guest = (cfg & 8) ? 2 : 0 };
     struct net_policy *p = NULL;
     char why[128];
     FUZZ_ASSERT(net_policy_new(&c, &p, why, sizeof why) == 0 && p);
@@ -188,7 +197,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (f.n_vlan && pr == 0)
                 FUZZ_ASSERT(r.rule == NP_B_VLAN && v == NP_DROP);
             if (r.rule == NP_B_ARP)
-                FUZZ_ASSERT(f.l3 == NF_L3_ARP && v == NP_ALLOW);
+                FUZZ_ASSERT(f.l3 == NF_L3_ARP);
+            if (r.rule == NP_B_SRC_MAC || r.rule == NP_B_SRC_ADDR || r.rule == NP_B_SRCROUTE)
+                FUZZ_ASSERT(v == NP_DROP);
+            if (r.rule == NP_B_SRC_MAC)
+                FUZZ_ASSERT((data[0] & 4) && memcmp(f.src_mac, "\x02\0\0\0\0\x02", 6) != 0);
+            if (v != NP_DROP && (data[0] & 4))
+                FUZZ_ASSERT(memcmp(f.src_mac, "\x02\0\0\0\0\x02", 6) == 0);
+            if (r.rule == NP_B_ND6 || r.rule == NP_B_DHCP4 || r.rule == NP_B_SRC_ADDR)
+                FUZZ_ASSERT(f.l3 == NF_L3_IPV4 || f.l3 == NF_L3_IPV6);
             if (r.rule == NP_B_DEFAULT)
                 FUZZ_ASSERT(v == (net_policy_default_allow(p) ? NP_ALLOW : NP_DROP));
             struct np_rule_info ri;

@@ -692,6 +692,64 @@ static void seeds_net(void)
     nr_rec(0, 0);
     put("net_frame", "steps", nr, nr_len);
 
+    /* the guest's identity (MAC pinned, config 4; addresses given too, 12):
+     * DHCP pins its IPv4 address, a spoofed source, ARP for the gateway, an
+     * NS with its source link-layer option, a frame from another MAC, an
+     * NS behind a routing header, a NAT64 destination embedding the
+     * metadata address */
+    for (unsigned cfg = 4; cfg <= 12; cfg += 8) {
+        nr_begin((uint8_t)(cfg | 1));
+        for (int ack = 0; ack < 2; ack++) {
+            eth(0x0800, 0);
+            at = ip4(0, 17, ack ? 0x0a000202 : 0, ack ? GUEST : 0xffffffff, NULL);
+            udp(ack ? 67 : 68, ack ? 68 : 67, 244);
+            f8(ack ? 2 : 1); f8(1); f8(6); f8(0); f32(0x5eed);
+            for (int i = 0; i < 2; i++)
+                f32(0);
+            f32(ack ? GUEST : 0);
+            f32(0); f32(0);
+            fmem("\x02\0\0\0\0\x02", 6);
+            for (int i = 6; i < 16 + 64 + 128; i++)
+                f8(0);
+            f32(0x63825363);
+            f8(53); f8(1); f8(ack ? 5 : 3); f8(255);
+            ip4_done(at);
+            nr_rec(ack, 0);
+        }
+        eth(0x0800, 0);
+        at = ip4(0, 6, 0x0a000263, 0x5db8d822, NULL);
+        tcp(7, 443);
+        ip4_done(at);
+        nr_rec(0, 0);
+        eth(0x0806, 0);
+        f16(1); f16(0x0800); f8(6); f8(4); f16(2);
+        fmem("\x02\0\0\0\0\x02", 6); f32(0x0a000202); fmem("\0\0\0\0\0\0", 6); f32(0x0a000202);
+        nr_rec(0, 0);
+        eth(0x86dd, 0);
+        at = ip6(58, ll, sol);
+        f8(135); f8(0); f16(0); f32(0);
+        fmem(v6_guest, 16);
+        f8(1); f8(1); fmem("\x02\0\0\0\0\x02", 6);
+        ip6_done(at);
+        nr_rec(0, 0);
+        fr[11] = 0x99;                                   /* another MAC */
+        nr_rec(0, 0);
+        eth(0x86dd, 0);
+        at = ip6(43, ll, sol);
+        f8(58); f8(0); f8(0); f8(1); f32(0);             /* type 0, segments left 1 */
+        f8(135); f8(0); f16(0); f32(0);
+        fmem(v6_guest, 16);
+        ip6_done(at);
+        nr_rec(0, 0);
+        static const uint8_t nat64[16] = { 0, 0x64, 0xff, 0x9b, [12] = 169, 254, 169, 254 };
+        eth(0x86dd, 0);
+        at = ip6(6, v6_guest, nat64);
+        tcp(8, 443);
+        ip6_done(at);
+        nr_rec(0, 0);
+        put("net_frame", cfg == 4 ? "identity" : "identity-addrs", nr, nr_len);
+    }
+
     /* IPv4 fragments: first, middle, last; one without its first */
     nr_begin(0);
     eth(0x0800, 0);

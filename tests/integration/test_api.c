@@ -1206,6 +1206,16 @@ static void mac_of(struct moat_vm *vm, char out[18])
     snprintf(out, 18, "%s", m + 4);
 }
 
+/* the guest_mac line of the device's stats ("" without one) */
+static void guest_mac_of(struct moat_vm *vm, char out[18])
+{
+    char buf[4096];
+    struct moat_error e;
+    ck_assert_msg(moat_device_get(vm, "net", NULL, "stats", buf, sizeof buf, &e) > 0, "%s", e.msg);
+    const char *m = strstr(buf, "guest_mac ");
+    snprintf(out, 18, "%s", m ? m + 10 : "");
+}
+
 START_TEST(net_device_identity)
 {
     if (geteuid() != 0 || access("/dev/net/tun", R_OK | W_OK) != 0 || unshare(CLONE_NEWNET) != 0) {
@@ -1291,10 +1301,13 @@ START_TEST(net_device_identity)
     struct moat_device ov = { "net", "tap=mt1" };
     rc.devices = &ov;
     rc.ndevices = 1;
-    /* a plain restore on another TAP: the same MAC */
+    /* a plain restore on another TAP: the same MAC, no other */
     ck_assert_msg(moat_restore(&rc, &vm, &e) == 0, "%s", e.msg);
     mac_of(vm, m1);
     ck_assert_str_eq(m1, m0);
+    char g0[18];
+    guest_mac_of(vm, g0);
+    ck_assert_str_eq(g0, "");
     moat_destroy(vm);
     /* a fork's child on its parent's TAP (no override, or the same name)
      * is refused, saying what to give */
@@ -1310,9 +1323,14 @@ START_TEST(net_device_identity)
     ck_assert_int_eq(moat_restore(&rc, &vm, &e), -EINVAL);
     ck_assert_msg(strstr(e.msg, "cannot share its parent's TAP mt0"), "%s", e.msg);
     ov.options = "tap=mt1";
-    /* two fork children: each a MAC of its own, unicast and local */
+    /* two fork children: each a MAC of its own, unicast and local; each
+     * records its parent's, which its restored guest still sends from
+     * (the egress policy lets it) */
     ck_assert_msg(moat_restore(&rc, &vm, &e) == 0, "%s", e.msg);
     mac_of(vm, m1);
+    char g[18];
+    guest_mac_of(vm, g);
+    ck_assert_str_eq(g, "52:54:00:aa:bb:cc");
     moat_destroy(vm);
     ov.options = "tap=mt2";
     ck_assert_msg(moat_restore(&rc, &vm, &e) == 0, "%s", e.msg);
@@ -1327,6 +1345,8 @@ START_TEST(net_device_identity)
     ck_assert_msg(moat_restore(&rc, &vm, &e) == 0, "%s", e.msg);
     mac_of(vm, m3);
     ck_assert_str_eq(m3, "52:54:00:00:00:07");
+    guest_mac_of(vm, g);
+    ck_assert_str_eq(g, "52:54:00:aa:bb:cc");
     moat_destroy(vm);
     /* an override naming the user backend drops the recorded TAP: both
      * given is refused, naming the device */

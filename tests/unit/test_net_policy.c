@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "devices/net/net_policy.h"
+#include "devices/net/net_policy_text.h"
 
 #define S(x) ((uint64_t)(x) * 1000000000ull)
 
@@ -30,7 +31,12 @@ struct fspec {
     bool last;                          /* a fragment without MF/M */
     bool vlan, lsrr, segleft;
     unsigned ethertype;                 /* non-zero: a non-IP frame of this type */
+    const uint8_t *smac;                /* the Ethernet source (NULL: GUEST_MAC) */
 };
+
+/* the guest of these tests: its MAC, another one */
+static const uint8_t GUEST_MAC[6] = { 2, 0, 0, 0, 0, 2 };
+static const uint8_t OTHER_MAC[6] = { 2, 0, 0, 0, 0, 0x99 };
 
 static int fam(const char *s, uint8_t *b)
 {
@@ -51,6 +57,8 @@ static size_t build(const struct fspec *s)
     static const uint8_t macs[12] = { 2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2 };
     n_ = 0;
     pmem(macs, 12);
+    if (s->smac)
+        memcpy(fb + 6, s->smac, 6);
     if (s->vlan) {
         p16(0x8100);
         p16(5);
@@ -200,6 +208,59 @@ static size_t tcp_wrap(uint8_t *out, const uint8_t *m, size_t n)
     out[1] = (uint8_t)n;
     memcpy(out + 2, m, n);
     return n + 2;
+}
+
+/* A BOOTP message: op (1 request, 2 reply), xid, chaddr, yiaddr (host
+ * order), DHCP message type (0: no option 53). */
+static size_t bootp(uint8_t *m, unsigned op, uint32_t xid, const uint8_t chaddr[6], uint32_t yiaddr,
+                    unsigned type)
+{
+    memset(m, 0, 300);
+    m[0] = (uint8_t)op; m[1] = 1; m[2] = 6;
+    m[4] = (uint8_t)(xid >> 24); m[5] = (uint8_t)(xid >> 16); m[6] = (uint8_t)(xid >> 8); m[7] = (uint8_t)xid;
+    m[16] = (uint8_t)(yiaddr >> 24); m[17] = (uint8_t)(yiaddr >> 16);
+    m[18] = (uint8_t)(yiaddr >> 8); m[19] = (uint8_t)yiaddr;
+    memcpy(m + 28, chaddr, 6);
+    m[236] = 0x63; m[237] = 0x82; m[238] = 0x53; m[239] = 0x63;
+    size_t n = 240;
+    if (type) {
+        m[n++] = 53; m[n++] = 1; m[n++] = (uint8_t)type;
+    }
+    m[n++] = 255;
+    return n;
+}
+
+/* An ARP frame from smac: op, sender hardware / protocol address. */
+static size_t arpf(const uint8_t smac[6], unsigned op, const uint8_t sha[6], const char *spa)
+{
+    static const uint8_t bc[6] = { 0xff, 0xff, 0xff, 0xff, 0xff, 0xff };
+    n_ = 0;
+    pmem(bc, 6);
+    pmem(smac, 6);
+    p16(0x0806);
+    p16(1); p16(0x0800); p8(6); p8(4); p16(op);
+    pmem(sha, 6);
+    uint8_t a[4];
+    ck_assert_int_eq(inet_pton(AF_INET, spa, a), 1);
+    pmem(a, 4);
+    for (int i = 0; i < 6; i++)
+        p8(0);
+    pmem(a, 4);             /* the target: itself (a probe / gratuitous) */
+    return n_;
+}
+
+/* An NS / NA body: the target, then a source (1) or target (2) link-layer
+ * address option for mac (opt 0: none). */
+static size_t ndbody(uint8_t *m, const char *target, unsigned opt, const uint8_t mac[6])
+{
+    ck_assert_int_eq(inet_pton(AF_INET6, target, m), 1);
+    size_t n = 16;
+    if (opt) {
+        m[n++] = (uint8_t)opt; m[n++] = 1;
+        memcpy(m + n, mac, 6);
+        n += 6;
+    }
+    return n;
 }
 
 /* ---- policies -------------------------------------------------------- */
@@ -431,6 +492,12 @@ START_TEST(conf_errors)
     struct nf_addr h = { 0 };
     c = (struct np_conf){ .host = &h, .n_host = 1 };
     ck_assert_int_eq(net_policy_new(&c, &p, why, sizeof why), -EINVAL);
+    c = (struct np_conf){ .guest = &h, .n_guest = 1 };             /* a guest address with no family */
+    ck_assert_int_eq(net_policy_new(&c, &p, why, sizeof why), -EINVAL);
+    c = (struct np_conf){ .n_guest = NP_GUEST_ADDRS_MAX + 1 };
+    ck_assert_int_eq(net_policy_new(&c, &p, why, sizeof why), -E2BIG);
+    c = (struct np_conf){ .n_guest_mac = NP_GUEST_MACS_MAX + 1 };
+    ck_assert_int_eq(net_policy_new(&c, &p, why, sizeof why), -E2BIG);
     const char *allow[] = { "10.0.0.0/8", "10.0.0.0/33" };
     c = (struct np_conf){ .allow = allow, .n_allow = 2 };
     ck_assert_int_eq(net_policy_new(&c, &p, why, sizeof why), -EINVAL);
@@ -598,7 +665,7 @@ START_TEST(steps_before_the_rules)
     EXPECT(NP_DROP, NP_B_MALFORMED);
     ck_assert_int_eq(res.err, NF_E_ARP_FORMAT);
     static const uint8_t arp[42] = { 2, 0, 0, 0, 0, 1, 2, 0, 0, 0, 0, 2, 8, 6,
-                                     0, 1, 8, 0, 6, 4, 0, 1 };
+                                     0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 2, 10, 0, 2, 15 };
     ck_assert_int_eq(net_policy_tx(p, arp, sizeof arp, 0, &res), NP_ALLOW);
     EXPECT(NP_ALLOW, NP_B_ARP);
     ck_assert_int_eq(tx(p, &(struct fspec){ .ethertype = 0x88cc }, 0), NP_DROP);
@@ -636,8 +703,11 @@ END_TEST
 START_TEST(link_services)
 {
     struct net_policy *p = mk(&(struct np_conf){ 0 });     /* default deny, preset on */
+    uint8_t boot[300];
     ck_assert_int_eq(tx(p, &(struct fspec){ .src = "0.0.0.0", .dst = "255.255.255.255", .proto = 17,
-                                            .sport = 68, .dport = 67 }, 0), NP_ALLOW);
+                                            .sport = 68, .dport = 67, .pl = boot,
+                                            .pln = bootp(boot, 1, 0x1234, GUEST_MAC, 0, 1) }, 0),
+                     NP_ALLOW);
     EXPECT(NP_ALLOW, NP_B_DHCP4);
     /* a unicast renewal is not a link service: the rules decide */
     ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.15", .dst = "10.0.2.2", .proto = 17,
@@ -646,13 +716,22 @@ START_TEST(link_services)
                                             .sport = 1068, .dport = 67 }, 0), NP_DROP);
     /* ND / MLD to link scope */
     static const unsigned nd[] = { 130, 131, 132, 133, 135, 136, 143 };
+    uint8_t target[16] = { 0xfe, 0x80, [15] = 1 };     /* NS / NA: the target */
     for (size_t i = 0; i < sizeof nd / sizeof nd[0]; i++) {
         ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1:ff00:1",
-                                                .proto = 58, .sport = nd[i] }, 0), NP_ALLOW);
+                                                .proto = 58, .sport = nd[i], .pl = target,
+                                                .pln = nd[i] >= 135 && nd[i] <= 136 ? sizeof target : 0 }, 0),
+                         NP_ALLOW);
         EXPECT(NP_ALLOW, NP_B_ND6);
         ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "fe80::1",
-                                                .proto = 58, .sport = nd[i] }, 0), NP_ALLOW);
+                                                .proto = 58, .sport = nd[i], .pl = target,
+                                                .pln = nd[i] >= 135 && nd[i] <= 136 ? sizeof target : 0 }, 0),
+                         NP_ALLOW);
     }
+    /* an NS / NA too short for its target */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1:ff00:1", .proto = 58,
+                                            .sport = 135 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ND6);
     /* a router advertisement, a redirect, an echo: not link services */
     ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1", .proto = 58,
                                             .sport = 134 }, 0), NP_DROP);
@@ -670,6 +749,366 @@ START_TEST(link_services)
     ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1:3", .proto = 17,
                                             .sport = 546, .dport = 547 }, 0), NP_DROP);
     net_policy_free(p);
+}
+END_TEST
+
+
+/* ---- IPv6 addresses that embed IPv4 ones --------------------------------- */
+
+static unsigned emb(const char *v6, uint32_t out[2])
+{
+    uint8_t b[16];
+    ck_assert_int_eq(inet_pton(AF_INET6, v6, b), 1);
+    return np_embedded_v4(b, out);
+}
+
+START_TEST(embedded_v4_forms)
+{
+    uint32_t o[2] = { 0, 0 };
+    ck_assert_uint_eq(emb("::ffff:169.254.169.254", o), 1);             /* IPv4-mapped */
+    ck_assert_uint_eq(o[0], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("::a9fe:a9fe", o), 1);                        /* IPv4-compatible */
+    ck_assert_uint_eq(o[0], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("::", o), 1);
+    ck_assert_uint_eq(o[0], 0);
+    ck_assert_uint_eq(emb("::1", o), 1);
+    ck_assert_uint_eq(o[0], 1);
+    ck_assert_uint_eq(emb("64:ff9b::a00:1", o), 1);                     /* NAT64 well-known */
+    ck_assert_uint_eq(o[0], 0x0a000001);
+    ck_assert_uint_eq(emb("64:ff9b:1:a9fe:a9:fe00::", o), 2);           /* local-use, as a /48 */
+    ck_assert_uint_eq(o[0], 0);
+    ck_assert_uint_eq(o[1], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("64:ff9b:1::a00:1", o), 2);                   /* local-use, as a /96 */
+    ck_assert_uint_eq(o[0], 0x0a000001);
+    ck_assert_uint_eq(o[1], 0);
+    ck_assert_uint_eq(emb("2002:a9fe:a9fe::1", o), 1);                  /* 6to4 */
+    ck_assert_uint_eq(o[0], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("2001:0:5db8:d822:8000:f227:5601:5601", o), 2);   /* Teredo */
+    ck_assert_uint_eq(o[0], 0x5db8d822);                                /* the server */
+    ck_assert_uint_eq(o[1], 0xa9fea9fe);                                /* the client, inverted */
+    /* nothing embedded */
+    static const char *const none[] = { "2606:4700::1", "64:ff9b:2::a00:1", "64:ff9b:0:1::a00:1",
+                                        "::1:0:0:a00:1", "::fffe:a00:1", "2001:1::a00:1",
+                                        "2003::a00:1", "fe80::a00:1", "0:0:0:1::a00:1" };
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
+        ck_assert_msg(emb(none[i], o) == 0, "%s embeds", none[i]);
+}
+END_TEST
+
+START_TEST(embedded_v4_denied)
+{
+    uint8_t hb[4] = { 203, 0, 113, 5 };
+    struct nf_addr host;
+    nf_addr_v4(&host, hb);
+    struct net_policy *p = mk(&(struct np_conf){ .default_allow = true, .host = &host, .n_host = 1 });
+    static const struct { const char *dst, *rule; } denied[] = {
+        { "64:ff9b::a9fe:a9fe", "169.254.0.0/16" }, { "64:ff9b::a00:1", "10.0.0.0/8" },
+        { "64:ff9b::c0a8:101", "192.168.0.0/16" }, { "64:ff9b::7f00:1", "127.0.0.0/8" },
+        { "2002:a9fe:a9fe::1", "169.254.0.0/16" }, { "2002:ac10:1::1", "172.16.0.0/12" },
+        { "::a9fe:a9fe", "169.254.0.0/16" }, { "::a00:1", "10.0.0.0/8" },
+        { "2001:0:a9fe:a9fe::1", "169.254.0.0/16" },                    /* Teredo server */
+        { "2001:0:5db8:d822::5601:5601", "169.254.0.0/16" },            /* Teredo client */
+        { "64:ff9b::cb00:7105", "203.0.113.5/32 (host)" },
+        { "64:ff9b:1::a00:1", "64:ff9b:1::/48" },
+    };
+    for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
+        ck_assert_msg(to(p, denied[i].dst, 6, 443, 0) == NP_DROP, "%s allowed", denied[i].dst);
+        EXPECT(NP_DROP, idx(p, NP_K_PRESET, denied[i].rule));
+    }
+    static const char *const ok[] = { "64:ff9b::5db8:d822", "2002:5db8:d822::1", "::5db8:d822",
+                                      "2001:0:5db8:d822::a247:27dd", "2606:4700::1" };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        ck_assert_msg(to(p, ok[i], 6, 443, 0) == NP_ALLOW, "%s dropped", ok[i]);
+        EXPECT(NP_ALLOW, NP_B_DEFAULT);
+    }
+    net_policy_free(p);
+
+    /* an IPv4 deny rule covers the IPv6 forms of its addresses (ports and
+     * protocol as for IPv4; proto=icmp takes ICMPv6); an explicit IPv6
+     * allow still beats the preset, as an IPv4 one does */
+    const char *deny[] = { "93.184.216.0/24,port=443,proto=tcp", "198.51.100.7,proto=icmp" };
+    const char *allow[] = { "64:ff9b::a00:5" };
+    p = mk(&(struct np_conf){ .default_allow = true, .deny = deny, .n_deny = 2, .allow = allow,
+                              .n_allow = 1 });
+    ck_assert_int_eq(to(p, "64:ff9b::5db8:d822", 6, 443, 0), NP_DROP);
+    EXPECT(NP_DROP, idx(p, NP_K_DENY, "93.184.216.0/24,port=443,proto=tcp"));
+    ck_assert_int_eq(to(p, "2002:5db8:d801::1", 6, 443, 0), NP_DROP);
+    ck_assert_int_eq(to(p, "64:ff9b::5db8:d822", 6, 80, 0), NP_ALLOW);
+    ck_assert_int_eq(to(p, "64:ff9b::c633:6407", 58, 0, 0), NP_DROP);
+    EXPECT(NP_DROP, idx(p, NP_K_DENY, "198.51.100.7/32,proto=icmp"));
+    ck_assert_int_eq(to(p, "64:ff9b::c633:6407", 17, 53, 0), NP_ALLOW);
+    ck_assert_int_eq(to(p, "64:ff9b::a00:5", 6, 443, 0), NP_ALLOW);
+    EXPECT(NP_ALLOW, idx(p, NP_K_ALLOW, "64:ff9b::a00:5/128"));
+    net_policy_free(p);
+
+    /* deny 0.0.0.0/0 takes every embedding form with it */
+    const char *deny4[] = { "0.0.0.0/0" };
+    p = mk(&(struct np_conf){ .default_allow = true, .no_preset = true, .deny = deny4, .n_deny = 1 });
+    ck_assert_int_eq(to(p, "64:ff9b::5db8:d822", 6, 443, 0), NP_DROP);
+    ck_assert_int_eq(to(p, "2001:0:5db8:d822::a247:27dd", 6, 443, 0), NP_DROP);
+    ck_assert_int_eq(to(p, "2606:4700::1", 6, 443, 0), NP_ALLOW);
+    net_policy_free(p);
+}
+END_TEST
+
+/* A domain's AAAA answer in an embedding form: the preset still decides. */
+START_TEST(embedded_v4_learned)
+{
+    const char *allow[] = { "10.0.2.3,port=53,proto=udp" };
+    const char *dom[] = { "x.example" };
+    struct net_policy *p = mk(&(struct np_conf){ .allow = allow, .n_allow = 1, .allow_domain = dom,
+                                                 .n_allow_domain = 1 });
+    ck_assert_int_eq(query(p, "10.0.2.3", 17, 5353, 7, "x.example", 0), NP_ALLOW);
+    const char *addrs[] = { "64:ff9b::a9fe:a9fe", "2002:a00:1::1", "64:ff9b::5db8:d822" };
+    ck_assert_uint_eq(answer(p, "10.0.2.3", 17, 5353, 7, "x.example", NULL, addrs, 3, 300, 0), 3);
+    ck_assert_int_eq(to(p, "64:ff9b::a9fe:a9fe", 6, 443, S(1)), NP_DROP);
+    EXPECT(NP_DROP, idx(p, NP_K_PRESET, "169.254.0.0/16"));
+    ck_assert_int_eq(to(p, "2002:a00:1::1", 6, 443, S(1)), NP_DROP);
+    EXPECT(NP_DROP, idx(p, NP_K_PRESET, "10.0.0.0/8"));
+    ck_assert_int_eq(to(p, "64:ff9b::5db8:d822", 6, 443, S(1)), NP_ALLOW);
+    EXPECT(NP_ALLOW, idx(p, NP_K_DOMAIN, "x.example"));
+    net_policy_free(p);
+}
+END_TEST
+
+/* ---- the guest's identity, source routing before the link services ------ */
+
+START_TEST(srcroute_before_link_services)
+{
+    const char *deny[] = { "0.0.0.0/0", "::/0" };
+    struct net_policy *p = mk(&(struct np_conf){ .deny = deny, .n_deny = 2 });
+    uint8_t body[64], boot[300];
+    size_t bn = ndbody(body, "fe80::1", 1, GUEST_MAC);
+    /* an NS behind a routing header (segments left: fd00:ec2::254 next) */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1:ff00:1", .proto = 58,
+                                            .sport = 135, .pl = body, .pln = bn, .segleft = true }, 0),
+                     NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRCROUTE);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1:ff00:1", .proto = 58,
+                                            .sport = 135, .pl = body, .pln = bn }, 0), NP_ALLOW);
+    EXPECT(NP_ALLOW, NP_B_ND6);
+    /* DHCP with a loose source route option, or any other option */
+    size_t blen = bootp(boot, 1, 9, GUEST_MAC, 0, 1);
+    struct fspec d = { .src = "0.0.0.0", .dst = "255.255.255.255", .proto = 17, .sport = 68,
+                       .dport = 67, .pl = boot, .pln = blen, .lsrr = true };
+    ck_assert_int_eq(tx(p, &d, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRCROUTE);
+    size_t n = build(&d);
+    fb[14 + 20] = 148;                                  /* router alert in its place */
+    fb[14 + 21] = 4;
+    ck_assert_int_eq(net_policy_tx(p, fb, n, 0, &res), NP_DROP);
+    EXPECT(NP_DROP, NP_B_DHCP4);
+    d.lsrr = false;
+    ck_assert_int_eq(tx(p, &d, 0), NP_ALLOW);
+    EXPECT(NP_ALLOW, NP_B_DHCP4);
+    /* the counters say which */
+    ck_assert_uint_eq(ctr(p, NP_B_SRCROUTE).frames_dropped, 2);
+    ck_assert_uint_eq(ctr(p, NP_B_DHCP4).frames_dropped, 1);
+    ck_assert_uint_eq(ctr(p, NP_B_DHCP4).frames_allowed, 1);
+    net_policy_free(p);
+}
+END_TEST
+
+START_TEST(spoofed_sources)
+{
+    const uint8_t macs[1][6] = { { 2, 0, 0, 0, 0, 2 } };
+    uint8_t g4[4] = { 10, 0, 2, 15 }, g6[16];
+    inet_pton(AF_INET6, "2001:db8::15", g6);
+    struct nf_addr guest[2];
+    nf_addr_v4(&guest[0], g4);
+    nf_addr_v6(&guest[1], g6);
+    const char *allow[] = { "0.0.0.0/0", "::/0" };
+    struct net_policy *p = mk(&(struct np_conf){ .allow = allow, .n_allow = 2, .guest_mac = macs,
+                                                 .n_guest_mac = 1, .guest = guest, .n_guest = 2 });
+    /* the Ethernet source */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.15", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443, .smac = OTHER_MAC }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_MAC);
+    ck_assert_int_eq(to(p, "8.8.8.8", 6, 443, 0), NP_ALLOW);
+    /* ARP: the sender's MAC and address */
+    size_t n = arpf(GUEST_MAC, 1, OTHER_MAC, "10.0.2.15");
+    ck_assert_int_eq(net_policy_tx(p, fb, n, 0, &res), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ARP);
+    n = arpf(GUEST_MAC, 2, GUEST_MAC, "10.0.2.2");           /* claims the gateway */
+    ck_assert_int_eq(net_policy_tx(p, fb, n, 0, &res), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ARP);
+    n = arpf(GUEST_MAC, 3, GUEST_MAC, "10.0.2.15");          /* RARP's op */
+    ck_assert_int_eq(net_policy_tx(p, fb, n, 0, &res), NP_DROP);
+    n = arpf(OTHER_MAC, 1, OTHER_MAC, "10.0.2.15");
+    ck_assert_int_eq(net_policy_tx(p, fb, n, 0, &res), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_MAC);
+    n = arpf(GUEST_MAC, 1, GUEST_MAC, "0.0.0.0");            /* a probe */
+    ck_assert_int_eq(net_policy_tx(p, fb, n, 0, &res), NP_ALLOW);
+    EXPECT(NP_ALLOW, NP_B_ARP);
+    n = arpf(GUEST_MAC, 2, GUEST_MAC, "10.0.2.15");
+    ck_assert_int_eq(net_policy_tx(p, fb, n, 0, &res), NP_ALLOW);
+    ck_assert_uint_eq(ctr(p, NP_B_ARP).frames_dropped, 3);
+    ck_assert_uint_eq(ctr(p, NP_B_ARP).frames_allowed, 2);
+    /* IP sources */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.99", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "0.0.0.0", .dst = "8.8.8.8", .proto = 17,
+                                            .sport = 68, .dport = 67 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "2001:db8::99", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "::", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    ck_assert_int_eq(to(p, "2606:4700::1", 6, 443, 0), NP_ALLOW);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, 0), NP_ALLOW);
+    /* ND: link-layer options and an NA's target */
+    uint8_t body[64];
+    size_t bn = ndbody(body, "2001:db8::99", 2, GUEST_MAC);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1", .proto = 58,
+                                            .sport = 136, .pl = body, .pln = bn }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ND6);
+    bn = ndbody(body, "2001:db8::15", 2, OTHER_MAC);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1", .proto = 58,
+                                            .sport = 136, .pl = body, .pln = bn }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ND6);
+    bn = ndbody(body, "fe80::1", 1, OTHER_MAC);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1:ff00:1", .proto = 58,
+                                            .sport = 135, .pl = body, .pln = bn }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ND6);
+    uint8_t rs[8] = { 1, 1, 2, 0, 0, 0, 0, 0x99 };             /* RS, source option: another MAC */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::2", .proto = 58,
+                                            .sport = 133, .pl = rs, .pln = 8 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ND6);
+    rs[7] = 2;
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::2", .proto = 58,
+                                            .sport = 133, .pl = rs, .pln = 8 }, 0), NP_ALLOW);
+    rs[1] = 0;                                                  /* an option of length 0 */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::2", .proto = 58,
+                                            .sport = 133, .pl = rs, .pln = 8 }, 0), NP_DROP);
+    /* what a Linux guest sends: DAD from ::, its NA, an NS with its MAC */
+    bn = ndbody(body, "2001:db8::15", 0, GUEST_MAC);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "::", .dst = "ff02::1:ff00:15", .proto = 58,
+                                            .sport = 135, .pl = body, .pln = bn }, 0), NP_ALLOW);
+    EXPECT(NP_ALLOW, NP_B_ND6);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "::", .dst = "ff02::16", .proto = 58,
+                                            .sport = 143 }, 0), NP_ALLOW);
+    bn = ndbody(body, "2001:db8::15", 2, GUEST_MAC);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "2001:db8::15", .dst = "fe80::1", .proto = 58,
+                                            .sport = 136, .pl = body, .pln = bn }, 0), NP_ALLOW);
+    bn = ndbody(body, "fe80::1", 1, GUEST_MAC);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::15", .dst = "ff02::1:ff00:1", .proto = 58,
+                                            .sport = 135, .pl = body, .pln = bn }, 0), NP_ALLOW);
+    /* DHCP: from 0.0.0.0 with its own MAC as the client's */
+    uint8_t boot[300];
+    size_t blen = bootp(boot, 1, 5, OTHER_MAC, 0, 1);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "0.0.0.0", .dst = "255.255.255.255", .proto = 17,
+                                            .sport = 68, .dport = 67, .pl = boot, .pln = blen }, 0),
+                     NP_DROP);
+    EXPECT(NP_DROP, NP_B_DHCP4);
+    blen = bootp(boot, 1, 5, GUEST_MAC, 0, 3);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "0.0.0.0", .dst = "255.255.255.255", .proto = 17,
+                                            .sport = 68, .dport = 67, .pl = boot, .pln = blen }, 0),
+                     NP_ALLOW);
+    EXPECT(NP_ALLOW, NP_B_DHCP4);
+    ck_assert_uint_eq(ctr(p, NP_B_SRC_MAC).frames_dropped, 2);
+    ck_assert_uint_eq(ctr(p, NP_B_SRC_ADDR).frames_dropped, 4);
+    net_policy_free(p);
+}
+END_TEST
+
+/* Without configured addresses: IPv4 sources are pinned once DHCP has
+ * handed the guest an address, IPv6 ones are not. */
+static unsigned dhcp_reply(struct net_policy *p, uint32_t xid, const uint8_t mac[6], uint32_t yi,
+                           unsigned type, uint64_t now)
+{
+    uint8_t boot[300];
+    size_t blen = bootp(boot, 2, xid, mac, yi, type);
+    size_t n = build(&(struct fspec){ .src = "10.0.2.2", .dst = "10.0.2.15", .proto = 17, .sport = 67,
+                                      .dport = 68, .pl = boot, .pln = blen });
+    net_policy_rx(p, fb, n, now);
+    struct np_stats st;
+    net_policy_stats(p, &st);
+    return (unsigned)st.dhcp_learned;
+}
+
+START_TEST(dhcp_pins_ipv4)
+{
+    const uint8_t macs[1][6] = { { 2, 0, 0, 0, 0, 2 } };
+    struct net_policy *p = mk(&(struct np_conf){ .default_allow = true, .guest_mac = macs,
+                                                 .n_guest_mac = 1 });
+    ck_assert_int_eq(to(p, "8.8.8.8", 6, 443, 0), NP_ALLOW);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.99", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443 }, 0), NP_ALLOW);      /* not known yet */
+    /* an ACK for no transaction of the guest's is ignored */
+    ck_assert_uint_eq(dhcp_reply(p, 0x77, GUEST_MAC, 0x0a00020f, 5, 0), 0);
+    uint8_t boot[300];
+    size_t blen = bootp(boot, 1, 0x77, GUEST_MAC, 0, 3);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "0.0.0.0", .dst = "255.255.255.255", .proto = 17,
+                                            .sport = 68, .dport = 67, .pl = boot, .pln = blen }, 0),
+                     NP_ALLOW);
+    ck_assert_uint_eq(dhcp_reply(p, 0x78, GUEST_MAC, 0x0a00020f, 5, 0), 0);     /* another xid */
+    ck_assert_uint_eq(dhcp_reply(p, 0x77, OTHER_MAC, 0x0a00020f, 5, 0), 0);     /* another client */
+    ck_assert_uint_eq(dhcp_reply(p, 0x77, GUEST_MAC, 0x0a00020f, 2, 0), 0);     /* an OFFER */
+    ck_assert_uint_eq(dhcp_reply(p, 0x77, GUEST_MAC, 0x0a00020f, 5, S(31)), 0); /* too late */
+    ck_assert_uint_eq(dhcp_reply(p, 0x77, GUEST_MAC, 0x0a00020f, 5, S(1)), 1);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.99", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443 }, S(2)), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    ck_assert_int_eq(to(p, "8.8.8.8", 6, 443, S(2)), NP_ALLOW);
+    size_t n = arpf(GUEST_MAC, 2, GUEST_MAC, "10.0.2.2");
+    ck_assert_int_eq(net_policy_tx(p, fb, n, S(2), &res), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ARP);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "2001:db8::99", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, S(2)), NP_ALLOW);   /* IPv6: not pinned */
+    /* a rebuilt policy keeps what DHCP said */
+    struct net_policy *q = mk(&(struct np_conf){ .default_allow = true, .guest_mac = macs,
+                                                 .n_guest_mac = 1 });
+    net_policy_carry(q, p, S(3));
+    ck_assert_int_eq(tx(q, &(struct fspec){ .src = "10.0.2.99", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443 }, S(3)), NP_DROP);
+    static char text[16384];
+    net_policy_render(q, S(3), text, sizeof text);
+    const char *g = strstr(text, "guest:");
+    ck_assert_msg(g && strstr(g, "10.0.2.15 (DHCP)"), "%.200s", g ? g : "no guest line");
+    net_policy_free(q);
+    net_policy_free(p);
+}
+END_TEST
+
+/* The policy's text: the guest's addresses (item guest ADDR). */
+START_TEST(text_guest_addresses)
+{
+    struct np_text t;
+    struct np_conf c;
+    ck_assert_int_eq(np_text_parse("default allow; guest 10.0.2.15 ; guest 2001:db8::15; deny 1.2.3.4",
+                                   &t, &c, why, sizeof why), 0);
+    ck_assert_uint_eq(c.n_guest, 2);
+    ck_assert_int_eq(c.guest[0].family, 4);
+    ck_assert_int_eq(c.guest[0].b[15], 15);
+    ck_assert_int_eq(c.guest[1].family, 6);
+    ck_assert_uint_eq(c.n_deny, 1);
+    ck_assert(c.default_allow);
+    struct net_policy *p = mk(&c);
+    np_text_free(&t);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.99", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    ck_assert_int_eq(to(p, "8.8.8.8", 6, 443, 0), NP_ALLOW);
+    ck_assert_int_eq(to(p, "2606:4700::1", 6, 443, 0), NP_ALLOW);
+    net_policy_free(p);
+
+    static const char *const bad[] = { "guest", "guest 10.0.2.0/24", "guest host.example",
+                                       "guest 10.0.2.15,port=1", "guest fe80::1%eth0" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = 0;
+        ck_assert_msg(np_text_parse(bad[i], &t, &c, why, sizeof why) == -EINVAL, "accepted %s", bad[i]);
+        ck_assert(why[0]);
+        np_text_free(&t);
+    }
+    char many[1024] = "";
+    for (unsigned i = 0; i <= NP_GUEST_ADDRS_MAX; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "guest 10.0.2.%u;", i + 1);
+    ck_assert_int_eq(np_text_parse(many, &t, &c, why, sizeof why), -E2BIG);
+    np_text_free(&t);
 }
 END_TEST
 
@@ -1189,6 +1628,13 @@ int main(void)
     tcase_add_test(t, ports_protocols_families);
     tcase_add_test(t, steps_before_the_rules);
     tcase_add_test(t, link_services);
+    tcase_add_test(t, embedded_v4_forms);
+    tcase_add_test(t, embedded_v4_denied);
+    tcase_add_test(t, embedded_v4_learned);
+    tcase_add_test(t, srcroute_before_link_services);
+    tcase_add_test(t, spoofed_sources);
+    tcase_add_test(t, dhcp_pins_ipv4);
+    tcase_add_test(t, text_guest_addresses);
     tcase_add_test(t, fragments);
     tcase_add_test(t, learn_and_expire);
     tcase_add_test(t, ttl_clamp_and_use);

@@ -17,7 +17,8 @@
 # 10.91.0.2. A runs an HTTP server on its loopback only (127.0.0.1:8004,
 # 8005). Both log every TCP connection they accept.
 #
-# Boot 1: --net user (passt started without the gateway mapping) and
+# Boot 1: --net user,guest_mac=52:54:00:91:00:02 (QEMU's MAC; passt
+#   started without the gateway mapping) and
 #   default deny; allow 10.91.0.53/32,port=53 (the resolver passt offers);
 #   allow 10.91.0.2/32,port=8001-8002,proto=tcp; deny 10.91.0.2/32,port=8002,
 #   proto=tcp; allow 10.91.0.2/32,port=8004,proto=tcp; allow-domain
@@ -53,6 +54,9 @@
 #                 the domain rule allowed, the resolver rule allowed, the
 #                 preset 10.0.0.0/8 and the default dropped, link dhcpv4
 #                 allowed, 2 DNS answers learned from, 203.0.113.10 learned
+#   identity      boot 1: the policy pinned the guest's MAC (guest_mac=) and
+#                 the address passt's DHCPACK gave it; ARP and DHCP were
+#                 allowed and nothing was dropped for its source
 #   gateway       boot 1: http://10.91.0.2:8004/id is B's (b-8004): without
 #                 host_loopback the gateway address is the gateway, and A's
 #                 loopback server saw nothing
@@ -392,7 +396,7 @@ conns() { grep -c "^conn $2 " "$tmp/$1.log"; }
 failed_fetch() { set -- $(v p "$1"); [ "${1:-}" = 4 ] && [ "${2:-}" = - ]; }
 
 # ================= boot 1: the policy, no host_loopback
-boot p policy --net user --net-default deny \
+boot p policy --net user,guest_mac=52:54:00:91:00:02 --net-default deny \
     --net-allow 10.91.0.53/32,port=53 \
     --net-allow 10.91.0.2/32,port=8001-8002,proto=tcp \
     --net-deny 10.91.0.2/32,port=8002,proto=tcp \
@@ -503,6 +507,19 @@ else
     fail "counters:$bad"
     grep -E '^ *[0-9]+  (step|allow|deny|domain|preset) ' "$tmp/p.stats" | awk '$(NF-3) != 0 || $(NF-1) != 0'
     grep -E '^(dns|learned):' "$tmp/p.stats"
+fi
+
+# ---- identity: the guest's MAC (guest_mac=, QEMU's) and the address
+# passt's DHCP gave it are pinned, and nothing the guest sent was dropped
+# for its source
+set -- $(row p step "source mac not the guest's") $(row p step "source address not the guest's") \
+    $(row p step arp) $(row p step "link dhcpv4")
+if grep -q '^guest: 1 MACs, 0 IPv4 + 10\.91\.0\.1 (DHCP), 0 IPv6 addresses pinned' "$tmp/p.stats" &&
+   [ "${2:-x}" = 0 ] && [ "${4:-x}" = 0 ] && [ "${5:-0}" -ge 1 ] && [ "${6:-x}" = 0 ] &&
+   [ "${7:-0}" -ge 1 ] && [ "${8:-x}" = 0 ]; then
+    pass "identity: MAC 52:54:00:91:00:02 and 10.91.0.1 (from passt's DHCPACK) pinned; ARP and DHCP allowed ($5, $7), no frame dropped for its source"
+else
+    fail "identity: $(grep '^guest:' "$tmp/p.stats"); source mac / source address / arp / dhcpv4 rows (ok drop): ${1:-?} ${2:-?} / ${3:-?} ${4:-?} / ${5:-?} ${6:-?} / ${7:-?} ${8:-?}"
 fi
 
 # ---- gateway: without host_loopback the gateway address is B's

@@ -19,6 +19,7 @@
 #include "vmm/base/log.h"
 #include "vmm/base/scfilter.h"
 #include "vmm/transport/vhost_user.h"
+#include "devices/net/net_kind.h"
 #include "devices/virtio/devopt.h"
 #include "devices/virtio/virtio_kind.h"
 #include "vmm/core/devtab.h"
@@ -293,6 +294,14 @@ int cmd_device(int argc, char **argv)
     int r = k->create(o, name, false, &m, why, sizeof why);
     if (r < 0) {
         fprintf(stderr, "moat: device %s: %s\n", type, why[0] ? why : strerror(-r));
+        ret = EXIT_VMM_ERROR;
+        goto unmask;
+    }
+    /* the frontend's config space, not ours, tells the guest its MAC */
+    if (k == &net_kind && (r = net_kind_frontend_mac(m.priv, why, sizeof why)) < 0) {
+        fprintf(stderr, "moat: device %s: %s\n", type, why[0] ? why : strerror(-r));
+        m.ops->destroy(m.dev);
+        k->free(m.priv);
         ret = EXIT_VMM_ERROR;
         goto unmask;
     }
