@@ -1758,6 +1758,15 @@ START_TEST(diff_snapshot_chain)
     moat_destroy(vm);
     vm = NULL;
     ck_assert_int_eq(restore_without_openat2(&rc, 0, NULL), 0);   /* ... also walking components */
+    /* a FIFO in a parent's place: refused, not waited on */
+    ck_assert_int_eq(rename(f[1].mem, saved), 0);
+    ck_assert_int_eq(mkfifo(f[1].mem, 0600), 0);
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), -EINVAL);
+    ck_assert_ptr_null(vm);
+    ck_assert_msg(strstr(err.msg, "not a regular file"), "%s", err.msg);
+    ck_assert_int_eq(restore_without_openat2(&rc, -EINVAL, "not a regular file"), 0);
+    ck_assert_int_eq(unlink(f[1].mem), 0);
+    ck_assert_int_eq(rename(saved, f[1].mem), 0);
     rc.state_path = o.state;                                  /* and the parents outside are still refused */
     rc.mem_path = o.mem;
     ck_assert_int_eq(restore_without_openat2(&rc, -EACCES, "outside the snapshot root"), 0);

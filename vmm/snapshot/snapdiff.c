@@ -163,11 +163,28 @@ int snapdiff_same_file(const char *path, const char *other)
  * ".." component) beneath the directory rootfd, following no symlink on
  * the way: openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or, on a
  * kernel without it (before 5.6), one O_NOFOLLOW component at a time. An
- * fd or -errno (-ELOOP for a symlink, -EXDEV for an escape). */
+ * fd or -errno (-ELOOP for a symlink, -EXDEV for an escape). Opened
+ * O_NONBLOCK (a FIFO named there must not hang the restore; the callers
+ * refuse anything but a regular file), cleared again. */
+static int open_beneath_nb(int rootfd, const char *rel);
 static int open_beneath(int rootfd, const char *rel)
 {
+    int fd = open_beneath_nb(rootfd, rel);
+    if (fd >= 0) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+    }
+    return fd;
+}
+
+static int open_beneath_nb(int rootfd, const char *rel)
+{
     struct open_how how = {
-        .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY,
+        .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
         .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
     };
     long fd = syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
@@ -185,9 +202,14 @@ static int open_beneath(int rootfd, const char *rel)
             memcpy(comp, c, n);
             comp[n] = 0;
             nfd = openat(dfd, comp, e ? O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
-                                      : O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY);
-            if (nfd < 0)
-                nfd = errno == ENOTDIR && e ? -ELOOP : -errno;   /* a symlink to a directory */
+                                      : O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+            if (nfd < 0) {
+                nfd = -errno;
+                struct stat ls;     /* a symlink to a directory: ENOTDIR with O_PATH | O_NOFOLLOW */
+                if (nfd == -ENOTDIR && e && fstatat(dfd, comp, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISLNK(ls.st_mode))
+                    nfd = -ELOOP;
+            }
         }
         if (dfd != rootfd)
             close(dfd);
