@@ -43,6 +43,21 @@ else
     $(error libjansson-dev is required and pkg-config does not find jansson: run `make deps` (scripts/deps.sh) or `apt-get install libjansson-dev`)
   endif
 endif
+# Nettle (nettle-dev) is required: SHA-256 for a disk overlay's base
+# identity (devices/blk/overlay_disk.c; docs/disk-overlay.md). A plain
+# library with no global state, no configuration files and no allocation
+# (it runs in seccomp-filtered and chrooted processes). Same rule as
+# libjansson.
+HAVE_NETTLE := $(shell pkg-config --exists nettle 2>/dev/null && echo 1)
+ifeq ($(HAVE_NETTLE),1)
+  CFLAGS_COMMON += $(shell pkg-config --cflags nettle)
+  LDLIBS += $(shell pkg-config --libs nettle)
+else
+  LDLIBS += -lnettle
+  ifeq ($(filter deps run test clean,$(MAKECMDGOALS)),)
+    $(error nettle-dev is required and pkg-config does not find nettle: run `make deps` (scripts/deps.sh) or `apt-get install nettle-dev`)
+  endif
+endif
 # libmicrohttpd is required too: the Firecracker-compatible API's HTTP
 # server (`moat vmm`, vmm/cli/cli_fc.c; docs/control-api.md) and moat
 # serve. Same rule as libjansson: only deps, run, test and clean go on

@@ -357,6 +357,12 @@ struct moat_restore_config {
      * pause, when the VM ends, or this many ms after the restore, whichever
      * comes first (0: 10000). */
     uint32_t ws_record_ms;
+    /* A diff snapshot's chain (docs/snapshot-format.md, "Diff snapshots"):
+     * every parent state and memory file its state files name must lie
+     * beneath this directory, reached without a symlink (the names come
+     * from the files, which may be forged); anything else is refused
+     * (-EACCES). NULL: the directory of state_path. */
+    const char *snapshot_root;
 };
 void moat_restore_config_init(struct moat_restore_config *rc);
 int moat_restore(const struct moat_restore_config *rc, struct moat_vm **out, struct moat_error *err);

@@ -3,7 +3,7 @@
 # Idempotent: only missing packages are installed. Needs root (or sudo).
 set -eu
 PKGS="build-essential pkg-config git ca-certificates
- liburing-dev libfdt-dev check libxxhash-dev libseccomp-dev libjansson-dev libmicrohttpd-dev zlib1g-dev
+ liburing-dev libfdt-dev check libxxhash-dev libseccomp-dev libjansson-dev libmicrohttpd-dev zlib1g-dev nettle-dev
  clang llvm libclang-rt-14-dev
  linux-source-6.1 bc flex bison libelf-dev libssl-dev dwarves xz-utils cpio kmod
  busybox-static qemu-system-x86 e2fsprogs xfsprogs lz4

@@ -22,8 +22,9 @@
 #define H_RESERVED   84
 #define H_CSUM       88
 #define H_PATH       96
+#define H_BSHA       (H_PATH + OVL_PATH_MAX)   /* version 2: the base's SHA-256 (32 bytes) */
 
-_Static_assert(H_PATH + OVL_PATH_MAX <= OVL_HDR_SIZE, "header fits its area");
+_Static_assert(H_BSHA + OVL_SHA256_BYTES <= OVL_HDR_SIZE, "header fits its area");
 
 uint64_t ovl_hash(uint64_t h, const void *p, size_t n)
 {
@@ -93,6 +94,8 @@ void ovl_header_encode(const struct ovl_header *h, uint8_t *buf)
     size_t n = strnlen(h->base_path, OVL_PATH_MAX);
     put32(buf + H_PATHLEN, (uint32_t)n);
     memcpy(buf + H_PATH, h->base_path, n);
+    if (h->version >= OVL_VERSION)
+        memcpy(buf + H_BSHA, h->base.sha256, OVL_SHA256_BYTES);
     put64(buf + H_CSUM, header_csum(buf));
 }
 
@@ -118,7 +121,7 @@ int ovl_header_decode(const uint8_t *buf, size_t len, struct ovl_header *h, cons
     if (get64(buf + H_CSUM) != header_csum(buf))
         return bad(why, "header checksum mismatch");
     uint32_t ver = get32(buf + H_VERSION);
-    if (ver != OVL_VERSION)
+    if (ver != OVL_VERSION && ver != OVL_VERSION_V1)
         return bad(why, "unsupported overlay version");
     if (get32(buf + H_BLOCK) != OVL_BLOCK)
         return bad(why, "block size is not 4096");
@@ -144,16 +147,23 @@ int ovl_header_decode(const uint8_t *buf, size_t len, struct ovl_header *h, cons
     if (memchr(buf + H_PATH, 0, n))
         return bad(why, "base path contains a NUL byte");
     for (size_t i = H_PATH + n; i < OVL_HDR_SIZE; i++)
-        if (buf[i])
+        if (buf[i] && (ver == OVL_VERSION_V1 || i < H_BSHA || i >= H_BSHA + OVL_SHA256_BYTES))
             return bad(why, "bytes after the base path are not zero");
     memcpy(h->base_path, buf + H_PATH, n);
     h->base_path[n] = 0;
+    if (ver != OVL_VERSION_V1)
+        memcpy(h->base.sha256, buf + H_BSHA, OVL_SHA256_BYTES);
+    h->version = ver;
     return 0;
 }
 
 bool ovl_base_matches(const struct ovl_header *h, const struct ovl_base_id *id)
 {
-    return h->base.size == id->size && h->base.hash == id->hash;
+    if (h->base.size != id->size)
+        return false;
+    if (h->version == OVL_VERSION_V1)
+        return h->base.hash == id->hash;
+    return memcmp(h->base.sha256, id->sha256, OVL_SHA256_BYTES) == 0;
 }
 
 /* ---- bitmap ---- */

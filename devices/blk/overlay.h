@@ -20,24 +20,32 @@
 #include <stdint.h>
 
 #define OVL_MAGIC          "MOATCOW1"           /* 8 bytes, no NUL */
-#define OVL_VERSION        1u
+#define OVL_VERSION        2u                   /* written; 1 is read only to upgrade it */
+#define OVL_VERSION_V1     1u                   /* base identified by FNV-1a of the first MiB */
 #define OVL_BLOCK          4096u                /* block size, bytes */
 #define OVL_BLOCK_SHIFT    12
 #define OVL_HDR_SIZE       4096u                /* header area at offset 0 */
 #define OVL_PATH_MAX       1024u                /* base path bytes, no NUL */
 #define OVL_MAX_SIZE       (1ull << 42)         /* 4 TiB virtual size cap */
-#define OVL_ID_BYTES       (1u << 20)           /* base identity: hash of the first MiB */
+#define OVL_ID_BYTES       (1u << 20)           /* base identity: its first and last MiB */
+#define OVL_SHA256_BYTES   32u
 
-/* Base identity: size + a hash of its first MiB (or all of it when smaller).
- * mtime is recorded for information only (copies do not preserve it). */
+/* Base identity (version 2): the size and SHA-256 over the size (le64),
+ * then bytes [0, a) and [b, size) of the base, a = min(size, 1 MiB),
+ * b = max(a, size - 1 MiB): its first and last MiB, each byte once (all
+ * of it when it is under 2 MiB). hash is version 1's identity: 64-bit
+ * FNV-1a over the size and the first MiB, kept only to check a version 1
+ * overlay's base before upgrading it. mtime is recorded for information
+ * only (copies do not preserve it). */
 struct ovl_base_id {
     uint64_t size;
     uint64_t hash;
     int64_t mtime_sec;
+    uint8_t sha256[OVL_SHA256_BYTES];
 };
 
 struct ovl_header {
-    uint32_t version;
+    uint32_t version;           /* OVL_VERSION, or OVL_VERSION_V1 (no sha256) */
     uint32_t block_size;
     uint64_t vsize;             /* virtual disk size, bytes (= base size) */
     uint64_t nblocks;           /* ceil(vsize / 4096) */
@@ -52,8 +60,8 @@ struct ovl_header {
  * -EINVAL for 0 or a size over OVL_MAX_SIZE. */
 int ovl_layout(uint64_t vsize, struct ovl_header *h);
 
-/* Build a header for a base of this identity and path. 0 or -EINVAL (size,
- * path too long). */
+/* Build a header (OVL_VERSION) for a base of this identity and path. 0 or
+ * -EINVAL (size, path too long). */
 int ovl_header_init(struct ovl_header *h, const struct ovl_base_id *base, const char *base_path);
 
 /* Serialize into buf[OVL_HDR_SIZE] (the rest of the header area zeroed). */
@@ -61,10 +69,14 @@ void ovl_header_encode(const struct ovl_header *h, uint8_t *buf);
 
 /* Parse and validate len bytes read from offset 0 of an overlay file.
  * 0, -EINVAL (malformed: *why says which field), or -ENOTSUP (not an
- * overlay at all: wrong magic; *why says so). */
+ * overlay at all: wrong magic; *why says so). Version 1 headers are
+ * accepted here (h->version says so; their sha256 area must be zero): the
+ * caller refuses to use one (ovl_open) except to upgrade it. */
 int ovl_header_decode(const uint8_t *buf, size_t len, struct ovl_header *h, const char **why);
 
-/* Is a base with this identity the one the overlay was made over? */
+/* Is a base with this identity the one the overlay was made over? Version
+ * 2: same size and SHA-256. Version 1: same size and FNV-1a (weak: for
+ * ovl_open's upgrade only). */
 bool ovl_base_matches(const struct ovl_header *h, const struct ovl_base_id *id);
 
 /* 64-bit FNV-1a, continued from h (start with OVL_HASH_INIT). */

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <nettle/sha2.h>
+
 #define IOV_MAX_SLICE 1024
 
 struct ovl_disk {
@@ -43,6 +45,26 @@ static int fail(char *why, size_t wlen, int r, const char *fmt, ...)
     return r;
 }
 
+/* Read [off, off + len) of fd through buf (OVL_ID_BYTES) into the hashes
+ * (the FNV-1a one only when fnv is set). 0 or -errno (-EIO at a short file). */
+static int hash_range(int fd, uint8_t *buf, uint64_t off, uint64_t len, struct sha256_ctx *sha,
+                      uint64_t *fnv)
+{
+    while (len) {
+        ssize_t n = pread(fd, buf, len < OVL_ID_BYTES ? (size_t)len : OVL_ID_BYTES, (off_t)off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? -errno : -EIO;
+        sha256_update(sha, (size_t)n, buf);
+        if (fnv)
+            *fnv = ovl_hash(*fnv, buf, (size_t)n);
+        off += (uint64_t)n;
+        len -= (uint64_t)n;
+    }
+    return 0;
+}
+
 int ovl_base_identify(int fd, struct ovl_base_id *id)
 {
     struct stat st;
@@ -61,22 +83,25 @@ int ovl_base_identify(int fd, struct ovl_base_id *id)
     uint8_t *buf = malloc(OVL_ID_BYTES);
     if (!buf)
         return -ENOMEM;
-    uint64_t want = id->size < OVL_ID_BYTES ? id->size : OVL_ID_BYTES, got = 0;
+    /* docs/disk-overlay.md, "Base identity": the first and last MiB, each
+     * byte once, after the size. */
+    uint64_t first = id->size < OVL_ID_BYTES ? id->size : OVL_ID_BYTES;
+    uint64_t last = id->size > 2ull * OVL_ID_BYTES ? id->size - OVL_ID_BYTES : first;
     uint64_t h = ovl_hash(OVL_HASH_INIT, &id->size, sizeof id->size);
-    while (got < want) {
-        ssize_t n = pread(fd, buf, want - got, (off_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            int r = n < 0 ? -errno : -EIO;
-            free(buf);
-            return r;
-        }
-        h = ovl_hash(h, buf, (size_t)n);
-        got += (uint64_t)n;
-    }
+    uint8_t le[8];
+    uint64_t sz = htole64(id->size);
+    memcpy(le, &sz, 8);
+    struct sha256_ctx sha;
+    sha256_init(&sha);
+    sha256_update(&sha, sizeof le, le);
+    int r = hash_range(fd, buf, 0, first, &sha, &h);
+    if (r == 0)
+        r = hash_range(fd, buf, last, id->size - last, &sha, NULL);
     free(buf);
+    if (r < 0)
+        return r;
     id->hash = h;
+    sha256_digest(&sha, OVL_SHA256_BYTES, id->sha256);
     return 0;
 }
 
@@ -396,6 +421,18 @@ int ovl_open(const char *base, const char *overlay, unsigned flags, struct ovl_d
     }
     d->kind = OVL_KIND_MOAT;
     d->vsize = d->h.vsize;
+    bool upgrade = d->h.version == OVL_VERSION_V1;
+    if (upgrade && (!(flags & OVL_OPEN_UPGRADE) || ro)) {
+        r = fail(why, wlen, -EPROTO, "overlay %s: format version 1, which identifies its base only by "
+                 "size and a 64-bit FNV-1a hash of its first MiB (a forged base passes): run "
+                 "`moat disk upgrade %s` (with --base BASE if the base moved) to check the base and "
+                 "record its SHA-256", overlay, overlay);
+        goto out_free;
+    }
+    if (!upgrade && (flags & OVL_OPEN_UPGRADE)) {
+        r = fail(why, wlen, -EALREADY, "overlay %s: already format version %u", overlay, d->h.version);
+        goto out_free;
+    }
     const char *bp = base ? base : d->h.base_path;
     if (!*bp) {
         r = fail(why, wlen, -EINVAL, "overlay %s: %s", overlay, "no base path recorded; give one");
@@ -414,10 +451,20 @@ int ovl_open(const char *base, const char *overlay, unsigned flags, struct ovl_d
         goto out_free;
     }
     if (!ovl_base_matches(&d->h, &id)) {
-        snprintf(why, wlen, "base %s has changed since overlay %s was made over it "
-                 "(size or first-MiB hash differ): refusing it", bp, overlay);
+        snprintf(why, wlen, "base %s has changed since overlay %s was made over it, or is another "
+                 "file (size or SHA-256 of its first and last MiB differ): refusing it", bp, overlay);
         r = -ESTALE;
         goto out_free;
+    }
+    if (upgrade) {      /* the old identity matched: record the new one */
+        d->h.version = OVL_VERSION;
+        memcpy(d->h.base.sha256, id.sha256, OVL_SHA256_BYTES);
+        uint8_t nb[OVL_HDR_SIZE];
+        ovl_header_encode(&d->h, nb);
+        if ((r = full_pwrite(d->fd, nb, sizeof nb, 0)) < 0 || (fdatasync(d->fd) < 0 && (r = -errno))) {
+            r = fail(why, wlen, r, "overlay %s: writing the upgraded header: %s", overlay, strerror(-r));
+            goto out_free;
+        }
     }
     d->nwords = ovl_bitmap_words(d->h.nblocks);
     d->bm = calloc(d->nwords, 8);

@@ -33,6 +33,8 @@ enum ovl_kind { OVL_KIND_MOAT = 1, OVL_KIND_RAW = 2 };
 #define OVL_OPEN_NO_LOCK       (1u << 1)   /* inspection: take no flock */
 #define OVL_OPEN_CREATE        (1u << 2)   /* create the overlay if missing (needs base) */
 #define OVL_OPEN_NO_REFLINK    (1u << 3)   /* with CREATE: never reflink */
+#define OVL_OPEN_UPGRADE       (1u << 4)   /* a version 1 overlay: check its base by the old
+                                              identity, rewrite the header as version 2 */
 
 /* flock(fd, LOCK_EX or LOCK_SH) without blocking for long: a lock held
  * only by a process that has already died (its io_uring still finishing,
@@ -54,9 +56,14 @@ int ovl_create(const char *base, const char *overlay, unsigned flags, enum ovl_k
 struct ovl_disk;
 
 /* Open an overlay. base: the base image, or NULL to use the path recorded
- * in the overlay. A base whose size or first-MiB hash differs from the
- * recorded identity is refused (-ESTALE). Locks: overlay exclusive (shared
- * when read-only), base shared. */
+ * in the overlay (untrusted: any file may be named). A base whose size or
+ * SHA-256 (of the size, its first and last MiB) differs from the recorded
+ * identity is refused (-ESTALE). A version 1 overlay (FNV-1a of the first
+ * MiB only) is refused (-EPROTO, why names `moat disk upgrade`) unless
+ * flags has OVL_OPEN_UPGRADE (not read-only): then its base is checked by
+ * the old identity and the header rewritten as version 2 (-EALREADY for a
+ * version 2 one). Locks: overlay exclusive (shared when read-only), base
+ * shared. */
 int ovl_open(const char *base, const char *overlay, unsigned flags, struct ovl_disk **out,
              char *why, size_t wlen);
 

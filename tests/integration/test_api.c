@@ -22,9 +22,11 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <seccomp.h>
 #include <xxhash.h>
 
 #include "include/moat.h"
@@ -1566,6 +1568,42 @@ static void copy_file(const char *from, const char *to)
     fclose(o);
 }
 
+/* moat_restore(rc) in a child where openat2 fails with ENOSYS (a kernel
+ * before 5.6): the chain's files are then opened one O_NOFOLLOW component
+ * at a time. Returns the child's exit: 0 when the restore returned want
+ * (and its message holds has, if given), 1-4 otherwise. */
+static int restore_without_openat2(const struct moat_restore_config *rc, int want, const char *has)
+{
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(openat2), 0) < 0 ||
+            seccomp_load(ctx) < 0)
+            _exit(1);
+        if (syscall(SYS_openat2, AT_FDCWD, "/", NULL, 0) != -1 || errno != ENOSYS)
+            _exit(2);
+        struct moat_vm *vm = NULL;
+        struct moat_error err;
+        int r = moat_restore(rc, &vm, &err);
+        if (r != want) {
+            fprintf(stderr, "without openat2: %d (want %d): %s\n", r, want, r ? err.msg : "");
+            _exit(3);
+        }
+        if (has && !strstr(err.msg, has)) {
+            fprintf(stderr, "without openat2: '%s' lacks '%s'\n", err.msg, has);
+            _exit(4);
+        }
+        if (vm)
+            moat_destroy(vm);
+        _exit(0);
+    }
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
 /* Diff snapshots of the counter: a full snapshot, two diffs of a few more
  * ticks each; the chain restored from the top diff continues the count
  * exactly (register and memory counts agree at the end). The diffs are
@@ -1670,6 +1708,89 @@ START_TEST(diff_snapshot_chain)
     ck_assert_int_eq(rename(saved, f[1].mem), 0);
     ck_assert_int_eq(moat_restore(&rc, &vm, &err), 0);       /* repaired: restores again */
     moat_destroy(vm);
+
+    /* State files name their parents, and may be forged: every file of the
+     * chain must lie beneath the snapshot root (default: the directory of
+     * the state file restored), reached without a symlink. */
+    char other[] = "/tmp/moat-diffo-XXXXXX", forged[300], victim[300], real1[300];
+    ck_assert_ptr_nonnull(mkdtemp(other));
+    struct snapfiles o;
+    snap_names(&o, other, 2);
+    /* (1) the top diff moved to another directory: its parents are outside it */
+    ck_assert_int_eq(link(f[2].state, o.state), 0);
+    ck_assert_int_eq(link(f[2].mem, o.mem), 0);
+    rc.state_path = o.state;
+    rc.mem_path = o.mem;
+    vm = NULL;
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), -EACCES);
+    ck_assert_ptr_null(vm);
+    ck_assert(err.is_config);
+    ck_assert_msg(strstr(err.msg, "parent state file") && strstr(err.msg, "outside the snapshot root"), "%s",
+                  err.msg);
+    rc.snapshot_root = "/tmp";                                /* a root holding the whole chain */
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), 0);
+    moat_destroy(vm);
+    vm = NULL;
+    rc.snapshot_root = NULL;
+    /* (2) a forged state file (resealed) naming another file of the same
+     * size as its base memory: "another sandbox's memory" */
+    ck_assert_int_eq((int)(strlen(other) + 1 + 6), (int)strlen(f[0].mem));
+    snprintf(victim, sizeof(victim), "%s/victim", other);
+    ck_assert_int_eq(link(f[0].mem, victim), 0);
+    {
+        int fd = open(f[1].state, O_RDONLY | O_CLOEXEC);
+        ck_assert_int_ge(fd, 0);
+        struct stat fst;
+        ck_assert_int_eq(fstat(fd, &fst), 0);
+        uint8_t *sb = malloc((size_t)fst.st_size);
+        ck_assert_int_eq(read(fd, sb, (size_t)fst.st_size), fst.st_size);
+        close(fd);
+        uint8_t *at = memmem(sb, (size_t)fst.st_size, f[0].mem, strlen(f[0].mem));
+        ck_assert_ptr_nonnull(at);
+        memcpy(at, victim, strlen(victim));
+        state_reseal(sb, (size_t)fst.st_size);
+        snprintf(forged, sizeof(forged), "%s/forged-state", dir);
+        fd = open(forged, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, sb, (size_t)fst.st_size), fst.st_size);
+        close(fd);
+        free(sb);
+    }
+    rc.state_path = forged;
+    rc.mem_path = f[1].mem;
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), -EACCES);
+    ck_assert_ptr_null(vm);
+    ck_assert_msg(strstr(err.msg, "memory file") && strstr(err.msg, "victim") &&
+                  strstr(err.msg, "outside the snapshot root"), "%s", err.msg);
+    /* (3) a parent reached through a symlink inside the root */
+    snprintf(real1, sizeof(real1), "%s/real-state1", dir);
+    ck_assert_int_eq(rename(f[1].state, real1), 0);
+    ck_assert_int_eq(symlink("real-state1", f[1].state), 0);
+    rc.state_path = f[2].state;
+    rc.mem_path = f[2].mem;
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), -EACCES);
+    ck_assert_ptr_null(vm);
+    ck_assert_msg(strstr(err.msg, "symlink"), "%s", err.msg);
+    ck_assert_int_eq(restore_without_openat2(&rc, -EACCES, "symlink"), 0);
+    ck_assert_int_eq(unlink(f[1].state), 0);
+    ck_assert_int_eq(rename(real1, f[1].state), 0);
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), 0);       /* the real chain restores */
+    moat_destroy(vm);
+    vm = NULL;
+    ck_assert_int_eq(restore_without_openat2(&rc, 0, NULL), 0);   /* ... also walking components */
+    /* a FIFO in a parent's place: refused, not waited on */
+    ck_assert_int_eq(rename(f[1].mem, saved), 0);
+    ck_assert_int_eq(mkfifo(f[1].mem, 0600), 0);
+    ck_assert_int_eq(moat_restore(&rc, &vm, &err), -EINVAL);
+    ck_assert_ptr_null(vm);
+    ck_assert_msg(strstr(err.msg, "not a regular file"), "%s", err.msg);
+    ck_assert_int_eq(restore_without_openat2(&rc, -EINVAL, "not a regular file"), 0);
+    ck_assert_int_eq(unlink(f[1].mem), 0);
+    ck_assert_int_eq(rename(saved, f[1].mem), 0);
+    rc.state_path = o.state;                                  /* and the parents outside are still refused */
+    rc.mem_path = o.mem;
+    ck_assert_int_eq(restore_without_openat2(&rc, -EACCES, "outside the snapshot root"), 0);
+    rm_tree(other);
 
     /* Any restored VM tracks writes: a snapshot of an untracked VM,
      * restored, runs on and takes a diff; that diff restores and the

@@ -1143,6 +1143,117 @@ START_TEST(cli_restore_errors)
     run_free(&r);
 }
 END_TEST
+/* An overlay header rewritten as a forger would (docs/disk-overlay.md's
+ * layout): base path (if given) and version (if not 0; version 1 clears
+ * the SHA-256 area), the FNV-1a checksum at 88 redone. */
+static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void forge_overlay_header(const char *ovl, const char *base_path, uint32_t version)
+{
+    uint8_t b[4096];
+    int fd = open(ovl, O_RDWR | O_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(pread(fd, b, sizeof b, 0), (ssize_t)sizeof b);
+    if (base_path) {
+        uint32_t n = (uint32_t)strlen(base_path);
+        memcpy(b + 80, &n, 4);                          /* little endian host */
+        memset(b + 96, 0, 1024);
+        memcpy(b + 96, base_path, n);
+    }
+    if (version) {
+        memcpy(b + 8, &version, 4);
+        if (version == 1)
+            memset(b + 96 + 1024, 0, 32);
+    }
+    uint64_t c = fnv1a(0xcbf29ce484222325ull, b, 88);
+    c = fnv1a(c, b + 96, sizeof b - 96);
+    memcpy(b + 88, &c, 8);
+    ck_assert_int_eq(pwrite(fd, b, sizeof b, 0), (ssize_t)sizeof b);
+    close(fd);
+}
+
+/* `moat disk` and a forged base: another file of the same size and the
+ * same first MiB (its last MiB differs), named by a rewritten overlay
+ * header or by --base, is refused by info, export and diff (exit 125);
+ * the real base still works. A format-1 overlay is refused naming
+ * `moat disk upgrade`, which upgrades it. */
+START_TEST(cli_disk_forged_base)
+{
+    char base[PATH_MAX + 32], forged[PATH_MAX + 32], ovl[PATH_MAX + 32], raw[PATH_MAX + 32];
+    snprintf(base, sizeof base, "%s/fb-base.img", tmpdir);
+    snprintf(forged, sizeof forged, "%s/fb-forged.img", tmpdir);
+    snprintf(ovl, sizeof ovl, "%s/fb.ovl", tmpdir);
+    snprintf(raw, sizeof raw, "%s/fb.raw", tmpdir);
+    unlink(ovl);
+    unlink(raw);
+    const size_t size = 3u << 20;
+    uint8_t *img = malloc(size);
+    ck_assert_ptr_nonnull(img);
+    for (size_t i = 0; i < size; i++)
+        img[i] = (uint8_t)(i * 31 + i / 4096);
+    for (int k = 0; k < 2; k++) {
+        if (k)
+            img[size - 200] ^= 0xff;                    /* in the last MiB only */
+        int fd = open(k ? forged : base, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        ck_assert_int_ge(fd, 0);
+        ck_assert_int_eq(write(fd, img, size), (ssize_t)size);
+        close(fd);
+    }
+    free(img);
+    struct run r;
+    run_moat(&r, 30, "disk", "create", "--no-reflink", "--base", base, ovl);
+    expect_status(&r, 0);
+    run_free(&r);
+    run_moat(&r, 30, "disk", "info", ovl);
+    expect_status(&r, 0);
+    ck_assert_msg(strstr(r.out, "moat overlay v2") && strstr(r.out, "SHA-256"), "%s", r.out);
+    run_free(&r);
+
+    forge_overlay_header(ovl, forged, 0);
+    const char *const forged_runs[][6] = {
+        { "disk", "info", ovl, NULL },
+        { "disk", "export", ovl, raw, NULL },
+        { "disk", "diff", ovl, NULL },
+        { "disk", "info", "--base", forged, ovl, NULL },
+    };
+    for (size_t i = 0; i < sizeof forged_runs / sizeof forged_runs[0]; i++) {
+        run_moatv(&r, 30, forged_runs[i]);
+        expect_status(&r, CLI_EXIT_VMM);
+        if (!strstr(r.err, "refusing") || !strstr(r.err, forged))
+            RUN_FAIL(&r, "%s", "want the forged base refused by name");
+        run_free(&r);
+    }
+    run_moat(&r, 30, "disk", "info", "--base", base, ovl);  /* the real base */
+    expect_status(&r, 0);
+    run_free(&r);
+
+    forge_overlay_header(ovl, base, 1);
+    run_moat(&r, 30, "disk", "info", ovl);
+    expect_status(&r, CLI_EXIT_VMM);
+    if (!strstr(r.err, "moat disk upgrade"))
+        RUN_FAIL(&r, "%s", "want the fix named");
+    run_free(&r);
+    run_moat(&r, 30, "disk", "upgrade", ovl);
+    expect_status(&r, 0);
+    run_free(&r);
+    run_moat(&r, 30, "disk", "info", ovl);
+    expect_status(&r, 0);
+    ck_assert_msg(strstr(r.out, "moat overlay v2"), "%s", r.out);
+    run_free(&r);
+    unlink(base);
+    unlink(forged);
+    unlink(ovl);
+    unlink(raw);
+}
+END_TEST
+
 /* moat create without a usable KVM device: a clear error, exit 125, and
  * nothing left in $MOAT_HOME (docs/sandboxes.md). */
 START_TEST(cli_sandbox_no_kvm)
@@ -1933,7 +2044,7 @@ int main(void)
         cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
         cli_kernel_truncated_elf, cli_version, cli_help, cli_restore_errors,
         cli_sandbox_no_kvm, cli_host_no_kvm, cli_device_args, cli_net_flags, cli_device_state,
-        cli_rng_args, cli_uffd_args,
+        cli_rng_args, cli_uffd_args, cli_disk_forged_base,
     };
     const TTest *kvm[] = {
         guest_exitcode, guest_exitcpus, guest_serial, guest_arith, guest_ports, guest_mmio,

@@ -23,6 +23,8 @@
 static void sample(struct ovl_header *h, uint64_t size)
 {
     struct ovl_base_id id = { .size = size, .hash = 0x1234, .mtime_sec = 77 };
+    for (unsigned i = 0; i < OVL_SHA256_BYTES; i++)
+        id.sha256[i] = (uint8_t)(0xa0 + i);
     ck_assert_int_eq(ovl_header_init(h, &id, "/images/base.img"), 0);
 }
 
@@ -75,11 +77,47 @@ START_TEST(header_roundtrip)
     ck_assert_uint_eq(g.base.hash, 0x1234);
     ck_assert_int_eq(g.base.mtime_sec, 77);
     ck_assert_str_eq(g.base_path, "/images/base.img");
-    struct ovl_base_id same = { h.base.size, 0x1234, 5 }, other = { h.base.size, 0x1235, 77 };
+    ck_assert_uint_eq(g.version, OVL_VERSION);
+    ck_assert_mem_eq(g.base.sha256, h.base.sha256, OVL_SHA256_BYTES);
+    struct ovl_base_id same = h.base, other = h.base;
+    same.mtime_sec = 5;
     ck_assert(ovl_base_matches(&g, &same));         /* mtime does not matter */
+    same.hash = 0x9999;
+    ck_assert(ovl_base_matches(&g, &same));         /* nor, in version 2, the old FNV-1a hash */
+    other.sha256[31] ^= 1;
     ck_assert(!ovl_base_matches(&g, &other));
-    other = (struct ovl_base_id){ h.base.size + 512, 0x1234, 77 };
+    other = h.base;
+    other.size += 512;
     ck_assert(!ovl_base_matches(&g, &other));
+}
+END_TEST
+
+/* Version 1 headers (no SHA-256; FNV-1a of the first MiB) still parse,
+ * so that ovl_open can refuse them by name and upgrade them; their SHA-256
+ * area must be zero, and they match by the old identity only. */
+START_TEST(header_v1)
+{
+    struct ovl_header h, g;
+    sample(&h, 1ull << 20);
+    h.version = OVL_VERSION_V1;
+    uint8_t b[OVL_HDR_SIZE];
+    ovl_header_encode(&h, b);
+    for (unsigned i = 96 + OVL_PATH_MAX; i < 96 + OVL_PATH_MAX + OVL_SHA256_BYTES; i++)
+        ck_assert_uint_eq(b[i], 0);
+    const char *why = NULL;
+    ck_assert_int_eq(ovl_header_decode(b, sizeof b, &g, &why), 0);
+    ck_assert_uint_eq(g.version, OVL_VERSION_V1);
+    struct ovl_base_id id = { .size = 1ull << 20, .hash = 0x1234 };
+    ck_assert(ovl_base_matches(&g, &id));
+    id.hash = 0x1235;
+    ck_assert(!ovl_base_matches(&g, &id));
+    b[96 + OVL_PATH_MAX + 5] = 1;                   /* a SHA-256 byte in a version 1 header */
+    reseal(b);
+    ck_assert_int_eq(ovl_header_decode(b, sizeof b, &g, &why), -EINVAL);
+    /* Version 2 keeps its SHA-256 there. */
+    sample(&h, 1ull << 20);
+    ovl_header_encode(&h, b);
+    ck_assert_mem_eq(b + 96 + OVL_PATH_MAX, h.base.sha256, OVL_SHA256_BYTES);
 }
 END_TEST
 
@@ -118,7 +156,7 @@ END_TEST
  * refuses it. */
 struct mutation { const char *name; unsigned off; int width; uint64_t value; };
 static const struct mutation muts[] = {
-    { "version", 8, 4, 2 },
+    { "version", 8, 4, 3 },
     { "version 0", 8, 4, 0 },
     { "block size", 12, 4, 512 },
     { "vsize 0", 16, 8, 0 },
@@ -427,6 +465,106 @@ START_TEST(io_changed_base_refused)
 }
 END_TEST
 
+/* Rewrite an overlay file's header in place: its base path (if path), its
+ * version (if version), as someone forging one would (the checksum redone). */
+static void edit_header(const char *ovl, const char *path, uint32_t version)
+{
+    int fd = open(ovl, O_RDWR);
+    ck_assert_int_ge(fd, 0);
+    uint8_t b[OVL_HDR_SIZE];
+    ck_assert_int_eq(pread(fd, b, sizeof b, 0), (ssize_t)sizeof b);
+    struct ovl_header h;
+    ck_assert_int_eq(ovl_header_decode(b, sizeof b, &h, NULL), 0);
+    if (path)
+        snprintf(h.base_path, sizeof h.base_path, "%s", path);
+    if (version)
+        h.version = version;
+    ovl_header_encode(&h, b);
+    ck_assert_int_eq(pwrite(fd, b, sizeof b, 0), (ssize_t)sizeof b);
+    close(fd);
+}
+
+/* A forged base: another file of the same size and the same first MiB
+ * (one byte differs in its last MiB), named by a rewritten header or given
+ * as the drive's base, is refused, by `moat disk info/export/diff`'s open
+ * (the recorded path, read-only, unlocked) and by the drive open (a base
+ * given, as moat run --drive BASE,overlay=FILE). */
+START_TEST(io_forged_base_refused)
+{
+    const uint64_t size = 3ull << 20;
+    struct ovl_disk *d = open_new(size);
+    ovl_close(d);
+    char forged[300], why[512] = "";
+    snprintf(forged, sizeof forged, "%s/forged.img", dir);
+    int in = open(base_p, O_RDONLY), out = open(forged, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    ck_assert(in >= 0 && out >= 0);
+    uint8_t *b = malloc(size);
+    ck_assert_int_eq(pread(in, b, size, 0), (ssize_t)size);
+    b[size - 100] ^= 0x55;
+    ck_assert_int_eq(pwrite(out, b, size, 0), (ssize_t)size);
+    free(b);
+    close(in);
+    close(out);
+    edit_header(ovl_p, forged, 0);
+    ck_assert_int_eq(ovl_open(NULL, ovl_p, OVL_OPEN_READ_ONLY | OVL_OPEN_NO_LOCK, &d, why, sizeof why), -ESTALE);
+    ck_assert_msg(strstr(why, forged) && strstr(why, "refusing"), "%s", why);
+    ck_assert_int_eq(ovl_open(forged, ovl_p, 0, &d, why, sizeof why), -ESTALE);
+    /* The real base still opens it. */
+    ck_assert_msg(ovl_open(base_p, ovl_p, 0, &d, why, sizeof why) == 0, "%s", why);
+    ovl_close(d);
+    /* A change in the middle (neither first nor last MiB) is not seen: the
+     * identity is a sample (docs/disk-overlay.md). */
+    int fd = open(base_p, O_WRONLY);
+    ck_assert_int_eq(pwrite(fd, "m", 1, 3ull << 19), 1);
+    close(fd);
+    ck_assert_msg(ovl_open(base_p, ovl_p, 0, &d, why, sizeof why) == 0, "%s", why);
+    ovl_close(d);
+    unlink(forged);
+    rmfiles();
+}
+END_TEST
+
+/* A version 1 overlay is refused with the fix named; OVL_OPEN_UPGRADE
+ * checks its base by the old identity (a wrong base refused) and records
+ * the SHA-256, after which it opens normally, and is refused a second
+ * upgrade. */
+START_TEST(io_v1_refused_then_upgraded)
+{
+    struct ovl_disk *d = open_new(16 * 4096 + 512);
+    uint8_t blk[4096];
+    memset(blk, 0xab, sizeof blk);
+    ck_assert_int_eq(wr(d, blk, sizeof blk, 4096), 0);
+    ovl_close(d);
+    edit_header(ovl_p, NULL, OVL_VERSION_V1);
+    char why[512] = "";
+    ck_assert_int_eq(ovl_open(base_p, ovl_p, 0, &d, why, sizeof why), -EPROTO);
+    ck_assert_msg(strstr(why, "moat disk upgrade"), "%s", why);
+    ck_assert_int_eq(ovl_open(NULL, ovl_p, OVL_OPEN_READ_ONLY | OVL_OPEN_NO_LOCK, &d, why, sizeof why), -EPROTO);
+    ck_assert_int_eq(ovl_open(NULL, ovl_p, OVL_OPEN_UPGRADE | OVL_OPEN_READ_ONLY, &d, why, sizeof why), -EPROTO);
+    /* another base for the upgrade: the old identity differs */
+    ck_assert_int_eq(ovl_open(clone_p, ovl_p, OVL_OPEN_UPGRADE, &d, why, sizeof why), -ENOENT);
+    int fd = open(base_p, O_WRONLY);
+    ck_assert_int_eq(pwrite(fd, "x", 1, 10), 1);
+    close(fd);
+    ck_assert_int_eq(ovl_open(NULL, ovl_p, OVL_OPEN_UPGRADE, &d, why, sizeof why), -ESTALE);
+    fd = open(base_p, O_WRONLY);
+    uint8_t orig = base_byte(10);
+    ck_assert_int_eq(pwrite(fd, &orig, 1, 10), 1);
+    close(fd);
+    ck_assert_msg(ovl_open(NULL, ovl_p, OVL_OPEN_UPGRADE, &d, why, sizeof why) == 0, "%s", why);
+    ck_assert_uint_eq(ovl_hdr(d)->version, OVL_VERSION);
+    ovl_close(d);
+    ck_assert_msg(ovl_open(NULL, ovl_p, 0, &d, why, sizeof why) == 0, "%s", why);
+    ck_assert_uint_eq(ovl_hdr(d)->version, OVL_VERSION);
+    uint8_t got[4096];
+    ck_assert_int_eq(rd(d, got, sizeof got, 4096), 0);
+    ck_assert_mem_eq(got, blk, sizeof blk);          /* the data kept */
+    ovl_close(d);
+    ck_assert_int_eq(ovl_open(NULL, ovl_p, OVL_OPEN_UPGRADE, &d, why, sizeof why), -EALREADY);
+    rmfiles();
+}
+END_TEST
+
 START_TEST(io_locks_and_bad_files)
 {
     struct ovl_disk *d = open_new(16 * 4096), *e;
@@ -440,7 +578,7 @@ START_TEST(io_locks_and_bad_files)
     ck_assert_int_eq(ovl_create(base_p, ovl_p, 0, NULL, why, sizeof why), -EEXIST);
     /* A corrupted header is refused with a reason. */
     int fd = open(ovl_p, O_WRONLY);
-    ck_assert_int_eq(pwrite(fd, "\x02", 1, 8), 1);
+    ck_assert_int_eq(pwrite(fd, "\x03", 1, 8), 1);
     close(fd);
     ck_assert_int_eq(ovl_open(base_p, ovl_p, 0, &d, why, sizeof why), -EINVAL);
     ck_assert_ptr_nonnull(strstr(why, "malformed"));
@@ -648,6 +786,7 @@ static Suite *suite(void)
     tcase_add_test(t, layout_sizes);
     tcase_add_test(t, header_roundtrip);
     tcase_add_test(t, header_init_refuses);
+    tcase_add_test(t, header_v1);
     tcase_add_test(t, header_not_overlay);
     tcase_add_loop_test(t, header_malformed_field, 0, (int)(sizeof muts / sizeof muts[0]));
     tcase_add_test(t, header_path_nul_and_checksum);
@@ -661,6 +800,8 @@ static Suite *suite(void)
     tcase_add_test(io, io_copy_on_write);
     tcase_add_test(io, io_zero_and_sparse);
     tcase_add_test(io, io_changed_base_refused);
+    tcase_add_test(io, io_forged_base_refused);
+    tcase_add_test(io, io_v1_refused_then_upgraded);
     tcase_add_test(io, io_locks_and_bad_files);
     tcase_add_test(io, io_disk_lock_waits_then_refuses);
     tcase_add_test(io, io_open_creates);

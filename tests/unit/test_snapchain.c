@@ -108,6 +108,50 @@ END_TEST
 
 static void setbit(uint8_t *bm, uint64_t i) { bm[i / 8] |= (uint8_t)(1u << (i % 8)); }
 
+/* A parent path from a (possibly forged) state file must lie beneath the
+ * restore's root: absolute, root + '/' + a rest with no empty, "." or ".."
+ * component. */
+START_TEST(parent_beneath_root)
+{
+    const char *why = NULL, *rel;
+    rel = snap_parent_beneath("/var/lib/moat/a/snap", "/var/lib/moat/a/snap/1/state", &why);
+    ck_assert_ptr_nonnull(rel);
+    ck_assert_str_eq(rel, "1/state");
+    rel = snap_parent_beneath("/", "/tmp/x/memory", &why);
+    ck_assert_ptr_nonnull(rel);
+    ck_assert_str_eq(rel, "tmp/x/memory");
+    static const struct { const char *root, *path; } no[] = {
+        { "/var/lib/moat/a/snap", "/var/lib/moat/OTHER/snap/memory" },     /* another sandbox */
+        { "/var/lib/moat/a/snap", "/var/lib/moat/a/snapshot/memory" },     /* a sibling sharing the prefix */
+        { "/var/lib/moat/a/snap", "/var/lib/moat/a/snap" },                /* the root itself */
+        { "/var/lib/moat/a/snap", "/var/lib/moat/a/snap/" },
+        { "/var/lib/moat/a/snap", "/var/lib/moat/a/snap/../../OTHER/snap/memory" },
+        { "/var/lib/moat/a/snap", "/var/lib/moat/a/snap/1/../../x" },
+        { "/var/lib/moat/a/snap", "/var/lib/moat/a/snap/./memory" },
+        { "/var/lib/moat/a/snap", "/var/lib/moat/a/snap//memory" },
+        { "/var/lib/moat/a/snap", "/var/lib/moat/a/snap/1/" },
+        { "/var/lib/moat/a/snap", "/var/lib/moat/a/snap/.." },
+        { "/var/lib/moat/a/snap", "1/state" },                             /* relative */
+        { "/var/lib/moat/a/snap", "../OTHER/memory" },
+        { "/var/lib/moat/a/snap", "" },
+        { "/var/lib/moat/a/snap/", "/var/lib/moat/a/snap/memory" },        /* root not normalized */
+        { "var/lib", "var/lib/memory" },
+        { "", "/memory" },
+        { "/", "/" },
+        { "/", "//etc/shadow" },
+        { "/", "/../etc/shadow" },
+    };
+    for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++) {
+        why = NULL;
+        ck_assert_msg(snap_parent_beneath(no[i].root, no[i].path, &why) == NULL, "%s under %s accepted",
+                      no[i].path, no[i].root);
+        ck_assert_ptr_nonnull(why);
+    }
+    ck_assert_ptr_null(snap_parent_beneath(NULL, "/x", &why));
+    ck_assert_ptr_null(snap_parent_beneath("/", NULL, &why));
+}
+END_TEST
+
 START_TEST(bitmap_check)
 {
     const char *why = NULL;
@@ -276,6 +320,7 @@ int main(void)
     tcase_add_test(tc, parent_round_trip);
     tcase_add_test(tc, parent_encode_rejects);
     tcase_add_test(tc, parent_decode_malformed);
+    tcase_add_test(tc, parent_beneath_root);
     tcase_add_test(tc, bitmap_check);
     tcase_add_test(tc, bitmap_runs);
     tcase_add_test(tc, diff_state_round_trip);

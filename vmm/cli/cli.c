@@ -41,6 +41,7 @@
 #define OPT_WS_RECORD_MS   313   /* restore --ws-record-ms MS */
 #define OPT_NO_SECCOMP     314   /* --no-seccomp */
 #define OPT_SECCOMP_AUDIT  315   /* --seccomp-audit */
+#define OPT_SNAPSHOT_ROOT  316   /* restore --snapshot-root DIR */
 static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
 /* Seccomp (docs/security.md): on by default in the CLI; --no-seccomp and
  * --seccomp-audit change it. MOAT_F_SECCOMP* flags for the VM. */
@@ -800,6 +801,9 @@ static const char usage_restore[] =
     "  --snapshot-dir D SIGUSR1: snapshot into D; SIGUSR2: snapshot into D and stop\n"
     "  --diff-snapshots with --snapshot-dir: numbered diffs D/N against the\n"
     "                   restored snapshot (DIR may hold D/0, D/1 ...: the last is restored)\n"
+    "  --snapshot-root R a diff snapshot's parents (the files its state files name)\n"
+    "                   must lie beneath R, reached without symlinks (default DIR,\n"
+    "                   or the state file's directory with --state)\n"
     "  --no-prefetch    do not prefetch the working set an earlier restore of this\n"
     "                   snapshot recorded (DIR/memory.ws; it is still recorded if absent)\n"
     "  --ws-record-ms MS with no working set recorded yet: record it at the first\n"
@@ -841,6 +845,7 @@ int cmd_restore(int argc, char **argv)
         { "fork-child", no_argument, NULL, OPT_FORK_CHILD },
         { "no-prefetch", no_argument, NULL, OPT_NO_PREFETCH },
         { "ws-record-ms", required_argument, NULL, OPT_WS_RECORD_MS },
+        { "snapshot-root", required_argument, NULL, OPT_SNAPSHOT_ROOT },
         { "diff-snapshots", no_argument, NULL, OPT_DIFF_SNAPSHOTS },
         { "drive", required_argument, NULL, 'D' },
         { "vsock", required_argument, NULL, 'V' },
@@ -862,7 +867,7 @@ int cmd_restore(int argc, char **argv)
     static int direct[MOAT_MAX_DRIVES];
     bool has_overlay = false, has_direct = false;
     size_t ndrives = 0;
-    const char *state = NULL, *mem = NULL, *snapdir = NULL, *uffd = NULL;
+    const char *state = NULL, *mem = NULL, *snapdir = NULL, *uffd = NULL, *snaproot = NULL;
     const char *vsock = NULL, *control = NULL, *conslog = NULL;
     double timeout = 0;
     int timings = 0, verbose = 0, c, ready_fd = -1;
@@ -887,6 +892,7 @@ int cmd_restore(int argc, char **argv)
         case OPT_FORK_CHILD: fork_child = true; break;
         case OPT_NO_PREFETCH: no_prefetch = true; break;
         case OPT_WS_RECORD_MS: ws_record_ms = (uint32_t)parse_uint(optarg, "--ws-record-ms", 3600000); break;
+        case OPT_SNAPSHOT_ROOT: snaproot = optarg; break;
         case OPT_NO_SECCOMP: seccomp_flags = 0; break;
         case OPT_SECCOMP_AUDIT: seccomp_flags = MOAT_F_SECCOMP | MOAT_F_SECCOMP_AUDIT; break;
         case 'D':
@@ -941,6 +947,10 @@ int cmd_restore(int argc, char **argv)
             state = st;
         if (!mem)
             mem = mm;
+        /* A --diff-snapshots chain is DIR/0 ... DIR/N: its parents lie
+         * beneath DIR (not beneath DIR/N). */
+        if (!snaproot)
+            snaproot = argv[optind];
     }
     if (!state || (!mem && !uffd))
         die_usage("%s", "restore needs a snapshot directory (or --state and --mem or --mem-backend)");
@@ -950,6 +960,7 @@ int cmd_restore(int argc, char **argv)
     rc.state_path = state;
     rc.mem_path = uffd ? NULL : mem;      /* a handler serves the memory: moat does not open it */
     rc.mem_uffd_socket = uffd;
+    rc.snapshot_root = snaproot;
     if (conslog)
         console_log_fds(conslog, &rc.console_in, &rc.console_out, &rc.console_limit);
     else

@@ -20,6 +20,7 @@ static const char usage_disk[] =
     "       moat disk clone OVERLAY NEW\n"
     "       moat disk diff [--base BASE] [--files] OVERLAY [OVERLAY_B]\n"
     "       moat disk export [--base BASE] OVERLAY RAW\n"
+    "       moat disk upgrade [--base BASE] OVERLAY\n"
     "\n"
     "Copy-on-write disks: BASE is shared read-only, each sandbox writes to its\n"
     "own OVERLAY (moat run --drive BASE,overlay=OVERLAY creates it if missing).\n"
@@ -32,6 +33,8 @@ static const char usage_disk[] =
     "           (block numbers; bytes = block * 4096); a summary on stderr.\n"
     "           --files (ext4 images, needs debugfs): the files owning them\n"
     "  export   write the disk as the guest sees it to a new sparse raw image\n"
+    "  upgrade  a format-1 overlay: check its base by the old identity (size,\n"
+    "           FNV-1a of the first MiB) and record the base's SHA-256 (format 2)\n"
     "--base BASE overrides the base path recorded in a moat-format overlay.\n";
 
 static int disk_usage(void)
@@ -105,11 +108,16 @@ static int disk_info(int argc, char **argv)
     uint64_t used = stat(argv[i], &st) == 0 ? (uint64_t)st.st_blocks * 512 : 0;
     const struct ovl_header *h = ovl_hdr(d);
     printf("overlay: %s\n", argv[i]);
-    printf("format: %s\n", h ? "moat overlay v1" : "raw image (reflink)");
+    if (h)
+        printf("format: moat overlay v%u\n", h->version);
+    else
+        printf("format: raw image (reflink)\n");
     if (h) {
         printf("base: %s\n", base ? base : h->base_path);
-        printf("base identity: size %" PRIu64 ", first-MiB hash %016" PRIx64 "\n",
-               h->base.size, h->base.hash);
+        printf("base identity: size %" PRIu64 ", SHA-256 (size, first and last MiB) ", h->base.size);
+        for (unsigned k = 0; k < OVL_SHA256_BYTES; k++)
+            printf("%02x", h->base.sha256[k]);
+        printf("\n");
     }
     printf("virtual size: %" PRIu64 "\n", ovl_size(d));
     if (h)
@@ -384,6 +392,27 @@ static int disk_export(int argc, char **argv)
     return 0;
 }
 
+static int disk_upgrade(int argc, char **argv)
+{
+    const char *base = NULL;
+    int i = base_opt(argc, argv, &base);
+    if (i < 0 || i != argc - 1)
+        return disk_usage();
+    char why[512] = "";
+    struct ovl_disk *d;
+    int r = ovl_open(base, argv[i], OVL_OPEN_UPGRADE, &d, why, sizeof why);
+    if (r < 0) {
+        fprintf(stderr, "moat: disk upgrade: %s\n", why[0] ? why : strerror(-r));
+        return EXIT_VMM_ERROR;
+    }
+    if ((r = ovl_close(d)) < 0) {
+        fprintf(stderr, "moat: disk upgrade: %s: %s\n", argv[i], strerror(-r));
+        return EXIT_VMM_ERROR;
+    }
+    fprintf(stderr, "moat: disk upgrade: %s: format %u, its base's SHA-256 recorded\n", argv[i], OVL_VERSION);
+    return 0;
+}
+
 int cmd_disk(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -401,6 +430,8 @@ int cmd_disk(int argc, char **argv)
         return disk_diff(argc - 1, argv + 1);
     if (!strcmp(sub, "export"))
         return disk_export(argc - 1, argv + 1);
+    if (!strcmp(sub, "upgrade"))
+        return disk_upgrade(argc - 1, argv + 1);
     fprintf(stderr, "moat: disk: unknown subcommand '%s'\n", sub);
     return disk_usage();
 }

@@ -64,6 +64,38 @@ int snap_parent_decode(const uint8_t *data, uint64_t len, uint64_t *checksum, ui
     return 0;
 }
 
+const char *snap_parent_beneath(const char *root, const char *path, const char **why)
+{
+    size_t rl = root ? strlen(root) : 0;
+    if (!root || root[0] != '/' || (rl > 1 && root[rl - 1] == '/')) {
+        bad(why, "snapshot root not an absolute directory path");
+        return NULL;
+    }
+    if (!path || path[0] != '/') {
+        bad(why, "parent path not absolute");
+        return NULL;
+    }
+    if (rl == 1)
+        rl = 0;                       /* root "/": everything is beneath it */
+    if (strncmp(path, root, rl) || path[rl] != '/') {
+        bad(why, "parent path outside the snapshot root");
+        return NULL;
+    }
+    const char *rest = path + rl + 1;
+    for (const char *c = rest;;) {
+        const char *e = strchr(c, '/');
+        size_t n = e ? (size_t)(e - c) : strlen(c);
+        if (n == 0 || (n == 1 && c[0] == '.') || (n == 2 && c[0] == '.' && c[1] == '.')) {
+            bad(why, "parent path has an empty, '.' or '..' component");
+            return NULL;
+        }
+        if (!e)
+            break;
+        c = e + 1;
+    }
+    return rest;
+}
+
 uint64_t snap_file_checksum(const uint8_t *buf, size_t len)
 {
     uint64_t v = 0;

@@ -37,6 +37,14 @@ long snap_parent_encode(uint8_t *buf, size_t cap, uint64_t checksum, uint32_t de
 int snap_parent_decode(const uint8_t *data, uint64_t len, uint64_t *checksum, uint32_t *depth,
                        char *state, size_t state_cap, char *mem, size_t mem_cap, const char **why);
 
+/* A parent path recorded in a diff (untrusted) must lie beneath the
+ * restore's snapshot root: root is an absolute directory path (no
+ * trailing '/', except "/" itself), path must be root + '/' + a relative
+ * rest of non-empty components, none "." or "..". Returns the rest (a
+ * pointer into path), or NULL with *why. Pure: the open beneath the root
+ * (no symlinks) is snapdiff.c's. */
+const char *snap_parent_beneath(const char *root, const char *path, const char **why);
+
 /* The header checksum of a state file (no check: snap_parse does that). */
 uint64_t snap_file_checksum(const uint8_t *buf, size_t len);
 

@@ -12,7 +12,10 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
+
+#include <linux/openat2.h>
 
 #include "vmm/base/log.h"
 
@@ -156,11 +159,87 @@ int snapdiff_same_file(const char *path, const char *other)
 
 /* ---- restore ---- */
 
-static int read_file(const char *path, uint8_t **buf, size_t *len)
+/* Open rel (checked by snap_parent_beneath: relative, no empty, "." or
+ * ".." component) beneath the directory rootfd, following no symlink on
+ * the way: openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or, on a
+ * kernel without it (before 5.6), one O_NOFOLLOW component at a time. An
+ * fd or -errno (-ELOOP for a symlink, -EXDEV for an escape). Opened
+ * O_NONBLOCK (a FIFO named there must not hang the restore; the callers
+ * refuse anything but a regular file), cleared again. */
+static int open_beneath_nb(int rootfd, const char *rel);
+static int open_beneath(int rootfd, const char *rel)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    int fd = open_beneath_nb(rootfd, rel);
+    if (fd >= 0) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+            int e = errno;
+            close(fd);
+            return -e;
+        }
+    }
+    return fd;
+}
+
+static int open_beneath_nb(int rootfd, const char *rel)
+{
+    struct open_how how = {
+        .flags = O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    long fd = syscall(SYS_openat2, rootfd, rel, &how, sizeof(how));
+    if (fd >= 0)
+        return (int)fd;
+    if (errno != ENOSYS)
         return -errno;
+    int dfd = rootfd;
+    char comp[NAME_MAX + 1];
+    for (const char *c = rel;;) {
+        const char *e = strchr(c, '/');
+        size_t n = e ? (size_t)(e - c) : strlen(c);
+        int nfd = -ENAMETOOLONG;
+        if (n <= NAME_MAX) {
+            memcpy(comp, c, n);
+            comp[n] = 0;
+            nfd = openat(dfd, comp, e ? O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC
+                                      : O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+            if (nfd < 0) {
+                nfd = -errno;
+                struct stat ls;     /* a symlink to a directory: ENOTDIR with O_PATH | O_NOFOLLOW */
+                if (nfd == -ENOTDIR && e && fstatat(dfd, comp, &ls, AT_SYMLINK_NOFOLLOW) == 0 &&
+                    S_ISLNK(ls.st_mode))
+                    nfd = -ELOOP;
+            }
+        }
+        if (dfd != rootfd)
+            close(dfd);
+        if (nfd < 0 || !e)
+            return nfd;
+        dfd = nfd;
+        c = e + 1;
+    }
+}
+
+/* A parent's file (what a state file names: untrusted) opened beneath the
+ * chain's root, or a configuration error naming it. */
+static int open_parent(const struct snapdiff_chain *c, const char *what, const char *path,
+                       const char *child, struct moat_error *err)
+{
+    const char *why = NULL, *rel = snap_parent_beneath(c->root, path, &why);
+    if (!rel)
+        return seterr(err, 1, -EACCES, "%s %s (named by %s): %s %s: refused (restore with a snapshot "
+                      "root that holds the whole chain)", what, path, child, why, c->root);
+    int fd = open_beneath(c->root_fd, rel);
+    if (fd == -ELOOP || fd == -EXDEV)
+        return seterr(err, 1, -EACCES, "%s %s (named by %s): a symlink on its path beneath the snapshot "
+                      "root %s: refused", what, path, child, c->root);
+    if (fd < 0)
+        return seterr(err, 1, fd, "%s %s (of %s): %s", what, path, child, strerror(-fd));
+    return fd;
+}
+
+static int read_fd(int fd, uint8_t **buf, size_t *len)
+{
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
         close(fd);
@@ -196,7 +275,8 @@ static int read_file(const char *path, uint8_t **buf, size_t *len)
 
 /* One diff layer: its bitmap (checked) and its memory file (exact size). */
 static int open_layer(struct snapdiff_chain *c, const char *state_path, const char *mem_path,
-                      const struct snap_section *secs, size_t nsecs, struct moat_error *err)
+                      const char *child, const struct snap_section *secs, size_t nsecs,
+                      struct moat_error *err)
 {
     struct snapdiff_layer *l = &c->l[c->n];
     l->mem_fd = -1;
@@ -207,8 +287,11 @@ static int open_layer(struct snapdiff_chain *c, const char *state_path, const ch
     if (snap_bitmap_check(ps->data, ps->len, c->mem_size, &why) < 0)
         return seterr(err, 1, -EINVAL, "state file %s: %s", state_path, why);
     l->bm = ps->data;
-    l->mem_fd = open(mem_path, O_RDONLY | O_CLOEXEC);
-    if (l->mem_fd < 0)
+    if (child) {    /* a parent's: named by its child's state file */
+        l->mem_fd = open_parent(c, "diff memory file", mem_path, child, err);
+        if (l->mem_fd < 0)
+            return l->mem_fd;
+    } else if ((l->mem_fd = open(mem_path, O_RDONLY | O_CLOEXEC)) < 0)
         return seterr(err, 1, -errno, "diff memory file %s: %s", mem_path, strerror(errno));
     c->n++;
     struct stat st;
@@ -222,17 +305,48 @@ static int open_layer(struct snapdiff_chain *c, const char *state_path, const ch
     return 0;
 }
 
+/* The chain's root: the caller's, or the top state file's directory;
+ * resolved (a symlink in it is the caller's choice) and opened. */
+static int open_root(struct snapdiff_chain *c, const char *state_path, const char *root,
+                     struct moat_error *err)
+{
+    char *dir = NULL;
+    if (!root) {
+        char *top = realpath(state_path, NULL);
+        if (!top)
+            return seterr(err, 1, -errno, "state file %s: %s", state_path, strerror(errno));
+        char *slash = strrchr(top, '/');
+        if (slash == top)
+            slash[1] = 0;
+        else
+            *slash = 0;
+        dir = top;
+    } else if (!(dir = realpath(root, NULL)))
+        return seterr(err, 1, -errno, "snapshot root %s: %s", root, strerror(errno));
+    c->root = dir;
+    c->root_fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (c->root_fd < 0)
+        return seterr(err, 1, -errno, "snapshot root %s: %s", dir, strerror(errno));
+    return 0;
+}
+
 int snapdiff_chain_open(struct snapdiff_chain *c, const char *state_path, const char *mem_path,
-                        const struct snap_section *secs, size_t nsecs, uint64_t mem_size,
-                        struct moat_error *err)
+                        const char *root, const struct snap_section *secs, size_t nsecs,
+                        uint64_t mem_size, struct moat_error *err)
 {
     memset(c, 0, sizeof(*c));
     c->mem_size = mem_size;
+    c->root_fd = c->base_fd = -1;
     const struct snap_section *par = snap_find(secs, nsecs, SNAP_DIFF_PARENT, 0);
     if (!par) {
         if (snap_find(secs, nsecs, SNAP_DIFF_PAGES, 0))
             return seterr(err, 1, -EINVAL, "state file %s: a page bitmap without a parent", state_path);
         return 0;
+    }
+    int rr = open_root(c, state_path, root, err);
+    if (rr < 0) {
+        snapdiff_chain_close(c);
+        return rr;
     }
     char (*pst)[SNAP_PARENT_PATH_MAX + 1] = malloc(3 * sizeof(*pst));
     struct snap_section *psecs = calloc(SNAP_MAX_SECTIONS, sizeof(*psecs));
@@ -243,7 +357,7 @@ int snapdiff_chain_open(struct snapdiff_chain *c, const char *state_path, const 
     }
     char *pstate = pst[0], *pmem = pst[1], *child = pst[2];
     snprintf(child, SNAP_PARENT_PATH_MAX + 1, "%s", state_path);
-    int r = open_layer(c, state_path, mem_path, secs, nsecs, err);
+    int r = open_layer(c, state_path, mem_path, NULL, secs, nsecs, err);
     uint32_t depth = 0, want = 0;
     bool top = true;
     while (r == 0 && par) {
@@ -264,7 +378,12 @@ int snapdiff_chain_open(struct snapdiff_chain *c, const char *state_path, const 
         want = depth - 1;
         uint8_t *buf = NULL;
         size_t len = 0;
-        r = read_file(pstate, &buf, &len);
+        int sfd = open_parent(c, "parent state file", pstate, child, err);
+        if (sfd < 0) {
+            r = sfd;
+            break;
+        }
+        r = read_fd(sfd, &buf, &len);
         if (r < 0) {
             r = seterr(err, 1, r, "parent state file %s (of %s): %s", pstate, child, strerror(-r));
             break;
@@ -301,8 +420,13 @@ int snapdiff_chain_open(struct snapdiff_chain *c, const char *state_path, const 
                 break;
             }
             c->base_mem = strdup(pmem);
-            if (!c->base_mem)
+            if (!c->base_mem) {
                 r = seterr(err, 0, -ENOMEM, "out of memory");
+                break;
+            }
+            c->base_fd = open_parent(c, "memory file", pmem, child, err);
+            if (c->base_fd < 0)
+                r = c->base_fd;
             break;
         }
         if (want == 0 || c->n >= SNAP_DIFF_MAX_DEPTH) {
@@ -312,7 +436,7 @@ int snapdiff_chain_open(struct snapdiff_chain *c, const char *state_path, const 
             break;
         }
         c->l[c->n].state_buf = buf;   /* owned by the layer even if opening it fails */
-        r = open_layer(c, pstate, pmem, psecs, np, err);
+        r = open_layer(c, pstate, pmem, child, psecs, np, err);
         memcpy(child, pstate, SNAP_PARENT_PATH_MAX + 1);
         /* par (in psecs) is decoded before psecs is reused; its data is in buf */
     }
@@ -384,6 +508,13 @@ void snapdiff_chain_close(struct snapdiff_chain *c)
     c->n = 0;
     free(c->base_mem);
     c->base_mem = NULL;
+    if (c->base_fd >= 0)
+        close(c->base_fd);
+    if (c->root_fd >= 0)
+        close(c->root_fd);
+    c->base_fd = c->root_fd = -1;
+    free(c->root);
+    c->root = NULL;
 }
 
 /* ---- the snapshot.c side ---- */

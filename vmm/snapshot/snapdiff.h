@@ -60,16 +60,24 @@ struct snapdiff_chain {
     uint32_t depth;            /* the top's depth */
     struct snapdiff_layer l[SNAP_DIFF_MAX_DEPTH];
     char *base_mem;            /* the full snapshot's memory file (n > 0) */
+    int base_fd;               /* ... opened (n > 0; -1 when taken or none) */
+    char *root;                /* the resolved snapshot root (n > 0) */
+    int root_fd;               /* ... opened (O_PATH), or -1 */
     uint64_t mem_size;
 };
 /* The top state file is parsed (secs) and its metadata checked (mem_size):
  * follow its parents down to the full snapshot, checking each one (parsed,
  * checksum equal to the recorded one, same memory size, depths in order)
- * and each diff memory file (exact size). Errors are configuration errors
- * with the file named. */
+ * and each diff memory file (exact size). Every file a state file names
+ * (parents' state and memory files, the base memory file) must lie beneath
+ * root (NULL: the top state file's directory) and is opened there with no
+ * symlink followed (-EACCES otherwise: a forged state file must not map
+ * another sandbox's memory or a host file as guest RAM). Errors are
+ * configuration errors with the file named. Initialize a chain that may be
+ * closed without being opened with base_fd = root_fd = -1. */
 int snapdiff_chain_open(struct snapdiff_chain *c, const char *state_path, const char *mem_path,
-                        const struct snap_section *secs, size_t nsecs, uint64_t mem_size,
-                        struct moat_error *err);
+                        const char *root, const struct snap_section *secs, size_t nsecs,
+                        uint64_t mem_size, struct moat_error *err);
 /* vm->map_hook: map every diff's pages over the base mapping (MAP_FIXED,
  * MAP_PRIVATE; bottom diff first), or read them in when there are too many
  * runs for mappings. */

@@ -745,7 +745,8 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
     const char *why = NULL;
     struct moat_vm *vm = NULL;
     int mem_fd = -1;
-    struct snapdiff_chain chain = { 0 };   /* a diff's parents, down to the full snapshot */
+    /* a diff's parents, down to the full snapshot */
+    struct snapdiff_chain chain = { .base_fd = -1, .root_fd = -1 };
     r = snap_parse(buf, len, secs, SNAP_MAX_SECTIONS, &nsecs, &why);
     if (r < 0) {
         seterr(err, 1, r, "state file %s: %s", rc.state_path, why);
@@ -762,7 +763,8 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
         seterr(err, 1, r, "state file %s: %s", rc.state_path, why);
         goto out;
     }
-    if ((r = snapdiff_chain_open(&chain, rc.state_path, rc.mem_path, secs, nsecs, meta.mem_size, err)) < 0)
+    if ((r = snapdiff_chain_open(&chain, rc.state_path, rc.mem_path, rc.snapshot_root, secs, nsecs,
+                                 meta.mem_size, err)) < 0)
         goto out;
     const char *base_mem = chain.n ? chain.base_mem : rc.mem_path;
     /* A restored VM always tracks written pages (diff snapshots against
@@ -774,7 +776,10 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
                    "backend (its pages come from several files)", rc.state_path);
         goto out;
     }
-    if (!uffd && (mem_fd = open(base_mem, O_RDONLY | O_CLOEXEC)) < 0) {
+    if (chain.n) {          /* opened beneath the snapshot root */
+        mem_fd = chain.base_fd;
+        chain.base_fd = -1;
+    } else if (!uffd && (mem_fd = open(base_mem, O_RDONLY | O_CLOEXEC)) < 0) {
         r = seterr(err, 1, -errno, "memory file %s: %s", base_mem, strerror(errno));
         goto out;
     }
