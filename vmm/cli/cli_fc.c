@@ -37,6 +37,7 @@
 
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
+#include "boot/boot.h"
 #include "vmm/cli/fc_req.h"
 #include "vmm/base/scfilter.h"
 #include "devices/virtio/ratelimit_json.h"
@@ -514,13 +515,16 @@ static unsigned instance_start(struct fcvm *s, struct reply *rep)
         if (s->drives[i].is_root_device)
             root = &s->drives[i];
     if (s->boot.has_boot_args || root) {
-        snprintf(cmdline, sizeof cmdline, "%s", s->boot.has_boot_args ? s->boot.boot_args : "");
-        if (root) {
-            size_t l = strlen(cmdline);
-            snprintf(cmdline + l, sizeof cmdline - l, "%sroot=%s%s %s", l ? " " : "",
-                     root->has_partuuid ? "PARTUUID=" : "/dev/vda", root->has_partuuid ? root->partuuid : "",
-                     root->is_read_only ? "ro" : "rw");
-        }
+        /* root= is a kernel parameter: before a " -- " in boot_args (init's
+         * arguments), as moat_create puts the drives' parameters. */
+        char rootarg[FC_ID_MAX + 40] = "";
+        if (root)
+            snprintf(rootarg, sizeof rootarg, "root=%s%s %s", root->has_partuuid ? "PARTUUID=" : "/dev/vda",
+                     root->has_partuuid ? root->partuuid : "", root->is_read_only ? "ro" : "rw");
+        const char *ex[] = { rootarg };
+        if (boot_cmdline_build(cmdline, sizeof cmdline, s->boot.has_boot_args ? s->boot.boot_args : "", ex, 1,
+                               NULL, 0) < 0)
+            return fault(rep, "Cannot start microvm: boot_args too long");
         cfg.cmdline = cmdline;
     }
     static struct moat_device devs[MOAT_MAX_DRIVES + FC_MAX_IFACES + 1];
