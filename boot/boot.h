@@ -58,8 +58,18 @@ int boot_setup_page_tables(const struct gmem *m);
 int boot_setup_gdt(const struct gmem *m);
 int boot_setup_mptable(const struct gmem *m, unsigned ncpus);
 
+/* Where Linux's own parameters end in cmdline s: true if s has a "--"
+ * word (the first, cut as the kernel's next_arg cuts words: a double quote
+ * toggles quoting, so a "--" inside a quoted value does not count; a
+ * quoted "\"--\"" does), with *kend the end of the kernel part (trailing
+ * white space dropped) and *istart where init's arguments begin (after
+ * the "--" and its white space). false: no "--", both set to strlen(s). */
+bool boot_cmdline_split(const char *s, size_t *kend, size_t *istart);
+
 /* Build a kernel command line: base, then each extra separated by a space,
- * then, if argc > 0, " -- " and the arguments. An argument containing
+ * then, if argc > 0, " -- " and the arguments. If base has a "--" word
+ * (boot_cmdline_split), the extras go before it and the arguments after
+ * base's init arguments, so that there is one "--". An argument containing
  * whitespace is wrapped in double quotes (Linux's parser strips them); one
  * containing a double quote or a control character, or an empty one, gives
  * -EINVAL. -E2BIG if the result (with NUL) exceeds size. */

@@ -41,6 +41,50 @@ static int arg_class(const char *a)
     return space;
 }
 
+/* The kernel's idea of white space on its command line (lib/ctype.c:
+ * the C locale's six, and Latin-1's no-break space). */
+static bool k_space(unsigned char c)
+{
+    return c == ' ' || (c >= '\t' && c <= '\r') || c == 0xa0;
+}
+
+bool boot_cmdline_split(const char *s, size_t *kend, size_t *istart)
+{
+    size_t len = strlen(s), i = 0;
+    while (i < len) {
+        while (i < len && k_space((unsigned char)s[i]))
+            i++;
+        if (i == len)
+            break;
+        /* One word as Linux's next_arg cuts it: a double quote toggles
+         * quoting, white space outside quotes ends the word. */
+        size_t w = i;
+        bool q = false, eq = false;
+        for (; i < len && (q || !k_space((unsigned char)s[i])); i++) {
+            if (s[i] == '=')
+                eq = true;
+            if (s[i] == '"')
+                q = !q;
+        }
+        /* The word is "--" (or "\"--\"", whose quotes next_arg strips)
+         * with no value: the kernel's parameters end there. */
+        size_t wl = i - w;
+        if (!eq && ((wl == 2 && !memcmp(s + w, "--", 2)) || (wl == 4 && !memcmp(s + w, "\"--\"", 4)))) {
+            size_t e = w;
+            while (e > 0 && k_space((unsigned char)s[e - 1]))
+                e--;
+            while (i < len && k_space((unsigned char)s[i]))
+                i++;
+            *kend = e;
+            *istart = i;
+            return true;
+        }
+    }
+    *kend = len;
+    *istart = len;
+    return false;
+}
+
 int boot_cmdline_build(char *buf, size_t size, const char *base,
                        const char *const *extras, size_t nextras,
                        const char *const *argv, size_t argc)
@@ -58,17 +102,26 @@ int boot_cmdline_build(char *buf, size_t size, const char *base,
             return -EINVAL;
 
     struct sb b = { buf, size, 0, false };
-    if (base && *base)
-        sb_put(&b, base, strlen(base));
+    if (!base)
+        base = "";
+    /* The extras are kernel parameters: they go before a " -- " in base,
+     * which starts init's arguments (argv then follows those). */
+    size_t kend, istart;
+    bool dashes = boot_cmdline_split(base, &kend, &istart);
+    sb_put(&b, base, kend);
     for (size_t i = 0; i < nextras; i++) {
         if (!*extras[i])
             continue;
         sb_sep(&b);
         sb_put(&b, extras[i], strlen(extras[i]));
     }
-    if (argc > 0) {
+    if (dashes || argc > 0) {
         sb_sep(&b);
         sb_put(&b, "--", 2);
+        if (base[istart]) {
+            sb_put(&b, " ", 1);
+            sb_put(&b, base + istart, strlen(base + istart));
+        }
         for (size_t i = 0; i < argc; i++) {
             sb_put(&b, " ", 1);
             bool quote = arg_class(argv[i]) == 1;

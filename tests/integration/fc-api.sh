@@ -140,6 +140,28 @@ printf '{"boot-source": {"kernel_image_path": 3}}' >"$T/bad.json"
 "$MOAT" vmm --no-api --config-file "$T/bad.json" >/dev/null 2>"$T/bad.err"; rc=$?
 check "bad config file: exit 152, names the field [$rc]" \
     sh -c "[ $rc = 152 ] && grep -q 'kernel_image_path' '$T/bad.err'"
+printf '{"boot-source": {"kernel_image_path": 3}, "some-future-section": {"x": 1}}' >"$T/fut.json"
+"$MOAT" vmm --no-api --config-file "$T/fut.json" >/dev/null 2>"$T/fut.err"; rc=$?
+check "config file: an unknown top-level key is ignored (as Firecracker): the error is the bad field's [$rc]" \
+    sh -c "[ $rc = 152 ] && grep -q 'kernel_image_path' '$T/fut.err' && ! grep -q 'some-future-section' '$T/fut.err'"
+out=$("$MOAT" vmm --snapshot-version); rc=$?
+check "--snapshot-version: the snapshot format version, then exit 0 [$rc: $out]" sh -c "[ $rc = 0 ] && [ '$out' = v3.0.0 ]"
+printf 'MOATSNAP\003\000\000\000' >"$T/fake.snap"
+out=$("$MOAT" vmm --describe-snapshot "$T/fake.snap"); rc=$?
+check "--describe-snapshot FILE: the file's format version, then exit 0 [$rc: $out]" sh -c "[ $rc = 0 ] && [ '$out' = v3.0.0 ]"
+"$MOAT" vmm --describe-snapshot "$T/bad.json" >"$T/ds.out" 2>"$T/ds.err"; rc=$?
+check "--describe-snapshot of no snapshot: exit 1, says so [$rc]" \
+    sh -c "[ $rc = 1 ] && [ ! -s '$T/ds.out' ] && grep -q 'not a moat snapshot' '$T/ds.err'"
+"$MOAT" vmm --http-api-max-payload-size 0 --api-sock "$T/x.sock" >/dev/null 2>"$T/x.err"; rc=$?
+check "--http-api-max-payload-size 0: exit 153, the value's range [$rc]" \
+    sh -c "[ $rc = 153 ] && grep -q \"invalid --http-api-max-payload-size '0' (bytes, 1 to 16777216)\" '$T/x.err'"
+"$MOAT" vmm --mmds-size-limit x --api-sock "$T/x.sock" >/dev/null 2>"$T/x.err"; rc=$?
+check "--mmds-size-limit x: exit 153, the value's range [$rc]" \
+    sh -c "[ $rc = 153 ] && grep -q \"invalid --mmds-size-limit 'x' (bytes\" '$T/x.err'"
+printf '{"a":"0123456789"}' >"$T/md.json"
+"$MOAT" vmm --metadata "$T/md.json" --mmds-size-limit 10 --api-sock "$T/x.sock" >/dev/null 2>"$T/md.err"; rc=$?
+check "--metadata FILE over --mmds-size-limit: exit 1, says so [$rc]" \
+    sh -c "[ $rc = 1 ] && grep -q 'MMDS limit exceeded' '$T/md.err'"
 printf '{"boot-source": {"kernel_image_path": "/x"}, "balloon": {"amount_mib": 1}}' >"$T/bal.json"
 "$MOAT" vmm --no-api --config-file "$T/bal.json" >/dev/null 2>"$T/bal.err"; rc=$?
 check "config file with a balloon: exit 152, not supported [$rc]" \
@@ -209,9 +231,14 @@ expect "missing field" PUT /machine-config '{"vcpu_count":1}' 400 \
     '{"fault_message":"missing required field `mem_size_mib`"}'
 expect "PUT /machine-config" PUT /machine-config '{"vcpu_count":2,"mem_size_mib":64,"smt":false}' 204 ""
 expect "PATCH /machine-config" PATCH /machine-config '{"mem_size_mib":96}' 204 ""
+expect "PATCH /machine-config {}: Firecracker's empty PATCH" PATCH /machine-config '{}' 400 \
+    '{"fault_message":"Empty PATCH request."}'
+expect "PATCH with no body" PATCH /machine-config "" 400 '{"fault_message":"Empty PATCH request."}'
+expect "GET with a body" GET /machine-config '{}' 400 '{"fault_message":"GET request cannot have a body."}'
+expect "GET with a body, any path" GET /nothing '{"a":1}' 400 '{"fault_message":"GET request cannot have a body."}'
 expect "GET /machine-config after PUT+PATCH" GET /machine-config "" 200 \
     '{"vcpu_count":2,"mem_size_mib":96,"smt":false,"track_dirty_pages":false}'
-expect "empty body" PUT /boot-source "" 400 "~bad JSON body"
+expect "PUT with no body" PUT /boot-source "" 400 '{"fault_message":"Empty PUT request."}'
 expect "drive id mismatch" PUT /drives/rootfs '{"drive_id":"x","path_on_host":"/dev/null","is_root_device":true}' \
     400 '{"fault_message":"The id from the path does not match the id from the body!"}'
 expect "bad drive id in path" PUT /drives/a-b '{}' 400 "~Invalid ID"
@@ -221,9 +248,18 @@ expect "PATCH /drives before boot" PATCH /drives/d1 '{"drive_id":"d1","path_on_h
     '{"fault_message":"The requested operation is not supported before starting the microVM."}'
 expect "PUT /network-interfaces" PUT /network-interfaces/eth0 \
     '{"iface_id":"eth0","host_dev_name":"fcapitap0","guest_mac":"AA:FC:00:00:00:01","rx_rate_limiter":{"bandwidth":{"size":100000,"refill_time":100}},"tx_rate_limiter":{"ops":{"size":100,"one_time_burst":10,"refill_time":1000}}}' 204 ""
+expect "PUT /network-interfaces, mtu out of range" PUT /network-interfaces/eth2 \
+    '{"iface_id":"eth2","host_dev_name":"fcapitap2","mtu":67}' 400 \
+    '{"fault_message":"field `mtu`: 67 is out of range (68 .. 65535)"}'
+expect "PUT /network-interfaces with mtu" PUT /network-interfaces/eth2 \
+    '{"iface_id":"eth2","host_dev_name":"fcapitap2","mtu":1400}' 204 ""
+expect "GET /vm/config: the interface's mtu" GET /vm/config "" 200 '~"host_dev_name":"fcapitap2","rx_rate_limiter":null,"tx_rate_limiter":null,"mtu":1400}'
 expect "network interface: tap in use" PUT /network-interfaces/eth1 '{"iface_id":"eth1","host_dev_name":"fcapitap0"}' \
     400 "~already in use"
 expect "PUT /mmds/config, unknown interface" PUT /mmds/config '{"network_interfaces":["eth9"]}' 400 "~eth9"
+expect "PUT /mmds/config, no version" PUT /mmds/config '{"network_interfaces":["eth0"]}' 204 ""
+expect "GET /vm/config: MMDS version V1 when unset (Firecracker's default)" GET /vm/config "" 200 \
+    '~"mmds-config":{"version":"V1","network_interfaces":["eth0"]'
 expect "PUT /mmds/config" PUT /mmds/config '{"version":"V2","network_interfaces":["eth0"]}' 204 ""
 expect "GET /mmds, empty" GET /mmds "" 200 '{}'
 expect "PUT /mmds" PUT /mmds '{"latest":{"meta-data":{"id":"i-1","tags":{"a":"b"}}}}' 204 ""
@@ -246,10 +282,11 @@ expect "snapshot load after configuring" PUT /snapshot/load '{"snapshot_path":"/
     '{"fault_message":"Loading a microVM snapshot not allowed after configuring boot-specific resources."}'
 expect "InstanceStart without a kernel" PUT /actions '{"action_type":"InstanceStart"}' 400 \
     '{"fault_message":"Cannot start microvm without kernel configuration."}'
-expect "FlushMetrics without metrics" PUT /actions '{"action_type":"FlushMetrics"}' 400 "~not initialized"
+expect "FlushMetrics before boot (a runtime action, as in Firecracker)" PUT /actions '{"action_type":"FlushMetrics"}' \
+    400 '{"fault_message":"The requested operation is not supported before starting the microVM."}'
 expect "SendCtrlAltDel before boot" PUT /actions '{"action_type":"SendCtrlAltDel"}' 400 "~before starting"
 expect "unknown action" PUT /actions '{"action_type":"Reboot"}' 400 "~unknown variant \`Reboot\`"
-expect "GET /vm/config" GET /vm/config "" 200 "~\"network-interfaces\":[{\"iface_id\":\"eth0\",\"host_dev_name\":\"fcapitap0\",\"rx_rate_limiter\":{\"bandwidth\":{\"size\":100000,\"refill_time\":100}},\"tx_rate_limiter\":{\"ops\":{\"size\":100,\"one_time_burst\":10,\"refill_time\":1000}},\"guest_mac\":\"AA:FC:00:00:00:01\"}]"
+expect "GET /vm/config" GET /vm/config "" 200 "~\"network-interfaces\":[{\"iface_id\":\"eth0\",\"host_dev_name\":\"fcapitap0\",\"rx_rate_limiter\":{\"bandwidth\":{\"size\":100000,\"refill_time\":100}},\"tx_rate_limiter\":{\"ops\":{\"size\":100,\"one_time_burst\":10,\"refill_time\":1000}},\"guest_mac\":\"AA:FC:00:00:00:01\"}"
 
 # Transport rules.
 head -c 51201 /dev/zero | tr '\0' ' ' >"$T/big"
@@ -308,6 +345,40 @@ check "the socket is removed at exit" [ ! -e "$SOCK" ]
 grep -q 'Received Error. Status code: 400' "$T/pre.err"
 check "errors are logged in Firecracker's line format" \
     grep -qE '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+ \[pre-1:fc_api\] Received Error' "$T/pre.err"
+
+# ---- limits from the command line, --metadata, the metrics line (no KVM needed) ----
+SOCK=$T/lim.sock
+printf '{"seed":{"k":"v"}}' >"$T/seed.json"
+start_vmm lim --api-sock "$SOCK" --id lim-1 --http-api-max-payload-size 200 --mmds-size-limit 40 --metadata "$T/seed.json"
+LIM=$VPID
+if wait_sock "$SOCK"; then
+    expect "--metadata FILE: the MMDS data store starts with it" GET /mmds "" 200 '{"seed":{"k":"v"}}'
+    expect "--mmds-size-limit: PUT /mmds over it: 413" PUT /mmds '{"a":"0123456789012345678901234567890123456789"}' \
+        413 '{"fault_message":"MMDS limit exceeded error: The MMDS patch request doesn'"'"'t fit."}'
+    expect "--mmds-size-limit: PUT /mmds within it" PUT /mmds '{"a":"0123456789"}' 204 ""
+    expect "--mmds-size-limit: PATCH /mmds growing over it: 413" PATCH /mmds '{"b":"0123456789012345678901"}' \
+        413 "~MMDS limit exceeded"
+    expect "--mmds-size-limit: the data store is unchanged" GET /mmds "" 200 '{"a":"0123456789"}'
+    head -c 201 /dev/zero | tr '\0' ' ' >"$T/b201"
+    code=$(curl -s -o "$T/b201.out" -w '%{http_code}' --unix-socket "$SOCK" -X PUT --data-binary @"$T/b201" \
+           http://localhost/mmds)
+    check "--http-api-max-payload-size 200: a body of 201 bytes: 400 [$code]" \
+        sh -c "[ $code = 400 ] && grep -q 'larger than the limit of 200 allowed' '$T/b201.out'"
+    expect "PUT /metrics with emit_id and properties" PUT /metrics \
+        "{\"metrics_path\":\"$T/lim.metrics\",\"emit_id\":true,\"properties\":{\"team\":\"a\",\"cell\":\"b-1\"}}" 204 ""
+    expect "GET /vm/config: the metrics' emit_id and properties" GET /vm/config "" 200 \
+        "~\"metrics\":{\"metrics_path\":\"$T/lim.metrics\",\"emit_id\":true,\"properties\":{\"cell\":\"b-1\",\"team\":\"a\"}}"
+    stop_vmm $LIM
+    check "limits: SIGTERM: exit 0 [$EXIT]" [ "$EXIT" = 0 ]
+    line=$(tail -n 1 "$T/lim.metrics" 2>/dev/null)
+    check "the metrics line at exit: top-level id and properties (emit_id, properties)" \
+        sh -c "printf '%s' '$line' | grep -qF '\"id\":\"lim-1\",\"properties\":{\"cell\":\"b-1\",\"team\":\"a\"}'"
+    check "the metrics line carries no empty object (no latency measured, no VM) [$line]" \
+        sh -c "[ -n '$line' ] && ! printf '%s' '$line' | grep -qF '{}' && ! printf '%s' '$line' | grep -q latencies_us"
+else
+    fail "moat vmm with --http-api-max-payload-size, --mmds-size-limit, --metadata: no socket: $(cat "$T/lim.err")"
+    kill -9 $LIM 2>/dev/null
+fi
 
 # ---- with a guest ----
 if [ "$KVM" = 0 ]; then
@@ -402,7 +473,14 @@ wait_sock "$SOCK" || fail "e2b: no socket"
 expect "e2b: PUT /metrics" PUT /metrics "{\"metrics_path\":\"$T/e2b.metrics\"}" 204 ""
 expect "e2b: load with Uffd, nobody serving the socket" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"mem_backend\":{\"backend_type\":\"Uffd\",\"backend_path\":\"$T/nobody.sock\"},\"resume_vm\":false}" 400 "~Load snapshot error"
 expect "e2b: load of a missing snapshot" PUT /snapshot/load "{\"snapshot_path\":\"$T/none\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"$T/mem\"}}" 400 "~Load snapshot error"
-expect "e2b: PUT /snapshot/load File" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"$T/mem\"},\"enable_diff_snapshots\":true,\"resume_vm\":false}" 204 ""
+expect "e2b: load with clock_realtime: refused, naming the field" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"mem_file_path\":\"$T/mem\",\"clock_realtime\":true}" 400 \
+    '{"fault_message":"field `clock_realtime`: not supported by moat (use false; a restored guest with the guest agent gets its wall clock set from the host)"}'
+expect "e2b: load with huge_pages 2M: refused, naming the field" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"mem_file_path\":\"$T/mem\",\"huge_pages\":\"2M\"}" 400 \
+    '{"fault_message":"field `huge_pages`: `2M` is not supported by moat (guest memory is not backed by huge pages: use None or Snapshot)"}'
+out=$("$MOAT" vmm --describe-snapshot "$T/snap"); rc=$?
+check "--describe-snapshot of a snapshot moat vmm made: v3.0.0 [$rc: $out]" sh -c "[ $rc = 0 ] && [ '$out' = v3.0.0 ]"
+expect "e2b: PUT /snapshot/load File, vsock_override, clock_realtime false, huge_pages None" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"mem_backend\":{\"backend_type\":\"File\",\"backend_path\":\"$T/mem\"},\"enable_diff_snapshots\":true,\"resume_vm\":false,\"vsock_override\":{\"uds_path\":\"$T/e2b-v.sock\"},\"clock_realtime\":false,\"huge_pages\":\"None\"}" 204 ""
+check "e2b: vsock_override: the restored vsock device listens on the new path" [ -S "$T/e2b-v.sock" ]
 expect "e2b: GET / Paused after load" GET / "" 200 '{"id":"e2b-vm","state":"Paused","vmm_version":"1.7.0","app_name":"moat"}'
 check "e2b: seccomp: loaded, not yet run: the main thread is not filtered yet (Seccomp 0)" [ "$(main_seccomp $E2B)" = 0 ]
 req GET /vm/config
@@ -410,7 +488,7 @@ check "e2b: GET /vm/config after load: the snapshot's drives (rootfs on the file
     sh -c "printf '%s' '$BODY' | grep -qF '{\"drive_id\":\"rootfs\",\"path_on_host\":\"$T/root2.img\",\"is_root_device\":false,\"is_read_only\":false,'"
 check "e2b: ... the read-only data drive" sh -c "printf '%s' '$BODY' | grep -qF '\"drive_id\":\"data\",\"path_on_host\":\"$T/big.img\",\"is_root_device\":false,\"is_read_only\":true,'"
 check "e2b: ... the drive's limiter as the snapshot records it" sh -c "printf '%s' '$BODY' | grep -qF '\"bandwidth\":{\"size\":10000000'"
-check "e2b: ... the vsock device" sh -c "printf '%s' '$BODY' | grep -qF '\"vsock\":{\"guest_cid\":3,\"uds_path\":\"$T/sdk-v.sock\"}'"
+check "e2b: ... the vsock device, on vsock_override's path" sh -c "printf '%s' '$BODY' | grep -qF '\"vsock\":{\"guest_cid\":3,\"uds_path\":\"$T/e2b-v.sock\"}'"
 check "e2b: ... the machine's shape" sh -c "printf '%s' '$BODY' | grep -qF '\"machine-config\":{\"vcpu_count\":1,\"mem_size_mib\":64,\"smt\":false,\"track_dirty_pages\":true}'"
 expect "e2b: load twice" PUT /snapshot/load "{\"snapshot_path\":\"$T/snap\",\"mem_file_path\":\"$T/mem\"}" 400 "~after starting"
 expect "e2b: PATCH /drives/rootfs rate_limiter" PATCH /drives/rootfs '{"drive_id":"rootfs","rate_limiter":{"bandwidth":{"size":1000000,"one_time_burst":100000,"refill_time":100}}}' 204 ""

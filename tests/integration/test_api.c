@@ -297,6 +297,85 @@ START_TEST(file_transfer_without_vsock)
 }
 END_TEST
 
+/* A bzImage that is only a boot-protocol header (2.15, 64-bit, 2047-byte
+ * command line) and 12 KiB of protected-mode bytes: enough for moat_create
+ * to load it as Linux and build its command line; it is never run. */
+static void write_header_only_bzimage(const char *path)
+{
+    static uint8_t k[5 * 512 + 0x3000];
+    memset(k, 0, sizeof k);
+    uint32_t u32;
+    uint16_t u16;
+    k[0x1f1] = 4;                                            /* setup_sects */
+    u32 = 0x3000 / 16; memcpy(k + 0x1f4, &u32, 4);           /* syssize */
+    u16 = 0xAA55; memcpy(k + 0x1fe, &u16, 2);                /* boot_flag */
+    k[0x200] = 0xEB; k[0x201] = 0x6A;                        /* jmp to 0x26c: the header's end */
+    memcpy(k + 0x202, "HdrS", 4);
+    u16 = 0x020F; memcpy(k + 0x206, &u16, 2);                /* version */
+    k[0x211] = 1;                                            /* loadflags: LOADED_HIGH */
+    u32 = 0x100000; memcpy(k + 0x214, &u32, 4);              /* code32_start */
+    u32 = 0x7FFFFFFF; memcpy(k + 0x22c, &u32, 4);            /* initrd_addr_max */
+    u32 = 0x200000; memcpy(k + 0x230, &u32, 4);              /* kernel_alignment */
+    k[0x234] = 1;                                            /* relocatable */
+    u16 = 1; memcpy(k + 0x236, &u16, 2);                     /* xloadflags: KERNEL_64 */
+    u32 = 2047; memcpy(k + 0x238, &u32, 4);                  /* cmdline_size */
+    u32 = 0x8000; memcpy(k + 0x260, &u32, 4);                /* init_size */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, k, sizeof k), (ssize_t)sizeof k);
+    close(fd);
+}
+
+/* A " -- " in the caller's command line starts init's arguments: the
+ * drives' virtio_mmio.device= parameters (which the kernel needs to see
+ * them) go before it, the command's arguments after init's. */
+START_TEST(linux_cmdline_init_args)
+{
+    char dir[] = "/tmp/moat-api-cmdline-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char kpath[64], dpath[64];
+    snprintf(kpath, sizeof kpath, "%s/bzImage", dir);
+    snprintf(dpath, sizeof dpath, "%s/disk", dir);
+    write_header_only_bzimage(kpath);
+    int fd = open(dpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ftruncate(fd, 1 << 20), 0);
+    close(fd);
+    struct moat_drive d = { .path = dpath };
+    const char *av[] = { "/bin/echo", "two words" };
+    struct moat_config cfg;
+    moat_config_init(&cfg);
+    cfg.kernel = kpath;
+    cfg.mem_mib = 64;
+    cfg.cpus = 1;
+    cfg.console_out = -1;
+    cfg.drives = &d;
+    cfg.ndrives = 1;
+    cfg.cmdline = "console=ttyS0 x=\"a -- b\" -- init1 init2";
+    cfg.argv = av;
+    cfg.argc = 2;
+    struct moat_vm *vm = NULL;
+    struct moat_error err;
+    int r = moat_create(&cfg, &vm, &err);
+    ck_assert_msg(r == 0, "moat_create: %d %s", r, err.msg);
+    struct moat_vm_info info = { .size = sizeof(info) };
+    ck_assert_int_eq(moat_get_info(vm, &info), 0);
+    ck_assert_int_eq(info.is_linux, 1);
+    /* the first 25 bytes are base's up to its quoted value (whose " -- "
+     * is no separator); the separator is the next " -- " */
+    const char *c = info.cmdline, *dev = strstr(c, " virtio_mmio.device=");
+    ck_assert_msg(!strncmp(c, "console=ttyS0 x=\"a -- b\" ", 25), "cmdline: %s", c);
+    const char *dd = strstr(c + 24, " -- ");
+    ck_assert_msg(dev && dd && dev < dd, "cmdline: %s", c);
+    ck_assert_msg(!strcmp(dd, " -- init1 init2 /bin/echo \"two words\""), "cmdline: %s", c);
+    ck_assert_msg(!strstr(dd + 4, " -- "), "cmdline: %s", c);
+    moat_destroy(vm);
+    unlink(kpath);
+    unlink(dpath);
+    rmdir(dir);
+}
+END_TEST
+
 START_TEST(destroy_without_start)
 {
     struct capture c;
@@ -2208,6 +2287,7 @@ int main(void)
         tcase_add_test(kvm, stalled_console_reader_blocks_nothing);
         tcase_add_test(kvm, stop_a_spinning_guest_and_exit_fd);
         tcase_add_test(kvm, destroy_without_start);
+        tcase_add_test(kvm, linux_cmdline_init_args);
         tcase_add_test(kvm, file_transfer_without_vsock);
         tcase_add_test(kvm, send_ctrl_alt_del);
         tcase_add_test(kvm, i8042_state_across_snapshot);

@@ -1007,6 +1007,82 @@ START_TEST(cmdline_build)
 }
 END_TEST
 
+/* A " -- " in the caller's command line starts init's arguments (Linux's
+ * parse_args stops at the first bare "--" word): moat's own parameters
+ * (the drives' virtio_mmio.device=, root=) must go before it. */
+static void split_is(const char *s, bool want, size_t kend, size_t istart)
+{
+    size_t k = 99, i = 99;
+    ck_assert_msg(boot_cmdline_split(s, &k, &i) == want, "split(%s)", s);
+    ck_assert_msg(k == kend && i == istart, "split(%s): %zu %zu, want %zu %zu", s, k, i, kend, istart);
+}
+
+START_TEST(cmdline_init_args)
+{
+    split_is("", false, 0, 0);
+    split_is("console=ttyS0 quiet", false, 19, 19);
+    split_is("a -- b c", true, 1, 5);
+    split_is("-- b", true, 0, 3);
+    split_is("  --", true, 0, 4);
+    split_is("a --", true, 1, 4);
+    split_is("a \t--\t\tb", true, 1, 7);
+    split_is("a -- b -- c", true, 1, 5);            /* only the first counts */
+    split_is("a --x b", false, 7, 7);               /* not a bare word */
+    split_is("a x-- b", false, 7, 7);
+    split_is("a --=1 b", false, 8, 8);              /* a parameter named "--" */
+    split_is("a x=\"p -- q\" b", false, 14, 14);  /* inside a quoted value */
+    split_is("a \"p -- q\" b", false, 12, 12);    /* inside a quoted word */
+    split_is("a \"--\" b", true, 1, 7);           /* next_arg strips the quotes */
+    split_is("a x=\"p -- q\" -- r", true, 12, 16);
+    split_is("a x=\"unterminated -- b", false, 22, 22);
+
+    char buf[256];
+    const char *ex[] = { "virtio_mmio.device=4K@0xd0000000:5", "root=/dev/vda" };
+    const char *av[] = { "/bin/sh", "-c", "echo hi" };
+    ck_assert_int_eq(boot_cmdline_build(buf, sizeof buf, "console=ttyS0 -- x y", ex, 2, NULL, 0), 0);
+    ck_assert_str_eq(buf, "console=ttyS0 virtio_mmio.device=4K@0xd0000000:5 root=/dev/vda -- x y");
+    ck_assert_int_eq(boot_cmdline_build(buf, sizeof buf, "-- x", ex, 1, NULL, 0), 0);
+    ck_assert_str_eq(buf, "virtio_mmio.device=4K@0xd0000000:5 -- x");
+    ck_assert_int_eq(boot_cmdline_build(buf, sizeof buf, "a --", ex + 1, 1, NULL, 0), 0);
+    ck_assert_str_eq(buf, "a root=/dev/vda --");
+    ck_assert_int_eq(boot_cmdline_build(buf, sizeof buf, "a -- b -- c", ex + 1, 1, NULL, 0), 0);
+    ck_assert_str_eq(buf, "a root=/dev/vda -- b -- c");
+    ck_assert_int_eq(boot_cmdline_build(buf, sizeof buf, "a x=\"p -- q\"", ex + 1, 1, NULL, 0), 0);
+    ck_assert_str_eq(buf, "a x=\"p -- q\" root=/dev/vda");
+    /* init's arguments from base, then argv: one "--" */
+    ck_assert_int_eq(boot_cmdline_build(buf, sizeof buf, "a -- init1", ex + 1, 1, av, 3), 0);
+    ck_assert_str_eq(buf, "a root=/dev/vda -- init1 /bin/sh -c \"echo hi\"");
+    ck_assert_int_eq(boot_cmdline_build(buf, sizeof buf, "a --", NULL, 0, av, 1), 0);
+    ck_assert_str_eq(buf, "a -- /bin/sh");
+
+    /* The limit the boot protocol gives (a bzImage's cmdline_size, 2047
+     * in bz_default, plus the NUL): exactly full, then one byte over. */
+    static char big[4096], base[4096];
+    memset(base, 'k', 2000);
+    memcpy(base + 2000, " -- ", 4);
+    memset(base + 2004, 'i', 2047 - 2004 - 14);   /* 14: " root=/dev/vda" */
+    base[2047 - 14] = 0;
+    ck_assert_int_eq(boot_cmdline_build(big, 2048, base, ex + 1, 1, NULL, 0), 0);
+    ck_assert_uint_eq(strlen(big), 2047);
+    ck_assert(!memcmp(big + 2000, " root=/dev/vda -- i", 19));
+    ck_assert_int_eq(boot_cmdline_build(big, 2047, base, ex + 1, 1, NULL, 0), -E2BIG);
+    ck_assert_str_eq(big, "");
+    /* and boot_load refuses what the kernel's header says it cannot take */
+    ck_assert_int_eq(boot_cmdline_build(big, sizeof big, base, ex, 2, NULL, 0), 0);
+    struct guest g;
+    guest_init(&g, 64 * MiB, 0);
+    size_t n = build_bz(img, &bz_default);
+    struct boot_config c = cfg_for(img, n);
+    c.cmdline = big;
+    struct boot_info bi;
+    ck_assert_int_eq(boot_load(&g.m, &c, &bi), -E2BIG);
+    ck_assert_int_eq(boot_cmdline_build(big, sizeof big, base, ex + 1, 1, NULL, 0), 0);
+    ck_assert_int_eq(boot_load(&g.m, &c, &bi), 0);
+    ck_assert_str_eq((char *)g.low + LAYOUT_CMDLINE, big);
+    guest_free(&g);
+}
+END_TEST
+
 /* ------------------------------------------------------ the real kernels */
 
 static uint8_t *slurp(const char *path, size_t *len)
@@ -1123,6 +1199,7 @@ int main(void)
     tcase_add_test(tc, gdt);
     tcase_add_test(tc, mptable);
     tcase_add_test(tc, cmdline_build);
+    tcase_add_test(tc, cmdline_init_args);
     tcase_add_test(tc, real_bzimage);
     tcase_add_test(tc, real_vmlinux);
     tcase_add_test(tc, real_vmlinux_pvh);

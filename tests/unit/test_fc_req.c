@@ -69,11 +69,16 @@ START_TEST(bad_json_everywhere)
                                           "{\"vcpu_count\":1,}" };
     for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++)
         BAD(fc_decode_machine_cfg(S(bodies[i]), false, &mc, why, sizeof why), "bad JSON body");
-    char *big = malloc(FC_BODY_MAX + 10);
-    memset(big, ' ', FC_BODY_MAX + 10);
+    /* The server refuses a body over its limit (--http-api-max-payload-size,
+     * at most FC_BODY_CAP) first; the decoders refuse one over the cap. */
+    char *big = malloc(FC_BODY_CAP + 10);
+    memset(big, ' ', FC_BODY_CAP + 10);
     big[0] = '{';
+    big[FC_BODY_CAP + 9] = '}';
+    BAD(fc_decode_machine_cfg(big, FC_BODY_CAP + 10, true, &mc, why, sizeof why), "larger than the limit of 16777216");
     big[FC_BODY_MAX + 9] = '}';
-    BAD(fc_decode_machine_cfg(big, FC_BODY_MAX + 10, true, &mc, why, sizeof why), "larger than the limit of 51200");
+    memcpy(big + 1, "\"mem_size_mib\":64", 16);
+    ck_assert_int_eq(fc_decode_machine_cfg(big, FC_BODY_MAX + 10, true, &mc, why, sizeof why), 0);
     free(big);
 }
 END_TEST
@@ -89,6 +94,13 @@ START_TEST(machine_config)
     ck_assert_uint_eq(mc.mem_size_mib, 256);
     ck_assert_int_eq(fc_decode_machine_cfg(S("{\"mem_size_mib\":64}"), true, &mc, why, sizeof why), 0);
     ck_assert(!mc.has_vcpu && mc.has_mem);
+    /* A PATCH that changes nothing: Firecracker's "Empty PATCH request." */
+    BAD(fc_decode_machine_cfg(S("{}"), true, &mc, why, sizeof why), "Empty PATCH request.");
+    BAD(fc_decode_machine_cfg(S("{\"vcpu_count\":null,\"smt\":null}"), true, &mc, why, sizeof why),
+        "Empty PATCH request.");
+    BAD(fc_decode_machine_cfg(S("{\"vcpus\":1}"), true, &mc, why, sizeof why), "unknown field `vcpus`");
+    ck_assert_int_eq(fc_decode_machine_cfg(S("{\"smt\":false}"), true, &mc, why, sizeof why), 0);
+    ck_assert_int_eq(fc_decode_machine_cfg(S("{\"cpu_template\":\"None\"}"), true, &mc, why, sizeof why), 0);
     ck_assert_int_eq(fc_decode_machine_cfg(S("{\"vcpu_count\":1,\"mem_size_mib\":64,\"smt\":null}"), false, &mc,
                                            why, sizeof why), 0);
     BAD(fc_decode_machine_cfg(S("{\"mem_size_mib\":64}"), false, &mc, why, sizeof why),
@@ -199,6 +211,22 @@ START_TEST(network_interfaces)
     ck_assert_str_eq(n.host_dev_name, "tap0");
     ck_assert_str_eq(n.guest_mac, "AA:FC:00:00:00:01");
     ck_assert(n.rx.set && !n.tx.set);
+    ck_assert_uint_eq(n.mtu, 0);
+    /* mtu: VIRTIO_NET_F_MTU, 68 .. 65535 */
+    ck_assert_int_eq(fc_decode_net(S("{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"mtu\":68}"), "eth0",
+                                   false, &n, why, sizeof why), 0);
+    ck_assert_uint_eq(n.mtu, 68);
+    ck_assert_int_eq(fc_decode_net(S("{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"mtu\":65535}"), "eth0",
+                                   false, &n, why, sizeof why), 0);
+    ck_assert_uint_eq(n.mtu, 65535);
+    BAD(fc_decode_net(S("{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"mtu\":67}"), "eth0", false, &n,
+                      why, sizeof why), "field `mtu`: 67 is out of range (68 .. 65535)");
+    BAD(fc_decode_net(S("{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"mtu\":65536}"), "eth0", false, &n,
+                      why, sizeof why), "field `mtu`: 65536 is out of range");
+    BAD(fc_decode_net(S("{\"iface_id\":\"eth0\",\"host_dev_name\":\"tap0\",\"mtu\":\"1500\"}"), "eth0", false,
+                      &n, why, sizeof why), "field `mtu`: expected an unsigned integer");
+    BAD(fc_decode_net(S("{\"iface_id\":\"eth0\",\"mtu\":1500}"), "eth0", true, &n, why, sizeof why),
+        "unknown field `mtu`");   /* not in PATCH's shape */
     ck_assert_int_eq(fc_decode_net(S("{\"iface_id\":\"eth0\",\"tx_rate_limiter\":{\"ops\":{\"size\":1,"
                                      "\"refill_time\":1}}}"), "eth0", true, &n, why, sizeof why), 0);
     ck_assert(n.tx.set && n.tx.cfg.ops.size == 1);
@@ -293,6 +321,37 @@ START_TEST(snapshots)
         "missing required field `network_overrides[].host_dev_name`");
     BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"resume_vm\":\"yes\"}"), l, why,
                             sizeof why), "field `resume_vm`: expected a boolean");
+    /* vsock_override {uds_path}, clock_realtime, huge_pages */
+    ck_assert_int_eq(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"vsock_override\":"
+                                           "{\"uds_path\":\"/run/v.sock\"},\"clock_realtime\":false,"
+                                           "\"huge_pages\":\"None\"}"), l, why, sizeof why), 0);
+    ck_assert_str_eq(l->vsock_uds, "/run/v.sock");
+    ck_assert_int_eq(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"huge_pages\":"
+                                           "\"Snapshot\",\"vsock_override\":null}"), l, why, sizeof why), 0);
+    ck_assert_str_eq(l->vsock_uds, "");
+    BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"vsock_override\":{}}"), l,
+                            why, sizeof why), "missing required field `vsock_override.uds_path`");
+    BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"vsock_override\":"
+                              "{\"uds_path\":\"/v\",\"guest_cid\":3}}"), l, why, sizeof why),
+        "unknown field `vsock_override.guest_cid`");
+    BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"vsock_override\":"
+                              "{\"uds_path\":\"\"}}"), l, why, sizeof why), "field `vsock_override.uds_path`: must not");
+    BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"vsock_override\":\"/v\"}"), l,
+                            why, sizeof why), "field `vsock_override`: expected an object");
+    static char longuds[300];
+    snprintf(longuds, sizeof longuds, "{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"vsock_override\":"
+             "{\"uds_path\":\"/%0120d\"}}", 0);
+    BAD(fc_decode_snap_load(S(longuds), l, why, sizeof why), "field `vsock_override.uds_path`: too long");
+    BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"clock_realtime\":true}"), l,
+                            why, sizeof why), "field `clock_realtime`: not supported by moat");
+    BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"clock_realtime\":1}"), l,
+                            why, sizeof why), "field `clock_realtime`: expected a boolean");
+    BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"huge_pages\":\"2M\"}"), l,
+                            why, sizeof why), "field `huge_pages`: `2M` is not supported by moat");
+    BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"huge_pages\":\"Transparent\"}"),
+                            l, why, sizeof why), "field `huge_pages`: `Transparent` is not supported");
+    BAD(fc_decode_snap_load(S("{\"snapshot_path\":\"/s\",\"mem_file_path\":\"/m\",\"huge_pages\":\"1G\"}"), l,
+                            why, sizeof why), "field `huge_pages`: unknown variant `1G`");
     free(l);
 }
 END_TEST
@@ -307,6 +366,9 @@ START_TEST(mmds_logger_metrics_entropy)
     ck_assert_str_eq(m.ifaces[1], "eth1");
     ck_assert_int_eq(fc_decode_mmds_config(S("{\"network_interfaces\":[\"eth0\"],\"ipv4_address\":"
                                              "\"169.254.169.254\"}"), &m, why, sizeof why), 0);
+    ck_assert(m.v1);   /* Firecracker's default version: V1 */
+    ck_assert_int_eq(fc_decode_mmds_config(S("{\"version\":\"V2\",\"network_interfaces\":[\"eth0\"]}"), &m, why,
+                                           sizeof why), 0);
     ck_assert(!m.v1);
     BAD(fc_decode_mmds_config(S("{\"version\":\"V2\"}"), &m, why, sizeof why),
         "missing required field `network_interfaces`");
@@ -328,7 +390,30 @@ START_TEST(mmds_logger_metrics_entropy)
     struct fc_metrics mt;
     ck_assert_int_eq(fc_decode_metrics(S("{\"metrics_path\":\"/m\"}"), &mt, why, sizeof why), 0);
     ck_assert_str_eq(mt.metrics_path, "/m");
+    ck_assert(!mt.emit_id);
+    ck_assert_str_eq(mt.properties, "");
     BAD(fc_decode_metrics(S("{}"), &mt, why, sizeof why), "missing required field `metrics_path`");
+    ck_assert_int_eq(fc_decode_metrics(S("{\"metrics_path\":\"/m\",\"emit_id\":true,\"properties\":"
+                                         "{\"team\":\"a\",\"cell\":\"b 1\"}}"), &mt, why, sizeof why), 0);
+    ck_assert(mt.emit_id);
+    ck_assert_str_eq(mt.properties, "{\"cell\":\"b 1\",\"team\":\"a\"}");
+    ck_assert_int_eq(fc_decode_metrics(S("{\"metrics_path\":\"/m\",\"emit_id\":null,\"properties\":null}"), &mt,
+                                       why, sizeof why), 0);
+    ck_assert(!mt.emit_id && !mt.properties[0]);
+    BAD(fc_decode_metrics(S("{\"metrics_path\":\"/m\",\"emit_id\":1}"), &mt, why, sizeof why),
+        "field `emit_id`: expected a boolean");
+    BAD(fc_decode_metrics(S("{\"metrics_path\":\"/m\",\"properties\":{\"n\":1}}"), &mt, why, sizeof why),
+        "field `properties.n`: expected a string");
+    BAD(fc_decode_metrics(S("{\"metrics_path\":\"/m\",\"properties\":[]}"), &mt, why, sizeof why),
+        "field `properties`: expected an object");
+    char many[2000] = "{\"metrics_path\":\"/m\",\"properties\":{";
+    for (int i = 0; i <= FC_METRIC_PROPS; i++)
+        snprintf(many + strlen(many), sizeof many - strlen(many), "%s\"k%d\":\"v\"", i ? "," : "", i);
+    strcat(many, "}}");
+    BAD(fc_decode_metrics(S(many), &mt, why, sizeof why), "field `properties`: at most");
+    static char huge[FC_STR_MAX + 100];
+    snprintf(huge, sizeof huge, "{\"metrics_path\":\"/m\",\"properties\":{\"k\":\"%0*d\"}}", FC_STR_MAX, 0);
+    BAD(fc_decode_metrics(S(huge), &mt, why, sizeof why), "field `properties`: too long");
     struct fc_entropy e;
     ck_assert_int_eq(fc_decode_entropy(S("{}"), &e, why, sizeof why), 0);
     ck_assert(!e.rate_limiter.set);
@@ -342,31 +427,43 @@ END_TEST
 START_TEST(mmds_documents)
 {
     char *doc = NULL;
-    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"a\":{\"b\":1,\"c\":2},\"d\":\"x\"}"), false, why, sizeof why), 0);
+    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"a\":{\"b\":1,\"c\":2},\"d\":\"x\"}"), false, FC_BODY_MAX, why, sizeof why), 0);
     ck_assert_str_eq(doc, "{\"a\":{\"b\":1,\"c\":2},\"d\":\"x\"}");
-    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"a\":{\"b\":null,\"e\":[1]},\"d\":null,\"f\":true}"), true, why,
+    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"a\":{\"b\":null,\"e\":[1]},\"d\":null,\"f\":true}"), true, FC_BODY_MAX, why,
                                     sizeof why), 0);
     ck_assert_str_eq(doc, "{\"a\":{\"c\":2,\"e\":[1]},\"f\":true}");
-    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"f\":{\"g\":1}}"), true, why, sizeof why), 0);
+    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"f\":{\"g\":1}}"), true, FC_BODY_MAX, why, sizeof why), 0);
     ck_assert_str_eq(doc, "{\"a\":{\"c\":2,\"e\":[1]},\"f\":{\"g\":1}}");
-    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"z\":0}"), false, why, sizeof why), 0);
+    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"z\":0}"), false, FC_BODY_MAX, why, sizeof why), 0);
     ck_assert_str_eq(doc, "{\"z\":0}");
-    BAD(fc_mmds_update(&doc, S("[1,2]"), false, why, sizeof why), "expected a JSON object");
-    BAD(fc_mmds_update(&doc, S("{"), true, why, sizeof why), "bad JSON body");
+    BAD(fc_mmds_update(&doc, S("[1,2]"), false, FC_BODY_MAX, why, sizeof why), "expected a JSON object");
+    BAD(fc_mmds_update(&doc, S("{"), true, FC_BODY_MAX, why, sizeof why), "bad JSON body");
     ck_assert_str_eq(doc, "{\"z\":0}");
     free(doc);
     doc = NULL;
-    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"k\":null}"), true, why, sizeof why), 0);
+    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"k\":null}"), true, FC_BODY_MAX, why, sizeof why), 0);
     ck_assert_str_eq(doc, "{}");
     /* A patch that grows the document past the limit is refused. */
     char *big = malloc(40000);
     memset(big, 'a', 40000);
     memcpy(big, "{\"x\":\"", 6);
     memcpy(big + 40000 - 2, "\"}", 2);
-    ck_assert_int_eq(fc_mmds_update(&doc, big, 40000, true, why, sizeof why), 0);
+    ck_assert_int_eq(fc_mmds_update(&doc, big, 40000, true, FC_BODY_MAX, why, sizeof why), 0);
     big[2] = 'y';   /* a second key as long: the merged document is too large */
-    BAD(fc_mmds_update(&doc, big, 40000, true, why, sizeof why), "larger than its limit");
+    why[0] = 0;
+    ck_assert_int_eq(fc_mmds_update(&doc, big, 40000, true, FC_BODY_MAX, why, sizeof why), -EFBIG);
+    ck_assert_str_eq(why, "MMDS limit exceeded error: The MMDS patch request doesn't fit.");
     free(big);
+    free(doc);
+    /* --mmds-size-limit: the compact document, at most limit bytes */
+    doc = NULL;
+    ck_assert_int_eq(fc_mmds_update(&doc, S("{ \"a\" : \"0123456789\" }"), false, 18, why, sizeof why), 0);
+    ck_assert_str_eq(doc, "{\"a\":\"0123456789\"}");   /* 18 bytes */
+    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"a\":\"01234567890\"}"), false, 18, why, sizeof why), -EFBIG);
+    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"b\":1}"), true, 18, why, sizeof why), -EFBIG);
+    ck_assert_str_eq(doc, "{\"a\":\"0123456789\"}");   /* unchanged */
+    ck_assert_int_eq(fc_mmds_update(&doc, S("{\"a\":null,\"b\":1}"), true, 18, why, sizeof why), 0);
+    ck_assert_str_eq(doc, "{\"b\":1}");
     free(doc);
 }
 END_TEST
@@ -408,7 +505,12 @@ START_TEST(config_file)
     s.fail_at = 1;
     BAD(fc_config_sections(S(cfg), record, &s, why, sizeof why), "refused machine-config");
     s.fail_at = -1;
-    BAD(fc_config_sections(S("{\"boot_source\":{}}"), record, &s, why, sizeof why), "unknown field `boot_source`");
+    /* An unknown top-level key is ignored, as Firecracker ignores it. */
+    s.n = 0;
+    ck_assert_int_eq(fc_config_sections(S("{\"boot_source\":{},\"machine-config\":{},\"future\":[1]}"), record, &s,
+                                        why, sizeof why), 0);
+    ck_assert_uint_eq(s.n, 1);
+    ck_assert_str_eq(s.keys[0], "machine-config");
     BAD(fc_config_sections(S("{\"drives\":{}}"), record, &s, why, sizeof why), "field `drives`: expected an array");
     BAD(fc_config_sections(S("{\"vsock\":[]}"), record, &s, why, sizeof why), "field `vsock`: expected an object");
     BAD(fc_config_sections(S("[]"), record, &s, why, sizeof why), "expected a JSON object");

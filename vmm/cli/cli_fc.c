@@ -37,8 +37,10 @@
 
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
+#include "boot/boot.h"
 #include "vmm/cli/fc_req.h"
 #include "vmm/base/scfilter.h"
+#include "vmm/snapshot/snapfmt.h"
 #include "devices/virtio/ratelimit_json.h"
 
 /* Firecracker's exit codes (docs/control-api.md). */
@@ -70,6 +72,8 @@ struct fcvm {
     bool has_mmds_cfg;
     struct fc_mmds_config mmds_cfg;
     char *mmds_doc;
+    size_t body_limit;          /* --http-api-max-payload-size */
+    size_t mmds_limit;          /* --mmds-size-limit (default: body_limit) */
     bool configured;            /* a boot resource was set: no snapshot load */
     bool has_logger, has_metrics;
     struct fc_logger logger;
@@ -235,6 +239,8 @@ static json_t *vm_config_json(const struct fcvm *s)
                               "rx_rate_limiter", limiter_json(&n->rx), "tx_rate_limiter", limiter_json(&n->tx));
         if (o && n->guest_mac[0])
             json_object_set_new(o, "guest_mac", json_string(n->guest_mac));
+        if (o && n->mtu)
+            json_object_set_new(o, "mtu", json_integer(n->mtu));
         json_array_append_new(nets, o);
     }
     json_t *boot = json_null();
@@ -263,6 +269,13 @@ static json_t *vm_config_json(const struct fcvm *s)
                                            (int)flog.show_origin)
                                : json_null();
     json_t *mt = s->has_metrics ? json_pack("{s:s}", "metrics_path", s->metrics.metrics_path) : json_null();
+    if (s->has_metrics && mt && s->metrics.emit_id)
+        json_object_set_new(mt, "emit_id", json_true());
+    if (s->has_metrics && mt && s->metrics.properties[0]) {
+        json_t *p = json_loads(s->metrics.properties, 0, NULL);
+        if (p)
+            json_object_set_new(mt, "properties", p);
+    }
     json_t *en = s->has_entropy ? json_pack("{s:o}", "rate_limiter", limiter_json(&s->entropy.rate_limiter))
                                 : json_null();
     return json_pack("{s:n,s:o,s:o,s:n,s:o,s:o,s:o,s:o,s:o,s:o,s:o}", "balloon", "drives", drives, "boot-source",
@@ -378,6 +391,15 @@ static void blk_metrics(struct fcvm *s, json_t *m)
     put_sum(m, "block", any, keys, NK, sum);
 }
 
+/* o into m as key, unless it has no member. */
+static void set_nonempty(json_t *m, const char *key, json_t *o)
+{
+    if (o && json_object_size(o))
+        json_object_set_new(m, key, o);
+    else
+        json_decref(o);
+}
+
 /* Called with s->lock held. */
 static int flush_metrics(struct fcvm *s)
 {
@@ -387,6 +409,13 @@ static int flush_metrics(struct fcvm *s)
     clock_gettime(CLOCK_REALTIME, &ts);
     json_t *m = json_object(), *get = json_object(), *put = json_object(), *patch = json_object();
     json_object_set_new(m, "utc_timestamp_ms", json_integer((json_int_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000));
+    if (s->metrics.emit_id)
+        json_object_set_new(m, "id", json_string(s->id));
+    if (s->metrics.properties[0]) {
+        json_t *p = json_loads(s->metrics.properties, 0, NULL);
+        if (p)
+            json_object_set_new(m, "properties", p);
+    }
     for (size_t i = 0; i < sizeof metric_eps / sizeof metric_eps[0]; i++) {
         const struct ep_count *c = s->counts[metric_eps[i].ep];
         if (c[FC_GET].count)
@@ -396,14 +425,16 @@ static int flush_metrics(struct fcvm *s)
         if (c[FC_PATCH].count)
             add_counts(patch, metric_eps[i].name, &c[FC_PATCH], true);
     }
-    json_object_set_new(m, "get_api_requests", get);
-    json_object_set_new(m, "put_api_requests", put);
-    json_object_set_new(m, "patch_api_requests", patch);
+    /* An object with nothing in it this time is left out (Firecracker's
+     * lines have no empty objects). */
+    set_nonempty(m, "get_api_requests", get);
+    set_nonempty(m, "put_api_requests", put);
+    set_nonempty(m, "patch_api_requests", patch);
     json_t *lat = json_object();
     for (int i = 0; i < 5; i++)
         if (s->lat_us[i] >= 0)
             json_object_set_new(lat, lat_names[i], json_integer(s->lat_us[i]));
-    json_object_set_new(m, "latencies_us", lat);
+    set_nonempty(m, "latencies_us", lat);
     json_t *logger = json_pack("{s:I}", "missed_log_count", (json_int_t)flog.lost);
     json_object_set_new(m, "logger", logger);
     if (s->startup_us >= 0 || s->startup_cpu_us >= 0) {
@@ -429,7 +460,7 @@ static int flush_metrics(struct fcvm *s)
         json_object_set_new(mo, "console_bytes_written", json_integer((json_int_t)ci.written));
         json_object_set_new(mo, "console_bytes_dropped", json_integer((json_int_t)ci.dropped));
     }
-    json_object_set_new(m, "moat", mo);
+    set_nonempty(m, "moat", mo);
     net_metrics(s, m);
     blk_metrics(s, m);
     char *text = json_dumps(m, JSON_COMPACT);
@@ -514,13 +545,16 @@ static unsigned instance_start(struct fcvm *s, struct reply *rep)
         if (s->drives[i].is_root_device)
             root = &s->drives[i];
     if (s->boot.has_boot_args || root) {
-        snprintf(cmdline, sizeof cmdline, "%s", s->boot.has_boot_args ? s->boot.boot_args : "");
-        if (root) {
-            size_t l = strlen(cmdline);
-            snprintf(cmdline + l, sizeof cmdline - l, "%sroot=%s%s %s", l ? " " : "",
-                     root->has_partuuid ? "PARTUUID=" : "/dev/vda", root->has_partuuid ? root->partuuid : "",
-                     root->is_read_only ? "ro" : "rw");
-        }
+        /* root= is a kernel parameter: before a " -- " in boot_args (init's
+         * arguments), as moat_create puts the drives' parameters. */
+        char rootarg[FC_ID_MAX + 40] = "";
+        if (root)
+            snprintf(rootarg, sizeof rootarg, "root=%s%s %s", root->has_partuuid ? "PARTUUID=" : "/dev/vda",
+                     root->has_partuuid ? root->partuuid : "", root->is_read_only ? "ro" : "rw");
+        const char *ex[] = { rootarg };
+        if (boot_cmdline_build(cmdline, sizeof cmdline, s->boot.has_boot_args ? s->boot.boot_args : "", ex, 1,
+                               NULL, 0) < 0)
+            return fault(rep, "Cannot start microvm: boot_args too long");
         cfg.cmdline = cmdline;
     }
     static struct moat_device devs[MOAT_MAX_DRIVES + FC_MAX_IFACES + 1];
@@ -547,6 +581,11 @@ static unsigned instance_start(struct fcvm *s, struct reply *rep)
         opt_add(opts[nd], OPT_CAP, "id", n->iface_id, false);
         if (n->guest_mac[0])
             opt_add(opts[nd], OPT_CAP, "mac", n->guest_mac, false);
+        if (n->mtu) {
+            char v[12];
+            snprintf(v, sizeof v, "%u", n->mtu);
+            opt_add(opts[nd], OPT_CAP, "mtu", v, false);
+        }
         limiter_opts(opts[nd], OPT_CAP, "rx_", &n->rx);
         limiter_opts(opts[nd], OPT_CAP, "tx_", &n->tx);
         if (mmds_on(s, n->iface_id))
@@ -648,6 +687,9 @@ static void adopt_restored(struct fcvm *s, const struct fc_snap_load *l)
             snprintf(n->iface_id, sizeof n->iface_id, "%s", di.id);
             dev_opt(s->vm, "net", di.id, "tap", n->host_dev_name, sizeof n->host_dev_name);
             dev_opt(s->vm, "net", di.id, "mac", n->guest_mac, sizeof n->guest_mac);
+            char mtu[12];
+            if (dev_opt(s->vm, "net", di.id, "mtu", mtu, sizeof mtu))
+                n->mtu = (uint32_t)strtoul(mtu, NULL, 10);
             opt_limiter(s->vm, "net", di.id, "rx_", &n->rx);
             opt_limiter(s->vm, "net", di.id, "tx_", &n->tx);
         } else if (!strcmp(di.type, "vsock")) {
@@ -689,6 +731,8 @@ static unsigned snapshot_load(struct fcvm *s, const struct fc_snap_load *l, stru
     }
     rc.devices = l->noverrides ? devs : NULL;
     rc.ndevices = l->noverrides;
+    /* vsock_override: the restored vsock device's host socket. */
+    rc.vsock_uds = l->vsock_uds[0] ? l->vsock_uds : NULL;
     int64_t t0 = now_us();
     struct moat_error err = { 0 };
     struct moat_vm *vm = NULL;
@@ -866,10 +910,11 @@ static unsigned put_mmds(struct fcvm *s, const char *body, size_t len, bool patc
     char *doc = s->mmds_doc ? strdup(s->mmds_doc) : NULL;
     if (s->mmds_doc && !doc)
         return fault(rep, "out of memory");
-    int r = fc_mmds_update(&doc, body, len, patch, why, sizeof why);
+    int r = fc_mmds_update(&doc, body, len, patch, s->mmds_limit, why, sizeof why);
     if (r < 0) {
         free(doc);
-        return fault(rep, why);
+        fault(rep, why);
+        return rep->status = r == -EFBIG ? 413 : 400;   /* Firecracker: 413 Payload Too Large */
     }
     struct moat_error err = { 0 };
     for (size_t i = 0; s->vm && i < s->nnets; i++)
@@ -1019,12 +1064,12 @@ static unsigned dispatch(struct fcvm *s, enum fc_ep ep, enum fc_method m, const 
         DECODE(fc_decode_action(body, len, &a, why, sizeof why));
         if (a == FC_ACT_START)
             st = booted ? fault(rep, not_after_boot) : instance_start(s, rep);
+        else if (!booted)       /* FlushMetrics and SendCtrlAltDel: runtime actions */
+            st = fault(rep, not_before_boot);
         else if (a == FC_ACT_FLUSH_METRICS)
             st = flush_metrics(s) == 0 ? (rep->status = 204)
                                        : fault(rep, "Cannot flush the metrics: the metrics system is not "
                                                     "initialized (PUT /metrics first) or its file failed.");
-        else if (!booted)
-            st = fault(rep, not_before_boot);
         else {   /* SendCtrlAltDel: the scancodes go into the i8042, IRQ 1 */
             int r = moat_send_ctrl_alt_del(s->vm);
             st = r == 0 ? (rep->status = 204)
@@ -1209,7 +1254,7 @@ static int main_filter(struct fcvm *s)
 /* ---- HTTP ---- */
 
 struct req {
-    char body[FC_BODY_MAX];
+    char *body;                 /* malloc'd: Content-Length bytes, at most fcvm.body_limit */
     size_t len;
     size_t declared;            /* Content-Length */
     const char *early;          /* refused from the headers alone */
@@ -1255,13 +1300,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             unsigned long long v = strtoull(cl, &end, 10);
             r->declared = errno || *end ? SIZE_MAX : (size_t)v;
         }
-        if (!r->early && r->declared > FC_BODY_MAX)
+        if (!r->early && r->declared > s->body_limit)
             r->too_large = true;
         if (r->early || r->too_large) {
             char m[200];
             if (r->too_large)
-                snprintf(m, sizeof m, "Request payload with size %s is larger than the limit of %d allowed by "
-                         "server.", cl, FC_BODY_MAX);
+                snprintf(m, sizeof m, "Request payload with size %s is larger than the limit of %zu allowed by "
+                         "server.", cl, s->body_limit);
             fault(&rep, r->early ? r->early : m);
             enum MHD_Result res = send_reply(c, &rep);
             free(rep.body);
@@ -1275,7 +1320,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return MHD_YES;
     }
     if (*upload_size) {
-        if (r->len + *upload_size > FC_BODY_MAX)
+        /* One buffer of Content-Length bytes (at most the limit: checked
+         * above), made at the first piece: no realloc, whose mremap the
+         * API thread's seccomp list does not have. */
+        if (!r->body && !r->too_large && !(r->body = malloc(r->declared ? r->declared : 1)))
+            return MHD_NO;      /* out of memory: the connection is dropped */
+        if (r->too_large || r->len + *upload_size > r->declared)
             r->too_large = true;
         else
             memcpy(r->body + r->len, upload, *upload_size);
@@ -1287,14 +1337,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     enum fc_method m = 0;
     char id[FC_ID_MAX + 1], why[300];
     if (r->too_large) {       /* more bytes than Content-Length said: cannot happen with MHD, refused anyway */
-        snprintf(why, sizeof why, "Request payload with size %zu is larger than the limit of %d allowed by server.",
-                 r->len, FC_BODY_MAX);
+        snprintf(why, sizeof why, "Request payload with size %zu is larger than the limit of %zu allowed by server.",
+                 r->len, s->body_limit);
         fault(&rep, why);
         enum MHD_Result res = send_reply(c, &rep);
         free(rep.body);
         return res;
     }
-    if (fc_route(method, url, &ep, &m, id, sizeof id, why, sizeof why) < 0) {
+    /* As Firecracker, before the path: a GET has no body, a PUT or PATCH
+     * has one. */
+    if (!strcmp(method, "GET") && r->len) {
+        fault(&rep, "GET request cannot have a body.");
+    } else if ((!strcmp(method, "PUT") || !strcmp(method, "PATCH")) && !r->len) {
+        fault(&rep, !strcmp(method, "PUT") ? "Empty PUT request." : "Empty PATCH request.");
+    } else if (fc_route(method, url, &ep, &m, id, sizeof id, why, sizeof why) < 0) {
         fault(&rep, why);
     } else {
         LOG(FC_LVL_DEBUG, "The API server received a %s request on \"%s\".", method, url);
@@ -1314,8 +1370,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     struct fcvm *s = cls;
     (void)c;
     (void)t;
-    if (*con_cls)
+    if (*con_cls) {
         __atomic_sub_fetch(&s->inflight, 1, __ATOMIC_SEQ_CST);
+        free(((struct req *)*con_cls)->body);
+    }
     free(*con_cls);
     *con_cls = NULL;
 }
@@ -1434,7 +1492,9 @@ static const char usage_vmm[] =
     "                [--log-path P] [--level L] [--show-level] [--show-log-origin]\n"
     "                [--metrics-path P] [--boot-timer] [--no-seccomp | --seccomp-filter F]\n"
     "                [--seccomp-audit] [--start-time-us N] [--start-time-cpu-us N]\n"
-    "                [--parent-cpu-time-us N] [--version]\n"
+    "                [--parent-cpu-time-us N] [--metadata FILE]\n"
+    "                [--http-api-max-payload-size N] [--mmds-size-limit N]\n"
+    "                [--version] [--snapshot-version] [--describe-snapshot FILE]\n"
     "\n"
     "Firecracker's command line and HTTP API (docs/control-api.md); the same\n"
     "when moat is run through a link named firecracker. Seccomp filters every\n"
@@ -1465,8 +1525,51 @@ static void print_version(void)
 enum {
     O_API_SOCK = 400, O_ID, O_CONFIG, O_NO_API, O_BOOT_TIMER, O_LOG_PATH, O_LEVEL, O_SHOW_LEVEL, O_SHOW_ORIGIN,
     O_METRICS_PATH, O_NO_SECCOMP, O_SECCOMP, O_SECCOMP_AUDIT, O_VERSION, O_START_US, O_START_CPU_US,
-    O_PARENT_CPU_US, O_HELP,
+    O_PARENT_CPU_US, O_HELP, O_METADATA, O_MAX_PAYLOAD, O_MMDS_LIMIT, O_SNAP_VERSION, O_DESCRIBE,
 };
+
+/* A --describe-snapshot FILE: the data format version of a state file,
+ * printed as Firecracker prints its own ("v3.0.0": moat's format version
+ * as the major). 0, or an exit code with a line on stderr. */
+static int describe_snapshot(const char *path)
+{
+    unsigned char h[12];
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(h, 1, sizeof h, f) : 0;
+    int e = errno;
+    if (f)
+        fclose(f);
+    if (!f) {
+        fprintf(stderr, "moat vmm: --describe-snapshot %s: %s\n", path, strerror(e));
+        return FC_EXIT_GENERIC;
+    }
+    if (n != sizeof h || memcmp(h, "MOATSNAP", 8)) {
+        fprintf(stderr, "moat vmm: --describe-snapshot %s: not a moat snapshot state file\n", path);
+        return FC_EXIT_GENERIC;
+    }
+    uint32_t v = (uint32_t)h[8] | (uint32_t)h[9] << 8 | (uint32_t)h[10] << 16 | (uint32_t)h[11] << 24;
+    printf("v%u.0.0\n", v);
+    return FC_EXIT_OK;
+}
+
+/* --metadata FILE: the MMDS data store's first contents (as PUT /mmds). */
+static void load_metadata(struct fcvm *s, const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *text = malloc(FC_BODY_CAP + 1);
+    size_t n = f && text ? fread(text, 1, FC_BODY_CAP + 1, f) : 0;
+    int bad = !f || !text || ferror(f) || n > FC_BODY_CAP;
+    if (f)
+        fclose(f);
+    char why[300];
+    int r = bad ? -EINVAL : fc_mmds_update(&s->mmds_doc, text, n, false, s->mmds_limit, why, sizeof why);
+    free(text);
+    if (r < 0) {
+        fprintf(stderr, "moat vmm: --metadata %s: %s\n", path,
+                bad ? "cannot read it (missing, unreadable or over 16 MiB)" : why);
+        exit(FC_EXIT_GENERIC);
+    }
+}
 
 int cmd_vmm(int argc, char **argv)
 {
@@ -1482,10 +1585,18 @@ int cmd_vmm(int argc, char **argv)
         { "version", no_argument, NULL, O_VERSION }, { "start-time-us", required_argument, NULL, O_START_US },
         { "start-time-cpu-us", required_argument, NULL, O_START_CPU_US },
         { "parent-cpu-time-us", required_argument, NULL, O_PARENT_CPU_US }, { "help", no_argument, NULL, O_HELP },
+        { "metadata", required_argument, NULL, O_METADATA },
+        { "http-api-max-payload-size", required_argument, NULL, O_MAX_PAYLOAD },
+        { "mmds-size-limit", required_argument, NULL, O_MMDS_LIMIT },
+        { "snapshot-version", no_argument, NULL, O_SNAP_VERSION },
+        { "describe-snapshot", required_argument, NULL, O_DESCRIBE },
         { 0 },
     };
     const char *sock = "/run/firecracker.socket", *config = NULL, *log_path = NULL, *level = NULL;
-    const char *metrics_path = NULL, *id = "anonymous-instance", *seccomp_filter = NULL;
+    const char *metrics_path = NULL, *id = "anonymous-instance", *seccomp_filter = NULL, *metadata = NULL;
+    const char *describe = NULL;
+    bool snap_version = false;
+    size_t body_limit = FC_BODY_MAX, mmds_limit = 0;
     uint32_t sc_flags = MOAT_F_SECCOMP;
     bool no_seccomp = false;
     bool no_api = false, show_level = false, show_origin = false, boot_timer = false;
@@ -1521,6 +1632,19 @@ int cmd_vmm(int argc, char **argv)
             *(c == O_START_US ? &start_us : c == O_START_CPU_US ? &start_cpu_us : &parent_cpu_us) = (int64_t)v;
             break;
         }
+        case O_MAX_PAYLOAD: case O_MMDS_LIMIT: {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(optarg, &end, 10);
+            if (errno || *end || !*optarg || *optarg == '-' || v == 0 || v > FC_BODY_CAP)
+                die_args("invalid --%s '%s' (bytes, 1 to %u)",
+                         c == O_MAX_PAYLOAD ? "http-api-max-payload-size" : "mmds-size-limit", optarg, FC_BODY_CAP);
+            *(c == O_MAX_PAYLOAD ? &body_limit : &mmds_limit) = (size_t)v;
+            break;
+        }
+        case O_METADATA: metadata = optarg; break;
+        case O_SNAP_VERSION: snap_version = true; break;
+        case O_DESCRIBE: describe = optarg; break;
         case O_VERSION: print_version(); return FC_EXIT_OK;
         case O_HELP: fputs(usage_vmm, stdout); return FC_EXIT_OK;
         case ':': die_args("option %s needs a value", argv[optind - 1]);
@@ -1529,6 +1653,13 @@ int cmd_vmm(int argc, char **argv)
     }
     if (optind < argc)
         die_args("unexpected argument '%s'", argv[optind]);
+    /* As Firecracker: these print and exit before anything else. */
+    if (snap_version) {
+        printf("v%u.0.0\n", SNAP_VERSION);
+        return FC_EXIT_OK;
+    }
+    if (describe)
+        return describe_snapshot(describe);
     if (no_api && !config)
         die_args("--no-api needs --config-file");
     if (no_seccomp && seccomp_filter)
@@ -1548,6 +1679,11 @@ int cmd_vmm(int argc, char **argv)
     snprintf(flog.id, sizeof flog.id, "%s", id);
     s.mc.vcpu_count = 1;
     s.mc.mem_size_mib = 128;
+    s.body_limit = body_limit;
+    /* Firecracker: the MMDS limit defaults to the API's payload limit. */
+    s.mmds_limit = mmds_limit ? mmds_limit : body_limit;
+    if (metadata)
+        load_metadata(&s, metadata);
     s.metrics_fd = -1;
     for (int i = 0; i < 5; i++)
         s.lat_us[i] = -1;
@@ -1590,7 +1726,7 @@ int cmd_vmm(int argc, char **argv)
         LOG(FC_LVL_WARN, "--seccomp-filter %s: not loaded; moat filters each thread with its own lists "
             "(docs/security.md)", seccomp_filter);
     if (metrics_path) {
-        struct fc_metrics mt;
+        static struct fc_metrics mt;   /* zeroed: no emit_id, no properties */
         struct reply rep = { 0, NULL };
         snprintf(mt.metrics_path, sizeof mt.metrics_path, "%s", metrics_path);
         if (put_metrics(&s, &mt, &rep) >= 400) {

@@ -149,9 +149,9 @@ static int check_fields(const json_t *o, const struct field *spec, const char *c
 static int parse_object(const char *body, size_t len, json_t **out, char *why, size_t wlen)
 {
     json_error_t e;
-    if (len > FC_BODY_MAX) {
-        snprintf(why, wlen, "Request payload with size %zu is larger than the limit of %d allowed by server.", len,
-                 FC_BODY_MAX);
+    if (len > FC_BODY_CAP) {   /* the server refuses more than its limit before this */
+        snprintf(why, wlen, "Request payload with size %zu is larger than the limit of %u allowed by server.", len,
+                 FC_BODY_CAP);
         return -EINVAL;
     }
     json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &e);
@@ -303,6 +303,13 @@ int fc_decode_machine_cfg(const char *body, size_t len, bool patch, struct fc_ma
         r = get_enum(j, "", "cpu_template", tmpl, &t, why, wlen);
     if (r == 0)
         r = get_enum(j, "", "huge_pages", tmpl, &t, why, wlen);
+    /* Firecracker: a PATCH that changes nothing is refused as one without
+     * a body. */
+    if (r == 0 && patch && !out->has_vcpu && !out->has_mem && !out->has_smt && !out->has_dirty &&
+        !member(j, "cpu_template") && !member(j, "huge_pages")) {
+        snprintf(why, wlen, "Empty PATCH request.");
+        r = -EINVAL;
+    }
     if (r == 0 && out->smt) {
         snprintf(why, wlen, "field `smt`: simultaneous multithreading is not supported by moat (use false)");
         r = -EINVAL;
@@ -399,7 +406,8 @@ int fc_decode_net(const char *body, size_t len, const char *id, bool patch, stru
 {
     static const struct field put_spec[] = {
         { "iface_id", F_STR, true }, { "host_dev_name", F_STR, true }, { "guest_mac", F_STR, false },
-        { "rx_rate_limiter", F_OBJ, false }, { "tx_rate_limiter", F_OBJ, false }, { NULL, 0, false },
+        { "rx_rate_limiter", F_OBJ, false }, { "tx_rate_limiter", F_OBJ, false }, { "mtu", F_UINT, false },
+        { NULL, 0, false },
     };
     static const struct field patch_spec[] = {
         { "iface_id", F_STR, true }, { "rx_rate_limiter", F_OBJ, false }, { "tx_rate_limiter", F_OBJ, false },
@@ -422,6 +430,10 @@ int fc_decode_net(const char *body, size_t len, const char *id, bool patch, stru
             snprintf(why, wlen, "field `guest_mac`: expected a MAC address as aa:bb:cc:dd:ee:ff");
             r = -EINVAL;
         }
+        uint64_t mtu = 0;
+        if (r == 0)
+            r = get_uint(j, "mtu", 68, 65535, &mtu, NULL, why, wlen);
+        out->mtu = (uint32_t)mtu;
     }
     return finish(j, r);
 }
@@ -498,8 +510,11 @@ int fc_decode_snap_load(const char *body, size_t len, struct fc_snap_load *out, 
     static const struct field spec[] = {
         { "snapshot_path", F_STR, true }, { "mem_file_path", F_STR, false }, { "mem_backend", F_OBJ, false },
         { "enable_diff_snapshots", F_BOOL, false }, { "track_dirty_pages", F_BOOL, false },
-        { "resume_vm", F_BOOL, false }, { "network_overrides", F_ARR, false }, { NULL, 0, false },
+        { "resume_vm", F_BOOL, false }, { "network_overrides", F_ARR, false },
+        { "vsock_override", F_OBJ, false }, { "clock_realtime", F_BOOL, false }, { "huge_pages", F_STR, false },
+        { NULL, 0, false },
     };
+    static const struct field vsock_spec[] = { { "uds_path", F_STR, true }, { NULL, 0, false } };
     static const struct field backend_spec[] = {
         { "backend_type", F_STR, true }, { "backend_path", F_STR, true }, { NULL, 0, false },
     };
@@ -549,6 +564,30 @@ int fc_decode_snap_load(const char *body, size_t len, struct fc_snap_load *out, 
             out->noverrides = i + 1;
         }
     }
+    const json_t *vo = member(j, "vsock_override");
+    if (r == 0 && vo) {
+        r = check_fields(vo, vsock_spec, "vsock_override.", why, wlen);
+        if (r == 0)
+            r = get_str(vo, "vsock_override.", "uds_path", out->vsock_uds, sizeof out->vsock_uds, true, NULL, why,
+                        wlen);
+    }
+    /* moat restores kvmclock as it was at the snapshot; with the guest
+     * agent, moat_start then sets the guest's wall clock from the host's
+     * (docs/vsock.md). KVM_CLOCK_REALTIME's advance is not done. */
+    if (r == 0 && get_bool(j, "clock_realtime", NULL)) {
+        snprintf(why, wlen, "field `clock_realtime`: not supported by moat (use false; a restored guest with the "
+                            "guest agent gets its wall clock set from the host)");
+        r = -EINVAL;
+    }
+    static const char *const huge[] = { "Snapshot", "None", "Transparent", "2M", NULL };
+    int h = 0;
+    if (r == 0)
+        r = get_enum(j, "", "huge_pages", huge, &h, why, wlen);
+    if (r == 0 && h >= 2) {
+        snprintf(why, wlen, "field `huge_pages`: `%s` is not supported by moat (guest memory is not backed by "
+                            "huge pages: use None or Snapshot)", huge[h]);
+        r = -EINVAL;
+    }
     return finish(j, r);
 }
 
@@ -563,7 +602,7 @@ int fc_decode_mmds_config(const char *body, size_t len, struct fc_mmds_config *o
     int r = begin(body, len, spec, &j, out, sizeof *out, why, wlen);
     if (r < 0)
         return r;
-    int v = 1;
+    int v = 0;   /* Firecracker's default: V1 */
     r = get_enum(j, "", "version", versions, &v, why, wlen);
     out->v1 = v == 0;
     const json_t *ifs = member(j, "network_interfaces");
@@ -629,12 +668,39 @@ int fc_decode_logger(const char *body, size_t len, struct fc_logger *out, char *
 
 int fc_decode_metrics(const char *body, size_t len, struct fc_metrics *out, char *why, size_t wlen)
 {
-    static const struct field spec[] = { { "metrics_path", F_STR, true }, { NULL, 0, false } };
+    static const struct field spec[] = {
+        { "metrics_path", F_STR, true }, { "emit_id", F_BOOL, false }, { "properties", F_OBJ, false },
+        { NULL, 0, false },
+    };
     json_t *j;
     int r = begin(body, len, spec, &j, out, sizeof *out, why, wlen);
     if (r < 0)
         return r;
     r = get_str(j, "", "metrics_path", out->metrics_path, FC_STR_MAX, true, NULL, why, wlen);
+    out->emit_id = get_bool(j, "emit_id", NULL);
+    const json_t *p = member(j, "properties");
+    if (r == 0 && p) {
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)p, k, v)
+            if (!json_is_string(v)) {
+                snprintf(why, wlen, "field `properties.%.64s`: expected a string", k);
+                r = -EINVAL;
+                break;
+            }
+        if (r == 0 && json_object_size(p) > FC_METRIC_PROPS) {
+            snprintf(why, wlen, "field `properties`: at most %d entries", FC_METRIC_PROPS);
+            r = -EINVAL;
+        }
+        char *t = r == 0 ? json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (r == 0 && (!t || strlen(t) >= sizeof out->properties)) {
+            snprintf(why, wlen, "field `properties`: %s", t ? "too long" : "out of memory");
+            r = -EINVAL;
+        }
+        if (r == 0)
+            memcpy(out->properties, t, strlen(t) + 1);
+        free(t);
+    }
     return finish(j, r);
 }
 
@@ -674,7 +740,7 @@ static int merge_patch(json_t *target, const json_t *patch)
     return 0;
 }
 
-int fc_mmds_update(char **doc, const char *body, size_t len, bool patch, char *why, size_t wlen)
+int fc_mmds_update(char **doc, const char *body, size_t len, bool patch, size_t limit, char *why, size_t wlen)
 {
     json_t *p;
     int r = parse_object(body, len, &p, why, wlen);
@@ -698,10 +764,10 @@ int fc_mmds_update(char **doc, const char *body, size_t len, bool patch, char *w
         snprintf(why, wlen, "out of memory");
         return -ENOMEM;
     }
-    if (strlen(text) > FC_BODY_MAX) {
+    if (strlen(text) > limit) {
         free(text);
-        snprintf(why, wlen, "The MMDS data store would be larger than its limit of %d bytes.", FC_BODY_MAX);
-        return -EINVAL;
+        snprintf(why, wlen, "MMDS limit exceeded error: The MMDS patch request doesn't fit.");
+        return -EFBIG;
     }
     free(*doc);
     *doc = text;
@@ -726,19 +792,8 @@ int fc_config_sections(const char *text, size_t len, fc_section_cb cb, void *opa
         return -EINVAL;
     }
     int r = 0;
-    const char *k;
-    json_t *v;
-    json_object_foreach(j, k, v) {
-        int i = 0;
-        while (keys[i] && strcmp(keys[i], k))
-            i++;
-        if (!keys[i]) {
-            snprintf(why, wlen, "config file: unknown field `%.64s`", k);
-            r = -EINVAL;
-            break;
-        }
-    }
-    /* In a fixed order: machine and boot source before devices. */
+    /* Only the known keys are looked at: an unknown one is ignored, as
+     * Firecracker's config file parser ignores it. In a fixed order: machine and boot source before devices. */
     for (int i = 0; r == 0 && keys[i]; i++) {
         json_t *s = json_object_get(j, keys[i]);
         if (!s || json_is_null(s))

@@ -15,6 +15,7 @@
 #include "devices/virtio/ratelimit.h"
 
 #define FC_BODY_MAX   51200     /* Firecracker's default --http-api-max-payload-size */
+#define FC_BODY_CAP   (16u << 20) /* moat's ceiling for --http-api-max-payload-size and --mmds-size-limit */
 #define FC_ID_MAX     64        /* a resource id in a path: [A-Za-z0-9_], 1 .. 64 */
 #define FC_STR_MAX    4096      /* paths and other strings, NUL included */
 #define FC_MAX_IFACES 16
@@ -68,6 +69,7 @@ struct fc_net {
     char iface_id[FC_ID_MAX + 1];
     char host_dev_name[FC_STR_MAX];
     char guest_mac[18];         /* "" when absent; else aa:bb:cc:dd:ee:ff */
+    uint32_t mtu;               /* 0 when absent; else 68 .. 65535 (VIRTIO_NET_F_MTU) */
     struct fc_limiter rx, tx;
 };
 
@@ -96,10 +98,11 @@ struct fc_snap_load {
     bool enable_diff_snapshots, resume_vm;
     size_t noverrides;
     struct fc_net_override overrides[FC_MAX_IFACES];
+    char vsock_uds[108];        /* vsock_override.uds_path; "" when absent */
 };
 
 struct fc_mmds_config {
-    bool v1;                    /* "V1" (default "V2") */
+    bool v1;                    /* "V1" (the default, as Firecracker's) or "V2" */
     size_t nifaces;
     char ifaces[FC_MAX_IFACES][FC_ID_MAX + 1];
 };
@@ -113,8 +116,13 @@ struct fc_logger {
     bool show_level, show_log_origin;
 };
 
+#define FC_METRIC_PROPS 32      /* properties: at most this many */
 struct fc_metrics {
     char metrics_path[FC_STR_MAX];
+    bool emit_id;               /* a top-level "id" (the instance id) on each line */
+    /* properties: string values, emitted as a top-level "properties"
+     * object on each line; a compact JSON object text, "" when absent */
+    char properties[FC_STR_MAX];
 };
 
 struct fc_entropy {
@@ -140,7 +148,8 @@ union fc_body {
  * len bytes of text (not NUL-terminated). For drives and interfaces, id is
  * the path's id, which the body's must equal; patch selects the PATCH
  * shape (fewer fields; only the id required). For /machine-config, patch
- * makes vcpu_count and mem_size_mib optional. */
+ * makes vcpu_count and mem_size_mib optional, and an empty object is
+ * Firecracker's "Empty PATCH request.". */
 int fc_decode_machine_cfg(const char *body, size_t len, bool patch, struct fc_machine_cfg *out, char *why, size_t wlen);
 int fc_decode_boot_source(const char *body, size_t len, struct fc_boot_source *out, char *why, size_t wlen);
 int fc_decode_drive(const char *body, size_t len, const char *id, bool patch, struct fc_drive *out, char *why,
@@ -160,17 +169,19 @@ int fc_decode_entropy(const char *body, size_t len, struct fc_entropy *out, char
 /* PUT /mmds and PATCH /mmds: the body must be a JSON object. *doc (a
  * malloc'd compact JSON text, or NULL for none yet) is replaced (put) or
  * merged with the body as RFC 7396 says (patch: a null member removes the
- * key). The document stays at most FC_BODY_MAX bytes. 0, -EINVAL (bad
- * JSON, not an object, too large: why) or -ENOMEM. */
-int fc_mmds_update(char **doc, const char *body, size_t len, bool patch, char *why, size_t wlen);
+ * key). The document stays at most limit bytes (--mmds-size-limit). 0,
+ * -EINVAL (bad JSON, not an object: why), -EFBIG (the document would
+ * exceed limit: Firecracker's message in why; its API answers 413) or
+ * -ENOMEM. */
+int fc_mmds_update(char **doc, const char *body, size_t len, bool patch, size_t limit, char *why, size_t wlen);
 
 /* The config file (--config-file; the shape of GET /vm/config): each
  * section is handed to the matching decoder through these callbacks'
  * caller. fc_config_sections splits text into its sections' texts: for
  * each known key, cb(opaque, key, index, text, len) with index the array
  * position for "drives" and "network-interfaces" (else 0); an unknown
- * top-level key is refused. The first nonzero return of cb stops and is
- * returned (why filled by cb). */
+ * top-level key is ignored, as Firecracker ignores it. The first nonzero
+ * return of cb stops and is returned (why filled by cb). */
 typedef int (*fc_section_cb)(void *opaque, const char *key, size_t index, const char *text, size_t len, char *why,
                              size_t wlen);
 int fc_config_sections(const char *text, size_t len, fc_section_cb cb, void *opaque, char *why, size_t wlen);
