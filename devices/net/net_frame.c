@@ -410,9 +410,9 @@ static enum nf_vhdr_err vhdr_check(const struct net_vhdr *h, const struct net_fr
             return NF_VH_GSO_CSUM;
         if (!l4_whole(f) || f->proto != NF_IPPROTO_TCP || f->l3 != (v4 ? NF_L3_IPV4 : NF_L3_IPV6))
             return NF_VH_GSO_FRAME;
-        /* each segment: the IP header (options, extension headers), a TCP
-         * header of at least 20 bytes, gso_size bytes of data */
-        size_t seg = (f->l4_off - f->l3_off) + 20 + (size_t)h->gso_size;
+        /* each segment: the IP header (options, extension headers), the
+         * TCP header with its options, gso_size bytes of data */
+        size_t seg = (f->payload_off - f->l3_off) + (size_t)h->gso_size;
         if (h->gso_size == 0 || seg > (mtu ? mtu : 65535u))
             return NF_VH_GSO_SIZE;
     }

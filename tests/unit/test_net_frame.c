@@ -1069,7 +1069,7 @@ START_TEST(vhdr_gso)
     ck_assert_uint_eq(o.hdr_len, 54);
     v6_l4(NF_IPPROTO_TCP, 3000);
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV6, 74, 1440, 54, 16), NF_OFF_CSUM | NF_OFF_TSO6, 1500, NF_VH_OK);
-    /* gso_size: 0, or segments past the MTU (IP + 20 TCP bytes + gso_size) */
+    /* gso_size: 0, or segments past the MTU (IP + TCP header + gso_size) */
     v4_l4(NF_IPPROTO_TCP, 3000);
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 0, 34, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1461, 34, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
@@ -1080,6 +1080,18 @@ START_TEST(vhdr_gso)
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 0xffff, 34, 16), OFF_ALL, 0, NF_VH_GSO_SIZE);
     v6_l4(NF_IPPROTO_TCP, 3000);
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV6, 0, 1441, 54, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
+    /* TCP options count in each segment: with timestamps (32 TCP bytes)
+     * Linux's MSS on a 1500 MTU is 1448 */
+    eth(NF_ETHERTYPE_IPV4);
+    size_t at_opt = ip4(5, 0x4000, NF_IPPROTO_TCP, 0x0a000001, 0x0a000002);
+    tcp(40000, 443, 8, 0x18);
+    bz(3000);
+    ip4_done(at_opt);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1448, 34, 16), OFF_ALL, 1500, NF_VH_OK);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1449, 34, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
+    ck_assert_int_eq(vcheck(vh(1, NF_VHDR_GSO_TCPV4, 0, 1448, 34, 16), OFF_ALL, 1500, &o), NF_VH_OK);
+    ck_assert_uint_eq(o.hdr_len, 66);
+    v6_l4(NF_IPPROTO_TCP, 3000);
     /* the type must be the frame's: TCPV4 on IPv6, TCPV6 on IPv4, UDP, ICMP,
      * a fragment */
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1000, 54, 16), OFF_ALL, 1500, NF_VH_GSO_FRAME);
