@@ -388,6 +388,9 @@ START_TEST(ring_kill_connect_limits)
     KILLED(SC_VSOCK, ring_setup, "io_uring_setup");
     KILLED(SC_NET, ring_setup, "io_uring_setup");
     KILLED(SC_BLK, ring_setup, "io_uring_setup");
+    /* the runner: every device ring is made when the device is (blk_ring_create) */
+    KILLED(SC_VMM, ring_setup, "io_uring_setup");
+    KILLED(SC_VHOST, ring_setup, "io_uring_setup");
 
     PASSES(SC_MAIN, kill_self);
     KILLED(SC_MAIN, kill_init, "kill");
