@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifdef MOAT_HAVE_URING
@@ -397,6 +398,32 @@ void blk_ring_destroy(struct blk_ring *R)
     free(R);
 }
 
+int blk_ring_try_op(struct blk_ring *R, uint8_t opcode, uint8_t sqe_flags)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&R->ring);
+    if (!sqe)
+        return -EBUSY;
+    memset(sqe, 0, sizeof *sqe);
+    sqe->opcode = opcode;
+    sqe->flags = sqe_flags;
+    sqe->fd = (sqe_flags & IOSQE_FIXED_FILE) ? 0 : -1;
+    int r = io_uring_submit(&R->ring);
+    if (r < 0)
+        return r;
+    struct io_uring_cqe *cqe;
+    if ((r = io_uring_wait_cqe(&R->ring, &cqe)) < 0)
+        return r;
+    r = cqe->res;
+    io_uring_cqe_seen(&R->ring, cqe);
+    return r;
+}
+
+int blk_ring_try_register(struct blk_ring *R, unsigned op, void *arg, unsigned n)
+{
+    long r = syscall(__NR_io_uring_register, R->ring.ring_fd, op, arg, n);
+    return r < 0 ? -errno : (int)r;
+}
+
 static struct io_uring_sqe *get_sqe(struct blk_engine *e)
 {
     struct io_uring_sqe *sqe;
@@ -621,6 +648,18 @@ int blk_ring_create(unsigned max_inflight, struct blk_ring **out, char *why, siz
 void blk_ring_destroy(struct blk_ring *r)
 {
     (void)r;
+}
+
+int blk_ring_try_op(struct blk_ring *r, uint8_t opcode, uint8_t sqe_flags)
+{
+    (void)r, (void)opcode, (void)sqe_flags;
+    return -ENOSYS;
+}
+
+int blk_ring_try_register(struct blk_ring *r, unsigned op, void *arg, unsigned n)
+{
+    (void)r, (void)op, (void)arg, (void)n;
+    return -ENOSYS;
 }
 #endif
 

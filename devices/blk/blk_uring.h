@@ -110,6 +110,12 @@ struct blk_ring;
 int blk_ring_create(unsigned max_inflight, struct blk_ring **out, char *why, size_t wlen);
 /* No engine may be using it. NULL is a no-op. */
 void blk_ring_destroy(struct blk_ring *r);
+/* Tests: submit one request of this opcode and flags (fd: fixed slot 0
+ * with IOSQE_FIXED_FILE, else -1) on an idle ring and return its
+ * result (-EACCES: refused by the restrictions); io_uring_register(2)
+ * with op, arg, n: 0 or more, or -errno. */
+int blk_ring_try_op(struct blk_ring *r, uint8_t opcode, uint8_t sqe_flags);
+int blk_ring_try_register(struct blk_ring *r, unsigned op, void *arg, unsigned n);
 
 struct blk_engine;
 

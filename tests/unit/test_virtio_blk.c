@@ -20,6 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef MOAT_HAVE_URING
+#include <liburing.h>
+#endif
+
 #include "devices/blk/blk_uring.h"
 #include "devices/blk/virtio_blk.h"
 #include "devices/blk/overlay_disk.h"
@@ -1104,6 +1108,48 @@ START_TEST(starts_under_runner_filter)
 }
 END_TEST
 
+
+#ifdef MOAT_HAVE_URING
+/* The ring a drive gets (blk_ring_create): only the engine's opcodes, only
+ * on fixed files, and of the register operations only FILES_UPDATE;
+ * anything else is refused with EACCES. */
+START_TEST(ring_restrictions)
+{
+    if (!engine_ok(0)) return;
+    struct blk_ring *R;
+    char why[200];
+    ck_assert_int_eq(blk_ring_create(VIRTIO_BLK_INFLIGHT_MAX, &R, why, sizeof why), 0);
+    static const uint8_t forbidden[] = { IORING_OP_OPENAT, IORING_OP_CONNECT, IORING_OP_SOCKET, IORING_OP_ACCEPT,
+                                         IORING_OP_SENDMSG, IORING_OP_WRITE, IORING_OP_RENAMEAT, IORING_OP_UNLINKAT,
+                                         IORING_OP_OPENAT2, IORING_OP_ASYNC_CANCEL, IORING_OP_FILES_UPDATE };
+    for (size_t i = 0; i < sizeof forbidden; i++)
+        ck_assert_msg(blk_ring_try_op(R, forbidden[i], IOSQE_FIXED_FILE) == -EACCES, "opcode %u not refused",
+                      forbidden[i]);
+    /* an allowed opcode without the fixed file, or with another flag */
+    ck_assert_int_eq(blk_ring_try_op(R, IORING_OP_READV, 0), -EACCES);
+    ck_assert_int_eq(blk_ring_try_op(R, IORING_OP_READV, IOSQE_FIXED_FILE | IOSQE_IO_DRAIN), -EACCES);
+    /* allowed, on an empty slot: not refused by the restrictions */
+    ck_assert_int_eq(blk_ring_try_op(R, IORING_OP_POLL_REMOVE, IOSQE_FIXED_FILE), -ENOENT);
+    /* register operations: only FILES_UPDATE */
+    int fd = eventfd(0, EFD_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_FILES, &fd, 1), -EACCES);
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_UNREGISTER_FILES, NULL, 0), -EACCES);
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_EVENTFD, &fd, 1), -EACCES);
+    struct iovec iov = { .iov_base = &fd, .iov_len = sizeof fd };
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_BUFFERS, &iov, 1), -EACCES);
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_RESTRICTIONS, NULL, 0), -EACCES);
+    struct io_uring_files_update up = { .offset = 0, .fds = (uint64_t)(uintptr_t)&fd };
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_FILES_UPDATE, &up, 1), 1);
+    int none = -1;
+    up.fds = (uint64_t)(uintptr_t)&none;
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_FILES_UPDATE, &up, 1), 1);
+    close(fd);
+    blk_ring_destroy(R);
+}
+END_TEST
+#endif
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("virtio_blk");
@@ -1127,6 +1173,9 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, swap_read_only, 0, 2);
     tcase_add_loop_test(tc, io_counters, 0, 2);
     tcase_add_loop_test(tc, starts_under_runner_filter, 0, 2);
+#ifdef MOAT_HAVE_URING
+    tcase_add_test(tc, ring_restrictions);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }
