@@ -103,12 +103,15 @@ int main(int argc, char **argv)
                 uint64_t words = snap_bitmap_words(len);
                 uint64_t *sel = calloc(words, 8);
                 struct snapmem_file f;
-                if (!sel || snapmem_resident(m, len / PG, sel) < 0 || snapmem_open(&f, mpath, len / PG, true) < 0 ||
+                struct snapmem_ring *ring = NULL;
+                snapmem_ring_new(&ring);        /* none: pwrite, as moat would */
+                if (!sel || snapmem_resident(m, len / PG, sel) < 0 || snapmem_open(&f, mpath, len / PG, true, ring) < 0 ||
                     snapmem_write(&f, m, sel, NULL) < 0 || snapmem_sync(&f, -1) < 0) {
                     fprintf(stderr, "anon: writing %s failed\n", mpath);
                     return 1;
                 }
                 snapmem_close(&f);
+                snapmem_ring_free(ring);
                 free(sel);
             } else if (k == FILE_) {
                 if (fdatasync(fd) < 0) {

@@ -79,8 +79,8 @@ static void blk_free(void *priv)
     free(d);
 }
 
-static int blk_create(struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
-                      size_t wlen)
+static int blk_create(struct devopts *o, const char *id, bool restoring, int seccomp, struct virtio_made *out,
+                      char *why, size_t wlen)
 {
     const char *path = devopt_get(o, "path"), *serial = devopt_get(o, "id"), *ovl = devopt_get(o, "overlay");
     /* a restore never starts from a fresh, empty overlay */

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #ifdef MOAT_HAVE_URING
@@ -24,6 +25,7 @@
 #define TAG_IO   0u
 #define TAG_KICK 1u
 #define TAG_STOP 2u
+#define TAG_CANCEL 3u
 #define POOL_WORKERS 4
 
 struct blk_engine {
@@ -43,8 +45,11 @@ struct blk_engine {
     bool thread_started;
     uint64_t stop_buf;
 #ifdef MOAT_HAVE_URING
-    struct io_uring ring;
-    bool ring_ok;
+    struct io_uring *ring;              /* the device's (cfg.ring) or own */
+    struct blk_ring *own;
+    bool files_set;                     /* slots filled: cleared at stop */
+    bool kick_armed[BLK_ENGINE_MAX_KICK];
+    unsigned cancels;                   /* POLL_REMOVEs in flight */
 #endif
     /* thread pool */
     pthread_t worker[POOL_WORKERS];
@@ -329,12 +334,101 @@ static void pool_teardown(struct blk_engine *e)
 #define FIXED_FILE 0u
 #define FIXED_STOP 1u
 #define FIXED_KICK0 2u
+#define BLK_RING_FILES (FIXED_KICK0 + BLK_ENGINE_MAX_KICK)
+
+struct blk_ring {
+    struct io_uring ring;
+    unsigned max_inflight;
+};
+
+int blk_ring_create(unsigned max_inflight, struct blk_ring **out, char *why, size_t wlen)
+{
+    *out = NULL;
+    if (max_inflight == 0 || max_inflight > 1024)
+        return -EINVAL;
+    struct blk_ring *R = calloc(1, sizeof *R);
+    if (!R)
+        return -ENOMEM;
+    R->max_inflight = max_inflight;
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    p.flags = IORING_SETUP_R_DISABLED;
+    /* requests, one poll and one POLL_REMOVE per kick, the stop READ */
+    unsigned entries = 1;
+    while (entries < max_inflight + 2 * BLK_ENGINE_MAX_KICK + 1)
+        entries <<= 1;
+    int r = io_uring_queue_init_params(entries, &R->ring, &p);
+    if (r < 0) {
+        snprintf(why, wlen, "io_uring_setup: %s", strerror(-r));
+        if (r == -EPERM) {
+            size_t l = strlen(why);
+            snprintf(why + l, wlen - l, " (is io_uring disabled? /proc/sys/kernel/io_uring_disabled)");
+        }
+        free(R);
+        return r;
+    }
+    int fds[BLK_RING_FILES];
+    for (unsigned i = 0; i < BLK_RING_FILES; i++)
+        fds[i] = -1;                    /* empty slots, filled at each start */
+    if ((r = io_uring_register_files(&R->ring, fds, BLK_RING_FILES)) < 0) {
+        snprintf(why, wlen, "io_uring register files: %s", strerror(-r));
+        goto fail;
+    }
+    static const uint8_t ops[] = { IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_FSYNC, IORING_OP_FALLOCATE,
+                                   IORING_OP_READ, IORING_OP_POLL_ADD, IORING_OP_POLL_REMOVE };
+    static const uint8_t reg_ops[] = { IORING_REGISTER_FILES_UPDATE };
+    struct uring_rules rules = { .ops = ops, .nops = sizeof ops, .flags_allowed = IOSQE_FIXED_FILE,
+                                 .flags_required = IOSQE_FIXED_FILE, .reg_ops = reg_ops,
+                                 .nreg_ops = sizeof reg_ops };
+    if ((r = uring_restrict_enable(&R->ring, &rules, why, wlen)) < 0)
+        goto fail;
+    *out = R;
+    return 0;
+fail:
+    io_uring_queue_exit(&R->ring);
+    free(R);
+    return r;
+}
+
+void blk_ring_destroy(struct blk_ring *R)
+{
+    if (!R)
+        return;
+    io_uring_queue_exit(&R->ring);
+    free(R);
+}
+
+int blk_ring_try_op(struct blk_ring *R, uint8_t opcode, uint8_t sqe_flags)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&R->ring);
+    if (!sqe)
+        return -EBUSY;
+    memset(sqe, 0, sizeof *sqe);
+    sqe->opcode = opcode;
+    sqe->flags = sqe_flags;
+    sqe->fd = (sqe_flags & IOSQE_FIXED_FILE) ? 0 : -1;
+    int r = io_uring_submit(&R->ring);
+    if (r < 0)
+        return r;
+    struct io_uring_cqe *cqe;
+    if ((r = io_uring_wait_cqe(&R->ring, &cqe)) < 0)
+        return r;
+    r = cqe->res;
+    io_uring_cqe_seen(&R->ring, cqe);
+    return r;
+}
+
+int blk_ring_try_register(struct blk_ring *R, unsigned op, void *arg, unsigned n)
+{
+    long r = syscall(__NR_io_uring_register, R->ring.ring_fd, op, arg, n);
+    return r < 0 ? -errno : (int)r;
+}
 
 static struct io_uring_sqe *get_sqe(struct blk_engine *e)
 {
     struct io_uring_sqe *sqe;
-    while (!(sqe = io_uring_get_sqe(&e->ring))) {
-        int r = io_uring_submit(&e->ring);
+    while (!(sqe = io_uring_get_sqe(e->ring))) {
+        int r = io_uring_submit(e->ring);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
             log_err("%s: io_uring_submit: %s", e->name, strerror(-r));
             return NULL;
@@ -390,19 +484,58 @@ static int uring_arm_kick(struct blk_engine *e, unsigned q)
     io_uring_prep_poll_add(sqe, (int)(FIXED_KICK0 + q), POLLIN);
     sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data64(sqe, (uint64_t)q << 8 | TAG_KICK);
+    e->kick_armed[q] = true;
     return 0;
+}
+
+/* Stopping: take back every armed kick poll (POLL_REMOVE; the poll ends
+ * with -ECANCELED, or has fired already), so that the ring, which the
+ * device keeps for its next start, holds nothing of this engine. */
+static void uring_cancel_kicks(struct blk_engine *e)
+{
+    for (unsigned q = 0; q < e->nkick; q++) {
+        if (!e->kick_armed[q])
+            continue;
+        struct io_uring_sqe *sqe = get_sqe(e);
+        if (!sqe)
+            return;
+        io_uring_prep_poll_remove(sqe, (uint64_t)q << 8 | TAG_KICK);
+        sqe->flags |= IOSQE_FIXED_FILE;     /* required by the ring's restrictions; unused */
+        io_uring_sqe_set_data64(sqe, TAG_CANCEL);
+        e->cancels++;
+    }
+}
+
+static bool uring_idle(const struct blk_engine *e)
+{
+    if (e->inflight || e->cancels)
+        return false;
+    for (unsigned q = 0; q < e->nkick; q++)
+        if (e->kick_armed[q])
+            return false;
+    return true;
 }
 
 static void uring_cqe(struct blk_engine *e, uint64_t ud, int res, bool *stopping)
 {
     unsigned tag = ud & 0xff;
     if (tag == TAG_STOP) {
+        if (!*stopping)
+            uring_cancel_kicks(e);
         *stopping = true;
+        return;
+    }
+    if (tag == TAG_CANCEL) {
+        if (e->cancels)
+            e->cancels--;
         return;
     }
     if (tag == TAG_KICK) {
         unsigned q = (unsigned)(ud >> 8) & 0xff;
-        if (q >= e->nkick || *stopping)
+        if (q >= e->nkick)
+            return;
+        e->kick_armed[q] = false;
+        if (*stopping)
             return;
         if (res < 0 && res != -EINTR)
             log_err("%s: kick poll (queue %u): %s", e->name, q, strerror(-res));
@@ -438,54 +571,95 @@ static void *uring_thread(void *arg)
         uring_arm_kick(e, q);
     initial_kicks(e);
     for (;;) {
-        int r = io_uring_submit_and_wait(&e->ring, 1);
+        int r = io_uring_submit_and_wait(e->ring, 1);
         if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
             log_err("%s: io_uring_enter: %s", e->name, strerror(-r));
             usleep(1000);
         }
         unsigned head, n = 0;
         struct io_uring_cqe *cqe;
-        io_uring_for_each_cqe(&e->ring, head, cqe) {
+        io_uring_for_each_cqe(e->ring, head, cqe) {
             uring_cqe(e, cqe->user_data, cqe->res, &stopping);
             n++;
         }
-        io_uring_cq_advance(&e->ring, n);
+        io_uring_cq_advance(e->ring, n);
         if (n)
             e->cb->batch(e->opaque, stopping);
-        if (stopping && e->inflight == 0)
+        if (stopping && uring_idle(e))
             break;
     }
     return NULL;
 }
 
-static int uring_setup(struct blk_engine *e, char *why, size_t wlen)
+/* The engine's files into the ring's slots (an allowed register op). */
+static int uring_setup(struct blk_engine *e, struct blk_ring *ring, char *why, size_t wlen)
 {
-    struct io_uring_params p;
-    memset(&p, 0, sizeof p);
-    p.flags = IORING_SETUP_R_DISABLED;
-    unsigned entries = 1;
-    while (entries < e->max_inflight + e->nkick + 1)
-        entries <<= 1;
-    int r = io_uring_queue_init_params(entries, &e->ring, &p);
-    if (r < 0) {
-        snprintf(why, wlen, "io_uring_setup: %s", strerror(-r));
-        return r;
+    int r;
+    if (!ring) {
+        if ((r = blk_ring_create(e->max_inflight, &e->own, why, wlen)) < 0)
+            return r;
+        ring = e->own;
     }
-    e->ring_ok = true;
-    int fds[2 + BLK_ENGINE_MAX_KICK];
+    if (e->max_inflight > ring->max_inflight) {
+        snprintf(why, wlen, "io_uring: ring made for %u requests, not %u", ring->max_inflight, e->max_inflight);
+        return -EINVAL;
+    }
+    e->ring = &ring->ring;
+    int fds[BLK_RING_FILES];
+    for (unsigned i = 0; i < BLK_RING_FILES; i++)
+        fds[i] = -1;
     fds[FIXED_FILE] = e->file_fd;
     fds[FIXED_STOP] = e->stop_fd;
     for (unsigned q = 0; q < e->nkick; q++)
         fds[FIXED_KICK0 + q] = e->kick_fd[q];
-    if ((r = io_uring_register_files(&e->ring, fds, 2 + e->nkick)) < 0) {
-        snprintf(why, wlen, "io_uring register files: %s", strerror(-r));
+    if ((r = io_uring_register_files_update(e->ring, 0, fds, BLK_RING_FILES)) < 0) {
+        snprintf(why, wlen, "io_uring files update: %s", strerror(-r));
         return r;
     }
-    static const uint8_t ops[] = { IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_FSYNC,
-                                   IORING_OP_FALLOCATE, IORING_OP_READ, IORING_OP_POLL_ADD };
-    struct uring_rules rules = { .ops = ops, .nops = sizeof ops, .flags_allowed = IOSQE_FIXED_FILE,
-                                 .flags_required = IOSQE_FIXED_FILE };
-    return uring_restrict_enable(&e->ring, &rules, why, wlen);
+    e->files_set = true;
+    return 0;
+}
+
+/* Empty the slots: the ring keeps no reference to the image or the
+ * eventfds (a swapped-out file is released; closed fds really close). */
+static void uring_clear(struct blk_engine *e)
+{
+    if (!e->ring || !e->files_set)
+        return;
+    int fds[BLK_RING_FILES];
+    for (unsigned i = 0; i < BLK_RING_FILES; i++)
+        fds[i] = -1;
+    int r = io_uring_register_files_update(e->ring, 0, fds, BLK_RING_FILES);
+    if (r < 0)
+        log_err("%s: io_uring files update: %s", e->name, strerror(-r));
+    e->files_set = false;
+}
+#endif
+
+#ifndef MOAT_HAVE_URING
+int blk_ring_create(unsigned max_inflight, struct blk_ring **out, char *why, size_t wlen)
+{
+    (void)max_inflight;
+    *out = NULL;
+    snprintf(why, wlen, "moat was built without liburing");
+    return -ENOSYS;
+}
+
+void blk_ring_destroy(struct blk_ring *r)
+{
+    (void)r;
+}
+
+int blk_ring_try_op(struct blk_ring *r, uint8_t opcode, uint8_t sqe_flags)
+{
+    (void)r, (void)opcode, (void)sqe_flags;
+    return -ENOSYS;
+}
+
+int blk_ring_try_register(struct blk_ring *r, unsigned op, void *arg, unsigned n)
+{
+    (void)r, (void)op, (void)arg, (void)n;
+    return -ENOSYS;
 }
 #endif
 
@@ -529,8 +703,8 @@ bool blk_uring_available(char *why, size_t len)
 static void engine_free(struct blk_engine *e)
 {
 #ifdef MOAT_HAVE_URING
-    if (e->ring_ok)
-        io_uring_queue_exit(&e->ring);
+    uring_clear(e);
+    blk_ring_destroy(e->own);
 #endif
     if (e->kind == BLK_ENGINE_POOL)
         pool_teardown(e);
@@ -570,18 +744,15 @@ int blk_engine_start(const struct blk_engine_cfg *c, struct blk_engine **out)
     char why[160] = "";
 #ifdef MOAT_HAVE_URING
     if (kind != BLK_ENGINE_POOL) {
-        /* No look at /proc/sys/kernel/io_uring_disabled here: the engine
-         * starts under the runner's seccomp list, which opens no files;
-         * a disabled io_uring refuses the setup with EPERM. */
-        r = uring_setup(e, why, sizeof why);
-        if (r == -EPERM) {
-            size_t l = strlen(why);
-            snprintf(why + l, sizeof why - l, " (is io_uring disabled? /proc/sys/kernel/io_uring_disabled)");
-        }
+        /* The device's ring, made and restricted before any seccomp
+         * filter (the runner's list has no io_uring_setup); the engine
+         * only fills its file slots. */
+        r = uring_setup(e, c->ring, why, sizeof why);
         if (r < 0) {
-            if (e->ring_ok)
-                io_uring_queue_exit(&e->ring);
-            e->ring_ok = false;
+            uring_clear(e);
+            blk_ring_destroy(e->own);
+            e->own = NULL;
+            e->ring = NULL;
             if (kind == BLK_ENGINE_URING) {
                 log_err("%s: %s", e->name, why);
                 engine_free(e);

@@ -3,12 +3,17 @@
  * never blocks: it hands the engine requests (struct blk_io) from inside the
  * engine's callbacks, and the engine calls back on completion.
  *
- * io_uring engine (one ring per device):
- *  - the ring is created disabled (IORING_SETUP_R_DISABLED); the image file,
- *    the device's kick eventfds and a stop eventfd are registered as fixed
- *    files; restrictions allow only the opcodes used (READV, WRITEV, FSYNC,
- *    FALLOCATE, READ, POLL_ADD) and require IOSQE_FIXED_FILE; then it is
- *    enabled. Nothing else can be registered afterwards.
+ * io_uring engine (one ring per device, struct blk_ring):
+ *  - the device makes its ring when it is created, before any seccomp
+ *    filter (the runner's list has no io_uring_setup): created disabled
+ *    (IORING_SETUP_R_DISABLED) with a table of empty fixed-file slots;
+ *    restrictions allow only the opcodes used (READV, WRITEV, FSYNC,
+ *    FALLOCATE, READ, POLL_ADD, POLL_REMOVE), require IOSQE_FIXED_FILE
+ *    and leave one register op, IORING_REGISTER_FILES_UPDATE; then it is
+ *    enabled. The ring outlives engines: each start puts the image file
+ *    (a swapped one too), the kick eventfds and its stop eventfd in the
+ *    slots, each stop drains the ring (requests completed, kick polls
+ *    removed) and empties the slots.
  *  - each kick eventfd has a one-shot POLL_ADD armed on the ring (on its
  *    completion the thread resets the counter with a non-blocking read,
  *    re-arms, then calls kick()), the stop eventfd an 8-byte READ, so the
@@ -91,7 +96,26 @@ struct blk_engine_cfg {
      * overlay drives (devices/blk/overlay_disk.h). */
     int (*exec)(void *exec_opaque, struct blk_io *io);
     void *exec_opaque;
+    /* The device's ring (blk_ring_create), for the io_uring engine. NULL:
+     * the engine makes its own, which needs io_uring_setup: only where no
+     * seccomp filter is in (tests, tools). */
+    struct blk_ring *ring;
 };
+
+struct blk_ring;
+
+/* Make a restricted ring for engines of up to max_inflight requests (see
+ * above). Call before any seccomp filter. 0, or -errno with why (io_uring
+ * unavailable or disabled, no liburing: -ENOSYS). */
+int blk_ring_create(unsigned max_inflight, struct blk_ring **out, char *why, size_t wlen);
+/* No engine may be using it. NULL is a no-op. */
+void blk_ring_destroy(struct blk_ring *r);
+/* Tests: submit one request of this opcode and flags (fd: fixed slot 0
+ * with IOSQE_FIXED_FILE, else -1) on an idle ring and return its
+ * result (-EACCES: refused by the restrictions); io_uring_register(2)
+ * with op, arg, n: 0 or more, or -errno. */
+int blk_ring_try_op(struct blk_ring *r, uint8_t opcode, uint8_t sqe_flags);
+int blk_ring_try_register(struct blk_ring *r, unsigned op, void *arg, unsigned n);
 
 struct blk_engine;
 

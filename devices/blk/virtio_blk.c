@@ -56,6 +56,8 @@ struct virtio_blk {
     /* Run state (start .. stop), used by the I/O thread only. */
     struct virtio_dev_env env;
     struct blk_engine *eng;
+    struct blk_ring *ring;      /* made at create, kept across starts; NULL: thread pool */
+    int ring_err;               /* why there is none (-errno) */
     bool running;
     bool backlog[NQUEUES];
     struct vqueues vq;          /* broken / pushed-not-published, per queue */
@@ -134,6 +136,24 @@ static void make_timer(struct virtio_blk *b)
     b->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 }
 
+/* The I/O engine's io_uring, made now, before any seccomp filter (the
+ * runner's list has no io_uring_setup: a ring made later would be one
+ * without restrictions), and kept for every start (devices/blk/blk_uring.h).
+ * None where the thread pool is asked for or forced (a moat-format
+ * overlay); none available: the thread pool at start (auto), or start
+ * fails (io_uring asked for). */
+static void make_ring(struct virtio_blk *b)
+{
+    if (b->engine_kind == BLK_ENGINE_POOL || (b->ovl && b->fd < 0))
+        return;
+    char w[200] = "";
+    b->ring_err = blk_ring_create(VIRTIO_BLK_INFLIGHT_MAX, &b->ring, w, sizeof w);
+    if (b->ring_err < 0 && b->engine_kind == BLK_ENGINE_AUTO)
+        log_warn("%s: %s; using a thread pool for disk I/O", b->name, w);
+    else if (b->ring_err < 0)
+        log_err("%s: %s", b->name, w);
+}
+
 static int create_overlay(struct virtio_blk *b, const struct virtio_blk_opts *o,
                           struct virtio_blk **out, char *why, size_t wlen)
 {
@@ -166,6 +186,7 @@ static int create_overlay(struct virtio_blk *b, const struct virtio_blk_opts *o,
         b->params.max_discard_sectors = b->params.max_write_zeroes_sectors = VIRTIO_BLK_DISCARD_MAX;
     }
     make_timer(b);
+    make_ring(b);
     *out = b;
     return 0;
 }
@@ -268,6 +289,7 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
         b->params.max_discard_sectors = b->params.max_write_zeroes_sectors = VIRTIO_BLK_DISCARD_MAX;
     }
     make_timer(b);
+    make_ring(b);
     *out = b;
     return 0;
 fail:
@@ -729,6 +751,13 @@ static int start_locked(struct virtio_blk *b, const struct virtio_dev_env *env)
     if (b->ovl && b->fd < 0) {
         ec.exec = ovl_exec;
         ec.exec_opaque = b->ovl;
+    } else if (b->ring) {
+        ec.ring = b->ring;
+    } else if (ec.kind == BLK_ENGINE_URING) {
+        log_err("%s: no io_uring: %s", b->name, strerror(-b->ring_err));
+        return b->ring_err < 0 ? b->ring_err : -ENOSYS;
+    } else {
+        ec.kind = BLK_ENGINE_POOL;      /* never a ring made now, under the filters */
     }
     int r = blk_engine_start(&ec, &b->eng);
     if (r < 0) {
@@ -776,6 +805,7 @@ static void blk_destroy(void *dev)
     if (!b)
         return;
     blk_stop(b);
+    blk_ring_destroy(b->ring);
     if (b->ovl) {
         int r = ovl_close(b->ovl);      /* flushes: a clean close leaves the bitmap durable */
         if (r < 0)

@@ -366,8 +366,8 @@ static void net_free(void *priv)
     free(r);
 }
 
-static int net_kind_create(struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
-                           size_t wlen)
+static int net_kind_create(struct devopts *o, const char *id, bool restoring, int seccomp,
+                           struct virtio_made *out, char *why, size_t wlen)
 {
     (void)restoring;
     struct net_rec *rec = calloc(1, sizeof(*rec));

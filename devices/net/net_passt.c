@@ -33,6 +33,7 @@ extern char **environ;
 struct passt_backend {
     struct net_backend nb;      /* first: the ops see a struct net_backend * */
     pid_t pid;
+    int pidfd;                  /* passt's pidfd, or -1 (a kernel before 5.3) */
     int out_fd;                 /* passt's stdout/stderr (a memory file) */
     bool rx_eof;
     /* A frame the socket took only part of: hold[0, hold_len) is the whole
@@ -472,14 +473,25 @@ static bool reap_within(pid_t pid, unsigned ms, int *status)
     }
 }
 
-static void stop_child(pid_t pid)
+/* A signal to passt: through its pidfd where there is one (the main
+ * thread's seccomp list lets kill(2) reach this process only; a pidfd is
+ * the capability for one process, docs/security.md). */
+static void signal_child(pid_t pid, int pidfd, int sig)
+{
+    if (pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);   /* ESRCH: it has ended */
+    else
+        kill(pid, sig);
+}
+
+static void stop_child(pid_t pid, int pidfd)
 {
     if (pid <= 0)
         return;
     int st;
-    kill(pid, SIGTERM);
+    signal_child(pid, pidfd, SIGTERM);
     if (!reap_within(pid, NET_PASST_STOP_GRACE_MS, &st)) {
-        kill(pid, SIGKILL);
+        signal_child(pid, pidfd, SIGKILL);
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
     }
@@ -640,6 +652,8 @@ int net_passt_create(const struct net_passt_opts *o, struct net_backend **out, c
     b->nb.fd = sv[0];
     b->nb.vnet_hdr = false;
     b->pid = pid;
+    /* Taken while passt is our unreaped child: its pid cannot be reused. */
+    b->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
     b->out_fd = out_fd;
     passt_rx_init(&b->rx);
     *out = &b->nb;
@@ -650,7 +664,7 @@ fail:
         close(sv[0]);
     if (sv[1] >= 0)
         close(sv[1]);
-    stop_child(pid);
+    stop_child(pid, -1);
     if (out_fd >= 0)
         close(out_fd);
     if (null_fd >= 0)
@@ -770,7 +784,9 @@ static void passt_destroy(struct net_backend *nb)
     struct passt_backend *b = pb(nb);
     if (nb->fd >= 0)
         close(nb->fd);          /* passt (--fd) exits on its own at this */
-    stop_child(b->pid);
+    stop_child(b->pid, b->pidfd);
+    if (b->pidfd >= 0)
+        close(b->pidfd);
     if (b->out_fd >= 0)
         close(b->out_fd);
     free(b);

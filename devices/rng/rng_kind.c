@@ -33,8 +33,8 @@ static void rng_id(const struct devopts *o, unsigned k, char *id)
     snprintf(id, VIRTIO_KIND_ID_MAX + 1, "rng");
 }
 
-static int rng_create(struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
-                      size_t wlen)
+static int rng_create(struct devopts *o, const char *id, bool restoring, int seccomp, struct virtio_made *out,
+                      char *why, size_t wlen)
 {
     (void)restoring;
     struct ratelimit_cfg c;

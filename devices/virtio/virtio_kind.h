@@ -64,9 +64,11 @@ struct virtio_kind {
      * may add to o the values it chose itself (a generated MAC address):
      * o is what the snapshot records. restoring: it comes back from
      * a snapshot (a kind may refuse what a fresh one would take over, e.g.
-     * a socket still served). 0 or -errno with why. */
-    int (*create)(struct devopts *o, const char *id, bool restoring, struct virtio_made *out, char *why,
-                  size_t wlen);
+     * a socket still served). seccomp: the VM's filter mode (enum
+     * sc_mode), for a thread a kind starts here (vsock's connector). 0 or
+     * -errno with why. */
+    int (*create)(struct devopts *o, const char *id, bool restoring, int seccomp, struct virtio_made *out,
+                  char *why, size_t wlen);
     /* A restore's override (may be NULL): rec the recorded options, merged
      * rec with the override's keys given anew; refuse a merge that would
      * lose or break something (0 or -errno with why). */

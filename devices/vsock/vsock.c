@@ -5,6 +5,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -78,6 +80,19 @@ struct vsock_dev {
     uint64_t cid;
     int listen_fd;
     uid_t euid;                 /* moat's, at create (the I/O thread's seccomp list has no geteuid) */
+    /* Guest-initiated connections go to PATH_<port>, connected by the
+     * connector thread (docs/security.md, "Seccomp"): the I/O thread
+     * sends it a port on conn_sock and gets a connected fd back; it has
+     * neither socket(2) nor connect(2). The connector's working directory
+     * is PATH's directory, pinned by fd at create (its own, CLONE_FS
+     * unshared), and it connects to the relative name base_<port>. */
+    int conn_sock;              /* the I/O thread's end of the socket pair */
+    int conn_peer;              /* the connector's end */
+    int conn_dir;               /* PATH's directory (O_PATH) */
+    char base[sizeof(((struct sockaddr_un *)0)->sun_path)];
+    pthread_t conn_thread;
+    bool conn_running;
+    int conn_seccomp;           /* its filter's mode */
     int wake_fd;                /* vsock_open_internal / vsock_ungate */
     /* The I/O thread's loop, for the device's lifetime: the wake and
      * listening fds and every connection's fd are registered once, the kick
@@ -137,6 +152,138 @@ static void on_conn(void *opaque, int fd, uint32_t events);
 static void on_listen(void *opaque, int fd, uint32_t events);
 static void on_conn_timer(void *opaque);
 static void on_ack_timer(void *opaque);
+static int connector_start(struct vsock_dev *v, int seccomp, char *why, size_t wlen);
+static void connector_stop(struct vsock_dev *v);
+
+/* ---- the connector ---- */
+
+/* What the connector is asked: a port. It answers with a connected fd (in
+ * this process's table, now the I/O thread's) or -errno. */
+struct conn_req {
+    uint32_t port;
+};
+struct conn_reply {
+    int fd;
+    int err;
+};
+
+static void *connector_main(void *arg)
+{
+    struct vsock_dev *v = arg;
+    int sock = v->conn_peer;
+    /* Its own working directory, PATH's, before the filter: a connect to a
+     * relative name resolves there, whatever PATH's directory is renamed
+     * to or replaced with later. */
+    if (unshare(CLONE_FS) < 0 || fchdir(v->conn_dir) < 0) {
+        log_err("%s: connector: %s: guest connections are refused", v->name, strerror(errno));
+        shutdown(sock, SHUT_RDWR);
+        return NULL;
+    }
+    struct conn_req q;
+    if (sc_install_named(SC_CONNECT, (enum sc_mode)v->conn_seccomp, "moat-connect") < 0) {
+        shutdown(sock, SHUT_RDWR);  /* the I/O thread's requests fail */
+        return NULL;
+    }
+    for (;;) {
+        ssize_t n = read(sock, &q, sizeof q);
+        if (n <= 0)
+            break;              /* the device is gone */
+        struct conn_reply rep = { -1, 0 };
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        int pl = n == sizeof q ? snprintf(sa.sun_path, sizeof sa.sun_path, "%s_%u", v->base, q.port) : -1;
+        if (pl < 0 || (size_t)pl >= sizeof sa.sun_path) {
+            rep.err = -ENAMETOOLONG;
+        } else if ((rep.fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0)) < 0) {
+            rep.err = -errno;
+        } else if (connect(rep.fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+            rep.err = -errno;
+            close(rep.fd);
+            rep.fd = -1;
+        }
+        if (write(sock, &rep, sizeof rep) != (ssize_t)sizeof rep) {
+            if (rep.fd >= 0)
+                close(rep.fd);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* PATH split into its directory (opened, O_PATH) and base name; the
+ * socket pair; the thread (created here, on the caller's thread, before
+ * any filter; it installs its own first thing). */
+static int connector_start(struct vsock_dev *v, int seccomp, char *why, size_t wlen)
+{
+    v->conn_sock = v->conn_peer = v->conn_dir = -1;
+    v->conn_seccomp = seccomp;
+    const char *slash = strrchr(v->path, '/');
+    char dir[sizeof v->path];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == v->path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - v->path), v->path);
+    snprintf(v->base, sizeof v->base, "%s", slash ? slash + 1 : v->path);
+    int sv[2];
+    int r = 0;
+    if ((v->conn_dir = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0 ||
+        socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0) {
+        r = -errno;
+        snprintf(why, wlen, "vsock: %s: %s", v->conn_dir < 0 ? dir : "socketpair", strerror(errno));
+    } else {
+        v->conn_sock = sv[0];
+        v->conn_peer = sv[1];
+        /* the connector takes no asynchronous signal */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int e = pthread_create(&v->conn_thread, NULL, connector_main, v);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (e) {
+            r = -e;
+            snprintf(why, wlen, "vsock: starting the connector thread: %s", strerror(e));
+        } else {
+            v->conn_running = true;
+        }
+    }
+    if (r < 0)
+        connector_stop(v);
+    return r;
+}
+
+static void connector_stop(struct vsock_dev *v)
+{
+    /* Its read returns 0 once our end is closed (close, not shutdown:
+     * the main thread's list, which may run this at teardown, has no
+     * shutdown); the I/O thread, which uses it, has stopped. */
+    if (v->conn_sock >= 0)
+        close(v->conn_sock);
+    if (v->conn_running)
+        pthread_join(v->conn_thread, NULL);
+    v->conn_running = false;
+    if (v->conn_peer >= 0)
+        close(v->conn_peer);
+    if (v->conn_dir >= 0)
+        close(v->conn_dir);
+    v->conn_sock = v->conn_peer = v->conn_dir = -1;
+}
+
+/* The I/O thread: a connection to PATH_<port>, by the connector. An fd
+ * or -errno. */
+static int connector_connect(struct vsock_dev *v, uint32_t port)
+{
+    struct conn_req q = { port };
+    if (write(v->conn_sock, &q, sizeof q) != (ssize_t)sizeof q)
+        return -EPIPE;
+    struct conn_reply rep;
+    ssize_t n;
+    while ((n = read(v->conn_sock, &rep, sizeof rep)) < 0 && errno == EINTR)
+        ;
+    if (n != (ssize_t)sizeof rep)
+        return -EPIPE;
+    return rep.fd >= 0 ? rep.fd : rep.err < 0 ? rep.err : -EIO;
+}
 
 int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, size_t wlen)
 {
@@ -213,6 +360,14 @@ int vsock_create(const struct vsock_opts *o, struct vsock_dev **out, char *why, 
         evloop_destroy(v->loop);
         if (v->wake_fd >= 0)
             close(v->wake_fd);
+        close(v->listen_fd);
+        unlink(v->path);
+        free(v);
+        return r;
+    }
+    if ((r = connector_start(v, o->seccomp, why, wlen)) < 0) {
+        evloop_destroy(v->loop);
+        close(v->wake_fd);
         close(v->listen_fd);
         unlink(v->path);
         free(v);
@@ -644,16 +799,9 @@ static void guest_connect(struct vsock_dev *v, const struct vsock_hdr *h)
 {
     if (v->nconns >= VSOCK_MAX_CONNS)
         goto rst;
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = connector_connect(v, h->dst_port);
     if (fd < 0)
         goto rst;
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    int pl = snprintf(sa.sun_path, sizeof sa.sun_path, "%s_%u", v->path, h->dst_port);
-    if (pl < 0 || (size_t)pl >= sizeof sa.sun_path ||
-        connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        close(fd);
-        goto rst;
-    }
     struct conn *c = conn_new(v, fd);
     if (!c) {
         close(fd);
@@ -1214,6 +1362,7 @@ static void vs_destroy(void *dev)
     if (!v)
         return;
     vs_stop(v);
+    connector_stop(v);
     for (unsigned i = 0; i < VSOCK_MAX_CONNS; i++)
         conn_free(v, &v->conns[i]);
     evloop_destroy(v->loop);

@@ -58,6 +58,7 @@ struct vsock_opts {
     const char *uds_path;   /* listening socket; guest-initiated: <uds_path>_<port> */
     uint64_t guest_cid;     /* 3 .. 2^32-2 */
     const char *name;       /* for logs */
+    int seccomp;            /* enum sc_mode: the connector thread's filter */
 };
 
 struct vsock_dev;

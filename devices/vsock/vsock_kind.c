@@ -78,7 +78,7 @@ static bool socket_live(const char *path)
     return live;
 }
 
-static int vsock_kind_create(struct devopts *o, const char *id, bool restoring, struct virtio_made *out,
+static int vsock_kind_create(struct devopts *o, const char *id, bool restoring, int seccomp, struct virtio_made *out,
                         char *why, size_t wlen)
 {
     const char *uds = devopt_get(o, "uds");
@@ -99,7 +99,8 @@ static int vsock_kind_create(struct devopts *o, const char *id, bool restoring, 
         snprintf(why, wlen, "out of memory");
         return -ENOMEM;
     }
-    struct vsock_opts vo = { .uds_path = uds, .guest_cid = cid ? cid : VSOCK_DEFAULT_CID, .name = id };
+    struct vsock_opts vo = { .uds_path = uds, .guest_cid = cid ? cid : VSOCK_DEFAULT_CID, .name = id,
+                             .seccomp = seccomp };
     int r = vsock_create(&vo, &v->dev, why, wlen);
     if (r < 0) {
         vsock_free(v);

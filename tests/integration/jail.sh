@@ -139,6 +139,42 @@ out=$(setpriv --reuid $UID_J --regid $GID_J --clear-groups env MOAT_HOME="$BASE/
 check "create --jail not root: exit 125 ($rc: $out)" '[ $rc = 125 ] && [[ "$out" == *"needs root"* ]]'
 check "the refused creates made nothing" '[ -z "$(ls -A "$MOAT_HOME")" ] && [ ! -e "$BASE/nh" ]'
 
+# --- symbolic links planted in a jail directory are not followed ---
+# (where a jailed process could have left them: a jail directory from an
+# earlier run, a directory exposed writable). The mount point of the kernel
+# would be created through a link to a host directory; the host side must
+# stay untouched and the jail refuse, naming the link. No KVM needed: the
+# refusal comes before the inner moat starts.
+mkdir -p "$BASE/moat/sl/root$(dirname "$GUESTS")" "$BASE/victim"
+ln -s "$BASE/victim" "$BASE/moat/sl/root$GUESTS"
+out=$("$BIN" jail --id sl --uid $UID_J --gid $GID_J --chroot-base "$BASE" -- moat run \
+    --kernel "$GUESTS/exitcode.elf" --mem 64 2>&1); rc=$?
+check "a link on the way to a mount point: refused ($rc: $out)" \
+    '[ $rc != 0 ] && [ $rc != 42 ] && [[ "$out" == *"symbolic link"* ]]'
+check "a link on the way to a mount point: the host directory untouched" '[ -z "$(ls -A "$BASE/victim")" ]'
+rm -f "$BASE/moat/sl/root$GUESTS"
+# a link in the place of the mount point itself (a file: O_CREAT would
+# follow it and create the host file)
+mkdir -p "$BASE/moat/sl/root$GUESTS"
+ln -s "$BASE/victim/created" "$BASE/moat/sl/root$GUESTS/exitcode.elf"
+out=$("$BIN" jail --id sl --uid $UID_J --gid $GID_J --chroot-base "$BASE" -- moat run \
+    --kernel "$GUESTS/exitcode.elf" --mem 64 2>&1); rc=$?
+check "a link as the mount point: refused ($rc: $out)" \
+    '[ $rc != 0 ] && [ $rc != 42 ] && [[ "$out" == *"symbolic link"* ]]'
+check "a link as the mount point: no host file created" '[ ! -e "$BASE/victim/created" ] && [ -z "$(ls -A "$BASE/victim")" ]'
+# a link in the place of /dev/kvm's directory (chown through it would give
+# a host file to the jail's uid)
+rm -f "$BASE/moat/sl/root$GUESTS/exitcode.elf"
+mkdir -p "$BASE/victim/devdir" && touch "$BASE/victim/devdir/kvm"
+rm -rf "$BASE/moat/sl/root/dev" && ln -s "$BASE/victim/devdir" "$BASE/moat/sl/root/dev"
+out=$("$BIN" jail --id sl --uid $UID_J --gid $GID_J --chroot-base "$BASE" -- moat run \
+    --kernel "$GUESTS/exitcode.elf" --mem 64 2>&1); rc=$?
+check "a link as /dev in the jail: refused ($rc: $out)" \
+    '[ $rc != 0 ] && [ $rc != 42 ] && [[ "$out" == *"symbolic link"* ]]'
+check "a link as /dev in the jail: the host file is not replaced or chowned" \
+    '[ -f "$BASE/victim/devdir/kvm" ] && [ "$(stat -c %u "$BASE/victim/devdir/kvm")" = 0 ]'
+rm -rf "$BASE/moat/sl" "$BASE/victim"
+
 if [ ! -c /dev/kvm ] || [ "$("$BIN" host --kind 2>/dev/null)" = none ]; then
     echo "SKIPPED: jail: no usable /dev/kvm ($("$BIN" host --reason 2>/dev/null)): the jailed guests do not run here"
     echo "jail: $pass passed, $fail failed"

@@ -10,6 +10,8 @@
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -91,6 +94,8 @@ START_TEST(doc_table_matches)
 }
 END_TEST
 
+static void (*before_filter)(void);     /* run in the child before its filter */
+
 /* Fork; the child installs kind k's filter in mode m and runs fn; the
  * exit status comes back, and what the child wrote to stderr in err. */
 static int in_child(enum sc_kind k, enum sc_mode m, void (*fn)(void), char *err, size_t elen)
@@ -103,6 +108,8 @@ static int in_child(enum sc_kind k, enum sc_mode m, void (*fn)(void), char *err,
     if (pid == 0) {
         dup2(p[1], STDERR_FILENO);
         close(p[0]);
+        if (before_filter)
+            before_filter();
         if (sc_install(k, m) < 0)
             _exit(99);
         fn();
@@ -213,6 +220,73 @@ static void rename_exchange(void)
 
 static void *noop_thread(void *a) { return a; }
 
+/* io_uring_setup(2): a new ring has no restrictions (its OPENAT, CONNECT,
+ * SOCKET requests would run past the thread's filter). */
+static void ring_setup(void)
+{
+    struct { uint32_t w[30]; } params;      /* struct io_uring_params, zeroed */
+    memset(&params, 0, sizeof params);
+    int fd = (int)syscall(__NR_io_uring_setup, 4, &params);
+    if (fd >= 0)
+        close(fd);
+    _exit(24);
+}
+
+/* kill(2) and tgkill(2) only to this process. */
+static void kill_self(void)
+{
+    if (kill(getpid(), 0) < 0 || syscall(SYS_tgkill, getpid(), getpid(), 0) < 0)
+        _exit(25);
+}
+
+static void kill_init(void)
+{
+    kill(1, 0);
+    _exit(26);
+}
+
+static void tgkill_init(void)
+{
+    syscall(SYS_tgkill, 1, 1, 0);
+    _exit(27);
+}
+
+/* A sibling: the test's own child, not the filtered one's. */
+static pid_t sibling;
+
+static void kill_sibling(void)
+{
+    kill(sibling, SIGKILL);
+    _exit(28);
+}
+
+/* Its own child, through the pidfd taken before the filter (as passt's is,
+ * net_passt.c): signalled and reaped. */
+static int child_pidfd = -1;
+static pid_t child_pid = -1;
+
+static void signal_own_child(void)
+{
+    if (syscall(SYS_pidfd_send_signal, child_pidfd, SIGKILL, NULL, 0) < 0)
+        _exit(29);
+    int st;
+    if (waitpid(child_pid, &st, 0) != child_pid || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+        _exit(30);
+}
+
+/* connect(2) to a socket outside the VM's directory (any path: the vsock
+ * thread has no connect at all; its connector connects to PATH_<port>). */
+static char outside_path[108];
+
+static void connect_outside(void)
+{
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", outside_path);
+    connect(s, (struct sockaddr *)&sa, sizeof sa);
+    _exit(31);
+}
+
 static void make_thread(void)
 {
     pthread_t t;
@@ -260,7 +334,7 @@ START_TEST(argument_filters)
     PASSES(SC_VCPU, kvm_run_ioctl);
     KILLED(SC_VCPU, tty_ioctl, "ioctl");         /* only the vCPU's KVM requests */
     KILLED(SC_BLK, kvm_run_ioctl, "ioctl");      /* no ioctl at all */
-    PASSES(SC_VSOCK, unix_socket);               /* host connections: AF_UNIX only */
+    KILLED(SC_VSOCK, unix_socket, "socket");     /* its connector makes the sockets */
     PASSES(SC_VMM, make_thread);                 /* the runner creates threads */
     /* moat vmm: the API thread opens no file and makes no socket; its
      * main thread opens files (snapshots, drives), renames only plainly,
@@ -281,6 +355,87 @@ START_TEST(argument_filters)
      * the same 159 (docs/security.md). */
     char e[512];
     ck_assert_int_eq(in_child(SC_VCPU, SC_KILL, make_thread, e, sizeof e), SC_EXIT_CODE);
+}
+END_TEST
+
+/* A child of the filtered process, and a pidfd of it, made before the
+ * filter (set-up time). */
+static void make_own_child(void)
+{
+    child_pid = fork();
+    if (child_pid == 0) {
+        /* none of the test's pipe: its reader sees the end */
+        int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        dup2(nul, STDERR_FILENO);
+        syscall(SYS_close_range, 3u, ~0u, 0u);
+        pause();
+        _exit(0);
+    }
+    child_pidfd = (int)syscall(SYS_pidfd_open, child_pid, 0);
+    if (child_pid < 0 || child_pidfd < 0)
+        _exit(98);
+}
+
+/* Post-compromise limits: no thread that runs after set-up creates an
+ * io_uring (every ring is made and restricted before the filters); the
+ * main thread signals only its own process (and its children through
+ * their pidfds); the vsock thread connects nowhere (its connector does,
+ * to PATH_<port> only); the connector makes AF_UNIX sockets only. */
+START_TEST(ring_kill_connect_limits)
+{
+    KILLED(SC_MAIN, ring_setup, "io_uring_setup");
+    KILLED(SC_FCMAIN, ring_setup, "io_uring_setup");
+    KILLED(SC_VSOCK, ring_setup, "io_uring_setup");
+    KILLED(SC_NET, ring_setup, "io_uring_setup");
+    KILLED(SC_BLK, ring_setup, "io_uring_setup");
+    /* the runner: every device ring is made when the device is (blk_ring_create) */
+    KILLED(SC_VMM, ring_setup, "io_uring_setup");
+    KILLED(SC_VHOST, ring_setup, "io_uring_setup");
+
+    PASSES(SC_MAIN, kill_self);
+    KILLED(SC_MAIN, kill_init, "kill");
+    sibling = fork();
+    ck_assert_int_ge(sibling, 0);
+    if (sibling == 0) {
+        pause();
+        _exit(0);
+    }
+    KILLED(SC_MAIN, kill_sibling, "kill");
+    int st;
+    ck_assert_int_eq(waitpid(sibling, &st, WNOHANG), 0);     /* untouched */
+    kill(sibling, SIGKILL);
+    ck_assert_int_eq(waitpid(sibling, &st, 0), sibling);
+    before_filter = make_own_child;
+    PASSES(SC_MAIN, signal_own_child);
+    before_filter = NULL;
+    if (!sc_san_extra()) {      /* the sanitizer runtime's list has tgkill */
+        for (int k = 0; k < SC_KIND_N; k++) {
+            size_t n;
+            const char *const *names = sc_names((enum sc_kind)k, &n);
+            bool has = false;
+            for (size_t i = 0; i < n; i++)
+                has |= !strcmp(names[i], "tgkill");
+            if (has)
+                KILLED((enum sc_kind)k, tgkill_init, "tgkill");
+        }
+    }
+
+    /* a listening socket outside any VM's directory */
+    snprintf(outside_path, sizeof outside_path, "/tmp/test-scfilter-%d.sock", (int)getpid());
+    unlink(outside_path);
+    int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", outside_path);
+    ck_assert_int_eq(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(l, 4), 0);
+    KILLED(SC_VSOCK, connect_outside, "socket");
+    KILLED(SC_VMM, connect_outside, "socket");
+    PASSES(SC_CONNECT, unix_socket);
+    KILLED(SC_CONNECT, inet_socket, "socket");
+    if (!sc_san_extra())                         /* the sanitizer runtime's list has openat */
+        KILLED(SC_CONNECT, open_file, "openat");
+    close(l);
+    unlink(outside_path);
 }
 END_TEST
 
@@ -398,6 +553,7 @@ int main(void)
     tcase_add_test(tc, doc_table_matches);
     tcase_add_test(tc, each_kind_allows_and_kills);
     tcase_add_test(tc, argument_filters);
+    tcase_add_test(tc, ring_kill_connect_limits);
     tcase_add_test(tc, audit_logs_and_goes_on);
     tcase_add_test(tc, test_hook);
     tcase_add_test(tc, named_threads);

@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "vmm/core/vm.h"
@@ -180,13 +182,17 @@ static void write_and_check(bool direct_ok)
 
     char *p = tmp_path(direct_ok ? "direct" : "buffered");
     struct snapmem_file f;
-    ck_assert_int_eq(snapmem_open(&f, p, n, direct_ok), 0);
+    struct snapmem_ring *ring = NULL;
+    snapmem_ring_new(&ring);
+    ck_assert_int_eq(snapmem_open(&f, p, n, direct_ok, ring), 0);
     if (!direct_ok)
         ck_assert(!f.direct);
     struct snapmem_stats st;
     ck_assert_int_eq(snapmem_write(&f, ram, sel, &st), 0);
     ck_assert_int_eq(snapmem_sync(&f, -1), 0);
     snapmem_close(&f);
+    ck_assert_uint_eq(st.uring, ring != NULL);
+    snapmem_ring_free(ring);
     ck_assert_uint_eq(st.data_pages, 290 - 1 + 1 + 1);
     ck_assert_uint_eq(st.candidate_pages, 290 + 1 + 50 + 1);
     ck_assert_uint_ge(st.requests, 4);     /* 10..149, 151..299 (split at 1 MiB), 400, 599 */
@@ -276,13 +282,10 @@ static void staged_check(bool direct_ok, uint64_t cap_pages, bool ring)
 
     char *p = tmp_path(direct_ok ? "staged-direct" : "staged-buffered");
     struct snapmem_file f;
-    ck_assert_int_eq(snapmem_open(&f, p, n, direct_ok), 0);
-#if MOAT_HAVE_URING
-    if (!ring && f.ring_ok) {
-        io_uring_queue_exit(&f.ring);
-        f.ring_ok = false;
-    }
-#endif
+    struct snapmem_ring *sr = NULL;
+    if (ring)
+        ck_assert_int_eq(snapmem_ring_new(&sr), MOAT_HAVE_URING ? 0 : -ENOSYS);
+    ck_assert_int_eq(snapmem_open(&f, p, n, direct_ok, sr), 0);
     struct snapmem_stage sg;
     ck_assert_int_eq(snapmem_stage_alloc(&sg, cap_pages * PG, cap_pages * PG / 2), 0);
     if (cap_pages) {
@@ -298,6 +301,7 @@ static void staged_check(bool direct_ok, uint64_t cap_pages, bool ring)
     ck_assert_uint_eq(ca.calls, 1);
     ck_assert_int_eq(snapmem_sync(&f, -1), 0);
     snapmem_close(&f);
+    snapmem_ring_free(sr);
     snapmem_stage_free(&sg);
     ck_assert_ptr_null(sg.buf);
     ck_assert_uint_eq(st.data_pages, data);
@@ -391,7 +395,7 @@ START_TEST(stage_memory)
 
     char *p = tmp_path("stage-unaligned");
     struct snapmem_file f;
-    ck_assert_int_eq(snapmem_open(&f, p, 4, false), 0);
+    ck_assert_int_eq(snapmem_open(&f, p, 4, false, NULL), 0);
     uint64_t sel = 1;
     uint8_t *ram = mmap(NULL, 4 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(ram, MAP_FAILED);
@@ -404,14 +408,98 @@ START_TEST(stage_memory)
 }
 END_TEST
 
+/* The VM's snapshot ring takes WRITE and FSYNC on its registered slots
+ * and nothing else: an OPENAT (or any other opcode) request, a write on a
+ * plain fd, a register operation other than a file update all fail with
+ * EACCES. A second snapshot while the ring is taken writes with pwrite. */
+START_TEST(ring_restricted)
+{
+#if !MOAT_HAVE_URING
+    printf("SKIPPED: built without liburing\n");
+    return;
+#else
+    struct snapmem_ring *sr = NULL;
+    int e = snapmem_ring_new(&sr);
+    if (e < 0) {
+        printf("SKIPPED: no io_uring here (%s)\n", strerror(-e));
+        return;
+    }
+    char *p = tmp_path("ring"), *q = tmp_path("ring-second");
+    struct snapmem_file f, g;
+    ck_assert_int_eq(snapmem_open(&f, p, 4, false, sr), 0);
+    ck_assert(f.ring_ok);
+    ck_assert_int_eq(snapmem_open(&g, q, 4, false, sr), 0);
+    ck_assert(!g.ring_ok);          /* busy: pwrite */
+
+    /* the ring itself (idle: f has nothing in flight) */
+    struct io_uring *r2 = snapmem_ring_uring(sr);
+    char path[] = "/etc/hostname";
+    /* one at a time: the kernel stops a submission at a refused request */
+    for (int i = 0; i < 3; i++) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(r2);
+        ck_assert_ptr_nonnull(sqe);
+        if (i == 0) {
+            io_uring_prep_openat(sqe, AT_FDCWD, path, O_RDONLY, 0);
+            sqe->flags |= IOSQE_FIXED_FILE;
+        } else if (i == 1) {
+            io_uring_prep_write(sqe, f.fd, path, 4, 0);     /* not a fixed file */
+        } else {
+            io_uring_prep_socket(sqe, AF_UNIX, SOCK_STREAM, 0, 0);
+            sqe->flags |= IOSQE_FIXED_FILE;
+        }
+        ck_assert_int_eq(io_uring_submit(r2), 1);
+        struct io_uring_cqe *cqe;
+        ck_assert_int_eq(io_uring_wait_cqe(r2, &cqe), 0);
+        ck_assert_msg(cqe->res == -EACCES, "request %d: %d, not -EACCES", i, cqe->res);
+        io_uring_cqe_seen(r2, cqe);
+    }
+    /* register: a new file table, buffers, a probe: refused */
+    int fds[1] = { f.fd };
+    ck_assert_int_eq(io_uring_register_files(r2, fds, 1), -EACCES);
+    ck_assert_int_eq(io_uring_unregister_files(r2), -EACCES);
+    struct iovec iov = { path, sizeof path };
+    ck_assert_int_eq(io_uring_register_buffers(r2, &iov, 1), -EACCES);
+
+    /* and the ring still writes: the allowed requests work */
+    uint8_t *ram = mmap(NULL, 4 * PG, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ck_assert_ptr_ne(ram, MAP_FAILED);
+    ram[PG] = 9;
+    uint64_t sel = 0xf;
+    struct snapmem_stats st;
+    ck_assert_int_eq(snapmem_write(&f, ram, &sel, &st), 0);
+    ck_assert(st.uring);
+    ck_assert_int_eq(snapmem_sync(&f, g.fd), 0);
+    ck_assert_int_eq(snapmem_write(&g, ram, &sel, &st), 0);
+    ck_assert(!st.uring);
+    snapmem_close(&g);
+    snapmem_close(&f);
+    /* given back: the next snapshot has it */
+    ck_assert_int_eq(snapmem_open(&g, q, 4, false, sr), 0);
+    ck_assert(g.ring_ok);
+    snapmem_close(&g);
+    int fd;
+    uint8_t *back = read_back(p, 4, &fd);
+    ck_assert_uint_eq(back[PG], 9);
+    free(back);
+    close(fd);
+    munmap(ram, 4 * PG);
+    snapmem_ring_free(sr);
+    unlink(p);
+    unlink(q);
+    free(p);
+    free(q);
+#endif
+}
+END_TEST
+
 START_TEST(open_errors)
 {
     struct snapmem_file f;
-    ck_assert_int_eq(snapmem_open(&f, "/nonexistent-dir/memory", 4, true), -ENOENT);
+    ck_assert_int_eq(snapmem_open(&f, "/nonexistent-dir/memory", 4, true, NULL), -ENOENT);
     ck_assert_int_eq(f.fd, -1);
     /* an unaligned source is refused, nothing read */
     char *p = tmp_path("unaligned");
-    ck_assert_int_eq(snapmem_open(&f, p, 1, false), 0);
+    ck_assert_int_eq(snapmem_open(&f, p, 1, false, NULL), 0);
     uint64_t sel = 1;
     uint8_t *buf = malloc(2 * PG);
     uint8_t *unaligned = (uintptr_t)buf % PG ? buf : buf + 1;
@@ -538,6 +626,7 @@ int main(void)
     tcase_add_test(tc, staged_cap);
     tcase_add_test(tc, staged_none);
     tcase_add_test(tc, stage_memory);
+    tcase_add_test(tc, ring_restricted);
     tcase_add_test(tc, open_errors);
     tcase_add_test(tc, vm_candidates);
     tcase_add_test(tc, dirty_bits_move_and_come_back);

@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifdef MOAT_HAVE_URING
+#include <liburing.h>
+#endif
+
 #include "devices/blk/blk_uring.h"
 #include "devices/blk/virtio_blk.h"
 #include "devices/blk/overlay_disk.h"
@@ -26,6 +31,7 @@
 #include "devices/virtio/ratelimit.h"
 #include "devices/virtio/virtq.h"
 #include "vmm/base/gmem.h"
+#include "vmm/base/scfilter.h"
 
 #define MEM_SIZE   (4u << 20)
 #define QSIZE      128u
@@ -105,7 +111,9 @@ static void rig_queue(struct rig *r, uint64_t features)
 static int rig_start(struct rig *r, uint64_t features)
 {
     rig_queue(r, features);
+    int sc = r->env.seccomp;        /* a test's filter mode, kept */
     memset(&r->env, 0, sizeof r->env);
+    r->env.seccomp = sc;
     r->env.mem = &r->mem;
     r->env.queues = &r->q;
     r->env.nqueues = 1;
@@ -993,6 +1001,155 @@ START_TEST(rate_limited)
 }
 END_TEST
 
+
+/* Under the runner's seccomp filter (kill mode), as a VM's drive is
+ * started: the device's ring was made at create, before the filter (the
+ * runner's list has no io_uring_setup), and serves every start: a first
+ * one, one after a reset, one after a drive swap (done on an unfiltered
+ * thread, as the main thread does). Each phase runs on a new filtered
+ * thread; a forbidden call kills the test process. */
+static bool used_reaches(struct rig *r, uint16_t want)
+{
+    for (int i = 0; i < 5000; i++) {
+        if (__atomic_load_n((uint16_t *)(r->ram + USED_GPA + 2), __ATOMIC_ACQUIRE) == want)
+            return true;
+        usleep(1000);
+    }
+    return false;
+}
+
+struct filtered_phase {
+    struct rig *r;
+    uint64_t features;
+    uint64_t sector;
+    int expect;                 /* byte expected in the sector read; -1: write 0xab first */
+    int step;                   /* 0: fine, else the failing step */
+};
+
+static void *filtered_phase(void *arg)
+{
+    struct filtered_phase *p = arg;
+    struct rig *r = p->r;
+    if (sc_install(SC_VMM, SC_KILL) < 0)
+        return p->step = 1, NULL;
+    if (rig_start(r, p->features) != 0)
+        return p->step = 2, NULL;
+    uint16_t want = 0;
+    if (p->expect < 0) {
+        memset(r->ram + DATA_GPA, 0xab, 512);
+        uint16_t h = req(r, VIRTIO_BLK_T_OUT, p->sector, DATA_GPA, 512, 1, false);
+        uint64_t one = 1;
+        if (write(r->kfd, &one, 8) != 8 || !used_reaches(r, ++want) || r->ram[STAT_GPA + h] != VIRTIO_BLK_S_OK)
+            return p->step = 3, NULL;
+        virtio_blk_ops.stop(r->blk);            /* a reset: the ring stays */
+        if (rig_start(r, p->features) != 0)
+            return p->step = 4, NULL;
+        want = 0;
+    }
+    memset(r->ram + DATA_GPA, 0, 512);
+    uint16_t h = req(r, VIRTIO_BLK_T_IN, p->sector, DATA_GPA, 512, 1, true);
+    uint64_t one = 1;
+    if (write(r->kfd, &one, 8) != 8 || !used_reaches(r, ++want) || r->ram[STAT_GPA + h] != VIRTIO_BLK_S_OK)
+        return p->step = 5, NULL;
+    uint8_t b = p->expect < 0 ? 0xab : (uint8_t)p->expect;
+    for (unsigned i = 0; i < 512; i++)
+        if (r->ram[DATA_GPA + i] != b)
+            return p->step = 6, NULL;
+    virtio_blk_ops.stop(r->blk);
+    return NULL;
+}
+
+static void run_filtered(struct filtered_phase *p)
+{
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, filtered_phase, p), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_msg(p->step == 0, "filtered phase failed at step %d", p->step);
+}
+
+START_TEST(starts_under_runner_filter)
+{
+    if (!engine_ok(_i)) return;
+    struct rig r;
+    memset(&r, 0, sizeof r);
+    r.ram = calloc(1, MEM_SIZE);
+    r.mem.n = 1;
+    r.mem.r[0] = (struct gmem_region){ 0, MEM_SIZE, r.ram };
+    make_file(&r, DISK_SECTORS * 512);
+    r.kfd = eventfd(0, EFD_CLOEXEC);
+    struct virtio_blk_opts o = { .path = r.path, .id = NULL, .engine = engine_for(_i), .name = "vtest" };
+    char why[200];
+    ck_assert_int_eq(virtio_blk_create(&o, &r.blk, why, sizeof why), 0);    /* before any filter */
+    r.env.seccomp = SC_KILL;
+    uint64_t f = virtio_blk_ops.features(r.blk) | (1ull << VIRTIO_F_VERSION_1);
+    struct filtered_phase p = { .r = &r, .features = f, .sector = 5, .expect = -1 };
+    run_filtered(&p);
+    struct virtio_blk_stats st;
+    virtio_blk_get_stats(r.blk, &st);
+    ck_assert_int_eq(st.engine, engine_for(_i));        /* not a fallback to the pool */
+    /* a drive swap on this (unfiltered, as the main thread) thread */
+    char p2[64];
+    write_file(p2, sizeof p2, DISK_SECTORS * 512, 0);
+    uint8_t cd[512];
+    memset(cd, 0xcd, sizeof cd);
+    int fd2 = open(p2, O_WRONLY);
+    ck_assert_int_ge(fd2, 0);
+    ck_assert_int_eq(pwrite(fd2, cd, sizeof cd, 0), (ssize_t)sizeof cd);
+    close(fd2);
+    ck_assert_int_eq(virtio_blk_swap(r.blk, p2, why, sizeof why), 0);
+    struct filtered_phase q = { .r = &r, .features = f, .sector = 0, .expect = 0xcd };
+    run_filtered(&q);
+    q = (struct filtered_phase){ .r = &r, .features = f, .sector = 7, .expect = -1 };
+    run_filtered(&q);
+    virtio_blk_get_stats(r.blk, &st);
+    ck_assert_int_eq(st.engine, engine_for(_i));
+    unlink(p2);
+    rig_fini(&r);
+}
+END_TEST
+
+
+#ifdef MOAT_HAVE_URING
+/* The ring a drive gets (blk_ring_create): only the engine's opcodes, only
+ * on fixed files, and of the register operations only FILES_UPDATE;
+ * anything else is refused with EACCES. */
+START_TEST(ring_restrictions)
+{
+    if (!engine_ok(0)) return;
+    struct blk_ring *R;
+    char why[200];
+    ck_assert_int_eq(blk_ring_create(VIRTIO_BLK_INFLIGHT_MAX, &R, why, sizeof why), 0);
+    static const uint8_t forbidden[] = { IORING_OP_OPENAT, IORING_OP_CONNECT, IORING_OP_SOCKET, IORING_OP_ACCEPT,
+                                         IORING_OP_SENDMSG, IORING_OP_WRITE, IORING_OP_RENAMEAT, IORING_OP_UNLINKAT,
+                                         IORING_OP_OPENAT2, IORING_OP_ASYNC_CANCEL, IORING_OP_FILES_UPDATE };
+    for (size_t i = 0; i < sizeof forbidden; i++)
+        ck_assert_msg(blk_ring_try_op(R, forbidden[i], IOSQE_FIXED_FILE) == -EACCES, "opcode %u not refused",
+                      forbidden[i]);
+    /* an allowed opcode without the fixed file, or with another flag */
+    ck_assert_int_eq(blk_ring_try_op(R, IORING_OP_READV, 0), -EACCES);
+    ck_assert_int_eq(blk_ring_try_op(R, IORING_OP_READV, IOSQE_FIXED_FILE | IOSQE_IO_DRAIN), -EACCES);
+    /* allowed, on an empty slot: not refused by the restrictions */
+    ck_assert_int_eq(blk_ring_try_op(R, IORING_OP_POLL_REMOVE, IOSQE_FIXED_FILE), -ENOENT);
+    /* register operations: only FILES_UPDATE */
+    int fd = eventfd(0, EFD_CLOEXEC);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_FILES, &fd, 1), -EACCES);
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_UNREGISTER_FILES, NULL, 0), -EACCES);
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_EVENTFD, &fd, 1), -EACCES);
+    struct iovec iov = { .iov_base = &fd, .iov_len = sizeof fd };
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_BUFFERS, &iov, 1), -EACCES);
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_RESTRICTIONS, NULL, 0), -EACCES);
+    struct io_uring_files_update up = { .offset = 0, .fds = (uint64_t)(uintptr_t)&fd };
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_FILES_UPDATE, &up, 1), 1);
+    int none = -1;
+    up.fds = (uint64_t)(uintptr_t)&none;
+    ck_assert_int_eq(blk_ring_try_register(R, IORING_REGISTER_FILES_UPDATE, &up, 1), 1);
+    close(fd);
+    blk_ring_destroy(R);
+}
+END_TEST
+#endif
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("virtio_blk");
@@ -1015,6 +1172,10 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, swap_backing_file, 0, 2);
     tcase_add_loop_test(tc, swap_read_only, 0, 2);
     tcase_add_loop_test(tc, io_counters, 0, 2);
+    tcase_add_loop_test(tc, starts_under_runner_filter, 0, 2);
+#ifdef MOAT_HAVE_URING
+    tcase_add_test(tc, ring_restrictions);
+#endif
     suite_add_tcase(s, tc);
     return s;
 }

@@ -29,6 +29,8 @@ enum cond {
     C_NOEXEC,       /* argument `arg` without PROT_EXEC */
     C_CLONE_THREAD, /* clone(2) flags with CLONE_THREAD (a thread, never a process) */
     C_KVMIO,        /* an ioctl request of KVM's type (0xAE) */
+    C_SELF,         /* argument `arg` == the process's pid, read when the
+                     * filter is installed (kill/tgkill: this process only) */
 };
 
 struct rule {
@@ -41,6 +43,7 @@ struct rule {
 #define ANY(n) { SCMP_SYS(n), C_ANY, 0, 0 }
 #define EQ(n, a, v) { SCMP_SYS(n), C_EQ, (a), (unsigned long)(v) }
 #define IOCTL(req) EQ(ioctl, 1, req)
+#define SELF(n) { SCMP_SYS(n), C_SELF, 0, 0 }
 #define END { -1, C_ANY, 0, 0 }
 
 /* Every thread kind: the C library's own needs (allocation, locks, sleeps,
@@ -68,7 +71,7 @@ static const struct rule l_vcpu[] = {
     IOCTL(KVM_RUN), IOCTL(KVM_IRQ_LINE), IOCTL(KVM_TRANSLATE), IOCTL(KVM_GET_REGS),
     IOCTL(KVM_SET_REGS), IOCTL(KVM_GET_SREGS), IOCTL(KVM_SET_SREGS), IOCTL(KVM_GET_VCPU_EVENTS),
     IOCTL(KVM_SET_VCPU_EVENTS), IOCTL(KVM_GET_LAPIC), IOCTL(KVM_SET_MP_STATE),
-    ANY(rt_sigtimedwait), ANY(tgkill), ANY(getpid), ANY(gettid),
+    ANY(rt_sigtimedwait), SELF(tgkill), ANY(getpid), ANY(gettid),
     END
 };
 
@@ -78,9 +81,12 @@ static const struct rule l_vcpu[] = {
     ANY(pwrite64), ANY(fdatasync), ANY(fallocate), ANY(timerfd_settime), ANY(preadv2)
 #define EVLOOP_IO \
     ANY(epoll_wait), ANY(epoll_ctl), ANY(preadv2)
+/* No socket, no connect: a guest's connection to host port P is made by
+ * the device's connector thread (l_connect), which connects only to
+ * PATH_P in PATH's directory. */
 #define VSOCK_IO \
     ANY(accept4), ANY(recvfrom), ANY(sendto), ANY(shutdown), \
-    ANY(getsockopt), ANY(fcntl), EQ(socket, 0, AF_UNIX), ANY(connect)
+    ANY(getsockopt), ANY(fcntl)
 #define NET_IO \
     ANY(readv), ANY(writev), ANY(recvfrom), ANY(sendto), ANY(sendmsg), ANY(getrandom), \
     ANY(io_uring_enter), ANY(io_uring_register)
@@ -92,18 +98,26 @@ static const struct rule l_vsock[] = { COMMON, EVLOOP_IO, VSOCK_IO, END };
 static const struct rule l_net[] = { COMMON, EVLOOP_IO, NET_IO, END };
 static const struct rule l_rng[] = { COMMON, EVLOOP_IO, RNG_IO, END };
 
+/* The vsock connector: reads a port, makes an AF_UNIX socket, connects it
+ * to the relative name PATH_<port> (its working directory is PATH's,
+ * pinned before the filter: vsock.c), writes the fd back. */
+static const struct rule l_connect[] = { COMMON, EQ(socket, 0, AF_UNIX), ANY(connect), END };
+
 /* The runner starts, stops and resets devices: it creates their threads
- * (which inherit this list before adding their own, so it holds theirs),
- * their eventfds, epoll sets and io_uring rings. */
+ * (which inherit this list before adding their own, so it holds theirs)
+ * and eventfds; io_uring_register only: a drive's engine puts its files
+ * in the slots of the ring made with the device, before any filter
+ * (blk_ring_create). No io_uring_setup: a ring made now would have no
+ * restrictions. */
 static const struct rule l_vmm[] = {
     COMMON, THREADS, BLK_IO, EVLOOP_IO, VSOCK_IO, NET_IO, RNG_IO,
-    ANY(eventfd2), ANY(io_uring_setup), ANY(io_uring_register), IOCTL(TUNSETOFFLOAD),
+    ANY(eventfd2), ANY(io_uring_register), IOCTL(TUNSETOFFLOAD),
     END
 };
 
 static const struct rule l_console[] = {
     COMMON, ANY(poll), ANY(sendto), ANY(fcntl), ANY(rt_sigtimedwait),
-    IOCTL(KVM_IRQ_LINE), ANY(tgkill), ANY(getpid),
+    IOCTL(KVM_IRQ_LINE), SELF(tgkill), ANY(getpid),
     END
 };
 
@@ -112,15 +126,19 @@ static const struct rule l_main[] = {
     COMMON,
     { SCMP_SYS(ioctl), C_KVMIO, 1, 0 }, IOCTL(TCSETS), IOCTL(TCGETS), IOCTL(FICLONE),
     ANY(mkdir), ANY(renameat2), ANY(getrandom), ANY(setsockopt),
-    /* snapshots write the memory file through an io_uring (snapmem.c); a
-     * TAP's ring gives its file back at teardown (net_uring.c) */
-    ANY(io_uring_setup), ANY(io_uring_enter), ANY(io_uring_register),
+    /* snapshots write the memory file through the VM's io_uring, created
+     * and restricted at set-up (snapmem.c: files registered per snapshot);
+     * a TAP's ring gives its file back at teardown (net_uring.c). No
+     * io_uring_setup: a new ring would have no restrictions. */
+    ANY(io_uring_enter), ANY(io_uring_register),
     /* getifaddrs(3): the net policy's preset, rebuilt on a policy change */
     EQ(socket, 0, AF_NETLINK), ANY(bind), ANY(getsockname), ANY(recvmsg),
     ANY(poll), ANY(accept4), ANY(recvfrom), ANY(sendto), ANY(getsockopt),
     ANY(openat), ANY(newfstatat), ANY(readlink), ANY(getcwd), ANY(lseek), ANY(ftruncate), ANY(pwrite64),
     ANY(pread64), ANY(fsync), ANY(fdatasync), ANY(unlink), ANY(flock),
-    ANY(fcntl), ANY(kill), ANY(wait4), ANY(tgkill), ANY(getpid),
+    /* signals: to this process only (kill, tgkill); passt, its child,
+     * through the pidfd taken when it was started (net_passt.c) */
+    ANY(fcntl), SELF(kill), ANY(pidfd_send_signal), ANY(wait4), SELF(tgkill), ANY(getpid),
     END
 };
 
@@ -129,7 +147,7 @@ static const struct rule l_main[] = {
 static const struct rule l_vhost[] = {
     COMMON,
     ANY(poll), ANY(accept4), ANY(recvmsg), ANY(sendmsg), ANY(sendto), ANY(newfstatat), ANY(fcntl),
-    ANY(getpid), ANY(tgkill), ANY(rt_sigtimedwait), ANY(preadv2),
+    ANY(getpid), SELF(tgkill), ANY(rt_sigtimedwait), ANY(preadv2),
     END
 };
 
@@ -158,8 +176,8 @@ static const struct rule l_fcmain[] = {
     { SCMP_SYS(ioctl), C_KVMIO, 1, 0 }, ANY(poll),
     ANY(openat), ANY(newfstatat), ANY(readlink), ANY(getcwd), ANY(lseek), ANY(ftruncate), ANY(pread64),
     ANY(pwrite64), ANY(fsync), ANY(fdatasync), ANY(unlink), EQ(renameat2, 4, 0), ANY(flock),
-    ANY(io_uring_setup), ANY(io_uring_enter), ANY(io_uring_register),
-    ANY(shutdown), ANY(tgkill), ANY(getpid),
+    ANY(io_uring_enter), ANY(io_uring_register),
+    ANY(shutdown), SELF(tgkill), ANY(getpid),
     END
 };
 
@@ -190,6 +208,7 @@ static const struct {
     [SC_VHOST] = { "vhost", l_vhost },
     [SC_API] = { "api", l_api },
     [SC_FCMAIN] = { "fcmain", l_fcmain },
+    [SC_CONNECT] = { "connect", l_connect },
 };
 
 const char *sc_kind_name(enum sc_kind k)
@@ -383,6 +402,10 @@ static int add_rule(scmp_filter_ctx ctx, const struct rule *rl)
     case C_KVMIO:
         r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, rl->nr, 1,
                              (struct scmp_arg_cmp){ rl->arg, SCMP_CMP_MASKED_EQ, 0xff00, KVMIO << 8 });
+        break;
+    case C_SELF:
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, rl->nr, 1,
+                             (struct scmp_arg_cmp){ rl->arg, SCMP_CMP_EQ, (scmp_datum_t)getpid(), 0 });
         break;
     default:
         r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, rl->nr, 0);

@@ -32,6 +32,8 @@ enum sc_kind {
                      * each request to the main thread) */
     SC_FCMAIN,      /* `moat vmm`: the main thread once the VM has run
                      * (the requests, signals, the VM's end, metrics) */
+    SC_CONNECT,     /* the vsock device's connector: guest-initiated
+                     * connections to PATH_<port>, for the vsock thread */
     SC_KIND_N
 };
 

@@ -291,7 +291,7 @@ int cmd_device(int argc, char **argv)
     struct virtio_made m;
     char name[48];
     snprintf(name, sizeof(name), "vhost-user-%s", k->type);
-    int r = k->create(o, name, false, &m, why, sizeof why);
+    int r = k->create(o, name, false, (int)scm, &m, why, sizeof why);
     if (r < 0) {
         fprintf(stderr, "moat: device %s: %s\n", type, why[0] ? why : strerror(-r));
         ret = EXIT_VMM_ERROR;

@@ -6,6 +6,7 @@
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,61 +161,244 @@ static int cgroup_setup(struct jail *j)
     return 0;
 }
 
-/* Make host PATH visible at ROOT/PATH (a bind mount; read-only unless rw;
- * never device nodes or set-id programs). */
-static int expose(const struct jail *j, const struct jail_path *e)
+/* Walk rel (a path of plain names, no "." or "..") from the directory
+ * dirfd without following a symbolic link anywhere: each directory on the
+ * way is opened O_NOFOLLOW (created 0755 first when mkdirs), so a link
+ * planted in a directory the jailed process could write (an exposed
+ * writable one, a jail directory from before) cannot move what is created
+ * or mounted out of the jail. The last name is not opened: the parent's fd
+ * (O_PATH) comes back, *leaf points at the name in rel. -errno, -ELOOP
+ * where a name on the way is a symbolic link. */
+static int walk_parent(int dirfd, const char *rel, bool mkdirs, const char **leaf)
 {
-    struct stat st;
-    if (stat(e->path, &st) < 0) {
-        jerr("%s: %s", e->path, strerror(errno));
-        return -1;
+    int cur = fcntl(dirfd, F_DUPFD_CLOEXEC, 3);
+    if (cur < 0)
+        return -errno;
+    const char *p = rel;
+    for (;;) {
+        while (*p == '/')
+            p++;
+        const char *end = strchr(p, '/');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *next = end;
+        while (next && *next == '/')
+            next++;
+        if (len == 0 || len >= NAME_MAX || (len == 1 && p[0] == '.') || (len == 2 && !strncmp(p, "..", 2))) {
+            close(cur);
+            return -EINVAL;
+        }
+        if (!next || !*next) {
+            *leaf = p;
+            return cur;
+        }
+        char name[NAME_MAX + 1];
+        memcpy(name, p, len);
+        name[len] = 0;
+        if (mkdirs && mkdirat(cur, name, 0755) < 0 && errno != EEXIST) {
+            int e = -errno;
+            close(cur);
+            return e;
+        }
+        int nfd = openat(cur, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int e = -errno;
+        if (nfd < 0) {
+            /* O_NOFOLLOW|O_DIRECTORY on a link: ENOTDIR; say which */
+            struct stat ls;
+            if (fstatat(cur, name, &ls, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(ls.st_mode))
+                e = -ELOOP;
+            close(cur);
+            return e;
+        }
+        close(cur);
+        cur = nfd;
+        p = next;
     }
-    char dst[PATH_MAX * 2];
-    snprintf(dst, sizeof dst, "%s%s", j->root, e->path);
-    char *slash = strrchr(dst, '/');
-    *slash = 0;
-    int r = cli_mkdir_p(dst, 0755);
-    *slash = '/';
-    if (r == 0 && S_ISDIR(st.st_mode))
-        r = mkdir(dst, 0755) < 0 && errno != EEXIST ? -errno : 0;
-    else if (r == 0) {
-        int fd = open(dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-        r = fd < 0 ? -errno : 0;
+}
+
+/* The leaf name of a walk_parent (up to its '/' or end) into buf. */
+static void leaf_name(const char *leaf, char *buf)
+{
+    size_t len = strcspn(leaf, "/");
+    memcpy(buf, leaf, len);
+    buf[len] = 0;
+}
+
+/* ROOT/rel's mount point, created like the source (a directory or an
+ * empty file), never through a symbolic link: an O_PATH fd or -errno
+ * (-ELOOP: a link on the way or in its place). */
+static int mount_point(int rootfd, const char *rel, bool dir)
+{
+    const char *leaf;
+    int pfd = walk_parent(rootfd, rel, true, &leaf);
+    if (pfd < 0)
+        return pfd;
+    char name[NAME_MAX + 1];
+    leaf_name(leaf, name);
+    int r = 0;
+    if (dir)
+        r = mkdirat(pfd, name, 0755) < 0 && errno != EEXIST ? -errno : 0;
+    else {
+        /* O_EXCL: never opens what is there (a link, a FIFO) */
+        int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd >= 0)
             close(fd);
+        else if (errno != EEXIST)
+            r = -errno;
     }
+    int fd = r < 0 ? r : openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd == -1)
+        fd = -errno;
+    close(pfd);
+    if (fd < 0)
+        return fd;
+    struct stat st;
+    int e = 0;
+    if (fstat(fd, &st) < 0)
+        e = -errno;
+    else if (S_ISLNK(st.st_mode))
+        e = -ELOOP;
+    else if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+        e = dir ? -ENOTDIR : -EISDIR;
+    if (e) {
+        close(fd);
+        return e;
+    }
+    return fd;
+}
+
+/* The source of an exposed path, opened once (what is looked at is what
+ * is mounted). The host's own links are followed (/lib64/ld-linux-x86-64.so.2
+ * is one), except below a directory this jail exposes writable: the jailed
+ * process may have put links there, so from that directory on none is
+ * followed. An O_PATH fd or -errno. */
+static int open_source(const struct jail *j, const struct jail_path *e)
+{
+    size_t best = 0;
+    for (int i = 0; i < j->paths.n; i++) {
+        const struct jail_path *w = &j->paths.p[i];
+        size_t n = strlen(w->path);
+        if (w->rw && n > best && n < strlen(e->path) && !strncmp(w->path, e->path, n) &&
+            (e->path[n] == '/' || n == 1))
+            best = n;
+    }
+    if (!best) {
+        int fd = open(e->path, O_PATH | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+    }
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof dir, "%.*s", (int)best, e->path);
+    int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0)
+        return -errno;
+    const char *leaf;
+    int pfd = walk_parent(dfd, e->path + best, false, &leaf);
+    close(dfd);
+    if (pfd < 0)
+        return pfd;
+    char name[NAME_MAX + 1];
+    leaf_name(leaf, name);
+    int fd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    int r = fd < 0 ? -errno : fd;
+    close(pfd);
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode)) {
+        close(fd);
+        r = -ELOOP;
+    }
+    return r;
+}
+
+/* Bind src (an O_PATH fd) onto the mount point dst (an O_PATH fd, ROOT/rel):
+ * by fd (open_tree, mount_setattr, move_mount: Linux 5.12), else through
+ * /proc/self/fd (the fds, not the names, are what is resolved; the remount
+ * through the new mount's root, ROOT/rel walked again). */
+static int bind_fd(int src, int dst, bool rw, int rootfd, const char *rel, bool dir)
+{
+    int tree = (int)syscall(SYS_open_tree, src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (tree >= 0) {
+        struct mount_attr a = { .attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (rw ? 0 : MOUNT_ATTR_RDONLY) };
+        int r = 0;
+        if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &a, sizeof a) < 0 ||
+            syscall(SYS_move_mount, tree, "", dst, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+            r = -errno;
+        close(tree);
+        if (r != -ENOSYS)
+            return r;
+    } else if (errno != ENOSYS) {
+        return -errno;
+    }
+    char s[40], d[40];
+    snprintf(s, sizeof s, "/proc/self/fd/%d", src);
+    snprintf(d, sizeof d, "/proc/self/fd/%d", dst);
     unsigned long fl = MS_BIND | MS_NOSUID | MS_NODEV;
-    if (r == 0 && mount(e->path, dst, NULL, fl, NULL) < 0)
-        r = -errno;
-    if (r == 0 && mount(NULL, dst, NULL, fl | MS_REMOUNT | (e->rw ? 0 : MS_RDONLY), NULL) < 0)
-        r = -errno;
-    if (r < 0)
+    if (mount(s, d, NULL, fl, NULL) < 0)
+        return -errno;
+    int top = mount_point(rootfd, rel, dir);
+    if (top < 0)
+        return top;
+    snprintf(d, sizeof d, "/proc/self/fd/%d", top);
+    int r = mount(NULL, d, NULL, fl | MS_REMOUNT | (rw ? 0 : MS_RDONLY), NULL) < 0 ? -errno : 0;
+    close(top);
+    return r;
+}
+
+/* Make host PATH visible at ROOT/PATH (a bind mount; read-only unless rw;
+ * never device nodes or set-id programs). Nothing under ROOT is created
+ * or mounted through a symbolic link (walk_parent): one there is refused. */
+static int expose(const struct jail *j, int rootfd, const struct jail_path *e)
+{
+    int src = open_source(j, e);
+    if (src < 0) {
+        jerr("%s: %s%s", e->path, strerror(-src),
+             src == -ELOOP ? " (a symbolic link below a directory the jail can write)" : "");
+        return -1;
+    }
+    struct stat st;
+    if (fstat(src, &st) < 0) {
+        jerr("%s: %s", e->path, strerror(errno));
+        close(src);
+        return -1;
+    }
+    bool dir = S_ISDIR(st.st_mode);
+    int dst = mount_point(rootfd, e->path, dir);
+    int r = dst < 0 ? dst : bind_fd(src, dst, e->rw, rootfd, e->path, dir);
+    if (dst >= 0)
+        close(dst);
+    close(src);
+    if (r == -ELOOP)
+        jerr("exposing %s in the jail: %s%s is or passes a symbolic link: refused", e->path, j->root, e->path);
+    else if (r < 0)
         jerr("exposing %s in the jail: %s", e->path, strerror(-r));
     return r;
 }
 
 /* A device node in the jail like the host's (same major/minor), owned by
- * the jail's uid/gid, mode 0600. */
-static int make_node(const struct jail *j, const char *host, const char *in)
+ * the jail's uid/gid, mode 0600; made without following a symbolic link
+ * (walk_parent; what is in its place is removed, the node chowned by the
+ * parent's fd and its name). */
+static int make_node(const struct jail *j, int rootfd, const char *host, const char *in)
 {
     struct stat st;
     if (stat(host, &st) < 0 || !S_ISCHR(st.st_mode)) {
         jerr("%s: %s", host, errno ? strerror(errno) : "not a character device");
         return -1;
     }
-    char dst[PATH_MAX * 2];
-    snprintf(dst, sizeof dst, "%s%s", j->root, in);
-    char *slash = strrchr(dst, '/');
-    *slash = 0;
-    int r = cli_mkdir_p(dst, 0755);
-    *slash = '/';
-    unlink(dst);
-    if (r == 0 && mknod(dst, S_IFCHR | 0600, st.st_rdev) < 0)
+    const char *leaf;
+    int pfd = walk_parent(rootfd, in, true, &leaf);
+    int r = pfd < 0 ? pfd : 0;
+    char name[NAME_MAX + 1];
+    if (r == 0) {
+        leaf_name(leaf, name);
+        unlinkat(pfd, name, 0);
+        if (mknodat(pfd, name, S_IFCHR | 0600, st.st_rdev) < 0)
+            r = -errno;
+    }
+    if (r == 0 && fchownat(pfd, name, j->uid, j->gid, AT_SYMLINK_NOFOLLOW) < 0)
         r = -errno;
-    if (r == 0 && chown(dst, j->uid, j->gid) < 0)
-        r = -errno;
+    if (pfd >= 0)
+        close(pfd);
     if (r < 0)
-        jerr("creating %s: %s", dst, strerror(-r));
+        jerr("creating %s%s: %s%s", j->root, in, strerror(-r), r == -ELOOP ? " (a symbolic link on the way)" : "");
     return r;
 }
 
@@ -271,15 +455,23 @@ static void child(struct jail *j, int argc, char **argv)
         jerr("bind-mounting %s: %s", j->root, strerror(errno));
         return;
     }
+    int rootfd = open(j->root, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (rootfd < 0) {
+        jerr("%s: %s", j->root, strerror(errno));
+        return;
+    }
     for (int i = 0; i < j->paths.n; i++)
-        if (expose(j, &j->paths.p[i]) < 0)
+        if (expose(j, rootfd, &j->paths.p[i]) < 0) {
+            close(rootfd);
             return;
-    if (make_node(j, "/dev/kvm", "/dev/kvm") < 0)
+        }
+    if (make_node(j, rootfd, "/dev/kvm", "/dev/kvm") < 0 ||
+        (j->tun && make_node(j, rootfd, "/dev/net/tun", "/dev/net/tun") < 0) ||
+        (access("/dev/userfaultfd", F_OK) == 0 && make_node(j, rootfd, "/dev/userfaultfd", "/dev/userfaultfd") < 0)) {
+        close(rootfd);
         return;
-    if (j->tun && make_node(j, "/dev/net/tun", "/dev/net/tun") < 0)
-        return;
-    if (access("/dev/userfaultfd", F_OK) == 0 && make_node(j, "/dev/userfaultfd", "/dev/userfaultfd") < 0)
-        return;
+    }
+    close(rootfd);
     if (sethostname(j->id, strlen(j->id)) < 0) {
         jerr("sethostname: %s", strerror(errno));
         return;

@@ -92,7 +92,7 @@ static int add_device(struct moat_vm *vm, const struct virtio_kind *kind, const 
         return seterr(err, 0, -ENOMEM, "out of memory");
     }
     struct virtio_made m = { 0 };
-    int r = kind->create(d->opts, id, restoring, &m, why, sizeof(why));
+    int r = kind->create(d->opts, id, restoring, (int)vm->seccomp, &m, why, sizeof(why));
     if (r < 0) {
         seterr(err, 1, r, "%s", why);
         goto fail;

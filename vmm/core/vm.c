@@ -560,6 +560,7 @@ void vm_free(struct moat_vm *vm)
     }
     snapdiff_free(vm);
     snapmem_free(vm);
+    snapmem_ring_free(vm->snap_ring);
     if (vm->ram)
         munmap(vm->ram, vm->ram_map_size);
     if (vm->uffd >= 0)
@@ -610,8 +611,13 @@ int vm_alloc(struct moat_vm **out, unsigned ncpus, uint64_t ram_size, int consol
     vm->con.seccomp = vm->seccomp;
     pthread_mutex_init(&vm->lock, NULL);
     cond_init_mono(&vm->cond);
+    /* Here, before any filter: no filtered thread may create a ring. */
+    int rr = snapmem_ring_new(&vm->snap_ring);
+    if (rr < 0)
+        log_debug("snapshot: no io_uring (%s): memory files are written with pwrite", strerror(-rr));
     int r = sc_runner_start(&vm->runner, (enum sc_mode)vm->seccomp);
     if (r < 0) {
+        snapmem_ring_free(vm->snap_ring);
         pthread_mutex_destroy(&vm->lock);
         pthread_cond_destroy(&vm->cond);
         console_destroy(&vm->con);

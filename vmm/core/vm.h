@@ -24,6 +24,7 @@
 struct moat_vm;
 struct virtio_kind;
 struct devopts;
+struct snapmem_ring;
 
 /* One virtio device of a VM: its kind (devices/virtio/virtio_kind.h, listed
  * in vmm/core/devtab.c), its transport, the options that made it (its
@@ -82,6 +83,7 @@ struct moat_vm {
     int backing_fd[VM_MAX_BACKING];
     unsigned nbacking;
     uint64_t *backing_data;
+    struct snapmem_ring *snap_ring; /* the memory file's writes (NULL: pwrite) */
     struct moat_snapshot_stats snap_stats;
 
     struct bus pio, mmio;

@@ -11,11 +11,13 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "devices/virtio/uring_restrict.h"
 #include "vmm/base/log.h"
 #include "vmm/core/vm.h"
 #include "vmm/snapshot/snapchain.h"
@@ -104,7 +106,100 @@ int snapmem_file_data(int fd, uint64_t npages, uint64_t *bm)
     return 0;
 }
 
-int snapmem_open(struct snapmem_file *f, const char *path, uint64_t npages, bool direct_ok)
+/* ---- the VM's ring ---- */
+
+#define SLOT_MEM 0      /* fixed file slots: the memory file */
+#define SLOT_OTHER 1    /* the state file (snapmem_sync) */
+
+struct snapmem_ring {
+    atomic_bool busy;
+#if MOAT_HAVE_URING
+    struct io_uring ring;
+#endif
+};
+
+int snapmem_ring_new(struct snapmem_ring **out)
+{
+    *out = NULL;
+#if MOAT_HAVE_URING
+    struct snapmem_ring *r = calloc(1, sizeof(*r));
+    if (!r)
+        return -ENOMEM;
+    struct io_uring_params p;
+    memset(&p, 0, sizeof p);
+    p.flags = IORING_SETUP_R_DISABLED;
+    int e = io_uring_queue_init_params(QUEUE_DEPTH, &r->ring, &p);
+    if (e < 0) {
+        free(r);
+        return e;
+    }
+    char why[120];
+    int none[2] = { -1, -1 };   /* sparse: a snapshot fills them */
+    static const uint8_t ops[] = { IORING_OP_WRITE, IORING_OP_FSYNC };
+    static const uint8_t reg[] = { IORING_REGISTER_FILES_UPDATE };
+    struct uring_rules rules = { .ops = ops, .nops = sizeof ops, .flags_allowed = IOSQE_FIXED_FILE,
+                                 .flags_required = IOSQE_FIXED_FILE, .reg_ops = reg, .nreg_ops = sizeof reg };
+    if ((e = io_uring_register_files(&r->ring, none, 2)) < 0 ||
+        (e = uring_restrict_enable(&r->ring, &rules, why, sizeof why)) < 0) {
+        log_debug("snapshot: io_uring: %s", e == -EINVAL || e == -EBADF ? "sparse files" : why);
+        io_uring_queue_exit(&r->ring);
+        free(r);
+        return e;
+    }
+    *out = r;
+    return 0;
+#else
+    return -ENOSYS;
+#endif
+}
+
+void snapmem_ring_free(struct snapmem_ring *r)
+{
+    if (!r)
+        return;
+#if MOAT_HAVE_URING
+    io_uring_queue_exit(&r->ring);
+#endif
+    free(r);
+}
+
+#if MOAT_HAVE_URING
+struct io_uring *snapmem_ring_uring(struct snapmem_ring *r)
+{
+    return &r->ring;
+}
+#endif
+
+#if MOAT_HAVE_URING
+static int ring_slot(struct snapmem_ring *r, unsigned slot, int fd)
+{
+    int r2 = io_uring_register_files_update(&r->ring, slot, &fd, 1);
+    return r2 < 0 ? r2 : r2 == 1 ? 0 : -EIO;
+}
+#endif
+
+/* Take the ring for f (false: it is another snapshot's, or cannot hold f). */
+static bool ring_take(struct snapmem_file *f, struct snapmem_ring *r)
+{
+#if MOAT_HAVE_URING
+    bool no = false;
+    if (!r || !atomic_compare_exchange_strong(&r->busy, &no, true))
+        return false;
+    if (ring_slot(r, SLOT_MEM, f->fd) < 0) {
+        atomic_store(&r->busy, false);
+        return false;
+    }
+    f->ring = r;
+    return true;
+#else
+    (void)f;
+    (void)r;
+    return false;
+#endif
+}
+
+int snapmem_open(struct snapmem_file *f, const char *path, uint64_t npages, bool direct_ok,
+                 struct snapmem_ring *ring)
 {
     memset(f, 0, sizeof(*f));
     f->npages = npages;
@@ -124,20 +219,23 @@ int snapmem_open(struct snapmem_file *f, const char *path, uint64_t npages, bool
         f->fd = -1;
         return -e;
     }
-#if MOAT_HAVE_URING
-    /* No io_uring (seccomp, an old kernel): pwrite and fsync instead. */
-    f->ring_ok = io_uring_queue_init(QUEUE_DEPTH, &f->ring, 0) == 0;
-#endif
+    /* No ring (none given, another snapshot's, an old kernel): pwrite and
+     * fsync instead. */
+    f->ring_ok = ring_take(f, ring);
     return 0;
 }
 
 void snapmem_close(struct snapmem_file *f)
 {
 #if MOAT_HAVE_URING
-    if (f->ring_ok)
-        io_uring_queue_exit(&f->ring);
-    f->ring_ok = false;
+    if (f->ring_ok) {
+        ring_slot(f->ring, SLOT_MEM, -1);
+        ring_slot(f->ring, SLOT_OTHER, -1);
+        atomic_store(&f->ring->busy, false);
+    }
 #endif
+    f->ring_ok = false;
+    f->ring = NULL;
     if (f->fd >= 0)
         close(f->fd);
     f->fd = -1;
@@ -270,7 +368,7 @@ static int take_cqe(struct wctx *c, struct io_uring_cqe *cqe)
 {
     size_t i = (size_t)io_uring_cqe_get_data64(cqe);
     int res = cqe->res;
-    io_uring_cqe_seen(&c->f->ring, cqe);
+    io_uring_cqe_seen(&c->f->ring->ring, cqe);
     c->inflight--;
     if (i >= c->nstaged)
         c->direct_left--;
@@ -284,7 +382,7 @@ static int take_cqe(struct wctx *c, struct io_uring_cqe *cqe)
  * one if wait (and any is in flight). */
 static int pump_uring(struct wctx *c, bool wait)
 {
-    struct io_uring *ring = &c->f->ring;
+    struct io_uring *ring = &c->f->ring->ring;
     unsigned queued = 0;
     while (c->inflight + queued < QUEUE_DEPTH && (c->next_d < c->nruns || c->next_s < c->nstaged)) {
         size_t i = c->next_d < c->nruns ? c->next_d++ : c->next_s++;
@@ -292,7 +390,8 @@ static int pump_uring(struct wctx *c, bool wait)
         if (!sqe)               /* cannot happen: one ring entry per slot */
             return -EBUSY;
         const struct srun *q = &c->runs[i];
-        io_uring_prep_write(sqe, c->f->fd, q->src, (unsigned)(q->n * PAGE), q->first * PAGE);
+        io_uring_prep_write(sqe, SLOT_MEM, q->src, (unsigned)(q->n * PAGE), q->first * PAGE);
+        sqe->flags |= IOSQE_FIXED_FILE;
         io_uring_sqe_set_data64(sqe, i);
         queued++;
     }
@@ -324,11 +423,11 @@ static void drain_uring(struct wctx *c)
     while (c->inflight) {
         struct io_uring_cqe *cqe;
         int r;
-        while ((r = io_uring_wait_cqe(&c->f->ring, &cqe)) == -EINTR)
+        while ((r = io_uring_wait_cqe(&c->f->ring->ring, &cqe)) == -EINTR)
             ;
         if (r < 0)
             return;     /* the ring is broken; nothing will complete */
-        io_uring_cqe_seen(&c->f->ring, cqe);
+        io_uring_cqe_seen(&c->f->ring->ring, cqe);
         c->inflight--;
     }
 }
@@ -450,27 +549,34 @@ int snapmem_sync(struct snapmem_file *f, int other_fd)
     int fds[2] = { f->fd, other_fd };
     unsigned n = other_fd >= 0 ? 2 : 1;
 #if MOAT_HAVE_URING
+    if (f->ring_ok && other_fd >= 0 && ring_slot(f->ring, SLOT_OTHER, other_fd) < 0) {
+        if (fsync(other_fd) < 0)
+            return -errno;
+        n = 1;          /* the state file synced above */
+    }
     if (f->ring_ok) {
+        struct io_uring *ring = &f->ring->ring;
         int r = 0;
         for (unsigned i = 0; i < n; i++) {
-            struct io_uring_sqe *sqe = io_uring_get_sqe(&f->ring);
+            struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
             if (!sqe)
                 return -EBUSY;  /* cannot happen: the ring is idle */
-            io_uring_prep_fsync(sqe, fds[i], 0);
+            io_uring_prep_fsync(sqe, i == 0 ? SLOT_MEM : SLOT_OTHER, 0);
+            sqe->flags |= IOSQE_FIXED_FILE;
         }
-        int s = io_uring_submit(&f->ring);
+        int s = io_uring_submit(ring);
         if (s < (int)n)
             return s < 0 ? s : -EIO;
         for (unsigned got = 0; got < n; got++) {
             struct io_uring_cqe *cqe;
             int w;
-            while ((w = io_uring_wait_cqe(&f->ring, &cqe)) == -EINTR)
+            while ((w = io_uring_wait_cqe(ring, &cqe)) == -EINTR)
                 ;
             if (w < 0)
                 return w;
             if (cqe->res < 0 && !r)
                 r = cqe->res;
-            io_uring_cqe_seen(&f->ring, cqe);
+            io_uring_cqe_seen(ring, cqe);
         }
         return r;
     }

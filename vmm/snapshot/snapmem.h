@@ -53,16 +53,35 @@ struct snapmem_file {
     int fd;
     bool direct;               /* opened with O_DIRECT */
     uint64_t npages;
-    bool ring_ok;
-#if MOAT_HAVE_URING
-    struct io_uring ring;
-#endif
+    bool ring_ok;              /* ring is ours for this file's writes */
+    struct snapmem_ring *ring;
 };
 
+/* A VM's snapshot ring: created when the VM is (vm_alloc), before any
+ * seccomp filter, so that no filtered thread needs io_uring_setup (a ring
+ * made later would have no restrictions: its OPENAT, CONNECT or SOCKET
+ * requests would bypass the thread's filter). Created disabled and
+ * restricted before it is enabled: only WRITE and FSYNC requests, each on
+ * a registered (fixed) file, and of the register operations only
+ * IORING_REGISTER_FILES_UPDATE (a snapshot puts its two files in the two
+ * slots and takes them out again). One snapshot uses it at a time; a
+ * second one at the same time writes with pwrite. */
+struct snapmem_ring;
+/* 0 with *out set, or -errno (no io_uring here: *out NULL, writes use
+ * pwrite). */
+int snapmem_ring_new(struct snapmem_ring **out);
+void snapmem_ring_free(struct snapmem_ring *r);
+#if MOAT_HAVE_URING
+/* The ring itself (tests: what a request the restrictions forbid gets). */
+struct io_uring *snapmem_ring_uring(struct snapmem_ring *r);
+#endif
+
 /* Create path (O_TRUNC, 0600), O_DIRECT where the file system takes it
- * (direct_ok), of npages * 4096 bytes (all a hole), and an io_uring for it
- * where the kernel allows one. 0 or -errno (nothing left open). */
-int snapmem_open(struct snapmem_file *f, const char *path, uint64_t npages, bool direct_ok);
+ * (direct_ok), of npages * 4096 bytes (all a hole), its writes going
+ * through ring where one is given and free (NULL: pwrite). 0 or -errno
+ * (nothing left open). */
+int snapmem_open(struct snapmem_file *f, const char *path, uint64_t npages, bool direct_ok,
+                 struct snapmem_ring *ring);
 
 /* Of the pages whose bit is set in sel (host-order words), write the
  * non-zero ones at their offsets, in runs of up to 1 MiB, several in

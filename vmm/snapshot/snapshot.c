@@ -233,7 +233,7 @@ static int open_files(struct snap_job *j)
     if (r == 0)
         r = tmp_name(j->stmp, sizeof(j->stmp), j->state_path);
     if (r == 0)
-        r = snapmem_open(&j->mf, j->mtmp, j->vm->ram_size / PAGE, true);
+        r = snapmem_open(&j->mf, j->mtmp, j->vm->ram_size / PAGE, true, j->vm->snap_ring);
     if (r < 0)
         return r;
     j->sfd = open(j->stmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
