@@ -319,7 +319,7 @@ START_TEST(kind_options)
     /* made from options, changed at run time, its state as text */
     ck_assert_int_eq(devopt_parse("ops=10/1000", &o, why, sizeof why), 0);
     struct virtio_made m;
-    ck_assert_int_eq(rng_kind.create(&o, "rng", false, &m, why, sizeof why), 0);
+    ck_assert_int_eq(rng_kind.create(&o, "rng", false, 0, &m, why, sizeof why), 0);
     ck_assert_ptr_eq(m.ops, &virtio_rng_ops);
     ck_assert_int_eq(rng_kind.set(m.priv, "bw", "100/10", why, sizeof why), 0);
     ck_assert_int_eq(rng_kind.set(m.priv, "ops", "bad", why, sizeof why), -EINVAL);
