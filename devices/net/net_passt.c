@@ -647,13 +647,21 @@ int net_passt_create(const struct net_passt_opts *o, struct net_backend **out, c
         snprintf(why, wlen, "passt: O_NONBLOCK: %s", strerror(-r));
         goto fail;
     }
+    /* Taken while passt is our unreaped child: its pid cannot be reused.
+     * Without it passt could be signalled only by kill(2), which the main
+     * thread's seccomp list allows for this process alone: refused. */
+    int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (pidfd < 0) {
+        r = -errno;
+        snprintf(why, wlen, "passt: pidfd_open: %s", strerror(-r));
+        goto fail;
+    }
     free(av);
     b->nb.ops = &passt_ops;
     b->nb.fd = sv[0];
     b->nb.vnet_hdr = false;
     b->pid = pid;
-    /* Taken while passt is our unreaped child: its pid cannot be reused. */
-    b->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+    b->pidfd = pidfd;
     b->out_fd = out_fd;
     passt_rx_init(&b->rx);
     *out = &b->nb;
