@@ -183,7 +183,7 @@ static int walk_parent(int dirfd, const char *rel, bool mkdirs, const char **lea
         const char *next = end;
         while (next && *next == '/')
             next++;
-        if (len == 0 || len >= NAME_MAX || (len == 1 && p[0] == '.') || (len == 2 && !strncmp(p, "..", 2))) {
+        if (len == 0 || len > NAME_MAX || (len == 1 && p[0] == '.') || (len == 2 && !strncmp(p, "..", 2))) {
             close(cur);
             return -EINVAL;
         }
