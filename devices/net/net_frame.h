@@ -197,8 +197,7 @@ void nf_addr_v6(struct nf_addr *a, const uint8_t b16[16]);
  *     negotiated, with NEEDS_CSUM, on TCP over IPv4 / IPv6 as parsed; no
  *     ECN bit (VIRTIO_NET_F_HOST_ECN is not offered), no UDP (UFO / USO
  *     are not offered); gso_size from 1 to what fits the MTU: the IP and
- *     TCP headers (20 bytes of TCP: options vary per segment) + gso_size
- *     <= mtu.
+ *     TCP headers (with the frame's TCP options) + gso_size <= mtu.
  * Fields the flags do not use are not looked at; *out is the header to hand
  * on: the checked fields, the unused ones zero (num_buffers too). */
 #define NF_VHDR_F_NEEDS_CSUM  0x01u
