@@ -393,8 +393,23 @@ static int make_node(const struct jail *j, int rootfd, const char *host, const c
         if (mknodat(pfd, name, S_IFCHR | 0600, st.st_rdev) < 0)
             r = -errno;
     }
-    if (r == 0 && fchownat(pfd, name, j->uid, j->gid, AT_SYMLINK_NOFOLLOW) < 0)
-        r = -errno;
+    /* Owned by the jail's user through an fd of the node just made, checked
+     * to be it (a character device of that number, one link): the
+     * directory is the jailed process's, which may swap the name. */
+    if (r == 0) {
+        int nfd = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        struct stat ns;
+        if (nfd < 0)
+            r = -errno;
+        else if (fstat(nfd, &ns) < 0)
+            r = -errno;
+        else if (!S_ISCHR(ns.st_mode) || ns.st_rdev != st.st_rdev || ns.st_nlink != 1)
+            r = -EEXIST;
+        else if (fchownat(nfd, "", j->uid, j->gid, AT_EMPTY_PATH) < 0)
+            r = -errno;
+        if (nfd >= 0)
+            close(nfd);
+    }
     if (pfd >= 0)
         close(pfd);
     if (r < 0)
