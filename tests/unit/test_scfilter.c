@@ -260,18 +260,27 @@ static void kill_sibling(void)
     _exit(28);
 }
 
-/* Its own child, through the pidfd taken before the filter (as passt's is,
- * net_passt.c): signalled and reaped. */
-static int child_pidfd = -1;
+/* Its own child, made before the filter as passt is (net_passt.c): it
+ * ends when the socket it reads closes, and is reaped; no signal needed. */
+static int child_sock = -1;
 static pid_t child_pid = -1;
 
-static void signal_own_child(void)
+static void reap_own_child(void)
 {
-    if (syscall(SYS_pidfd_send_signal, child_pidfd, SIGKILL, NULL, 0) < 0)
-        _exit(29);
+    close(child_sock);
     int st;
-    if (waitpid(child_pid, &st, 0) != child_pid || !WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL)
+    if (waitpid(child_pid, &st, 0) != child_pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
         _exit(30);
+}
+
+/* A pidfd of another process (the sibling's, as openat of /proc/PID would
+ * give): pidfd_send_signal is on no thread's list. */
+static int sibling_pidfd = -1;
+
+static void signal_by_pidfd(void)
+{
+    syscall(SYS_pidfd_send_signal, sibling_pidfd, SIGKILL, NULL, 0);
+    _exit(29);
 }
 
 /* connect(2) to a socket outside the VM's directory (any path: the vsock
@@ -358,29 +367,37 @@ START_TEST(argument_filters)
 }
 END_TEST
 
-/* A child of the filtered process, and a pidfd of it, made before the
- * filter (set-up time). */
+/* A child of the filtered process holding one end of a socket pair,
+ * made before the filter (set-up time): it exits 0 at end of file. */
 static void make_own_child(void)
 {
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+        _exit(98);
     child_pid = fork();
     if (child_pid == 0) {
         /* none of the test's pipe: its reader sees the end */
         int nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
         dup2(nul, STDERR_FILENO);
-        syscall(SYS_close_range, 3u, ~0u, 0u);
-        pause();
+        dup2(sv[1], 3);
+        syscall(SYS_close_range, 4u, ~0u, 0u);
+        char c;
+        while (read(3, &c, 1) > 0)
+            ;
         _exit(0);
     }
-    child_pidfd = (int)syscall(SYS_pidfd_open, child_pid, 0);
-    if (child_pid < 0 || child_pidfd < 0)
+    close(sv[1]);
+    child_sock = sv[0];
+    if (child_pid < 0)
         _exit(98);
 }
 
 /* Post-compromise limits: no thread that runs after set-up creates an
  * io_uring (every ring is made and restricted before the filters); the
- * main thread signals only its own process (and its children through
- * their pidfds); the vsock thread connects nowhere (its connector does,
- * to PATH_<port> only); the connector makes AF_UNIX sockets only. */
+ * main thread signals only its own process (no thread may signal a
+ * pidfd; its child passt ends when its socket closes); the vsock thread
+ * connects nowhere (its connector does, to PATH_<port> only); the
+ * connector makes AF_UNIX sockets only. */
 START_TEST(ring_kill_connect_limits)
 {
     KILLED(SC_MAIN, ring_setup, "io_uring_setup");
@@ -406,8 +423,22 @@ START_TEST(ring_kill_connect_limits)
     kill(sibling, SIGKILL);
     ck_assert_int_eq(waitpid(sibling, &st, 0), sibling);
     before_filter = make_own_child;
-    PASSES(SC_MAIN, signal_own_child);
+    PASSES(SC_MAIN, reap_own_child);
     before_filter = NULL;
+    sibling = fork();
+    ck_assert_int_ge(sibling, 0);
+    if (sibling == 0) {
+        pause();
+        _exit(0);
+    }
+    sibling_pidfd = (int)syscall(SYS_pidfd_open, sibling, 0);
+    ck_assert_int_ge(sibling_pidfd, 0);
+    for (int k = 0; k < SC_KIND_N; k++)
+        KILLED((enum sc_kind)k, signal_by_pidfd, "pidfd_send_signal");
+    ck_assert_int_eq(waitpid(sibling, &st, WNOHANG), 0);     /* untouched */
+    kill(sibling, SIGKILL);
+    ck_assert_int_eq(waitpid(sibling, &st, 0), sibling);
+    close(sibling_pidfd);
     if (!sc_san_extra()) {      /* the sanitizer runtime's list has tgkill */
         for (int k = 0; k < SC_KIND_N; k++) {
             size_t n;

@@ -136,9 +136,11 @@ static const struct rule l_main[] = {
     ANY(poll), ANY(accept4), ANY(recvfrom), ANY(sendto), ANY(getsockopt),
     ANY(openat), ANY(newfstatat), ANY(readlink), ANY(getcwd), ANY(lseek), ANY(ftruncate), ANY(pwrite64),
     ANY(pread64), ANY(fsync), ANY(fdatasync), ANY(unlink), ANY(flock),
-    /* signals: to this process only (kill, tgkill); passt, its child,
-     * through the pidfd taken when it was started (net_passt.c) */
-    ANY(fcntl), SELF(kill), ANY(pidfd_send_signal), ANY(wait4), SELF(tgkill), ANY(getpid),
+    /* signals: to this process only (kill, tgkill). No pidfd_send_signal:
+     * openat could make a pidfd of any same-uid process from /proc/PID.
+     * passt, its child, ends when its socket closes and is reaped (wait4
+     * reaps only children; net_passt.c) */
+    ANY(fcntl), SELF(kill), ANY(wait4), SELF(tgkill), ANY(getpid),
     END
 };
 
