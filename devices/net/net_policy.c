@@ -197,39 +197,43 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
 static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
 static uint32_t be32(const uint8_t *p) { return (uint32_t)be16(p) << 16 | be16(p + 2); }
 
-unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[2])
+static uint32_t v4_at(const uint8_t *b, unsigned i0, unsigned i1, unsigned i2, unsigned i3)
+{
+    return (uint32_t)b[i0] << 24 | (uint32_t)b[i1] << 16 | (uint32_t)b[i2] << 8 | b[i3];
+}
+
+unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[NP_EMBED_MAX])
 {
     static const uint8_t zero[10];
     uint32_t last = be32(v6 + 12);
+    unsigned n = 0;
     if (memcmp(v6, zero, 10) == 0) {
-        if ((v6[10] == 0 && v6[11] == 0) || (v6[10] == 0xff && v6[11] == 0xff)) {
-            out[0] = last;              /* ::a.b.c.d, ::ffff:a.b.c.d */
-            return 1;
-        }
-        return 0;
+        if ((v6[10] == 0 && v6[11] == 0) || (v6[10] == 0xff && v6[11] == 0xff))
+            out[n++] = last;            /* ::a.b.c.d, ::ffff:a.b.c.d */
+        return n;
     }
-    if (be32(v6) == 0x0064ff9bu) {
-        if (memcmp(v6 + 4, zero, 8) == 0) {
-            out[0] = last;              /* 64:ff9b::/96 */
-            return 1;
-        }
-        if (be16(v6 + 4) == 0x0001) {   /* 64:ff9b:1::/48: as a /96, as a /48 */
-            out[0] = last;
-            out[1] = (uint32_t)v6[6] << 24 | (uint32_t)v6[7] << 16 | (uint32_t)v6[9] << 8 | v6[10];
-            return 2;
-        }
-        return 0;
+    if (be32(v6) == 0x0064ff9bu && memcmp(v6 + 4, zero, 8) == 0) {
+        out[n++] = last;                /* 64:ff9b::/96 */
+    } else if (be32(v6) == 0x0064ff9bu && be16(v6 + 4) == 0x0001) {
+        /* 64:ff9b:1::/48 with a network prefix of /96, /48, /56 or /64
+         * (RFC 6052 section 2.2: byte 8 is skipped) */
+        out[n++] = last;
+        out[n++] = v4_at(v6, 6, 7, 9, 10);
+        out[n++] = v4_at(v6, 7, 9, 10, 11);
+        out[n++] = v4_at(v6, 9, 10, 11, 12);
+        return n;
+    } else if (be16(v6) == 0x2002) {
+        out[n++] = be32(v6 + 2);        /* 6to4 */
+    } else if (be32(v6) == 0x20010000u) {
+        out[n++] = be32(v6 + 4);        /* Teredo: the server, the client (obfuscated) */
+        out[n++] = ~last;
+        return n;
     }
-    if (be16(v6) == 0x2002) {
-        out[0] = be32(v6 + 2);          /* 6to4 */
-        return 1;
-    }
-    if (be32(v6) == 0x20010000u) {
-        out[0] = be32(v6 + 4);          /* Teredo: the server, the client (obfuscated) */
-        out[1] = ~last;
-        return 2;
-    }
-    return 0;
+    /* ISATAP (RFC 5214): an interface identifier of [00|02]00:5efe:a.b.c.d
+     * (the u and g bits free) under any prefix */
+    if ((v6[8] & 0xfc) == 0 && v6[9] == 0 && v6[10] == 0x5e && v6[11] == 0xfe)
+        out[n++] = last;
+    return n;
 }
 
 /* ---- rule specs ------------------------------------------------------ */
@@ -962,10 +966,10 @@ static enum np_verdict decide(struct net_policy *p, const uint8_t *frame, size_t
     }
     /* the IPv4 addresses an IPv6 destination embeds, as IPv4 keys for the
      * deny rules and the preset */
-    struct key k4[2];
+    struct key k4[NP_EMBED_MAX];
     unsigned n4 = 0;
     if (k.family == 6) {
-        uint32_t v4[2];
+        uint32_t v4[NP_EMBED_MAX];
         n4 = np_embedded_v4(f->dst.b, v4);
         for (unsigned i = 0; i < n4; i++)
             k4[i] = (struct key){ .hi = 0, .lo = 0x0000ffff00000000ull | v4[i], .family = 4,

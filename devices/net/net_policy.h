@@ -220,12 +220,18 @@ extern const size_t np_preset_count;
 /* The IPv4 addresses an IPv6 address embeds, into out (host byte order):
  * IPv4-mapped ::ffff:0:0/96 and IPv4-compatible ::/96 (the last 32 bits;
  * :: and ::1 included: 0.0.0.0, 0.0.0.1), NAT64 64:ff9b::/96 (RFC 6052:
- * the last 32 bits), local-use NAT64 64:ff9b:1::/48 (RFC 8215: the last 32
- * bits, as a /96 prefix embeds it, and bits 48..63 + 72..87, as the /48
- * one does), 6to4 2002::/16 (bits 16..47) and Teredo 2001::/32 (the
- * server, bits 32..63, and the client, the last 32 bits inverted).
- * Returns how many (0..2). Pure. */
-unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[2]);
+ * the last 32 bits), local-use NAT64 64:ff9b:1::/48 (RFC 8215, with each
+ * network prefix length RFC 6052 allows inside it: /96 the last 32 bits,
+ * /48 bits 48..63 + 72..87, /56 bits 56..63 + 72..95, /64 bits 72..103),
+ * 6to4 2002::/16 (bits 16..47), Teredo 2001::/32 (the server, bits 32..63,
+ * and the client, the last 32 bits inverted) and ISATAP (RFC 5214: an
+ * interface identifier [00|02]00:5efe:a.b.c.d, u and g bits free, under any
+ * prefix but the ones above that end earlier). Returns how many
+ * (0..NP_EMBED_MAX). Pure.
+ * Not detectable here: a translator (SIIT, RFC 7915; NAT64) under a
+ * network-specific prefix an operator chose; deny that prefix by a rule. */
+#define NP_EMBED_MAX 4u
+unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[NP_EMBED_MAX]);
 
 /* Parse one CIDR rule spec; 0, or -EINVAL with a message in why. */
 int np_parse_rule(const char *spec, struct np_rule_spec *out, char *why, size_t wlen);

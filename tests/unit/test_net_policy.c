@@ -755,7 +755,7 @@ END_TEST
 
 /* ---- IPv6 addresses that embed IPv4 ones --------------------------------- */
 
-static unsigned emb(const char *v6, uint32_t out[2])
+static unsigned emb(const char *v6, uint32_t out[NP_EMBED_MAX])
 {
     uint8_t b[16];
     ck_assert_int_eq(inet_pton(AF_INET6, v6, b), 1);
@@ -764,7 +764,7 @@ static unsigned emb(const char *v6, uint32_t out[2])
 
 START_TEST(embedded_v4_forms)
 {
-    uint32_t o[2] = { 0, 0 };
+    uint32_t o[NP_EMBED_MAX] = { 0 };
     ck_assert_uint_eq(emb("::ffff:169.254.169.254", o), 1);             /* IPv4-mapped */
     ck_assert_uint_eq(o[0], 0xa9fea9fe);
     ck_assert_uint_eq(emb("::a9fe:a9fe", o), 1);                        /* IPv4-compatible */
@@ -775,12 +775,23 @@ START_TEST(embedded_v4_forms)
     ck_assert_uint_eq(o[0], 1);
     ck_assert_uint_eq(emb("64:ff9b::a00:1", o), 1);                     /* NAT64 well-known */
     ck_assert_uint_eq(o[0], 0x0a000001);
-    ck_assert_uint_eq(emb("64:ff9b:1:a9fe:a9:fe00::", o), 2);           /* local-use, as a /48 */
-    ck_assert_uint_eq(o[0], 0);
+    /* local-use NAT64: one candidate per network prefix length, /96, /48,
+     * /56, /64 in that order */
+    ck_assert_uint_eq(emb("64:ff9b:1:a9fe:a9:fe00::", o), 4);           /* as a /48 */
     ck_assert_uint_eq(o[1], 0xa9fea9fe);
-    ck_assert_uint_eq(emb("64:ff9b:1::a00:1", o), 2);                   /* local-use, as a /96 */
+    ck_assert_uint_eq(emb("64:ff9b:1::a00:1", o), 4);                   /* as a /96 */
     ck_assert_uint_eq(o[0], 0x0a000001);
-    ck_assert_uint_eq(o[1], 0);
+    ck_assert_uint_eq(emb("64:ff9b:1:a9:fe:a9fe::", o), 4);             /* as a /56 */
+    ck_assert_uint_eq(o[2], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("64:ff9b:1:0:a9:fea9:fe00:0", o), 4);         /* as a /64 */
+    ck_assert_uint_eq(o[3], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("2001:db8::5efe:a9fe:a9fe", o), 1);           /* ISATAP, private */
+    ck_assert_uint_eq(o[0], 0xa9fea9fe);
+    ck_assert_uint_eq(emb("2001:db8::200:5efe:a00:1", o), 1);           /* ISATAP, global (u bit) */
+    ck_assert_uint_eq(o[0], 0x0a000001);
+    ck_assert_uint_eq(emb("2002:cb00:7105::5efe:a00:1", o), 2);         /* 6to4 and ISATAP */
+    ck_assert_uint_eq(o[0], 0xcb007105);
+    ck_assert_uint_eq(o[1], 0x0a000001);
     ck_assert_uint_eq(emb("2002:a9fe:a9fe::1", o), 1);                  /* 6to4 */
     ck_assert_uint_eq(o[0], 0xa9fea9fe);
     ck_assert_uint_eq(emb("2001:0:5db8:d822:8000:f227:5601:5601", o), 2);   /* Teredo */
@@ -789,7 +800,8 @@ START_TEST(embedded_v4_forms)
     /* nothing embedded */
     static const char *const none[] = { "2606:4700::1", "64:ff9b:2::a00:1", "64:ff9b:0:1::a00:1",
                                         "::1:0:0:a00:1", "::fffe:a00:1", "2001:1::a00:1",
-                                        "2003::a00:1", "fe80::a00:1", "0:0:0:1::a00:1" };
+                                        "2003::a00:1", "fe80::a00:1", "0:0:0:1::a00:1",
+                                        "2001:db8::400:5efe:a00:1", "2001:db8::5eff:a00:1" };
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
         ck_assert_msg(emb(none[i], o) == 0, "%s embeds", none[i]);
 }
@@ -810,6 +822,8 @@ START_TEST(embedded_v4_denied)
         { "2001:0:5db8:d822::5601:5601", "169.254.0.0/16" },            /* Teredo client */
         { "64:ff9b::cb00:7105", "203.0.113.5/32 (host)" },
         { "64:ff9b:1::a00:1", "64:ff9b:1::/48" },
+        { "2001:db8::5efe:a9fe:a9fe", "169.254.0.0/16" },               /* ISATAP */
+        { "2606:4700::200:5efe:a00:1", "10.0.0.0/8" },
     };
     for (size_t i = 0; i < sizeof denied / sizeof denied[0]; i++) {
         ck_assert_msg(to(p, denied[i].dst, 6, 443, 0) == NP_DROP, "%s allowed", denied[i].dst);
@@ -839,6 +853,21 @@ START_TEST(embedded_v4_denied)
     ck_assert_int_eq(to(p, "64:ff9b::c633:6407", 17, 53, 0), NP_ALLOW);
     ck_assert_int_eq(to(p, "64:ff9b::a00:5", 6, 443, 0), NP_ALLOW);
     EXPECT(NP_ALLOW, idx(p, NP_K_ALLOW, "64:ff9b::a00:5/128"));
+    net_policy_free(p);
+
+    /* the local-use prefix's /56 and /64 layouts and ISATAP, through an
+     * IPv4 deny rule with the preset off */
+    const char *deny169[] = { "169.254.0.0/16" };
+    p = mk(&(struct np_conf){ .default_allow = true, .no_preset = true, .deny = deny169, .n_deny = 1 });
+    static const char *const meta[] = { "64:ff9b:1:a9fe:a9:fe00::", "64:ff9b:1:a9:fe:a9fe::",
+                                        "64:ff9b:1:0:a9:fea9:fe00:0", "64:ff9b:1::a9fe:a9fe",
+                                        "2001:db8:1::5efe:a9fe:a9fe", "2001:db8:1::300:5efe:a9fe:a9fe" };
+    for (size_t i = 0; i < sizeof meta / sizeof meta[0]; i++) {
+        ck_assert_msg(to(p, meta[i], 6, 80, 0) == NP_DROP, "%s allowed", meta[i]);
+        EXPECT(NP_DROP, idx(p, NP_K_DENY, "169.254.0.0/16"));
+    }
+    ck_assert_int_eq(to(p, "64:ff9b:1:5d:b8:d822::", 6, 80, 0), NP_ALLOW);
+    ck_assert_int_eq(to(p, "2001:db8:1::5efe:5db8:d822", 6, 80, 0), NP_ALLOW);
     net_policy_free(p);
 
     /* deny 0.0.0.0/0 takes every embedding form with it */
