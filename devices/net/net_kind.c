@@ -122,10 +122,73 @@ static size_t host_addrs(struct nf_addr *a, size_t max)
     return n;
 }
 
+size_t net_route_gateways(const char *text, uint32_t *out, size_t max)
+{
+    size_t n = 0;
+    const char *line = text;
+    while (line && *line && n < max) {
+        const char *nl = strchr(line, '\n');
+        char row[256];
+        size_t len = nl ? (size_t)(nl - line) : strlen(line);
+        if (len < sizeof row) {
+            memcpy(row, line, len);
+            row[len] = 0;
+            char ifn[64];
+            unsigned dst, gw, flags, refc, use, metric, mask;
+            if (sscanf(row, "%63s %x %x %x %u %u %u %x", ifn, &dst, &gw, &flags, &refc, &use, &metric,
+                       &mask) == 8 &&
+                dst == 0 && mask == 0 && (flags & 0x2) && gw != 0) {
+                /* the kernel prints the address as the u32 it holds, in
+                 * network byte order */
+                uint32_t g = ntohl(gw);
+                bool dup = false;
+                for (size_t i = 0; i < n; i++)
+                    dup |= out[i] == g;
+                if (!dup)
+                    out[n++] = g;
+            }
+        }
+        line = nl ? nl + 1 : NULL;
+    }
+    return n;
+}
+
+/* The DHCP servers of the device's backend (net_rec's dhcp_server). */
+static size_t dhcp_servers(bool user, uint32_t *out, size_t max)
+{
+    if (user) {
+        char text[8192];
+        int fd = open("/proc/net/route", O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            return 0;
+        size_t got = 0;
+        ssize_t k;
+        while (got < sizeof text - 1 && (k = read(fd, text + got, sizeof text - 1 - got)) != 0) {
+            if (k < 0) {
+                if (errno == EINTR)
+                    continue;
+                break;
+            }
+            got += (size_t)k;
+        }
+        close(fd);
+        text[got] = 0;
+        return net_route_gateways(text, out, max);
+    }
+    struct nf_addr a[HOST_ADDRS_MAX];
+    size_t na = host_addrs(a, HOST_ADDRS_MAX), n = 0;
+    for (size_t i = 0; i < na && n < max; i++)
+        if (a[i].family == 4 && a[i].b[12] != 127)
+            out[n++] = (uint32_t)a[i].b[12] << 24 | (uint32_t)a[i].b[13] << 16 |
+                       (uint32_t)a[i].b[14] << 8 | a[i].b[15];
+    return n;
+}
+
 /* A policy from its text (policy= option, or a run-time change); the
- * guest's source MAC pinned to macs (n of them; none: not pinned). */
-static int policy_build(const char *text, const uint8_t (*macs)[6], size_t n, struct net_policy **out, char *why,
-                        size_t wlen)
+ * guest's source MAC pinned to macs (n of them; none: pinned on first
+ * use), its DHCP lease learned from rec's servers (rec NULL: none). */
+static int policy_build(const char *text, const uint8_t (*macs)[6], size_t n, const struct net_rec *rec,
+                        struct net_policy **out, char *why, size_t wlen)
 {
     struct np_text t;
     struct np_conf c;
@@ -136,6 +199,10 @@ static int policy_build(const char *text, const uint8_t (*macs)[6], size_t n, st
         c.n_host = host_addrs(host, HOST_ADDRS_MAX);
         c.guest_mac = macs;
         c.n_guest_mac = n;
+        if (rec) {
+            c.dhcp_server = rec->dhcp_server;
+            c.n_dhcp_server = rec->n_dhcp_server;
+        }
         r = net_policy_new(&c, out, why, wlen);
     }
     np_text_free(&t);
@@ -237,7 +304,7 @@ static int net_check(const struct devopts *o, char *why, size_t wlen)
     if (pol) {
         struct net_policy *p = NULL;
         char w[200] = "";
-        lr = policy_build(pol, NULL, 0, &p, w, sizeof(w));
+        lr = policy_build(pol, NULL, 0, NULL, &p, w, sizeof(w));
         net_policy_free(p);
         if (lr < 0) {
             snprintf(why, wlen, "policy: %s", w);
@@ -394,11 +461,13 @@ static int net_kind_create(struct devopts *o, const char *id, bool restoring, in
     rec->guest_mac_given = gmac && net_parse_mac(gmac, rec->guest_mac) == 0;
     if (rec->guest_mac_given && memcmp(rec->guest_mac, rec->mac, 6))
         memcpy(rec->macs[rec->n_mac++], rec->guest_mac, 6);
+    rec->n_dhcp_server = dhcp_servers(devopt_get(o, "user") != NULL, rec->dhcp_server, NP_DHCP_SERVERS_MAX);
     const char *pol = devopt_get(o, "policy");
     if (pol) {
         char w[200] = "";
         rec->policy_text = strdup(pol);
-        int pr = rec->policy_text ? policy_build(pol, rec->macs, rec->n_mac, &rec->policy, w, sizeof(w)) : -ENOMEM;
+        int pr = rec->policy_text ? policy_build(pol, rec->macs, rec->n_mac, rec, &rec->policy, w, sizeof(w))
+                                  : -ENOMEM;
         if (pr < 0) {
             snprintf(why, wlen, "policy: %s", w);
             net_free(rec);
@@ -480,7 +549,7 @@ static int net_set(void *priv, const char *key, const char *value, char *why, si
     if (!strcmp(key, "policy")) {
         /* built off the lock; learned addresses and counters carried over */
         struct net_policy *np = NULL, *old;
-        int e = policy_build(value, r->macs, r->n_mac, &np, why, wlen);
+        int e = policy_build(value, r->macs, r->n_mac, r, &np, why, wlen);
         if (e < 0)
             return e;
         char *text = strdup(value), *old_text;
@@ -524,14 +593,14 @@ int net_kind_frontend_mac(void *priv, char *why, size_t wlen)
 {
     struct net_rec *r = priv;
     pthread_mutex_lock(&r->plock);
-    /* only guest_mac= names the frontend's MAC */
+    /* only guest_mac= names the frontend's MAC (else: the first it uses) */
     memcpy(r->macs[0], r->guest_mac, 6);
     r->n_mac = r->guest_mac_given ? 1 : 0;
     pthread_mutex_unlock(&r->plock);
     if (!r->policy)
         return 0;
     struct net_policy *np = NULL, *old;
-    int e = policy_build(r->policy_text, r->macs, r->n_mac, &np, why, wlen);
+    int e = policy_build(r->policy_text, r->macs, r->n_mac, r, &np, why, wlen);
     if (e < 0)
         return e;
     pthread_mutex_lock(&r->plock);

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "devices/net/net_policy.h"
 #include "devices/virtio/virtio_kind.h"
 
 #define NET_ID_MAX 16u
@@ -42,6 +43,11 @@ struct net_rec {
     pthread_mutex_t plock;
     struct net_policy *policy;
     char *policy_text;          /* the policy in force, as given */
+    /* where the backend's DHCP server answers from (the policy learns the
+     * guest's IPv4 lease only from these): passt, the host's default
+     * gateways; a TAP, the host's own IPv4 addresses; read at create */
+    uint32_t dhcp_server[NP_DHCP_SERVERS_MAX];
+    size_t n_dhcp_server;
 };
 
 extern const struct virtio_kind net_kind;
@@ -53,9 +59,15 @@ int net_parse_mac(const char *s, uint8_t mac[6]);
 void net_random_mac(uint8_t mac[6]);
 void net_format_mac(const uint8_t mac[6], char out[18]);
 
+/* The IPv4 default gateways (host order) in the text of /proc/net/route:
+ * rows with destination and mask 0 and the RTF_GATEWAY flag, at most max;
+ * returns how many. A malformed row is skipped. Pure. */
+size_t net_route_gateways(const char *text, uint32_t *out, size_t max);
+
 /* The device's config space is its frontend's (vhost-user: QEMU gives the
  * guest its own -device mac=): the egress policy pins the source MAC to
- * guest_mac= when given, else not at all. Call once, before frames flow.
+ * guest_mac= when given, else to the first unicast MAC the guest sends
+ * from. Call once, before frames flow.
  * 0, or -errno with why. */
 int net_kind_frontend_mac(void *priv, char *why, size_t wlen);
 

@@ -126,6 +126,17 @@ struct net_policy {
     bool have_dhcp4, dhcp_pending;
     uint8_t dhcp_mac[6];
     uint64_t dhcp_expires;
+    /* the DHCP servers an ACK may come from (host order) */
+    uint32_t dsrv[NP_DHCP_SERVERS_MAX];
+    size_t n_dsrv;
+    /* pinned on first use where nothing was given: the MAC (no guest_mac),
+     * the IPv4 address (no guest item, no lease yet), IPv6 addresses
+     * (link-local ones always; others without guest items) */
+    uint8_t lmac[6];
+    bool have_lmac, have_l4;
+    uint32_t l4;
+    uint64_t l6hi[NP_GUEST_LEARN_V6], l6lo[NP_GUEST_LEARN_V6];
+    size_t n_l6;
 
     struct np_stats st;
 };
@@ -506,6 +517,8 @@ int net_policy_new(const struct np_conf *c, struct net_policy **out, char *why, 
     for (size_t i = 0; i < c->n_host; i++)
         if (c->host[i].family != 4 && c->host[i].family != 6)
             return errf(why, wlen, "host address %zu has no family (4 or 6)", i);
+    if (c->n_dhcp_server > NP_DHCP_SERVERS_MAX)
+        return errf(why, wlen, "%zu DHCP servers: at most %u", c->n_dhcp_server, NP_DHCP_SERVERS_MAX);
     if (c->n_guest_mac > NP_GUEST_MACS_MAX || c->n_guest > NP_GUEST_ADDRS_MAX) {
         errf(why, wlen, "%zu guest MACs, %zu guest addresses: at most %u, %u", c->n_guest_mac,
              c->n_guest, NP_GUEST_MACS_MAX, NP_GUEST_ADDRS_MAX);
@@ -544,6 +557,8 @@ int net_policy_new(const struct np_conf *c, struct net_policy **out, char *why, 
     ln_init(p);
     for (size_t i = 0; i < c->n_guest_mac; i++)
         memcpy(p->gmac[p->n_gmac++], c->guest_mac[i], 6);
+    for (size_t i = 0; i < c->n_dhcp_server; i++)
+        p->dsrv[p->n_dsrv++] = c->dhcp_server[i];
     for (size_t i = 0; i < c->n_guest; i++) {
         if (c->guest[i].family == 4) {
             p->g4[p->n_g4++] = be32(c->guest[i].b + 12);
@@ -807,10 +822,24 @@ static bool mac_is_guest(const struct net_policy *p, const uint8_t mac[6])
     for (size_t i = 0; i < p->n_gmac; i++)
         if (memcmp(p->gmac[i], mac, 6) == 0)
             return true;
-    return false;
+    return p->have_lmac && memcmp(p->lmac, mac, 6) == 0;
 }
 
-static bool v4_known(const struct net_policy *p) { return p->n_g4 || p->have_dhcp4; }
+/* The frame's Ethernet source: one of the given MACs; with none given,
+ * the first unicast source the guest used (pinned then). A multicast or
+ * all-zero source is never the guest's. */
+static bool mac_src_ok(struct net_policy *p, const uint8_t mac[6])
+{
+    static const uint8_t zero[6];
+    if ((mac[0] & 1) || memcmp(mac, zero, 6) == 0)
+        return false;
+    if (p->n_gmac || p->have_lmac)
+        return mac_is_guest(p, mac);
+    memcpy(p->lmac, mac, 6);
+    p->have_lmac = true;
+    p->st.ids_learned++;
+    return true;
+}
 
 /* a (host order) is one of the guest's IPv4 addresses */
 static bool v4_is_guest(const struct net_policy *p, uint32_t a)
@@ -818,29 +847,74 @@ static bool v4_is_guest(const struct net_policy *p, uint32_t a)
     for (size_t i = 0; i < p->n_g4; i++)
         if (p->g4[i] == a)
             return true;
-    return p->have_dhcp4 && p->dhcp4 == a;
+    return (p->have_dhcp4 && p->dhcp4 == a) || (p->have_l4 && p->l4 == a);
 }
 
-/* one of the guest's IPv6 addresses, or link-local (the guest forms those itself) */
-static bool v6_is_guest(const struct net_policy *p, uint64_t hi, uint64_t lo)
+/* An IPv4 source other than 0.0.0.0: the guest's (given, from its lease,
+ * or pinned on first use: with none known, a unicast a becomes it). */
+static bool v4_src_ok(struct net_policy *p, uint32_t a)
 {
-    if ((hi & 0xffc0000000000000ull) == 0xfe80000000000000ull)
-        return true;
-    for (size_t i = 0; i < p->n_g6; i++)
-        if (p->g6hi[i] == hi && p->g6lo[i] == lo)
+    if (a == 0 || a >= 0xe0000000u || a >> 24 == 127)
+        return false;
+    if (p->n_g4 || p->have_dhcp4 || p->have_l4)
+        return v4_is_guest(p, a);
+    p->l4 = a;
+    p->have_l4 = true;
+    p->st.ids_learned++;
+    return true;
+}
+
+/* fe80::/64 with the modified EUI-64 interface identifier of mac */
+static bool is_eui64_ll(uint64_t hi, uint64_t lo, const uint8_t mac[6])
+{
+    uint64_t id = (uint64_t)(mac[0] ^ 2) << 56 | (uint64_t)mac[1] << 48 | (uint64_t)mac[2] << 40 |
+                  0xfffe000000ull | (uint64_t)mac[3] << 16 | (uint64_t)mac[4] << 8 | mac[5];
+    return hi == 0xfe80000000000000ull && lo == id;
+}
+
+/* An IPv6 address as the guest's (a source other than ::, or an NA's
+ * target): given (guest items), the link-local EUI-64 address of one of
+ * its MACs, or pinned on first use: link-local ones always, others when
+ * no guest item of the family was given, at most NP_GUEST_LEARN_V6 in
+ * all. Multicast is never the guest's. */
+static bool v6_addr_ok(struct net_policy *p, uint64_t hi, uint64_t lo)
+{
+    if (hi >> 56 == 0xff || (hi == 0 && (lo == 0 || lo == 1)))
+        return false;
+    bool ll = (hi & 0xffc0000000000000ull) == 0xfe80000000000000ull;
+    if (ll) {
+        for (size_t i = 0; i < p->n_gmac; i++)
+            if (is_eui64_ll(hi, lo, p->gmac[i]))
+                return true;
+        if (p->have_lmac && is_eui64_ll(hi, lo, p->lmac))
             return true;
-    return false;
+    } else {
+        for (size_t i = 0; i < p->n_g6; i++)
+            if (p->g6hi[i] == hi && p->g6lo[i] == lo)
+                return true;
+        if (p->n_g6)
+            return false;
+    }
+    for (size_t i = 0; i < p->n_l6; i++)
+        if (p->l6hi[i] == hi && p->l6lo[i] == lo)
+            return true;
+    if (p->n_l6 == NP_GUEST_LEARN_V6)
+        return false;
+    p->l6hi[p->n_l6] = hi;
+    p->l6lo[p->n_l6++] = lo;
+    p->st.ids_learned++;
+    return true;
 }
 
 /* An ARP frame the guest may send: a request or reply about itself. */
-static bool arp_ok(const struct net_policy *p, const struct net_frame *f)
+static bool arp_ok(struct net_policy *p, const struct net_frame *f)
 {
     if (f->arp_op != 1 && f->arp_op != 2)
         return false;
     if (memcmp(f->arp_sha, f->src_mac, 6) != 0)
         return false;
     uint32_t spa = be32(f->src.b + 12);
-    return spa == 0 || !v4_known(p) || v4_is_guest(p, spa);
+    return spa == 0 || v4_src_ok(p, spa);
 }
 
 /* The DHCPv4 link service: a BOOTREQUEST from the frame's own MAC, no
@@ -865,7 +939,7 @@ static bool dhcp4_ok(struct net_policy *p, const uint8_t *frame, size_t len,
 /* The ND / MLD link service: not fragmented; a source (1) or target (2)
  * link-layer address option is the frame's own MAC; an NA's target is the
  * guest's (when its IPv6 addresses are known). */
-static bool nd_ok(const struct net_policy *p, const uint8_t *frame, size_t len,
+static bool nd_ok(struct net_policy *p, const uint8_t *frame, size_t len,
                   const struct net_frame *f)
 {
     if (f->flags & NF_F_FRAG)
@@ -884,7 +958,7 @@ static bool nd_ok(const struct net_policy *p, const uint8_t *frame, size_t len,
         return true;                    /* MLD: no link-layer options */
     if (n < at)
         return false;
-    if (t == 136 && p->n_g6 && !v6_is_guest(p, ld64(m + 8), ld64(m + 16)))
+    if (t == 136 && !v6_addr_ok(p, ld64(m + 8), ld64(m + 16)))
         return false;
     while (at < n) {
         if (n - at < 2 || m[at + 1] == 0 || (size_t)m[at + 1] * 8 > n - at)
@@ -910,7 +984,7 @@ static enum np_verdict decide(struct net_policy *p, const uint8_t *frame, size_t
         *rule = NP_B_VLAN;
         return NP_DROP;
     }
-    if (p->n_gmac && !mac_is_guest(p, f->src_mac)) {
+    if (!mac_src_ok(p, f->src_mac)) {
         *rule = NP_B_SRC_MAC;
         return NP_DROP;
     }
@@ -936,8 +1010,8 @@ static enum np_verdict decide(struct net_policy *p, const uint8_t *frame, size_t
                ((k.hi & 0xffc0000000000000ull) == 0xfe80000000000000ull || k.hi >> 48 == 0xff02);
     uint64_t shi, slo;
     split(&f->src, &shi, &slo);
-    if (k.family == 4 ? v4_known(p) && !v4_is_guest(p, (uint32_t)slo) && !(slo == 0x0000ffff00000000ull && dhcp4)
-                      : p->n_g6 && !v6_is_guest(p, shi, slo) && !(shi == 0 && slo == 0 && nd6)) {
+    if (k.family == 4 ? (slo == 0x0000ffff00000000ull ? !dhcp4 : !v4_src_ok(p, (uint32_t)slo))
+                      : (shi == 0 && slo == 0 ? !nd6 : !v6_addr_ok(p, shi, slo))) {
         *rule = NP_B_SRC_ADDR;
         return NP_DROP;
     }
@@ -1096,6 +1170,17 @@ static void dhcp_learn(struct net_policy *p, const uint8_t *frame, size_t len,
     if (b[0] != 2 || b[1] != 1 || b[2] != 6 || be32(b + 4) != p->dhcp_xid ||
         memcmp(b + 28, p->dhcp_mac, 6) != 0 || be32(b + 236) != 0x63825363u)
         return;
+    /* from the backend's DHCP server: a reply the guest elicited from a
+     * server elsewhere (a UDP flow from its port 68 to a port 67 outside)
+     * must not choose its address */
+    uint32_t from = be32(f->src.b + 12), sid = from;
+    bool listed = false;
+    for (size_t i = 0; i < p->n_dsrv; i++)
+        listed |= p->dsrv[i] == from;
+    if (!listed) {
+        p->st.dhcp_refused++;
+        return;
+    }
     uint32_t yi = be32(b + 16);
     int type = 0;
     for (size_t i = 240; i < n && b[i] != 255;) {
@@ -1107,12 +1192,19 @@ static void dhcp_learn(struct net_policy *p, const uint8_t *frame, size_t len,
             return;
         if (b[i] == 53 && b[i + 1] == 1)
             type = b[i + 2];
+        if (b[i] == 54 && b[i + 1] == 4)
+            sid = be32(b + i + 2);
         i += 2u + b[i + 1];
     }
-    if (type != 5 || yi == 0 || yi == 0xffffffffu)
+    if (type != 5 || yi == 0 || yi >= 0xe0000000u || yi >> 24 == 127)
         return;
+    if (sid != from) {          /* the server identifier names another server */
+        p->st.dhcp_refused++;
+        return;
+    }
     p->dhcp4 = yi;
     p->have_dhcp4 = true;
+    p->have_l4 = false;         /* the lease replaces a first-use pin */
     p->dhcp_pending = false;
     p->st.dhcp_learned++;
 }
@@ -1243,6 +1335,13 @@ void net_policy_carry(struct net_policy *to, const struct net_policy *from, uint
     to->dhcp_pending = from->dhcp_pending;
     memcpy(to->dhcp_mac, from->dhcp_mac, 6);
     to->dhcp_expires = from->dhcp_expires;
+    memcpy(to->lmac, from->lmac, 6);
+    to->have_lmac = from->have_lmac;
+    to->l4 = from->l4;
+    to->have_l4 = from->have_l4;
+    memcpy(to->l6hi, from->l6hi, sizeof to->l6hi);
+    memcpy(to->l6lo, from->l6lo, sizeof to->l6lo);
+    to->n_l6 = from->n_l6;
     struct np_stats keep = to->st;
     to->st = from->st;
     to->st.learned = keep.learned;
@@ -1341,13 +1440,24 @@ size_t net_policy_render(const struct net_policy *p, uint64_t now_ns, char *buf,
         (unsigned long long)p->st.dns_bad, (unsigned long long)p->st.dns_unsolicited,
         (unsigned long long)p->st.dns_untrusted, (unsigned long long)p->st.dns_rcode,
         (unsigned long long)p->st.dns_pending_evicted, (unsigned long long)p->st.frag_evicted);
+    put(&o, "guest: %zu MACs, %zu IPv4, %zu IPv6 addresses given", p->n_gmac, p->n_g4, p->n_g6);
     if (p->have_dhcp4)
-        put(&o, "guest: %zu MACs, %zu IPv4 + %u.%u.%u.%u (DHCP), %zu IPv6 addresses pinned\n",
-            p->n_gmac, p->n_g4, p->dhcp4 >> 24, p->dhcp4 >> 16 & 255, p->dhcp4 >> 8 & 255,
-            p->dhcp4 & 255, p->n_g6);
-    else
-        put(&o, "guest: %zu MACs, %zu IPv4, %zu IPv6 addresses pinned\n", p->n_gmac, p->n_g4,
-            p->n_g6);
+        put(&o, "; %u.%u.%u.%u (DHCP)", p->dhcp4 >> 24, p->dhcp4 >> 16 & 255, p->dhcp4 >> 8 & 255,
+            p->dhcp4 & 255);
+    if (p->have_lmac)
+        put(&o, "; %02x:%02x:%02x:%02x:%02x:%02x (first use)", p->lmac[0], p->lmac[1], p->lmac[2],
+            p->lmac[3], p->lmac[4], p->lmac[5]);
+    if (p->have_l4)
+        put(&o, "; %u.%u.%u.%u (first use)", p->l4 >> 24, p->l4 >> 16 & 255, p->l4 >> 8 & 255,
+            p->l4 & 255);
+    for (size_t i = 0; i < p->n_l6; i++) {
+        struct nf_addr a;
+        char t[NF_ADDR_STRLEN];
+        join(&a, 6, p->l6hi[i], p->l6lo[i]);
+        put(&o, "; %s (first use)", nf_addr_str(&a, t, sizeof t));
+    }
+    put(&o, "; %llu DHCP replies refused (not from the backend's server)\n",
+        (unsigned long long)p->st.dhcp_refused);
     put(&o, "learned: %u of %u entries (ttl %u..%u s), %llu evicted\n", p->ln_count, p->ln_max,
         p->ttl_min_s, p->ttl_max_s, (unsigned long long)p->st.learn_evicted);
     for (uint32_t i = p->lru_new; i != NIL; i = p->ln[i].next) {

@@ -19,17 +19,15 @@
  *    1. malformed (net_frame_parse fails)            drop
  *    2. VLAN-tagged                                  drop
  *    3. an Ethernet source not the guest's MAC       drop
- *       (only when the configuration gives guest_mac)
+ *       (guest_mac given, else the first unicast source it used)
  *    4. source-routed (NF_F_SRCROUTE)                drop
  *    5. ARP: allow when it is a request or a reply whose sender hardware
  *       address is the frame's source MAC and whose sender protocol
- *       address is 0.0.0.0 or one of the guest's IPv4 addresses (when
- *       known: guest, or learned from DHCP); else drop
+ *       address is 0.0.0.0 or the guest's IPv4 address (below); else
+ *       drop
  *    6. other non-IP EtherTypes                      drop
- *    7. an IP source not the guest's (checked per family, only when the
- *       guest's addresses of that family are known): IPv4 0.0.0.0 only in
- *       DHCPv4 (step 9); IPv6 also any fe80::/10 address, and :: only in
- *       ND/MLD (step 9)                              drop
+ *    7. an IP source not the guest's (below): IPv4 0.0.0.0 only in
+ *       DHCPv4 (step 9), IPv6 :: only in ND/MLD (step 9)  drop
  *    8. TCP to 169.254.169.254:80                    NP_METADATA (the device
  *                                                    serves it; never a backend)
  *    9. link services, which cannot leave the link:  allow
@@ -38,8 +36,7 @@
  *       frame's source MAC), IPv6 ND/MLD (ICMPv6 130-133, 135, 136, 143
  *       to fe80::/10 or ff02::/16, not a fragment; a source / target
  *       link-layer address option must be the frame's source MAC, and an
- *       NA's target one of the guest's IPv6 addresses or link-local when
- *       those are known), DHCPv6 (UDP 546->547 to ff02::1:2). A DHCPv4 or
+ *       NA's target one of the guest's IPv6 addresses), DHCPv6 (UDP 546->547 to ff02::1:2). A DHCPv4 or
  *       ND frame that fails these is dropped (counted on its step)
  *   10. a non-first fragment: the verdict of its first fragment when that
  *       was allowed (tracked by family, src, dst, id, protocol for
@@ -75,14 +72,25 @@
  * rule) entries; a new one evicts the least recently used.
  *
  * The guest's identity: with guest_mac given, the Ethernet source must be
- * one of those MACs; ARP's sender MAC, a DHCP request's client MAC and
- * ND's link-layer address options must be the frame's own source MAC
- * always. IPv4 sources are pinned to the guest addresses given and to the
- * address DHCP handed the guest: net_policy_rx takes a DHCPACK (UDP 67->68,
- * BOOTREPLY, message type 5) that answers the transaction the guest last
- * broadcast through step 9 (same xid and client MAC, within
- * NP_DNS_PENDING_NS) and makes its yiaddr the guest's, in place of an
- * earlier one. IPv6 sources are pinned only to the guest addresses given.
+ * one of those MACs; without, the first unicast source MAC the guest sends
+ * from is pinned ("first use"). ARP's sender MAC, a DHCP request's client
+ * MAC and ND's link-layer address options must be the frame's own source
+ * MAC always. IPv4: the guest items given; else the lease DHCP handed the
+ * guest: net_policy_rx takes a DHCPACK (UDP 67->68, BOOTREPLY, message
+ * type 5) that answers the transaction the guest last broadcast through
+ * step 9 (same xid and client MAC, within NP_DNS_PENDING_NS), comes from
+ * one of the conf's dhcp_server addresses and whose server identifier (if
+ * any) is that address, and makes its yiaddr the guest's, in place of an
+ * earlier one (an ACK from elsewhere is counted in dhcp_refused); until a
+ * lease, the first unicast IPv4 source (or ARP sender address) the guest
+ * uses is pinned. IPv6: the guest items given (global addresses), the
+ * link-local EUI-64 address of each pinned MAC, and up to
+ * NP_GUEST_LEARN_V6 more pinned on first use (link-local ones always,
+ * others only when no IPv6 guest item was given); multicast, loopback and
+ * :: (outside ND) never. A first-use pin binds the guest to the first
+ * identity it shows: it stops a guest from changing or rotating its
+ * source, not from choosing the first one (give guest_mac and guest items
+ * for that).
  *
  * Threads: a policy is not locked inside. The device calls everything on a
  * policy under one lock of its own; a new policy is built with
@@ -112,6 +120,8 @@
 #define NP_METADATA_PORT    80u         /* on 169.254.169.254 */
 #define NP_GUEST_MACS_MAX   4u          /* MACs the guest may send from */
 #define NP_GUEST_ADDRS_MAX  16u         /* addresses the guest may send from */
+#define NP_GUEST_LEARN_V6   8u          /* IPv6 addresses pinned on first use */
+#define NP_DHCP_SERVERS_MAX 16u         /* servers a DHCPACK may come from */
 
 struct net_policy;
 
@@ -187,6 +197,10 @@ struct np_conf {
     /* the guest's own addresses: with none of a family, sources of that
      * family are not pinned (IPv4 then pins to what DHCP hands out) */
     const struct nf_addr *guest; size_t n_guest;
+    /* the IPv4 addresses (host order) the backend's DHCP server answers
+     * from: a DHCPACK from any other source is not learned. None: DHCP
+     * pins nothing (the first-use pin stands) */
+    const uint32_t *dhcp_server; size_t n_dhcp_server;
 };
 
 struct np_result {
@@ -209,6 +223,8 @@ struct np_stats {
     uint64_t dns_pending_evicted;       /* tracked queries dropped when full */
     uint64_t frag_evicted;              /* tracked first fragments dropped when full */
     uint64_t dhcp_learned;              /* DHCPACKs that set the guest's IPv4 address */
+    uint64_t dhcp_refused;              /* DHCPACKs for the guest's transaction from another server */
+    uint64_t ids_learned;               /* MACs and addresses pinned on first use */
     size_t learned;                     /* entries in the table now (expired ones included until met) */
     size_t learn_max;
 };

@@ -4,7 +4,8 @@
  * driven too.
  *
  * Input: [0] config: bit0 default allow, bit1 preset off, bit2 the guest's
- *        MAC pinned (02:00:00:00:00:02), bit3 its addresses given
+ *        MAC pinned (02:00:00:00:00:02), bit3 its addresses given, bit4 no
+ *        DHCP server named (else 10.0.2.2)
  *        (10.0.2.15, 2001:db8::15; without them DHCP may pin the IPv4 one).
  *        Then records: u8 dir (bit0: 1 = received, fed to net_policy_rx;
  *        0 = sent, parsed and fed to net_policy_tx_parsed), u8 dt (seconds
@@ -121,6 +122,7 @@ static struct net_policy *policy(uint8_t cfg)
     static const char *const dom[] = { "*.pypi.org", "example.org,port=443,proto=tcp" };
     static const struct nf_addr host = { 4, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 192, 0, 2, 1 } };
     static const uint8_t mac[1][6] = { { 2, 0, 0, 0, 0, 2 } };
+    static const uint32_t dhcp_server = 0x0a000202;        /* 10.0.2.2 */
     static const struct nf_addr guest[2] = {
         { 4, { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 0, 2, 15 } },
         { 6, { 0x20, 0x01, 0x0d, 0xb8, [15] = 0x15 } },
@@ -130,7 +132,8 @@ static struct net_policy *policy(uint8_t cfg)
                          .allow_domain = dom, .n_allow_domain = 2, .host = &host, .n_host = 1,
                          .ttl_min_s = 5, .ttl_max_s = 100, .learn_max = 16,
                          .guest_mac = mac, .n_guest_mac = (cfg & 4) ? 1 : 0,
-                         .guest = guest, .n_guest = (cfg & 8) ? 2 : 0 };
+                         .guest = guest, .n_guest = (cfg & 8) ? 2 : 0,
+                         .dhcp_server = &dhcp_server, .n_dhcp_server = (cfg & 16) ? 0 : 1 };
     struct net_policy *p = NULL;
     char why[128];
     FUZZ_ASSERT(net_policy_new(&c, &p, why, sizeof why) == 0 && p);
@@ -154,6 +157,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct net_policy *p = policy(data[0]);
     uint64_t now = 1000000000ull, ntx = 0, btx = 0;
     size_t i = 1;
+    /* the MAC the policy holds the guest to: given (bit 2), else the first
+     * unicast source of a frame that reaches the check */
+    uint8_t pin[6] = { 2, 0, 0, 0, 0, 2 };
+    bool have_pin = (data[0] & 4) != 0;
     while (i + 4 <= size) {
         uint8_t dir = data[i];
         now += (uint64_t)data[i + 1] * 1000000000ull;
@@ -200,10 +207,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 FUZZ_ASSERT(f.l3 == NF_L3_ARP);
             if (r.rule == NP_B_SRC_MAC || r.rule == NP_B_SRC_ADDR || r.rule == NP_B_SRCROUTE)
                 FUZZ_ASSERT(v == NP_DROP);
-            if (r.rule == NP_B_SRC_MAC)
-                FUZZ_ASSERT((data[0] & 4) && memcmp(f.src_mac, "\x02\0\0\0\0\x02", 6) != 0);
-            if (v != NP_DROP && (data[0] & 4))
-                FUZZ_ASSERT(memcmp(f.src_mac, "\x02\0\0\0\0\x02", 6) == 0);
+            if (pr == 0 && !f.n_vlan) {
+                bool odd = (f.src_mac[0] & 1) || !memcmp(f.src_mac, "\0\0\0\0\0\0", 6);
+                if (!odd && !have_pin) {
+                    memcpy(pin, f.src_mac, 6);
+                    have_pin = true;
+                }
+                FUZZ_ASSERT((r.rule == NP_B_SRC_MAC) == (odd || memcmp(f.src_mac, pin, 6) != 0));
+            }
+            if (v != NP_DROP)
+                FUZZ_ASSERT(have_pin && memcmp(f.src_mac, pin, 6) == 0);
             if (r.rule == NP_B_ND6 || r.rule == NP_B_DHCP4 || r.rule == NP_B_SRC_ADDR)
                 FUZZ_ASSERT(f.l3 == NF_L3_IPV4 || f.l3 == NF_L3_IPV6);
             if (r.rule == NP_B_DEFAULT)

@@ -1044,14 +1044,22 @@ START_TEST(spoofed_sources)
 }
 END_TEST
 
-/* Without configured addresses: IPv4 sources are pinned once DHCP has
- * handed the guest an address, IPv6 ones are not. */
-static unsigned dhcp_reply(struct net_policy *p, uint32_t xid, const uint8_t mac[6], uint32_t yi,
-                           unsigned type, uint64_t now)
+/* Without configured addresses: the lease DHCP hands the guest pins its
+ * IPv4 source, when the ACK comes from the backend's server (conf
+ * dhcp_server) and names that server. */
+static unsigned dhcp_reply_from(struct net_policy *p, const char *server, uint32_t sid, uint32_t xid,
+                                const uint8_t mac[6], uint32_t yi, unsigned type, uint64_t now)
 {
     uint8_t boot[300];
     size_t blen = bootp(boot, 2, xid, mac, yi, type);
-    size_t n = build(&(struct fspec){ .src = "10.0.2.2", .dst = "10.0.2.15", .proto = 17, .sport = 67,
+    if (sid) {
+        blen--;                                     /* over the end option */
+        boot[blen++] = 54; boot[blen++] = 4;
+        boot[blen++] = (uint8_t)(sid >> 24); boot[blen++] = (uint8_t)(sid >> 16);
+        boot[blen++] = (uint8_t)(sid >> 8); boot[blen++] = (uint8_t)sid;
+        boot[blen++] = 255;
+    }
+    size_t n = build(&(struct fspec){ .src = server, .dst = "10.0.2.15", .proto = 17, .sport = 67,
                                       .dport = 68, .pl = boot, .pln = blen });
     net_policy_rx(p, fb, n, now);
     struct np_stats st;
@@ -1059,26 +1067,46 @@ static unsigned dhcp_reply(struct net_policy *p, uint32_t xid, const uint8_t mac
     return (unsigned)st.dhcp_learned;
 }
 
+static unsigned dhcp_reply(struct net_policy *p, uint32_t xid, const uint8_t mac[6], uint32_t yi,
+                           unsigned type, uint64_t now)
+{
+    return dhcp_reply_from(p, "10.0.2.2", 0, xid, mac, yi, type, now);
+}
+
+static void dhcp_request(struct net_policy *p, uint32_t xid, uint64_t now)
+{
+    uint8_t boot[300];
+    size_t blen = bootp(boot, 1, xid, GUEST_MAC, 0, 3);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "0.0.0.0", .dst = "255.255.255.255", .proto = 17,
+                                            .sport = 68, .dport = 67, .pl = boot, .pln = blen }, now),
+                     NP_ALLOW);
+}
+
+static const uint32_t SERVER = 0x0a000202;         /* 10.0.2.2 */
+
 START_TEST(dhcp_pins_ipv4)
 {
     const uint8_t macs[1][6] = { { 2, 0, 0, 0, 0, 2 } };
     struct net_policy *p = mk(&(struct np_conf){ .default_allow = true, .guest_mac = macs,
-                                                 .n_guest_mac = 1 });
-    ck_assert_int_eq(to(p, "8.8.8.8", 6, 443, 0), NP_ALLOW);
-    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.99", .dst = "8.8.8.8", .proto = 6,
-                                            .dport = 443 }, 0), NP_ALLOW);      /* not known yet */
+                                                 .n_guest_mac = 1, .dhcp_server = &SERVER,
+                                                 .n_dhcp_server = 1 });
     /* an ACK for no transaction of the guest's is ignored */
     ck_assert_uint_eq(dhcp_reply(p, 0x77, GUEST_MAC, 0x0a00020f, 5, 0), 0);
-    uint8_t boot[300];
-    size_t blen = bootp(boot, 1, 0x77, GUEST_MAC, 0, 3);
-    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "0.0.0.0", .dst = "255.255.255.255", .proto = 17,
-                                            .sport = 68, .dport = 67, .pl = boot, .pln = blen }, 0),
-                     NP_ALLOW);
+    dhcp_request(p, 0x77, 0);
     ck_assert_uint_eq(dhcp_reply(p, 0x78, GUEST_MAC, 0x0a00020f, 5, 0), 0);     /* another xid */
     ck_assert_uint_eq(dhcp_reply(p, 0x77, OTHER_MAC, 0x0a00020f, 5, 0), 0);     /* another client */
     ck_assert_uint_eq(dhcp_reply(p, 0x77, GUEST_MAC, 0x0a00020f, 2, 0), 0);     /* an OFFER */
     ck_assert_uint_eq(dhcp_reply(p, 0x77, GUEST_MAC, 0x0a00020f, 5, S(31)), 0); /* too late */
-    ck_assert_uint_eq(dhcp_reply(p, 0x77, GUEST_MAC, 0x0a00020f, 5, S(1)), 1);
+    ck_assert_uint_eq(dhcp_reply(p, 0x77, GUEST_MAC, 0xe0000001, 5, S(1)), 0);  /* multicast */
+    /* from a server elsewhere (a flow the guest opened to a port 67 out
+     * there), or naming another server: not learned, counted */
+    ck_assert_uint_eq(dhcp_reply_from(p, "198.51.100.7", 0, 0x77, GUEST_MAC, 0x08080808, 5, S(1)), 0);
+    ck_assert_uint_eq(dhcp_reply_from(p, "10.0.2.2", 0xc6336407, 0x77, GUEST_MAC, 0x08080808, 5, S(1)),
+                      0);
+    struct np_stats st;
+    net_policy_stats(p, &st);
+    ck_assert_uint_eq(st.dhcp_refused, 2);
+    ck_assert_uint_eq(dhcp_reply_from(p, "10.0.2.2", SERVER, 0x77, GUEST_MAC, 0x0a00020f, 5, S(1)), 1);
     ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.99", .dst = "8.8.8.8", .proto = 6,
                                             .dport = 443 }, S(2)), NP_DROP);
     EXPECT(NP_DROP, NP_B_SRC_ADDR);
@@ -1086,8 +1114,6 @@ START_TEST(dhcp_pins_ipv4)
     size_t n = arpf(GUEST_MAC, 2, GUEST_MAC, "10.0.2.2");
     ck_assert_int_eq(net_policy_tx(p, fb, n, S(2), &res), NP_DROP);
     EXPECT(NP_DROP, NP_B_ARP);
-    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "2001:db8::99", .dst = "2606:4700::1", .proto = 6,
-                                            .dport = 443 }, S(2)), NP_ALLOW);   /* IPv6: not pinned */
     /* a rebuilt policy keeps what DHCP said */
     struct net_policy *q = mk(&(struct np_conf){ .default_allow = true, .guest_mac = macs,
                                                  .n_guest_mac = 1 });
@@ -1098,6 +1124,99 @@ START_TEST(dhcp_pins_ipv4)
     net_policy_render(q, S(3), text, sizeof text);
     const char *g = strstr(text, "guest:");
     ck_assert_msg(g && strstr(g, "10.0.2.15 (DHCP)"), "%.200s", g ? g : "no guest line");
+    net_policy_free(q);
+    net_policy_free(p);
+
+    /* no server named: DHCP pins nothing */
+    p = mk(&(struct np_conf){ .default_allow = true });
+    dhcp_request(p, 0x79, 0);
+    ck_assert_uint_eq(dhcp_reply(p, 0x79, GUEST_MAC, 0x0a00020f, 5, S(1)), 0);
+    net_policy_free(p);
+}
+END_TEST
+
+/* Nothing given (no guest_mac, no guest items, no lease yet): the MAC and
+ * addresses the guest first uses are pinned; a lease replaces the IPv4
+ * one. */
+START_TEST(first_use_pins)
+{
+    struct net_policy *p = mk(&(struct np_conf){ .default_allow = true, .dhcp_server = &SERVER,
+                                                 .n_dhcp_server = 1 });
+    ck_assert_int_eq(to(p, "8.8.8.8", 6, 443, 0), NP_ALLOW);                   /* 10.0.2.15, GUEST_MAC */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.15", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443, .smac = OTHER_MAC }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_MAC);
+    static const uint8_t mcast[6] = { 0x33, 0x33, 0, 0, 0, 1 };
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.15", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443, .smac = mcast }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_MAC);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.99", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    size_t n = arpf(GUEST_MAC, 2, GUEST_MAC, "10.0.2.2");                      /* claims the gateway */
+    ck_assert_int_eq(net_policy_tx(p, fb, n, 0, &res), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ARP);
+    /* 0.0.0.0 only in DHCP */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "0.0.0.0", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    /* a lease from the backend's server replaces the first-use address */
+    dhcp_request(p, 0x31, 0);
+    ck_assert_uint_eq(dhcp_reply(p, 0x31, GUEST_MAC, 0x0a000210, 5, S(1)), 1);  /* 10.0.2.16 */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "10.0.2.16", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443 }, S(1)), NP_ALLOW);
+    ck_assert_int_eq(to(p, "8.8.8.8", 6, 443, S(1)), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+
+    /* IPv6: the EUI-64 link-local of the guest's MAC, and up to
+     * NP_GUEST_LEARN_V6 others on first use; :: only in ND; an NA's target
+     * the guest's */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::ff:fe00:2", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, 0), NP_ALLOW);      /* 02:..:02's EUI-64 */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "::", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "ff02::1", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    char a[64];
+    for (unsigned i = 0; i < NP_GUEST_LEARN_V6; i++) {
+        snprintf(a, sizeof a, "2001:db8::%x", 0x100 + i);
+        ck_assert_msg(tx(p, &(struct fspec){ .src = a, .dst = "2606:4700::1", .proto = 6, .dport = 443 },
+                         0) == NP_ALLOW, "%s", a);
+    }
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "2001:db8::100", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, 0), NP_ALLOW);      /* pinned, again */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "2001:db8::1ff", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);       /* over the cap */
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::99", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, 0), NP_DROP);       /* a link-local too */
+    EXPECT(NP_DROP, NP_B_SRC_ADDR);
+    uint8_t body[64];
+    size_t bn = ndbody(body, "fe80::1", 2, GUEST_MAC);                          /* NA: the gateway's */
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::ff:fe00:2", .dst = "ff02::1", .proto = 58,
+                                            .sport = 136, .pl = body, .pln = bn }, 0), NP_DROP);
+    EXPECT(NP_DROP, NP_B_ND6);
+    bn = ndbody(body, "2001:db8::101", 2, GUEST_MAC);
+    ck_assert_int_eq(tx(p, &(struct fspec){ .src = "fe80::ff:fe00:2", .dst = "ff02::1", .proto = 58,
+                                            .sport = 136, .pl = body, .pln = bn }, 0), NP_ALLOW);
+    /* the pins travel with a rebuilt policy and are shown */
+    struct net_policy *q = mk(&(struct np_conf){ .default_allow = true });
+    net_policy_carry(q, p, S(2));
+    ck_assert_int_eq(tx(q, &(struct fspec){ .src = "10.0.2.16", .dst = "8.8.8.8", .proto = 6,
+                                            .dport = 443, .smac = OTHER_MAC }, S(2)), NP_DROP);
+    EXPECT(NP_DROP, NP_B_SRC_MAC);
+    ck_assert_int_eq(tx(q, &(struct fspec){ .src = "2001:db8::1ff", .dst = "2606:4700::1", .proto = 6,
+                                            .dport = 443 }, S(2)), NP_DROP);
+    static char text[16384];
+    net_policy_render(q, S(2), text, sizeof text);
+    const char *g = strstr(text, "guest:");
+    ck_assert_msg(g && strstr(g, "02:00:00:00:00:02 (first use)") && strstr(g, "2001:db8::107 (first use)") &&
+                  strstr(g, "10.0.2.16 (DHCP)"), "%.400s", g ? g : "no guest line");
+    struct np_stats st;
+    net_policy_stats(q, &st);
+    ck_assert_uint_eq(st.ids_learned, 2 + NP_GUEST_LEARN_V6);                  /* MAC, 10.0.2.15, 8 IPv6 */
     net_policy_free(q);
     net_policy_free(p);
 }
@@ -1172,6 +1291,8 @@ START_TEST(fragments)
         later.id = 77;
         later.src = v6 ? "2001:db8::16" : "10.0.2.16";
         ck_assert_int_eq(tx(p, &later, S(2)), NP_DROP);
+        /* IPv4: 10.0.2.15, pinned on first use, is the guest's only address */
+        EXPECT(NP_DROP, v6 ? NP_B_FRAG : NP_B_SRC_ADDR);
         later.src = src;
         ck_assert_int_eq(tx(p, &later, NP_FRAG_NS + 1), NP_DROP);
         /* a first fragment the rules deny: its later ones too */
@@ -1184,7 +1305,7 @@ START_TEST(fragments)
         EXPECT(NP_DROP, NP_B_FRAG);
     }
     ck_assert_uint_eq(ctr(p, (size_t)r4).frames_allowed, 3);
-    ck_assert_uint_eq(ctr(p, NP_B_FRAG).frames_dropped, 10);
+    ck_assert_uint_eq(ctr(p, NP_B_FRAG).frames_dropped, 9);
 
     /* the table is bounded: the oldest tracked datagram goes */
     struct fspec first = { .src = "10.0.2.15", .dst = "1.2.3.4", .proto = 6, .dport = 443,
@@ -1663,6 +1784,7 @@ int main(void)
     tcase_add_test(t, srcroute_before_link_services);
     tcase_add_test(t, spoofed_sources);
     tcase_add_test(t, dhcp_pins_ipv4);
+    tcase_add_test(t, first_use_pins);
     tcase_add_test(t, text_guest_addresses);
     tcase_add_test(t, fragments);
     tcase_add_test(t, learn_and_expire);

@@ -574,6 +574,30 @@ START_TEST(config_space)
 }
 END_TEST
 
+/* The default gateways in /proc/net/route's text (the passt backend's
+ * DHCP server for the egress policy): destination and mask 0 with
+ * RTF_GATEWAY; other rows, duplicates and malformed rows skipped. */
+START_TEST(route_gateways)
+{
+    static const char text[] =
+        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+        "eth0\t00000000\t025B0A0A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"       /* via 10.10.91.2 */
+        "eth0\t005B0A0A\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"       /* on-link /24 */
+        "eth1\t00000000\t00000000\t0001\t0\t0\t0\t00000000\t0\t0\t0\n"       /* default, no gateway */
+        "eth2\t00000000\t0102A8C0\t0001\t0\t0\t0\t00000000\t0\t0\t0\n"       /* no RTF_GATEWAY */
+        "eth0\t00000000\t025B0A0A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"     /* the same again */
+        "eth3\tzz\t0102A8C0\t0003\n"                                                /* malformed */
+        "eth4\t00000000\t0164A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0";         /* 192.168.100.1, no newline */
+    uint32_t g[4];
+    ck_assert_uint_eq(net_route_gateways(text, g, 4), 2);
+    ck_assert_uint_eq(g[0], 0x0a0a5b02);
+    ck_assert_uint_eq(g[1], 0xc0a86401);
+    ck_assert_uint_eq(net_route_gateways(text, g, 1), 1);
+    ck_assert_uint_eq(net_route_gateways("", g, 4), 0);
+    ck_assert_uint_eq(net_route_gateways("Iface\tDestination\n", g, 4), 0);
+}
+END_TEST
+
 START_TEST(mac_parse)
 {
     uint8_t m[6];
@@ -1012,6 +1036,7 @@ int main(void)
     tcase_add_test(tc, tx_more_than_a_batch_one_kick);
     tcase_add_test(tc, tap_backend_both_ways);
     tcase_add_test(tc, tx_offload_header_checked);
+    tcase_add_test(tc, route_gateways);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

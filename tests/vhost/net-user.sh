@@ -514,10 +514,11 @@ fi
 # for its source
 set -- $(row p step "source mac not the guest's") $(row p step "source address not the guest's") \
     $(row p step arp) $(row p step "link dhcpv4")
-if grep -q '^guest: 1 MACs, 0 IPv4 + 10\.91\.0\.1 (DHCP), 0 IPv6 addresses pinned' "$tmp/p.stats" &&
+if grep '^guest: 1 MACs, 0 IPv4, 0 IPv6 addresses given; 10\.91\.0\.1 (DHCP)' "$tmp/p.stats" |
+       grep -q '; 0 DHCP replies refused' &&
    [ "${2:-x}" = 0 ] && [ "${4:-x}" = 0 ] && [ "${5:-0}" -ge 1 ] && [ "${6:-x}" = 0 ] &&
    [ "${7:-0}" -ge 1 ] && [ "${8:-x}" = 0 ]; then
-    pass "identity: MAC 52:54:00:91:00:02 and 10.91.0.1 (from passt's DHCPACK) pinned; ARP and DHCP allowed ($5, $7), no frame dropped for its source"
+    pass "identity: MAC 52:54:00:91:00:02 and 10.91.0.1 (from passt's DHCPACK, sent from the default gateway 10.91.0.2) pinned; ARP and DHCP allowed ($5, $7), no frame dropped for its source"
 else
     fail "identity: $(grep '^guest:' "$tmp/p.stats"); source mac / source address / arp / dhcpv4 rows (ok drop): ${1:-?} ${2:-?} / ${3:-?} ${4:-?} / ${5:-?} ${6:-?} / ${7:-?} ${8:-?}"
 fi
