@@ -373,7 +373,7 @@ static const struct {
     [NF_VH_GSO_OFFLOAD] = { "gso-offload", "GSO type whose segmentation offload was not negotiated" },
     [NF_VH_GSO_CSUM] = { "gso-csum", "GSO without NEEDS_CSUM" },
     [NF_VH_GSO_FRAME] = { "gso-frame", "GSO type does not match the frame (TCP over IPv4 / IPv6, unfragmented)" },
-    [NF_VH_GSO_SIZE] = { "gso-size", "gso_size 0, or segments larger than the MTU" },
+    [NF_VH_GSO_SIZE] = { "gso-size", "gso_size below 48, or segments larger than the MTU" },
 };
 
 const char *net_vhdr_errname(enum nf_vhdr_err e)
@@ -413,7 +413,7 @@ static enum nf_vhdr_err vhdr_check(const struct net_vhdr *h, const struct net_fr
         /* each segment: the IP header (options, extension headers), the
          * TCP header with its options, gso_size bytes of data */
         size_t seg = (f->payload_off - f->l3_off) + (size_t)h->gso_size;
-        if (h->gso_size == 0 || seg > (mtu ? mtu : 65535u))
+        if (h->gso_size < NF_VHDR_GSO_MIN || seg > (mtu ? mtu : 65535u))
             return NF_VH_GSO_SIZE;
     }
     if (h->flags & NF_VHDR_F_NEEDS_CSUM) {

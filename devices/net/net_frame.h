@@ -196,8 +196,10 @@ void nf_addr_v6(struct nf_addr *a, const uint8_t b16[16]);
  *   gso_type: NONE, or TCPV4 / TCPV6 when NF_OFF_TSO4 / NF_OFF_TSO6 was
  *     negotiated, with NEEDS_CSUM, on TCP over IPv4 / IPv6 as parsed; no
  *     ECN bit (VIRTIO_NET_F_HOST_ECN is not offered), no UDP (UFO / USO
- *     are not offered); gso_size from 1 to what fits the MTU: the IP and
- *     TCP headers (with the frame's TCP options) + gso_size <= mtu.
+ *     are not offered); gso_size from NF_VHDR_GSO_MIN (Linux's smallest
+ *     TCP MSS, tcp_min_snd_mss: a smaller one only multiplies the segments
+ *     the host makes of one frame) to what fits the MTU: the IP and TCP
+ *     headers (with the frame's TCP options) + gso_size <= mtu.
  * Fields the flags do not use are not looked at; *out is the header to hand
  * on: the checked fields, the unused ones zero (num_buffers too). */
 #define NF_VHDR_F_NEEDS_CSUM  0x01u
@@ -208,6 +210,7 @@ void nf_addr_v6(struct nf_addr *a, const uint8_t b16[16]);
 #define NF_VHDR_GSO_TCPV6     4u
 #define NF_VHDR_GSO_UDP_L4    5u
 #define NF_VHDR_GSO_ECN       0x80u
+#define NF_VHDR_GSO_MIN       48u     /* the smallest gso_size taken */
 
 /* offloads the driver negotiated (net_vhdr_check's offl) */
 #define NF_OFF_CSUM  0x1u       /* VIRTIO_NET_F_CSUM */
@@ -226,7 +229,7 @@ enum nf_vhdr_err {
     NF_VH_GSO_OFFLOAD,      /* TCPV4 / TCPV6 without HOST_TSO4 / HOST_TSO6 */
     NF_VH_GSO_CSUM,         /* GSO without NEEDS_CSUM */
     NF_VH_GSO_FRAME,        /* GSO type not the frame's (IPv4 / IPv6 TCP, unfragmented) */
-    NF_VH_GSO_SIZE,         /* gso_size 0, or segments past the MTU */
+    NF_VH_GSO_SIZE,         /* gso_size below NF_VHDR_GSO_MIN, or segments past the MTU */
     NF_VH__COUNT
 };
 

@@ -356,7 +356,7 @@ static void mmds_emit(void *opaque, const uint8_t *frame, size_t len)
 }
 
 /* Every frame the guest sends: the metadata service's, then the policy. */
-static enum net_verdict rec_tx(void *opaque, const uint8_t *frame, size_t len)
+static enum net_verdict rec_tx(void *opaque, const uint8_t *frame, size_t len, const struct net_frame *parsed)
 {
     struct net_rec *r = opaque;
     if (r->mmds && net_local_wants(r->local, frame, len))
@@ -364,7 +364,8 @@ static enum net_verdict rec_tx(void *opaque, const uint8_t *frame, size_t len)
     if (!r->policy)
         return NET_PASS;
     pthread_mutex_lock(&r->plock);
-    enum np_verdict v = net_policy_tx(r->policy, frame, len, clock_mono_ns(), NULL);
+    enum np_verdict v = parsed ? net_policy_tx_parsed(r->policy, frame, len, parsed, clock_mono_ns(), NULL)
+                               : net_policy_tx(r->policy, frame, len, clock_mono_ns(), NULL);
     pthread_mutex_unlock(&r->plock);
     /* the metadata address without the service: nobody there */
     return v == NP_ALLOW ? NET_PASS : NET_DROP;

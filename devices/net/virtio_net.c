@@ -211,15 +211,17 @@ static unsigned offloads(uint64_t f)
  * offload writes where csum_start / csum_offset say, after the filter
  * looked: devices/net/net_frame.h); tx_hdr becomes the header to hand on.
  * false: dropped (counted). Every frame, whatever the filter and backend:
- * a driver's headers always agree with its frames. */
-static bool tx_hdr_ok(struct virtio_net *n, size_t len)
+ * a driver's headers always agree with its frames. *parsed: whether f
+ * holds the frame's parse (done when the header asks for an offload), for
+ * the filter not to parse it again. */
+static bool tx_hdr_ok(struct virtio_net *n, size_t len, struct net_frame *f, bool *parsed)
 {
-    struct net_frame f;
     const char *why = NULL;
     bool parse = net_vhdr_active(&n->tx_hdr);
     if (parse)
-        net_frame_parse(n->tx_buf, len, &f, NULL);
-    if (net_vhdr_check(&n->tx_hdr, parse ? &f : NULL, len, offloads(n->features), n->mtu, &n->tx_hdr, NULL,
+        net_frame_parse(n->tx_buf, len, f, NULL);
+    *parsed = parse;
+    if (net_vhdr_check(&n->tx_hdr, parse ? f : NULL, len, offloads(n->features), n->mtu, &n->tx_hdr, NULL,
                        &why) == 0)
         return true;
     STAT_ADD(n, st_tx_bad_offload, 1);
@@ -246,9 +248,12 @@ static void tx_chain(struct virtio_net *n, const struct virtq_chain *c)
         return;
     }
     hdr_get(h, &n->tx_hdr);
-    if (!tx_hdr_ok(n, len))
+    struct net_frame f;
+    bool parsed;
+    if (!tx_hdr_ok(n, len, &f, &parsed))
         return;
-    enum net_verdict v = n->filter.tx ? n->filter.tx(n->filter.opaque, n->tx_buf, len) : NET_PASS;
+    enum net_verdict v = n->filter.tx ? n->filter.tx(n->filter.opaque, n->tx_buf, len, parsed ? &f : NULL)
+                                      : NET_PASS;
     if (v == NET_DROP) {
         STAT_ADD(n, st_tx_dropped, 1);
         return;

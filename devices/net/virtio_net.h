@@ -56,12 +56,15 @@ enum net_verdict {
 };
 
 struct virtio_net;
+struct net_frame;
 struct ratelimit_cfg;
 
 /* The device's filter (all may be NULL: everything passes). Called on the
  * device's I/O thread only. */
 struct net_filter {
-    enum net_verdict (*tx)(void *opaque, const uint8_t *frame, size_t len);
+    /* A frame the guest sends; parsed: its net_frame_parse result when the
+     * device already parsed it (an offload header was checked), else NULL */
+    enum net_verdict (*tx)(void *opaque, const uint8_t *frame, size_t len, const struct net_frame *parsed);
     /* A frame the guest receives (after it was delivered). */
     void (*rx)(void *opaque, const uint8_t *frame, size_t len);
     /* A NET_LOCAL frame; answers go back with virtio_net_inject. */

@@ -106,7 +106,7 @@ static void check_vhdr(const uint8_t *hb, uint8_t dir, const struct net_frame *f
     if (o.gso_type != NF_VHDR_GSO_NONE) {
         FUZZ_ASSERT(o.gso_type == (f->l3 == NF_L3_IPV4 ? NF_VHDR_GSO_TCPV4 : NF_VHDR_GSO_TCPV6));
         FUZZ_ASSERT(f->proto == NF_IPPROTO_TCP && (o.flags & NF_VHDR_F_NEEDS_CSUM));
-        FUZZ_ASSERT(o.gso_size >= 1 && o.hdr_len == f->payload_off);
+        FUZZ_ASSERT(o.gso_size >= NF_VHDR_GSO_MIN && o.hdr_len == f->payload_off);
         FUZZ_ASSERT(f->l4_off - f->l3_off + 20 + o.gso_size <= (mtu ? mtu : 65535u));
     } else {
         FUZZ_ASSERT(o.gso_size == 0 && o.hdr_len == 0);

@@ -1069,9 +1069,14 @@ START_TEST(vhdr_gso)
     ck_assert_uint_eq(o.hdr_len, 54);
     v6_l4(NF_IPPROTO_TCP, 3000);
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV6, 74, 1440, 54, 16), NF_OFF_CSUM | NF_OFF_TSO6, 1500, NF_VH_OK);
-    /* gso_size: 0, or segments past the MTU (IP + TCP header + gso_size) */
+    /* gso_size: below NF_VHDR_GSO_MIN (1 would make the host cut one frame
+     * into thousands of segments), or segments past the MTU (IP + TCP
+     * header + gso_size) */
     v4_l4(NF_IPPROTO_TCP, 3000);
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 0, 34, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1, 34, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, NF_VHDR_GSO_MIN - 1, 34, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
+    VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, NF_VHDR_GSO_MIN, 34, 16), OFF_ALL, 1500, NF_VH_OK);
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1461, 34, 16), OFF_ALL, 1500, NF_VH_GSO_SIZE);
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1360, 34, 16), OFF_ALL, 1400, NF_VH_OK);
     VH_EXPECT(vh(1, NF_VHDR_GSO_TCPV4, 0, 1361, 34, 16), OFF_ALL, 1400, NF_VH_GSO_SIZE);
