@@ -1,5 +1,6 @@
 /* DNS query / response parser for the domain rules, pure. */
 #include "devices/net/dns_msg.h"
+#include "vmm/base/bytes.h"
 
 #include <errno.h>
 #include <string.h>
@@ -35,11 +36,6 @@ uint64_t dns_name_hash(const char *name)
     return h;
 }
 
-static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 /* Read the name at *pos into out (lowercased text, >= DNS_NAME_TEXT_MAX+1
  * bytes, may be NULL to only check it); *pos moves past the name's bytes
@@ -102,15 +98,15 @@ static enum dns_err read_question(const uint8_t *m, size_t n, bool response, uin
 {
     if (n < DNS_HDR_LEN)
         return DNS_E_SHORT;
-    *id = be16(m);
-    *flags = be16(m + 2);
+    *id = be16_load(m);
+    *flags = be16_load(m + 2);
     if (response && !(*flags & 0x8000))
         return DNS_E_NOT_RESPONSE;
     if (!response && (*flags & 0x8000))
         return DNS_E_NOT_QUERY;
     if ((*flags >> 11 & 15) != 0)
         return DNS_E_OPCODE;
-    if (be16(m + 4) != 1)
+    if (be16_load(m + 4) != 1)
         return DNS_E_QDCOUNT;
     size_t p = DNS_HDR_LEN;
     enum dns_err e = read_name(m, n, &p, qname);
@@ -118,8 +114,8 @@ static enum dns_err read_question(const uint8_t *m, size_t n, bool response, uin
         return e;
     if (n - p < 4)
         return DNS_E_TRUNC;
-    *qtype = be16(m + p);
-    *qclass = be16(m + p + 2);
+    *qtype = be16_load(m + p);
+    *qclass = be16_load(m + p + 2);
     *pos = p + 4;
     return DNS_E_OK;
 }
@@ -170,7 +166,7 @@ int dns_parse_response(const uint8_t *m, size_t n, struct dns_answer *a, const c
         goto bad;
     a->n_chain = 1;
     a->rcode = a->flags & 15;
-    a->ancount = be16(m + 6);
+    a->ancount = be16_load(m + 6);
     for (unsigned i = 0; i < a->ancount; i++) {
         size_t owner = p;
         if ((e = read_name(m, n, &p, NULL)))
@@ -179,9 +175,9 @@ int dns_parse_response(const uint8_t *m, size_t n, struct dns_answer *a, const c
             e = DNS_E_TRUNC;
             goto bad;
         }
-        uint16_t type = be16(m + p), cls = be16(m + p + 2);
-        uint32_t ttl = be32(m + p + 4);
-        size_t rdlen = be16(m + p + 8);
+        uint16_t type = be16_load(m + p), cls = be16_load(m + p + 2);
+        uint32_t ttl = be32_load(m + p + 4);
+        size_t rdlen = be16_load(m + p + 8);
         p += 10;
         if (rdlen > n - p) {
             e = DNS_E_TRUNC;

@@ -1,5 +1,6 @@
 /* Ethernet / VLAN / ARP / IPv4 / IPv6 / ICMP / TCP / UDP frame parser, pure. */
 #include "devices/net/net_frame.h"
+#include "vmm/base/bytes.h"
 
 #include "devices/net/net_backend.h"
 
@@ -52,11 +53,6 @@ const char *net_frame_errname(enum nf_err e)
     return (unsigned)e < NF_E__COUNT ? errs[e].name : "unknown";
 }
 
-static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
 
 void nf_addr_v4(struct nf_addr *a, const uint8_t b4[4])
 {
@@ -114,8 +110,8 @@ static enum nf_err parse_l4(struct net_frame *f, const uint8_t *b, size_t n, siz
             return NF_E_TCP_DOFF;
         if (doff > n)
             return NF_E_TCP_DOFF_TRUNC;
-        f->sport = be16(b);
-        f->dport = be16(b + 2);
+        f->sport = be16_load(b);
+        f->dport = be16_load(b + 2);
         f->tcp_flags = b[13];
         f->payload_off = off + doff;
         f->payload_len = n - doff;
@@ -125,13 +121,13 @@ static enum nf_err parse_l4(struct net_frame *f, const uint8_t *b, size_t n, siz
     case NF_IPPROTO_UDP: {
         if (n < 8)
             return NF_E_UDP_SHORT;
-        size_t ulen = be16(b + 4);
+        size_t ulen = be16_load(b + 4);
         if (ulen < 8)
             return NF_E_UDP_LEN;
         if (ulen > n && !partial)
             return NF_E_UDP_LEN_TRUNC;
-        f->sport = be16(b);
-        f->dport = be16(b + 2);
+        f->sport = be16_load(b);
+        f->dport = be16_load(b + 2);
         f->payload_off = off + 8;
         f->payload_len = (ulen < n ? ulen : n) - 8;
         f->flags |= NF_F_L4 | NF_F_PORTS;
@@ -166,7 +162,7 @@ static enum nf_err parse_ip4(struct net_frame *f, const uint8_t *b, size_t n, si
         return NF_E_IP4_IHL;
     if (ihl > n)
         return NF_E_IP4_IHL_TRUNC;
-    size_t tot = be16(b + 2);
+    size_t tot = be16_load(b + 2);
     if (tot < ihl)
         return NF_E_IP4_TOTLEN;
     if (tot > n)
@@ -193,13 +189,13 @@ static enum nf_err parse_ip4(struct net_frame *f, const uint8_t *b, size_t n, si
         i += b[i + 1];
     }
 
-    uint16_t fw = be16(b + 6);
+    uint16_t fw = be16_load(b + 6);
     size_t data = tot - ihl;
     f->frag_off = (uint32_t)(fw & 0x1fff) * 8;
     f->frag_more = (fw & 0x2000) != 0;
     if (f->frag_more || f->frag_off) {
         f->flags |= NF_F_FRAG;
-        f->frag_id = be16(b + 4);
+        f->frag_id = be16_load(b + 4);
         if (f->frag_off + data > 65535 || (f->frag_more && data % 8))
             return NF_E_IP4_FRAG;
         if (f->frag_off == 0)
@@ -234,7 +230,7 @@ static enum nf_err parse_ip6(struct net_frame *f, const uint8_t *b, size_t n, si
         return NF_E_IP6_SHORT;
     if (b[0] >> 4 != 6)
         return NF_E_IP6_VERSION;
-    size_t end = 40 + (size_t)be16(b + 4);
+    size_t end = 40 + (size_t)be16_load(b + 4);
     if (end > n)
         return NF_E_IP6_TRUNC;
     f->ip_len = end;
@@ -270,7 +266,7 @@ static enum nf_err parse_ip6(struct net_frame *f, const uint8_t *b, size_t n, si
             if (seen_frag)
                 return NF_E_IP6_FRAG_DUP;
             seen_frag = true;
-            uint16_t fo = be16(h + 2);
+            uint16_t fo = be16_load(h + 2);
             uint32_t foff = fo & 0xfff8u;
             bool more = fo & 1;
             if (foff || more) {
@@ -278,7 +274,7 @@ static enum nf_err parse_ip6(struct net_frame *f, const uint8_t *b, size_t n, si
                 f->flags |= NF_F_FRAG;
                 f->frag_off = foff;
                 f->frag_more = more;
-                f->frag_id = be32(h + 4);
+                f->frag_id = be32_load(h + 4);
                 if (foff + data > 65535 || (more && data % 8))
                     return NF_E_IP6_FRAG;
                 if (foff) {         /* no further headers in here */
@@ -301,9 +297,9 @@ static enum nf_err parse_arp(struct net_frame *f, const uint8_t *b, size_t n)
 {
     if (n < 28)
         return NF_E_ARP_SHORT;
-    if (be16(b) != 1 || be16(b + 2) != NF_ETHERTYPE_IPV4 || b[4] != 6 || b[5] != 4)
+    if (be16_load(b) != 1 || be16_load(b + 2) != NF_ETHERTYPE_IPV4 || b[4] != 6 || b[5] != 4)
         return NF_E_ARP_FORMAT;
-    f->arp_op = be16(b + 6);
+    f->arp_op = be16_load(b + 6);
     memcpy(f->arp_sha, b + 8, 6);
     nf_addr_v4(&f->src, b + 14);
     memcpy(f->arp_tha, b + 18, 6);
@@ -319,17 +315,17 @@ int net_frame_parse(const uint8_t *b, size_t len, struct net_frame *f, const cha
     memcpy(f->dst_mac, b, 6);
     memcpy(f->src_mac, b + 6, 6);
     size_t p = 12;
-    uint16_t et = be16(b + p);
+    uint16_t et = be16_load(b + p);
     while (et == NF_ETHERTYPE_VLAN || et == NF_ETHERTYPE_QINQ) {
         if (f->n_vlan == NF_VLAN_MAX)
             return fail(f, NF_E_VLAN_DEPTH, why);
         if (len - p < 6)        /* TPID, TCI, then the next EtherType */
             return fail(f, NF_E_VLAN_SHORT, why);
         f->vlan_tpid[f->n_vlan] = et;
-        f->vlan_tci[f->n_vlan] = be16(b + p + 2);
+        f->vlan_tci[f->n_vlan] = be16_load(b + p + 2);
         f->n_vlan++;
         p += 4;
-        et = be16(b + p);
+        et = be16_load(b + p);
     }
     p += 2;
     f->ethertype = et;

@@ -1,5 +1,6 @@
 /* The device's own small IPv4 host (devices/net/net_local.h). */
 #include "devices/net/net_local.h"
+#include "vmm/base/bytes.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -17,10 +18,6 @@
 
 enum { ST_SYN_RCVD = 1, ST_EST, ST_LAST_ACK };
 
-static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static uint32_t be32(const uint8_t *p) { return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]; }
-static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)(v >> 8); p[1] = (uint8_t)v; }
-static void put32(uint8_t *p, uint32_t v) { p[0] = (uint8_t)(v >> 24); p[1] = (uint8_t)(v >> 16); p[2] = (uint8_t)(v >> 8); p[3] = (uint8_t)v; }
 /* a - b > 0 in sequence space */
 static bool seq_gt(uint32_t a, uint32_t b) { return (int32_t)(a - b) > 0; }
 
@@ -72,10 +69,10 @@ bool net_local_wants(const struct net_local *l, const uint8_t *f, size_t len)
 {
     if (len < ETH_HLEN + 20)
         return false;
-    uint16_t type = be16(f + 12);
+    uint16_t type = be16_load(f + 12);
     if (type == ETH_P_ARP)      /* an IPv4-over-Ethernet request for our address */
-        return len >= ETH_HLEN + 28 && be16(f + 14) == 1 && be16(f + 16) == ETH_P_IP && f[18] == 6 && f[19] == 4 &&
-               be16(f + 20) == 1 && memcmp(f + ETH_HLEN + 24, &l->ip, 4) == 0;
+        return len >= ETH_HLEN + 28 && be16_load(f + 14) == 1 && be16_load(f + 16) == ETH_P_IP && f[18] == 6 && f[19] == 4 &&
+               be16_load(f + 20) == 1 && memcmp(f + ETH_HLEN + 24, &l->ip, 4) == 0;
     return type == ETH_P_IP && (f[ETH_HLEN] >> 4) == 4 && memcmp(f + ETH_HLEN + 16, &l->ip, 4) == 0;
 }
 
@@ -92,40 +89,40 @@ static void send_seg(struct net_local *l, const uint8_t dst_mac[6], const uint8_
         return;
     memcpy(f, dst_mac, 6);
     memcpy(f + 6, src_mac, 6);
-    put16(f + 12, ETH_P_IP);
+    be16_store(f + 12, ETH_P_IP);
     uint8_t *ip = f + ETH_HLEN, *tcp = ip + 20;
     size_t iplen = 20 + thl + len;
     ip[0] = 0x45;
     ip[1] = 0;
-    put16(ip + 2, (uint16_t)iplen);
-    put16(ip + 4, 0);
-    put16(ip + 6, 0x4000);          /* DF */
+    be16_store(ip + 2, (uint16_t)iplen);
+    be16_store(ip + 4, 0);
+    be16_store(ip + 6, 0x4000);     /* DF */
     ip[8] = 64;
     ip[9] = IPPROTO_TCP_;
-    put16(ip + 10, 0);
+    be16_store(ip + 10, 0);
     memcpy(ip + 12, &l->ip, 4);
     memcpy(ip + 16, &dst_ip, 4);
-    put16(ip + 10, net_csum(ip, 20, 0));
-    put16(tcp, l->port);
-    put16(tcp + 2, dst_port);
-    put32(tcp + 4, seq);
-    put32(tcp + 8, ack);
+    be16_store(ip + 10, net_csum(ip, 20, 0));
+    be16_store(tcp, l->port);
+    be16_store(tcp + 2, dst_port);
+    be32_store(tcp + 4, seq);
+    be32_store(tcp + 8, ack);
     tcp[12] = (uint8_t)((thl / 4) << 4);
     tcp[13] = flags;
-    put16(tcp + 14, 65535);         /* our window: we take whole requests */
-    put16(tcp + 16, 0);
-    put16(tcp + 18, 0);
+    be16_store(tcp + 14, 65535);    /* our window: we take whole requests */
+    be16_store(tcp + 16, 0);
+    be16_store(tcp + 18, 0);
     if (mss_opt) {
         tcp[20] = 2;
         tcp[21] = 4;
-        put16(tcp + 22, mss_opt);
+        be16_store(tcp + 22, mss_opt);
     }
     if (len)
         memcpy(tcp + thl, data, len);
     /* pseudo-header: addresses, protocol, TCP length */
-    uint32_t sum = (uint32_t)be16(ip + 12) + be16(ip + 14) + be16(ip + 16) + be16(ip + 18) + IPPROTO_TCP_ +
+    uint32_t sum = (uint32_t)be16_load(ip + 12) + be16_load(ip + 14) + be16_load(ip + 16) + be16_load(ip + 18) + IPPROTO_TCP_ +
                    (uint32_t)(thl + len);
-    put16(tcp + 16, net_csum(tcp, thl + len, sum));
+    be16_store(tcp + 16, net_csum(tcp, thl + len, sum));
     l->emit(l->opaque, f, ETH_HLEN + iplen);
 }
 
@@ -180,16 +177,16 @@ static void rst_reply(struct net_local *l, const uint8_t *f, const uint8_t *ip, 
     uint32_t seq = 0, ack = 0;
     uint8_t rf = TCP_RST;
     if (flags & TCP_ACK) {
-        seq = be32(tcp + 8);
+        seq = be32_load(tcp + 8);
     } else {
         rf |= TCP_ACK;
-        ack = be32(tcp + 4) + (uint32_t)paylen + ((flags & TCP_SYN) ? 1 : 0) + ((flags & TCP_FIN) ? 1 : 0);
+        ack = be32_load(tcp + 4) + (uint32_t)paylen + ((flags & TCP_SYN) ? 1 : 0) + ((flags & TCP_FIN) ? 1 : 0);
     }
     /* from the port the guest asked for: l->port is ours, but a RST for
      * another port must come from that port */
     uint16_t saved = l->port;
-    l->port = be16(tcp + 2);
-    send_seg(l, f + 6, f, src_ip, be16(tcp), rf, seq, ack, 0, NULL, 0);
+    l->port = be16_load(tcp + 2);
+    send_seg(l, f + 6, f, src_ip, be16_load(tcp), rf, seq, ack, 0, NULL, 0);
     l->port = saved;
     l->resets_sent++;
 }
@@ -203,13 +200,13 @@ static void arp_input(struct net_local *l, const uint8_t *f, size_t len)
     const uint8_t *a = f + ETH_HLEN;
     memcpy(r, f + 6, 6);            /* to the asker */
     memcpy(r + 6, l->mac, 6);
-    put16(r + 12, ETH_P_ARP);
+    be16_store(r + 12, ETH_P_ARP);
     uint8_t *o = r + ETH_HLEN;
-    put16(o, 1);
-    put16(o + 2, ETH_P_IP);
+    be16_store(o, 1);
+    be16_store(o + 2, ETH_P_IP);
     o[4] = 6;
     o[5] = 4;
-    put16(o + 6, 2);                /* reply */
+    be16_store(o + 6, 2);           /* reply */
     memcpy(o + 8, l->mac, 6);
     memcpy(o + 14, &l->ip, 4);
     memcpy(o + 18, a + 8, 6);       /* the asker's MAC and IP */
@@ -270,8 +267,8 @@ static void conn_serve(struct net_local *l, struct net_local_conn *c, uint64_t n
 static void tcp_input(struct net_local *l, const uint8_t *f, size_t len, uint64_t now)
 {
     const uint8_t *ip = f + ETH_HLEN;
-    size_t ihl = (size_t)(ip[0] & 15) * 4, iplen = be16(ip + 2);
-    if (ihl < 20 || iplen < ihl + 20 || iplen > len - ETH_HLEN || (be16(ip + 6) & 0x3fff)) {
+    size_t ihl = (size_t)(ip[0] & 15) * 4, iplen = be16_load(ip + 2);
+    if (ihl < 20 || iplen < ihl + 20 || iplen > len - ETH_HLEN || (be16_load(ip + 6) & 0x3fff)) {
         l->frames_bad++;            /* short, longer than the frame, or a fragment */
         return;
     }
@@ -284,9 +281,9 @@ static void tcp_input(struct net_local *l, const uint8_t *f, size_t len, uint64_
     const uint8_t *data = tcp + thl;
     size_t n = iplen - ihl - thl;
     uint8_t flags = tcp[13];
-    uint32_t src_ip, seq = be32(tcp + 4), ack = be32(tcp + 8);
+    uint32_t src_ip, seq = be32_load(tcp + 4), ack = be32_load(tcp + 8);
     memcpy(&src_ip, ip + 12, 4);
-    uint16_t sport = be16(tcp), dport = be16(tcp + 2);
+    uint16_t sport = be16_load(tcp), dport = be16_load(tcp + 2);
     if (dport != l->port) {
         rst_reply(l, f, ip, tcp, n);
         return;
@@ -327,12 +324,12 @@ static void tcp_input(struct net_local *l, const uint8_t *f, size_t len, uint64_
             if (ol < 2 || o + ol > thl)
                 break;
             if (kind == 2 && ol == 4) {
-                uint16_t m = be16(tcp + o + 2);
+                uint16_t m = be16_load(tcp + o + 2);
                 c->mss = m < 64 ? 64 : m > 1460 ? 1460 : m;
             }
             o += ol;
         }
-        c->peer_wnd = be16(tcp + 14);
+        c->peer_wnd = be16_load(tcp + 14);
         c->last_ns = now;
         send_seg(l, c->peer_mac, c->our_mac, c->peer_ip, c->peer_port, TCP_SYN | TCP_ACK, c->iss, c->rcv_nxt, 1460,
                  NULL, 0);
@@ -380,7 +377,7 @@ static void tcp_input(struct net_local *l, const uint8_t *f, size_t len, uint64_
         c->resp_len -= data_acked;
         c->snd_una = ack;
     }
-    c->peer_wnd = be16(tcp + 14);
+    c->peer_wnd = be16_load(tcp + 14);
     /* data: only the next bytes in order */
     bool ack_now = false;
     if (n || (flags & TCP_FIN)) {
@@ -422,7 +419,7 @@ void net_local_input(struct net_local *l, const uint8_t *f, size_t len, uint64_t
         l->frames_bad++;
         return;
     }
-    if (be16(f + 12) == ETH_P_ARP) {
+    if (be16_load(f + 12) == ETH_P_ARP) {
         arp_input(l, f, len);
         return;
     }

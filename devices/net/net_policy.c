@@ -1,5 +1,6 @@
 /* The egress policy: rule parsing, evaluation, DNS learning, counters. */
 #include "devices/net/net_policy.h"
+#include "vmm/base/bytes.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -162,27 +163,17 @@ static int errf(char *why, size_t wlen, const char *fmt, ...)
     return -EINVAL;
 }
 
-static uint64_t ld64(const uint8_t *p)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v = v << 8 | p[i];
-    return v;
-}
-
 static void split(const struct nf_addr *a, uint64_t *hi, uint64_t *lo)
 {
-    *hi = ld64(a->b);
-    *lo = ld64(a->b + 8);
+    *hi = be64_load(a->b);
+    *lo = be64_load(a->b + 8);
 }
 
 static void join(struct nf_addr *a, uint8_t family, uint64_t hi, uint64_t lo)
 {
     a->family = family;
-    for (int i = 0; i < 8; i++) {
-        a->b[i] = (uint8_t)(hi >> (56 - 8 * i));
-        a->b[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
-    }
+    be64_store(a->b, hi);
+    be64_store(a->b + 8, lo);
 }
 
 static void mask_of(unsigned bits, uint64_t *mhi, uint64_t *mlo)
@@ -205,8 +196,6 @@ static uint64_t add_sat(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-static uint16_t be16(const uint8_t *p) { return (uint16_t)(p[0] << 8 | p[1]); }
-static uint32_t be32(const uint8_t *p) { return (uint32_t)be16(p) << 16 | be16(p + 2); }
 
 static uint32_t v4_at(const uint8_t *b, unsigned i0, unsigned i1, unsigned i2, unsigned i3)
 {
@@ -216,16 +205,16 @@ static uint32_t v4_at(const uint8_t *b, unsigned i0, unsigned i1, unsigned i2, u
 unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[NP_EMBED_MAX])
 {
     static const uint8_t zero[10];
-    uint32_t last = be32(v6 + 12);
+    uint32_t last = be32_load(v6 + 12);
     unsigned n = 0;
     if (memcmp(v6, zero, 10) == 0) {
         if ((v6[10] == 0 && v6[11] == 0) || (v6[10] == 0xff && v6[11] == 0xff))
             out[n++] = last;            /* ::a.b.c.d, ::ffff:a.b.c.d */
         return n;
     }
-    if (be32(v6) == 0x0064ff9bu && memcmp(v6 + 4, zero, 8) == 0) {
+    if (be32_load(v6) == 0x0064ff9bu && memcmp(v6 + 4, zero, 8) == 0) {
         out[n++] = last;                /* 64:ff9b::/96 */
-    } else if (be32(v6) == 0x0064ff9bu && be16(v6 + 4) == 0x0001) {
+    } else if (be32_load(v6) == 0x0064ff9bu && be16_load(v6 + 4) == 0x0001) {
         /* 64:ff9b:1::/48 with a network prefix of /96, /48, /56 or /64
          * (RFC 6052 section 2.2: byte 8 is skipped) */
         out[n++] = last;
@@ -233,10 +222,10 @@ unsigned np_embedded_v4(const uint8_t v6[16], uint32_t out[NP_EMBED_MAX])
         out[n++] = v4_at(v6, 7, 9, 10, 11);
         out[n++] = v4_at(v6, 9, 10, 11, 12);
         return n;
-    } else if (be16(v6) == 0x2002) {
-        out[n++] = be32(v6 + 2);        /* 6to4 */
-    } else if (be32(v6) == 0x20010000u) {
-        out[n++] = be32(v6 + 4);        /* Teredo: the server, the client (obfuscated) */
+    } else if (be16_load(v6) == 0x2002) {
+        out[n++] = be32_load(v6 + 2);        /* 6to4 */
+    } else if (be32_load(v6) == 0x20010000u) {
+        out[n++] = be32_load(v6 + 4);        /* Teredo: the server, the client (obfuscated) */
         out[n++] = ~last;
         return n;
     }
@@ -561,10 +550,10 @@ int net_policy_new(const struct np_conf *c, struct net_policy **out, char *why, 
         p->dsrv[p->n_dsrv++] = c->dhcp_server[i];
     for (size_t i = 0; i < c->n_guest; i++) {
         if (c->guest[i].family == 4) {
-            p->g4[p->n_g4++] = be32(c->guest[i].b + 12);
+            p->g4[p->n_g4++] = be32_load(c->guest[i].b + 12);
         } else {
-            p->g6hi[p->n_g6] = ld64(c->guest[i].b);
-            p->g6lo[p->n_g6++] = ld64(c->guest[i].b + 8);
+            p->g6hi[p->n_g6] = be64_load(c->guest[i].b);
+            p->g6lo[p->n_g6++] = be64_load(c->guest[i].b + 8);
         }
     }
 
@@ -913,7 +902,7 @@ static bool arp_ok(struct net_policy *p, const struct net_frame *f)
         return false;
     if (memcmp(f->arp_sha, f->src_mac, 6) != 0)
         return false;
-    uint32_t spa = be32(f->src.b + 12);
+    uint32_t spa = be32_load(f->src.b + 12);
     return spa == 0 || v4_src_ok(p, spa);
 }
 
@@ -929,7 +918,7 @@ static bool dhcp4_ok(struct net_policy *p, const uint8_t *frame, size_t len,
     const uint8_t *b = frame + f->payload_off;
     if (b[0] != 1 || b[1] != 1 || b[2] != 6 || memcmp(b + 28, f->src_mac, 6) != 0)
         return false;
-    p->dhcp_xid = be32(b + 4);
+    p->dhcp_xid = be32_load(b + 4);
     memcpy(p->dhcp_mac, f->src_mac, 6);
     p->dhcp_pending = true;
     p->dhcp_expires = add_sat(now, NP_DNS_PENDING_NS);
@@ -958,7 +947,7 @@ static bool nd_ok(struct net_policy *p, const uint8_t *frame, size_t len,
         return true;                    /* MLD: no link-layer options */
     if (n < at)
         return false;
-    if (t == 136 && !v6_addr_ok(p, ld64(m + 8), ld64(m + 16)))
+    if (t == 136 && !v6_addr_ok(p, be64_load(m + 8), be64_load(m + 16)))
         return false;
     while (at < n) {
         if (n - at < 2 || m[at + 1] == 0 || (size_t)m[at + 1] * 8 > n - at)
@@ -1081,7 +1070,7 @@ static bool dns_payload(const uint8_t *frame, size_t len, const struct net_frame
     const uint8_t *b = frame + f->payload_off;
     size_t l = f->payload_len;
     if (f->proto == NF_IPPROTO_TCP) {
-        if (l < 2 || be16(b) != l - 2)
+        if (l < 2 || be16_load(b) != l - 2)
             return false;
         b += 2;
         l -= 2;
@@ -1167,13 +1156,13 @@ static void dhcp_learn(struct net_policy *p, const uint8_t *frame, size_t len,
         return;
     const uint8_t *b = frame + f->payload_off;
     size_t n = f->payload_len;
-    if (b[0] != 2 || b[1] != 1 || b[2] != 6 || be32(b + 4) != p->dhcp_xid ||
-        memcmp(b + 28, p->dhcp_mac, 6) != 0 || be32(b + 236) != 0x63825363u)
+    if (b[0] != 2 || b[1] != 1 || b[2] != 6 || be32_load(b + 4) != p->dhcp_xid ||
+        memcmp(b + 28, p->dhcp_mac, 6) != 0 || be32_load(b + 236) != 0x63825363u)
         return;
     /* from the backend's DHCP server: a reply the guest elicited from a
      * server elsewhere (a UDP flow from its port 68 to a port 67 outside)
      * must not choose its address */
-    uint32_t from = be32(f->src.b + 12), sid = from;
+    uint32_t from = be32_load(f->src.b + 12), sid = from;
     bool listed = false;
     for (size_t i = 0; i < p->n_dsrv; i++)
         listed |= p->dsrv[i] == from;
@@ -1181,7 +1170,7 @@ static void dhcp_learn(struct net_policy *p, const uint8_t *frame, size_t len,
         p->st.dhcp_refused++;
         return;
     }
-    uint32_t yi = be32(b + 16);
+    uint32_t yi = be32_load(b + 16);
     int type = 0;
     for (size_t i = 240; i < n && b[i] != 255;) {
         if (b[i] == 0) {
@@ -1193,7 +1182,7 @@ static void dhcp_learn(struct net_policy *p, const uint8_t *frame, size_t len,
         if (b[i] == 53 && b[i + 1] == 1)
             type = b[i + 2];
         if (b[i] == 54 && b[i + 1] == 4)
-            sid = be32(b + i + 2);
+            sid = be32_load(b + i + 2);
         i += 2u + b[i + 1];
     }
     if (type != 5 || yi == 0 || yi >= 0xe0000000u || yi >> 24 == 127)

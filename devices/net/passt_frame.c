@@ -1,5 +1,6 @@
 /* passt's stream framing (see passt_frame.h). */
 #include "devices/net/passt_frame.h"
+#include "vmm/base/bytes.h"
 
 #include <errno.h>
 #include <string.h>
@@ -13,15 +14,12 @@ void passt_rx_init(struct passt_rx *r)
 
 void passt_len_encode(uint32_t len, uint8_t out[PASST_LEN_SIZE])
 {
-    out[0] = (uint8_t)(len >> 24);
-    out[1] = (uint8_t)(len >> 16);
-    out[2] = (uint8_t)(len >> 8);
-    out[3] = (uint8_t)len;
+    be32_store(out, len);
 }
 
 uint32_t passt_len_decode(const uint8_t in[PASST_LEN_SIZE])
 {
-    return (uint32_t)in[0] << 24 | (uint32_t)in[1] << 16 | (uint32_t)in[2] << 8 | in[3];
+    return be32_load(in);
 }
 
 size_t passt_rx_space(struct passt_rx *r, uint8_t **where)
