@@ -24,6 +24,30 @@ START_TEST(deadlines)
 }
 END_TEST
 
+/* The microsecond and millisecond readings are the nanosecond clock
+ * rounded down: bracketed by nanosecond readings either side. */
+START_TEST(coarser_units)
+{
+    for (int i = 0; i < 200; i++) {
+        uint64_t before = clock_mono_ns();
+        int64_t us = clock_mono_us(), ms = clock_mono_ms();
+        uint64_t after = clock_mono_ns();
+        ck_assert_int_ge(us, (int64_t)(before / 1000u));
+        ck_assert_int_le(us, (int64_t)(after / 1000u));
+        ck_assert_int_ge(ms, (int64_t)(before / 1000000u));
+        ck_assert_int_le(ms, (int64_t)(after / 1000000u));
+        ck_assert_int_ge(ms, us / 1000);     /* ms is read after us */
+    }
+    int64_t t0 = clock_mono_ms();
+    struct timespec d = { 0, 30 * 1000000L };
+    while (nanosleep(&d, &d) < 0)
+        ;
+    int64_t took = clock_mono_ms() - t0;
+    ck_assert_int_ge(took, 29);
+    ck_assert_int_lt(took, 5000);
+}
+END_TEST
+
 START_TEST(monotonic_condvar_times_out_at_its_deadline)
 {
     pthread_cond_t c;
@@ -52,6 +76,7 @@ int main(void)
     Suite *s = suite_create("clock");
     TCase *tc = tcase_create("clock");
     tcase_add_test(tc, deadlines);
+    tcase_add_test(tc, coarser_units);
     tcase_add_test(tc, monotonic_condvar_times_out_at_its_deadline);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -1,5 +1,6 @@
 /* Host side of the guest agent protocol (agent_client.h). */
 #include "vmm/agent/agent_client.h"
+#include "vmm/base/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -85,18 +86,11 @@ static int fill(struct agent_client *c, int ms)
     }
 }
 
-static int64_t mono_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The next frame within ms (-1: no limit) in total, however the bytes
  * trickle in. */
 static int next_frame(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl, int ms)
 {
-    int64_t deadline = ms < 0 ? -1 : mono_ms() + ms;
+    int64_t deadline = ms < 0 ? -1 : clock_mono_ms() + ms;
     for (;;) {
         enum agent_err e;
         int r = agent_rx_next(&c->rx, h, pl, &e);
@@ -106,7 +100,7 @@ static int next_frame(struct agent_client *c, struct agent_hdr *h, const uint8_t
             return -EPROTO;
         int left = -1;
         if (deadline >= 0) {
-            int64_t l = deadline - mono_ms();
+            int64_t l = deadline - clock_mono_ms();
             if (l <= 0)
                 return -ETIMEDOUT;
             left = (int)l;
@@ -323,7 +317,7 @@ static int exec_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int in_f
 /* The deadline of a call starting now (c->timeout_ms; -1: none). */
 static int64_t call_deadline(const struct agent_client *c)
 {
-    return c->timeout_ms > 0 ? mono_ms() + c->timeout_ms : -1;
+    return c->timeout_ms > 0 ? clock_mono_ms() + c->timeout_ms : -1;
 }
 
 /* The next frame answering request id (frames for other ids are skipped)
@@ -336,7 +330,7 @@ static int next_reply(struct agent_client *c, uint32_t id, struct agent_hdr *h,
     do {
         int left = -1;
         if (deadline >= 0) {
-            int64_t l = deadline - mono_ms();
+            int64_t l = deadline - clock_mono_ms();
             if (l <= 0)
                 return -ETIMEDOUT;
             left = l > INT32_MAX ? INT32_MAX : (int)l;
@@ -456,13 +450,13 @@ int agent_client_request(struct agent_client *c, uint32_t type, const void *payl
         return r;
     /* One deadline for the whole request: frames with other ids (an agent
      * that streams them) must not extend it. */
-    int64_t deadline = timeout_ms < 0 ? -1 : mono_ms() + timeout_ms;
+    int64_t deadline = timeout_ms < 0 ? -1 : clock_mono_ms() + timeout_ms;
     for (;;) {
         struct agent_hdr h;
         const uint8_t *pl;
         int left = -1;
         if (deadline >= 0) {
-            int64_t l = deadline - mono_ms();
+            int64_t l = deadline - clock_mono_ms();
             if (l <= 0)
                 return -ETIMEDOUT;
             left = (int)l;

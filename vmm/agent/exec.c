@@ -14,6 +14,7 @@
 #include "vmm/agent/agent_client.h"
 #include "vmm/core/devtab.h"
 #include "vmm/core/vm.h"
+#include "vmm/base/clock.h"
 
 
 struct pump {
@@ -62,14 +63,12 @@ static int connect_agent(struct moat_vm *vm, const struct moat_exec *ex, struct 
 
 static int connect_port(struct moat_vm *vm, unsigned port, int connect_wait_ms, struct agent_client *c)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = clock_mono_ns();
     for (;;) {
         int r = agent_client_connect(c, vm_vsock_uds(vm), 1, port);
         if (r == 0)
             return 0;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        long waited = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+        long waited = (long)((clock_mono_ns() - t0) / 1000000u);
         if (waited >= connect_wait_ms)
             return connect_wait_ms > 0 ? -ETIMEDOUT : r;
         usleep(100000);

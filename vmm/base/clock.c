@@ -8,6 +8,16 @@ uint64_t clock_mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+int64_t clock_mono_us(void)
+{
+    return (int64_t)(clock_mono_ns() / 1000u);
+}
+
+int64_t clock_mono_ms(void)
+{
+    return (int64_t)(clock_mono_ns() / 1000000u);
+}
+
 struct timespec clock_mono_after_ms(uint64_t ms)
 {
     struct timespec t;

@@ -9,6 +9,10 @@
 
 /* CLOCK_MONOTONIC, nanoseconds. */
 uint64_t clock_mono_ns(void);
+/* The same clock in microseconds and milliseconds (rounded down), signed:
+ * deadlines are compared by subtracting. */
+int64_t clock_mono_us(void);
+int64_t clock_mono_ms(void);
 /* CLOCK_MONOTONIC now plus ms, normalized (tv_nsec < 1e9): a deadline for
  * a condition variable made by cond_init_mono or pthread_clockjoin_np. */
 struct timespec clock_mono_after_ms(uint64_t ms);

@@ -1,4 +1,5 @@
 #include "vmm/base/log.h"
+#include "vmm/base/clock.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -55,9 +56,7 @@ int log_limit_ok(struct log_limit *rl)
     }
     int ok = 0;
     rl->suppressed += atomic_exchange(&rl->contended, 0);
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    uint64_t now = clock_mono_ns();
     if (rl->burst_left > 0) {
         rl->burst_left--;
         rl->last_ns = now;

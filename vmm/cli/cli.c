@@ -22,6 +22,7 @@
 
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
+#include "vmm/base/clock.h"
 #include "vmm/base/log.h"
 #include "vmm/base/scfilter.h"
 
@@ -51,9 +52,7 @@ uint64_t cli_start_ns;
 
 __attribute__((constructor)) static void record_start(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    cli_start_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    cli_start_ns = clock_mono_ns();
 }
 
 static const char usage_main[] =
@@ -690,9 +689,7 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
     for (;;) {
         int wait_ms = -1;
         if (deadline) {
-            struct timespec ts;
-            clock_gettime(CLOCK_MONOTONIC, &ts);
-            uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+            uint64_t now = clock_mono_ns();
             if (now >= deadline) {
                 timed_out = true;
                 break;
@@ -718,10 +715,9 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
              * cannot run (and print) between the snapshot and the stop. */
             if (si.ssi_signo == SIGUSR2)
                 moat_pause(vm);
-            struct timespec t0, t1;
-            clock_gettime(CLOCK_MONOTONIC, &t0);
+            uint64_t t0 = clock_mono_ns();
             r = snapshot_to(vm, snapdir);
-            clock_gettime(CLOCK_MONOTONIC, &t1);
+            uint64_t t1 = clock_mono_ns();
             if (r < 0)
                 fprintf(stderr, "moat: snapshot to %s failed: %s\n", snapdir, strerror(-r));
             else {
@@ -729,7 +725,7 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
                 moat_get_snapshot_stats(vm, &ss);
                 fprintf(stderr, "moat: snapshot written to %s in %.3f ms (guest paused %.3f ms: pausing %.3f, "
                         "state %.3f, memory %.3f; then flush %.3f; %llu pages looked at, %llu written, %llu KiB staged, prepared in %.3f%s%s)\n",
-                        snapdir, (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6,
+                        snapdir, (double)(t1 - t0) / 1e6,
                         (double)ss.paused_us / 1e3, (double)ss.pausing_us / 1e3, (double)ss.state_us / 1e3, (double)ss.memory_us / 1e3,
                         (double)ss.sync_us / 1e3, (unsigned long long)ss.candidate_pages,
                         (unsigned long long)ss.data_pages, (unsigned long long)(ss.staged_bytes >> 10),

@@ -15,6 +15,7 @@
 
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
+#include "vmm/base/clock.h"
 #include "vmm/base/log.h"
 #include "vmm/agent/agent_client.h"
 
@@ -89,13 +90,11 @@ int agent_target_opt(struct agent_target *t, int argc, char **argv, int *i)
 
 int agent_target_connect(const struct agent_target *t, struct agent_client *c)
 {
-    struct timespec t0, now;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = clock_mono_ns();
     int r;
     /* With --wait, retry while the VM or its agent is still coming up. */
     while ((r = agent_client_connect(c, t->path, t->hybrid, t->port)) < 0 && r != -EPROTO) {
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double dt = (double)(now.tv_sec - t0.tv_sec) + (double)(now.tv_nsec - t0.tv_nsec) / 1e9;
+        double dt = (double)(clock_mono_ns() - t0) / 1e9;
         if (dt + 0.1 > t->wait)
             break;
         usleep(100 * 1000);

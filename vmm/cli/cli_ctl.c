@@ -16,6 +16,7 @@
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
 #include "vmm/cli/ctl_proto.h"
+#include "vmm/base/clock.h"
 
 #define CTL_CLIENT_MS 2000   /* a client's time to send its request line */
 
@@ -87,11 +88,9 @@ static int snapshot_dir(struct moat_vm *vm, const char *dir, double *ms)
         return -ENAMETOOLONG;
     if (mkdir(dir, 0700) < 0 && errno != EEXIST)
         return -errno;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = clock_mono_ns();
     int r = moat_snapshot(vm, st, mem);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    *ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    *ms = (double)(clock_mono_ns() - t0) / 1e6;
     return r;
 }
 
@@ -144,9 +143,7 @@ static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, si
         }
         return 0;
     case CTL_STATUS: {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        uint64_t now = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+        uint64_t now = clock_mono_ns();
         snprintf(out, olen, "ok %s pid=%d uptime=%.1f\n", s->paused ? "paused" : "running",
                  (int)getpid(), (double)(now - cli_start_ns) / 1e9);
         return 0;
@@ -215,15 +212,14 @@ static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, si
          * the disk state the snapshot refers to. */
         int was_paused = s->paused || moat_pause(vm) == -EALREADY;
         unsigned pins = 0;
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        uint64_t t0 = clock_mono_ns();
         r = req.op == CTL_SNAPSHOT_DISKS ? snapshot_dir(vm, req.arg, &ms) : 0;
         if (r == 0)
             r = clone_disks(vm, req.arg, &pins);
-        clock_gettime(CLOCK_MONOTONIC, &t1);
+        uint64_t t1 = clock_mono_ns();
         if (!was_paused)
             moat_resume(vm);
-        ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        ms = (double)(t1 - t0) / 1e6;
         if (r < 0)
             snprintf(out, olen, "error %s: %s\n", ctl_op_name(req.op), strerror(-r));
         else
@@ -253,8 +249,7 @@ int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm)
      * (SO_RCVTIMEO alone would restart the 2 s at every byte). */
     struct timeval tv = { .tv_sec = CTL_CLIENT_MS / 1000 };
     setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = clock_mono_ns();
     char line[CTL_LINE_MAX + 1];
     size_t olen = 2 * CTL_REPLY_MAX + 8;       /* a get's escaped text */
     char *out = malloc(olen);
@@ -265,10 +260,7 @@ int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm)
     size_t len = 0;
     int stop = 0;
     while (len <= CTL_LINE_MAX) {
-        struct timespec t;
-        clock_gettime(CLOCK_MONOTONIC, &t);
-        long left = CTL_CLIENT_MS - ((long)(t.tv_sec - t0.tv_sec) * 1000 +
-                                     (long)(t.tv_nsec - t0.tv_nsec) / 1000000);
+        long left = CTL_CLIENT_MS - (long)((clock_mono_ns() - t0) / 1000000u);
         if (left <= 0)
             break;
         struct pollfd pf = { .fd = c, .events = POLLIN };

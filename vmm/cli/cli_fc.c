@@ -39,6 +39,7 @@
 #include "vmm/cli/cli.h"
 #include "boot/boot.h"
 #include "vmm/cli/fc_req.h"
+#include "vmm/base/clock.h"
 #include "vmm/base/scfilter.h"
 #include "vmm/snapshot/snapfmt.h"
 #include "devices/virtio/ratelimit_json.h"
@@ -480,13 +481,6 @@ static int flush_metrics(struct fcvm *s)
     return 0;
 }
 
-static int64_t now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
 /* ---- booting ---- */
 
 /* Append ",key=\"value\"" (value checked by fc_opt_safe) to buf. */
@@ -733,7 +727,7 @@ static unsigned snapshot_load(struct fcvm *s, const struct fc_snap_load *l, stru
     rc.ndevices = l->noverrides;
     /* vsock_override: the restored vsock device's host socket. */
     rc.vsock_uds = l->vsock_uds[0] ? l->vsock_uds : NULL;
-    int64_t t0 = now_us();
+    int64_t t0 = clock_mono_us();
     struct moat_error err = { 0 };
     struct moat_vm *vm = NULL;
     int r = moat_restore(&rc, &vm, &err);
@@ -743,7 +737,7 @@ static unsigned snapshot_load(struct fcvm *s, const struct fc_snap_load *l, stru
         moat_destroy(vm);
         return faultf(rep, "Load snapshot error: cannot resume: %s", strerror(-r));
     }
-    s->lat_us[LAT_LOAD] = now_us() - t0;
+    s->lat_us[LAT_LOAD] = clock_mono_us() - t0;
     s->vm = vm;
     adopt_restored(s, l);
     s->started = l->resume_vm;
@@ -758,7 +752,7 @@ static unsigned set_vm_state(struct fcvm *s, bool pause, struct reply *rep)
 {
     if (!s->vm)
         return fault(rep, not_before_boot);
-    int64_t t0 = now_us();
+    int64_t t0 = clock_mono_us();
     int r;
     if (pause) {
         r = s->started ? moat_pause(s->vm) : -EALREADY;
@@ -766,7 +760,7 @@ static unsigned set_vm_state(struct fcvm *s, bool pause, struct reply *rep)
             r = 0;
         if (r == 0) {
             s->paused = true;
-            s->lat_us[LAT_PAUSE] = now_us() - t0;
+            s->lat_us[LAT_PAUSE] = clock_mono_us() - t0;
         }
     } else {
         r = !s->started ? moat_start(s->vm) : moat_resume(s->vm);
@@ -775,7 +769,7 @@ static unsigned set_vm_state(struct fcvm *s, bool pause, struct reply *rep)
         if (r == 0) {
             s->started = true;
             s->paused = false;
-            s->lat_us[LAT_RESUME] = now_us() - t0;
+            s->lat_us[LAT_RESUME] = clock_mono_us() - t0;
         }
     }
     if (r < 0)
@@ -789,7 +783,7 @@ static unsigned snapshot_create(struct fcvm *s, const struct fc_snap_create *c, 
         return fault(rep, not_before_boot);
     if (!s->paused)
         return fault(rep, "Create snapshot error: the microVM must be paused (PATCH /vm {\"state\": \"Paused\"})");
-    int64_t t0 = now_us();
+    int64_t t0 = clock_mono_us();
     int r = c->diff ? moat_snapshot_diff(s->vm, c->snapshot_path, c->mem_file_path)
                     : moat_snapshot(s->vm, c->snapshot_path, c->mem_file_path);
     if (r == -ENOTSUP && c->diff)
@@ -797,7 +791,7 @@ static unsigned snapshot_create(struct fcvm *s, const struct fc_snap_create *c, 
                           "(machine-config track_dirty_pages, or enable_diff_snapshots at load)");
     if (r < 0)
         return faultf(rep, "Create snapshot error: %s", strerror(-r));
-    s->lat_us[c->diff ? LAT_DIFF_SNAP : LAT_FULL_SNAP] = now_us() - t0;
+    s->lat_us[c->diff ? LAT_DIFF_SNAP : LAT_FULL_SNAP] = clock_mono_us() - t0;
     return rep->status = 204;
 }
 
@@ -1780,11 +1774,11 @@ int cmd_vmm(int argc, char **argv)
      * monotonic and process CPU time until the API (or the config file's
      * turn) is ready. */
     {
-        struct timespec mono, cpu;
-        clock_gettime(CLOCK_MONOTONIC, &mono);
+        int64_t mono_us = clock_mono_us();
+        struct timespec cpu;
         clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &cpu);
         if (start_us >= 0)
-            s.startup_us = (int64_t)mono.tv_sec * 1000000 + mono.tv_nsec / 1000 - start_us;
+            s.startup_us = mono_us - start_us;
         if (start_cpu_us >= 0)
             s.startup_cpu_us = (int64_t)cpu.tv_sec * 1000000 + cpu.tv_nsec / 1000 - start_cpu_us + parent_cpu_us;
     }
@@ -1823,7 +1817,7 @@ int cmd_vmm(int argc, char **argv)
 
     /* The main loop: signals, requests, the VM's end, the metrics timer. */
     int code = FC_EXIT_OK;
-    int64_t next_flush = now_us() / 1000 + METRICS_PERIOD_MS;
+    int64_t next_flush = clock_mono_ms() + METRICS_PERIOD_MS;
     for (;;) {
         int fr = main_filter(&s);
         if (fr < 0) {
@@ -1837,15 +1831,15 @@ int cmd_vmm(int argc, char **argv)
         pthread_mutex_unlock(&s.lock);
         struct pollfd p[3] = { { sfd, POLLIN, 0 }, { s.wake_fd, POLLIN, 0 },
                                { vm ? moat_exit_fd(vm) : -1, POLLIN, 0 } };
-        int64_t wait = next_flush - now_us() / 1000;
+        int64_t wait = next_flush - clock_mono_ms();
         int pr = poll(p, 3, wait < 0 ? 0 : (int)wait);
         if (pr < 0 && errno != EINTR)
             break;
-        if (now_us() / 1000 >= next_flush) {
+        if (clock_mono_ms() >= next_flush) {
             pthread_mutex_lock(&s.lock);
             flush_metrics(&s);
             pthread_mutex_unlock(&s.lock);
-            next_flush = now_us() / 1000 + METRICS_PERIOD_MS;
+            next_flush = clock_mono_ms() + METRICS_PERIOD_MS;
         }
         if (p[1].revents & POLLIN) {
             uint64_t v;

@@ -29,6 +29,7 @@
 #include "vmm/cli/cli.h"
 #include "vmm/cli/ctl_proto.h"
 #include "vmm/cli/jail_spec.h"
+#include "vmm/base/clock.h"
 
 #define NAME_MAX_LEN 63
 #define DEFAULT_WAIT 120.0
@@ -652,13 +653,6 @@ static enum sbx_state sbx_state(const struct sbx *s, pid_t *pidp, double *uptime
     return access(sp(s, "snap/state", p, sizeof p), F_OK) == 0 ? ST_STOPPED : ST_DEAD;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* A pidfd for pid (readable once it has exited), or -1 (no pidfd_open:
  * Linux before 5.3; or no such process: errno ESRCH). */
 static int pid_fd(pid_t pid)
@@ -680,9 +674,9 @@ static int wait_gone(const struct sbx *s, pid_t pid, double timeout, int force)
     int pfd = pid_fd(pid);
     if (pfd < 0 && errno == ESRCH)
         return 0;
-    double t0 = now_s();
+    double t0 = (double)clock_mono_ns() / 1e9;
     while (pid_is_ours(s, pid)) {
-        if (now_s() - t0 > timeout) {
+        if ((double)clock_mono_ns() / 1e9 - t0 > timeout) {
             if (!force) {
                 if (pfd >= 0)
                     close(pfd);
@@ -690,13 +684,13 @@ static int wait_gone(const struct sbx *s, pid_t pid, double timeout, int force)
             }
             kill(pid, SIGKILL);
             force = 0;
-            t0 = now_s();
+            t0 = (double)clock_mono_ns() / 1e9;
             timeout = 5;
         }
         waitpid(pid, NULL, WNOHANG);    /* in case it is our child */
         if (pfd >= 0) {
             struct pollfd p = { .fd = pfd, .events = POLLIN };
-            int ms = (int)((timeout - (now_s() - t0)) * 1000) + 1;
+            int ms = (int)((timeout - ((double)clock_mono_ns() / 1e9 - t0)) * 1000) + 1;
             if (poll(&p, 1, ms > 0 ? ms : 1) > 0) {
                 waitpid(pid, NULL, WNOHANG);
                 break;          /* exited (a zombie of ours reads as gone too) */
@@ -935,13 +929,6 @@ struct phases {
     uint64_t ns[16];
 };
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static void phase_at(struct phases *ph, const char *name, uint64_t ns)
 {
     if (ph && ph->on && ph->n < 16 && ns) {
@@ -952,7 +939,7 @@ static void phase_at(struct phases *ph, const char *name, uint64_t ns)
 
 static void phase(struct phases *ph, const char *name)
 {
-    phase_at(ph, name, mono_ns());
+    phase_at(ph, name, clock_mono_ns());
 }
 
 static void phases_print(const struct phases *ph, const char *cmd)
@@ -963,7 +950,7 @@ static void phases_print(const struct phases *ph, const char *cmd)
     for (unsigned i = 0; i < ph->n; i++)
         fprintf(stderr, ", \"%s\": %lld", ph->name[i],
                 (long long)(ph->ns[i] >= cli_start_ns ? (ph->ns[i] - cli_start_ns) / 1000 : 0));
-    fprintf(stderr, ", \"total\": %llu}\n", (unsigned long long)((mono_ns() - cli_start_ns) / 1000));
+    fprintf(stderr, ", \"total\": %llu}\n", (unsigned long long)((clock_mono_ns() - cli_start_ns) / 1000));
 }
 
 /* A started moat process being waited for. */
@@ -1008,7 +995,7 @@ static void ready_read(struct starting *k)
     unsigned long long ns = 0;
     if (sscanf(k->buf, "ready %llu", &ns) == 1 && strchr(k->buf, '\n')) {
         k->ctl_ok = true;
-        k->ready_ns = mono_ns();
+        k->ready_ns = clock_mono_ns();
         k->first_run_ns = ns;
         close(k->rfd);
         k->rfd = -1;
@@ -1027,7 +1014,7 @@ static void ready_read(struct starting *k)
  * many failed. */
 static unsigned wait_ready_all(struct starting *k, size_t n, double wait, struct phases *ph)
 {
-    double t0 = now_s(), limit = wait > 0 ? wait : 30;
+    double t0 = (double)clock_mono_ns() / 1e9, limit = wait > 0 ? wait : 30;
     unsigned failed = 0;
     struct pollfd *pf = calloc(n, sizeof *pf);
     size_t *idx = calloc(n, sizeof *idx);
@@ -1047,7 +1034,7 @@ static unsigned wait_ready_all(struct starting *k, size_t n, double wait, struct
             }
         if (m == 0)
             break;
-        int ms = (int)((limit - (now_s() - t0)) * 1000);
+        int ms = (int)((limit - ((double)clock_mono_ns() / 1e9 - t0)) * 1000);
         if (interrupted || ms <= 0) {
             for (size_t j = 0; j < m; j++)
                 start_failed(&k[idx[j]], interrupted ? "interrupted while starting" : "the VMM did not answer in time");
@@ -1092,7 +1079,7 @@ static unsigned wait_ready_all(struct starting *k, size_t n, double wait, struct
                     start_failed(&k[i], "its moat process exited while starting");
                 } else if (interrupted) {
                     start_failed(&k[i], "interrupted while starting");
-                } else if (now_s() - t0 > limit) {
+                } else if ((double)clock_mono_ns() / 1e9 - t0 > limit) {
                     char why[128];
                     snprintf(why, sizeof why, "the guest agent did not answer within %g s", limit);
                     start_failed(&k[i], why);

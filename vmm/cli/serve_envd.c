@@ -31,6 +31,7 @@
 #include "vmm/agent/agent_proto.h"
 #include "vmm/cli/gz_stream.h"
 #include "vmm/cli/serve_connect.h"
+#include "vmm/base/clock.h"
 
 #define ENVD_HOME        "/root"        /* the agent runs as root */
 #define SB_MAX           128            /* sandbox id bytes + NUL */
@@ -112,19 +113,12 @@ static void live_del(struct envd_server *s, struct live *l)
     pthread_mutex_unlock(&s->lock);
 }
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Send a whole frame buffer (blocking, bounded). lk may be NULL. */
 static int ag_send(struct agent_client *c, pthread_mutex_t *lk, const struct agent_buf *b)
 {
     int r = 0;
     size_t off = 0;
-    int64_t deadline = now_ms() + c->timeout_ms;
+    int64_t deadline = clock_mono_ms() + c->timeout_ms;
     if (lk)
         pthread_mutex_lock(lk);
     while (off < b->len) {
@@ -139,7 +133,7 @@ static int ag_send(struct agent_client *c, pthread_mutex_t *lk, const struct age
             r = -errno;
             break;
         }
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - clock_mono_ms();
         struct pollfd p = { .fd = c->fd, .events = POLLOUT };
         if (left <= 0 || poll(&p, 1, (int)left) == 0) {
             r = -ETIMEDOUT;
@@ -156,7 +150,7 @@ static int ag_send(struct agent_client *c, pthread_mutex_t *lk, const struct age
 static int ag_next(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl, int timeout_ms,
                    struct live *lv, int client_fd)
 {
-    int64_t deadline = now_ms() + timeout_ms;
+    int64_t deadline = clock_mono_ms() + timeout_ms;
     uint8_t buf[65536];
     for (;;) {
         enum agent_err e;
@@ -167,7 +161,7 @@ static int ag_next(struct agent_client *c, struct agent_hdr *h, const uint8_t **
             return -EPROTO;
         if (lv && atomic_load(&lv->cancelled))
             return -ECANCELED;
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - clock_mono_ms();
         if (left <= 0)
             return -ETIMEDOUT;
         struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN }, { .fd = client_fd, .events = POLLRDHUP } };
@@ -196,14 +190,14 @@ static int ag_call(struct agent_client *c, struct live *lv, const struct agent_b
                    int *eno, char *msg, size_t ml)
 {
     *eno = 0;
-    int64_t deadline = now_ms() + c->timeout_ms;     /* for the whole call */
+    int64_t deadline = clock_mono_ms() + c->timeout_ms;     /* for the whole call */
     int r = ag_send(c, NULL, frame);
     if (r < 0)
         return r;
     for (;;) {
         struct agent_hdr h;
         const uint8_t *pl;
-        int64_t left = deadline - now_ms();
+        int64_t left = deadline - clock_mono_ms();
         if (left <= 0)
             return -ETIMEDOUT;
         if ((r = ag_next(c, &h, &pl, (int)left, lv, -1)) < 0)
@@ -580,7 +574,7 @@ static ssize_t st_read(void *cls, uint64_t pos, char *out, size_t max)
             st_end(st, CX_UNAVAILABLE, "moat serve is stopping");
             break;
         }
-        int64_t now = now_ms();
+        int64_t now = clock_mono_ms();
         if (st->deadline && now >= st->deadline) {
             st_end(st, CX_DEADLINE_EXCEEDED, "the stream's Connect-Timeout-Ms passed (the process goes on)");
             break;
@@ -646,10 +640,10 @@ static struct stream *st_new(struct envd_server *s, struct MHD_Connection *c, st
     st->ka_every = KEEPALIVE_MAX_S * 1000;
     if (ka && cx_timeout_parse(ka, &v) == 0 && v >= 1 && v < KEEPALIVE_MAX_S)
         st->ka_every = (int64_t)v * 1000;
-    st->next_ka = now_ms() + st->ka_every;
+    st->next_ka = clock_mono_ms() + st->ka_every;
     const char *to = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
     if (to && cx_timeout_parse(to, &v) == 0 && v > 0)
-        st->deadline = now_ms() + (int64_t)v;
+        st->deadline = clock_mono_ms() + (int64_t)v;
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
     st->client_fd = ci ? ci->connect_fd : -1;
     return st;
@@ -797,11 +791,11 @@ static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c,
      * deadline for the whole wait and a cap on the output held meanwhile:
      * a guest that streams output and never answers gets neither time nor
      * memory without bound. */
-    int64_t until = now_ms() + p->ac.timeout_ms;
+    int64_t until = clock_mono_ms() + p->ac.timeout_ms;
     while (r == 0 && !st->done) {
         struct agent_hdr h;
         const uint8_t *pl;
-        int64_t left = until - now_ms();
+        int64_t left = until - clock_mono_ms();
         if (left <= 0) {
             r = -ETIMEDOUT;
             break;

@@ -21,6 +21,7 @@
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
 #include "vmm/core/devtab.h"
+#include "vmm/base/clock.h"
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
 #include "vmm/snapshot/snapdiff.h"
@@ -168,13 +169,6 @@ bool snap_page_is_zero(const uint8_t *p)
     return true;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
 static int tmp_name(char *buf, size_t cap, const char *path)
 {
     return (size_t)snprintf(buf, cap, "%s.tmp", path) >= cap ? -ENAMETOOLONG : 0;
@@ -249,12 +243,12 @@ static int open_files(struct snap_job *j)
 static void mem_copied(void *arg)
 {
     struct snap_job *j = arg;
-    j->memory_us = (int64_t)(now_ns() - j->t_mem) / 1000;
+    j->memory_us = (int64_t)(clock_mono_ns() - j->t_mem) / 1000;
     if (j->resume) {
         moat_resume(j->vm);
         j->resume = false;
     }
-    j->t_paused_end = now_ns();
+    j->t_paused_end = clock_mono_ns();
 }
 
 /* Guest RAM is copied to the staging buffer (past its cap: written) while
@@ -268,13 +262,13 @@ static void mem_copied(void *arg)
  * renamed yet. Closes the files. */
 static int write_files(struct snap_job *j)
 {
-    j->t_mem = now_ns();
+    j->t_mem = clock_mono_ns();
     j->t_paused_end = 0;
     int r = snapmem_write_staged(&j->mf, j->vm->ram, j->sel, j->stage.buf, j->stage.cap, mem_copied, j, &j->ms);
     if (!j->t_paused_end)        /* failed: copied() was not called */
         mem_copied(j);
     snapmem_stage_free(&j->stage);
-    j->drain_us = (int64_t)(now_ns() - j->t_paused_end) / 1000;
+    j->drain_us = (int64_t)(clock_mono_ns() - j->t_paused_end) / 1000;
     if (r == 0)
         r = snap_pwrite_all(j->sfd, j->state, j->state_len, 0);
     if (r == 0)
@@ -302,7 +296,7 @@ static int write_files(struct snap_job *j)
         unlink(j->mtmp);
         unlink(j->stmp);
     }
-    j->sync_us = (int64_t)(now_ns() - j->t_paused_end) / 1000;
+    j->sync_us = (int64_t)(clock_mono_ns() - j->t_paused_end) / 1000;
     return r;
 }
 
@@ -340,7 +334,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
             return dr;
     }
     struct snap_job j = { .vm = vm, .state_path = state_path, .mem_path = mem_path };
-    uint64_t t0 = now_ns();
+    uint64_t t0 = clock_mono_ns();
     pthread_mutex_lock(&vm->lock);
     bool was_paused = vm->paused, exited = vm->exited, started = vm->started;
     pthread_mutex_unlock(&vm->lock);
@@ -356,7 +350,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
                                                            stage_guess(vm, diff)) : 0;
     if (sr < 0)
         log_debug("snapshot: staging buffer: %s: writing from guest RAM while paused", strerror(-sr));
-    uint64_t t_pause = now_ns();
+    uint64_t t_pause = clock_mono_ns();
     if (started && !was_paused) {
         r = moat_pause(vm);
         if (r < 0) {
@@ -369,7 +363,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
         }
         j.resume = true;
     }
-    uint64_t t_state = now_ns();
+    uint64_t t_state = clock_mono_ns();
     struct snap_writer w;
     snapw_init(&w);
     struct timespec now;
@@ -408,7 +402,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
     } else if (r == 0) {
         r = snapmem_candidates(vm, &sel);
     }
-    int64_t state_us = (int64_t)(now_ns() - t_state) / 1000;
+    int64_t state_us = (int64_t)(clock_mono_ns() - t_state) / 1000;
     j.sel = sel;
     if (r == 0) {
         r = write_files(&j);
@@ -423,7 +417,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
         moat_resume(vm);
     if (r == 0) {
         snapdiff_done(vm, state_path, mem_path, j.state, j.state_len, diff, dirty_bm);
-        uint64_t t1 = now_ns();
+        uint64_t t1 = clock_mono_ns();
         struct moat_snapshot_stats st = {
             .size = sizeof(st), .diff = diff, .direct = j.ms.direct, .uring = j.ms.uring,
             .total_us = (int64_t)(t1 - t0) / 1000,
