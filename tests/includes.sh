@@ -14,7 +14,7 @@ check() {   # check NAME OUTPUT: OUTPUT empty -> PASS
 }
 lower=$(ls devices/*/*.[ch] boot/*.[ch])
 # 1. devices/ and boot/ take from vmm/ only its base (vmm/base/: guest
-#    memory, the bus, logging, monotonic time, byte order, the memory map).
+#    memory, the bus, logging, monotonic time, byte order, whole reads and writes, the memory map).
 check "devices/ and boot/ include from vmm/ only vmm/base/" \
     "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/' $lower | grep -v '"vmm/base/')"
 # 2. The base includes nothing of moat's but itself (and the public
