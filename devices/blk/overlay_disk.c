@@ -1,5 +1,6 @@
 /* Copy-on-write disks: the I/O layer. Contracts in overlay_disk.h. */
 #include "devices/blk/overlay_disk.h"
+#include "vmm/base/fullio.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -51,11 +52,9 @@ static int hash_range(int fd, uint8_t *buf, uint64_t off, uint64_t len, struct s
                       uint64_t *fnv)
 {
     while (len) {
-        ssize_t n = pread(fd, buf, len < OVL_ID_BYTES ? (size_t)len : OVL_ID_BYTES, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = pread_full(fd, buf, len < OVL_ID_BYTES ? (size_t)len : OVL_ID_BYTES, (off_t)off);
         if (n <= 0)
-            return n < 0 ? -errno : -EIO;
+            return n < 0 ? (int)n : -EIO;
         sha256_update(sha, (size_t)n, buf);
         if (fnv)
             *fnv = ovl_hash(*fnv, buf, (size_t)n);
@@ -107,38 +106,24 @@ int ovl_base_identify(int fd, struct ovl_base_id *id)
 
 /* ---- whole transfers ---- */
 
+/* Past the end of the file: zeroes where zero_eof is set, else -EIO. */
 static int full_pread(int fd, void *buf, size_t len, uint64_t off, bool zero_eof)
 {
-    uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pread(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0) {
-            if (!zero_eof)
-                return -EIO;
-            memset(p, 0, len);
-            return 0;
-        }
-        p += n; len -= (size_t)n; off += (uint64_t)n;
+    ssize_t n = pread_full(fd, buf, len, (off_t)off);
+    if (n < 0)
+        return (int)n;
+    if ((size_t)n < len) {
+        if (!zero_eof)
+            return -EIO;
+        memset((uint8_t *)buf + n, 0, len - (size_t)n);
     }
     return 0;
 }
 
 static int full_pwrite(int fd, const void *buf, size_t len, uint64_t off)
 {
-    const uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, (off_t)off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            return n < 0 ? -errno : -EIO;
-        p += n; len -= (size_t)n; off += (uint64_t)n;
-    }
-    return 0;
+    ssize_t n = pwrite_full(fd, buf, len, (off_t)off);
+    return n < 0 ? (int)n : 0;
 }
 
 /* The part [skip, skip + len) of an iovec list, into out (at most max

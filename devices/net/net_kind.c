@@ -26,6 +26,7 @@
 #include "devices/net/virtio_net.h"
 #include "devices/virtio/ratelimit.h"
 #include "vmm/base/clock.h"
+#include "vmm/base/fullio.h"
 
 static const char *const net_keys[] = { "tap", "user", "forward", "host_loopback", "mac", "guest_mac", "mtu", "id", "mmds",
                                          "metadata", "mmds_v1",
@@ -161,18 +162,9 @@ static size_t dhcp_servers(bool user, uint32_t *out, size_t max)
         int fd = open("/proc/net/route", O_RDONLY | O_CLOEXEC);
         if (fd < 0)
             return 0;
-        size_t got = 0;
-        ssize_t k;
-        while (got < sizeof text - 1 && (k = read(fd, text + got, sizeof text - 1 - got)) != 0) {
-            if (k < 0) {
-                if (errno == EINTR)
-                    continue;
-                break;
-            }
-            got += (size_t)k;
-        }
+        ssize_t got = read_full(fd, text, sizeof text - 1);
         close(fd);
-        text[got] = 0;
+        text[got > 0 ? got : 0] = 0;
         return net_route_gateways(text, out, max);
     }
     struct nf_addr a[HOST_ADDRS_MAX];

@@ -59,10 +59,11 @@ $(B)/tests/test_vsock: tests/integration/test_vsock.c tests/integration/host_pro
 # The guest agent and moat exec/cp on the host, over a Unix socket (no KVM):
 # tests/integration/test_agent.c; docs/agent-protocol.md.
 $(B)/tests/test_agent: tests/integration/test_agent.c vmm/agent/agent_proto.c vmm/agent/agent_proto.h \
-		vmm/agent/agent_client.c vmm/agent/agent_client.h vmm/base/clock.c $(B)/guest/agent $(B)/moat
+		vmm/agent/agent_client.c vmm/agent/agent_client.h vmm/base/clock.c vmm/base/fullio.c \
+		$(B)/guest/agent $(B)/moat
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_COMMON) $(CFLAGS) $(CHECK_CFLAGS) -o $@ $< vmm/agent/agent_proto.c \
-	    vmm/agent/agent_client.c vmm/base/clock.c $(CHECK_LIBS)
+	    vmm/agent/agent_client.c vmm/base/clock.c vmm/base/fullio.c $(CHECK_LIBS)
 
 $(B)/guests/net.elf: $(GUEST_DIR)/net_proto.h
 

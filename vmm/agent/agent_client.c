@@ -1,6 +1,7 @@
 /* Host side of the guest agent protocol (agent_client.h). */
 #include "vmm/agent/agent_client.h"
 #include "vmm/base/clock.h"
+#include "vmm/base/fullio.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,23 +16,6 @@
 
 #define HANDSHAKE_MS  10000
 #define OUT_HIGH      (1u << 20)
-
-static int write_all(int fd, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    while (n) {
-        ssize_t k = write(fd, b, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0)
-            return -errno;
-        if (k == 0)
-            return -EIO;
-        b += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
 
 static int wait_fd(int fd, short ev, int ms)
 {
@@ -159,9 +143,11 @@ int agent_client_attach(struct agent_client *c, int fd, int hybrid, unsigned por
     if (hybrid) {
         char line[64];
         int n = snprintf(line, sizeof line, "CONNECT %u\n", port);
-        r = write_all(fd, line, (size_t)n);
-        if (r < 0)
+        ssize_t w = write_full(fd, line, (size_t)n);
+        if (w < 0) {
+            r = (int)w;
             goto fail;
+        }
         /* Byte by byte: what follows the line is already the agent's. */
         size_t len = 0;
         for (;;) {
@@ -296,11 +282,12 @@ static int exec_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int in_f
                 continue;       /* not ours (e.g. a late error for an old id) */
             switch (h.type) {
             case AGENT_T_STDOUT:
-            case AGENT_T_STDERR:
-                r = write_all(h.type == AGENT_T_STDOUT ? out_fd : err_fd, pl, h.len);
-                if (r < 0)
-                    return r;       /* -EPIPE: our reader went away */
+            case AGENT_T_STDERR: {
+                ssize_t w = write_full(h.type == AGENT_T_STDOUT ? out_fd : err_fd, pl, h.len);
+                if (w < 0)
+                    return (int)w;  /* -EPIPE: our reader went away */
                 break;
+            }
             case AGENT_T_EXIT:
                 if (agent_exit_decode(pl, h.len, st, NULL) < 0)
                     return -EPROTO;
@@ -376,17 +363,10 @@ static int put_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int local
     const size_t bufsz = AGENT_CHUNK;
     uint32_t flags = 0;
     for (;;) {
-        size_t got = 0;
-        while (got < bufsz) {      /* full chunks: fewer round trips */
-            ssize_t k = read(local_fd, buf + got, bufsz - got);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k < 0)
-                return -errno;
-            if (k == 0)
-                break;
-            got += (size_t)k;
-        }
+        ssize_t k = read_full(local_fd, buf, bufsz);      /* full chunks: fewer round trips */
+        if (k < 0)
+            return (int)k;
+        size_t got = (size_t)k;
         if (got == 0 && flags)
             return 0;                   /* EOF after at least one chunk */
         int r = agent_put_fwrite(&c->out, id, flags, mode & 07777, remote, buf, got);
@@ -415,8 +395,9 @@ int agent_client_get(struct agent_client *c, const char *remote, int local_fd, u
         if ((r = next_reply(c, id, &h, &pl, deadline)) < 0)
             return r;
         if (h.type == AGENT_T_FILE_DATA) {
-            if ((r = write_all(local_fd, pl, h.len)) < 0)
-                return r;
+            ssize_t w = write_full(local_fd, pl, h.len);
+            if (w < 0)
+                return (int)w;
             total += h.len;
         } else if (h.type == AGENT_T_FILE_END) {
             uint64_t size;

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vmm/base/fullio.h"
 #include "vmm/cli/cli.h"
 #include "vmm/cli/serve_api.h"
 #include "vmm/cli/serve_envd.h"
@@ -144,18 +145,11 @@ static int write_atomic(const char *path, const char *text, mode_t mode)
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
     if (fd < 0)
         return -errno;
-    size_t len = strlen(text), off = 0;
-    while (off < len) {
-        ssize_t k = write(fd, text + off, len - off);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            int e = errno;
-            close(fd);
-            unlink(tmp);
-            return -e;
-        }
-        off += (size_t)k;
+    ssize_t k = write_full(fd, text, strlen(text));
+    if (k < 0) {
+        close(fd);
+        unlink(tmp);
+        return (int)k;
     }
     if (fsync(fd) < 0 || close(fd) < 0 || rename(tmp, path) < 0) {
         int e = errno;

@@ -17,6 +17,7 @@
 
 #include <linux/openat2.h>
 
+#include "vmm/base/fullio.h"
 #include "vmm/base/log.h"
 
 #define PAGE 4096ul
@@ -255,17 +256,9 @@ static int read_fd(int fd, uint8_t **buf, size_t *len)
         close(fd);
         return -ENOMEM;
     }
-    size_t got = 0;
-    while (got < *len) {
-        ssize_t n = read(fd, *buf + got, *len - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
+    ssize_t got = read_full(fd, *buf, *len);
     close(fd);
-    if (got != *len) {
+    if (got != (ssize_t)*len) {
         free(*buf);
         *buf = NULL;
         return -EIO;
@@ -449,19 +442,8 @@ int snapdiff_chain_open(struct snapdiff_chain *c, const char *state_path, const 
 
 static int read_in(int fd, uint8_t *dst, size_t len, off_t off)
 {
-    while (len) {
-        ssize_t n = pread(fd, dst, len, off);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0)
-            return -errno;
-        if (n == 0)
-            return -EIO;
-        dst += n;
-        off += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    ssize_t n = pread_full(fd, dst, len, off);
+    return n < 0 ? (int)n : (size_t)n < len ? -EIO : 0;
 }
 
 int snapdiff_map(struct moat_vm *vm, void *arg)

@@ -22,6 +22,7 @@
 #include "devices/virtio/virtio_mmio.h"
 #include "vmm/core/devtab.h"
 #include "vmm/base/clock.h"
+#include "vmm/base/fullio.h"
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
 #include "vmm/snapshot/snapdiff.h"
@@ -145,19 +146,8 @@ static void save_devices(struct moat_vm *vm, struct snap_writer *w)
 
 int snap_pwrite_all(int fd, const void *buf, size_t len, off_t off)
 {
-    const uint8_t *p = buf;
-    while (len) {
-        ssize_t n = pwrite(fd, p, len, off);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -errno;
-        }
-        p += n;
-        off += n;
-        len -= (size_t)n;
-    }
-    return 0;
+    ssize_t n = pwrite_full(fd, buf, len, off);
+    return n < 0 ? (int)n : 0;
 }
 
 bool snap_page_is_zero(const uint8_t *p)
@@ -685,18 +675,9 @@ static int read_state(const char *path, uint8_t **buf, size_t *len, struct moat_
         close(fd);
         return seterr(err, 0, -ENOMEM, "out of memory");
     }
-    size_t got = 0;
-    while (got < *len) {
-        ssize_t n = read(fd, *buf + got, *len - got);
-        if (n <= 0) {
-            if (n < 0 && errno == EINTR)
-                continue;
-            break;
-        }
-        got += (size_t)n;
-    }
+    ssize_t got = read_full(fd, *buf, *len);
     close(fd);
-    if (got != *len) {
+    if (got != (ssize_t)*len) {      /* an error or a file shorter than its size */
         free(*buf);
         return seterr(err, 1, -EIO, "state file %s: short read", path);
     }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "vmm/base/clock.h"
+#include "vmm/base/fullio.h"
 #include "vmm/base/log.h"
 #include "vmm/core/vm.h"
 #include "vmm/snapshot/wset.h"
@@ -111,16 +112,8 @@ static int write_file(const char *path, const uint8_t *buf, size_t len, const vo
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0)
         return -errno;
-    int r = 0;
-    for (size_t off = 0; r == 0 && off < len;) {
-        ssize_t w = write(fd, buf + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            r = w < 0 ? -errno : -EIO;
-        else
-            off += (size_t)w;
-    }
+    ssize_t w = write_full(fd, buf, len);
+    int r = w < 0 ? (int)w : 0;
     /* No fsync: a file torn by a crash fails its checksum and is recorded anew. */
     if (close(fd) < 0 && r == 0)
         r = -errno;
@@ -248,23 +241,16 @@ static int load(struct wset *w)
                  (size_t)WS_FILE_MAX);
         return -EINVAL;
     }
-    size_t len = (size_t)st.st_size, got = 0;
+    size_t len = (size_t)st.st_size;
     uint8_t *buf = malloc(len ? len : 1);
-    while (buf && got < len) {
-        ssize_t k = read(fd, buf + got, len - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-    }
+    ssize_t got = buf ? read_full(fd, buf, len) : 0;
     close(fd);
     if (!buf)
         return -ENOMEM;
     const uint8_t *raw = NULL;
     size_t n = 0;
     const char *why = NULL;
-    int r = got == len ? ws_parse(buf, len, w->state_sum, w->vm->ram_size, &raw, &n, &why) : -EIO;
+    int r = got == (ssize_t)len ? ws_parse(buf, len, w->state_sum, w->vm->ram_size, &raw, &n, &why) : -EIO;
     if (r == 0) {
         w->ranges = malloc((n ? n : 1) * sizeof(*w->ranges));
         if (!w->ranges)
