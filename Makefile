@@ -193,6 +193,7 @@ test-unit: $(UNIT_BINS) $(B)/libmoat.so $(B)/libmoat.a
 	tests/run-unit.sh $(UNIT_BINS)
 	LDLIBS="$(LDLIBS)" tests/symbols.sh $(B)/libmoat.so include/moat.h $(B)/libmoat.a
 	tests/includes.sh
+	tests/contracts.sh
 
 test-san: $(UNIT_SAN_BINS)
 	tests/run-unit.sh $(UNIT_SAN_BINS)

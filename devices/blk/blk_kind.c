@@ -181,6 +181,7 @@ const struct virtio_kind blk_kind = {
     .type = "blk",
     .name = "drive",
     .device_id = VIRTIO_ID_BLOCK,
+    .typed = VIRTIO_KIND_TYPED_DRIVES,      /* moat_config.drives, --drive */
     .keys = blk_keys,
     .override_keys = blk_override_keys,     /* an override gives these anew */
     .override_whole = true,

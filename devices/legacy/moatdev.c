@@ -2,7 +2,10 @@
  * Contract: devices/legacy/moatdev.h. Docs: docs/devices.md ("Legacy devices"). */
 #include "devices/legacy/moatdev.h"
 
+#include <errno.h>
 #include <string.h>
+
+_Static_assert(sizeof(struct moatdev_state) == 16, "the snapshot's control device record is 16 bytes");
 
 void moatdev_init(struct moatdev *d, const struct moatdev_ops *ops, void *opaque)
 {
@@ -116,3 +119,32 @@ static void mmio_write(void *opaque, uint64_t off, const uint8_t *data, uint32_t
 
 const struct bus_ops moatdev_pio_ops = { pio_read, pio_write };
 const struct bus_ops moatdev_mmio_ops = { mmio_read, mmio_write };
+
+/* ---- snapshots ---- */
+
+void moatdev_save(struct moatdev *d, struct moatdev_state *st)
+{
+    memset(st, 0, sizeof(*st));
+    pthread_mutex_lock(&d->lock);
+    st->pio_scratch = d->pio_scratch;
+    st->mmio_scratch = d->mmio_scratch;
+    pthread_mutex_unlock(&d->lock);
+}
+
+int moatdev_state_check(const struct moatdev_state *st, const char **why)
+{
+    if (st->pad) {
+        if (why)
+            *why = "control device: padding not zero";
+        return -EINVAL;
+    }
+    return 0;
+}
+
+void moatdev_load(struct moatdev *d, const struct moatdev_state *st)
+{
+    pthread_mutex_lock(&d->lock);
+    d->pio_scratch = st->pio_scratch;
+    d->mmio_scratch = st->mmio_scratch;
+    pthread_mutex_unlock(&d->lock);
+}

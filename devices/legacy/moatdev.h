@@ -58,4 +58,19 @@ void moatdev_destroy(struct moatdev *d);
 extern const struct bus_ops moatdev_pio_ops;   /* 16 ports */
 extern const struct bus_ops moatdev_mmio_ops;  /* 4 KiB */
 
+/* What a snapshot keeps of an instance (vmm/snapshot: section
+ * SNAP_DEV_MOATDEV, docs/snapshot-format.md): the scratch registers, a
+ * fixed layout of 16 bytes with explicit padding. moatdev_save and
+ * moatdev_load take the instance's lock; moatdev_state_check is pure: 0,
+ * or -EINVAL with why (a state file is untrusted input). Load only a
+ * checked state. */
+struct moatdev_state {
+    uint32_t pio_scratch;
+    uint32_t pad;
+    uint64_t mmio_scratch;
+};
+void moatdev_save(struct moatdev *d, struct moatdev_state *st);
+int moatdev_state_check(const struct moatdev_state *st, const char **why);
+void moatdev_load(struct moatdev *d, const struct moatdev_state *st);
+
 #endif

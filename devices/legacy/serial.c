@@ -6,7 +6,10 @@
  * Everything named *_locked expects s->lock to be held. */
 #include "devices/legacy/serial.h"
 
+#include <errno.h>
 #include <string.h>
+
+_Static_assert(sizeof(struct serial_state) == 80, "the snapshot's UART record is 80 bytes");
 
 #define MSR_NOT_LOOP (SERIAL_MSR_DCD | SERIAL_MSR_DSR | SERIAL_MSR_CTS)
 #define DLL_RESET    0x0c   /* 9600 baud from the usual 1.8432 MHz clock */
@@ -340,3 +343,61 @@ static void bus_write(void *opaque, uint64_t off, const uint8_t *data, uint32_t 
 }
 
 const struct bus_ops serial_bus_ops = { bus_read, bus_write };
+
+/* ---- snapshots ---- */
+
+void serial_save(struct serial *s, struct serial_state *st)
+{
+    memset(st, 0, sizeof(*st));
+    pthread_mutex_lock(&s->lock);
+    st->ier = s->ier; st->iir = s->iir; st->lcr = s->lcr; st->mcr = s->mcr; st->lsr = s->lsr;
+    st->msr = s->msr; st->scr = s->scr; st->dll = s->dll; st->dlm = s->dlm; st->fcr = s->fcr;
+    st->thr_ipending = s->thr_ipending;
+    st->irq_level = (uint8_t)s->irq_level;
+    st->rx_len = (uint8_t)s->rx_len;
+    st->rx_head = (uint8_t)s->rx_head;
+    memcpy(st->rx, s->rx, sizeof(st->rx));
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int state_fail(const char **why, const char *msg)
+{
+    if (why)
+        *why = msg;
+    return -EINVAL;
+}
+
+int serial_state_check(const struct serial_state *st, const char **why)
+{
+    if (st->rx_len > sizeof st->rx || st->rx_head >= sizeof st->rx)
+        return state_fail(why, "UART: receive FIFO position out of range");
+    if (st->ier & 0xf0)
+        return state_fail(why, "UART: IER bits 7:4 set");
+    if (st->mcr & 0xe0)
+        return state_fail(why, "UART: MCR bits 7:5 set");
+    /* IIR: an interrupt ID the model produces (none, modem status, THR
+     * empty, data, line status), the FIFO bits both set or both clear, bits
+     * 5:4 clear. */
+    uint8_t id = st->iir & 0x0f, fifo = st->iir & 0xc0;
+    if ((st->iir & 0x30) || (fifo != 0 && fifo != 0xc0) ||
+        (id != 0x01 && id != 0x00 && id != 0x02 && id != 0x04 && id != 0x06))
+        return state_fail(why, "UART: IIR not a state the UART can be in");
+    if (st->thr_ipending > 1 || st->irq_level > 1)
+        return state_fail(why, "UART: a flag byte other than 0 or 1");
+    if (st->pad[0] || st->pad[1])
+        return state_fail(why, "UART: padding not zero");
+    return 0;
+}
+
+void serial_load(struct serial *s, const struct serial_state *st)
+{
+    pthread_mutex_lock(&s->lock);
+    s->ier = st->ier; s->iir = st->iir; s->lcr = st->lcr; s->mcr = st->mcr; s->lsr = st->lsr;
+    s->msr = st->msr; s->scr = st->scr; s->dll = st->dll; s->dlm = st->dlm; s->fcr = st->fcr;
+    s->thr_ipending = st->thr_ipending;
+    s->irq_level = st->irq_level ? 1 : 0;  /* the IOAPIC state carries the line */
+    s->rx_len = st->rx_len;
+    s->rx_head = st->rx_head;
+    memcpy(s->rx, st->rx, sizeof(st->rx));
+    pthread_mutex_unlock(&s->lock);
+}

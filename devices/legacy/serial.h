@@ -124,4 +124,21 @@ size_t serial_rx_space(struct serial *s);
  * 8-bit ISA device sees a wide access), done under one lock hold. */
 extern const struct bus_ops serial_bus_ops;
 
+/* What a snapshot keeps of an instance (vmm/snapshot: section
+ * SNAP_DEV_SERIAL, docs/snapshot-format.md): a fixed layout of 80 bytes
+ * with explicit padding. serial_save and serial_load take the instance's
+ * lock and call no callback (the IRQ line's level is the interrupt
+ * controller's state, restored with it); serial_state_check is pure: 0 for
+ * a state the model can be in, else -EINVAL with why (a state file is
+ * untrusted input). Load only a checked state. */
+struct serial_state {
+    uint8_t ier, iir, lcr, mcr, lsr, msr, scr, dll, dlm, fcr, thr_ipending;
+    uint8_t irq_level;                  /* 0 or 1, as thr_ipending */
+    uint8_t rx_len, rx_head, pad[2];    /* rx_len <= SERIAL_FIFO, rx_head < SERIAL_FIFO */
+    uint8_t rx[SERIAL_FIFO];
+};
+void serial_save(struct serial *s, struct serial_state *st);
+int serial_state_check(const struct serial_state *st, const char **why);
+void serial_load(struct serial *s, const struct serial_state *st);
+
 #endif

@@ -26,11 +26,23 @@ struct virtio_made {
     void *priv;
 };
 
+/* The typed fields of moat_config and moat_restore_config (include/moat.h)
+ * a kind's devices are also made from, besides moat_config.devices: the
+ * sugar of --drive and --vsock. The VM's table (vmm/core/devtab.c) turns
+ * them into the kind's options by this, never by naming the kind. At most
+ * one kind per value but NONE. */
+enum virtio_kind_typed {
+    VIRTIO_KIND_TYPED_NONE = 0,
+    VIRTIO_KIND_TYPED_DRIVES,   /* drives, drive_overlays, drive_direct: one device each */
+    VIRTIO_KIND_TYPED_VSOCK,    /* vsock_uds, vsock_cid: one device if vsock_uds */
+};
+
 struct virtio_kind {
     const char *type;           /* moat_device.type, --device TYPE: "blk", "vsock" */
     const char *name;           /* in messages: "drive", "vsock" */
     uint32_t device_id;         /* VIRTIO_ID_*: matches snapshot sections */
     unsigned max_per_vm;        /* 0: as many as there are slots */
+    enum virtio_kind_typed typed;   /* typed configuration fields it is made from, or NONE */
     /* A kernel parameter a Linux guest needs with this device, or NULL. */
     const char *cmdline_extra;
     /* Served over vhost-user (`moat device`): the queues the frontend

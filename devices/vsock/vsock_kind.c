@@ -124,6 +124,7 @@ const struct virtio_kind vsock_kind = {
     .name = "vsock",
     .device_id = VIRTIO_ID_VSOCK,
     .max_per_vm = 1,
+    .typed = VIRTIO_KIND_TYPED_VSOCK,       /* moat_config.vsock_uds, --vsock */
     /* QEMU's vhost-user-vsock keeps the event queue and hands over rx and
      * tx only, with 1024-entry rings (docs/vhost-user.md) */
     .vhost_user_nqueues = 2,

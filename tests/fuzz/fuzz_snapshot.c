@@ -20,6 +20,8 @@
 #include <xxhash.h>
 
 #include "devices/legacy/i8042.h"
+#include "devices/legacy/moatdev.h"
+#include "devices/legacy/serial.h"
 #include "devices/virtio/devopt.h"
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
@@ -144,10 +146,10 @@ static void fuzz_one(const uint8_t *data, size_t size)
             }
             break;
         case SNAP_DEV_SERIAL:
-            if (s->len == sizeof(struct snap_serial)) {
-                struct snap_serial ss;
+            if (s->len == sizeof(struct serial_state)) {
+                struct serial_state ss;
                 memcpy(&ss, s->data, sizeof ss);
-                if (snap_serial_check(&ss, &why) == 0)
+                if (serial_state_check(&ss, &why) == 0)
                     FUZZ_ASSERT(ss.rx_len <= 64 && ss.rx_head < 64);
                 else
                     FUZZ_ASSERT(why);
@@ -164,10 +166,10 @@ static void fuzz_one(const uint8_t *data, size_t size)
             }
             break;
         case SNAP_DEV_MOATDEV:
-            if (s->len == sizeof(struct snap_moatdev)) {
-                struct snap_moatdev md;
+            if (s->len == sizeof(struct moatdev_state)) {
+                struct moatdev_state md;
                 memcpy(&md, s->data, sizeof md);
-                FUZZ_ASSERT(snap_moatdev_check(&md, &why) == 0 || why);
+                FUZZ_ASSERT(moatdev_state_check(&md, &why) == 0 || why);
             }
             break;
         case SNAP_DEV:

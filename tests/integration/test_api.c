@@ -873,11 +873,11 @@ START_TEST(bad_snapshot_files)
         { 1, 12, 99, "boot kind" },           /* snap_meta.boot_kind */
         { 1, 16, 0x80, "flags" },             /* snap_meta.flags */
         { 1, 8, 0, "vCPU count" },            /* snap_meta.ncpus */
-        { 80, 0, 0xff, "IER" },               /* snap_serial.ier */
-        { 80, 1, 0x0e, "IIR" },               /* snap_serial.iir */
-        { 80, 11, 2, "flag byte" },           /* snap_serial.irq_level */
-        { 80, 12, 65, "FIFO" },               /* snap_serial.rx_len */
-        { 81, 4, 1, "padding" },              /* snap_moatdev.pad */
+        { 80, 0, 0xff, "IER" },               /* serial_state.ier */
+        { 80, 1, 0x0e, "IIR" },               /* serial_state.iir */
+        { 80, 11, 2, "flag byte" },           /* serial_state.irq_level */
+        { 80, 12, 65, "FIFO" },               /* serial_state.rx_len */
+        { 81, 4, 1, "padding" },              /* moatdev_state.pad */
     };
     for (size_t k = 0; k < sizeof forged / sizeof forged[0]; k++) {
         static uint8_t copy[1 << 20];

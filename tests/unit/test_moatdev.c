@@ -1,6 +1,7 @@
 /* Unit tests for the moat control device (devices/legacy/moatdev.c); the
  * i8042 has its own (test_i8042.c). */
 #include <check.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -274,6 +275,52 @@ START_TEST(null_ops_are_fine)
 }
 END_TEST
 
+/* Snapshots (SNAP_DEV_MOATDEV): the scratch registers save and load into
+ * a fresh device exactly (what the guest reads back), and a record with
+ * its padding set is refused with a reason. */
+START_TEST(snapshot_state)
+{
+    pio_out(PORT_MOATDEV + MOATDEV_PORT_SCRATCH, 4, 0xdeadbeef);
+    mmio_w(MOATDEV_MMIO_SCRATCH, 8, 0x0123456789abcdefull);
+    struct moatdev_state a, b;
+    memset(&b, 0xcc, sizeof b);
+    moatdev_save(&D, &a);
+    const char *why = NULL;
+    ck_assert_int_eq(moatdev_state_check(&a, &why), 0);
+    ck_assert_uint_eq(a.pio_scratch, 0xdeadbeef);
+    ck_assert_uint_eq(a.mmio_scratch, 0x0123456789abcdefull);
+    ck_assert_uint_eq(a.pad, 0);
+    struct moatdev d2;
+    struct rec r2;
+    memset(&r2, 0, sizeof r2);
+    moatdev_init(&d2, &mops, &r2);
+    moatdev_load(&d2, &a);
+    moatdev_save(&d2, &b);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    /* what the guest reads back from the loaded one */
+    uint8_t v[8];
+    moatdev_pio_ops.read(&d2, MOATDEV_PORT_SCRATCH, v, 4);
+    ck_assert_uint_eq(le(v, 4), 0xdeadbeef);
+    moatdev_mmio_ops.read(&d2, MOATDEV_MMIO_SCRATCH, v, 8);
+    ck_assert_uint_eq(le(v, 8), 0x0123456789abcdefull);
+    ck_assert_uint_eq(r2.nstatus + r2.nev, 0);
+    moatdev_destroy(&d2);
+    /* malformed: the padding */
+    static const uint32_t pads[] = { 1, 0x80000000u, ~0u };
+    for (size_t i = 0; i < sizeof pads / sizeof pads[0]; i++) {
+        struct moatdev_state m = a;
+        m.pad = pads[i];
+        why = NULL;
+        ck_assert_int_eq(moatdev_state_check(&m, &why), -EINVAL);
+        ck_assert_ptr_nonnull(why);
+        ck_assert_msg(strstr(why, "padding"), "%s", why);
+    }
+    /* any register value is fine */
+    struct moatdev_state ok = { .pio_scratch = ~0u, .mmio_scratch = ~0ull };
+    ck_assert_int_eq(moatdev_state_check(&ok, NULL), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("moatdev");
@@ -287,6 +334,7 @@ int main(void)
     tcase_add_test(tc, mmio_junk_ignored);
     tcase_add_test(tc, two_instances_independent);
     tcase_add_test(tc, null_ops_are_fine);
+    tcase_add_test(tc, snapshot_state);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

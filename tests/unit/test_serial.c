@@ -1,5 +1,6 @@
 /* Unit tests for the 16550A model (devices/legacy/serial.c). */
 #include <check.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -713,6 +714,95 @@ START_TEST(concurrent_host_input)
 }
 END_TEST
 
+/* Snapshots (SNAP_DEV_SERIAL): a UART part-way through its work saves,
+ * and loads into a fresh one exactly (its registers, its receive FIFO and
+ * what the guest reads next); every malformed record is refused with a
+ * reason, and the states the model can be in pass the check. */
+START_TEST(snapshot_state)
+{
+    serial_write(&S, SERIAL_FCR, SERIAL_FCR_FIFO_EN);
+    serial_write(&S, SERIAL_LCR, 0x03);
+    serial_write(&S, SERIAL_MCR, SERIAL_MCR_DTR | SERIAL_MCR_OUT2);
+    serial_write(&S, SERIAL_SCR, 0x5a);
+    serial_write(&S, SERIAL_IER, SERIAL_IER_ERBFI | SERIAL_IER_ETBEI);
+    fill_rx(SERIAL_FIFO, 0x10);
+    for (int i = 0; i < 5; i++)
+        (void)serial_read(&S, SERIAL_RBR);   /* the FIFO wraps: head not 0 */
+    fill_rx(5, 0x80);
+    struct serial_state a, b;
+    serial_save(&S, &a);
+    const char *why = NULL;
+    ck_assert_int_eq(serial_state_check(&a, &why), 0);
+    ck_assert_uint_eq(a.rx_len, SERIAL_FIFO);
+    ck_assert_uint_eq(a.rx_head, 5);
+    ck_assert_uint_eq(a.scr, 0x5a);
+    ck_assert_uint_eq(a.irq_level, 1);
+    struct rec r2;
+    memset(&r2, 0, sizeof r2);
+    struct serial s2;
+    serial_init(&s2, &ops, &r2);
+    serial_load(&s2, &a);
+    ck_assert_uint_eq(r2.nirq, 0);               /* no callback: the line is the IOAPIC's */
+    serial_save(&s2, &b);
+    ck_assert_mem_eq(&a, &b, sizeof a);
+    /* both go on the same way */
+    for (unsigned i = 0; i < SERIAL_FIFO + 2; i++) {
+        ck_assert_uint_eq(serial_read(&S, SERIAL_LSR), serial_read(&s2, SERIAL_LSR));
+        ck_assert_uint_eq(serial_read(&S, SERIAL_IIR), serial_read(&s2, SERIAL_IIR));
+        ck_assert_uint_eq(serial_read(&S, SERIAL_RBR), serial_read(&s2, SERIAL_RBR));
+    }
+    ck_assert_uint_eq(serial_read(&s2, SERIAL_SCR), 0x5a);
+    serial_destroy(&s2);
+
+    /* malformed records */
+#define BAD(stmt, text) do {                                              \
+        struct serial_state m = a;                                        \
+        stmt;                                                             \
+        why = NULL;                                                       \
+        ck_assert_int_eq(serial_state_check(&m, &why), -EINVAL);          \
+        ck_assert_ptr_nonnull(why);                                       \
+        ck_assert_msg(strstr(why, text), "%s", why);                      \
+    } while (0)
+    BAD(m.rx_len = SERIAL_FIFO + 1, "receive FIFO position");
+    BAD(m.rx_head = SERIAL_FIFO, "receive FIFO position");
+    BAD(m.rx_head = 0xff, "receive FIFO position");
+    BAD(m.ier = 0x10, "IER");
+    BAD(m.ier = 0x80, "IER");
+    BAD(m.mcr = 0x20, "MCR");
+    BAD(m.mcr = 0x80, "MCR");
+    BAD(m.iir = 0x08, "IIR");                   /* an ID the model never gives */
+    BAD(m.iir = 0x03, "IIR");
+    BAD(m.iir = 0x41, "IIR");                   /* one FIFO bit */
+    BAD(m.iir = 0x81, "IIR");
+    BAD(m.iir = 0x12, "IIR");                   /* bits 5:4 */
+    BAD(m.thr_ipending = 2, "flag byte");
+    BAD(m.irq_level = 7, "flag byte");
+    BAD(m.pad[0] = 1, "padding");
+    BAD(m.pad[1] = 0x80, "padding");
+#undef BAD
+    /* edges that are fine */
+    struct serial_state ok = a;
+    ok.rx_len = SERIAL_FIFO;
+    ok.rx_head = SERIAL_FIFO - 1;
+    ok.ier = 0x0f;
+    ok.mcr = SERIAL_MCR_MASK;
+    ok.iir = 0xc1;
+    ck_assert_int_eq(serial_state_check(&ok, NULL), 0);
+    static const uint8_t ids[] = { 0x00, 0x01, 0x02, 0x04, 0x06, 0xc0, 0xc6 };
+    for (size_t i = 0; i < sizeof ids; i++) {
+        ok.iir = ids[i];
+        ck_assert_msg(serial_state_check(&ok, NULL) == 0, "iir 0x%02x refused", ids[i]);
+    }
+    /* a new UART's state */
+    struct serial s3;
+    serial_init(&s3, NULL, NULL);
+    serial_save(&s3, &b);
+    ck_assert_int_eq(serial_state_check(&b, NULL), 0);
+    ck_assert_uint_eq(b.iir, SERIAL_IIR_NO_INT);
+    serial_destroy(&s3);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("serial");
@@ -742,6 +832,7 @@ int main(void)
     tcase_add_test(tc, two_instances_independent);
     tcase_add_test(tc, null_ops_are_fine);
     tcase_add_test(tc, concurrent_host_input);
+    tcase_add_test(tc, snapshot_state);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -203,44 +203,6 @@ START_TEST(meta_fields_checked)
 }
 END_TEST
 
-START_TEST(serial_and_moatdev_fields_checked)
-{
-    const struct snap_serial good = { .ier = 0x0f, .iir = 0x02, .mcr = 0x1f, .lsr = 0x60, .thr_ipending = 1,
-                                      .irq_level = 1, .rx_len = 64, .rx_head = 63 };
-    const char *why = NULL;
-    ck_assert_int_eq(snap_serial_check(&good, &why), 0);
-    struct snap_serial fifo_iir = good;
-    fifo_iir.iir = 0xc1;
-    ck_assert_int_eq(snap_serial_check(&fifo_iir, &why), 0);
-    struct { const char *what; struct snap_serial s; const char *why; } bad[] = {
-        { "rx_len 65", good, "FIFO" }, { "rx_head 64", good, "FIFO" }, { "ier 0x10", good, "IER" },
-        { "mcr 0x20", good, "MCR" }, { "iir id 0x08", good, "IIR" }, { "iir 0x40", good, "IIR" },
-        { "iir 0x12", good, "IIR" }, { "thr_ipending 2", good, "flag byte" }, { "irq_level 7", good, "flag byte" },
-        { "pad", good, "padding" },
-    };
-    bad[0].s.rx_len = 65;
-    bad[1].s.rx_head = 64;
-    bad[2].s.ier = 0x10;
-    bad[3].s.mcr = 0x20;
-    bad[4].s.iir = 0x08;
-    bad[5].s.iir = 0x41;
-    bad[6].s.iir = 0x12;
-    bad[7].s.thr_ipending = 2;
-    bad[8].s.irq_level = 7;
-    bad[9].s.pad[1] = 1;
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        why = NULL;
-        ck_assert_msg(snap_serial_check(&bad[i].s, &why) == -EINVAL, "%s accepted", bad[i].what);
-        ck_assert_msg(why && strstr(why, bad[i].why), "%s: '%s'", bad[i].what, why ? why : "(none)");
-    }
-    struct snap_moatdev md = { .pio_scratch = 0xffffffffu, .mmio_scratch = ~0ull };
-    ck_assert_int_eq(snap_moatdev_check(&md, &why), 0);
-    md.pad = 1;
-    ck_assert_int_eq(snap_moatdev_check(&md, &why), -EINVAL);
-    ck_assert_ptr_nonnull(strstr(why, "padding"));
-}
-END_TEST
-
 START_TEST(dev_section)
 {
     uint8_t st[40], rec[7] = "record";
@@ -358,7 +320,6 @@ int main(void)
     tcase_add_test(tc, dev_section);
     tcase_add_test(tc, overrides_matched_by_id);
     tcase_add_test(tc, meta_fields_checked);
-    tcase_add_test(tc, serial_and_moatdev_fields_checked);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

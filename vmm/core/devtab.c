@@ -54,6 +54,28 @@ static const struct virtio_kind *kind_by_id(uint32_t device_id)
     return NULL;
 }
 
+/* The kind made from the typed configuration fields t, or NULL. */
+static const struct virtio_kind *typed_kind(enum virtio_kind_typed t)
+{
+    for (size_t i = 0; t != VIRTIO_KIND_TYPED_NONE && i < NKINDS; i++)
+        if (kinds[i]->typed == t)
+            return kinds[i];
+    return NULL;
+}
+
+/* How many devices cfg's typed fields t make. */
+static size_t typed_count(const struct moat_config *cfg, enum virtio_kind_typed t)
+{
+    switch (t) {
+    case VIRTIO_KIND_TYPED_DRIVES:
+        return cfg->ndrives;
+    case VIRTIO_KIND_TYPED_VSOCK:
+        return cfg->vsock_uds ? 1 : 0;
+    default:
+        return 0;
+    }
+}
+
 static size_t kind_index(const struct virtio_kind *k)
 {
     size_t i = 0;
@@ -194,10 +216,15 @@ static int config_list(const struct moat_config *cfg, struct cfg_dev *list, stru
         return seterr(err, 1, -EINVAL, "drive list missing");
     if (cfg->ndevices && !cfg->devices)
         return seterr(err, 1, -EINVAL, "device list missing");
+    const struct virtio_kind *drive_kind = typed_kind(VIRTIO_KIND_TYPED_DRIVES),
+                             *vs_kind = typed_kind(VIRTIO_KIND_TYPED_VSOCK);
+    if ((cfg->ndrives && !drive_kind) || (cfg->vsock_uds && !vs_kind))
+        return seterr(err, 1, -EINVAL, "%s: this moat has no kind of device made from them",
+                      cfg->ndrives && !drive_kind ? "drives" : "vsock");
     for (size_t i = 0; i < cfg->ndrives; i++, n++) {
         struct cfg_dev *c = &list[n];
         const struct moat_drive *d = &cfg->drives[i];
-        c->kind = &blk_kind;
+        c->kind = drive_kind;
         snprintf(c->label, sizeof(c->label), "drive %zu", i);
         if (!d->path || !*d->path)
             return seterr(err, 1, -EINVAL, "drive %zu: no path", i);
@@ -207,7 +234,7 @@ static int config_list(const struct moat_config *cfg, struct cfg_dev *list, stru
     }
     if (cfg->vsock_uds) {
         struct cfg_dev *c = &list[n++];
-        c->kind = &vsock_kind;
+        c->kind = vs_kind;
         snprintf(c->label, sizeof(c->label), "vsock");
         devopt_init(&c->o);
         char cid[24];
@@ -316,7 +343,7 @@ size_t devtab_cmdline_extras(const struct moat_config *cfg, const char **out, si
     size_t nx = 0;
     for (size_t i = 0; i < NKINDS; i++) {
         const struct virtio_kind *k = kinds[i];
-        bool have = (k == &blk_kind && cfg->ndrives) || (k == &vsock_kind && cfg->vsock_uds);
+        bool have = typed_count(cfg, k->typed) > 0;
         for (size_t j = 0; !have && cfg->devices && j < cfg->ndevices; j++)
             have = cfg->devices[j].type && !strcmp(cfg->devices[j].type, k->type);
         if (have && k->cmdline_extra && nx < max)
@@ -345,10 +372,10 @@ static int match_typed(const struct moat_restore_config *rc, const struct snap_d
     unsigned slot_of[VIRTIO_MMIO_KVM_MAX_SLOTS], ndrv = 0;
     int vs = -1;
     for (unsigned i = 0; i < n; i++) {
-        if (kind[i] == &blk_kind) {
+        if (kind[i]->typed == VIRTIO_KIND_TYPED_DRIVES) {
             slot_of[ndrv] = i;
             snap_ids[ndrv++] = v[i].id;
-        } else if (kind[i] == &vsock_kind) {
+        } else if (kind[i]->typed == VIRTIO_KIND_TYPED_VSOCK) {
             vs = (int)i;
         }
     }
@@ -696,38 +723,18 @@ int moat_get_shape(const struct moat_vm *vm, unsigned *vcpus, uint64_t *mem_byte
 
 /* ---- accessors ---- */
 
-unsigned vm_ndrives(const struct moat_vm *vm)
+unsigned devtab_count(const struct moat_vm *vm, const struct virtio_kind *kind)
 {
     unsigned n = 0;
     for (unsigned i = 0; i < vm->ndev; i++)
-        n += vm->dev[i].kind == &blk_kind;
+        n += vm->dev[i].kind == kind;
     return n;
 }
 
-const struct blk_drive *vm_drive(const struct moat_vm *vm, unsigned k)
+void *devtab_nth(const struct moat_vm *vm, const struct virtio_kind *kind, unsigned k)
 {
     for (unsigned i = 0; i < vm->ndev; i++)
-        if (vm->dev[i].kind == &blk_kind && k-- == 0)
+        if (vm->dev[i].kind == kind && k-- == 0)
             return vm->dev[i].priv;
     return NULL;
-}
-
-const struct vsock_rec *vm_vsock(const struct moat_vm *vm)
-{
-    for (unsigned i = 0; i < vm->ndev; i++)
-        if (vm->dev[i].kind == &vsock_kind)
-            return vm->dev[i].priv;
-    return NULL;
-}
-
-const char *vm_vsock_uds(const struct moat_vm *vm)
-{
-    const struct vsock_rec *v = vm_vsock(vm);
-    return v ? v->uds : NULL;
-}
-
-struct vsock_dev *vm_vsock_dev(const struct moat_vm *vm)
-{
-    const struct vsock_rec *v = vm_vsock(vm);
-    return v ? v->dev : NULL;
 }

@@ -50,12 +50,39 @@ int devtab_save(struct moat_vm *vm, struct snap_writer *w);
 int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
                    const struct snap_section *secs, size_t nsecs, struct moat_error *err);
 
+/* The devices of kind (slot order): how many; the kind's record
+ * (virtio_made.priv) of the k-th, or NULL if k >= devtab_count. The caller
+ * names the kind: the table names none. */
+unsigned devtab_count(const struct moat_vm *vm, const struct virtio_kind *kind);
+void *devtab_nth(const struct moat_vm *vm, const struct virtio_kind *kind, unsigned k);
+
 /* The drives (slot order) and the vsock device, for the code that works
  * on them (fork, exec, the post-restore fix-up). */
-unsigned vm_ndrives(const struct moat_vm *vm);
-const struct blk_drive *vm_drive(const struct moat_vm *vm, unsigned i);  /* NULL if i >= vm_ndrives */
-const struct vsock_rec *vm_vsock(const struct moat_vm *vm);             /* NULL: none */
-const char *vm_vsock_uds(const struct moat_vm *vm);                     /* NULL: no vsock */
-struct vsock_dev *vm_vsock_dev(const struct moat_vm *vm);               /* NULL: no vsock */
+static inline unsigned vm_ndrives(const struct moat_vm *vm)
+{
+    return devtab_count(vm, &blk_kind);
+}
+/* NULL if i >= vm_ndrives */
+static inline const struct blk_drive *vm_drive(const struct moat_vm *vm, unsigned i)
+{
+    return devtab_nth(vm, &blk_kind, i);
+}
+/* NULL: none */
+static inline const struct vsock_rec *vm_vsock(const struct moat_vm *vm)
+{
+    return devtab_nth(vm, &vsock_kind, 0);
+}
+/* NULL: no vsock */
+static inline const char *vm_vsock_uds(const struct moat_vm *vm)
+{
+    const struct vsock_rec *v = vm_vsock(vm);
+    return v ? v->uds : NULL;
+}
+/* NULL: no vsock */
+static inline struct vsock_dev *vm_vsock_dev(const struct moat_vm *vm)
+{
+    const struct vsock_rec *v = vm_vsock(vm);
+    return v ? v->dev : NULL;
+}
 
 #endif

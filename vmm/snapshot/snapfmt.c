@@ -192,35 +192,6 @@ int snap_meta_check(const struct snap_meta *m, unsigned max_cpus, const char **w
     return 0;
 }
 
-int snap_serial_check(const struct snap_serial *s, const char **why)
-{
-    if (s->rx_len > sizeof s->rx || s->rx_head >= sizeof s->rx)
-        return fail(why, "UART: receive FIFO position out of range", -EINVAL);
-    if (s->ier & 0xf0)
-        return fail(why, "UART: IER bits 7:4 set", -EINVAL);
-    if (s->mcr & 0xe0)
-        return fail(why, "UART: MCR bits 7:5 set", -EINVAL);
-    /* IIR: an interrupt ID the model produces (none, modem status, THR
-     * empty, data, line status), the FIFO bits both set or both clear, bits
-     * 5:4 clear. */
-    uint8_t id = s->iir & 0x0f, fifo = s->iir & 0xc0;
-    if ((s->iir & 0x30) || (fifo != 0 && fifo != 0xc0) ||
-        (id != 0x01 && id != 0x00 && id != 0x02 && id != 0x04 && id != 0x06))
-        return fail(why, "UART: IIR not a state the UART can be in", -EINVAL);
-    if (s->thr_ipending > 1 || s->irq_level > 1)
-        return fail(why, "UART: a flag byte other than 0 or 1", -EINVAL);
-    if (s->pad[0] || s->pad[1])
-        return fail(why, "UART: padding not zero", -EINVAL);
-    return 0;
-}
-
-int snap_moatdev_check(const struct snap_moatdev *m, const char **why)
-{
-    if (m->pad)
-        return fail(why, "control device: padding not zero", -EINVAL);
-    return 0;
-}
-
 /* ---- devices (SNAP_DEV) ---- */
 
 long snap_dev_encode(uint8_t *buf, size_t cap, uint32_t device_id, const char *id,

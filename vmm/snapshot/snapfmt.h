@@ -36,8 +36,8 @@ enum snap_type {
     SNAP_VM_IOAPIC,
     SNAP_VM_PIT,         /* struct kvm_pit_state2 */
     SNAP_VM_CLOCK,       /* struct kvm_clock_data */
-    SNAP_DEV_SERIAL = 80,/* struct snap_serial */
-    SNAP_DEV_MOATDEV,    /* struct snap_moatdev */
+    SNAP_DEV_SERIAL = 80,/* struct serial_state (devices/legacy/serial.h) */
+    SNAP_DEV_MOATDEV,    /* struct moatdev_state (devices/legacy/moatdev.h) */
     /* 82 .. 84: version 1's per-slot virtio, drive and vsock sections */
     SNAP_DEV = 85,       /* index = virtio-mmio slot: struct snap_dev (one per device) */
     SNAP_DEV_I8042 = 86, /* struct i8042_state (devices/legacy/i8042.h); absent in older files */
@@ -58,19 +58,6 @@ struct snap_msr {
     uint32_t index;
     uint32_t reserved;
     uint64_t data;
-};
-
-struct snap_serial {
-    uint8_t ier, iir, lcr, mcr, lsr, msr, scr, dll, dlm, fcr, thr_ipending;
-    uint8_t irq_level;
-    uint8_t rx_len, rx_head, pad[2];
-    uint8_t rx[64];
-};
-
-struct snap_moatdev {
-    uint32_t pio_scratch;
-    uint32_t pad;
-    uint64_t mmio_scratch;
 };
 
 /* A virtio device (version 3): one SNAP_DEV section per device, index =
@@ -118,12 +105,12 @@ int snap_dev_decode(const uint8_t *data, uint64_t len, struct snap_dev_view *v, 
 int snap_match_overrides(const char *const *snap_ids, size_t n, const char *const *ovr_ids, size_t m,
                          size_t *map, char *why, size_t wlen);
 
-/* The fixed-size sections a restore reads, checked field by field before
- * any is used (restore validates everything it reads): 0, or -EINVAL with
- * *why naming the field. max_cpus: the most vCPUs this build allows. */
+/* The metadata section, checked field by field before any is used
+ * (restore validates everything it reads; each legacy device checks its
+ * own record: serial_state_check, i8042_state_check, moatdev_state_check):
+ * 0, or -EINVAL with *why naming the field. max_cpus: the most vCPUs this
+ * build allows. */
 int snap_meta_check(const struct snap_meta *m, unsigned max_cpus, const char **why);
-int snap_serial_check(const struct snap_serial *s, const char **why);
-int snap_moatdev_check(const struct snap_moatdev *m, const char **why);
 
 /* Building a state file. Errors are sticky: snapw_finish reports them. */
 struct snap_writer {

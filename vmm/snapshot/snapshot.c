@@ -18,6 +18,8 @@
 #include <unistd.h>
 
 #include "devices/legacy/i8042.h"
+#include "devices/legacy/moatdev.h"
+#include "devices/legacy/serial.h"
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
 #include "vmm/core/devtab.h"
@@ -116,31 +118,20 @@ static int save_vm(struct moat_vm *vm, struct snap_writer *w)
     return 0;
 }
 
+/* The legacy devices: each saves its own record (its header), one section
+ * each. */
 static void save_devices(struct moat_vm *vm, struct snap_writer *w)
 {
-    struct serial *s = &vm->uart;
-    struct snap_serial ss;
-    memset(&ss, 0, sizeof(ss));
-    pthread_mutex_lock(&s->lock);
-    ss.ier = s->ier; ss.iir = s->iir; ss.lcr = s->lcr; ss.mcr = s->mcr; ss.lsr = s->lsr;
-    ss.msr = s->msr; ss.scr = s->scr; ss.dll = s->dll; ss.dlm = s->dlm; ss.fcr = s->fcr;
-    ss.thr_ipending = s->thr_ipending;
-    ss.irq_level = (uint8_t)s->irq_level;
-    ss.rx_len = (uint8_t)s->rx_len;
-    ss.rx_head = (uint8_t)s->rx_head;
-    memcpy(ss.rx, s->rx, sizeof(ss.rx));
-    pthread_mutex_unlock(&s->lock);
+    struct serial_state ss;
+    serial_save(&vm->uart, &ss);
     snapw_section(w, SNAP_DEV_SERIAL, 0, &ss, sizeof(ss));
 
     struct i8042_state ks;
     i8042_save(&vm->kbd, &ks);
     snapw_section(w, SNAP_DEV_I8042, 0, &ks, sizeof(ks));
 
-    struct snap_moatdev md = { 0 };
-    pthread_mutex_lock(&vm->ctl.lock);
-    md.pio_scratch = vm->ctl.pio_scratch;
-    md.mmio_scratch = vm->ctl.mmio_scratch;
-    pthread_mutex_unlock(&vm->ctl.lock);
+    struct moatdev_state md;
+    moatdev_save(&vm->ctl, &md);
     snapw_section(w, SNAP_DEV_MOATDEV, 0, &md, sizeof(md));
 }
 
@@ -601,21 +592,14 @@ static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs,
     memset(clk.pad, 0, sizeof(clk.pad));
     APPLY(vm->vm_fd, KVM_SET_CLOCK, &clk, "KVM_SET_CLOCK");
 
-    struct snap_serial ss;
-    SECTION(SNAP_DEV_SERIAL, 0, struct snap_serial, &ss);
+    /* The legacy devices: each checks its own record (untrusted) before
+     * it is loaded. */
+    struct serial_state ss;
+    SECTION(SNAP_DEV_SERIAL, 0, struct serial_state, &ss);
     const char *why = NULL;
-    if (snap_serial_check(&ss, &why) < 0)
+    if (serial_state_check(&ss, &why) < 0)
         return seterr(err, 1, -EINVAL, "state file: %s", why);
-    struct serial *s = &vm->uart;
-    pthread_mutex_lock(&s->lock);
-    s->ier = ss.ier; s->iir = ss.iir; s->lcr = ss.lcr; s->mcr = ss.mcr; s->lsr = ss.lsr;
-    s->msr = ss.msr; s->scr = ss.scr; s->dll = ss.dll; s->dlm = ss.dlm; s->fcr = ss.fcr;
-    s->thr_ipending = ss.thr_ipending;
-    s->irq_level = ss.irq_level ? 1 : 0;  /* the IOAPIC state carries the line */
-    s->rx_len = ss.rx_len;
-    s->rx_head = ss.rx_head;
-    memcpy(s->rx, ss.rx, sizeof(ss.rx));
-    pthread_mutex_unlock(&s->lock);
+    serial_load(&vm->uart, &ss);
 
     /* The keyboard controller: a file written before moat kept it has
      * none, and the controller stays as a new VM's. */
@@ -631,14 +615,11 @@ static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs,
         i8042_load(&vm->kbd, &ks);
     }
 
-    struct snap_moatdev md;
-    SECTION(SNAP_DEV_MOATDEV, 0, struct snap_moatdev, &md);
-    if (snap_moatdev_check(&md, &why) < 0)
+    struct moatdev_state md;
+    SECTION(SNAP_DEV_MOATDEV, 0, struct moatdev_state, &md);
+    if (moatdev_state_check(&md, &why) < 0)
         return seterr(err, 1, -EINVAL, "state file: %s", why);
-    pthread_mutex_lock(&vm->ctl.lock);
-    vm->ctl.pio_scratch = md.pio_scratch;
-    vm->ctl.mmio_scratch = md.mmio_scratch;
-    pthread_mutex_unlock(&vm->ctl.lock);
+    moatdev_load(&vm->ctl, &md);
     return 0;
 }
 
