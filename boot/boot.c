@@ -387,7 +387,8 @@ int boot_load_why(const struct gmem *m, const struct boot_config *cfg,
     if (clen > cmax)
         return fail(why, "command line too long for this kernel", -E2BIG);
 
-    memset(gmem_ptr(m, 0, LAYOUT_HIMEM), 0, LAYOUT_HIMEM);
+    if (!cfg->ram_is_zero)
+        memset(gmem_ptr(m, 0, LAYOUT_HIMEM), 0, LAYOUT_HIMEM);
 
     uint64_t kstart, kend, entry;
     if (kind == BOOT_LINUX_BZIMAGE) {

@@ -25,6 +25,10 @@ struct boot_config {
     const char *cmdline;     /* NUL-terminated, complete */
     unsigned ncpus;          /* 1..LAYOUT_MAX_CPUS */
     bool prefer_pvh;         /* use the PVH note of a vmlinux that has one */
+    bool ram_is_zero;        /* guest RAM is fresh (all zero): the low 1 MiB
+                              * (tables, zero page, command line) is not
+                              * cleared again, so its pages stay untouched
+                              * until written */
 };
 
 struct boot_info {

@@ -689,6 +689,41 @@ START_TEST(load_bzimage)
 }
 END_TEST
 
+/* ram_is_zero: on fresh (zero) RAM the loader leaves the low 1 MiB alone
+ * where it writes nothing, and the result is the same bytes as clearing
+ * garbage; on garbage with the flag set the garbage stays (the flag is a
+ * promise, not a request). */
+static void load_zero_ram(bool bz)
+{
+    struct bzopt o = bz_default;
+    size_t n = bz ? build_bz(img, &o) : vmlinux_elf(false, false, 0, true);
+    struct guest a, b, c;
+    guest_init(&a, RAM_SIZE, 0);               /* garbage, cleared by the loader */
+    guest_init(&b, RAM_SIZE, 0);
+    memset(b.low, 0, RAM_SIZE);                /* fresh RAM */
+    guest_init(&c, RAM_SIZE, 0);               /* garbage, flag set anyway */
+    struct boot_config cfg = cfg_for(img, n);
+    struct boot_info ia, ib, ic;
+    ck_assert_int_eq(boot_load(&a.m, &cfg, &ia), 0);
+    cfg.ram_is_zero = true;
+    ck_assert_int_eq(boot_load(&b.m, &cfg, &ib), 0);
+    ck_assert_int_eq(boot_load(&c.m, &cfg, &ic), 0);
+    ck_assert_int_eq(memcmp(&ia, &ib, sizeof(ia)), 0);
+    ck_assert_int_eq(memcmp(a.low, b.low, LAYOUT_HIMEM), 0);
+    size_t kept = 0;
+    for (uint64_t i = 0; i < LAYOUT_HIMEM; i++)
+        kept += c.low[i] == 0xCC;
+    ck_assert_uint_gt(kept, LAYOUT_HIMEM / 2);   /* not cleared: not touched */
+    guest_free(&a);
+    guest_free(&b);
+    guest_free(&c);
+}
+
+START_TEST(load_zero_ram_bzimage) { load_zero_ram(true); }
+END_TEST
+START_TEST(load_zero_ram_vmlinux) { load_zero_ram(false); }
+END_TEST
+
 START_TEST(load_bzimage_limits)
 {
     struct guest g;
@@ -1195,6 +1230,8 @@ int main(void)
     tcase_add_test(tc, load_pvh);
     tcase_add_test(tc, load_bzimage);
     tcase_add_test(tc, load_bzimage_limits);
+    tcase_add_test(tc, load_zero_ram_bzimage);
+    tcase_add_test(tc, load_zero_ram_vmlinux);
     tcase_add_test(tc, page_tables);
     tcase_add_test(tc, gdt);
     tcase_add_test(tc, mptable);

@@ -757,6 +757,7 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
         .kernel = kernel.data, .kernel_len = kernel.len,
         .initrd = initrd.data, .initrd_len = initrd.len,
         .cmdline = cmdline, .ncpus = cfg.cpus, .prefer_pvh = cfg.flags & MOAT_F_PVH,
+        .ram_is_zero = true,   /* vm_setup_kvm(vm, -1, ...): fresh anonymous memory */
     };
     const char *why_load = NULL;
     r = boot_load_why(&vm->mem, &bc, &vm->boot, &why_load);
