@@ -194,6 +194,8 @@ test-unit: $(UNIT_BINS) $(B)/libmoat.so $(B)/libmoat.a
 	LDLIBS="$(LDLIBS)" tests/symbols.sh $(B)/libmoat.so include/moat.h $(B)/libmoat.a
 	tests/includes.sh
 	tests/contracts.sh
+	tests/funclen_test.sh
+	tests/funclen.sh
 
 test-san: $(UNIT_SAN_BINS)
 	tests/run-unit.sh $(UNIT_SAN_BINS)

@@ -347,6 +347,107 @@ static int place_initrd(uint64_t size, uint64_t floor, uint64_t max_incl,
     return 0;
 }
 
+/* Copy the kernel into guest RAM: a bzImage's protected-mode part at 1 MiB,
+ * an ELF's segments where they ask. Its extent [*kstart, *kend) and the
+ * entry point. 0 or -errno. */
+static int load_kernel(const struct gmem *m, const uint8_t *img, enum boot_kind kind,
+                       const struct bz_info *bi, const struct elf_info *ei, uint64_t ram_end,
+                       uint64_t *kstart, uint64_t *kend, uint64_t *entry, const char **why)
+{
+    int r;
+    if (kind == BOOT_LINUX_BZIMAGE) {
+        const struct setup_header *h = &bi->hdr;
+        uint64_t need = bi->pm_len > h->init_size ? bi->pm_len : h->init_size;
+        uint8_t *dst = gmem_ptr(m, LAYOUT_HIMEM, need);
+        if (!dst)
+            return fail(why, "kernel does not fit in guest RAM", -ENOMEM);
+        *kstart = LAYOUT_HIMEM;
+        *kend = LAYOUT_HIMEM + need;
+        /* Without KASLR the decompressor runs the kernel at pref_address
+         * (LOAD_PHYSICAL_ADDR) when that is above the load address. */
+        if (h->pref_address >= LAYOUT_HIMEM && h->pref_address + h->init_size > *kend) {
+            *kend = h->pref_address + h->init_size;
+            if (*kend > ram_end)
+                return fail(why, "kernel (at pref_address + init_size) does not fit in RAM", -ENOMEM);
+        }
+        memcpy(dst, img + bi->setup_len, bi->pm_len);
+        *entry = LAYOUT_HIMEM + 0x200;
+        return 0;
+    }
+    if ((r = elf_load_segments(m, img, ei, kstart, kend, why)))
+        return r;
+    if (kind == BOOT_LINUX_PVH) {
+        if ((r = elf_entry(img, ei, ei->pvh_entry, false, entry, why)))
+            return r;
+        if (*entry >= LAYOUT_4G)
+            return fail(why, "PVH entry above 4 GiB", -EINVAL);
+    } else if ((r = elf_entry(img, ei, ei->eh.e_entry, kind == BOOT_LINUX_ELF, entry, why))) {
+        return r;
+    }
+    return 0;
+}
+
+/* The Linux boot protocol's zero page (bzImage: its own setup header;
+ * ELF: one made here), with the E820 map mm and the initrd. 0 or -errno. */
+static int write_boot_params(const struct gmem *m, enum boot_kind kind, const uint8_t *img,
+                             const struct bz_info *bi, const struct mem_ent *mm, unsigned nmm,
+                             uint64_t istart, uint64_t isize, const char **why)
+{
+    struct boot_params bp;
+    memset(&bp, 0, sizeof(bp));
+    struct setup_header *h = &bp.hdr;
+    if (kind == BOOT_LINUX_BZIMAGE) {
+        memcpy((uint8_t *)&bp + SETUP_HDR_OFF, img + SETUP_HDR_OFF, bi->hdr_end - SETUP_HDR_OFF);
+    } else {
+        h->boot_flag = BOOT_FLAG_MAGIC;
+        h->header = BOOT_HDR_MAGIC;
+        h->version = 0x020F;
+        h->loadflags = LOADFLAG_LOADED_HIGH;
+        h->kernel_alignment = 0x200000;
+        h->cmdline_size = LINUX_CMDLINE_SIZE_DEFAULT;
+        h->initrd_addr_max = LINUX_INITRD_MAX_DEFAULT;
+    }
+    h->type_of_loader = LOADER_TYPE_UNKNOWN;
+    h->loadflags |= LOADFLAG_CAN_USE_HEAP;
+    h->heap_end_ptr = BZ_HEAP_END;
+    h->cmd_line_ptr = (uint32_t)LAYOUT_CMDLINE;
+    h->ramdisk_image = (uint32_t)istart;
+    h->ramdisk_size = (uint32_t)isize;
+    for (unsigned i = 0; i < nmm; i++)
+        bp.e820_table[i] = (struct boot_e820_entry){ mm[i].addr, mm[i].size, mm[i].type };
+    bp.e820_entries = (uint8_t)nmm;
+    if (gmem_write(m, LAYOUT_ZERO_PAGE, &bp, sizeof(bp)))
+        return fail(why, "zero page outside RAM", -ENOMEM);
+    return 0;
+}
+
+/* PVH's hvm_start_info at the zero page's address, its memory map (mm)
+ * and the initrd as its one module. 0 or -errno. */
+static int write_pvh_start_info(const struct gmem *m, const struct mem_ent *mm, unsigned nmm,
+                                uint64_t istart, uint64_t isize, const char **why)
+{
+    struct hvm_start_info si = {
+        .magic = HVM_START_MAGIC, .version = 1,
+        .cmdline_paddr = LAYOUT_CMDLINE,
+        .memmap_paddr = LAYOUT_PVH_MEMMAP, .memmap_entries = nmm,
+    };
+    if (isize) {
+        struct hvm_modlist_entry mod = { .paddr = istart, .size = isize };
+        si.nr_modules = 1;
+        si.modlist_paddr = BOOT_PVH_MODLIST;
+        if (gmem_write(m, BOOT_PVH_MODLIST, &mod, sizeof(mod)))
+            return fail(why, "PVH module list outside RAM", -ENOMEM);
+    }
+    for (unsigned i = 0; i < nmm; i++) {
+        struct hvm_memmap_table_entry me = { mm[i].addr, mm[i].size, mm[i].type, 0 };
+        if (gmem_write(m, LAYOUT_PVH_MEMMAP + i * sizeof(me), &me, sizeof(me)))
+            return fail(why, "PVH memory map outside RAM", -ENOMEM);
+    }
+    if (gmem_write(m, LAYOUT_ZERO_PAGE, &si, sizeof(si)))
+        return fail(why, "start_info outside RAM", -ENOMEM);
+    return 0;
+}
+
 /* ----------------------------------------------------------------- load */
 
 int boot_load_why(const struct gmem *m, const struct boot_config *cfg,
@@ -391,35 +492,8 @@ int boot_load_why(const struct gmem *m, const struct boot_config *cfg,
         memset(gmem_ptr(m, 0, LAYOUT_HIMEM), 0, LAYOUT_HIMEM);
 
     uint64_t kstart, kend, entry;
-    if (kind == BOOT_LINUX_BZIMAGE) {
-        const struct setup_header *h = &bi.hdr;
-        uint64_t need = bi.pm_len > h->init_size ? bi.pm_len : h->init_size;
-        uint8_t *dst = gmem_ptr(m, LAYOUT_HIMEM, need);
-        if (!dst)
-            return fail(why, "kernel does not fit in guest RAM", -ENOMEM);
-        kstart = LAYOUT_HIMEM;
-        kend = LAYOUT_HIMEM + need;
-        /* Without KASLR the decompressor runs the kernel at pref_address
-         * (LOAD_PHYSICAL_ADDR) when that is above the load address. */
-        if (h->pref_address >= LAYOUT_HIMEM && h->pref_address + h->init_size > kend) {
-            kend = h->pref_address + h->init_size;
-            if (kend > ram_end)
-                return fail(why, "kernel (at pref_address + init_size) does not fit in RAM", -ENOMEM);
-        }
-        memcpy(dst, img + bi.setup_len, bi.pm_len);
-        entry = LAYOUT_HIMEM + 0x200;
-    } else {
-        if ((r = elf_load_segments(m, img, &ei, &kstart, &kend, why)))
-            return r;
-        if (kind == BOOT_LINUX_PVH) {
-            if ((r = elf_entry(img, &ei, ei.pvh_entry, false, &entry, why)))
-                return r;
-            if (entry >= LAYOUT_4G)
-                return fail(why, "PVH entry above 4 GiB", -EINVAL);
-        } else if ((r = elf_entry(img, &ei, ei.eh.e_entry, kind == BOOT_LINUX_ELF, &entry, why))) {
-            return r;
-        }
-    }
+    if ((r = load_kernel(m, img, kind, &bi, &ei, ram_end, &kstart, &kend, &entry, why)))
+        return r;
 
     uint64_t istart = 0, isize = 0;
     if (cfg->initrd && cfg->initrd_len) {
@@ -438,52 +512,12 @@ int boot_load_why(const struct gmem *m, const struct boot_config *cfg,
 
     uint64_t zero_page = 0;
     if (kind == BOOT_LINUX_BZIMAGE || kind == BOOT_LINUX_ELF) {
-        struct boot_params bp;
-        memset(&bp, 0, sizeof(bp));
-        struct setup_header *h = &bp.hdr;
-        if (kind == BOOT_LINUX_BZIMAGE) {
-            memcpy((uint8_t *)&bp + SETUP_HDR_OFF, img + SETUP_HDR_OFF, bi.hdr_end - SETUP_HDR_OFF);
-        } else {
-            h->boot_flag = BOOT_FLAG_MAGIC;
-            h->header = BOOT_HDR_MAGIC;
-            h->version = 0x020F;
-            h->loadflags = LOADFLAG_LOADED_HIGH;
-            h->kernel_alignment = 0x200000;
-            h->cmdline_size = LINUX_CMDLINE_SIZE_DEFAULT;
-            h->initrd_addr_max = LINUX_INITRD_MAX_DEFAULT;
-        }
-        h->type_of_loader = LOADER_TYPE_UNKNOWN;
-        h->loadflags |= LOADFLAG_CAN_USE_HEAP;
-        h->heap_end_ptr = BZ_HEAP_END;
-        h->cmd_line_ptr = (uint32_t)LAYOUT_CMDLINE;
-        h->ramdisk_image = (uint32_t)istart;
-        h->ramdisk_size = (uint32_t)isize;
-        for (unsigned i = 0; i < nmm; i++)
-            bp.e820_table[i] = (struct boot_e820_entry){ mm[i].addr, mm[i].size, mm[i].type };
-        bp.e820_entries = (uint8_t)nmm;
-        if (gmem_write(m, LAYOUT_ZERO_PAGE, &bp, sizeof(bp)))
-            return fail(why, "zero page outside RAM", -ENOMEM);
+        if ((r = write_boot_params(m, kind, img, &bi, mm, nmm, istart, isize, why)))
+            return r;
         zero_page = LAYOUT_ZERO_PAGE;
     } else if (kind == BOOT_LINUX_PVH) {
-        struct hvm_start_info si = {
-            .magic = HVM_START_MAGIC, .version = 1,
-            .cmdline_paddr = LAYOUT_CMDLINE,
-            .memmap_paddr = LAYOUT_PVH_MEMMAP, .memmap_entries = nmm,
-        };
-        if (isize) {
-            struct hvm_modlist_entry mod = { .paddr = istart, .size = isize };
-            si.nr_modules = 1;
-            si.modlist_paddr = BOOT_PVH_MODLIST;
-            if (gmem_write(m, BOOT_PVH_MODLIST, &mod, sizeof(mod)))
-                return fail(why, "PVH module list outside RAM", -ENOMEM);
-        }
-        for (unsigned i = 0; i < nmm; i++) {
-            struct hvm_memmap_table_entry me = { mm[i].addr, mm[i].size, mm[i].type, 0 };
-            if (gmem_write(m, LAYOUT_PVH_MEMMAP + i * sizeof(me), &me, sizeof(me)))
-                return fail(why, "PVH memory map outside RAM", -ENOMEM);
-        }
-        if (gmem_write(m, LAYOUT_ZERO_PAGE, &si, sizeof(si)))
-            return fail(why, "start_info outside RAM", -ENOMEM);
+        if ((r = write_pvh_start_info(m, mm, nmm, istart, isize, why)))
+            return r;
         zero_page = LAYOUT_ZERO_PAGE;
     }
 

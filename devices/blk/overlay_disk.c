@@ -346,6 +346,61 @@ static void free_disk(struct ovl_disk *d)
     free(d);
 }
 
+/* Open the overlay's base (base, else the path its header records), lock
+ * it (lock) and check it is the file the overlay was made over; upgrade a
+ * version 1 header (upgrade) to the base's SHA-256. 0 or -errno. */
+static int open_base(struct ovl_disk *d, const char *base, const char *overlay, bool lock, bool upgrade,
+                     char *why, size_t wlen)
+{
+    int r;
+    const char *bp = base ? base : d->h.base_path;
+    if (!*bp)
+        return fail(why, wlen, -EINVAL, "overlay %s: %s", overlay, "no base path recorded; give one");
+    d->base_fd = open(bp, O_RDONLY | O_CLOEXEC);
+    if (d->base_fd < 0)
+        return fail(why, wlen, -errno, "base %s: %s", bp, strerror(errno));
+    if (lock && (r = lock_fd(d->base_fd, false, "base", bp, why, wlen)) < 0)
+        return r;
+    struct ovl_base_id id;
+    if ((r = ovl_base_identify(d->base_fd, &id)) < 0)
+        return fail(why, wlen, r, "base %s: %s", bp, strerror(-r));
+    if (!ovl_base_matches(&d->h, &id)) {
+        snprintf(why, wlen, "base %s has changed since overlay %s was made over it, or is another "
+                 "file (size or SHA-256 of its first and last MiB differ): refusing it", bp, overlay);
+        return -ESTALE;
+    }
+    if (upgrade) {      /* the old identity matched: record the new one */
+        d->h.version = OVL_VERSION;
+        memcpy(d->h.base.sha256, id.sha256, OVL_SHA256_BYTES);
+        uint8_t nb[OVL_HDR_SIZE];
+        ovl_header_encode(&d->h, nb);
+        if ((r = full_pwrite(d->fd, nb, sizeof nb, 0)) < 0 || (fdatasync(d->fd) < 0 && (r = -errno)))
+            return fail(why, wlen, r, "overlay %s: writing the upgraded header: %s", overlay, strerror(-r));
+    }
+    return 0;
+}
+
+/* Read the overlay's block bitmap into d->bm (d->bm_disk allocated for
+ * its on-disk copy); refuse one marking blocks past the disk's end.
+ * 0 or -errno. */
+static int load_bitmap(struct ovl_disk *d, const char *overlay, char *why, size_t wlen)
+{
+    int r;
+    d->nwords = ovl_bitmap_words(d->h.nblocks);
+    d->bm = calloc(d->nwords, 8);
+    d->bm_disk = calloc(d->nwords, 8);
+    if (!d->bm || !d->bm_disk)
+        return fail(why, wlen, -ENOMEM, "overlay %s: %s", overlay, "out of memory for the bitmap");
+    if ((r = full_pread(d->fd, d->bm, d->nwords * 8, d->h.bitmap_off, true)) < 0)
+        return fail(why, wlen, r, "overlay %s: reading the bitmap: %s", overlay, strerror(-r));
+    for (size_t i = 0; i < d->nwords; i++)
+        d->bm[i] = le64toh(d->bm[i]);
+    if (!ovl_bitmap_tail_clean(d->bm, d->h.nblocks))
+        return fail(why, wlen, -EINVAL, "overlay %s: malformed: %s", overlay,
+                    "bitmap marks blocks past the end of the disk");
+    return 0;
+}
+
 int ovl_open(const char *base, const char *overlay, unsigned flags, struct ovl_disk **out,
              char *why, size_t wlen)
 {
@@ -418,57 +473,9 @@ int ovl_open(const char *base, const char *overlay, unsigned flags, struct ovl_d
         r = fail(why, wlen, -EALREADY, "overlay %s: already format version %u", overlay, d->h.version);
         goto out_free;
     }
-    const char *bp = base ? base : d->h.base_path;
-    if (!*bp) {
-        r = fail(why, wlen, -EINVAL, "overlay %s: %s", overlay, "no base path recorded; give one");
+    if ((r = open_base(d, base, overlay, lock, upgrade, why, wlen)) < 0 ||
+        (r = load_bitmap(d, overlay, why, wlen)) < 0)
         goto out_free;
-    }
-    d->base_fd = open(bp, O_RDONLY | O_CLOEXEC);
-    if (d->base_fd < 0) {
-        r = fail(why, wlen, -errno, "base %s: %s", bp, strerror(errno));
-        goto out_free;
-    }
-    if (lock && (r = lock_fd(d->base_fd, false, "base", bp, why, wlen)) < 0)
-        goto out_free;
-    struct ovl_base_id id;
-    if ((r = ovl_base_identify(d->base_fd, &id)) < 0) {
-        r = fail(why, wlen, r, "base %s: %s", bp, strerror(-r));
-        goto out_free;
-    }
-    if (!ovl_base_matches(&d->h, &id)) {
-        snprintf(why, wlen, "base %s has changed since overlay %s was made over it, or is another "
-                 "file (size or SHA-256 of its first and last MiB differ): refusing it", bp, overlay);
-        r = -ESTALE;
-        goto out_free;
-    }
-    if (upgrade) {      /* the old identity matched: record the new one */
-        d->h.version = OVL_VERSION;
-        memcpy(d->h.base.sha256, id.sha256, OVL_SHA256_BYTES);
-        uint8_t nb[OVL_HDR_SIZE];
-        ovl_header_encode(&d->h, nb);
-        if ((r = full_pwrite(d->fd, nb, sizeof nb, 0)) < 0 || (fdatasync(d->fd) < 0 && (r = -errno))) {
-            r = fail(why, wlen, r, "overlay %s: writing the upgraded header: %s", overlay, strerror(-r));
-            goto out_free;
-        }
-    }
-    d->nwords = ovl_bitmap_words(d->h.nblocks);
-    d->bm = calloc(d->nwords, 8);
-    d->bm_disk = calloc(d->nwords, 8);
-    if (!d->bm || !d->bm_disk) {
-        r = fail(why, wlen, -ENOMEM, "overlay %s: %s", overlay, "out of memory for the bitmap");
-        goto out_free;
-    }
-    if ((r = full_pread(d->fd, d->bm, d->nwords * 8, d->h.bitmap_off, true)) < 0) {
-        r = fail(why, wlen, r, "overlay %s: reading the bitmap: %s", overlay, strerror(-r));
-        goto out_free;
-    }
-    for (size_t i = 0; i < d->nwords; i++)
-        d->bm[i] = le64toh(d->bm[i]);
-    if (!ovl_bitmap_tail_clean(d->bm, d->h.nblocks)) {
-        r = fail(why, wlen, -EINVAL, "overlay %s: malformed: %s", overlay,
-                 "bitmap marks blocks past the end of the disk");
-        goto out_free;
-    }
     memcpy(d->bm_disk, d->bm, d->nwords * 8);
     *out = d;
     return 0;

@@ -264,6 +264,68 @@ static void conn_serve(struct net_local *l, struct net_local_conn *c, uint64_t n
     }
 }
 
+/* The MSS option of a SYN's TCP header (thl bytes), clamped to 64..1460;
+ * 536 without one. */
+static uint16_t syn_mss(const uint8_t *tcp, size_t thl)
+{
+    uint16_t mss = 536;
+    for (size_t o = 20; o + 1 < thl;) {
+        uint8_t kind = tcp[o];
+        if (kind == 0)
+            break;
+        if (kind == 1) {
+            o++;
+            continue;
+        }
+        uint8_t ol = tcp[o + 1];
+        if (ol < 2 || o + ol > thl)
+            break;
+        if (kind == 2 && ol == 4) {
+            uint16_t m = be16_load(tcp + o + 2);
+            mss = m < 64 ? 64 : m > 1460 ? 1460 : m;
+        }
+        o += ol;
+    }
+    return mss;
+}
+
+/* A segment for no connection of ours (frame f, its IP header ip, TCP
+ * header tcp of thl bytes, n bytes of data): a SYN opens one and is
+ * answered with a SYN-ACK; anything else, or no room, gets a RST. */
+static void conn_open(struct net_local *l, const uint8_t *f, const uint8_t *ip, const uint8_t *tcp,
+                      size_t thl, size_t n, uint64_t now)
+{
+    struct net_local_conn *c;
+    uint8_t flags = tcp[13];
+    if ((flags & (TCP_SYN | TCP_ACK | TCP_RST)) != TCP_SYN || !(c = conn_slot(l, now))) {
+        rst_reply(l, f, ip, tcp, n);
+        return;
+    }
+    c->req = malloc(NET_LOCAL_REQ_MAX);
+    c->resp = malloc(NET_LOCAL_RESP_MAX);
+    if (!c->req || !c->resp) {
+        conn_free(c);
+        rst_reply(l, f, ip, tcp, n);
+        return;
+    }
+    uint16_t sport = be16_load(tcp);
+    c->used = true;
+    c->state = ST_SYN_RCVD;
+    memcpy(&c->peer_ip, ip + 12, 4);
+    c->peer_port = sport;
+    memcpy(c->peer_mac, f + 6, 6);
+    memcpy(c->our_mac, f, 6);       /* answer as the address the guest sent to */
+    c->rcv_nxt = be32_load(tcp + 4) + 1;
+    c->iss = l->isn_seed ^ (uint32_t)(now >> 10) ^ (uint32_t)sport << 16;
+    c->snd_una = c->iss;
+    c->snd_nxt = c->iss + 1;
+    c->mss = syn_mss(tcp, thl);     /* the guest's MSS */
+    c->peer_wnd = be16_load(tcp + 14);
+    c->last_ns = now;
+    send_seg(l, c->peer_mac, c->our_mac, c->peer_ip, c->peer_port, TCP_SYN | TCP_ACK, c->iss, c->rcv_nxt, 1460,
+             NULL, 0);
+}
+
 static void tcp_input(struct net_local *l, const uint8_t *f, size_t len, uint64_t now)
 {
     const uint8_t *ip = f + ETH_HLEN;
@@ -290,49 +352,7 @@ static void tcp_input(struct net_local *l, const uint8_t *f, size_t len, uint64_
     }
     struct net_local_conn *c = conn_find(l, src_ip, sport);
     if (!c) {
-        if ((flags & (TCP_SYN | TCP_ACK | TCP_RST)) != TCP_SYN || !(c = conn_slot(l, now))) {
-            rst_reply(l, f, ip, tcp, n);
-            return;
-        }
-        c->req = malloc(NET_LOCAL_REQ_MAX);
-        c->resp = malloc(NET_LOCAL_RESP_MAX);
-        if (!c->req || !c->resp) {
-            conn_free(c);
-            rst_reply(l, f, ip, tcp, n);
-            return;
-        }
-        c->used = true;
-        c->state = ST_SYN_RCVD;
-        c->peer_ip = src_ip;
-        c->peer_port = sport;
-        memcpy(c->peer_mac, f + 6, 6);
-        memcpy(c->our_mac, f, 6);       /* answer as the address the guest sent to */
-        c->rcv_nxt = seq + 1;
-        c->iss = l->isn_seed ^ (uint32_t)(now >> 10) ^ (uint32_t)sport << 16;
-        c->snd_una = c->iss;
-        c->snd_nxt = c->iss + 1;
-        c->mss = 536;
-        for (size_t o = 20; o + 1 < thl;) {         /* the guest's MSS */
-            uint8_t kind = tcp[o];
-            if (kind == 0)
-                break;
-            if (kind == 1) {
-                o++;
-                continue;
-            }
-            uint8_t ol = tcp[o + 1];
-            if (ol < 2 || o + ol > thl)
-                break;
-            if (kind == 2 && ol == 4) {
-                uint16_t m = be16_load(tcp + o + 2);
-                c->mss = m < 64 ? 64 : m > 1460 ? 1460 : m;
-            }
-            o += ol;
-        }
-        c->peer_wnd = be16_load(tcp + 14);
-        c->last_ns = now;
-        send_seg(l, c->peer_mac, c->our_mac, c->peer_ip, c->peer_port, TCP_SYN | TCP_ACK, c->iss, c->rcv_nxt, 1460,
-                 NULL, 0);
+        conn_open(l, f, ip, tcp, thl, n, now);
         return;
     }
     c->last_ns = now;

@@ -487,7 +487,102 @@ static void stop_child(pid_t pid)
     }
 }
 
-static const struct net_backend_ops passt_ops;
+/* Run as root, passt drops to nobody: the user and group it becomes (65534
+ * if the passwd database has no nobody) and its --runas argument. */
+static void runas_nobody(uid_t *ru, gid_t *rg, char *runas, size_t rlen)
+{
+    *ru = 65534;
+    *rg = 65534;
+    struct passwd pw, *res = NULL;
+    char pbuf[1024];
+    if (getpwnam_r("nobody", &pw, pbuf, sizeof pbuf, &res) == 0 && res) {
+        *ru = pw.pw_uid;
+        *rg = pw.pw_gid;
+    }
+    snprintf(runas, rlen, "%u:%u", (unsigned)*ru, (unsigned)*rg);
+}
+
+/* Make the directory passt writes its pid file in: dir (PATH_MAX bytes)
+ * under o->run_dir, $TMPDIR or /tmp. 0 or -errno. */
+static int make_run_dir(const struct net_passt_opts *o, char *dir, size_t dlen, char *why, size_t wlen)
+{
+    const char *parent = o->run_dir ? o->run_dir : getenv("TMPDIR");
+    if (!parent || !*parent)
+        parent = "/tmp";
+    if ((size_t)snprintf(dir, dlen, "%s/moat-passt-XXXXXX", parent) >= dlen) {
+        snprintf(why, wlen, "passt: runtime directory path too long");
+        return -ENAMETOOLONG;
+    }
+    if (!mkdtemp(dir)) {
+        int r = -errno;
+        snprintf(why, wlen, "passt: cannot make a directory in %s: %s", parent, strerror(-r));
+        return r;
+    }
+    return 0;
+}
+
+/* Say why passt, reaped (w == pid, status st) or gone (w < 0), ended while
+ * starting, with what it wrote to out_fd. */
+static void explain_exit(pid_t w, pid_t pid, int st, int out_fd, bool root, char *why, size_t wlen)
+{
+    char msg[512];
+    output_summary(out_fd, msg, sizeof msg);
+    if (w == pid && WIFEXITED(st))
+        snprintf(why, wlen, "passt exited with status %d while starting%s%s%s",
+                 WEXITSTATUS(st), *msg ? ": " : "", msg,
+                 root && strstr(msg, "Permission denied")
+                     ? " (passt runs as nobody: the directory must be reachable by it)" : "");
+    else if (w == pid && WIFSIGNALED(st))
+        snprintf(why, wlen, "passt was killed by signal %d while starting%s%s",
+                 WTERMSIG(st), *msg ? ": " : "", msg);
+    else
+        snprintf(why, wlen, "passt went away while starting%s%s", *msg ? ": " : "", msg);
+}
+
+/* Wait until passt is ready: once its pid file has the pid in it (passt
+ * writes it when it is initialised). 0; -EIO if it exits before (*pid set
+ * to -1: reaped); -ETIMEDOUT after tmo milliseconds. */
+static int wait_ready(pid_t *pid, const char *pidfile, int out_fd, unsigned tmo, bool root,
+                      char *why, size_t wlen)
+{
+    uint64_t end = clock_mono_ns() + (uint64_t)tmo * 1000000u;
+    for (;;) {
+        struct stat sb;
+        if (stat(pidfile, &sb) == 0 && sb.st_size > 0)
+            return 0;
+        int st = 0;
+        pid_t w = waitpid(*pid, &st, WNOHANG);
+        if (w == *pid || (w < 0 && errno == ECHILD)) {
+            explain_exit(w, *pid, st, out_fd, root, why, wlen);
+            *pid = -1;
+            return -EIO;
+        }
+        if (clock_mono_ns() >= end) {
+            char msg[512];
+            output_summary(out_fd, msg, sizeof msg);
+            snprintf(why, wlen, "passt did not start within %u ms%s%s", tmo, *msg ? ": " : "", msg);
+            return -ETIMEDOUT;
+        }
+        struct timespec ts = { 0, 2000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The highest fd the child closes up to: the fd limit, at most 65536. */
+static int max_fd(void)
+{
+    struct rlimit rl;
+    return getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536 ? (int)rl.rlim_cur : 65536;
+}
+
+/* Bound what passt may still write to out_fd: its output so far and
+ * NET_PASST_OUTPUT_MAX more (a write past that fails, passt goes on). */
+static void seal_output(int out_fd)
+{
+    off_t cur = lseek(out_fd, 0, SEEK_CUR);
+    if (cur >= 0 && ftruncate(out_fd, cur + NET_PASST_OUTPUT_MAX) == 0)
+        fcntl(out_fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+}
 
 static const struct net_backend_ops passt_ops;
 
@@ -511,33 +606,17 @@ int net_passt_create(const struct net_passt_opts *o, struct net_backend **out, c
     uid_t ru = 65534;
     gid_t rg = 65534;
     char runas[32];
-    if (root) {
-        struct passwd pw, *res = NULL;
-        char pbuf[1024];
-        if (getpwnam_r("nobody", &pw, pbuf, sizeof pbuf, &res) == 0 && res) {
-            ru = pw.pw_uid;
-            rg = pw.pw_gid;
-        }
-        snprintf(runas, sizeof runas, "%u:%u", (unsigned)ru, (unsigned)rg);
-    }
+    if (root)
+        runas_nobody(&ru, &rg, runas, sizeof runas);
     for (size_t i = 0; i < o->nfwd; i++) {
         r = check_host_port(&o->fwd[i], root, why, wlen);
         if (r < 0)
             return r;
     }
 
-    const char *parent = o->run_dir ? o->run_dir : getenv("TMPDIR");
-    if (!parent || !*parent)
-        parent = "/tmp";
-    if ((size_t)snprintf(dir, sizeof dir, "%s/moat-passt-XXXXXX", parent) >= sizeof dir) {
-        snprintf(why, wlen, "passt: runtime directory path too long");
-        return -ENAMETOOLONG;
-    }
-    if (!mkdtemp(dir)) {
-        r = -errno;
-        snprintf(why, wlen, "passt: cannot make a directory in %s: %s", parent, strerror(-r));
+    r = make_run_dir(o, dir, sizeof dir, why, wlen);
+    if (r < 0)
         return r;
-    }
     snprintf(pidfile, sizeof pidfile, "%s/passt.pid", dir);
     struct passt_backend *b = NULL;
     struct net_passt_argv *av = NULL;
@@ -567,11 +646,8 @@ int net_passt_create(const struct net_passt_opts *o, struct net_backend **out, c
     }
     set_bufs(sv[0]);
     set_bufs(sv[1]);
-    struct rlimit rl;
     struct spawn sp = { .path = path, .argv = av->v, .sock = sv[1], .out = out_fd, .null_fd = null_fd,
-                        .parent = getpid(),
-                        .max_fd = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 65536
-                                      ? (int)rl.rlim_cur : 65536 };
+                        .parent = getpid(), .max_fd = max_fd() };
     pid = spawn_child(&sp);
     if (pid < 0) {
         r = pid;
@@ -589,50 +665,13 @@ int net_passt_create(const struct net_passt_opts *o, struct net_backend **out, c
     close(null_fd);
     null_fd = -1;
 
-    /* Ready once its pid file has the pid in it (passt writes it when it
-     * is initialised); failed if it exits before. */
     unsigned tmo = o->start_timeout_ms ? o->start_timeout_ms : NET_PASST_START_TIMEOUT_MS;
-    uint64_t end = clock_mono_ns() + (uint64_t)tmo * 1000000u;
-    for (;;) {
-        struct stat sb;
-        if (stat(pidfile, &sb) == 0 && sb.st_size > 0)
-            break;
-        int st = 0;
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid || (w < 0 && errno == ECHILD)) {
-            char msg[512];
-            output_summary(out_fd, msg, sizeof msg);
-            if (w == pid && WIFEXITED(st))
-                snprintf(why, wlen, "passt exited with status %d while starting%s%s%s",
-                         WEXITSTATUS(st), *msg ? ": " : "", msg,
-                         root && strstr(msg, "Permission denied")
-                             ? " (passt runs as nobody: the directory must be reachable by it)" : "");
-            else if (w == pid && WIFSIGNALED(st))
-                snprintf(why, wlen, "passt was killed by signal %d while starting%s%s",
-                         WTERMSIG(st), *msg ? ": " : "", msg);
-            else
-                snprintf(why, wlen, "passt went away while starting%s%s", *msg ? ": " : "", msg);
-            pid = -1;
-            r = -EIO;
-            goto fail;
-        }
-        if (clock_mono_ns() >= end) {
-            char msg[512];
-            output_summary(out_fd, msg, sizeof msg);
-            snprintf(why, wlen, "passt did not start within %u ms%s%s", tmo, *msg ? ": " : "", msg);
-            r = -ETIMEDOUT;
-            goto fail;
-        }
-        struct timespec ts = { 0, 2000000 };
-        nanosleep(&ts, NULL);
-    }
+    r = wait_ready(&pid, pidfile, out_fd, tmo, root, why, wlen);
+    if (r < 0)
+        goto fail;
     unlink(pidfile);
     rmdir(dir);
-    /* Bound what passt may still write: its output so far and
-     * NET_PASST_OUTPUT_MAX more (a write past that fails, passt goes on). */
-    off_t cur = lseek(out_fd, 0, SEEK_CUR);
-    if (cur >= 0 && ftruncate(out_fd, cur + NET_PASST_OUTPUT_MAX) == 0)
-        fcntl(out_fd, F_ADD_SEALS, F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+    seal_output(out_fd);
     int fl = fcntl(sv[0], F_GETFL);
     if (fl < 0 || fcntl(sv[0], F_SETFL, fl | O_NONBLOCK) < 0) {
         r = -errno;

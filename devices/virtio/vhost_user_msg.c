@@ -160,6 +160,63 @@ static int parse_mem(const uint8_t *p, size_t len, unsigned nfds,
     return 0;
 }
 
+/* A vhost_vring_state payload (SET_VRING_NUM, SET_VRING_BASE,
+ * SET_VRING_ENABLE, GET_VRING_BASE): a ring index below nqueues and a num
+ * valid for the request. */
+static int parse_state(uint32_t request, const uint8_t *payload, size_t len, unsigned nfds,
+                       unsigned nqueues, struct vhu_msg *m, enum vhu_err *err)
+{
+    if (len != 8)
+        return fail(err, VHU_E_SIZE);
+    if (nfds)
+        return fail(err, VHU_E_FDS);
+    m->u.state.index = ld32(payload);
+    m->u.state.num = ld32(payload + 4);
+    if (m->u.state.index >= nqueues)
+        return fail(err, VHU_E_INDEX);
+    switch (request) {
+    case VHU_SET_VRING_NUM: {
+        uint32_t n = m->u.state.num;
+        if (n == 0 || n > VHU_VRING_MAX_NUM || (n & (n - 1)))
+            return fail(err, VHU_E_NUM);
+        break;
+    }
+    case VHU_SET_VRING_BASE:
+        if (m->u.state.num > 0xffff)
+            return fail(err, VHU_E_BASE);
+        break;
+    case VHU_SET_VRING_ENABLE:
+        if (m->u.state.num > 1)
+            return fail(err, VHU_E_ENABLE);
+        break;
+    default:
+        break;      /* GET_VRING_BASE: num unused */
+    }
+    return 0;
+}
+
+/* A vhost_user_config payload (GET_CONFIG, SET_CONFIG): offset, size and
+ * flags, then size bytes, within VHU_MAX_CONFIG. */
+static int parse_config(const uint8_t *payload, size_t len, unsigned nfds, struct vhu_msg *m,
+                        enum vhu_err *err)
+{
+    if (len < 12)
+        return fail(err, VHU_E_SIZE);
+    if (nfds)
+        return fail(err, VHU_E_FDS);
+    m->u.config.offset = ld32(payload);
+    m->u.config.size = ld32(payload + 4);
+    m->u.config.flags = ld32(payload + 8);
+    if (m->u.config.size == 0 || m->u.config.size > VHU_MAX_CONFIG ||
+        m->u.config.offset > VHU_MAX_CONFIG ||
+        m->u.config.offset + m->u.config.size > VHU_MAX_CONFIG)
+        return fail(err, VHU_E_CONFIG_SIZE);
+    if (len != 12 + (size_t)m->u.config.size)
+        return fail(err, VHU_E_SIZE);
+    m->u.config.data = payload + 12;
+    return 0;
+}
+
 int vhu_parse_msg(const struct vhu_hdr *h, const uint8_t *payload, size_t len,
                   unsigned nfds, unsigned nqueues, struct vhu_msg *m,
                   enum vhu_err *err)
@@ -204,33 +261,7 @@ int vhu_parse_msg(const struct vhu_hdr *h, const uint8_t *payload, size_t len,
         m->u.u64 = ld64(payload);
         return 0;
     case VHU_P_STATE:
-        if (len != 8)
-            return fail(err, VHU_E_SIZE);
-        if (nfds)
-            return fail(err, VHU_E_FDS);
-        m->u.state.index = ld32(payload);
-        m->u.state.num = ld32(payload + 4);
-        if (m->u.state.index >= nqueues)
-            return fail(err, VHU_E_INDEX);
-        switch (h->request) {
-        case VHU_SET_VRING_NUM: {
-            uint32_t n = m->u.state.num;
-            if (n == 0 || n > VHU_VRING_MAX_NUM || (n & (n - 1)))
-                return fail(err, VHU_E_NUM);
-            break;
-        }
-        case VHU_SET_VRING_BASE:
-            if (m->u.state.num > 0xffff)
-                return fail(err, VHU_E_BASE);
-            break;
-        case VHU_SET_VRING_ENABLE:
-            if (m->u.state.num > 1)
-                return fail(err, VHU_E_ENABLE);
-            break;
-        default:
-            break;      /* GET_VRING_BASE: num unused */
-        }
-        return 0;
+        return parse_state(h->request, payload, len, nfds, nqueues, m, err);
     case VHU_P_ADDR:
         if (len != 40)
             return fail(err, VHU_E_SIZE);
@@ -264,21 +295,7 @@ int vhu_parse_msg(const struct vhu_hdr *h, const uint8_t *payload, size_t len,
         return 0;
     }
     case VHU_P_CONFIG:
-        if (len < 12)
-            return fail(err, VHU_E_SIZE);
-        if (nfds)
-            return fail(err, VHU_E_FDS);
-        m->u.config.offset = ld32(payload);
-        m->u.config.size = ld32(payload + 4);
-        m->u.config.flags = ld32(payload + 8);
-        if (m->u.config.size == 0 || m->u.config.size > VHU_MAX_CONFIG ||
-            m->u.config.offset > VHU_MAX_CONFIG ||
-            m->u.config.offset + m->u.config.size > VHU_MAX_CONFIG)
-            return fail(err, VHU_E_CONFIG_SIZE);
-        if (len != 12 + (size_t)m->u.config.size)
-            return fail(err, VHU_E_SIZE);
-        m->u.config.data = payload + 12;
-        return 0;
+        return parse_config(payload, len, nfds, m, err);
     case VHU_P_OPAQUE:
         return -ENOTSUP;
     }

@@ -1228,14 +1228,12 @@ static void usage(void)
             AGENT_DEFAULT_PORT);
 }
 
-int main(int argc, char **argv)
+/* The command line: --unix PATH or --port N. 0, or 2 after the usage. */
+static int parse_args(int argc, char **argv, const char **unix_path, unsigned *port)
 {
-    const char *unix_path = NULL;
-    unsigned port = 0;
-
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--unix") && i + 1 < argc) {
-            unix_path = argv[++i];
+            *unix_path = argv[++i];
         } else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
             char *end;
             unsigned long v = strtoul(argv[++i], &end, 10);
@@ -1243,12 +1241,18 @@ int main(int argc, char **argv)
                 usage();
                 return 2;
             }
-            port = (unsigned)v;
+            *port = (unsigned)v;
         } else {
             usage();
             return 2;
         }
     }
+    return 0;
+}
+
+/* fds 0-2, SIGPIPE and the fd limit. 0, or 1 if fds 0-2 cannot be made. */
+static int setup_process(void)
+{
     /* Make sure fds 0-2 exist so pipes never land on them. */
     for (int fd = 0; fd < 3; fd++)
         if (fcntl(fd, F_GETFD) < 0 && open("/dev/null", O_RDWR) < 0)
@@ -1259,27 +1263,158 @@ int main(int argc, char **argv)
         rl.rlim_cur = rl.rlim_max;      /* 3 pipes per process */
         setrlimit(RLIMIT_NOFILE, &rl);
     }
+    return 0;
+}
 
+/* The listening socket: on unix_path if set, else on vsock port (0: the
+ * command line's, else the default). Its fd, or -1 (logged). */
+static int open_listener(const char *unix_path, unsigned port)
+{
     int lfd;
     if (unix_path) {
         lfd = listen_unix(unix_path);
-        if (lfd < 0) {
+        if (lfd < 0)
             logmsg("listen on %s", unix_path, errno);
-            return 1;
+        return lfd;
+    }
+    if (!port)
+        port = cmdline_port();
+    if (!port)
+        port = AGENT_DEFAULT_PORT;
+    lfd = listen_vsock(port);
+    if (lfd < 0) {
+        char p[16];
+        snprintf(p, sizeof p, "%u", port);
+        logmsg("listen on vsock port %s", p, errno);
+    }
+    return lfd;
+}
+
+/* Fill pfd for one round: the listener (0), the signalfd (1), then each
+ * connection and each process's pipes (their indexes kept in pi, pi_out,
+ * pi_err, pi_in). Returns the count; *timeout is poll's timeout in ms
+ * (-1: none), the nearest deadline, 0 while file reads or listings wait. */
+static int build_pollset(struct pollfd *pfd, int lfd, int sfd, int *timeout)
+{
+    int np = 0;
+    int64_t now = now_ms();
+
+    *timeout = -1;
+    pfd[np++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+    pfd[np++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
+    for (int i = 0; i < MAX_CONNS; i++)
+        if (conns[i])
+            conns[i]->stdin_full = 0;
+    for (int i = 0; i < MAX_PROCS; i++)
+        if (procs[i] && procs[i]->c && procs[i]->in.len >= STDIN_HIGH)
+            procs[i]->c->stdin_full = 1;
+    for (int i = 0; i < MAX_CONNS; i++) {
+        struct conn *c = conns[i];
+        if (!c)
+            continue;
+        short ev = 0;
+        if (!c->closing && c->out.len < OUT_HIGH && !c->stdin_full)
+            ev |= POLLIN;
+        if (c->out.len)
+            ev |= POLLOUT;
+        c->pi = np;
+        pfd[np++] = (struct pollfd){ .fd = c->fd, .events = ev };
+    }
+    for (int i = 0; i < MAX_PROCS; i++) {
+        struct proc *p = procs[i];
+        if (!p)
+            continue;
+        int room = !p->c || p->c->out.len < OUT_HIGH;
+        p->pi_out = p->pi_err = p->pi_in = -1;
+        if (p->out_fd >= 0 && room) {
+            p->pi_out = np;
+            pfd[np++] = (struct pollfd){ .fd = p->out_fd, .events = POLLIN };
         }
-    } else {
-        if (!port)
-            port = cmdline_port();
-        if (!port)
-            port = AGENT_DEFAULT_PORT;
-        lfd = listen_vsock(port);
-        if (lfd < 0) {
-            char p[16];
-            snprintf(p, sizeof p, "%u", port);
-            logmsg("listen on vsock port %s", p, errno);
-            return 1;
+        if (p->err_fd >= 0 && room) {
+            p->pi_err = np;
+            pfd[np++] = (struct pollfd){ .fd = p->err_fd, .events = POLLIN };
+        }
+        if (p->in_fd >= 0 && p->in.len) {
+            p->pi_in = np;
+            pfd[np++] = (struct pollfd){ .fd = p->in_fd, .events = POLLOUT };
+        }
+        if (p->deadline && !p->exited && !p->timed_out) {
+            int64_t d = p->deadline - now;
+            if (d < 0)
+                d = 0;
+            if (*timeout < 0 || d < *timeout)
+                *timeout = (int)d;
         }
     }
+    for (int i = 0; i < MAX_FREADS; i++)
+        if (freads[i] && freads[i]->c->out.len < OUT_HIGH)
+            *timeout = 0;
+    for (int i = 0; i < MAX_LISTS; i++)
+        if (lists[i] && lists[i]->c->out.len < OUT_HIGH)
+            *timeout = 0;
+    return np;
+}
+
+/* After poll: reap, kill what is past its deadline, move the processes'
+ * pipes, step file reads and listings, serve the connections, accept. */
+static void serve_round(const struct pollfd *pfd, int lfd, int sfd)
+{
+    if (pfd[1].revents) {
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) > 0)
+            ;
+    }
+    reap();
+    int64_t now = now_ms();
+    for (int i = 0; i < MAX_PROCS; i++) {
+        struct proc *p = procs[i];
+        if (!p)
+            continue;
+        if (p->deadline && !p->exited && !p->timed_out && now >= p->deadline) {
+            proc_signal(p, SIGKILL);
+            p->timed_out = 1;
+        }
+        if (p->pi_out >= 0 && pfd[p->pi_out].revents)
+            pipe_read(p, &p->out_fd, AGENT_T_STDOUT);
+        if (p->pi_err >= 0 && pfd[p->pi_err].revents)
+            pipe_read(p, &p->err_fd, AGENT_T_STDERR);
+        if (p->pi_in >= 0 && pfd[p->pi_in].revents)
+            stdin_flush(p);
+        proc_maybe_done(i);
+    }
+    freads_step();
+    lists_step();
+    for (int i = 0; i < MAX_CONNS; i++) {
+        struct conn *c = conns[i];
+        if (!c)
+            continue;
+        short rev = pfd[c->pi].revents;
+        if ((rev & (POLLIN | POLLHUP | POLLERR)) && !c->closing)
+            conn_read(c);
+        if (c->out.len && c->closing != 2)
+            conn_write(c);
+        if (c->closing == 2 || (c->closing && !c->out.len))
+            conn_free(i);
+    }
+    /* A connection accepted after this round's table was built has pi
+     * unset: accept last. */
+    if (pfd[0].revents & POLLIN)
+        conn_accept(lfd);
+}
+
+int main(int argc, char **argv)
+{
+    const char *unix_path = NULL;
+    unsigned port = 0;
+
+    int r = parse_args(argc, argv, &unix_path, &port);
+    if (r)
+        return r;
+    if (setup_process())
+        return 1;
+    int lfd = open_listener(unix_path, port);
+    if (lfd < 0)
+        return 1;
 
     sigset_t chld;
     sigemptyset(&chld);
@@ -1293,108 +1428,13 @@ int main(int argc, char **argv)
 
     static struct pollfd pfd[2 + MAX_CONNS + 3 * MAX_PROCS];
     for (;;) {
-        int np = 0, timeout = -1;
-        int64_t now = now_ms();
-
-        pfd[np++] = (struct pollfd){ .fd = lfd, .events = POLLIN };
-        pfd[np++] = (struct pollfd){ .fd = sfd, .events = POLLIN };
-        for (int i = 0; i < MAX_CONNS; i++)
-            if (conns[i])
-                conns[i]->stdin_full = 0;
-        for (int i = 0; i < MAX_PROCS; i++)
-            if (procs[i] && procs[i]->c && procs[i]->in.len >= STDIN_HIGH)
-                procs[i]->c->stdin_full = 1;
-        for (int i = 0; i < MAX_CONNS; i++) {
-            struct conn *c = conns[i];
-            if (!c)
-                continue;
-            short ev = 0;
-            if (!c->closing && c->out.len < OUT_HIGH && !c->stdin_full)
-                ev |= POLLIN;
-            if (c->out.len)
-                ev |= POLLOUT;
-            c->pi = np;
-            pfd[np++] = (struct pollfd){ .fd = c->fd, .events = ev };
-        }
-        for (int i = 0; i < MAX_PROCS; i++) {
-            struct proc *p = procs[i];
-            if (!p)
-                continue;
-            int room = !p->c || p->c->out.len < OUT_HIGH;
-            p->pi_out = p->pi_err = p->pi_in = -1;
-            if (p->out_fd >= 0 && room) {
-                p->pi_out = np;
-                pfd[np++] = (struct pollfd){ .fd = p->out_fd, .events = POLLIN };
-            }
-            if (p->err_fd >= 0 && room) {
-                p->pi_err = np;
-                pfd[np++] = (struct pollfd){ .fd = p->err_fd, .events = POLLIN };
-            }
-            if (p->in_fd >= 0 && p->in.len) {
-                p->pi_in = np;
-                pfd[np++] = (struct pollfd){ .fd = p->in_fd, .events = POLLOUT };
-            }
-            if (p->deadline && !p->exited && !p->timed_out) {
-                int64_t d = p->deadline - now;
-                if (d < 0)
-                    d = 0;
-                if (timeout < 0 || d < timeout)
-                    timeout = (int)d;
-            }
-        }
-        for (int i = 0; i < MAX_FREADS; i++)
-            if (freads[i] && freads[i]->c->out.len < OUT_HIGH)
-                timeout = 0;
-        for (int i = 0; i < MAX_LISTS; i++)
-            if (lists[i] && lists[i]->c->out.len < OUT_HIGH)
-                timeout = 0;
-
+        int timeout;
+        int np = build_pollset(pfd, lfd, sfd, &timeout);
         if (poll(pfd, (nfds_t)np, timeout) < 0 && errno != EINTR) {
             logmsg("%s", "poll", errno);
             usleep(10000);
             continue;
         }
-
-        if (pfd[1].revents) {
-            struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) > 0)
-                ;
-        }
-        reap();
-        now = now_ms();
-        for (int i = 0; i < MAX_PROCS; i++) {
-            struct proc *p = procs[i];
-            if (!p)
-                continue;
-            if (p->deadline && !p->exited && !p->timed_out && now >= p->deadline) {
-                proc_signal(p, SIGKILL);
-                p->timed_out = 1;
-            }
-            if (p->pi_out >= 0 && pfd[p->pi_out].revents)
-                pipe_read(p, &p->out_fd, AGENT_T_STDOUT);
-            if (p->pi_err >= 0 && pfd[p->pi_err].revents)
-                pipe_read(p, &p->err_fd, AGENT_T_STDERR);
-            if (p->pi_in >= 0 && pfd[p->pi_in].revents)
-                stdin_flush(p);
-            proc_maybe_done(i);
-        }
-        freads_step();
-        lists_step();
-        for (int i = 0; i < MAX_CONNS; i++) {
-            struct conn *c = conns[i];
-            if (!c)
-                continue;
-            short rev = pfd[c->pi].revents;
-            if ((rev & (POLLIN | POLLHUP | POLLERR)) && !c->closing)
-                conn_read(c);
-            if (c->out.len && c->closing != 2)
-                conn_write(c);
-            if (c->closing == 2 || (c->closing && !c->out.len))
-                conn_free(i);
-        }
-        /* A connection accepted after this round's table was built has pi
-         * unset: accept last. */
-        if (pfd[0].revents & POLLIN)
-            conn_accept(lfd);
+        serve_round(pfd, lfd, sfd);
     }
 }

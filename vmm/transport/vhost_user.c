@@ -421,6 +421,87 @@ static void config_write(struct vhu_server *s, uint32_t off, const uint8_t *in, 
     }
 }
 
+/* SET_FEATURES: the acked features (a subset of those offered, else
+ * -EINVAL); every ring stops. */
+static int set_features(struct vhu_server *s, uint64_t acked)
+{
+    if (acked & ~s->offered) {
+        log_err("vhost-user: frontend acked features 0x%llx not offered (0x%llx)",
+                (unsigned long long)acked, (unsigned long long)s->offered);
+        return -EINVAL;
+    }
+    for (unsigned i = 0; i < s->nq; i++)
+        ring_unlive(s, i);
+    s->acked = acked;
+    s->features_set = true;
+    /* Without PROTOCOL_FEATURES a ring is enabled once it has a kick fd. */
+    if (!(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
+        for (unsigned i = 0; i < s->nq; i++)
+            s->vr[i].enabled = s->vr[i].kick_fd >= 0;
+    reconcile(s);
+    return 0;
+}
+
+/* GET_VRING_BASE: stop the ring and reply with its base. */
+static int get_vring_base(struct vhu_server *s, const struct vhu_msg *m)
+{
+    unsigned i = m->u.state.index;
+    struct vhu_vring *v = &s->vr[i];
+    ring_unlive(s, i);
+    uint16_t base = v->base;
+    /* The ring is stopped: forget its kick fd until the next start. */
+    close_fd(&v->kick_fd);
+    v->enabled = false;
+    uint8_t buf[VHU_HDR_SIZE + 8];
+    int n = vhu_reply_state(buf, sizeof buf, m->request, i, base);
+    int r = n < 0 ? n : send_all(s->conn_fd, buf, (size_t)n);
+    reconcile(s);   /* remaining queues, if any */
+    return r;
+}
+
+/* SET_VRING_KICK: the ring's kick fd, taken from fds (1 without one:
+ * polling mode is not supported). */
+static int set_vring_kick(struct vhu_server *s, const struct vhu_msg *m, int *fds)
+{
+    struct vhu_vring *v = &s->vr[m->u.vring_fd.index];
+    if (m->u.vring_fd.nofd) {
+        log_err("vhost-user: vring %u: polling mode (no kick fd) not supported",
+                m->u.vring_fd.index);
+        return 1;
+    }
+    ring_unlive(s, m->u.vring_fd.index);
+    close_fd(&v->kick_fd);
+    v->kick_fd = fds[0];
+    fds[0] = -1;
+    if (!(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
+        v->enabled = true;
+    reconcile(s);
+    return 0;
+}
+
+/* SET_VRING_CALL / SET_VRING_ERR: replace *fd (v's call_fd or err_fd)
+ * with the message's fd, taken from fds, or none, under v's call lock. */
+static void set_vring_fd(struct vhu_vring *v, int *fd, const struct vhu_msg *m, int *fds)
+{
+    pthread_mutex_lock(&v->call_lock);
+    close_fd(fd);
+    if (!m->u.vring_fd.nofd) {
+        *fd = fds[0];
+        fds[0] = -1;
+    }
+    pthread_mutex_unlock(&v->call_lock);
+}
+
+/* GET_CONFIG: reply with the device's config space bytes asked for. */
+static int get_config(struct vhu_server *s, const struct vhu_msg *m)
+{
+    uint8_t data[VHU_MAX_CONFIG], buf[VHU_HDR_SIZE + 12 + VHU_MAX_CONFIG];
+    config_read(s, m->u.config.offset, data, m->u.config.size);
+    int n = vhu_reply_config(buf, sizeof buf, m->u.config.offset, m->u.config.size,
+                             m->u.config.flags, data);
+    return n < 0 ? n : send_all(s->conn_fd, buf, (size_t)n);
+}
+
 /* Handle one checked message. fds: the message's fds, taken (set to -1)
  * when kept. Returns 0, a positive "failure" for a REPLY_ACK, or -errno to
  * drop the connection. *replied is set when the request's own reply went. */
@@ -435,21 +516,7 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         *replied = true;
         return reply_u64(s, m->request, s->offered);
     case VHU_SET_FEATURES:
-        if (m->u.u64 & ~s->offered) {
-            log_err("vhost-user: frontend acked features 0x%llx not offered (0x%llx)",
-                    (unsigned long long)m->u.u64, (unsigned long long)s->offered);
-            return -EINVAL;
-        }
-        for (unsigned i = 0; i < s->nq; i++)
-            ring_unlive(s, i);
-        s->acked = m->u.u64;
-        s->features_set = true;
-        /* Without PROTOCOL_FEATURES a ring is enabled once it has a kick fd. */
-        if (!(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
-            for (unsigned i = 0; i < s->nq; i++)
-                s->vr[i].enabled = s->vr[i].kick_fd >= 0;
-        reconcile(s);
-        return 0;
+        return set_features(s, m->u.u64);
     case VHU_GET_PROTOCOL_FEATURES:
         *replied = true;
         return reply_u64(s, m->request, s->proto_offered);
@@ -490,55 +557,18 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
         v->addr_set = true;
         reconcile(s);
         return 0;
-    case VHU_GET_VRING_BASE: {
-        unsigned i = m->u.state.index;
-        v = &s->vr[i];
-        ring_unlive(s, i);
-        uint16_t base = v->base;
-        /* The ring is stopped: forget its kick fd until the next start. */
-        close_fd(&v->kick_fd);
-        v->enabled = false;
-        uint8_t buf[VHU_HDR_SIZE + 8];
-        int n = vhu_reply_state(buf, sizeof buf, m->request, i, base);
+    case VHU_GET_VRING_BASE:
         *replied = true;
-        r = n < 0 ? n : send_all(s->conn_fd, buf, (size_t)n);
-        reconcile(s);   /* remaining queues, if any */
-        return r;
-    }
+        return get_vring_base(s, m);
     case VHU_SET_VRING_KICK:
-        v = &s->vr[m->u.vring_fd.index];
-        if (m->u.vring_fd.nofd) {
-            log_err("vhost-user: vring %u: polling mode (no kick fd) not supported",
-                    m->u.vring_fd.index);
-            return 1;
-        }
-        ring_unlive(s, m->u.vring_fd.index);
-        close_fd(&v->kick_fd);
-        v->kick_fd = fds[0];
-        fds[0] = -1;
-        if (!(s->acked & (1ull << VHU_F_PROTOCOL_FEATURES)))
-            v->enabled = true;
-        reconcile(s);
-        return 0;
+        return set_vring_kick(s, m, fds);
     case VHU_SET_VRING_CALL:
         v = &s->vr[m->u.vring_fd.index];
-        pthread_mutex_lock(&v->call_lock);
-        close_fd(&v->call_fd);
-        if (!m->u.vring_fd.nofd) {
-            v->call_fd = fds[0];
-            fds[0] = -1;
-        }
-        pthread_mutex_unlock(&v->call_lock);
+        set_vring_fd(v, &v->call_fd, m, fds);
         return 0;
     case VHU_SET_VRING_ERR:
         v = &s->vr[m->u.vring_fd.index];
-        pthread_mutex_lock(&v->call_lock);
-        close_fd(&v->err_fd);
-        if (!m->u.vring_fd.nofd) {
-            v->err_fd = fds[0];
-            fds[0] = -1;
-        }
-        pthread_mutex_unlock(&v->call_lock);
+        set_vring_fd(v, &v->err_fd, m, fds);
         return 0;
     case VHU_SET_STATUS:
         if (!(s->proto_acked & (1ull << VHU_PROTOCOL_F_STATUS)))
@@ -564,14 +594,9 @@ static int handle(struct vhu_server *s, const struct vhu_msg *m, int *fds, bool 
             ring_unlive(s, m->u.state.index);
         reconcile(s);
         return 0;
-    case VHU_GET_CONFIG: {
-        uint8_t data[VHU_MAX_CONFIG], buf[VHU_HDR_SIZE + 12 + VHU_MAX_CONFIG];
-        config_read(s, m->u.config.offset, data, m->u.config.size);
-        int n = vhu_reply_config(buf, sizeof buf, m->u.config.offset, m->u.config.size,
-                                 m->u.config.flags, data);
+    case VHU_GET_CONFIG:
         *replied = true;
-        return n < 0 ? n : send_all(s->conn_fd, buf, (size_t)n);
-    }
+        return get_config(s, m);
     case VHU_SET_CONFIG:
         config_write(s, m->u.config.offset, m->u.config.data, m->u.config.size);
         return 0;
