@@ -4,7 +4,7 @@
  * docs/orchestrators.md). HTTP through libmicrohttpd on the already bound
  * socket, polled by one API thread of ours (a client that trickles bytes
  * holds only its own connection); request bodies decoded by
- * vmm/cli/fc_req.c; the VM through libmoat.
+ * vmm/api/firecracker/fc_req.c; the VM through libmoat.
  *
  * Threads and seccomp (docs/security.md, "Seccomp"), as Firecracker's: the
  * API thread ("fc_api", list `api`) only moves bytes: it reads a request,
@@ -19,7 +19,7 @@
 #include <jansson.h>
 #include <limits.h>
 #include <malloc.h>
-#include "vmm/cli/mhd_dyn.h"
+#include "vmm/api/mhd_dyn.h"
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -38,7 +38,7 @@
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
 #include "boot/boot.h"
-#include "vmm/cli/fc_req.h"
+#include "vmm/api/firecracker/fc_req.h"
 #include "vmm/base/clock.h"
 #include "vmm/base/scfilter.h"
 #include "vmm/snapshot/snapfmt.h"

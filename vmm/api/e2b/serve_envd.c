@@ -10,13 +10,13 @@
  * Start or Connect stream attached to it reads its frames and turns them
  * into ProcessEvent envelopes. Every agent connection in use is listed
  * (struct live) so that envd_forget_sandbox and envd_stop can cut them. */
-#include "vmm/cli/serve_envd.h"
+#include "vmm/api/e2b/serve_envd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include "vmm/cli/mhd_dyn.h"
+#include "vmm/api/mhd_dyn.h"
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -29,8 +29,8 @@
 #include <unistd.h>
 
 #include "vmm/agent/agent_proto.h"
-#include "vmm/cli/gz_stream.h"
-#include "vmm/cli/serve_connect.h"
+#include "vmm/api/e2b/gz_stream.h"
+#include "vmm/api/e2b/serve_connect.h"
 #include "vmm/base/clock.h"
 
 #define ENVD_HOME        "/root"        /* the agent runs as root */
