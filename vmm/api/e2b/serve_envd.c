@@ -695,6 +695,57 @@ static int pty_size_check(uint32_t *rows, uint32_t *cols, char *err, size_t errl
     return 0;
 }
 
+/* Process.Start, after the EXEC and its PING went out (r: how that
+ * went): wait for the agent's word. On success p joins the process table;
+ * otherwise the stream ends with why. */
+static void start_confirm(struct envd_server *s, struct stream *st, struct proc *p, int r)
+{
+    char err[512];
+    /* The agent answers the PING after taking the EXEC: ERROR first means
+     * it refused it; output (and even EXIT) may come before the PONG. One
+     * deadline for the whole wait and a cap on the output held meanwhile:
+     * a guest that streams output and never answers gets neither time nor
+     * memory without bound. */
+    int64_t until = clock_mono_ms() + p->ac.timeout_ms;
+    while (r == 0 && !st->done) {
+        struct agent_hdr h;
+        const uint8_t *pl;
+        int64_t left = until - clock_mono_ms();
+        if (left <= 0) {
+            r = -ETIMEDOUT;
+            break;
+        }
+        if (st->len > START_BUF_MAX) {
+            r = -ENOBUFS;
+            break;
+        }
+        if ((r = ag_next(&p->ac, &h, &pl, (int)left, &p->live, -1)) < 0)
+            break;
+        if (h.id == PING_ID && h.type == AGENT_T_PONG)
+            break;
+        if (h.id == EXEC_ID && h.type == AGENT_T_ERROR)
+            st->len = 0;                    /* no start event: only the error */
+        st_frame(st, &h, pl);
+    }
+    if (r == -ETIMEDOUT || r == -ENOBUFS) {
+        st->len = 0;
+        snprintf(err, sizeof err, "the sandbox's guest agent did not confirm the process %s",
+                 r == -ETIMEDOUT ? "in time" : "before sending 4 MiB of output");
+        st_end(st, r == -ETIMEDOUT ? CX_DEADLINE_EXCEEDED : CX_RESOURCE_EXHAUSTED, err);
+    } else if (r < 0) {
+        st->len = 0;
+        snprintf(err, sizeof err, "the sandbox's guest agent did not take the process: %s", strerror(-r));
+        st_end(st, CX_UNAVAILABLE, err);
+    } else if (!st->done) {
+        pthread_mutex_lock(&s->lock);
+        p->next = s->procs;
+        s->procs = p;
+        p->in_table = 1;
+        p->refs++;                          /* the table's */
+        pthread_mutex_unlock(&s->lock);
+    }
+}
+
 static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c, struct req *q,
                                 const char *msg, size_t mlen)
 {
@@ -786,49 +837,7 @@ static enum MHD_Result do_start(struct envd_server *s, struct MHD_Connection *c,
     pthread_mutex_unlock(&s->lock);
     if (r == 0)
         r = st_event(st, cx_event_start(p->pid));
-    /* The agent answers the PING after taking the EXEC: ERROR first means
-     * it refused it; output (and even EXIT) may come before the PONG. One
-     * deadline for the whole wait and a cap on the output held meanwhile:
-     * a guest that streams output and never answers gets neither time nor
-     * memory without bound. */
-    int64_t until = clock_mono_ms() + p->ac.timeout_ms;
-    while (r == 0 && !st->done) {
-        struct agent_hdr h;
-        const uint8_t *pl;
-        int64_t left = until - clock_mono_ms();
-        if (left <= 0) {
-            r = -ETIMEDOUT;
-            break;
-        }
-        if (st->len > START_BUF_MAX) {
-            r = -ENOBUFS;
-            break;
-        }
-        if ((r = ag_next(&p->ac, &h, &pl, (int)left, &p->live, -1)) < 0)
-            break;
-        if (h.id == PING_ID && h.type == AGENT_T_PONG)
-            break;
-        if (h.id == EXEC_ID && h.type == AGENT_T_ERROR)
-            st->len = 0;                    /* no start event: only the error */
-        st_frame(st, &h, pl);
-    }
-    if (r == -ETIMEDOUT || r == -ENOBUFS) {
-        st->len = 0;
-        snprintf(err, sizeof err, "the sandbox's guest agent did not confirm the process %s",
-                 r == -ETIMEDOUT ? "in time" : "before sending 4 MiB of output");
-        st_end(st, r == -ETIMEDOUT ? CX_DEADLINE_EXCEEDED : CX_RESOURCE_EXHAUSTED, err);
-    } else if (r < 0) {
-        st->len = 0;
-        snprintf(err, sizeof err, "the sandbox's guest agent did not take the process: %s", strerror(-r));
-        st_end(st, CX_UNAVAILABLE, err);
-    } else if (!st->done) {
-        pthread_mutex_lock(&s->lock);
-        p->next = s->procs;
-        s->procs = p;
-        p->in_table = 1;
-        p->refs++;                          /* the table's */
-        pthread_mutex_unlock(&s->lock);
-    }
+    start_confirm(s, st, p, r);
     proc_unref(s, p);                       /* ours; the stream keeps one */
     return st_respond(c, st);
 oom:
@@ -1115,6 +1124,42 @@ static int fs_mkdir(struct fs_ctx *f, const char *path, int parents, int *eno, c
     return r;
 }
 
+/* Filesystem.ListDir: the entries under p1, depth deep, in one answer
+ * (at most LIST_BUDGET of JSON). */
+static enum MHD_Result fs_list(struct MHD_Connection *c, struct fs_ctx *f, const char *p1, uint32_t depth,
+                               char *amsg, size_t alen)
+{
+    enum MHD_Result res;
+    int r;
+    struct list_acc *a = calloc(1, sizeof *a);
+    if (a && !(a->arr = json_array())) {
+        free(a);
+        a = NULL;
+    }
+    r = a ? agent_client_list(&f->ac, p1, depth, list_cb, a, amsg, alen) : -ENOMEM;
+    if (a && a->stop)
+        r = a->stop;        /* whatever draining the rest gave */
+    if (r != 0)
+        json_decref(a ? a->arr : NULL);
+    if (r == LIST_OVER) {
+        snprintf(amsg, alen, "list %s: the listing exceeds %u MiB of JSON (list less deep)", p1,
+                 LIST_BUDGET >> 20);
+        res = reply_cx(c, CX_RESOURCE_EXHAUSTED, amsg);
+    } else if (r == LIST_NOT_UTF8) {
+        snprintf(amsg, alen, "list %s: the entry %s has a name, owner, group or link target that "
+                 "is not UTF-8", p1, a->bad);
+        res = reply_cx(c, CX_INTERNAL, amsg);
+    } else if (r == LIST_NOMEM) {
+        res = reply_cx(c, CX_INTERNAL, "out of memory");
+    } else if (r < 0) {
+        res = fs_fail(c, f, r, "list", p1, amsg);
+    } else {
+        res = reply_ok_json(c, json_pack("{s:o}", "entries", a->arr));
+    }
+    free(a);
+    return res;
+}
+
 static enum MHD_Result do_fs(struct envd_server *s, struct MHD_Connection *c, struct req *q, const char *msg,
                              size_t mlen)
 {
@@ -1190,35 +1235,9 @@ static enum MHD_Result do_fs(struct envd_server *s, struct MHD_Connection *c, st
         r = agent_client_stat(&f->ac, p2, 1, st, amsg, sizeof amsg);
         res = r < 0 ? fs_fail(c, f, r, "stat", p2, amsg) : reply_entry(c, st);
         break;
-    case R_LIST_DIR: {
-        struct list_acc *a = calloc(1, sizeof *a);
-        if (a && !(a->arr = json_array())) {
-            free(a);
-            a = NULL;
-        }
-        r = a ? agent_client_list(&f->ac, p1, fr.depth, list_cb, a, amsg, sizeof amsg) : -ENOMEM;
-        if (a && a->stop)
-            r = a->stop;        /* whatever draining the rest gave */
-        if (r != 0)
-            json_decref(a ? a->arr : NULL);
-        if (r == LIST_OVER) {
-            snprintf(amsg, sizeof amsg, "list %s: the listing exceeds %u MiB of JSON (list less deep)", p1,
-                     LIST_BUDGET >> 20);
-            res = reply_cx(c, CX_RESOURCE_EXHAUSTED, amsg);
-        } else if (r == LIST_NOT_UTF8) {
-            snprintf(amsg, sizeof amsg, "list %s: the entry %s has a name, owner, group or link target that "
-                     "is not UTF-8", p1, a->bad);
-            res = reply_cx(c, CX_INTERNAL, amsg);
-        } else if (r == LIST_NOMEM) {
-            res = reply_cx(c, CX_INTERNAL, "out of memory");
-        } else if (r < 0) {
-            res = fs_fail(c, f, r, "list", p1, amsg);
-        } else {
-            res = reply_ok_json(c, json_pack("{s:o}", "entries", a->arr));
-        }
-        free(a);
+    case R_LIST_DIR:
+        res = fs_list(c, f, p1, fr.depth, amsg, sizeof amsg);
         break;
-    }
     default: /* R_REMOVE: like os.RemoveAll, a missing path is fine */
         r = agent_client_remove(&f->ac, p1, 1, amsg, sizeof amsg);
         if (r < 0 && !(r == -EREMOTEIO && agent_client_last_errno(&f->ac) == ENOENT))
