@@ -38,8 +38,8 @@ void fc_logf(enum fc_level lvl, const char *file, int line, const char *fmt, ...
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     pthread_mutex_lock(&fc_flog.lock);
-    size_t n = fc_log_line(out, sizeof out, &ts, fc_flog.id, thr, lvl, fc_flog.show_level, file, line, fc_flog.show_origin,
-                           msg);
+    size_t n = fc_log_line(out, sizeof out, &ts, fc_flog.id, thr, lvl, fc_flog.show_level, file, line,
+                           fc_flog.show_origin, msg);
     if (write(fc_flog.fd >= 0 ? fc_flog.fd : STDERR_FILENO, out, n) != (ssize_t)n)
         fc_flog.lost++;
     pthread_mutex_unlock(&fc_flog.lock);
