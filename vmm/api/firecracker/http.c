@@ -118,7 +118,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c, const struct reply *
 }
 
 enum MHD_Result fc_on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
-                                  const char *version, const char *upload, size_t *upload_size, void **con_cls)
+                              const char *version, const char *upload, size_t *upload_size, void **con_cls)
 {
     struct fcvm *s = cls;
     struct req *r = *con_cls;
