@@ -7,7 +7,8 @@
 #   make bench      run the benchmarks (see docs/BENCHMARKS.md)
 #
 # Sources are picked up by wildcard: a new .c file in a folder of vmm/ (but
-# vmm/cli/), of devices/, or in boot/ joins the library; tests/unit/test_*.c
+# vmm/cli/ and vmm/api/), of devices/, or in boot/ joins the library; a new
+# one under vmm/api/ joins the API servers (CLI and tests only); tests/unit/test_*.c
 # each become one Check binary. The folders are the layers
 # (docs/architecture.md, "Layers"; tests/includes.sh checks them).
 
@@ -59,10 +60,10 @@ else
   endif
 endif
 # libmicrohttpd is required too: the Firecracker-compatible API's HTTP
-# server (`moat vmm`, vmm/cli/cli_fc.c; docs/control-api.md) and moat
+# server (`moat vmm`, vmm/api/firecracker/; docs/control-api.md) and moat
 # serve. Same rule as libjansson: only deps, run, test and clean go on
 # without it. Its header is needed at build time; the library itself is
-# loaded by vmm/cli/mhd_dyn.c when a server starts (it pulls in GnuTLS and
+# loaded by vmm/api/mhd_dyn.c when a server starts (it pulls in GnuTLS and
 # nine more libraries, which every other moat process would load for
 # nothing), by the soname of the one built against. Never in libmoat.
 HAVE_MHD := $(shell pkg-config --exists libmicrohttpd 2>/dev/null && echo 1)
@@ -75,9 +76,9 @@ MHD_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir libmicrohttpd 2
 MHD_SONAME := $(or $(MHD_SONAME),libmicrohttpd.so.12)
 MHD_LIBS :=
 # zlib is required too: `moat serve`'s envd decodes Content-Encoding: gzip
-# uploads (vmm/cli/serve_envd.c; docs/serve.md). Same rule as libmicrohttpd;
+# uploads (vmm/api/e2b/serve_envd.c; docs/serve.md). Same rule as libmicrohttpd;
 # it travels with MHD_LIBS, so only what links the envd server gets it, and
-# the gzip decoder's own tests and fuzz target (vmm/cli/gz_stream.c; below).
+# the gzip decoder's own tests and fuzz target (vmm/api/e2b/gz_stream.c; below).
 HAVE_ZLIB := $(shell pkg-config --exists zlib 2>/dev/null && echo 1)
 ZLIB_LIBS := $(if $(HAVE_ZLIB),$(shell pkg-config --libs zlib),-lz)
 MHD_LIBS += $(ZLIB_LIBS)
@@ -87,11 +88,14 @@ endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c,$(sort $(wildcard vmm/cli/*.c)))
-# CLI-only pieces with unit tests of their own: in the internal archives
-# (the CLI and the tests link those), never in libmoat.a / libmoat.so.
-CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c \
-                vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c
+# The API servers (vmm/api/: Firecracker's API, the E2B server; above the
+# library, below the CLI), picked up by wildcard one and two folders deep.
+API_SRCS := $(sort $(wildcard vmm/api/*.c vmm/api/*/*.c))
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/jail_spec.c,$(sort $(wildcard vmm/cli/*.c)))
+# The API servers and the CLI-only pieces with unit tests of their own: in
+# the internal archives (the CLI and the tests link those), never in
+# libmoat.a / libmoat.so.
+CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/jail_spec.c $(API_SRCS)
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
@@ -116,7 +120,7 @@ serve-deps:
 	@scripts/serve-deps.sh
 
 # The soname mhd_dyn.c loads (the library's own, read off the .so).
-$(B)/obj/vmm/cli/mhd_dyn.o $(B)/san/vmm/cli/mhd_dyn.o: CFLAGS += -DMHD_SONAME='"$(MHD_SONAME)"'
+$(B)/obj/vmm/api/mhd_dyn.o $(B)/san/vmm/api/mhd_dyn.o: CFLAGS += -DMHD_SONAME='"$(MHD_SONAME)"'
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@

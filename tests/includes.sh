@@ -30,8 +30,19 @@ lib=$(ls vmm/*/*.[ch] devices/*/*.[ch] boot/*.[ch] | grep -v '^vmm/cli/')
 check "library code includes nothing from vmm/cli/" "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/cli/' $lib)"
 # 6. Only the CLI ends the process.
 check "only vmm/cli/ calls exit()" \
-    "$(grep -HnE '(^|[^_a-zA-Z0-9])exit[[:space:]]*\(' $(ls vmm/*/*.c devices/*/*.c boot/*.c | grep -v '^vmm/cli/') |
+    "$(grep -HnE '(^|[^_a-zA-Z0-9])exit[[:space:]]*\(' $(ls vmm/*/*.c vmm/api/*/*.c devices/*/*.c boot/*.c | grep -v '^vmm/cli/') |
        grep -Ev '^[^:]*:[0-9]+:[[:space:]]*(/?\*|//)')"
 # 7. Every source is in a layer folder.
 check "no source directly in vmm/ or devices/" "$(ls vmm/*.[ch] devices/*.[ch] 2>/dev/null)"
+# 8. The API servers (vmm/api/: Firecracker's API, the E2B server) sit
+#    above the library and below the CLI: they take nothing from vmm/cli/
+#    (the CLI hands them what they need, e.g. callbacks), and nothing below
+#    them (vmm/base, devices, boot, transport, core, snapshot, agent)
+#    includes them.
+api=$(ls vmm/api/*.[ch] vmm/api/*/*.[ch] 2>/dev/null)
+check "vmm/api/ includes nothing from vmm/cli/" \
+    "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/cli/' $api /dev/null)"
+below=$(ls vmm/*/*.[ch] devices/*/*.[ch] boot/*.[ch] | grep -Ev '^vmm/(cli|api)/')
+check "nothing below vmm/api/ includes vmm/api/" \
+    "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/api/' $below /dev/null)"
 exit "$fail"

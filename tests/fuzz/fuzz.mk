@@ -68,7 +68,7 @@ $(REPLAY_BINS): $(B)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay_main.
 	    -DFUZZ_CORPUS_DIR='"$(CURDIR)/tests/fuzz/corpus/$*"' \
 	    -o $@ $< tests/fuzz/replay_main.c $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS)
 
-# The gzip decoder's target links zlib (vmm/cli/gz_stream.c), and so does
+# The gzip decoder's target links zlib (vmm/api/e2b/gz_stream.c), and so does
 # gen_seeds, which deflates that target's seeds.
 $(B)/fuzz/fuzz_gz_stream $(B)/tests/replay_gz_stream: LDLIBS += $(ZLIB_LIBS)
 

@@ -1,4 +1,4 @@
-/* Fuzz the Firecracker-compatible API's request decoding (vmm/cli/fc_req.c).
+/* Fuzz the Firecracker-compatible API's request decoding (vmm/api/firecracker/fc_req.c).
  * The first byte picks what the rest is: a body for one of the decoders,
  * an MMDS put or patch, a config file, a net device's stats text, or
  * "METHOD URL" for the router.
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/cli/fc_req.h"
+#include "vmm/api/firecracker/fc_req.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

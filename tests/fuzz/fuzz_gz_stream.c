@@ -1,5 +1,5 @@
 /* Fuzz the streaming gzip decoder of `moat serve`'s envd uploads
- * (vmm/cli/gz_stream.c). Input: [0] the decode limit, (b + 1) * 256 bytes
+ * (vmm/api/e2b/gz_stream.c). Input: [0] the decode limit, (b + 1) * 256 bytes
  * (256 B .. 64 KiB, so deflate's 1000:1 reaches it from a small input);
  * [1] how the body is cut: 0 whole, else pieces of 1..[1] bytes whose
  * sizes follow a sequence seeded by [1]; [2] a sink that fails once it
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/cli/gz_stream.h"
+#include "vmm/api/e2b/gz_stream.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

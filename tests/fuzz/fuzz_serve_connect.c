@@ -1,4 +1,4 @@
-/* Fuzz `moat serve`'s envd codec (vmm/cli/serve_connect.c): what an SDK
+/* Fuzz `moat serve`'s envd codec (vmm/api/e2b/serve_connect.c): what an SDK
  * client sends (request bodies, envelopes, base64, paths, timeouts) and
  * what a guest agent reports (an entry: STAT_INFO / LIST_ENTRY fields).
  * The first byte picks the decoder; the rest is its input.
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/cli/serve_connect.h"
+#include "vmm/api/e2b/serve_connect.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* Fuzz moat serve's request decoding (vmm/cli/serve_req.c). The first
+/* Fuzz moat serve's request decoding (vmm/api/e2b/serve_req.c). The first
  * byte picks what the rest is: a body for one of the decoders, list query
  * arguments ("key=value" lines), "METHOD PATH" for the router, ADDR:PORT,
  * or a serve.json.
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "tests/fuzz/fuzz_common.h"
-#include "vmm/cli/serve_req.h"
+#include "vmm/api/e2b/serve_req.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

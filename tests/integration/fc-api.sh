@@ -167,7 +167,7 @@ printf '{"boot-source": {"kernel_image_path": "/x"}, "balloon": {"amount_mib": 1
 check "config file with a balloon: exit 152, not supported [$rc]" \
     sh -c "[ $rc = 152 ] && grep -q 'balloon' '$T/bal.err'"
 
-# ---- libmicrohttpd: loaded when the API server starts (vmm/cli/mhd_dyn.c) ----
+# ---- libmicrohttpd: loaded when the API server starts (vmm/api/mhd_dyn.c) ----
 check "the moat binary does not link libmicrohttpd (nor GnuTLS)" \
     sh -c "! readelf -d '$MOAT' | grep -Eq 'NEEDED.*(libmicrohttpd|libgnutls)'"
 mhdlib=$(ldconfig -p | awk '/libmicrohttpd\.so\.[0-9]+ .*x86-64/ {print $NF; exit}')

@@ -1,4 +1,4 @@
-/* The envd server of `moat serve` (vmm/cli/serve_envd.c) on its own, for
+/* The envd server of `moat serve` (vmm/api/e2b/serve_envd.c) on its own, for
  * tests/integration/serve-envd-sdk.sh: sandbox "sbx-a" (token "tok-a",
  * envVars SANDBOX_NAME=a) and "sbx-b" ("tok-b", SANDBOX_NAME=b) are the
  * guest agents listening on SOCK_A and SOCK_B (moat-agent --unix, hybrid
@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vmm/cli/serve_envd.h"
+#include "vmm/api/e2b/serve_envd.h"
 
 static const char *socks[2];
 static char *envs_a[] = { "SANDBOX_NAME=a", NULL }, *envs_b[] = { "SANDBOX_NAME=b", NULL };

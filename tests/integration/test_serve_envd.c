@@ -1,4 +1,4 @@
-/* The envd server of `moat serve` (vmm/cli/serve_envd.c), in-process, over
+/* The envd server of `moat serve` (vmm/api/e2b/serve_envd.c), in-process, over
  * real HTTP/1.1 (raw sockets), against the real guest agent run on the
  * host (build/guest/agent --unix PATH, as tests/integration/test_agent.c
  * does): two "sandboxes" are two agents, the resolver maps their ids and
@@ -28,8 +28,8 @@
 
 #include "tests/gzip_of.h"
 #include "vmm/agent/agent_proto.h"
-#include "vmm/cli/serve_connect.h"
-#include "vmm/cli/serve_envd.h"
+#include "vmm/api/e2b/serve_connect.h"
+#include "vmm/api/e2b/serve_envd.h"
 
 #define NSB 2
 

@@ -73,7 +73,7 @@ mkdir -p "$st/payload" "$st/nested"
 # Shared libraries (and the ELF interpreter) of every dynamic ELF in the
 # payload, and those moat loads at run time rather than through its ELF's
 # needs: libmicrohttpd and its own (dlopen'ed when moat vmm's API or moat
-# serve starts, vmm/cli/mhd_dyn.c).
+# serve starts, vmm/api/mhd_dyn.c).
 if [ "$libs" = 1 ]; then
     mhd=$(ldconfig -p 2>/dev/null | awk '/libmicrohttpd\.so\.[0-9]+ .*x86-64/ { p = $NF } END { if (p) print p }' || true)
     { find "$st/payload" -type f; if [ -n "$mhd" ]; then echo "$mhd"; fi; } | while read -r f; do

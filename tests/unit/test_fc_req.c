@@ -1,4 +1,4 @@
-/* The Firecracker-compatible API's request decoding (vmm/cli/fc_req.c):
+/* The Firecracker-compatible API's request decoding (vmm/api/firecracker/fc_req.c):
  * routes, every body's accepted shapes, and every malformed case refused
  * with a message naming the field. */
 #include <check.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "vmm/cli/fc_req.h"
+#include "vmm/api/firecracker/fc_req.h"
 
 static char why[700];
 

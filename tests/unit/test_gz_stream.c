@@ -1,5 +1,5 @@
 /* The streaming gzip decoder of `moat serve`'s envd uploads
- * (vmm/cli/gz_stream.c): whole members fed at once and byte by byte,
+ * (vmm/api/e2b/gz_stream.c): whole members fed at once and byte by byte,
  * concatenated members, every malformed case (empty, truncated anywhere,
  * bad magic, CRC-32 and ISIZE mismatches, trailing garbage, a zlib stream),
  * the decode limit (exactly reached, passed by one byte, a 100 MiB bomb),
@@ -12,7 +12,7 @@
 #include <zlib.h>
 
 #include "tests/gzip_of.h"
-#include "vmm/cli/gz_stream.h"
+#include "vmm/api/e2b/gz_stream.h"
 
 /* What the sink got. */
 struct out {

@@ -1,5 +1,5 @@
 /* The Connect JSON codec and envd request decoders of `moat serve`
- * (vmm/cli/serve_connect.c): envelopes, error codes, base64, paths, every
+ * (vmm/api/e2b/serve_connect.c): envelopes, error codes, base64, paths, every
  * request body's accepted shapes, and every malformed case refused with a
  * message naming what is wrong; the encoders' exact output. */
 #include <check.h>
@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/cli/serve_connect.h"
+#include "vmm/api/e2b/serve_connect.h"
 
 static char why[700];
 

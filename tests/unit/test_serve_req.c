@@ -1,4 +1,4 @@
-/* moat serve's request decoders (vmm/cli/serve_req.c): routes, bodies,
+/* moat serve's request decoders (vmm/api/e2b/serve_req.c): routes, bodies,
  * list queries, ADDR:PORT, serve.json; every malformed case refused with
  * a message. */
 #include <check.h>
@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/cli/serve_req.h"
+#include "vmm/api/e2b/serve_req.h"
 
 static char why[600];
 

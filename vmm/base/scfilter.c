@@ -158,7 +158,7 @@ static const struct rule l_vhost[] = {
  * and body at once, shutdown), poll on the epoll fd and the stop eventfd,
  * an eventfd write to hand a request to the main thread. No file, no
  * socket of its own, no ioctl, no thread: every request's work is the main
- * thread's (vmm/cli/cli_fc.c). */
+ * thread's (vmm/api/firecracker/vmm.c). */
 static const struct rule l_api[] = {
     COMMON,
     ANY(poll), ANY(epoll_wait), ANY(epoll_ctl), ANY(accept4), ANY(recvfrom), ANY(sendto), ANY(sendmsg),

@@ -85,7 +85,8 @@ int cmd_exec(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
 int cmd_seccomp(int argc, char **argv);  /* vmm/cli/cli_seccomp.c: the seccomp lists */
 int cmd_host(int argc, char **argv);     /* vmm/cli/cli_host.c: what this host can run */
-/* vmm/cli/cli_fc.c: Firecracker's command line and API (docs/control-api.md);
+/* vmm/cli/cli_fc.c: Firecracker's command line (docs/control-api.md; the
+ * server is vmm/api/firecracker/);
  * also what main runs when argv[0]'s name is "firecracker". */
 int cmd_vmm(int argc, char **argv);
 int cmd_jail(int argc, char **argv);     /* vmm/cli/cli_jail.c: run moat confined */

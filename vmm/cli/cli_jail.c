@@ -25,7 +25,7 @@
 
 #include "vmm/cli/cli.h"
 #include "vmm/cli/jail_spec.h"
-#include "vmm/cli/mhd_dyn.h"
+#include "vmm/api/mhd_dyn.h"
 #include "vmm/core/kvm.h"
 
 #define JAIL_CG_MAX 16

@@ -1,6 +1,6 @@
 /* moat serve: an E2B-compatible sandbox server (docs/serve.md). The
- * command line, the API key, signals; the servers are vmm/cli/serve_api.c
- * (REST) and vmm/cli/serve_envd.c (envd). */
+ * command line, the API key, signals; the servers are vmm/api/e2b/serve_api.c
+ * (REST) and vmm/api/e2b/serve_envd.c (envd). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "vmm/cli/cli.h"
-#include "vmm/cli/serve_api.h"
-#include "vmm/cli/serve_req.h"
+#include "vmm/api/e2b/serve_api.h"
+#include "vmm/api/e2b/serve_req.h"
 
 static const char usage_serve[] =
     "usage: moat serve [--api ADDR:PORT] [--envd ADDR:PORT] [--api-key KEY | --api-key-file FILE]\n"
@@ -163,7 +163,8 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     struct serve_opts o = { .api_addr = api_addr, .api_port = api_port, .envd_addr = envd_addr,
-                            .envd_port = envd_port, .api_key = key, .home = home, .reap_interval = 1 };
+                            .envd_port = envd_port, .api_key = key, .home = home, .reap_interval = 1,
+                            .sandbox_state = sandbox_state_name };
     const char *ri = getenv("MOAT_SERVE_REAP_INTERVAL");   /* tests: seconds between timeout checks */
     if (ri && atof(ri) > 0)
         o.reap_interval = atof(ri);

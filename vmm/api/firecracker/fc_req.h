@@ -4,7 +4,7 @@
  * range or a missing required field is refused with a message naming the
  * field. Pure functions (no I/O, no VM): unit tests in
  * tests/unit/test_fc_req.c, fuzz target tests/fuzz/fuzz_fc_req.c. The
- * server that calls them is vmm/cli/cli_fc.c. */
+ * server that calls them is vmm/api/firecracker/. */
 #ifndef MOAT_FC_REQ_H
 #define MOAT_FC_REQ_H
 

@@ -1,5 +1,5 @@
 /* libmicrohttpd, loaded when an HTTP server starts rather than when moat
- * starts (vmm/cli/mhd_dyn.c).
+ * starts (vmm/api/mhd_dyn.c).
  *
  * Linked at build time it brings GnuTLS and nine more shared libraries into
  * every moat process: 1.2 ms of loading and relocation per process on a PVM

@@ -6,7 +6,7 @@
  * are accepted and ignored), the list queries, ADDR:PORT, and a sandbox's
  * serve.json. Pure functions (no I/O): unit tests in
  * tests/unit/test_serve_req.c, fuzz target tests/fuzz/fuzz_serve_req.c.
- * The server that calls them is vmm/cli/serve_api.c. */
+ * The server that calls them is vmm/api/e2b/serve_api.c. */
 #ifndef MOAT_SERVE_REQ_H
 #define MOAT_SERVE_REQ_H
 

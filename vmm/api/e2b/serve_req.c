@@ -1,4 +1,4 @@
-/* `moat serve`'s request decoders (vmm/cli/serve_req.h): pure functions. */
+/* `moat serve`'s request decoders (vmm/api/e2b/serve_req.h): pure functions. */
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "vmm/cli/serve_req.h"
+#include "vmm/api/e2b/serve_req.h"
 
 #include "devices/net/net_policy.h"
 

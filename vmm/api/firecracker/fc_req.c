@@ -1,5 +1,5 @@
-/* The Firecracker-compatible API's requests, decoded (vmm/cli/fc_req.h). */
-#include "vmm/cli/fc_req.h"
+/* The Firecracker-compatible API's requests, decoded (vmm/api/firecracker/fc_req.h). */
+#include "vmm/api/firecracker/fc_req.h"
 
 #include <ctype.h>
 #include <errno.h>

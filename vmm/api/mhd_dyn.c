@@ -1,6 +1,6 @@
 /* libmicrohttpd loaded on first use (mhd_dyn.h says why). No handwritten
  * HTTP here: the library is Debian's, only its loading is deferred. */
-#include "vmm/cli/mhd_dyn.h"
+#include "vmm/api/mhd_dyn.h"
 
 #include <dlfcn.h>
 #include <errno.h>

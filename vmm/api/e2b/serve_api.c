@@ -1,6 +1,6 @@
 /* moat serve's REST side (docs/serve.md): E2B's sandbox API (the routes
- * of vmm/cli/serve_req.c) over moat's named sandboxes, a reaper thread for
- * timeouts, and the resolver the envd module (vmm/cli/serve_envd.h) asks
+ * of vmm/api/e2b/serve_req.c) over moat's named sandboxes, a reaper thread for
+ * timeouts, and the resolver the envd module (vmm/api/e2b/serve_envd.h) asks
  * for a sandbox's vsock socket.
  *
  * Every lifecycle step runs this same binary as a child process
@@ -16,7 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include "vmm/cli/mhd_dyn.h"
+#include "vmm/api/mhd_dyn.h"
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -34,10 +34,9 @@
 #include <unistd.h>
 
 #include "vmm/base/fullio.h"
-#include "vmm/cli/cli.h"
-#include "vmm/cli/serve_api.h"
-#include "vmm/cli/serve_envd.h"
-#include "vmm/cli/serve_req.h"
+#include "vmm/api/e2b/serve_api.h"
+#include "vmm/api/e2b/serve_envd.h"
+#include "vmm/api/e2b/serve_req.h"
 
 extern char **environ;
 
@@ -46,7 +45,8 @@ extern char **environ;
 #define BASE_WAIT "300"             /* building `base` boots the default guest */
 
 struct serve {
-    char home[3001];                /* cli_moat_home: at most 3000 bytes */
+    char home[3001];                /* $MOAT_HOME: at most 3000 bytes */
+    serve_state_fn sandbox_state;   /* a sandbox's state by name (serve_opts) */
     char api_key[256];
     struct MHD_Daemon *api;
     struct envd_server *envd;
@@ -573,7 +573,7 @@ static int lookup(struct serve *s, const char *id, struct serve_state *st, char 
              id);
         return -1;
     }
-    if (sandbox_state_name(id, mstate, mlen) < 0 || (!dead_ok && !e2b_state(mstate))) {
+    if (s->sandbox_state(id, mstate, mlen) < 0 || (!dead_ok && !e2b_state(mstate))) {
         serve_state_free(st);
         fail(o, 404, "sandbox %s not found (its VM has exited; see $MOAT_HOME/%s/moat.log)", id, id);
         return -1;
@@ -847,7 +847,7 @@ static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
         pthread_mutex_unlock(&s->lock);
         if (r < 0)
             continue;
-        const char *es = sandbox_state_name(names[i], ms, sizeof ms) == 0 ? e2b_state(ms) : NULL;
+        const char *es = s->sandbox_state(names[i], ms, sizeof ms) == 0 ? e2b_state(ms) : NULL;
         bool want = es && ((!strcmp(es, "running") && q.running) || (!strcmp(es, "paused") && q.paused)) &&
                     serve_list_meta_match(&q, st.metadata) &&
                     (!q.template_id[0] || !strcmp(q.template_id, st.template_id)) &&
@@ -1241,7 +1241,7 @@ static int resolve(void *arg, const char *sandbox_id, const char *token, struct 
         serve_state_free(&st);
         return -EACCES;
     }
-    if (sandbox_state_name(sandbox_id, ms, sizeof ms) < 0 || !strcmp(ms, "dead")) {
+    if (s->sandbox_state(sandbox_id, ms, sizeof ms) < 0 || !strcmp(ms, "dead")) {
         serve_state_free(&st);
         return -ENOENT;
     }
@@ -1311,7 +1311,7 @@ static void reap_once(struct serve *s)
             continue;
         bool due = st.deadline > 0 && now >= st.deadline;
         serve_state_free(&st);
-        if (!due || sandbox_state_name(names[i], ms, sizeof ms) < 0 || !strcmp(ms, "stopped"))
+        if (!due || s->sandbox_state(names[i], ms, sizeof ms) < 0 || !strcmp(ms, "stopped"))
             continue;
         /* Decide on what is saved now, not on what was read above: a
          * /timeout or /connect in between set a new deadline. */
@@ -1404,6 +1404,7 @@ int serve_start(const struct serve_opts *o, struct serve **out, char *why, size_
     if (!s)
         return -ENOMEM;
     snprintf(s->home, sizeof s->home, "%s", o->home);
+    s->sandbox_state = o->sandbox_state;
     snprintf(s->api_key, sizeof s->api_key, "%s", o->api_key);
     s->reap_interval = o->reap_interval > 0 ? o->reap_interval : 1;
     pthread_mutex_init(&s->lock, NULL);

@@ -1,5 +1,5 @@
 /* Connect JSON codec and envd request decoders (serve_connect.h). */
-#include "vmm/cli/serve_connect.h"
+#include "vmm/api/e2b/serve_connect.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -1,5 +1,5 @@
 /* Streaming gzip decoder (gz_stream.h). */
-#include "vmm/cli/gz_stream.h"
+#include "vmm/api/e2b/gz_stream.h"
 
 #include <errno.h>
 #include <inttypes.h>
