@@ -9,6 +9,8 @@
 #include "vmm/snapshot/snapchain.h"
 #include "vmm/snapshot/snapdiff.h"
 #include "vmm/snapshot/snapfmt.h"
+#include "vmm/snapshot/snapvm.h"
+#include "vmm/core/vmhooks.h"
 
 static char st[SNAP_PARENT_PATH_MAX + 1], mem[SNAP_PARENT_PATH_MAX + 1];
 
@@ -269,7 +271,7 @@ START_TEST(diff_state_round_trip)
 }
 END_TEST
 
-/* vm.c turns tracking off with snapdiff_free() when KVM refuses dirty
+/* snapvm.c's mem_refused hook turns tracking off with snapdiff_free() when KVM refuses dirty
  * logging on restore: afterwards the VM must behave as one without
  * tracking (full snapshots work, diffs are refused), not keep asking KVM
  * for a log its slots do not have or touch the freed bitmap. */
@@ -278,6 +280,8 @@ START_TEST(tracking_off_after_free)
     struct moat_vm *vm = calloc(1, sizeof(*vm));
     ck_assert_ptr_nonnull(vm);
     vm->vm_fd = -1;
+    struct snapvm *sv = NULL;
+    ck_assert_int_eq(snapvm_attach(vm, false, &sv), 0);     /* as moat_create gives every VM */
     vm->ram_size = 8 << 20;
     vm->ram = calloc(1, vm->ram_size);
     ck_assert_ptr_nonnull(vm->ram);
@@ -285,15 +289,15 @@ START_TEST(tracking_off_after_free)
     vm->mem.n = 1;
     vm->flags = MOAT_F_DIRTY_LOG;
     ck_assert_int_eq(snapdiff_setup(vm), KVM_MEM_LOG_DIRTY_PAGES);
-    ck_assert(vm->dirty_log);
+    ck_assert(sv->dirty_log);
     ck_assert_ptr_nonnull(vm->mem.dirty);
     /* moat's own writes are tracked while it is on */
     uint32_t v = 1;
     ck_assert_int_eq(gmem_write(&vm->mem, 3 * 4096, &v, sizeof(v)), 0);
-    ck_assert_uint_eq(vm->dirty[0], 1ull << 3);
+    ck_assert_uint_eq(sv->dirty[0], 1ull << 3);
 
-    snapdiff_free(vm);          /* the fallback in vm.c's setup_memory */
-    ck_assert(!vm->dirty_log);
+    snapdiff_free(vm);          /* the fallback (snapvm.c, hook_mem_refused) */
+    ck_assert(!sv->dirty_log);
     uint64_t *bm = (uint64_t *)1;
     ck_assert_int_eq(snapdiff_collect(vm, &bm), -ENOTSUP);
     ck_assert_ptr_null(bm);
@@ -308,6 +312,7 @@ START_TEST(tracking_off_after_free)
     /* and writes no longer touch a bitmap */
     ck_assert_int_eq(gmem_write(&vm->mem, 5 * 4096, &v, sizeof(v)), 0);
     free(vm->ram);
+    vm_hooks_destroy(vm);
     free(vm);
 }
 END_TEST

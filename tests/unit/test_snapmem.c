@@ -16,6 +16,8 @@
 #include <unistd.h>
 
 #include "vmm/core/vm.h"
+#include "vmm/core/vmhooks.h"
+#include "vmm/snapshot/snapvm.h"
 #include "vmm/snapshot/snapdiff.h"
 #include "vmm/snapshot/snapmem.h"
 
@@ -517,7 +519,8 @@ START_TEST(vm_candidates)
 {
     struct moat_vm *vm = calloc(1, sizeof(*vm));
     ck_assert_ptr_nonnull(vm);
-    vm->uffd = vm->uffd_sock = -1;     /* as vm_new leaves it: memory of its own, no page-fault handler */
+    struct snapvm *sv = NULL;
+    ck_assert_int_eq(snapvm_attach(vm, false, &sv), 0);     /* as moat_create gives every VM */
     vm->ram_size = 256 * PG;
     vm->ram = mmap(NULL, vm->ram_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(vm->ram, MAP_FAILED);
@@ -551,7 +554,7 @@ START_TEST(vm_candidates)
         ck_assert(!bit(c, 16) && !bit(c, 18));
     free(c);
     /* computed once: the same answer from the cached ranges */
-    ck_assert_ptr_nonnull(vm->backing_data);
+    ck_assert_ptr_nonnull(sv->backing_data);
     ck_assert_int_eq(snapmem_candidates(vm, &c), 0);
     ck_assert(bit(c, 17));
     free(c);
@@ -560,18 +563,19 @@ START_TEST(vm_candidates)
     ck_assert_int_eq(snapmem_note_backing(vm, 0), -E2BIG);
     /* RAM a page-fault handler serves: every page (the untouched ones are
      * the handler's, and reading them brings them in) */
-    vm->uffd = 0;
+    sv->uffd = 0;
     ck_assert_int_eq(snapmem_candidates(vm, &c), 0);
     for (uint64_t i = 0; i < 256; i++)
         ck_assert(bit(c, i));
     free(c);
-    vm->uffd = -1;
+    sv->uffd = -1;
     snapmem_free(vm);
-    ck_assert_uint_eq(vm->nbacking, 0);
-    ck_assert_ptr_null(vm->backing_data);
+    ck_assert_uint_eq(sv->nbacking, 0);
+    ck_assert_ptr_null(sv->backing_data);
     unlink(p);
     free(p);
     munmap(vm->ram, vm->ram_size);
+    vm_hooks_destroy(vm);
     free(vm);
 }
 END_TEST
@@ -584,6 +588,8 @@ START_TEST(dirty_bits_move_and_come_back)
     struct moat_vm *vm = calloc(1, sizeof(*vm));
     ck_assert_ptr_nonnull(vm);
     vm->vm_fd = -1;
+    struct snapvm *sv = NULL;
+    ck_assert_int_eq(snapvm_attach(vm, false, &sv), 0);     /* as moat_create gives every VM */
     vm->ram_size = 4 << 20;
     vm->ram = calloc(1, vm->ram_size);
     ck_assert_ptr_nonnull(vm->ram);
@@ -598,15 +604,16 @@ START_TEST(dirty_bits_move_and_come_back)
     uint64_t *bm = NULL;
     ck_assert_int_eq(snapdiff_collect(vm, &bm), 0);
     ck_assert_uint_eq(le64toh(bm[0]), 1ull << 3);
-    ck_assert_uint_eq(vm->dirty[0], 0);       /* moved out */
+    ck_assert_uint_eq(sv->dirty[0], 0);       /* moved out */
     vm->mem.n = 1;
     ck_assert_int_eq(gmem_write(&vm->mem, 9 * PG, &v, sizeof(v)), 0);  /* meanwhile */
     snapdiff_giveback(vm, bm);                /* the snapshot failed */
-    ck_assert_uint_eq(vm->dirty[0], (1ull << 3) | (1ull << 9));
+    ck_assert_uint_eq(sv->dirty[0], (1ull << 3) | (1ull << 9));
     snapdiff_giveback(vm, NULL);
     free(bm);
     snapdiff_free(vm);
     free(vm->ram);
+    vm_hooks_destroy(vm);
     free(vm);
 }
 END_TEST

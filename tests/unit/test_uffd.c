@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "vmm/core/vm.h"
+#include "vmm/core/vmhooks.h"
+#include "vmm/snapshot/snapvm.h"
 #include "vmm/snapshot/uffd.h"
 
 START_TEST(json_one_region)
@@ -132,7 +134,8 @@ START_TEST(handshake_and_fault)
     ck_assert_int_eq(listen(ls, 1), 0);
 
     struct moat_vm *vm = calloc(1, sizeof(*vm));
-    vm->uffd = vm->uffd_sock = -1;
+    struct snapvm *sv = NULL;
+    ck_assert_int_eq(snapvm_attach(vm, false, &sv), 0);     /* as moat_create gives every VM */
     vm->ram_map_size = 64 * 4096;
     vm->ram = mmap(NULL, vm->ram_map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ck_assert_ptr_ne(vm->ram, MAP_FAILED);
@@ -141,8 +144,8 @@ START_TEST(handshake_and_fault)
     vm->mem.r[1] = (struct gmem_region){ 1ull << 32, 16 * 4096, vm->ram + 48 * 4096 };
     struct uffd_setup s = { .socket_path = path };
     ck_assert_msg(uffd_map_hook(vm, &s) == 0, "%s", s.why);
-    ck_assert_int_ge(vm->uffd, 0);
-    ck_assert_int_ge(vm->uffd_sock, 0);
+    ck_assert_int_ge(sv->uffd, 0);
+    ck_assert_int_ge(sv->uffd_sock, 0);
 
     int c = accept(ls, NULL, NULL);
     ck_assert_int_ge(c, 0);
@@ -188,9 +191,8 @@ START_TEST(handshake_and_fault)
     close(c);
     close(ls);
     unlink(path);
-    close(vm->uffd);
-    close(vm->uffd_sock);
     munmap(vm->ram, vm->ram_map_size);
+    vm_hooks_destroy(vm);       /* closes sv->uffd and sv->uffd_sock, as vm_free does */
     free(vm);
 }
 END_TEST
@@ -203,7 +205,8 @@ START_TEST(handshake_errors)
         return;
     }
     struct moat_vm *vm = calloc(1, sizeof(*vm));
-    vm->uffd = vm->uffd_sock = -1;
+    struct snapvm *sv = NULL;
+    ck_assert_int_eq(snapvm_attach(vm, false, &sv), 0);     /* as moat_create gives every VM */
     vm->ram_map_size = 4 * 4096;
     vm->ram = mmap(NULL, vm->ram_map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     vm->mem.n = 1;
@@ -212,13 +215,13 @@ START_TEST(handshake_errors)
     struct uffd_setup s = { .socket_path = "/nonexistent/moat-uffd.sock" };
     ck_assert_int_eq(uffd_map_hook(vm, &s), -ENOENT);
     ck_assert_msg(strstr(s.why, "/nonexistent/moat-uffd.sock") && strstr(s.why, "listening"), "%s", s.why);
-    close(vm->uffd);
-    close(vm->uffd_sock);
-    vm->uffd = vm->uffd_sock = -1;
+    close(sv->uffd);
+    close(sv->uffd_sock);
+    sv->uffd = sv->uffd_sock = -1;
     /* an empty path, one too long for a socket */
     struct uffd_setup e = { .socket_path = "" };
     ck_assert_int_eq(uffd_map_hook(vm, &e), -EINVAL);
-    ck_assert_int_eq(vm->uffd, -1);
+    ck_assert_int_eq(sv->uffd, -1);
     char longp[200];
     memset(longp, 'a', sizeof longp - 1);
     longp[sizeof longp - 1] = 0;
@@ -226,6 +229,7 @@ START_TEST(handshake_errors)
     ck_assert_int_eq(uffd_map_hook(vm, &l), -EINVAL);
     ck_assert_ptr_nonnull(strstr(l.why, "1 to 107 bytes"));
     munmap(vm->ram, vm->ram_map_size);
+    vm_hooks_destroy(vm);
     free(vm);
 }
 END_TEST

@@ -14,6 +14,8 @@
 
 #include "vmm/base/clock.h"
 #include "vmm/core/vm.h"
+#include "vmm/core/vmhooks.h"
+#include "vmm/snapshot/snapvm.h"
 #include "vmm/snapshot/wset.h"
 #include "vmm/snapshot/wsfile.h"
 
@@ -216,6 +218,7 @@ static struct moat_vm *fake_vm(const char *mem, uint64_t size)
     ck_assert_ptr_ne(vm->ram, MAP_FAILED);
     close(fd);
     vm->ram_size = size;
+    ck_assert_int_eq(snapvm_attach(vm, true, NULL), 0);   /* the snapshot record a restore gives it */
     return vm;
 }
 
@@ -223,6 +226,7 @@ static void free_vm(struct moat_vm *vm)
 {
     wset_free(vm);
     munmap(vm->ram, vm->ram_size);
+    vm_hooks_destroy(vm);
     free(vm);
 }
 

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
@@ -19,13 +20,24 @@
 #include "vmm/agent/agent_proto.h"
 #include "devices/vsock/vsock.h"
 #include "vmm/agent/agent_client.h"
+#include "vmm/agent/fixup.h"
 #include "vmm/base/log.h"
 #include "vmm/base/scfilter.h"
 #include "vmm/core/devtab.h"
 #include "vmm/core/vm.h"
+#include "vmm/core/vmhooks.h"
 
 #define FIXUP_WAIT_MS   5000    /* the whole fix-up, agent handshake included */
 #define FIXUP_ENTROPY   64      /* bytes */
+
+/* The fix-up's record of one VM (its hooks' ctx). */
+struct vm_fixup {
+    struct moat_vm *vm;
+    bool pending;               /* a restored device asked: at moat_start */
+    bool started;
+    pthread_t thread;
+    int fd;                     /* its connection (under vm->lock), -1 */
+};
 
 static int64_t ms_left(uint64_t deadline)
 {
@@ -36,8 +48,9 @@ static int64_t ms_left(uint64_t deadline)
 /* One attempt: connect to the agent through the device (past the gate),
  * then SET_TIME and ADD_ENTROPY. 0, or -errno (-ECONNREFUSED: nobody
  * listens on the agent's port yet). */
-static int fixup_once(struct moat_vm *vm, uint64_t deadline, char *why, size_t wlen)
+static int fixup_once(struct vm_fixup *fx, uint64_t deadline, char *why, size_t wlen)
 {
+    struct moat_vm *vm = fx->vm;
     int fd;
     int r = vsock_open_internal(vm_vsock_dev(vm), &fd);
     if (r < 0)
@@ -49,7 +62,7 @@ static int fixup_once(struct moat_vm *vm, uint64_t deadline, char *why, size_t w
         return r;
     }
     pthread_mutex_lock(&vm->lock);
-    vm->fixup_fd = fd;                  /* moat_destroy shuts it down */
+    fx->fd = fd;                        /* moat_destroy shuts it down */
     bool stop = atomic_load(&vm->stopping);
     pthread_mutex_unlock(&vm->lock);
     struct agent_client c;
@@ -94,7 +107,7 @@ static int fixup_once(struct moat_vm *vm, uint64_t deadline, char *why, size_t w
     agent_client_close(&c);
 out:
     pthread_mutex_lock(&vm->lock);
-    vm->fixup_fd = -1;
+    fx->fd = -1;
     pthread_mutex_unlock(&vm->lock);
     close(fd);
     return r;
@@ -102,12 +115,13 @@ out:
 
 static void *fixup_thread(void *arg)
 {
-    struct moat_vm *vm = arg;
+    struct vm_fixup *fx = arg;
+    struct moat_vm *vm = fx->vm;
     uint64_t t0 = clock_mono_ns(), deadline = t0 + FIXUP_WAIT_MS * 1000000ull;
     char why[256] = "";
     int r;
     for (;;) {
-        r = fixup_once(vm, deadline, why, sizeof why);
+        r = fixup_once(fx, deadline, why, sizeof why);
         if (r == 0 || r == -EREMOTEIO || r == -ECANCELED || atomic_load(&vm->stopping))
             break;
         /* no listener yet (guest still starting its agent), or the device
@@ -127,37 +141,77 @@ static void *fixup_thread(void *arg)
     return NULL;
 }
 
-int vm_fixup_start(struct moat_vm *vm)
+/* moat_start of a VM whose restored device asked for the fix-up. */
+static int hook_start(struct moat_vm *vm, void *ctx)
 {
-    vm->fixup_pending = false;
+    struct vm_fixup *fx = ctx;
+    if (!fx->pending)
+        return 0;
+    fx->pending = false;
     if (!vm_vsock_dev(vm))
         return 0;
-    int r = -pthread_create(&vm->fixup_thread, NULL, fixup_thread, vm);
+    int r = -pthread_create(&fx->thread, NULL, fixup_thread, fx);
     if (r < 0) {
         log_warn("restore fix-up: thread: %s", strerror(-r));
         vsock_ungate(vm_vsock_dev(vm));
         return 0;       /* not fatal: the guest runs, unfixed */
     }
-    vm->fixup_started = true;
+    fx->started = true;
     return 0;
 }
 
 /* shutdown(2) of the fix-up's connection, on the VM's runner thread:
- * vm_fixup_stop runs on the caller's thread, which (in the CLI) is under
+ * hook_stopped runs on the caller's thread, which (in the CLI) is under
  * the main list, where shutdown is not allowed. */
 static int fixup_shutdown(void *arg)
 {
     return shutdown(*(int *)arg, SHUT_RDWR) < 0 ? -errno : 0;
 }
 
-void vm_fixup_stop(struct moat_vm *vm)
+/* moat_destroy: the vCPUs have stopped; the vsock device still exists. */
+static void hook_stopped(struct moat_vm *vm, void *ctx)
 {
-    if (!vm->fixup_started)
+    struct vm_fixup *fx = ctx;
+    if (!fx->started)
         return;
     pthread_mutex_lock(&vm->lock);
-    if (vm->fixup_fd >= 0)
-        sc_runner_call(vm->runner, fixup_shutdown, &vm->fixup_fd);
+    if (fx->fd >= 0)
+        sc_runner_call(vm->runner, fixup_shutdown, &fx->fd);
     pthread_mutex_unlock(&vm->lock);
-    pthread_join(vm->fixup_thread, NULL);
-    vm->fixup_started = false;
+    pthread_join(fx->thread, NULL);
+    fx->started = false;
+}
+
+static void hook_restored(struct moat_vm *vm, void *ctx, unsigned slot)
+{
+    (void)vm;
+    (void)slot;
+    ((struct vm_fixup *)ctx)->pending = true;
+}
+
+static void hook_destroy(struct moat_vm *vm, void *ctx)
+{
+    (void)vm;
+    free(ctx);
+}
+
+static const struct vm_hook_ops fixup_ops = {
+    .name = "agent fix-up",
+    .restored = hook_restored,
+    .start = hook_start,
+    .stopped = hook_stopped,
+    .destroy = hook_destroy,
+};
+
+int fixup_attach(struct moat_vm *vm)
+{
+    struct vm_fixup *fx = calloc(1, sizeof(*fx));
+    if (!fx)
+        return -ENOMEM;
+    fx->vm = vm;
+    fx->fd = -1;
+    int r = vm_hooks_add(vm, &fixup_ops, fx);
+    if (r < 0)
+        free(fx);
+    return r;
 }

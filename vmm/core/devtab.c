@@ -18,6 +18,7 @@
 #include "vmm/base/log.h"
 #include "vmm/base/scfilter.h"
 #include "vmm/core/vm.h"
+#include "vmm/core/vmhooks.h"
 #include "vmm/transport/virtio_mmio_kvm.h"
 
 /* ---- the kinds: a new device is one more entry ---- */
@@ -590,7 +591,7 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
         if ((r = add_device(vm, k, use, seen[kind_index(k)]++, true, v[i].id, err)) < 0)
             break;
         if (k->restored && k->restored(vm->dev[i].priv))
-            vm->fixup_pending = true;
+            vm_hooks_restored(vm, i);   /* the agent's fix-up, at moat_start */
         struct virtio_mmio_state st;
         memcpy(&st, v[i].state, sizeof(st));
         r = virtio_mmio_kvm_load(vm->dev[i].t, &st, &why);

@@ -1,5 +1,6 @@
 /* The VM: creation from a moat_config, devices, threads, stop and wait.
- * This file implements the public API in include/moat.h. */
+ * This file implements the public API in include/moat.h (moat_create
+ * itself is vmm/snapshot/snapvm.c's: vm_create with the snapshot record). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -22,10 +23,8 @@
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
 #include "vmm/base/scfilter.h"
-#include "vmm/snapshot/snapdiff.h"
-#include "vmm/snapshot/wset.h"
-#include "vmm/snapshot/snapmem.h"
 #include "vmm/core/vm.h"
+#include "vmm/core/vmhooks.h"
 
 #define KERNEL_MAX_BYTES (512ull << 20)
 #define INITRD_MAX_BYTES (2048ull << 20)
@@ -329,10 +328,11 @@ int moat_pause(struct moat_vm *vm)
         vm->paused = true;
     }
     pthread_mutex_unlock(&vm->lock);
-    /* A restore recording its working set records it now: what follows a
-     * pause (a snapshot) may read all of guest RAM. */
+    /* The hooks see the parked VM first (a restore recording its working
+     * set records it now: what follows a pause, a snapshot, may read all
+     * of guest RAM). */
     if (r == 0)
-        wset_capture(vm);
+        vm_hooks_paused(vm);
     /* Devices quiesce after the vCPUs: in-flight I/O drains and completes
      * into the used rings, and no device touches guest memory until resume. */
     if (r == 0)
@@ -454,25 +454,28 @@ static int setup_memory(struct moat_vm *vm, int mem_fd)
     vm->mem.r[vm->mem.n++] = (struct gmem_region){ 0, low, vm->ram };
     if (high)
         vm->mem.r[vm->mem.n++] = (struct gmem_region){ LAYOUT_4G, high, vm->ram + low };
-    /* Diff snapshots: a restored chain's pages over the base, and tracking. */
-    int r = vm->map_hook ? vm->map_hook(vm, vm->map_hook_arg) : 0;
-    int slot_flags = r < 0 ? r : snapdiff_setup(vm);
-    if (slot_flags < 0)
-        return slot_flags;
+    /* The hooks' part (snapshot: a restored chain's pages over the base,
+     * and dirty-page tracking for diff snapshots). */
+    uint32_t slot_flags = 0;
+    int r = vm_hooks_mem_setup(vm, &slot_flags);
+    if (r < 0)
+        return r;
     for (unsigned i = 0; i < vm->mem.n; i++) {
         struct kvm_userspace_memory_region reg = {
             .slot = i,
-            .flags = (uint32_t)slot_flags,
+            .flags = slot_flags,
             .guest_phys_addr = vm->mem.r[i].gpa,
             .memory_size = vm->mem.r[i].size,
             .userspace_addr = (uint64_t)(uintptr_t)vm->mem.r[i].host,
         };
         if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &reg) < 0) {
-            /* A restore tracks writes (for diff snapshots) where KVM can;
-             * where it refuses dirty logging, restore without it. */
-            if (slot_flags && (mem_fd >= 0 || vm->uffd >= 0) && errno == EINVAL) {
-                log_debug("restore: no dirty logging (%s): diff snapshots off", strerror(errno));
-                snapdiff_free(vm);
+            /* KVM refused the flags the hooks asked for: again without
+             * them if every hook can do without (a restore tracks writes
+             * for diff snapshots where KVM can, and runs without where it
+             * refuses dirty logging). */
+            if (slot_flags && errno == EINVAL) {
+                if ((r = vm_hooks_mem_refused(vm)) < 0)
+                    return r;
                 slot_flags = 0;
                 i = (unsigned)-1;   /* all slots again, without the flag */
                 continue;
@@ -549,7 +552,7 @@ static int build_cmdline(struct moat_vm *vm, const struct moat_config *cfg, enum
 
 void vm_free(struct moat_vm *vm)
 {
-    wset_free(vm);          /* its helper thread reads guest RAM */
+    vm_hooks_release(vm);   /* their threads may read guest RAM */
     devtab_free(vm);        /* before guest RAM goes: device threads drain */
     sc_runner_stop(vm->runner);
     if (vm->vcpus) {
@@ -558,15 +561,9 @@ void vm_free(struct moat_vm *vm)
                 vcpu_destroy(&vm->vcpus[i]);
         free(vm->vcpus);
     }
-    snapdiff_free(vm);
-    snapmem_free(vm);
-    snapmem_ring_free(vm->snap_ring);
     if (vm->ram)
         munmap(vm->ram, vm->ram_map_size);
-    if (vm->uffd >= 0)
-        close(vm->uffd);
-    if (vm->uffd_sock >= 0)
-        close(vm->uffd_sock);
+    vm_hooks_destroy(vm);
     if (vm->vm_fd >= 0)
         close(vm->vm_fd);
     if (vm->stop_efd >= 0)
@@ -592,8 +589,6 @@ int vm_alloc(struct moat_vm **out, unsigned ncpus, uint64_t ram_size, int consol
     if (!vm)
         return seterr(err, 0, -ENOMEM, "out of memory");
     vm->vm_fd = vm->stop_efd = vm->exit_efd = -1;
-    vm->fixup_fd = -1;
-    vm->uffd = vm->uffd_sock = -1;
     vm->host.fd = -1;
     vm->guest_status = -1;
     vm->ncpus = ncpus;
@@ -611,13 +606,8 @@ int vm_alloc(struct moat_vm **out, unsigned ncpus, uint64_t ram_size, int consol
     vm->con.seccomp = vm->seccomp;
     pthread_mutex_init(&vm->lock, NULL);
     cond_init_mono(&vm->cond);
-    /* Here, before any filter: no filtered thread may create a ring. */
-    int rr = snapmem_ring_new(&vm->snap_ring);
-    if (rr < 0)
-        log_debug("snapshot: no io_uring (%s): memory files are written with pwrite", strerror(-rr));
     int r = sc_runner_start(&vm->runner, (enum sc_mode)vm->seccomp);
     if (r < 0) {
-        snapmem_ring_free(vm->snap_ring);
         pthread_mutex_destroy(&vm->lock);
         pthread_cond_destroy(&vm->cond);
         console_destroy(&vm->con);
@@ -686,7 +676,8 @@ int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err)
     return 0;
 }
 
-int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct moat_error *err)
+int vm_create(const struct moat_config *cfg_in, struct moat_vm **out, struct moat_error *err,
+              int (*attach)(struct moat_vm *vm, void *arg), void *arg)
 {
     if (err)
         memset(err, 0, sizeof(*err));
@@ -717,7 +708,12 @@ int moat_create(const struct moat_config *cfg_in, struct moat_vm **out, struct m
 
     struct file_buf kernel = { 0 }, initrd = { 0 };
     char *cmdline = NULL;
-    int r = read_file(cfg.kernel, KERNEL_MAX_BYTES, &kernel);
+    int r = attach ? attach(vm, arg) : 0;
+    if (r < 0) {
+        seterr(err, 0, r, "%s", r == -ENOMEM ? "out of memory" : strerror(-r));
+        goto fail;
+    }
+    r = read_file(cfg.kernel, KERNEL_MAX_BYTES, &kernel);
     if (r < 0) {
         seterr(err, 1, r, "kernel %s: %s", cfg.kernel, file_errstr(r));
         goto fail;
@@ -836,8 +832,8 @@ int moat_start(struct moat_vm *vm)
         if (r == 0)
             vm->console_started = true;
     }
-    if (r == 0 && vm->fixup_pending)
-        r = vm_fixup_start(vm);
+    if (r == 0)
+        r = vm_hooks_start(vm);
     if (r < 0)
         vm_request_exit(vm, MOAT_EXIT_ERROR, "starting threads: %s", strerror(-r));
     return r;
@@ -954,14 +950,13 @@ void moat_destroy(struct moat_vm *vm)
     }
     if (vm->console_started)
         pthread_join(vm->console_thread, NULL);
-    wset_capture(vm);       /* the guest has stopped: its working set, if recording */
+    vm_hooks_stopped(vm);   /* the guest has stopped: e.g. its working set, if recording */
     console_stop(&vm->con, CONSOLE_IDLE_MS);
     struct console_stats cs;
     console_get_stats(&vm->con, &cs);
     if (cs.dropped)
         log_warn("console: %llu of %llu bytes of guest output dropped: the console's reader did not keep up "
                  "(%zu KiB buffer)", (unsigned long long)cs.dropped, (unsigned long long)cs.accepted, cs.cap >> 10);
-    vm_fixup_stop(vm);
     serial_destroy(&vm->uart);
     i8042_destroy(&vm->kbd);
     moatdev_destroy(&vm->ctl);

@@ -18,13 +18,13 @@
 #include "vmm/core/console.h"
 #include "vmm/base/gmem.h"
 #include "vmm/core/kvm.h"
+#include "vmm/core/vmhooks.h"
 #include "vmm/base/log.h"
 #include "vmm/transport/virtio_mmio_kvm.h"
 
 struct moat_vm;
 struct virtio_kind;
 struct devopts;
-struct snapmem_ring;
 
 /* One virtio device of a VM: its kind (devices/virtio/virtio_kind.h, listed
  * in vmm/core/devtab.c), its transport, the options that made it (its
@@ -48,8 +48,6 @@ struct vcpu {
     _Atomic bool in_run;          /* inside (or about to enter) KVM_RUN */
 };
 
-#define VM_MAX_BACKING 17          /* a memory file and 16 diff layers */
-
 struct moat_vm {
     struct kvm_host host;         /* /dev/kvm fd and capabilities */
     int vm_fd;
@@ -60,31 +58,11 @@ struct moat_vm {
     uint64_t ram_size;            /* bytes requested */
     size_t ram_map_size;
     struct gmem mem;
-    /* Diff snapshots (vmm/snapshot/snapdiff.c): pages written since the last
-     * snapshot, one bit per page of ram (mem.dirty points here): the host's
-     * own writes, plus KVM's dirty log once harvested. */
-    bool dirty_log;               /* slots have KVM_MEM_LOG_DIRTY_PAGES */
-    uint64_t *dirty;
-    struct snapdiff_last *last_snap;  /* the snapshot a diff would be against, or NULL */
-    /* Working-set record or prefetch of a restored VM (vmm/snapshot/wset.h), or NULL. */
-    struct wset *wset;
-    /* Restore of a diff chain: maps the diffs' pages over ram before the
-     * memory slots are registered (NULL: nothing to do). */
-    int (*map_hook)(struct moat_vm *vm, void *arg);
-    void *map_hook_arg;
-    /* Restore with a uffd memory backend (vmm/snapshot/uffd.h): the
-     * userfaultfd and the connection to the page-fault handler, kept for
-     * the VM's life (the handler may watch the connection); -1. */
-    int uffd, uffd_sock;
-    /* Snapshot writing (vmm/snapshot/snapmem.c): the files a restored VM's
-     * RAM is mapped from (dup'ed; the memory file and any diff layers) and,
-     * once computed, the pages they hold data for; the last snapshot's
-     * figures (under lock). */
-    int backing_fd[VM_MAX_BACKING];
-    unsigned nbacking;
-    uint64_t *backing_data;
-    struct snapmem_ring *snap_ring; /* the memory file's writes (NULL: pwrite) */
-    struct moat_snapshot_stats snap_stats;
+    /* The upper layers' part in this VM's life (vmm/core/vmhooks.h):
+     * snapshot state (vmm/snapshot/snapvm.h) and the agent's post-restore
+     * fix-up (vmm/agent/fixup.h) live in their hooks' records. */
+    struct vm_hook hooks[VM_MAX_HOOKS];
+    unsigned nhooks;
 
     struct bus pio, mmio;
     struct serial uart;
@@ -95,12 +73,6 @@ struct moat_vm {
      * iterate (vmm/core/devtab.h). */
     struct vm_dev dev[VIRTIO_MMIO_KVM_MAX_SLOTS];
     unsigned ndev;
-    /* Post-restore fix-up through the agent (vmm/agent/fixup.c, docs/vsock.md). */
-    bool fixup_pending;           /* restored with a vsock device: at moat_start */
-    bool fixup_started;
-    pthread_t fixup_thread;
-    int fixup_fd;                 /* its connection (under lock), -1 */
-
     unsigned ncpus;
     struct vcpu *vcpus;
     struct boot_info boot;
@@ -152,10 +124,13 @@ int vm_alloc(struct moat_vm **out, unsigned ncpus, uint64_t ram_size, int consol
 int vm_setup_kvm(struct moat_vm *vm, int mem_fd, struct moat_error *err);
 int vm_setup_rest(struct moat_vm *vm, bool boot, struct moat_error *err);
 void vm_free(struct moat_vm *vm);
-/* Post-restore fix-up (vmm/agent/fixup.c): started by moat_start when
- * fixup_pending; stopped (joined) by moat_destroy. */
-int vm_fixup_start(struct moat_vm *vm);
-void vm_fixup_stop(struct moat_vm *vm);
+/* moat_create's work: attach (unless NULL) registers the upper layers'
+ * hooks once the VM exists, before its memory is set up (0 or -errno;
+ * whatever it registered is torn down with the VM). The public
+ * moat_create is vmm/snapshot/snapvm.c's, which attaches the snapshot
+ * state. */
+int vm_create(const struct moat_config *cfg, struct moat_vm **out, struct moat_error *err,
+              int (*attach)(struct moat_vm *vm, void *arg), void *arg);
 /* Fill *err (if not NULL) and return code. */
 int seterr(struct moat_error *err, int is_config, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

@@ -19,6 +19,7 @@
 
 #include "vmm/base/fullio.h"
 #include "vmm/base/log.h"
+#include "vmm/snapshot/snapvm.h"
 
 #define PAGE 4096ul
 /* More runs than this over a whole chain are read in instead of mapped
@@ -29,41 +30,44 @@
 
 int snapdiff_setup(struct moat_vm *vm)
 {
+    struct snapvm *sv = snapvm_of(vm);
     if (!(vm->flags & MOAT_F_DIRTY_LOG))
         return 0;
     uint64_t words = snap_bitmap_words(vm->ram_size);
-    vm->dirty = calloc(words ? words : 1, sizeof(uint64_t));
-    if (!vm->dirty)
+    sv->dirty = calloc(words ? words : 1, sizeof(uint64_t));
+    if (!sv->dirty)
         return -ENOMEM;
-    vm->mem.dirty = vm->dirty;
+    vm->mem.dirty = sv->dirty;
     vm->mem.dirty_base = vm->ram;
     vm->mem.dirty_pages = vm->ram_size / PAGE;
-    vm->dirty_log = true;
+    sv->dirty_log = true;
     return KVM_MEM_LOG_DIRTY_PAGES;
 }
 
 void snapdiff_free(struct moat_vm *vm)
 {
-    free(vm->dirty);
-    vm->dirty = NULL;
+    struct snapvm *sv = snapvm_of(vm);
+    free(sv->dirty);
+    sv->dirty = NULL;
     vm->mem.dirty = NULL;
     vm->mem.dirty_base = NULL;
     vm->mem.dirty_pages = 0;
-    /* Tracking is off now (vm.c also calls this when KVM refuses dirty
-     * logging on restore): collect/sections must not use the freed bitmap
-     * or ask KVM for a log its slots do not keep. */
-    vm->dirty_log = false;
-    if (vm->last_snap) {
-        free(vm->last_snap->state_path);
-        free(vm->last_snap->mem_path);
-        free(vm->last_snap);
-        vm->last_snap = NULL;
+    /* Tracking is off now (snapvm.c's mem_refused hook also calls this
+     * when KVM refuses dirty logging on restore): collect/sections must not
+     * use the freed bitmap or ask KVM for a log its slots do not keep. */
+    sv->dirty_log = false;
+    if (sv->last_snap) {
+        free(sv->last_snap->state_path);
+        free(sv->last_snap->mem_path);
+        free(sv->last_snap);
+        sv->last_snap = NULL;
     }
 }
 
 int snapdiff_harvest(struct moat_vm *vm)
 {
-    if (!vm->dirty_log)
+    struct snapvm *sv = snapvm_of(vm);
+    if (!sv->dirty_log)
         return -ENOTSUP;
     for (unsigned s = 0; s < vm->mem.n; s++) {
         const struct gmem_region *rg = &vm->mem.r[s];
@@ -84,7 +88,7 @@ int snapdiff_harvest(struct moat_vm *vm)
             while (v) {
                 uint64_t pg = base + 64 * w + (uint64_t)__builtin_ctzll(v);
                 v &= v - 1;
-                __atomic_fetch_or(&vm->dirty[pg / 64], 1ull << (pg % 64), __ATOMIC_RELAXED);
+                __atomic_fetch_or(&sv->dirty[pg / 64], 1ull << (pg % 64), __ATOMIC_RELAXED);
             }
         }
         free(kb);
@@ -94,14 +98,16 @@ int snapdiff_harvest(struct moat_vm *vm)
 
 uint64_t snapdiff_count(struct moat_vm *vm)
 {
+    struct snapvm *sv = snapvm_of(vm);
     uint64_t n = 0;
-    for (uint64_t w = 0, words = vm->dirty ? snap_bitmap_words(vm->ram_size) : 0; w < words; w++)
-        n += (uint64_t)__builtin_popcountll(__atomic_load_n(&vm->dirty[w], __ATOMIC_RELAXED));
+    for (uint64_t w = 0, words = sv->dirty ? snap_bitmap_words(vm->ram_size) : 0; w < words; w++)
+        n += (uint64_t)__builtin_popcountll(__atomic_load_n(&sv->dirty[w], __ATOMIC_RELAXED));
     return n;
 }
 
 int snapdiff_collect(struct moat_vm *vm, uint64_t **out)
 {
+    struct snapvm *sv = snapvm_of(vm);
     *out = NULL;
     int r = snapdiff_harvest(vm);
     if (r < 0)
@@ -114,23 +120,25 @@ int snapdiff_collect(struct moat_vm *vm, uint64_t **out)
     if (!bm)
         return -ENOMEM;
     for (uint64_t w = 0; w < words; w++)
-        bm[w] = htole64(__atomic_exchange_n(&vm->dirty[w], 0, __ATOMIC_RELAXED));
+        bm[w] = htole64(__atomic_exchange_n(&sv->dirty[w], 0, __ATOMIC_RELAXED));
     *out = bm;
     return 0;
 }
 
 void snapdiff_giveback(struct moat_vm *vm, const uint64_t *bm)
 {
-    if (!vm->dirty || !bm)
+    struct snapvm *sv = snapvm_of(vm);
+    if (!sv->dirty || !bm)
         return;
     uint64_t words = snap_bitmap_words(vm->ram_size);
     for (uint64_t w = 0; w < words; w++)
-        __atomic_fetch_or(&vm->dirty[w], le64toh(bm[w]), __ATOMIC_RELAXED);
+        __atomic_fetch_or(&sv->dirty[w], le64toh(bm[w]), __ATOMIC_RELAXED);
 }
 
 int snapdiff_set_last(struct moat_vm *vm, const char *state_path, const char *mem_path,
                       uint64_t checksum, uint32_t depth)
 {
+    struct snapvm *sv = snapvm_of(vm);
     char *s = realpath(state_path, NULL), *m = realpath(mem_path, NULL);
     struct snapdiff_last *l = calloc(1, sizeof(*l));
     if (!s || !m || !l) {
@@ -141,12 +149,12 @@ int snapdiff_set_last(struct moat_vm *vm, const char *state_path, const char *me
         return -e;
     }
     *l = (struct snapdiff_last){ s, m, checksum, depth };
-    if (vm->last_snap) {
-        free(vm->last_snap->state_path);
-        free(vm->last_snap->mem_path);
-        free(vm->last_snap);
+    if (sv->last_snap) {
+        free(sv->last_snap->state_path);
+        free(sv->last_snap->mem_path);
+        free(sv->last_snap);
     }
-    vm->last_snap = l;
+    sv->last_snap = l;
     return 0;
 }
 
@@ -503,11 +511,12 @@ void snapdiff_chain_close(struct snapdiff_chain *c)
 
 int snapdiff_precheck(struct moat_vm *vm, const char *state_path, const char *mem_path)
 {
-    if (!vm->dirty_log)
+    struct snapvm *sv = snapvm_of(vm);
+    if (!sv->dirty_log)
         return -ENOTSUP;
     if (vm->ram_size > SNAP_DIFF_MAX_MEM)
         return -EFBIG;
-    const struct snapdiff_last *l = vm->last_snap;
+    const struct snapdiff_last *l = sv->last_snap;
     if (!l)
         return -ENODATA;
     if (l->depth + 1 > SNAP_DIFF_MAX_DEPTH)
@@ -520,13 +529,14 @@ int snapdiff_precheck(struct moat_vm *vm, const char *state_path, const char *me
 
 int snapdiff_sections(struct moat_vm *vm, struct snap_writer *w, bool diff, uint64_t **bm)
 {
+    struct snapvm *sv = snapvm_of(vm);
     *bm = NULL;
-    if (!vm->dirty_log)
+    if (!sv->dirty_log)
         return diff ? -ENOTSUP : 0;
     int r = snapdiff_collect(vm, bm);
     if (r < 0 || !diff)
         return r;
-    const struct snapdiff_last *l = vm->last_snap;
+    const struct snapdiff_last *l = sv->last_snap;
     size_t cap = sizeof(struct snap_parent) + 2 * SNAP_PARENT_PATH_MAX;
     uint8_t *buf = malloc(cap);
     if (!buf)
@@ -545,16 +555,17 @@ int snapdiff_sections(struct moat_vm *vm, struct snap_writer *w, bool diff, uint
 void snapdiff_done(struct moat_vm *vm, const char *state_path, const char *mem_path,
                    const uint8_t *state, size_t len, bool diff, const uint64_t *bm)
 {
-    uint32_t depth = diff && vm->last_snap ? vm->last_snap->depth + 1 : 0;
-    (void)bm;   /* its bits left vm->dirty at collect */
+    struct snapvm *sv = snapvm_of(vm);
+    uint32_t depth = diff && sv->last_snap ? sv->last_snap->depth + 1 : 0;
+    (void)bm;   /* its bits left sv->dirty at collect */
     if (snapdiff_set_last(vm, state_path, mem_path, snap_file_checksum(state, len), depth) < 0) {
         /* Without a record of it, the next diff must not use the old parent. */
         log_warn("snapshot %s: cannot resolve its path; the next snapshot must be a full one", state_path);
-        if (vm->last_snap) {
-            free(vm->last_snap->state_path);
-            free(vm->last_snap->mem_path);
-            free(vm->last_snap);
-            vm->last_snap = NULL;
+        if (sv->last_snap) {
+            free(sv->last_snap->state_path);
+            free(sv->last_snap->mem_path);
+            free(sv->last_snap);
+            sv->last_snap = NULL;
         }
     }
 }

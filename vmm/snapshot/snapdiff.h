@@ -22,14 +22,15 @@ struct snapdiff_last {
     uint32_t depth;       /* 0: a full snapshot */
 };
 
-/* Guest RAM is mapped and vm->mem's regions are set: with MOAT_F_DIRTY_LOG
- * in vm->flags, allocate the bitmap and attach it to vm->mem. Returns the
+/* Guest RAM is mapped and vm->mem's regions are set (snapvm.c's mem_setup
+ * hook): with MOAT_F_DIRTY_LOG in vm->flags, allocate the bitmap
+ * (snapvm.dirty) and attach it to vm->mem. Returns the
  * memory-slot flags to use (KVM_MEM_LOG_DIRTY_PAGES or 0), or -errno. */
 int snapdiff_setup(struct moat_vm *vm);
 void snapdiff_free(struct moat_vm *vm);
 
-/* VM paused, devices drained: fold KVM's dirty log into vm->dirty and
- * move it into *bm (snap_bitmap_words(ram_size) words, LE): vm->dirty is
+/* VM paused, devices drained: fold KVM's dirty log into snapvm.dirty and
+ * move it into *bm (snap_bitmap_words(ram_size) words, LE): snapvm.dirty is
  * clear afterwards, so pages written while the snapshot is finished
  * (the guest runs again before the files are durable) go to the next one. */
 int snapdiff_collect(struct moat_vm *vm, uint64_t **bm);
@@ -38,7 +39,7 @@ int snapdiff_collect(struct moat_vm *vm, uint64_t **bm);
  * pages in that set: a diff's size as of now. */
 int snapdiff_harvest(struct moat_vm *vm);
 uint64_t snapdiff_count(struct moat_vm *vm);
-/* The snapshot holding bm failed: put its pages back into vm->dirty. */
+/* The snapshot holding bm failed: put its pages back into snapvm.dirty. */
 void snapdiff_giveback(struct moat_vm *vm, const uint64_t *bm);
 
 /* Record the VM's last snapshot (paths resolved to absolute ones). */
@@ -78,7 +79,7 @@ struct snapdiff_chain {
 int snapdiff_chain_open(struct snapdiff_chain *c, const char *state_path, const char *mem_path,
                         const char *root, const struct snap_section *secs, size_t nsecs,
                         uint64_t mem_size, struct moat_error *err);
-/* vm->map_hook: map every diff's pages over the base mapping (MAP_FIXED,
+/* snapvm.map_hook: map every diff's pages over the base mapping (MAP_FIXED,
  * MAP_PRIVATE; bottom diff first), or read them in when there are too many
  * runs for mappings. */
 int snapdiff_map(struct moat_vm *vm, void *arg);
@@ -87,7 +88,7 @@ void snapdiff_chain_close(struct snapdiff_chain *c);
 /* moat_snapshot / moat_snapshot_diff (vmm/snapshot/snapshot.c). precheck: before
  * pausing, the diff's preconditions (the errors in include/moat.h).
  * sections: VM paused; with tracking, collect the written pages into *bm
- * (free it; they are no longer in vm->dirty: snapdiff_giveback if the
+ * (free it; they are no longer in snapvm.dirty: snapdiff_giveback if the
  * snapshot fails), and for a diff add the parent and bitmap sections.
  * done: both files durable; make this the VM's last snapshot (depth 0
  * after a full one). */

@@ -22,6 +22,7 @@
 #include "vmm/core/vm.h"
 #include "vmm/snapshot/snapchain.h"
 #include "vmm/snapshot/snapdiff.h"
+#include "vmm/snapshot/snapvm.h"
 
 #define PAGE 4096ull
 #define RUN_MAX_PAGES 256u   /* one write request: at most 1 MiB */
@@ -591,26 +592,29 @@ int snapmem_sync(struct snapmem_file *f, int other_fd)
 
 int snapmem_note_backing(struct moat_vm *vm, int fd)
 {
-    if (vm->nbacking >= VM_MAX_BACKING)
+    struct snapvm *sv = snapvm_of(vm);
+    if (sv->nbacking >= VM_MAX_BACKING)
         return -E2BIG;
     int d = fcntl(fd, F_DUPFD_CLOEXEC, 3);
     if (d < 0)
         return -errno;
-    vm->backing_fd[vm->nbacking++] = d;
+    sv->backing_fd[sv->nbacking++] = d;
     return 0;
 }
 
 void snapmem_free(struct moat_vm *vm)
 {
-    for (unsigned i = 0; i < vm->nbacking; i++)
-        close(vm->backing_fd[i]);
-    vm->nbacking = 0;
-    free(vm->backing_data);
-    vm->backing_data = NULL;
+    struct snapvm *sv = snapvm_of(vm);
+    for (unsigned i = 0; i < sv->nbacking; i++)
+        close(sv->backing_fd[i]);
+    sv->nbacking = 0;
+    free(sv->backing_data);
+    sv->backing_data = NULL;
 }
 
 int snapmem_candidates(struct moat_vm *vm, uint64_t **out)
 {
+    struct snapvm *sv = snapvm_of(vm);
     *out = NULL;
     uint64_t npages = vm->ram_size / PAGE, words = snap_bitmap_words(vm->ram_size);
     uint64_t *bm = calloc(words ? words : 1, sizeof(uint64_t));
@@ -619,31 +623,31 @@ int snapmem_candidates(struct moat_vm *vm, uint64_t **out)
     /* RAM served by a page-fault handler (uffd.h): the pages the guest has
      * not touched are in the handler's file, not here, and reading them is
      * what brings them in. Every page, then. */
-    if (vm->uffd >= 0) {
+    if (sv->uffd >= 0) {
         snapmem_bits_set(bm, 0, npages);
         *out = bm;
         return 0;
     }
     /* The files under a restored VM's RAM: their data ranges, once (the
      * files do not change under a mapping). */
-    if (vm->nbacking && !vm->backing_data) {
+    if (sv->nbacking && !sv->backing_data) {
         uint64_t *fd_bm = calloc(words ? words : 1, sizeof(uint64_t));
         if (!fd_bm) {
             free(bm);
             return -ENOMEM;
         }
-        for (unsigned i = 0; i < vm->nbacking; i++) {
-            int r = snapmem_file_data(vm->backing_fd[i], npages, fd_bm);
+        for (unsigned i = 0; i < sv->nbacking; i++) {
+            int r = snapmem_file_data(sv->backing_fd[i], npages, fd_bm);
             if (r < 0) {
                 log_debug("snapshot: data ranges of a memory file: %s: reading every page", strerror(-r));
                 snapmem_bits_set(fd_bm, 0, npages);
                 break;
             }
         }
-        vm->backing_data = fd_bm;
+        sv->backing_data = fd_bm;
     }
-    if (vm->backing_data)
-        memcpy(bm, vm->backing_data, words * sizeof(uint64_t));
+    if (sv->backing_data)
+        memcpy(bm, sv->backing_data, words * sizeof(uint64_t));
     int r = snapmem_resident(vm->ram, npages, bm);
     if (r < 0) {
         log_debug("snapshot: /proc/self/pagemap: %s: reading every page", strerror(-r));

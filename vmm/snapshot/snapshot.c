@@ -22,6 +22,7 @@
 #include "devices/legacy/serial.h"
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
+#include "vmm/agent/fixup.h"
 #include "vmm/core/devtab.h"
 #include "vmm/base/clock.h"
 #include "vmm/base/fullio.h"
@@ -32,6 +33,7 @@
 #include "vmm/snapshot/uffd.h"
 #include "vmm/snapshot/wset.h"
 #include "vmm/snapshot/snapmem.h"
+#include "vmm/snapshot/snapvm.h"
 #include "vmm/core/vm.h"
 
 #define MSR_IA32_XSS 0xda0
@@ -202,13 +204,14 @@ struct snap_job {
  * sized, its io_uring set up). */
 static int open_files(struct snap_job *j)
 {
+    struct snapvm *sv = snapvm_of(j->vm);
     j->sfd = -1;
     j->mf.fd = -1;
     int r = tmp_name(j->mtmp, sizeof(j->mtmp), j->mem_path);
     if (r == 0)
         r = tmp_name(j->stmp, sizeof(j->stmp), j->state_path);
     if (r == 0)
-        r = snapmem_open(&j->mf, j->mtmp, j->vm->ram_size / PAGE, true, j->vm->snap_ring);
+        r = snapmem_open(&j->mf, j->mtmp, j->vm->ram_size / PAGE, true, sv->snap_ring);
     if (r < 0)
         return r;
     j->sfd = open(j->stmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -309,6 +312,7 @@ static uint64_t stage_guess(struct moat_vm *vm, bool diff)
 /* A full snapshot, or (diff) one of the pages written since the last. */
 static int snapshot_locked(struct moat_vm *vm, const char *state_path, const char *mem_path, bool diff)
 {
+    struct snapvm *sv = snapvm_of(vm);
     if (diff) {
         int dr = snapdiff_precheck(vm, state_path, mem_path);
         if (dr < 0)
@@ -352,7 +356,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
     pthread_mutex_lock(&vm->lock);
     struct snap_meta meta = {
         .mem_size = vm->ram_size, .ncpus = vm->ncpus, .boot_kind = (uint32_t)vm->boot.kind,
-        .flags = (vm->pvm_compat ? SNAP_META_PVM : 0) | (vm->dirty_log ? SNAP_META_DIRTY_LOG : 0),
+        .flags = (vm->pvm_compat ? SNAP_META_PVM : 0) | (sv->dirty_log ? SNAP_META_DIRTY_LOG : 0),
         .guest_status = vm->guest_status,
         .created_unix_ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec,
     };
@@ -410,7 +414,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
             .prepare_us = (int64_t)(t_pause - t0) / 1000,
         };
         pthread_mutex_lock(&vm->lock);
-        vm->snap_stats = st;
+        sv->snap_stats = st;
         pthread_mutex_unlock(&vm->lock);
     } else {
         snapdiff_giveback(vm, dirty_bm);   /* the next snapshot has them */
@@ -425,10 +429,11 @@ int moat_get_snapshot_stats(const struct moat_vm *vm, struct moat_snapshot_stats
 {
     if (!vm || !st || st->size < offsetof(struct moat_snapshot_stats, total_us))
         return -EINVAL;
+    struct snapvm *sv = snapvm_of(vm);
     size_t want = st->size < sizeof(*st) ? st->size : sizeof(*st);
     struct moat_snapshot_stats cur;
     pthread_mutex_lock((pthread_mutex_t *)&vm->lock);
-    cur = vm->snap_stats;
+    cur = sv->snap_stats;
     pthread_mutex_unlock((pthread_mutex_t *)&vm->lock);
     cur.size = want;
     memcpy(st, &cur, want);
@@ -749,16 +754,23 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
                  rc.kick_signal, err);
     if (r < 0)
         goto out;
+    /* The snapshot layer's record, and the agent's post-restore fix-up
+     * (run at moat_start if a restored device asks for it). */
+    struct snapvm *sv = NULL;
+    if ((r = snapvm_attach(vm, true, &sv)) < 0 || (r = fixup_attach(vm)) < 0) {
+        seterr(err, 0, r, "%s", r == -ENOMEM ? "out of memory" : strerror(-r));
+        goto out;
+    }
     vm->con.limit = rc.console_limit;
     vm->boot.kind = (enum boot_kind)meta.boot_kind;
     vm->pvm_compat = (meta.flags & SNAP_META_PVM) && !(rc.flags & MOAT_F_NO_PVM_COMPAT);
     vm->guest_status = meta.guest_status;
     if (chain.n) {
-        vm->map_hook = snapdiff_map;
-        vm->map_hook_arg = &chain;
+        sv->map_hook = snapdiff_map;
+        sv->map_hook_arg = &chain;
     } else if (uffd) {
-        vm->map_hook = uffd_map_hook;
-        vm->map_hook_arg = &us;
+        sv->map_hook = uffd_map_hook;
+        sv->map_hook_arg = &us;
     }
     if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0) {
         if (us.why[0])
@@ -784,10 +796,10 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
             goto out;
     if ((r = restore_virtio(vm, err)) < 0)
         goto out;
-    vm->map_hook = NULL;
+    sv->map_hook = NULL;
     /* The next diff is against this snapshot (not one whose memory a
      * handler served: moat cannot tell which file that was). */
-    if (vm->dirty_log && !uffd && snapdiff_set_last(vm, rc.state_path, rc.mem_path, snap_file_checksum(buf, len),
+    if (sv->dirty_log && !uffd && snapdiff_set_last(vm, rc.state_path, rc.mem_path, snap_file_checksum(buf, len),
                                            chain.depth) < 0)
         log_warn("restore: cannot resolve %s: the first snapshot must be a full one", rc.state_path);
     atomic_store(&vm->t_kvm_ready, clock_mono_ns());

@@ -14,6 +14,7 @@
 
 #include "vmm/base/log.h"
 #include "vmm/core/vm.h"
+#include "vmm/snapshot/snapvm.h"
 
 long uffd_mappings_json(const struct uffd_region *r, size_t n, char *buf, size_t cap)
 {
@@ -69,6 +70,7 @@ static int fail(struct uffd_setup *s, int e, const char *what, const char *hint)
 
 int uffd_map_hook(struct moat_vm *vm, void *arg)
 {
+    struct snapvm *sv = snapvm_of(vm);
     struct uffd_setup *s = arg;
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     if (!s->socket_path || !*s->socket_path || strlen(s->socket_path) >= sizeof(sa.sun_path))
@@ -77,7 +79,7 @@ int uffd_map_hook(struct moat_vm *vm, void *arg)
     if (fd < 0)
         return fail(s, fd, "userfaultfd", "needs root, CAP_SYS_PTRACE, access to /dev/userfaultfd "
                     "or vm.unprivileged_userfaultfd=1");
-    vm->uffd = fd;
+    sv->uffd = fd;
     struct uffdio_api api = { .api = UFFD_API };
     if (ioctl(fd, UFFDIO_API, &api) < 0)
         return fail(s, -errno, "userfaultfd: UFFDIO_API", NULL);
@@ -102,7 +104,7 @@ int uffd_map_hook(struct moat_vm *vm, void *arg)
     int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (sock < 0)
         return fail(s, -errno, "uffd socket", NULL);
-    vm->uffd_sock = sock;
+    sv->uffd_sock = sock;
     char what[160];
     snprintf(what, sizeof(what), "uffd socket %.120s", s->socket_path);
     if (connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0)

@@ -39,9 +39,9 @@ struct uffd_setup {
     char why[200];
 };
 
-/* vm->map_hook for a restore with a uffd backend (arg: struct uffd_setup):
+/* snapvm.map_hook for a restore with a uffd backend (arg: struct uffd_setup):
  * guest RAM is mapped anonymous; register it, connect, hand over. Sets
- * vm->uffd and vm->uffd_sock (closed by vm_free). 0 or -errno with why. */
+ * snapvm.uffd and .uffd_sock (closed with the VM: snapvm.c). 0 or -errno with why. */
 int uffd_map_hook(struct moat_vm *vm, void *arg);
 
 #endif

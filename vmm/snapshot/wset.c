@@ -14,6 +14,7 @@
 #include "vmm/base/fullio.h"
 #include "vmm/base/log.h"
 #include "vmm/core/vm.h"
+#include "vmm/snapshot/snapvm.h"
 #include "vmm/snapshot/wset.h"
 #include "vmm/snapshot/wsfile.h"
 
@@ -270,6 +271,7 @@ static int load(struct wset *w)
 int wset_restore_start(struct moat_vm *vm, const char *mem_path, uint64_t state_sum, bool no_prefetch,
                        uint32_t record_ms)
 {
+    struct snapvm *sv = snapvm_of(vm);
     struct wset *w = calloc(1, sizeof(*w));
     if (!w)
         return -ENOMEM;
@@ -296,7 +298,7 @@ int wset_restore_start(struct moat_vm *vm, const char *mem_path, uint64_t state_
     else
         w->mode = WS_RECORD;   /* none, stale or unusable: this restore's is the one */
     w->st.mode = w->mode;
-    vm->wset = w;
+    sv->wset = w;
     if (w->mode == WS_NONE)
         return 0;
     r = -pthread_create(&w->thread, NULL, wset_thread, w);
@@ -312,7 +314,8 @@ int wset_restore_start(struct moat_vm *vm, const char *mem_path, uint64_t state_
 
 void wset_capture(struct moat_vm *vm)
 {
-    struct wset *w = vm->wset;
+    struct snapvm *sv = snapvm_of(vm);
+    struct wset *w = sv->wset;
     if (!w || w->mode != WS_RECORD)
         return;
     pthread_mutex_lock(&w->lock);
@@ -323,7 +326,8 @@ void wset_capture(struct moat_vm *vm)
 
 void wset_free(struct moat_vm *vm)
 {
-    struct wset *w = vm->wset;
+    struct snapvm *sv = snapvm_of(vm);
+    struct wset *w = sv->wset;
     if (!w)
         return;
     pthread_mutex_lock(&w->lock);
@@ -337,12 +341,13 @@ void wset_free(struct moat_vm *vm)
     free(w->ranges);
     free(w->path);
     free(w);
-    vm->wset = NULL;
+    sv->wset = NULL;
 }
 
 void wset_get_stats(struct moat_vm *vm, struct wset_stats *st)
 {
-    struct wset *w = vm->wset;
+    struct snapvm *sv = snapvm_of(vm);
+    struct wset *w = sv->wset;
     memset(st, 0, sizeof(*st));
     if (!w)
         return;
