@@ -87,10 +87,10 @@ endif
 CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c,$(sort $(wildcard vmm/cli/*.c)))
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/serve_req.c vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c,$(sort $(wildcard vmm/cli/*.c)))
 # CLI-only pieces with unit tests of their own: in the internal archives
 # (the CLI and the tests link those), never in libmoat.a / libmoat.so.
-CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/jail_spec.c vmm/cli/serve_req.c \
+CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/serve_req.c \
                 vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
