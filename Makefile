@@ -7,7 +7,7 @@
 #   make bench      run the benchmarks (see docs/BENCHMARKS.md)
 #
 # Sources are picked up by wildcard: a new .c file in a folder of vmm/ (but
-# vmm/cli/), of devices/, or in boot/ joins the library; tests/unit/test_*.c
+# vmm/cli/ and vmm/sandbox/), of devices/, or in boot/ joins the library; tests/unit/test_*.c
 # each become one Check binary. The folders are the layers
 # (docs/architecture.md, "Layers"; tests/includes.sh checks them).
 
@@ -88,10 +88,14 @@ CHECK_CFLAGS := $(shell pkg-config --cflags check 2>/dev/null)
 CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 
 CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/serve_req.c vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c,$(sort $(wildcard vmm/cli/*.c)))
-# CLI-only pieces with unit tests of their own: in the internal archives
-# (the CLI and the tests link those), never in libmoat.a / libmoat.so.
+# The sandbox layer (vmm/sandbox/: named sandboxes as a library; moat.h has
+# no API for it yet) and CLI-only pieces with unit tests of their own: in
+# the internal archives (the CLI and the tests link those), never in
+# libmoat.a / libmoat.so.
+SANDBOX_SRCS := $(sort $(wildcard vmm/sandbox/*.c))
 CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/fc_req.c vmm/cli/serve_req.c \
-                vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c
+                vmm/cli/serve_connect.c vmm/cli/serve_envd.c vmm/cli/mhd_dyn.c vmm/cli/gz_stream.c \
+                $(SANDBOX_SRCS)
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)
