@@ -117,9 +117,18 @@ static void *fake_serve(void *arg)
         if (f->ngot < 16)
             snprintf(f->got[f->ngot++], sizeof f->got[0], "%s", line);
         const char *reply = !strcmp(line, "status") ? f->status : "ok\n";
+        if (!strncmp(line, "stop-snapshot ", 14)) {     /* a snapshot: its state file last */
+            char st[300];
+            snprintf(st, sizeof st, "%s/state", line + 14);
+            FILE *sf = mkdir(line + 14, 0700) == 0 ? fopen(st, "w") : NULL;
+            if (!sf)
+                reply = "error: cannot write the snapshot\n";
+            else
+                fclose(sf);
+        }
         if (send(c, reply, strlen(reply), MSG_NOSIGNAL) < 0) { /* the client left */ }
         close(c);
-        if (!strcmp(line, "stop")) {
+        if (!strcmp(line, "stop") || !strncmp(line, "stop-snapshot ", 14)) {
             kill(f->pid, SIGKILL);
             waitpid(f->pid, NULL, 0);
             return NULL;
@@ -388,6 +397,77 @@ START_TEST(removing)
 }
 END_TEST
 
+static void record(void *ctx, const char *step)
+{
+    strcat(ctx, step);
+    strcat(ctx, " ");
+}
+
+START_TEST(stopping)
+{
+    /* running, with an older snapshot: the new one takes its place */
+    make_sbx("r", NULL, 1);
+    put("r", "snap/old", "");
+    struct fake f;
+    fake_start(&f, "r", 1);
+    char steps[256] = "";
+    enum sbx_state was = SBX_HUNG;
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_stop("r", record, steps, &was, &e), 0);
+    ck_assert_msg(e.code == 0 && !e.msg[0], "%s", e.msg);
+    pthread_join(f.th, NULL);
+    close(f.lfd);
+    ck_assert_int_eq(was, SBX_RUNNING);
+    ck_assert_str_eq(steps, "locked state snapshot promoted exited ");
+    ck_assert_int_eq(f.ngot, 2);
+    ck_assert_ptr_nonnull(strstr(f.got[1], "stop-snapshot "));
+    ck_assert_ptr_nonnull(strstr(f.got[1], "/r/snap.new"));
+    ck_assert(exists("r/snap/state"));
+    ck_assert(!exists("r/snap/old"));
+    ck_assert(!exists("r/snap.new"));
+    ck_assert(!exists("r/pid"));
+    char st[32];
+    ck_assert_int_eq(sandbox_state_name("r", st, sizeof st), 0);
+    ck_assert_str_eq(st, "stopped");
+
+    /* again: already stopped, nothing done */
+    steps[0] = 0;
+    ck_assert_int_eq(sandbox_stop("r", record, steps, &was, &e), 0);
+    ck_assert_int_eq(was, SBX_STOPPED);
+    ck_assert_str_eq(steps, "locked state ");
+    ck_assert(exists("r/snap/state"));
+
+    /* an interrupted stop's incomplete snap.new is dropped, snap kept */
+    struct sbx s;
+    ck_assert_int_eq(sandbox_open(&s, "r", 1, &e), 0);
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/r/snap.new", home);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    ck_assert_int_eq(sandbox_promote_snap_new(&s, &e), 0);
+    sandbox_close(&s);
+    ck_assert(!exists("r/snap.new"));
+    ck_assert(exists("r/snap/state"));
+
+    /* dead, never stopped: refused */
+    make_sbx("d", NULL, 0);
+    put_pid("d", dead_pid());
+    ck_assert_int_eq(sandbox_stop("d", NULL, NULL, &was, &e), -EINVAL);
+    ck_assert_str_eq(e.msg, "sandbox d is dead: cannot stop it (its process has exited; moat rm it)");
+    ck_assert(exists("d/config"));
+
+    /* ephemeral: destroyed */
+    make_sbx("eph", "ephemeral=1\n", 0);
+    fake_start(&f, "eph", 1);
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(sandbox_stop("eph", NULL, NULL, &was, &e), 0);
+    pthread_join(f.th, NULL);
+    close(f.lfd);
+    ck_assert_int_eq(was, SBX_RUNNING);
+    ck_assert(!exists("eph"));
+    ck_assert_str_eq(f.got[f.ngot - 1], "stop");
+}
+END_TEST
+
 struct worker {
     char prefix[8];
     int n, failed;
@@ -456,6 +536,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, state_of_one);
     tcase_add_test(tc, pause_resume);
     tcase_add_test(tc, removing);
+    tcase_add_test(tc, stopping);
     tcase_add_test(tc, two_threads);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

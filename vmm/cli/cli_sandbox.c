@@ -1334,67 +1334,33 @@ static int cmd_pause_resume(int argc, char **argv, const char *verb)
     return r < 0 ? 1 : 0;
 }
 
-/* Make a complete NAME/snap.new (its state file is written last) NAME/snap:
- * swapped atomically with an existing snap (RENAME_EXCHANGE), so a crash at
- * any point leaves a whole snapshot under snap or under snap.new. It is the
- * newest one, the one the sandbox's disk overlay has moved on with, so
- * start promotes a snap.new left behind by an interrupted stop. 0 (also
- * when there is none), -1 with a message. */
+/* A snap.new left by an interrupted stop made snap (sandbox.h): 0, or -1
+ * after saying why. */
 static int promote_snap_new(struct sbx *s)
 {
-    char nw[PATH_MAX], snap[PATH_MAX], p[PATH_MAX];
-    sandbox_path(s, "snap.new", nw, sizeof nw);
-    sandbox_path(s, "snap", snap, sizeof snap);
-    if (access(sandbox_path(s, "snap.new/state", p, sizeof p), F_OK) != 0) {
-        sandbox_rm_rf(nw);              /* nothing, or an incomplete one */
+    struct sbx_err e = { 0 };
+    if (sandbox_promote_snap_new(s, &e) == 0)
         return 0;
-    }
-    if (renameat2(AT_FDCWD, nw, AT_FDCWD, snap, RENAME_EXCHANGE) == 0) {
-        sandbox_rm_rf(nw);              /* now the old snapshot */
-        return 0;
-    }
-    if (errno == ENOENT && rename(nw, snap) == 0)   /* no snap yet */
-        return 0;
-    fprintf(stderr, "moat: %s: %s\n", snap, strerror(errno));
+    say(&e);
     return -1;
 }
 
-/* Snapshot into NAME/snap (via snap.new) and exit; or, ephemeral, destroy. */
+static void phase_cb(void *ph, const char *name)
+{
+    phase(ph, name);
+}
+
+/* Snapshot into NAME/snap (via snap.new) and exit; or, ephemeral, destroy
+ * (sandbox_stop_locked, printed). 0 or -1. */
 static int stop_locked(struct sbx *s, struct phases *ph)
 {
-    pid_t pid;
-    double up;
-    enum sbx_state st = sandbox_state(s, &pid, &up);
-    phase(ph, "state");
-    if (st == SBX_STOPPED) {
+    struct sbx_err e = { 0 };
+    enum sbx_state was = SBX_DEAD;
+    int r = sandbox_stop_locked(s, phase_cb, ph, &was, &e);
+    if (r == 0 && was == SBX_STOPPED)
         fprintf(stderr, "moat: sandbox %s is already stopped\n", s->name);
-        return 0;
-    }
-    if (s->ephemeral) {
-        if (pid > 0 && kill_process(s, pid) < 0)
-            return -1;
-        return sandbox_rm_rf(s->dir) < 0 || jail_cleanup(s) < 0 ? -1 : 0;
-    }
-    if (need_live(s, st, "stop") < 0)
-        return -1;
-    char nw[PATH_MAX], req[PATH_MAX + 32], p[PATH_MAX];
-    sandbox_path(s, "snap.new", nw, sizeof nw);
-    sandbox_rm_rf(nw);
-    snprintf(req, sizeof req, "stop-snapshot %s", nw);
-    if (ctl(s, req, NULL, 0, 600) < 0)
-        return -1;
-    phase(ph, "snapshot");
-    /* snap.new is whole and durable (the reply comes after its directory
-     * sync): it takes snap's place while the VMM process exits (tearing
-     * down a VM takes milliseconds). The files of the old snapshot that
-     * the process may still map are unlinked, never changed. */
-    int pr = promote_snap_new(s);
-    phase(ph, "promoted");
-    if (sandbox_wait_gone(s, pid, 30, 1) < 0)
-        return -1;
-    phase(ph, "exited");
-    unlink(sandbox_path(s, "pid", p, sizeof p));
-    return pr < 0 ? -1 : 0;
+    say(&e);
+    return r < 0 ? -1 : 0;
 }
 
 /* NAME [--timings] in either order: the name, or NULL after a usage message. */
@@ -1424,7 +1390,7 @@ static int cmd_stop(int argc, char **argv)
         return EXIT_USAGE;
     struct sbx s;
     if (sbx_open(&s, name, 1) < 0)
-        return 1;
+        return 1;           /* no --timings line: nothing was done */
     phase(&ph, "locked");
     int r = stop_locked(&s, &ph);
     sandbox_close(&s);

@@ -1,8 +1,9 @@
 /* Operations on named sandboxes with structured results (see sandbox.h):
- * list, state, remove, pause, resume. */
+ * list, state, remove, pause, resume, stop. */
 #include <errno.h>
-#include <limits.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -127,4 +128,93 @@ int sandbox_pause(const char *name, struct sbx_err *err)
 int sandbox_resume(const char *name, struct sbx_err *err)
 {
     return pause_resume(name, "resume", err);
+}
+
+int sandbox_promote_snap_new(struct sbx *s, struct sbx_err *err)
+{
+    char nw[PATH_MAX], snap[PATH_MAX], p[PATH_MAX];
+    sandbox_path(s, "snap.new", nw, sizeof nw);
+    sandbox_path(s, "snap", snap, sizeof snap);
+    if (access(sandbox_path(s, "snap.new/state", p, sizeof p), F_OK) != 0) {
+        sandbox_rm_rf(nw);              /* nothing, or an incomplete one */
+        return 0;
+    }
+    if (renameat2(AT_FDCWD, nw, AT_FDCWD, snap, RENAME_EXCHANGE) == 0) {
+        sandbox_rm_rf(nw);              /* now the old snapshot */
+        return 0;
+    }
+    if (errno == ENOENT && rename(nw, snap) == 0)   /* no snap yet */
+        return 0;
+    int e = errno;
+    return sandbox_err(err, -e, "%s: %s", snap, SBX_STRERROR(e));
+}
+
+/* A failure the CLI never said anything about: the code only. */
+static int quiet_fail(struct sbx_err *err, int code)
+{
+    if (err && !err->code)
+        err->code = code;
+    return code;
+}
+
+static void step(sbx_phase_fn *phase, void *ctx, const char *name)
+{
+    if (phase)
+        phase(ctx, name);
+}
+
+int sandbox_stop_locked(struct sbx *s, sbx_phase_fn *phase, void *ctx, enum sbx_state *was,
+                        struct sbx_err *err)
+{
+    pid_t pid;
+    double up;
+    enum sbx_state st = sandbox_state(s, &pid, &up);
+    *was = st;
+    step(phase, ctx, "state");
+    if (st == SBX_STOPPED)
+        return 0;
+    int r;
+    if (s->ephemeral) {
+        if (pid > 0 && (r = sandbox_kill_process(s, pid, err)) < 0)
+            return r;
+        if ((r = sandbox_rm_rf(s->dir)) < 0)
+            return quiet_fail(err, r);
+        return sandbox_jail_cleanup(s, err);
+    }
+    if ((r = sandbox_need_live(s, st, "stop", err)) < 0)
+        return r;
+    char nw[PATH_MAX], req[PATH_MAX + 32], p[PATH_MAX];
+    sandbox_path(s, "snap.new", nw, sizeof nw);
+    sandbox_rm_rf(nw);
+    snprintf(req, sizeof req, "stop-snapshot %s", nw);
+    if ((r = sandbox_ctl(s, req, NULL, 0, 600, err)) < 0)
+        return r;
+    step(phase, ctx, "snapshot");
+    /* snap.new is whole and durable (the reply comes after its directory
+     * sync): it takes snap's place while the VMM process exits (tearing
+     * down a VM takes milliseconds). The files of the old snapshot that
+     * the process may still map are unlinked, never changed. */
+    int pr = sandbox_promote_snap_new(s, err);
+    step(phase, ctx, "promoted");
+    if ((r = sandbox_wait_gone(s, pid, 30, 1)) < 0)
+        return quiet_fail(err, r);
+    step(phase, ctx, "exited");
+    unlink(sandbox_path(s, "pid", p, sizeof p));
+    return pr;
+}
+
+int sandbox_stop(const char *name, sbx_phase_fn *phase, void *ctx, enum sbx_state *was,
+                 struct sbx_err *err)
+{
+    struct sbx *s = malloc(sizeof *s);
+    if (!s)
+        return sandbox_err(err, -ENOMEM, "out of memory");
+    int r = sandbox_open(s, name, 1, err);
+    if (r == 0) {
+        step(phase, ctx, "locked");
+        r = sandbox_stop_locked(s, phase, ctx, was, err);
+        sandbox_close(s);
+    }
+    free(s);
+    return r;
 }

@@ -173,4 +173,26 @@ int sandbox_remove(const char *name, int force, struct sbx_err *err);
 int sandbox_pause(const char *name, struct sbx_err *err);
 int sandbox_resume(const char *name, struct sbx_err *err);
 
+/* Told at the end of each step of an operation (--timings): the step's
+ * name (a static string); ctx as given. NULL: not told. */
+typedef void sbx_phase_fn(void *ctx, const char *step);
+
+/* Make a complete s->dir/snap.new (its state file is written last)
+ * s->dir/snap, swapped atomically with an existing snap, so a crash at any
+ * point leaves a whole snapshot under snap or under snap.new. An
+ * incomplete snap.new is removed. 0 (also when there is none), or -errno
+ * with why. */
+int sandbox_promote_snap_new(struct sbx *s, struct sbx_err *err);
+/* Stop s (opened and locked): snapshot into s->dir/snap (via snap.new) and
+ * let its VMM exit; an ephemeral sandbox is destroyed instead (VMM killed,
+ * directory and jail removed). *was: its state before; already stopped is
+ * 0 with nothing done. Steps: "state", "snapshot", "promoted", "exited".
+ * 0, or -errno with why (msg may be empty where the CLI printed nothing:
+ * the directory not removable, the VMM not gone after SIGKILL). */
+int sandbox_stop_locked(struct sbx *s, sbx_phase_fn *phase, void *ctx, enum sbx_state *was,
+                        struct sbx_err *err);
+/* Open and lock NAME (step "locked"), then sandbox_stop_locked. */
+int sandbox_stop(const char *name, sbx_phase_fn *phase, void *ctx, enum sbx_state *was,
+                 struct sbx_err *err);
+
 #endif
