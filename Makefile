@@ -7,8 +7,9 @@
 #   make bench      run the benchmarks (see docs/BENCHMARKS.md)
 #
 # Sources are picked up by wildcard: a new .c file in a folder of vmm/ (but
-# vmm/cli/ and vmm/api/), of devices/, or in boot/ joins the library; a new
-# one under vmm/api/ joins the API servers (CLI and tests only); tests/unit/test_*.c
+# vmm/cli/, vmm/api/ and vmm/sandbox/), of devices/, or in boot/ joins the
+# library; a new one under vmm/api/ joins the API servers and one under
+# vmm/sandbox/ the sandbox layer (CLI and tests only); tests/unit/test_*.c
 # each become one Check binary. The folders are the layers
 # (docs/architecture.md, "Layers"; tests/includes.sh checks them).
 
@@ -91,11 +92,14 @@ CHECK_LIBS   := $(shell pkg-config --libs check 2>/dev/null)
 # The API servers (vmm/api/: Firecracker's API, the E2B server; above the
 # library, below the CLI), picked up by wildcard one and two folders deep.
 API_SRCS := $(sort $(wildcard vmm/api/*.c vmm/api/*/*.c))
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c vmm/cli/jail_spec.c,$(sort $(wildcard vmm/cli/*.c)))
-# The API servers and the CLI-only pieces with unit tests of their own: in
-# the internal archives (the CLI and the tests link those), never in
-# libmoat.a / libmoat.so.
-CLI_LIB_SRCS := vmm/cli/ctl_proto.c vmm/cli/jail_spec.c $(API_SRCS)
+# The sandbox layer (vmm/sandbox/: named sandboxes as a library; moat.h has
+# no API for it yet).
+SANDBOX_SRCS := $(sort $(wildcard vmm/sandbox/*.c))
+CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c,$(sort $(wildcard vmm/cli/*.c)))
+# The sandbox layer, the API servers and the CLI-only pieces with unit tests
+# of their own: in the internal archives (the CLI and the tests link those),
+# never in libmoat.a / libmoat.so.
+CLI_LIB_SRCS := vmm/cli/ctl_proto.c $(SANDBOX_SRCS) $(API_SRCS)
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)

@@ -28,11 +28,20 @@ check "devices/ and boot/ include no KVM header" "$(grep -HnE '#[[:space:]]*incl
 # 5. The library never reaches up into the CLI.
 lib=$(ls vmm/*/*.[ch] devices/*/*.[ch] boot/*.[ch] | grep -v '^vmm/cli/')
 check "library code includes nothing from vmm/cli/" "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/cli/' $lib)"
-# 6. Only the CLI ends the process.
+# 6. The sandbox layer (vmm/sandbox/) sits above core, snapshot and agent
+#    and below the API servers and the CLI: it includes nothing from
+#    vmm/cli/ or vmm/api/, and nothing below it includes it.
+check "vmm/sandbox/ includes nothing from vmm/cli/ or vmm/api/" \
+    "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/(cli|api)/' vmm/sandbox/*.[ch])"
+below=$(ls vmm/base/*.[ch] devices/*/*.[ch] boot/*.[ch] vmm/transport/*.[ch] vmm/core/*.[ch] \
+           vmm/snapshot/*.[ch] vmm/agent/*.[ch] 2>/dev/null)
+check "base/devices/boot/transport/core/snapshot/agent include nothing from vmm/sandbox/" \
+    "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/sandbox/' $below)"
+# 7. Only the CLI ends the process.
 check "only vmm/cli/ calls exit()" \
     "$(grep -HnE '(^|[^_a-zA-Z0-9])exit[[:space:]]*\(' $(ls vmm/*/*.c vmm/api/*/*.c devices/*/*.c boot/*.c | grep -v '^vmm/cli/') |
        grep -Ev '^[^:]*:[0-9]+:[[:space:]]*(/?\*|//)')"
-# 7. Every source is in a layer folder.
+# 8. Every source is in a layer folder.
 check "no source directly in vmm/ or devices/" "$(ls vmm/*.[ch] devices/*.[ch] 2>/dev/null)"
 # 8. The API servers (vmm/api/: Firecracker's API, the E2B server) sit
 #    above the library and below the CLI: they take nothing from vmm/cli/

@@ -1,4 +1,4 @@
-/* moat jail's pure parts (vmm/cli/jail_spec.c): the id, --cgroup and
+/* moat jail's pure parts (vmm/sandbox/jail_spec.c): the id, --cgroup and
  * --resource-limit specs, the paths it exposes. */
 #include <check.h>
 #include <errno.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "vmm/cli/jail_spec.h"
+#include "vmm/sandbox/jail_spec.h"
 
 START_TEST(ids)
 {

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "vmm/sandbox/sandbox.h"
+
 enum {
     EXIT_USAGE = 2,
     EXIT_TIMEOUT = 124,
@@ -47,9 +49,7 @@ struct moat_vm;
 int ctl_server_open(struct ctl_server *s, const char *path);   /* prints why on failure */
 int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm); /* 1: the VM was told to stop */
 void ctl_server_close(struct ctl_server *s);                    /* closes and unlinks */
-/* Client: send one request line, read the reply line (without "\n") into
- * reply; -errno if the socket cannot be reached or does not answer. */
-int ctl_request(const char *path, const char *req, char *reply, size_t rlen, int timeout_s);
+/* The client is the sandbox library's: sandbox_ctl_path_request. */
 
 /* Sandboxes (vmm/cli/cli_sandbox.c, docs/sandboxes.md). */
 /* Append the policy item "ITEM[ ARG]" of a --net-* flag (item "allow",
@@ -65,12 +65,8 @@ int cmd_sandbox(int argc, char **argv);
 /* NAME -> its agent target (the sandbox's vsock socket); starts a stopped
  * sandbox first. 0, or -1 after printing why. */
 int sandbox_agent_target(const char *name, struct agent_target *t);
-/* Whether NAME names an existing sandbox (for cp's NAME:PATH). */
-int sandbox_exists(const char *name);
-/* NAME's state ("running", "paused", "stopped", "dead", "unresponsive")
- * into out: 0, -ENOENT (no such sandbox) or -EINVAL (not a valid name).
- * Reads only (no lock); safe from any thread. */
-int sandbox_state_name(const char *name, char *out, size_t len);
+/* sandbox_exists, sandbox_state_name and the rest of the sandbox store:
+ * vmm/sandbox/sandbox.h. */
 /* mkdir -p PATH with MODE for each directory it creates: 0 or -errno. */
 int cli_mkdir_p(const char *path, mode_t mode);
 /* $MOAT_HOME, or its default (docs/sandboxes.md); -1 after printing why. */

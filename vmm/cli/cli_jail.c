@@ -24,7 +24,7 @@
 #include <unistd.h>
 
 #include "vmm/cli/cli.h"
-#include "vmm/cli/jail_spec.h"
+#include "vmm/sandbox/jail_spec.h"
 #include "vmm/api/mhd_dyn.h"
 #include "vmm/core/kvm.h"
 

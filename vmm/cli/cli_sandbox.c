@@ -28,13 +28,12 @@
 #include "vmm/agent/agent_client.h"
 #include "vmm/cli/cli.h"
 #include "vmm/cli/ctl_proto.h"
-#include "vmm/cli/jail_spec.h"
+#include "vmm/sandbox/jail_spec.h"
+#include "vmm/sandbox/sandbox.h"
 #include "vmm/base/clock.h"
 
-#define NAME_MAX_LEN 63
 #define DEFAULT_WAIT 120.0
 #define JAIL_DEFAULT_ID 65534           /* --jail-uid/--jail-gid: nobody, nogroup */
-#define SBX_JAIL_CG_MAX 16
 
 static const char usage_sandbox[] =
     "usage: moat create NAME [--ephemeral] [--wait SEC] [--timings] [jail options] [run options...] [-- CMD ARGS...]\n"
@@ -73,152 +72,112 @@ static const char usage_sandbox[] =
     "  --jail-cgroup KEY=VALUE a cgroup v2 limit (repeatable; moat jail --cgroup)\n"
     "  --jail-cgroup-root DIR  the cgroup v2 mount (default /sys/fs/cgroup)\n";
 
-struct sbx {
-    char name[NAME_MAX_LEN + 1];
-    char dir[3100];         /* $MOAT_HOME (<= 3000 bytes) / NAME */
-    int dfd;                /* the directory, flock'ed while its state changes */
-    char ctl[108], vsock[108];
-    int ephemeral, rw_drive;
-    /* drive.N= lines of the config: each drive's --drive spec as moat run
-     * got it (absolute paths, overlay= included); heap strings. */
-    char *drive[MOAT_MAX_DRIVES];
-    unsigned ndrive;
-    /* net.tap= of the config: a fork's own TAP (moat fork --tap), given to
-     * every restore as --net tap=NAME; "" none */
-    char tap[16];
-    /* jail.* of the config: the sandbox runs under moat jail (moat create
-     * --jail): every start of its VM process goes through it. */
-    struct sbx_jail {
-        int on, tun;
-        char id[JAIL_ID_MAX + 1];
-        unsigned uid, gid;
-        char base[PATH_MAX], netns[PATH_MAX], cgroot[PATH_MAX];
-        char cg[SBX_JAIL_CG_MAX][JAIL_CG_VAL_MAX + 32];     /* KEY=VALUE */
-        int ncg;
-    } jail;
-};
+/* ---- the store (vmm/sandbox/): its messages printed ---- */
 
-enum sbx_state { ST_RUNNING, ST_PAUSED, ST_STOPPED, ST_DEAD, ST_HUNG };
-static const char *const state_names[] = { "running", "paused", "stopped", "dead", "unresponsive" };
-
-/* ---- paths and files ---- */
-
-static int valid_name(const char *n)
+/* Each line of e's message as "moat: LINE". */
+static void say(const struct sbx_err *e)
 {
-    size_t len = strlen(n);
-    if (len == 0 || len > NAME_MAX_LEN || !strcmp(n, ".") || !strcmp(n, ".."))
-        return 0;
-    for (size_t i = 0; i < len; i++) {
-        char c = n[i];
-        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                 (i > 0 && (c == '-' || c == '_' || c == '.'));
-        if (!ok)
-            return 0;
+    for (const char *m = e->msg; *m;) {
+        size_t l = strcspn(m, "\n");
+        fprintf(stderr, "moat: %.*s\n", (int)l, m);
+        m += l + (m[l] == '\n');
     }
-    return 1;
 }
 
 int cli_moat_home(char *buf, size_t len)
 {
-    const char *env = getenv("MOAT_HOME");
-    char cwd[PATH_MAX];
-    int n;
-    if (env && *env == '/')
-        n = snprintf(buf, len, "%s", env);
-    else if (env && *env)   /* relative: against the current directory, once and for all */
-        n = getcwd(cwd, sizeof cwd) ? snprintf(buf, len, "%s/%s", cwd, env) : -1;
-    else if (geteuid() == 0)
-        n = snprintf(buf, len, "/var/lib/moat");
-    else if (getenv("XDG_DATA_HOME") && *getenv("XDG_DATA_HOME"))
-        n = snprintf(buf, len, "%s/moat", getenv("XDG_DATA_HOME"));
-    else if (getenv("HOME") && *getenv("HOME"))
-        n = snprintf(buf, len, "%s/.local/share/moat", getenv("HOME"));
-    else {
-        fprintf(stderr, "moat: no $MOAT_HOME and no $HOME: set MOAT_HOME\n");
-        return -1;
-    }
-    if (n < 0 || (size_t)n >= len || n >= 3000) {
-        fprintf(stderr, "moat: $MOAT_HOME path too long\n");
-        return -1;
-    }
-    for (const char *p = buf; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f) {
-            fprintf(stderr, "moat: $MOAT_HOME contains control characters\n");
-            return -1;
-        }
-    return 0;
+    struct sbx_err e = { 0 };
+    if (sandbox_home(buf, len, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
 }
 
 int cli_mkdir_p(const char *path, mode_t mode)
 {
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s", path);
-    for (char *p = tmp + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = 0;
-        if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-            return -errno;
-        *p = '/';
-    }
-    if (mkdir(tmp, mode) < 0 && errno != EEXIST)
-        return -errno;
-    return 0;
-}
-
-/* dir/NAME of the sandbox into p. */
-static const char *sp(const struct sbx *s, const char *file, char *p, size_t len)
-{
-    snprintf(p, len, "%s/%s", s->dir, file);
-    return p;
+    return sandbox_mkdir_p(path, mode);
 }
 
 static int sbx_paths(struct sbx *s, const char *name)
 {
-    memset(s, 0, sizeof *s);
-    s->dfd = -1;
-    if (!valid_name(name)) {
-        fprintf(stderr, "moat: invalid sandbox name '%s' (1-%d of A-Z a-z 0-9 - _ ., "
-                        "starting with a letter or digit)\n", name, NAME_MAX_LEN);
-        return -1;
-    }
-    char home[3001];
-    if (cli_moat_home(home, sizeof home) < 0)
-        return -1;
-    snprintf(s->name, sizeof s->name, "%s", name);
-    snprintf(s->dir, sizeof s->dir, "%s/%s", home, name);
-    if ((size_t)snprintf(s->ctl, sizeof s->ctl, "%s/ctl.sock", s->dir) >= sizeof s->ctl ||
-        (size_t)snprintf(s->vsock, sizeof s->vsock, "%s/vsock.sock", s->dir) >= sizeof s->vsock) {
-        fprintf(stderr, "moat: %s: path too long for a Unix socket (%zu bytes at most): "
-                        "use a shorter $MOAT_HOME or name\n", s->dir, sizeof s->ctl - 12);
-        return -1;
-    }
-    return 0;
+    struct sbx_err e = { 0 };
+    if (sandbox_paths(s, name, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
+}
+
+static int sbx_open(struct sbx *s, const char *name, int lock)
+{
+    struct sbx_err e = { 0 };
+    if (sandbox_open(s, name, lock, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
 }
 
 /* Take the directory's lock, waiting up to 30 s for another moat command. */
 static int sbx_lock(struct sbx *s)
 {
-    for (int i = 0; i < 300; i++) {
-        if (flock(s->dfd, LOCK_EX | LOCK_NB) == 0)
-            return 0;
-        if (errno != EWOULDBLOCK)
-            break;
-        usleep(100 * 1000);
-    }
-    fprintf(stderr, "moat: sandbox %s is busy (another moat command is changing it)\n", s->name);
+    struct sbx_err e = { 0 };
+    if (sandbox_lock(s, &e) == 0)
+        return 0;
+    say(&e);
     return -1;
 }
 
-static void sbx_close(struct sbx *s)
+static int jail_cleanup(const struct sbx *s)
 {
-    if (s->dfd >= 0)
-        close(s->dfd);
-    s->dfd = -1;
-    for (unsigned i = 0; i < s->ndrive; i++)
-        free(s->drive[i]);
-    s->ndrive = 0;
+    struct sbx_err e = { 0 };
+    if (sandbox_jail_cleanup(s, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
 }
+
+/* Send a request; print an error unless the reply starts with "ok". */
+static int ctl(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
+{
+    struct sbx_err e = { 0 };
+    if (sandbox_ctl(s, req, reply, len, timeout_s, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
+}
+
+/* Stop s's process (stop, then SIGKILL if it does not go) and forget its pid. */
+static int kill_process(const struct sbx *s, pid_t pid)
+{
+    struct sbx_err e = { 0 };
+    if (sandbox_kill_process(s, pid, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
+}
+
+static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
+{
+    struct sbx_err e = { 0 };
+    if (sandbox_need_live(s, st, what, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
+}
+
+/* The valid names in $MOAT_HOME starting with prefix, sorted, strdup'ed
+ * into names (at most max): how many, or -1 after saying why. */
+static ssize_t home_names(const char *prefix, char **names, size_t max)
+{
+    struct sbx_err e = { 0 };
+    ssize_t n = sandbox_names(prefix, names, max, &e);
+    if (n < 0) {
+        say(&e);
+        return -1;
+    }
+    return n;
+}
+
+/* ---- paths and files ---- */
 
 /* Drive n's overlay path (from its spec) into buf; 0 if it has none. */
 static int drive_overlay(const struct sbx *s, unsigned n, char *buf, size_t len)
@@ -262,200 +221,6 @@ static char *spec_with_overlay(const char *spec, const char *ovl)
     return out;
 }
 
-/* One jail line of a sandbox's config (without its newline). */
-static void jail_config_line(struct sbx_jail *j, const char *l)
-{
-    const char *v = strchr(l, '=');
-    if (!v)
-        return;
-    size_t kl = (size_t)(v++ - l);
-#define KEY(k) (kl == strlen(k) && !strncmp(l, k, kl))
-    if (KEY("jail"))
-        j->on = !strcmp(v, "1");
-    else if (KEY("jail.id") && strlen(v) < sizeof j->id)
-        snprintf(j->id, sizeof j->id, "%s", v);
-    else if (KEY("jail.uid"))
-        j->uid = (unsigned)strtoul(v, NULL, 10);
-    else if (KEY("jail.gid"))
-        j->gid = (unsigned)strtoul(v, NULL, 10);
-    else if (KEY("jail.tun"))
-        j->tun = !strcmp(v, "1");
-    else if (KEY("jail.chroot_base") && strlen(v) < sizeof j->base)
-        snprintf(j->base, sizeof j->base, "%s", v);
-    else if (KEY("jail.netns") && strlen(v) < sizeof j->netns)
-        snprintf(j->netns, sizeof j->netns, "%s", v);
-    else if (KEY("jail.cgroup_root") && strlen(v) < sizeof j->cgroot)
-        snprintf(j->cgroot, sizeof j->cgroot, "%s", v);
-    else if (KEY("jail.cgroup") && j->ncg < SBX_JAIL_CG_MAX && strlen(v) < sizeof j->cg[0])
-        snprintf(j->cg[j->ncg++], sizeof j->cg[0], "%s", v);
-#undef KEY
-}
-
-static void read_config(struct sbx *s)
-{
-    char p[PATH_MAX], line[512];
-    FILE *f = fopen(sp(s, "config", p, sizeof p), "re");
-    if (!f)
-        return;
-    char *big = malloc(65536);
-    while (big && fgets(big, 65536, f)) {
-        unsigned n;
-        int off = 0;
-        if (sscanf(big, "drive.%u=%n", &n, &off) == 1 && off > 0 && n < MOAT_MAX_DRIVES &&
-            n == s->ndrive) {
-            big[strcspn(big, "\n")] = 0;
-            s->drive[s->ndrive] = strdup(big + off);
-            if (s->drive[s->ndrive])
-                s->ndrive++;
-            continue;
-        }
-        if (!strncmp(big, "jail", 4)) {
-            big[strcspn(big, "\n")] = 0;
-            jail_config_line(&s->jail, big);
-            continue;
-        }
-        snprintf(line, sizeof line, "%s", big);
-        if (!strncmp(line, "net.tap=", 8)) {
-            line[strcspn(line, "\n")] = 0;
-            if (strlen(line + 8) < sizeof s->tap)
-                memcpy(s->tap, line + 8, strlen(line + 8) + 1);
-        }
-        if (!strcmp(line, "ephemeral=1\n"))
-            s->ephemeral = 1;
-        else if (!strcmp(line, "rw_drive=1\n"))
-            s->rw_drive = 1;
-    }
-    free(big);
-    fclose(f);
-}
-
-/* Open an existing sandbox (and lock it when lock). */
-static int sbx_open(struct sbx *s, const char *name, int lock)
-{
-    if (sbx_paths(s, name) < 0)
-        return -1;
-    s->dfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (s->dfd < 0) {
-        if (errno == ENOENT)
-            fprintf(stderr, "moat: no sandbox named %s (moat ls)\n", name);
-        else
-            fprintf(stderr, "moat: %s: %s\n", s->dir, strerror(errno));
-        return -1;
-    }
-    if (lock && sbx_lock(s) < 0) {
-        sbx_close(s);
-        return -1;
-    }
-    /* rm may have removed it while we waited for the lock. */
-    struct stat st;
-    if (fstat(s->dfd, &st) < 0 || st.st_nlink == 0) {
-        fprintf(stderr, "moat: sandbox %s was just removed\n", name);
-        sbx_close(s);
-        return -1;
-    }
-    read_config(s);
-    return 0;
-}
-
-/* Remove NAME below the open directory dfd and, a directory, everything
- * below it. Every step is relative to a directory already open, each one
- * opened O_NOFOLLOW: a symbolic link anywhere in the tree (a jailed
- * sandbox's directory is writable by its jail) is removed, never followed,
- * even one that replaces a directory while this runs. Only entries on
- * device dev (no mount is crossed); at most 64 levels. 0, or -1 (errno). */
-static int rm_at(int dfd, const char *name, dev_t dev, int depth)
-{
-    struct stat st;
-    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-        return errno == ENOENT ? 0 : -1;
-    if (st.st_dev != dev) {
-        errno = EXDEV;
-        return -1;
-    }
-    if (!S_ISDIR(st.st_mode))
-        return unlinkat(dfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
-    if (depth >= 64) {
-        errno = ELOOP;
-        return -1;
-    }
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : -1;
-    struct stat ds;
-    DIR *d = NULL;
-    errno = 0;
-    if (fstat(fd, &ds) < 0 || ds.st_dev != dev || !(d = fdopendir(fd))) {
-        int e = errno ? errno : EXDEV;
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    int r = 0, e = 0;
-    struct dirent *de;
-    while (r == 0 && (de = readdir(d)))
-        if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..") && (r = rm_at(fd, de->d_name, dev, depth + 1)) < 0)
-            e = errno;
-    closedir(d);
-    if (r < 0) {
-        errno = e;
-        return -1;
-    }
-    return unlinkat(dfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT ? 0 : -1;
-}
-
-/* rm -rf PATH, by rm_at: no link below PATH is followed, no mount crossed.
- * 0 (also when PATH does not exist), or -1 (errno). */
-static int rm_rf(const char *path)
-{
-    char parent[PATH_MAX];
-    const char *slash = strrchr(path, '/');
-    struct stat st;
-    if (!slash || !slash[1] || (size_t)(slash - path) >= sizeof parent) {
-        errno = EINVAL;
-        return -1;
-    }
-    snprintf(parent, sizeof parent, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    int dfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dfd < 0)
-        return errno == ENOENT ? 0 : -1;
-    int r = 0;
-    if (fstatat(dfd, slash + 1, &st, AT_SYMLINK_NOFOLLOW) == 0)
-        r = rm_at(dfd, slash + 1, st.st_dev, 0);
-    else if (errno != ENOENT)
-        r = -1;
-    int e = errno;
-    close(dfd);
-    errno = e;
-    return r;
-}
-
-/* What moat jail leaves of a jailed sandbox once its process is gone:
- * CHROOT_BASE/moat/ID (the jail's root, its mount points; the mounts were
- * in the jail's own namespace and went with it; no mount is crossed) and
- * its cgroup CGROOT/moat/ID (removed by moat jail when it exits, not when
- * it was killed). 0, or -1 after saying why. */
-static int jail_cleanup(const struct sbx *s)
-{
-    const struct sbx_jail *j = &s->jail;
-    if (!j->on || jail_check_id(j->id) < 0 || !j->base[0])
-        return 0;
-    char p[PATH_MAX + 128];
-    int rc = 0;
-    snprintf(p, sizeof p, "%s/moat/%s", j->base, j->id);
-    if (rm_rf(p) < 0) {
-        fprintf(stderr, "moat: removing the jail directory %s: %s\n", p, strerror(errno));
-        rc = -1;
-    }
-    if (j->ncg) {
-        snprintf(p, sizeof p, "%s/moat/%s", j->cgroot[0] ? j->cgroot : "/sys/fs/cgroup", j->id);
-        if (rmdir(p) < 0 && errno != ENOENT) {
-            fprintf(stderr, "moat: removing the jail's cgroup %s: %s\n", p, strerror(errno));
-            rc = -1;
-        }
-    }
-    return rc;
-}
-
 static int write_file(const char *path, const char *text)
 {
     char tmp[PATH_MAX];
@@ -478,73 +243,6 @@ static int write_file(const char *path, const char *text)
 }
 
 /* ---- the process ---- */
-
-static pid_t read_pid(const struct sbx *s)
-{
-    char p[PATH_MAX], buf[32] = "";
-    int fd = open(sp(s, "pid", p, sizeof p), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = 0;
-    long v = strtol(buf, NULL, 10);
-    return v > 1 && v < INT_MAX ? (pid_t)v : -1;
-}
-
-/* Is pid a live moat serving this sandbox's control socket? (Not a zombie,
- * not a recycled pid.) */
-static int pid_is_ours(const struct sbx *s, pid_t pid)
-{
-    if (pid <= 1)
-        return 0;
-    /* A jailed sandbox's is moat jail's: its options (paths it exposes)
-     * first, then the inner command's: read all of it (64 KiB at most). */
-    char p[64], *buf = malloc(65536);
-    snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
-    int fd = buf ? open(p, O_RDONLY | O_CLOEXEC) : -1;
-    if (fd < 0) {
-        free(buf);
-        return 0;
-    }
-    ssize_t n = 0, k;
-    while (n < 65535 && (k = read(fd, buf + n, (size_t)(65535 - n))) > 0)
-        n += k;
-    close(fd);
-    buf[n] = 0;
-    int ours = 0;
-    for (char *a = buf; !ours && a < buf + n; a += strlen(a) + 1)
-        ours = !strcmp(a, "--control") && a + strlen(a) + 1 < buf + n && !strcmp(a + strlen(a) + 1, s->ctl);
-    free(buf);
-    return ours;
-}
-
-/* The path to connect to s's socket PATH by. A jailed sandbox's sockets
- * are made by its jail, which could put a symbolic link in their place
- * (connect follows it, as root): there the socket is opened
- * O_PATH|O_NOFOLLOW, must be a socket, and is reached through
- * /proc/self/fd/N; *keep is that descriptor (-1 when none), for the caller
- * to close after connecting. NULL with errno when it is not a socket. */
-static const char *sock_via(const struct sbx *s, const char *path, char *buf, size_t len, int *keep)
-{
-    *keep = -1;
-    if (!s->jail.on)
-        return path;
-    int fd = open(path, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0)
-        return NULL;
-    if (fstat(fd, &st) < 0 || !S_ISSOCK(st.st_mode)) {
-        close(fd);
-        errno = ECONNREFUSED;
-        return NULL;
-    }
-    *keep = fd;
-    snprintf(buf, len, "/proc/self/fd/%d", fd);
-    return buf;
-}
 
 /* NAME in directory DFD opened for reading, neither following a link nor
  * blocking (a FIFO the jail planted), and only if it is a regular file:
@@ -619,96 +317,11 @@ static int jail_share_dir(const struct sbx *s, const char *dir)
     return r < 0 ? -1 : 0;
 }
 
-/* ctl_request to s's control socket (through sock_via). */
-static int sbx_ctl_request(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
-{
-    char via[64];
-    int keep;
-    const char *path = sock_via(s, s->ctl, via, sizeof via, &keep);
-    if (!path)
-        return -errno;
-    int r = ctl_request(path, req, reply, len, timeout_s);
-    if (keep >= 0)
-        close(keep);
-    return r;
-}
-
-static enum sbx_state sbx_state(const struct sbx *s, pid_t *pidp, double *uptime)
-{
-    pid_t pid = read_pid(s);
-    *pidp = pid > 0 ? pid : 0;
-    *uptime = -1;
-    char p[PATH_MAX];
-    if (pid != 0) {
-        if (!pid_is_ours(s, pid))
-            return ST_DEAD;
-        char reply[256];
-        if (sbx_ctl_request(s, "status", reply, sizeof reply, 5) < 0)
-            return ST_HUNG;
-        const char *u = strstr(reply, "uptime=");
-        if (u)
-            *uptime = strtod(u + 7, NULL);
-        return !strncmp(reply, "ok paused", 9) ? ST_PAUSED : ST_RUNNING;
-    }
-    return access(sp(s, "snap/state", p, sizeof p), F_OK) == 0 ? ST_STOPPED : ST_DEAD;
-}
-
-/* A pidfd for pid (readable once it has exited), or -1 (no pidfd_open:
- * Linux before 5.3; or no such process: errno ESRCH). */
-static int pid_fd(pid_t pid)
-{
-#ifdef SYS_pidfd_open
-    return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-    (void)pid;
-    errno = ENOSYS;
-    return -1;
-#endif
-}
-
-/* Wait up to timeout s for pid to be gone (it is not our child); then
- * SIGKILL it when force. 0 once gone. The exit is waited for on a pidfd
- * (no polling); without pidfds, /proc is checked every 5 ms. */
-static int wait_gone(const struct sbx *s, pid_t pid, double timeout, int force)
-{
-    int pfd = pid_fd(pid);
-    if (pfd < 0 && errno == ESRCH)
-        return 0;
-    double t0 = (double)clock_mono_ns() / 1e9;
-    while (pid_is_ours(s, pid)) {
-        if ((double)clock_mono_ns() / 1e9 - t0 > timeout) {
-            if (!force) {
-                if (pfd >= 0)
-                    close(pfd);
-                return -1;
-            }
-            kill(pid, SIGKILL);
-            force = 0;
-            t0 = (double)clock_mono_ns() / 1e9;
-            timeout = 5;
-        }
-        waitpid(pid, NULL, WNOHANG);    /* in case it is our child */
-        if (pfd >= 0) {
-            struct pollfd p = { .fd = pfd, .events = POLLIN };
-            int ms = (int)((timeout - ((double)clock_mono_ns() / 1e9 - t0)) * 1000) + 1;
-            if (poll(&p, 1, ms > 0 ? ms : 1) > 0) {
-                waitpid(pid, NULL, WNOHANG);
-                break;          /* exited (a zombie of ours reads as gone too) */
-            }
-        } else {
-            usleep(5 * 1000);
-        }
-    }
-    if (pfd >= 0)
-        close(pfd);
-    return 0;
-}
-
 /* Print the tail of the sandbox's moat.log to stderr. */
 static void show_log(const struct sbx *s)
 {
     char p[PATH_MAX], buf[2048];
-    int fd = open(sp(s, "moat.log", p, sizeof p), O_RDONLY | O_CLOEXEC);
+    int fd = open(sandbox_path(s, "moat.log", p, sizeof p), O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return;
     off_t end = lseek(fd, 0, SEEK_END);
@@ -729,7 +342,7 @@ static int jail_restore_paths(const struct sbx *s, struct jail_paths *l)
 {
     char p[PATH_MAX], why[512];
     memset(l, 0, sizeof *l);
-    FILE *f = fopen(sp(s, "config", p, sizeof p), "re");
+    FILE *f = fopen(sandbox_path(s, "config", p, sizeof p), "re");
     if (!f)
         return 0;
     char **av = calloc(4096, sizeof *av), *line = malloc(65536);
@@ -782,8 +395,8 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
                    const char *expose_ro)
 {
     char conslog[PATH_MAX], log[PATH_MAX], pidf[PATH_MAX], pidtxt[32];
-    sp(s, "console.log", conslog, sizeof conslog);
-    sp(s, "moat.log", log, sizeof log);
+    sandbox_path(s, "console.log", conslog, sizeof conslog);
+    sandbox_path(s, "moat.log", log, sizeof log);
     size_t n = 0;
     static struct jail_paths rpaths;
     rpaths.n = 0;
@@ -896,7 +509,7 @@ static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, in
     free(av);
     *ready_fd = pp[0];
     snprintf(pidtxt, sizeof pidtxt, "%d\n", (int)pid);
-    if (write_file(sp(s, "pid", pidf, sizeof pidf), pidtxt) < 0)
+    if (write_file(sandbox_path(s, "pid", pidf, sizeof pidf), pidtxt) < 0)
         fprintf(stderr, "moat: warning: cannot write %s\n", pidf);
     return pid;
 }
@@ -1065,7 +678,7 @@ static unsigned wait_ready_all(struct starting *k, size_t n, double wait, struct
                 struct agent_client c;
                 char via[64];
                 int keep;
-                const char *vp = sock_via(k[i].s, k[i].s->vsock, via, sizeof via, &keep);
+                const char *vp = sandbox_sock_via(k[i].s, k[i].s->vsock, via, sizeof via, &keep);
                 int cr = vp ? agent_client_connect(&c, vp, 1, AGENT_DEFAULT_PORT) : -1;
                 if (keep >= 0)
                     close(keep);
@@ -1094,53 +707,6 @@ static unsigned wait_ready_all(struct starting *k, size_t n, double wait, struct
     for (size_t i = 0; i < n; i++)
         failed += k[i].failed;
     return failed;
-}
-
-/* Send a request; print an error unless the reply starts with "ok". */
-static int ctl(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
-{
-    char buf[256];
-    if (!reply) {
-        reply = buf;
-        len = sizeof buf;
-    }
-    int r = sbx_ctl_request(s, req, reply, len, timeout_s);
-    if (r < 0) {
-        fprintf(stderr, "moat: sandbox %s: control socket: %s\n", s->name, strerror(-r));
-        return -1;
-    }
-    if (strncmp(reply, "ok", 2) != 0) {
-        fprintf(stderr, "moat: sandbox %s: %s\n", s->name, reply);
-        return -1;
-    }
-    return 0;
-}
-
-/* Stop s's process (stop, then SIGKILL if it does not go) and forget its pid. */
-static int kill_process(const struct sbx *s, pid_t pid)
-{
-    if (pid > 0 && pid_is_ours(s, pid)) {
-        char reply[256];
-        sbx_ctl_request(s, "stop", reply, sizeof reply, 5);
-        if (wait_gone(s, pid, 10, 1) < 0) {
-            fprintf(stderr, "moat: sandbox %s: process %d does not go away\n", s->name, (int)pid);
-            return -1;
-        }
-    }
-    char p[PATH_MAX];
-    unlink(sp(s, "pid", p, sizeof p));
-    unlink(s->ctl);
-    return 0;
-}
-
-static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
-{
-    if (st == ST_RUNNING || st == ST_PAUSED)
-        return 0;
-    fprintf(stderr, "moat: sandbox %s is %s: cannot %s it%s\n", s->name, state_names[st], what,
-            st == ST_STOPPED ? " (moat start it first)" :
-            st == ST_DEAD ? " (its process has exited; moat rm it)" : "");
-    return -1;
 }
 
 /* Restore dir (a snapshot) as s's process and wait for it. The drives
@@ -1656,7 +1222,7 @@ static int cmd_create(int argc, char **argv)
     memmove(config + hl, config, clen + 1);
     memcpy(config, hdr, (size_t)hl);
     free(hdr);
-    if (write_file(sp(&s, "config", p, sizeof p), config) < 0) {
+    if (write_file(sandbox_path(&s, "config", p, sizeof p), config) < 0) {
         fprintf(stderr, "moat: cannot write %s\n", p);
         goto fail;
     }
@@ -1674,16 +1240,16 @@ static int cmd_create(int argc, char **argv)
     }
     printf("%s\n", s.name);
     phases_print(&ph, "create");
-    sbx_close(&s);
+    sandbox_close(&s);
     free(extra);
     free(config);
     for (unsigned k = 0; k < ndrive; k++)
         free(drives[k]);
     return 0;
 fail:
-    rm_rf(s.dir);
+    sandbox_rm_rf(s.dir);
     jail_cleanup(&s);
-    sbx_close(&s);
+    sandbox_close(&s);
     rmdir(home);    /* only if empty: leave nothing behind */
 fail_noclean:
     free(extra);
@@ -1699,31 +1265,6 @@ usage:
     return EXIT_USAGE;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The valid names in $MOAT_HOME starting with prefix, sorted, strdup'ed
- * into names (at most max): how many, or -1 after saying why. */
-static ssize_t home_names(const char *prefix, char **names, size_t max)
-{
-    char home[PATH_MAX];
-    if (cli_moat_home(home, sizeof home) < 0)
-        return -1;
-    DIR *d = opendir(home);
-    if (!d)
-        return 0;
-    size_t n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) && n < max)
-        if (!strncmp(e->d_name, prefix, strlen(prefix)) && valid_name(e->d_name) && (names[n] = strdup(e->d_name)))
-            n++;
-    closedir(d);
-    qsort(names, n, sizeof *names, cmp_str);
-    return (ssize_t)n;
-}
-
 static int cmd_ls(int argc, char **argv)
 {
     (void)argv;
@@ -1737,26 +1278,23 @@ static int cmd_ls(int argc, char **argv)
         return EXIT_USAGE;
     printf("%-24s %-12s %-8s %-8s %s\n", "NAME", "STATE", "PID", "UPTIME", "JAIL");
     for (ssize_t i = 0; i < n; i++) {
-        static struct sbx s;
-        char p[PATH_MAX], jail[64] = "-";
-        if (sbx_paths(&s, names[i]) < 0 || access(sp(&s, "config", p, sizeof p), F_OK) != 0) {
-            free(names[i]);
+        struct sbx_info in;
+        struct sbx_err e = { 0 };
+        int r = sandbox_info(names[i], &in, &e);
+        free(names[i]);
+        if (r < 0) {
+            if (r != -ENOENT)
+                say(&e);
             continue;       /* not a sandbox directory */
         }
-        read_config(&s);
-        if (s.jail.on)
-            snprintf(jail, sizeof jail, "uid=%u,gid=%u", s.jail.uid, s.jail.gid);
-        pid_t pid;
-        double up;
-        enum sbx_state st = sbx_state(&s, &pid, &up);
-        char pidtxt[16] = "-", uptxt[32] = "-";
-        if (st != ST_STOPPED && st != ST_DEAD && pid > 0)
-            snprintf(pidtxt, sizeof pidtxt, "%d", (int)pid);
-        if (up >= 0)
-            snprintf(uptxt, sizeof uptxt, "%.0fs", up);
-        printf("%-24s %-12s %-8s %-8s %s\n", s.name, state_names[st], pidtxt, uptxt, jail);
-        sbx_close(&s);
-        free(names[i]);
+        char jail[64] = "-", pidtxt[16] = "-", uptxt[32] = "-";
+        if (in.jailed)
+            snprintf(jail, sizeof jail, "uid=%u,gid=%u", in.jail_uid, in.jail_gid);
+        if (in.state != SBX_STOPPED && in.state != SBX_DEAD && in.pid > 0)
+            snprintf(pidtxt, sizeof pidtxt, "%d", (int)in.pid);
+        if (in.uptime >= 0)
+            snprintf(uptxt, sizeof uptxt, "%.0fs", in.uptime);
+        printf("%-24s %-12s %-8s %-8s %s\n", in.name, sandbox_state_str(in.state), pidtxt, uptxt, jail);
     }
     return 0;
 }
@@ -1770,29 +1308,11 @@ static int cmd_rm(int argc, char **argv)
             continue;
         }
         any = 1;
-        struct sbx s;
-        if (sbx_open(&s, argv[i], 1) < 0) {
-            rc = 1;
-            continue;
-        }
-        pid_t pid = read_pid(&s);
-        if (pid > 0 && pid_is_ours(&s, pid)) {
-            char reply[256];
-            sbx_ctl_request(&s, "stop", reply, sizeof reply, 5);
-            if (wait_gone(&s, pid, 10, force) < 0) {
-                fprintf(stderr, "moat: sandbox %s does not stop; moat rm -f kills it\n", s.name);
-                sbx_close(&s);
-                rc = 1;
-                continue;
-            }
-        }
-        if (rm_rf(s.dir) < 0) {
-            fprintf(stderr, "moat: removing %s: %s\n", s.dir, strerror(errno));
+        struct sbx_err e = { 0 };
+        if (sandbox_remove(argv[i], force, &e) < 0) {
+            say(&e);
             rc = 1;
         }
-        if (jail_cleanup(&s) < 0)
-            rc = 1;
-        sbx_close(&s);
     }
     if (!any) {
         fprintf(stderr, "usage: moat rm [-f] NAME...\n");
@@ -1807,79 +1327,40 @@ static int cmd_pause_resume(int argc, char **argv, const char *verb)
         fprintf(stderr, "usage: moat %s NAME\n", verb);
         return EXIT_USAGE;
     }
-    struct sbx s;
-    if (sbx_open(&s, argv[1], 1) < 0)
-        return 1;
-    pid_t pid;
-    double up;
-    int rc = 1;
-    if (need_live(&s, sbx_state(&s, &pid, &up), verb) == 0 && ctl(&s, verb, NULL, 0, 10) == 0)
-        rc = 0;
-    sbx_close(&s);
-    return rc;
+    struct sbx_err e = { 0 };
+    int r = !strcmp(verb, "pause") ? sandbox_pause(argv[1], &e) : sandbox_resume(argv[1], &e);
+    if (r < 0)
+        say(&e);
+    return r < 0 ? 1 : 0;
 }
 
-/* Make a complete NAME/snap.new (its state file is written last) NAME/snap:
- * swapped atomically with an existing snap (RENAME_EXCHANGE), so a crash at
- * any point leaves a whole snapshot under snap or under snap.new. It is the
- * newest one, the one the sandbox's disk overlay has moved on with, so
- * start promotes a snap.new left behind by an interrupted stop. 0 (also
- * when there is none), -1 with a message. */
+/* A snap.new left by an interrupted stop made snap (sandbox.h): 0, or -1
+ * after saying why. */
 static int promote_snap_new(struct sbx *s)
 {
-    char nw[PATH_MAX], snap[PATH_MAX], p[PATH_MAX];
-    sp(s, "snap.new", nw, sizeof nw);
-    sp(s, "snap", snap, sizeof snap);
-    if (access(sp(s, "snap.new/state", p, sizeof p), F_OK) != 0) {
-        rm_rf(nw);              /* nothing, or an incomplete one */
+    struct sbx_err e = { 0 };
+    if (sandbox_promote_snap_new(s, &e) == 0)
         return 0;
-    }
-    if (renameat2(AT_FDCWD, nw, AT_FDCWD, snap, RENAME_EXCHANGE) == 0) {
-        rm_rf(nw);              /* now the old snapshot */
-        return 0;
-    }
-    if (errno == ENOENT && rename(nw, snap) == 0)   /* no snap yet */
-        return 0;
-    fprintf(stderr, "moat: %s: %s\n", snap, strerror(errno));
+    say(&e);
     return -1;
 }
 
-/* Snapshot into NAME/snap (via snap.new) and exit; or, ephemeral, destroy. */
+static void phase_cb(void *ph, const char *name)
+{
+    phase(ph, name);
+}
+
+/* Snapshot into NAME/snap (via snap.new) and exit; or, ephemeral, destroy
+ * (sandbox_stop_locked, printed). 0 or -1. */
 static int stop_locked(struct sbx *s, struct phases *ph)
 {
-    pid_t pid;
-    double up;
-    enum sbx_state st = sbx_state(s, &pid, &up);
-    phase(ph, "state");
-    if (st == ST_STOPPED) {
+    struct sbx_err e = { 0 };
+    enum sbx_state was = SBX_DEAD;
+    int r = sandbox_stop_locked(s, phase_cb, ph, &was, &e);
+    if (r == 0 && was == SBX_STOPPED)
         fprintf(stderr, "moat: sandbox %s is already stopped\n", s->name);
-        return 0;
-    }
-    if (s->ephemeral) {
-        if (pid > 0 && kill_process(s, pid) < 0)
-            return -1;
-        return rm_rf(s->dir) < 0 || jail_cleanup(s) < 0 ? -1 : 0;
-    }
-    if (need_live(s, st, "stop") < 0)
-        return -1;
-    char nw[PATH_MAX], req[PATH_MAX + 32], p[PATH_MAX];
-    sp(s, "snap.new", nw, sizeof nw);
-    rm_rf(nw);
-    snprintf(req, sizeof req, "stop-snapshot %s", nw);
-    if (ctl(s, req, NULL, 0, 600) < 0)
-        return -1;
-    phase(ph, "snapshot");
-    /* snap.new is whole and durable (the reply comes after its directory
-     * sync): it takes snap's place while the VMM process exits (tearing
-     * down a VM takes milliseconds). The files of the old snapshot that
-     * the process may still map are unlinked, never changed. */
-    int pr = promote_snap_new(s);
-    phase(ph, "promoted");
-    if (wait_gone(s, pid, 30, 1) < 0)
-        return -1;
-    phase(ph, "exited");
-    unlink(sp(s, "pid", p, sizeof p));
-    return pr < 0 ? -1 : 0;
+    say(&e);
+    return r < 0 ? -1 : 0;
 }
 
 /* NAME [--timings] in either order: the name, or NULL after a usage message. */
@@ -1909,10 +1390,10 @@ static int cmd_stop(int argc, char **argv)
         return EXIT_USAGE;
     struct sbx s;
     if (sbx_open(&s, name, 1) < 0)
-        return 1;
+        return 1;           /* no --timings line: nothing was done */
     phase(&ph, "locked");
     int r = stop_locked(&s, &ph);
-    sbx_close(&s);
+    sandbox_close(&s);
     phases_print(&ph, "stop");
     return r < 0 ? 1 : 0;
 }
@@ -1921,28 +1402,28 @@ static int start_locked(struct sbx *s, double wait, struct phases *ph)
 {
     pid_t pid;
     double up;
-    enum sbx_state st = sbx_state(s, &pid, &up);
-    if (st == ST_RUNNING || st == ST_PAUSED) {
-        fprintf(stderr, "moat: sandbox %s is already %s\n", s->name, state_names[st]);
+    enum sbx_state st = sandbox_state(s, &pid, &up);
+    if (st == SBX_RUNNING || st == SBX_PAUSED) {
+        fprintf(stderr, "moat: sandbox %s is already %s\n", s->name, sandbox_state_str(st));
         return 0;
     }
     char snap[PATH_MAX], p[PATH_MAX];
-    if (access(sp(s, "template", p, sizeof p), F_OK) == 0) {
+    if (access(sandbox_path(s, "template", p, sizeof p), F_OK) == 0) {
         fprintf(stderr, "moat: %s is a template, kept as it is for forking: moat fork %s --name NAME\n",
                 s->name, s->name);
         return -1;
     }
     if (promote_snap_new(s) < 0)    /* a stop interrupted after its snapshot */
         return -1;
-    if (access(sp(s, "snap/state", p, sizeof p), F_OK) != 0) {
+    if (access(sandbox_path(s, "snap/state", p, sizeof p), F_OK) != 0) {
         fprintf(stderr, "moat: sandbox %s has no snapshot to start from (it was never stopped)%s\n",
-                s->name, st == ST_DEAD ? "; its process has exited: moat rm it" : "");
+                s->name, st == SBX_DEAD ? "; its process has exited: moat rm it" : "");
         return -1;
     }
     if (kill_process(s, pid) < 0)
         return -1;
     phase(ph, "state");
-    return start_from(s, sp(s, "snap", snap, sizeof snap), wait, false, ph);
+    return start_from(s, sandbox_path(s, "snap", snap, sizeof snap), wait, false, ph);
 }
 
 static int cmd_start(int argc, char **argv)
@@ -1972,7 +1453,7 @@ static int cmd_start(int argc, char **argv)
         return 1;
     phase(&ph, "locked");
     int r = start_locked(&s, wait, &ph);
-    sbx_close(&s);
+    sandbox_close(&s);
     phases_print(&ph, "start");
     return r < 0 ? 1 : 0;
 }
@@ -2033,10 +1514,10 @@ static int snapshot_into(struct sbx *s, const char *dir)
 {
     pid_t pid;
     double up;
-    enum sbx_state st = sbx_state(s, &pid, &up);
+    enum sbx_state st = sandbox_state(s, &pid, &up);
     char p[PATH_MAX];
-    if (st == ST_STOPPED) {
-        int r = link_snapshot(sp(s, "snap", p, sizeof p), dir);
+    if (st == SBX_STOPPED) {
+        int r = link_snapshot(sandbox_path(s, "snap", p, sizeof p), dir);
         if (r < 0)
             fprintf(stderr, "moat: linking the snapshot into %s: %s\n", dir, strerror(-r));
         /* A jailed sandbox restores it inside its jail (reset --to). */
@@ -2085,24 +1566,24 @@ static int jail_fork_snapshot(struct sbx *s, const char *dir)
 {
     pid_t pid;
     double up;
-    enum sbx_state st = sbx_state(s, &pid, &up);
+    enum sbx_state st = sandbox_state(s, &pid, &up);
     struct stat ds;
     char why[600] = "", src[PATH_MAX], dst[PATH_MAX + 32], req[PATH_MAX + 32];
-    const char *from = st == ST_STOPPED ? "snap" : "fork.snap";
-    if (st != ST_STOPPED && need_live(s, st, "fork") < 0)
+    const char *from = st == SBX_STOPPED ? "snap" : "fork.snap";
+    if (st != SBX_STOPPED && need_live(s, st, "fork") < 0)
         return -1;
     if (fstat(s->dfd, &ds) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST) || chmod(dir, 0755) < 0) {
         fprintf(stderr, "moat: %s: %s\n", dir, strerror(errno));
         return -1;
     }
-    if (st != ST_STOPPED) {
-        if (rm_at(s->dfd, from, ds.st_dev, 0) < 0) {
-            fprintf(stderr, "moat: %s: %s\n", sp(s, from, src, sizeof src), strerror(errno));
+    if (st != SBX_STOPPED) {
+        if (sandbox_rm_at(s->dfd, from, ds.st_dev) < 0) {
+            fprintf(stderr, "moat: %s: %s\n", sandbox_path(s, from, src, sizeof src), strerror(errno));
             return -1;
         }
-        snprintf(req, sizeof req, "snapshot-disks %s", sp(s, from, src, sizeof src));
+        snprintf(req, sizeof req, "snapshot-disks %s", sandbox_path(s, from, src, sizeof src));
         if (ctl(s, req, NULL, 0, 600) < 0) {
-            rm_at(s->dfd, from, ds.st_dev, 0);
+            sandbox_rm_at(s->dfd, from, ds.st_dev);
             return -1;
         }
     }
@@ -2121,7 +1602,7 @@ static int jail_fork_snapshot(struct sbx *s, const char *dir)
             r = -1;
         }
     }
-    for (unsigned n = 0; r == 0 && st != ST_STOPPED && n < s->ndrive; n++) {
+    for (unsigned n = 0; r == 0 && st != SBX_STOPPED && n < s->ndrive; n++) {
         char o[PATH_MAX], pin[32];
         if (!drive_overlay(s, n, o, sizeof o))
             continue;
@@ -2131,14 +1612,14 @@ static int jail_fork_snapshot(struct sbx *s, const char *dir)
     }
     if (sfd >= 0)
         close(sfd);
-    if (st != ST_STOPPED)
-        rm_at(s->dfd, from, ds.st_dev, 0);
+    if (st != SBX_STOPPED)
+        sandbox_rm_at(s->dfd, from, ds.st_dev);
     if (r < 0) {
         fprintf(stderr, "moat: sandbox %s: its snapshot for the fork (%s): %s\n", s->name,
-                sp(s, from, src, sizeof src), why);
+                sandbox_path(s, from, src, sizeof src), why);
         return -1;
     }
-    return st == ST_STOPPED ? clone_own_disks(s, dir) : 0;
+    return st == SBX_STOPPED ? clone_own_disks(s, dir) : 0;
 }
 
 static int cmd_snapshot(int argc, char **argv)
@@ -2156,7 +1637,7 @@ static int cmd_snapshot(int argc, char **argv)
         fprintf(stderr, "usage: moat snapshot NAME --tag T\n");
         return EXIT_USAGE;
     }
-    if (!valid_name(tag)) {
+    if (!sandbox_valid_name(tag)) {
         fprintf(stderr, "moat: invalid tag '%s' (as a sandbox name)\n", tag);
         return EXIT_USAGE;
     }
@@ -2164,7 +1645,7 @@ static int cmd_snapshot(int argc, char **argv)
     if (sbx_open(&s, name, 1) < 0)
         return 1;
     char tags[3200], tmp[PATH_MAX], final[PATH_MAX];
-    sp(&s, "tags", tags, sizeof tags);
+    sandbox_path(&s, "tags", tags, sizeof tags);
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", tags, tag);
     snprintf(final, sizeof final, "%s/%s", tags, tag);
     int rc = 1;
@@ -2175,19 +1656,19 @@ static int cmd_snapshot(int argc, char **argv)
     mkdir(tags, 0700);
     if (jail_share_dir(&s, tags) < 0)   /* a jailed sandbox's moat writes the tag */
         goto out;
-    rm_rf(tmp);
+    sandbox_rm_rf(tmp);
     if (snapshot_into(&s, tmp) < 0) {
-        rm_rf(tmp);
+        sandbox_rm_rf(tmp);
         goto out;
     }
     if (rename(tmp, final) < 0) {
         fprintf(stderr, "moat: %s: %s\n", final, strerror(errno));
-        rm_rf(tmp);
+        sandbox_rm_rf(tmp);
         goto out;
     }
     rc = 0;
 out:
-    sbx_close(&s);
+    sandbox_close(&s);
     return rc;
 }
 
@@ -2208,7 +1689,7 @@ static int cmd_reset(int argc, char **argv)
             break;
         }
     }
-    if (!name || !tag || !valid_name(tag)) {
+    if (!name || !tag || !sandbox_valid_name(tag)) {
         fprintf(stderr, "usage: moat reset [--wait SEC] NAME --to TAG\n");
         return EXIT_USAGE;
     }
@@ -2263,7 +1744,7 @@ static int cmd_reset(int argc, char **argv)
         }
         staged[n] = any = true;
     }
-    if (kill_process(&s, read_pid(&s)) < 0)
+    if (kill_process(&s, sandbox_read_pid(&s)) < 0)
         goto unstage;
     for (unsigned n = 0; n < s.ndrive; n++) {
         if (!staged[n] || !drive_overlay(&s, n, own, sizeof own))
@@ -2277,7 +1758,7 @@ static int cmd_reset(int argc, char **argv)
     }
     /* A stop snapshot of the old disk must not be started over the tag's. */
     if (any)
-        rm_rf(sp(&s, "snap", p, sizeof p));
+        sandbox_rm_rf(sandbox_path(&s, "snap", p, sizeof p));
     rc = start_from(&s, dir, wait, false, NULL) < 0 ? 1 : 0;
     goto out;
 unstage:
@@ -2287,7 +1768,7 @@ unstage:
             unlink(stage);
         }
 out:
-    sbx_close(&s);
+    sandbox_close(&s);
     return rc;
 }
 
@@ -2438,7 +1919,7 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
     kcfg = calloc(1, 65536);
     if (!cfg || !kcfg)
         goto out;
-    FILE *pf = fopen(sp(&s, "config", parent_cfg, sizeof parent_cfg), "re");
+    FILE *pf = fopen(sandbox_path(&s, "config", parent_cfg, sizeof parent_cfg), "re");
     size_t clen = 0;
     while (pf && clen < 60000 && fgets(cfg + clen, (int)(60000 - clen), pf))
         if (strncmp(cfg + clen, "drive.", 6) && strncmp(cfg + clen, "net.tap=", 8) &&   /* a child's own below */
@@ -2467,7 +1948,7 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
                                    k->jail.id, k->jail.uid, k->jail.gid);
         k->dfd = open(k->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (kl >= 65536 || k->dfd < 0 || sbx_lock(k) < 0 || (k->jail.on && jail_dir_perms(k) < 0) ||
-            write_file(sp(k, "config", p, sizeof p), kcfg) < 0) {
+            write_file(sandbox_path(k, "config", p, sizeof p), kcfg) < 0) {
             made++;
             goto undo;
         }
@@ -2477,14 +1958,14 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
      * child; its disk pins (base/diskN.overlay, taken in the same pause)
      * copied to each child's own overlay. */
     phase(&ph, "prepared");
-    sp(&kids[0], "base", base0, sizeof base0);
+    sandbox_path(&kids[0], "base", base0, sizeof base0);
     if ((s.jail.on ? jail_fork_snapshot(&s, base0) : snapshot_into(&s, base0)) < 0)
         goto undo;
     phase(&ph, "snapshot");
     /* A jailed parent's: root's files, 0444, in root's base/ (0755), which
      * each child's jail reads (bound in read-only) but none can change. */
     for (unsigned long i = 1; i < count; i++) {
-        int r = link_snapshot(base0, sp(&kids[i], "base", p, sizeof p));
+        int r = link_snapshot(base0, sandbox_path(&kids[i], "base", p, sizeof p));
         if (r == 0 && s.jail.on && chmod(p, 0755) < 0)
             r = -errno;
         if (r < 0) {
@@ -2513,19 +1994,19 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
     phase(&ph, "overlays");
     /* Done with the parent: its lock goes now, so that other forks of it
      * (a template's, for moat serve) start their children alongside. */
-    sbx_close(&s);
+    sandbox_close(&s);
     if (stopped) {          /* the snapshot is each child's stop snapshot: nothing runs */
         rc = 0;
         for (unsigned long i = 0; i < count; i++) {
             char b[PATH_MAX], sn[PATH_MAX];
-            if (rename(sp(&kids[i], "base", b, sizeof b), sp(&kids[i], "snap", sn, sizeof sn)) < 0) {
+            if (rename(sandbox_path(&kids[i], "base", b, sizeof b), sandbox_path(&kids[i], "snap", sn, sizeof sn)) < 0) {
                 fprintf(stderr, "moat: %s: %s\n", sn, strerror(errno));
                 rc = 1;
-                rm_rf(kids[i].dir);
+                sandbox_rm_rf(kids[i].dir);
             } else if (!quiet) {
                 printf("%s\n", kids[i].name);
             }
-            sbx_close(&kids[i]);
+            sandbox_close(&kids[i]);
         }
         phases_print(&ph, "fork");
         goto out;
@@ -2536,7 +2017,7 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
     if (!st)
         goto undo;
     for (unsigned long i = 0; i < count; i++)
-        if (start_spawn(&kids[i], sp(&kids[i], "base", p, sizeof p), true, &st[i]) < 0)
+        if (start_spawn(&kids[i], sandbox_path(&kids[i], "base", p, sizeof p), true, &st[i]) < 0)
             st[i].failed = true;
     phase(&ph, "spawned");
     wait_ready_all(st, count, wait, &ph);
@@ -2545,28 +2026,28 @@ static int fork_sandbox(const char *name, const char *prefix, const char *child,
             rc = 1;
             if (st[i].pid > 0)
                 start_undo(&st[i]);
-            rm_rf(kids[i].dir);
+            sandbox_rm_rf(kids[i].dir);
             jail_cleanup(&kids[i]);
         } else if (!quiet) {
             printf("%s\n", kids[i].name);
         }
-        sbx_close(&kids[i]);
+        sandbox_close(&kids[i]);
     }
     free(st);
     phases_print(&ph, "fork");
     goto out;
 undo:
     for (unsigned long i = 0; i < made; i++) {
-        rm_rf(kids[i].dir);
-        sbx_close(&kids[i]);
+        sandbox_rm_rf(kids[i].dir);
+        sandbox_close(&kids[i]);
     }
 out:
     for (unsigned long i = 0; kids && i < count; i++)
-        sbx_close(&kids[i]);
+        sandbox_close(&kids[i]);
     free(cfg);
     free(kcfg);
     free(kids);
-    sbx_close(&s);
+    sandbox_close(&s);
     return rc ? -1 : 0;
 }
 
@@ -2589,7 +2070,7 @@ static int cmd_diff(int argc, char **argv)
         else
             name = tag = NULL, i = argc;
     }
-    if (!name || !tag || !valid_name(tag)) {
+    if (!name || !tag || !sandbox_valid_name(tag)) {
         fprintf(stderr, "usage: moat diff NAME --against TAG [--files]\n");
         return EXIT_USAGE;
     }
@@ -2614,15 +2095,15 @@ static int cmd_diff(int argc, char **argv)
     }
     pid_t pid;
     double up;
-    enum sbx_state st = sbx_state(&s, &pid, &up);
-    if (st == ST_RUNNING || st == ST_PAUSED) {
+    enum sbx_state st = sandbox_state(&s, &pid, &up);
+    if (st == SBX_RUNNING || st == SBX_PAUSED) {
         snprintf(tmp, sizeof tmp, "%s/.diff-%d", s.dir, (int)getpid());
-        rm_rf(tmp);
+        sandbox_rm_rf(tmp);
         char req[PATH_MAX + 16];
         snprintf(req, sizeof req, "clone-disks %s", tmp);
         if (ctl(&s, req, NULL, 0, 600) < 0)
             goto out;
-    } else if (st == ST_HUNG) {
+    } else if (st == SBX_HUNG) {
         fprintf(stderr, "moat: sandbox %s is unresponsive\n", s.name);
         goto out;
     }
@@ -2654,25 +2135,12 @@ static int cmd_diff(int argc, char **argv)
     }
 out:
     if (tmp[0])
-        rm_rf(tmp);
-    sbx_close(&s);
+        sandbox_rm_rf(tmp);
+    sandbox_close(&s);
     return rc;
 }
 
 /* ---- exec / cp by name ---- */
-
-int sandbox_exists(const char *name)
-{
-    struct sbx s;
-    char p[PATH_MAX];
-    if (!valid_name(name))
-        return 0;
-    char home[3001];
-    if (cli_moat_home(home, sizeof home) < 0)
-        return 0;
-    snprintf(s.dir, sizeof s.dir, "%s/%s", home, name);
-    return access(sp(&s, "config", p, sizeof p), F_OK) == 0;
-}
 
 int sandbox_agent_target(const char *name, struct agent_target *t)
 {
@@ -2681,28 +2149,28 @@ int sandbox_agent_target(const char *name, struct agent_target *t)
         return -1;
     pid_t pid;
     double up;
-    enum sbx_state st = sbx_state(&s, &pid, &up);
-    if (st == ST_STOPPED) {
+    enum sbx_state st = sandbox_state(&s, &pid, &up);
+    if (st == SBX_STOPPED) {
         /* Started up to "the guest runs" (the ready pipe): the exec's own
          * connection waits for the agent, so it is not pinged twice. */
         if (sbx_lock(&s) < 0 || start_locked(&s, 0, NULL) < 0) {
-            sbx_close(&s);
+            sandbox_close(&s);
             return -1;
         }
-        st = ST_RUNNING;
+        st = SBX_RUNNING;
     }
-    sbx_close(&s);
-    if (st != ST_RUNNING) {
-        fprintf(stderr, "moat: sandbox %s is %s%s\n", s.name, state_names[st],
-                st == ST_PAUSED ? " (moat resume it first)" :
-                st == ST_DEAD ? " (its process has exited; see its moat.log and console.log)" : "");
+    sandbox_close(&s);
+    if (st != SBX_RUNNING) {
+        fprintf(stderr, "moat: sandbox %s is %s%s\n", s.name, sandbox_state_str(st),
+                st == SBX_PAUSED ? " (moat resume it first)" :
+                st == SBX_DEAD ? " (its process has exited; see its moat.log and console.log)" : "");
         return -1;
     }
     /* A jailed sandbox's socket through a descriptor of its own (sock_via),
      * kept open for this command's connections. */
     static char via[64];
     int keep;
-    t->path = sock_via(&s, s.vsock, via, sizeof via, &keep);
+    t->path = sandbox_sock_via(&s, s.vsock, via, sizeof via, &keep);
     if (!t->path) {
         fprintf(stderr, "moat: sandbox %s: %s is not a socket\n", s.name, s.vsock);
         return -1;
@@ -2727,7 +2195,7 @@ static int device_req(const char *name, const char *what, const char *req, char 
     int rc = 1;
     size_t rlen = 2 * CTL_REPLY_MAX + 8;
     char *reply = malloc(rlen);
-    if (reply && need_live(&s, sbx_state(&s, &pid, &up), what) == 0 && ctl(&s, req, reply, rlen, 10) == 0) {
+    if (reply && need_live(&s, sandbox_state(&s, &pid, &up), what) == 0 && ctl(&s, req, reply, rlen, 10) == 0) {
         char *nl = strchr(reply, '\n');
         if (nl)
             *nl = 0;
@@ -2736,7 +2204,7 @@ static int device_req(const char *name, const char *what, const char *req, char 
         rc = 0;
     }
     free(reply);
-    sbx_close(&s);
+    sandbox_close(&s);
     return rc;
 }
 
@@ -2902,10 +2370,10 @@ static int template_create(int argc, char **argv)
     }
     const char *name = argv[2], *from = NULL;
     bool agent = true;
-    char tname[NAME_MAX_LEN + 16];
-    if (strlen(name) > NAME_MAX_LEN - strlen(TEMPLATE_PREFIX) || !valid_name(name)) {
+    char tname[SBX_NAME_MAX + 16];
+    if (strlen(name) > SBX_NAME_MAX - strlen(TEMPLATE_PREFIX) || !sandbox_valid_name(name)) {
         fprintf(stderr, "moat: template name '%s': 1-%zu of A-Z a-z 0-9 - _ ., starting with a letter or digit\n",
-                name, NAME_MAX_LEN - strlen(TEMPLATE_PREFIX));
+                name, SBX_NAME_MAX - strlen(TEMPLATE_PREFIX));
         return EXIT_USAGE;
     }
     snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%s", name);
@@ -2947,7 +2415,7 @@ static int template_create(int argc, char **argv)
             r = 1;
             if (sbx_open(&s, tname, 1) == 0) {
                 r = stop_locked(&s, NULL) < 0 ? 1 : 0;
-                sbx_close(&s);
+                sandbox_close(&s);
             }
             if (r) {
                 char *rm[] = { "rm", "-f", tname, NULL };
@@ -2961,7 +2429,7 @@ static int template_create(int argc, char **argv)
     struct sbx t;
     char p[PATH_MAX], text[256];
     snprintf(text, sizeof text, "agent=%d\nfrom=%s\n", agent, from ? from : "");
-    if (sbx_paths(&t, tname) < 0 || write_file(sp(&t, "template", p, sizeof p), text) < 0) {
+    if (sbx_paths(&t, tname) < 0 || write_file(sandbox_path(&t, "template", p, sizeof p), text) < 0) {
         fprintf(stderr, "moat: cannot write the template marker of %s\n", tname);
         return 1;
     }
@@ -2980,7 +2448,7 @@ static int template_ls(void)
         struct sbx s;
         char p[PATH_MAX], buf[512] = "";
         if (sbx_paths(&s, names[i]) == 0) {
-            int fd = open(sp(&s, "template", p, sizeof p), O_RDONLY | O_CLOEXEC);
+            int fd = open(sandbox_path(&s, "template", p, sizeof p), O_RDONLY | O_CLOEXEC);
             if (fd >= 0) {
                 ssize_t k = read(fd, buf, sizeof buf - 1);
                 buf[k > 0 ? k : 0] = 0;
@@ -3006,9 +2474,9 @@ static int cmd_template(int argc, char **argv)
     if (!strcmp(sub, "rm") && argc > 2) {
         int rc = 0;
         for (int i = 2; i < argc; i++) {
-            char tname[NAME_MAX_LEN + 16];
+            char tname[SBX_NAME_MAX + 16];
             snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%.60s", argv[i]);
-            if (!valid_name(argv[i]) || !sandbox_exists(tname)) {
+            if (!sandbox_valid_name(argv[i]) || !sandbox_exists(tname)) {
                 fprintf(stderr, "moat: no template named %s (moat template ls)\n", argv[i]);
                 rc = 1;
                 continue;
@@ -3024,20 +2492,6 @@ static int cmd_template(int argc, char **argv)
     }
     fputs(usage_template, stderr);
     return EXIT_USAGE;
-}
-
-int sandbox_state_name(const char *name, char *out, size_t len)
-{
-    struct sbx s;
-    if (!valid_name(name) || sbx_paths(&s, name) < 0)
-        return -EINVAL;
-    char p[PATH_MAX];
-    if (access(sp(&s, "config", p, sizeof p), F_OK) != 0)
-        return -ENOENT;
-    pid_t pid;
-    double up;
-    snprintf(out, len, "%s", state_names[sbx_state(&s, &pid, &up)]);
-    return 0;
 }
 
 /* ---- dispatch ---- */

@@ -1,4 +1,4 @@
-/* moat jail's pure parts (vmm/cli/jail_spec.c, tests/unit/test_jail.c):
+/* moat jail's pure parts (vmm/sandbox/jail_spec.c, tests/unit/test_jail.c):
  * the jail id, --cgroup and --resource-limit specs, and the list of host
  * paths the jail exposes (docs/security.md, "Jail"). No I/O here. */
 #ifndef MOAT_JAIL_SPEC_H

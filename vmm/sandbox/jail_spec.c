@@ -4,7 +4,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "vmm/cli/jail_spec.h"
+#include "vmm/sandbox/jail_spec.h"
 
 int jail_check_id(const char *id)
 {
@@ -20,8 +20,8 @@ int jail_check_id(const char *id)
     return 0;
 }
 
-static const char *const cg_keys[] = { "memory.max", "memory.high", "memory.swap.max",
-                                       "cpu.max", "cpu.weight", "pids.max" };
+static const char cg_keys[][16] = { "memory.max", "memory.high", "memory.swap.max",
+                                     "cpu.max", "cpu.weight", "pids.max" };
 
 int jail_parse_cgroup(const char *spec, struct jail_cg *out, char *why, size_t wlen)
 {
@@ -62,7 +62,7 @@ int jail_parse_cgroup(const char *spec, struct jail_cg *out, char *why, size_t w
 
 int jail_parse_rlimit(const char *spec, int *resource, uint64_t *val, char *why, size_t wlen)
 {
-    static const struct { const char *name; int res; } keys[] = {
+    static const struct { char name[8]; int res; } keys[] = {
         { "no-file", RLIMIT_NOFILE }, { "nproc", RLIMIT_NPROC },
         { "fsize", RLIMIT_FSIZE }, { "as", RLIMIT_AS },
     };
@@ -208,7 +208,7 @@ static int blk_spec_paths(const char *opt, const char *spec, struct jail_paths *
 
 int jail_inner_paths(int argc, char *const *argv, struct jail_paths *l, char *why, size_t wlen)
 {
-    static const char *const opts[] = { "--kernel", "--initrd", "--drive", "--device" };
+    static const char opts[][10] = { "--kernel", "--initrd", "--drive", "--device" };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--"))
