@@ -48,39 +48,6 @@ static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_sna
  * --seccomp-audit change it. MOAT_F_SECCOMP* flags for the VM. */
 static uint32_t seccomp_flags = MOAT_F_SECCOMP;
 
-uint64_t cli_start_ns;
-
-__attribute__((constructor)) static void record_start(void)
-{
-    cli_start_ns = clock_mono_ns();
-}
-
-static const char usage_main[] =
-    "usage: moat <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  run       boot a guest and run a command in it\n"
-    "  restore   restore a snapshot and run it\n"
-    "  device    serve a moat device to another VMM (vhost-user)\n"
-    "  disk      copy-on-write disk overlays: create, info, clone, diff\n"
-    "  seccomp   the seccomp allow-list of each thread kind (--print: names)\n"
-    "  exec      run a command in a running guest (its agent)\n"
-    "  cp        copy a file to or from a running guest (its agent)\n"
-    "  host      what this host can run (KVM kind, capabilities, features)\n"
-    "  vmm       Firecracker's command line and HTTP API (docs/control-api.md)\n"
-    "  jail      run a moat command confined (namespaces, pivot_root, no\n"
-    "            capabilities, another uid; see docs/security.md)\n"
-    "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
-    "            stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)\n"
-    "  template  templates: stopped sandboxes kept for forking (create, ls, rm)\n"
-    "  serve     an E2B-compatible sandbox server: REST API + envd (docs/serve.md)\n"
-    "\n"
-    "options:\n"
-    "  --version  print the version\n"
-    "  --help     this help\n"
-    "\n"
-    "`moat run --help` for the run options. Documentation: docs/cli.md\n";
-
 static const char usage_run[] =
     "usage: moat run [options] [-- CMD ARGS...]\n"
     "\n"
@@ -135,39 +102,6 @@ static const char usage_run[] =
     "124 timeout; 125 VMM error; 126 guest crash or no status reported;\n"
     "159 killed by a seccomp filter (a forbidden system call).\n"
     "On a terminal, Ctrl-A x quits.\n";
-
-void die_usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "moat: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see moat run --help)\n");
-    exit(EXIT_USAGE);
-}
-
-double parse_timeout(const char *s)
-{
-    char *end;
-    errno = 0;
-    double t = strtod(s, &end);
-    if (errno || *end || !*s || !(t > 0) || t > 1e6 || isnan(t))
-        die_usage("invalid --timeout %s", s);
-    return t;
-}
-
-unsigned long parse_uint(const char *s, const char *what, unsigned long max)
-{
-    char *end;
-    errno = 0;
-    if (!s || !*s || *s == '-' || *s == '+')
-        die_usage("invalid %s", what);
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno || *end || v > max)
-        die_usage("invalid %s", what);
-    return v;
-}
 
 /* The default guest lives next to the binary: <dir>/guest/{bzImage,initramfs.cpio},
  * unless $MOAT_GUEST_DIR says otherwise. */
@@ -304,32 +238,6 @@ struct net_flags {
     size_t len;
     const char *metadata;
 };
-
-int cli_policy_item(char **p, size_t *len, const char *item, const char *arg, char *why, size_t wlen)
-{
-    if (arg && (!*arg || strpbrk(arg, "\";"))) {
-        snprintf(why, wlen, "invalid --net-%s '%s'", item, arg);
-        return -EINVAL;
-    }
-    if (!strcmp(item, "default") && (!arg || (strcmp(arg, "allow") && strcmp(arg, "deny")))) {
-        snprintf(why, wlen, "--net-default allow|deny, not '%s'", arg ? arg : "");
-        return -EINVAL;
-    }
-    size_t n = *len + strlen(item) + (arg ? strlen(arg) : 0) + 4;
-    if (n > CLI_POLICY_MAX) {
-        snprintf(why, wlen, "too many --net-* rules");
-        return -E2BIG;
-    }
-    char *np = realloc(*p, n);
-    if (!np) {
-        snprintf(why, wlen, "out of memory");
-        return -ENOMEM;
-    }
-    snprintf(np + *len, n - *len, "%s%s%s%s", *len ? "; " : "", item, arg ? " " : "", arg ? arg : "");
-    *p = np;
-    *len = strlen(np);
-    return 0;
-}
 
 static void net_flag(struct net_flags *nf, const char *item, const char *arg)
 {
@@ -986,6 +894,104 @@ int cmd_restore(int argc, char **argv)
                   control, ready_fd);
 }
 
+/* ---- the command table ---- */
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    printf("moat %s\n", moat_version());
+    return 0;
+}
+
+static int cmd_help(int argc, char **argv);
+
+/* main's commands. help: the line `moat --help` shows (a '\n' continues it
+ * on the next line, indented); NULL: not listed there (the sandbox
+ * commands create names, the aliases). argv0: reached only as the name the
+ * binary runs under (a link), never as `moat NAME`. Each handler gets argv
+ * from the command's name on (argv[0]). */
+static const struct cli_command {
+    const char *name;
+    const char *help;
+    int (*handler)(int argc, char **argv);
+    bool argv0;
+} commands[] = {
+    { "run", "boot a guest and run a command in it", cmd_run, false },
+    { "restore", "restore a snapshot and run it", cmd_restore, false },
+    { "device", "serve a moat device to another VMM (vhost-user)", cmd_device, false },
+    { "disk", "copy-on-write disk overlays: create, info, clone, diff", cmd_disk, false },
+    { "seccomp", "the seccomp allow-list of each thread kind (--print: names)", cmd_seccomp, false },
+    { "exec", "run a command in a running guest (its agent)", cmd_exec, false },
+    { "cp", "copy a file to or from a running guest (its agent)", cmd_cp, false },
+    { "host", "what this host can run (KVM kind, capabilities, features)", cmd_host, false },
+    { "vmm", "Firecracker's command line and HTTP API (docs/control-api.md)", cmd_vmm, false },
+    { "jail", "run a moat command confined (namespaces, pivot_root, no\n"
+              "capabilities, another uid; see docs/security.md)", cmd_jail, false },
+    { "create", "start a named background sandbox (also: ls, rm, pause, resume,\n"
+                "stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)", cmd_sandbox, false },
+    { "ls", NULL, cmd_sandbox, false },
+    { "rm", NULL, cmd_sandbox, false },
+    { "pause", NULL, cmd_sandbox, false },
+    { "resume", NULL, cmd_sandbox, false },
+    { "stop", NULL, cmd_sandbox, false },
+    { "start", NULL, cmd_sandbox, false },
+    { "snapshot", NULL, cmd_sandbox, false },
+    { "reset", NULL, cmd_sandbox, false },
+    { "fork", NULL, cmd_sandbox, false },
+    { "diff", NULL, cmd_sandbox, false },
+    { "set", NULL, cmd_sandbox, false },
+    { "get", NULL, cmd_sandbox, false },
+    { "net", NULL, cmd_sandbox, false },
+    { "template", "templates: stopped sandboxes kept for forking (create, ls, rm)", cmd_sandbox, false },
+    { "serve", "an E2B-compatible sandbox server: REST API + envd (docs/serve.md)", cmd_serve, false },
+    { "version", NULL, cmd_version, false },
+    { "--version", NULL, cmd_version, false },
+    { "help", NULL, cmd_help, false },
+    { "--help", NULL, cmd_help, false },
+    { "-h", NULL, cmd_help, false },
+    /* Run as `firecracker` (a link): Firecracker's command line. */
+    { "firecracker", NULL, cmd_vmm, true },
+};
+
+/* `moat --help` (stdout) or `moat` alone (stderr): the listed commands
+ * with their help, two columns. */
+static void usage_main(FILE *f)
+{
+    fputs("usage: moat <command> [options]\n\ncommands:\n", f);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        const char *h = commands[i].help;
+        if (!h)
+            continue;
+        fprintf(f, "  %-9s ", commands[i].name);
+        for (const char *nl; (nl = strchr(h, '\n')); h = nl + 1)
+            fprintf(f, "%.*s\n%12s", (int)(nl - h), h, "");
+        fprintf(f, "%s\n", h);
+    }
+    fputs("\n"
+          "options:\n"
+          "  --version  print the version\n"
+          "  --help     this help\n"
+          "\n"
+          "`moat run --help` for the run options. Documentation: docs/cli.md\n", f);
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    usage_main(stdout);
+    return 0;
+}
+
+/* The entry named name (argv0: among those reached by the binary's name,
+ * else among the others), or NULL. */
+static const struct cli_command *find_command(const char *name, bool argv0)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (commands[i].argv0 == argv0 && !strcmp(commands[i].name, name))
+            return &commands[i];
+    return NULL;
+}
+
 int main(int argc, char **argv)
 {
     /* A fixed number of malloc arenas: otherwise the C library computes
@@ -999,48 +1005,18 @@ int main(int argc, char **argv)
      * keep what they have instead (a large allocation is still an mmap of
      * its own, given back). */
     mallopt(M_TRIM_THRESHOLD, INT_MAX);
-    /* Run as `firecracker` (a link): Firecracker's command line. */
     const char *base = argv[0] ? strrchr(argv[0], '/') : NULL;
     base = base ? base + 1 : argv[0] ? argv[0] : "";
-    if (!strcmp(base, "firecracker"))
-        return cmd_vmm(argc, argv);
+    const struct cli_command *c = find_command(base, true);
+    if (c)
+        return c->handler(argc, argv);
     if (argc < 2) {
-        fputs(usage_main, stderr);
+        usage_main(stderr);
         return EXIT_USAGE;
     }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("moat %s\n", moat_version());
-        return 0;
-    }
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        fputs(usage_main, stdout);
-        return 0;
-    }
-    if (!strcmp(cmd, "device"))
-        return cmd_device(argc - 1, argv + 1);
-    if (!strcmp(cmd, "disk"))
-        return cmd_disk(argc - 1, argv + 1);
-    if (!strcmp(cmd, "run"))
-        return cmd_run(argc - 1, argv + 1);
-    if (!strcmp(cmd, "restore"))
-        return cmd_restore(argc - 1, argv + 1);
-    if (!strcmp(cmd, "exec"))
-        return cmd_exec(argc - 1, argv + 1);
-    if (!strcmp(cmd, "cp"))
-        return cmd_cp(argc - 1, argv + 1);
-    if (!strcmp(cmd, "host"))
-        return cmd_host(argc - 1, argv + 1);
-    if (!strcmp(cmd, "vmm"))
-        return cmd_vmm(argc - 1, argv + 1);
-    if (!strcmp(cmd, "seccomp"))
-        return cmd_seccomp(argc - 1, argv + 1);
-    if (!strcmp(cmd, "jail"))
-        return cmd_jail(argc - 1, argv + 1);
-    if (!strcmp(cmd, "serve"))
-        return cmd_serve(argc - 1, argv + 1);
-    if (cli_is_sandbox_command(cmd))
-        return cmd_sandbox(argc - 1, argv + 1);
-    fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);
+    c = find_command(argv[1], false);
+    if (c)
+        return c->handler(argc - 1, argv + 1);
+    fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", argv[1]);
     return EXIT_USAGE;
 }
