@@ -1,5 +1,7 @@
-/* moat — the command-line interface: a thin layer over libmoat.
- * The only place in moat that calls exit(). Exit codes: docs/cli.md. */
+/* moat — the command-line interface: a thin layer over libmoat. This
+ * file: main, its command table, and the run and restore commands; what
+ * the commands share is in cli_util.c. vmm/cli/ is the only place in moat
+ * that calls exit(). Exit codes: docs/cli.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
