@@ -572,6 +572,54 @@ START_TEST(cli_help)
 }
 END_TEST
 
+/* main's command table (vmm/cli/cli.c): every command is reached and
+ * answers --help with its usage on stdout; `moat --help` (and `moat` alone,
+ * on stderr, exit 2) lists the documented ones; an unknown command is a
+ * usage error naming it. Fails when an entry goes missing. */
+START_TEST(cli_commands)
+{
+    static const char *const listed[] = {
+        "run", "restore", "device", "disk", "seccomp", "exec", "cp", "host", "vmm", "jail", "create",
+        "template", "serve",
+    };
+    static const char *const unlisted[] = {
+        "ls", "rm", "pause", "resume", "stop", "start", "snapshot", "reset", "fork", "diff", "set", "get", "net",
+    };
+    struct run r, bare;
+    run_moat(&r, 10, "--help");
+    expect_status(&r, 0);
+    const char *const noargs[] = { NULL };
+    run_moatv(&bare, 10, noargs);
+    expect_status(&bare, CLI_EXIT_USAGE);
+    if (strcmp(bare.err, r.out))
+        RUN_FAIL(&bare, "%s", "moat alone does not print --help's text on stderr");
+    run_free(&bare);
+    for (size_t i = 0; i < sizeof listed / sizeof listed[0]; i++) {
+        char line[32];
+        snprintf(line, sizeof line, "\n  %-9s ", listed[i]);
+        if (!strstr(r.out, line))
+            RUN_FAIL(&r, "--help does not list %s", listed[i]);
+    }
+    run_free(&r);
+    for (size_t i = 0; i < sizeof listed / sizeof listed[0] + sizeof unlisted / sizeof unlisted[0]; i++) {
+        size_t nl = sizeof listed / sizeof listed[0];
+        const char *cmd = i < nl ? listed[i] : unlisted[i - nl];
+        run_moat(&r, 10, cmd, "--help");
+        expect_status(&r, 0);
+        expect_out(&r, "usage: moat ");
+        run_free(&r);
+    }
+    run_moat(&r, 10, "nosuchcmd");
+    expect_usage_error(&r);
+    if (!strstr(r.err, "unknown command 'nosuchcmd'"))
+        RUN_FAIL(&r, "%s", "stderr does not name the unknown command");
+    run_free(&r);
+    run_moat(&r, 10, "firecracker", "--help");  /* only as argv[0]'s name (fc-api.sh) */
+    expect_usage_error(&r);
+    run_free(&r);
+}
+END_TEST
+
 /* ---- KVM tests: the guests ------------------------------------------------ */
 
 #define CAP 60   /* seconds per guest run, before MOAT_TEST_SLOW */
@@ -2042,7 +2090,7 @@ int main(void)
     const TTest *cli[] = {
         cli_unknown_flag, cli_unknown_command, cli_bad_numbers, cli_missing_flag_value,
         cli_kernel_missing, cli_kernel_directory, cli_kernel_empty, cli_kernel_text,
-        cli_kernel_truncated_elf, cli_version, cli_help, cli_restore_errors,
+        cli_kernel_truncated_elf, cli_version, cli_help, cli_commands, cli_restore_errors,
         cli_sandbox_no_kvm, cli_host_no_kvm, cli_device_args, cli_net_flags, cli_device_state,
         cli_rng_args, cli_uffd_args, cli_disk_forged_base,
     };

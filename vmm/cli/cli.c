@@ -1,5 +1,7 @@
-/* moat — the command-line interface: a thin layer over libmoat.
- * The only place in moat that calls exit(). Exit codes: docs/cli.md. */
+/* moat — the command-line interface: a thin layer over libmoat. This
+ * file: main, its command table, and the run and restore commands; what
+ * the commands share is in cli_util.c. vmm/cli/ is the only place in moat
+ * that calls exit(). Exit codes: docs/cli.md. */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -47,39 +49,6 @@ static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_sna
 /* Seccomp (docs/security.md): on by default in the CLI; --no-seccomp and
  * --seccomp-audit change it. MOAT_F_SECCOMP* flags for the VM. */
 static uint32_t seccomp_flags = MOAT_F_SECCOMP;
-
-uint64_t cli_start_ns;
-
-__attribute__((constructor)) static void record_start(void)
-{
-    cli_start_ns = clock_mono_ns();
-}
-
-static const char usage_main[] =
-    "usage: moat <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  run       boot a guest and run a command in it\n"
-    "  restore   restore a snapshot and run it\n"
-    "  device    serve a moat device to another VMM (vhost-user)\n"
-    "  disk      copy-on-write disk overlays: create, info, clone, diff\n"
-    "  seccomp   the seccomp allow-list of each thread kind (--print: names)\n"
-    "  exec      run a command in a running guest (its agent)\n"
-    "  cp        copy a file to or from a running guest (its agent)\n"
-    "  host      what this host can run (KVM kind, capabilities, features)\n"
-    "  vmm       Firecracker's command line and HTTP API (docs/control-api.md)\n"
-    "  jail      run a moat command confined (namespaces, pivot_root, no\n"
-    "            capabilities, another uid; see docs/security.md)\n"
-    "  create    start a named background sandbox (also: ls, rm, pause, resume,\n"
-    "            stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)\n"
-    "  template  templates: stopped sandboxes kept for forking (create, ls, rm)\n"
-    "  serve     an E2B-compatible sandbox server: REST API + envd (docs/serve.md)\n"
-    "\n"
-    "options:\n"
-    "  --version  print the version\n"
-    "  --help     this help\n"
-    "\n"
-    "`moat run --help` for the run options. Documentation: docs/cli.md\n";
 
 static const char usage_run[] =
     "usage: moat run [options] [-- CMD ARGS...]\n"
@@ -135,39 +104,6 @@ static const char usage_run[] =
     "124 timeout; 125 VMM error; 126 guest crash or no status reported;\n"
     "159 killed by a seccomp filter (a forbidden system call).\n"
     "On a terminal, Ctrl-A x quits.\n";
-
-void die_usage(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "moat: ");
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fprintf(stderr, " (see moat run --help)\n");
-    exit(EXIT_USAGE);
-}
-
-double parse_timeout(const char *s)
-{
-    char *end;
-    errno = 0;
-    double t = strtod(s, &end);
-    if (errno || *end || !*s || !(t > 0) || t > 1e6 || isnan(t))
-        die_usage("invalid --timeout %s", s);
-    return t;
-}
-
-unsigned long parse_uint(const char *s, const char *what, unsigned long max)
-{
-    char *end;
-    errno = 0;
-    if (!s || !*s || *s == '-' || *s == '+')
-        die_usage("invalid %s", what);
-    unsigned long v = strtoul(s, &end, 10);
-    if (errno || *end || v > max)
-        die_usage("invalid %s", what);
-    return v;
-}
 
 /* The default guest lives next to the binary: <dir>/guest/{bzImage,initramfs.cpio},
  * unless $MOAT_GUEST_DIR says otherwise. */
@@ -229,8 +165,8 @@ static void print_timings(const struct moat_vm *vm)
     fprintf(stderr, ", \"origin_monotonic_ns\": %llu}\n", (unsigned long long)cli_start_ns);
 }
 
-static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
-                  int timings, int verbose, const char *control, int ready_fd);
+struct vm_opts;
+static int run_vm(struct moat_vm *vm, int raw_tty, const struct vm_opts *o);
 
 /* --console-log FILE: the console is appended to FILE, no console input.
  * The guest writes it, so it is bounded: a FILE already over
@@ -304,32 +240,6 @@ struct net_flags {
     size_t len;
     const char *metadata;
 };
-
-int cli_policy_item(char **p, size_t *len, const char *item, const char *arg, char *why, size_t wlen)
-{
-    if (arg && (!*arg || strpbrk(arg, "\";"))) {
-        snprintf(why, wlen, "invalid --net-%s '%s'", item, arg);
-        return -EINVAL;
-    }
-    if (!strcmp(item, "default") && (!arg || (strcmp(arg, "allow") && strcmp(arg, "deny")))) {
-        snprintf(why, wlen, "--net-default allow|deny, not '%s'", arg ? arg : "");
-        return -EINVAL;
-    }
-    size_t n = *len + strlen(item) + (arg ? strlen(arg) : 0) + 4;
-    if (n > CLI_POLICY_MAX) {
-        snprintf(why, wlen, "too many --net-* rules");
-        return -E2BIG;
-    }
-    char *np = realloc(*p, n);
-    if (!np) {
-        snprintf(why, wlen, "out of memory");
-        return -ENOMEM;
-    }
-    snprintf(np + *len, n - *len, "%s%s%s%s", *len ? "; " : "", item, arg ? " " : "", arg ? arg : "");
-    *p = np;
-    *len = strlen(np);
-    return 0;
-}
 
 static void net_flag(struct net_flags *nf, const char *item, const char *arg)
 {
@@ -414,6 +324,93 @@ static int parse_ready_fd(const char *v)
     return (int)n;
 }
 
+/* The options run and restore share, gathered by vm_opt. Kept in static
+ * storage by each command (the device and drive arrays). */
+struct vm_opts {
+    struct moat_device devices[MOAT_MAX_DRIVES];
+    size_t ndevices;
+    struct moat_drive drives[MOAT_MAX_DRIVES];
+    const char *overlays[MOAT_MAX_DRIVES];
+    int direct[MOAT_MAX_DRIVES];
+    bool has_overlay, has_direct;
+    size_t ndrives;
+    const char *snapdir, *control, *conslog;
+    double timeout;
+    int timings, verbose, ready_fd;
+};
+
+/* One option of run's or restore's shared ones (getopt_long's c and
+ * optarg); anything else is a usage error. */
+static void vm_opt(struct vm_opts *o, int c, char **argv)
+{
+    switch (c) {
+    case 't': o->timeout = parse_timeout(optarg); break;
+    case 'T': o->timings = 1; break;
+    case 'S': o->snapdir = optarg; break;
+    case 'D':
+        if (o->ndrives >= MOAT_MAX_DRIVES)
+            die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
+        parse_drive(optarg, &o->drives[o->ndrives], &o->overlays[o->ndrives], &o->direct[o->ndrives]);
+        o->has_overlay |= o->overlays[o->ndrives] != NULL;
+        o->has_direct |= o->direct[o->ndrives] != 0;
+        o->ndrives++;
+        break;
+    case OPT_DEVICE: parse_device(optarg, o->devices, &o->ndevices); break;
+    case OPT_NET: parse_net(optarg, o->devices, &o->ndevices); break;
+    case 'C': o->control = optarg; break;
+    case 'L': o->conslog = optarg; break;
+    case OPT_READY_FD: o->ready_fd = parse_ready_fd(optarg); break;
+    case OPT_NO_SECCOMP: seccomp_flags = 0; break;
+    case OPT_SECCOMP_AUDIT: seccomp_flags = MOAT_F_SECCOMP | MOAT_F_SECCOMP_AUDIT; break;
+    case 'v': o->verbose++; break;
+    case ':': die_usage("option %s needs a value", argv[optind - 1]);
+    default: die_usage("unknown option %s", argv[optind - 1]);
+    }
+}
+
+/* The console: to --console-log's file, or the terminal's. */
+static void vm_console(const struct vm_opts *o, int *in, int *out, uint64_t *limit, uint32_t *flags)
+{
+    if (o->conslog)
+        console_log_fds(o->conslog, in, out, limit);
+    else
+        console_fds(in, out, flags);
+}
+
+/* No --kernel: the default guest's kernel (into dk) and initrd (into di,
+ * when there is one and no --initrd). */
+static void run_default_guest(struct moat_config *cfg, char *dk, char *di, size_t len)
+{
+    if (default_guest(dk, di, len) < 0)
+        die_usage("%s", "cannot locate the default guest; pass --kernel");
+    cfg->kernel = dk;
+    if (!cfg->initrd && access(di, R_OK) == 0)
+        cfg->initrd = di;
+    if (access(dk, R_OK) != 0)
+        die_usage("default guest kernel %s not found: run `make guest` or pass --kernel", dk);
+}
+
+/* What run's options left to check, and the config from them. */
+static void run_config(struct moat_config *cfg, struct vm_opts *o, struct net_flags *nf, int argc, char **argv)
+{
+    if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
+        die_usage("unexpected argument '%s' (put the guest command after --)", argv[optind]);
+    if (cfg->mem_mib == 0)
+        die_usage("invalid %s", "--mem (MiB)");
+    if (cfg->cpus == 0)
+        die_usage("invalid %s", "--cpus");
+    moat_set_log(MOAT_LOG_WARN + o->verbose, NULL, NULL);
+    cfg->argv = (const char *const *)&argv[optind];
+    cfg->argc = (size_t)(argc - optind);
+    cfg->drives = o->drives;
+    cfg->ndrives = o->ndrives;
+    cfg->drive_overlays = o->has_overlay ? o->overlays : NULL;
+    cfg->drive_direct = o->has_direct ? o->direct : NULL;
+    net_flags_apply(nf, o->devices, o->ndevices);
+    cfg->devices = o->ndevices ? o->devices : NULL;
+    cfg->ndevices = o->ndevices;
+}
+
 int cmd_run(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -449,97 +446,40 @@ int cmd_run(int argc, char **argv)
     };
     struct moat_config cfg;
     moat_config_init(&cfg);
-    static struct moat_device devices[MOAT_MAX_DRIVES];
+    static struct vm_opts o;
     static struct net_flags nf;
-    size_t ndevices = 0;
-    const char *kernel = NULL, *initrd = NULL, *snapdir = NULL;
-    const char *control = NULL, *conslog = NULL;
-    static struct moat_drive drives[MOAT_MAX_DRIVES];
-    static const char *overlays[MOAT_MAX_DRIVES];
-    static int direct[MOAT_MAX_DRIVES];
-    bool has_overlay = false, has_direct = false;
-    size_t ndrives = 0;
-    double timeout = 0;
-    int timings = 0, verbose = 0, ready_fd = -1;
+    o.ready_fd = -1;
     opterr = 0;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "+:vh", opts, NULL)) != -1) {
         switch (c) {
-        case 'k': kernel = optarg; break;
-        case 'i': initrd = optarg; break;
+        case 'k': cfg.kernel = optarg; break;
+        case 'i': cfg.initrd = optarg; break;
         case 'c': cfg.cmdline = optarg; break;
         case 'm': cfg.mem_mib = (uint32_t)parse_uint(optarg, "--mem (MiB)", 1u << 20); break;
         case 'n': cfg.cpus = (uint32_t)parse_uint(optarg, "--cpus", 64); break;
-        case 't': timeout = parse_timeout(optarg); break;
-        case 'S': snapdir = optarg; break;
         case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; cfg.flags |= MOAT_F_DIRTY_LOG; break;
-        case 'D':
-            if (ndrives >= MOAT_MAX_DRIVES)
-                die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
-            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives], &direct[ndrives]); has_overlay |= overlays[ndrives] != NULL; has_direct |= direct[ndrives] != 0; ndrives++; }
-            break;
         case 'V': parse_vsock(optarg, &cfg); break;
-        case OPT_DEVICE: parse_device(optarg, devices, &ndevices); break;
-        case OPT_NET: parse_net(optarg, devices, &ndevices); break;
         case OPT_NET_ALLOW: net_flag(&nf, "allow", optarg); break;
         case OPT_NET_DENY: net_flag(&nf, "deny", optarg); break;
         case OPT_NET_DOMAIN: net_flag(&nf, "allow-domain", optarg); break;
         case OPT_NET_DEFAULT: net_flag(&nf, "default", optarg); break;
         case OPT_NET_NO_PRESET: net_flag(&nf, "no-preset", NULL); break;
         case OPT_METADATA: nf.metadata = optarg; break;
-        case 'C': control = optarg; break;
-        case 'L': conslog = optarg; break;
-        case OPT_READY_FD: ready_fd = parse_ready_fd(optarg); break;
-        case 'T': timings = 1; break;
         case 'P': cfg.flags |= MOAT_F_PVH; break;
         case 'N': cfg.flags |= MOAT_F_NO_PVM_COMPAT; break;
-        case OPT_NO_SECCOMP: seccomp_flags = 0; break;
-        case OPT_SECCOMP_AUDIT: seccomp_flags = MOAT_F_SECCOMP | MOAT_F_SECCOMP_AUDIT; break;
-        case 'v': verbose++; break;
         case 'h': fputs(usage_run, stdout); return 0;
-        case ':':
-            die_usage("option %s needs a value", argv[optind - 1]);
-            break;
-        default:
-            die_usage("unknown option %s", argv[optind - 1]);
+        default: vm_opt(&o, c, argv); break;
         }
     }
-    if (optind < argc && strcmp(argv[optind - 1], "--") != 0)
-        die_usage("unexpected argument '%s' (put the guest command after --)", argv[optind]);
-    if (cfg.mem_mib == 0)
-        die_usage("invalid %s", "--mem (MiB)");
-    if (cfg.cpus == 0)
-        die_usage("invalid %s", "--cpus");
-    moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
-    cfg.argv = (const char *const *)&argv[optind];
-    cfg.argc = (size_t)(argc - optind);
-    cfg.drives = drives;
-    cfg.ndrives = ndrives;
-    cfg.drive_overlays = has_overlay ? overlays : NULL;
-    cfg.drive_direct = has_direct ? direct : NULL;
-    net_flags_apply(&nf, devices, ndevices);
-    cfg.devices = ndevices ? devices : NULL;
-    cfg.ndevices = ndevices;
-
+    run_config(&cfg, &o, &nf, argc, argv);
     char dk[PATH_MAX], di[PATH_MAX];
-    if (!kernel) {
-        if (default_guest(dk, di, sizeof(dk)) < 0)
-            die_usage("%s", "cannot locate the default guest; pass --kernel");
-        kernel = dk;
-        if (!initrd && access(di, R_OK) == 0)
-            initrd = di;
-        if (access(dk, R_OK) != 0)
-            die_usage("default guest kernel %s not found: run `make guest` or pass --kernel", dk);
-    }
-    cfg.kernel = kernel;
-    cfg.initrd = initrd;
+    if (!cfg.kernel)
+        run_default_guest(&cfg, dk, di, sizeof(dk));
 
     /* Console: the UART writes to stdout; stdin feeds it if open. */
-    if (conslog)
-        console_log_fds(conslog, &cfg.console_in, &cfg.console_out, &cfg.console_limit);
-    else
-        console_fds(&cfg.console_in, &cfg.console_out, &cfg.flags);
+    vm_console(&o, &cfg.console_in, &cfg.console_out, &cfg.console_limit, &cfg.flags);
 
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
@@ -556,8 +496,7 @@ int cmd_run(int argc, char **argv)
                         "applied; Linux boots to /init but cannot reach user space here "
                         "(it needs hardware KVM)\n");
 
-    return run_vm(vm, cfg.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose,
-                  control, ready_fd);
+    return run_vm(vm, cfg.flags & MOAT_F_CONSOLE_ESCAPE, &o);
 }
 
 /* --diff-snapshots: into the first free dir/N (created): a diff against
@@ -623,12 +562,11 @@ static void notify_ready(struct moat_vm *vm, int fd)
     close(fd);
 }
 
-/* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
- * stop, when snapdir is set), map the outcome to an exit code, destroy vm. */
-static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *snapdir,
-                  int timings, int verbose, const char *control, int ready_fd)
+/* Before the VM starts: the terminal raw (raw_tty), the hard --timeout
+ * backstop, and with --snapshot-dir the snapshot signals blocked and read
+ * through a signalfd (returned; -1 without). */
+static int run_vm_prepare(int raw_tty, const struct vm_opts *o)
 {
-    struct ctl_server ctl = { .fd = -1 };
     if (raw_tty) {
         struct termios raw;
         if (tcgetattr(STDIN_FILENO, &saved_tio) == 0) {
@@ -640,15 +578,15 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
             tcsetattr(STDIN_FILENO, TCSANOW, &raw);
         }
     }
-    if (timeout > 0) {
+    if (o->timeout > 0) {
         /* A hard backstop in case stopping itself hangs. */
         signal(SIGALRM, on_alarm);
-        alarm((unsigned)ceil(timeout) + 3);
+        alarm((unsigned)ceil(o->timeout) + 3);
     }
     /* Snapshot requests arrive as signals, read through a signalfd; block
      * them before the vCPU threads exist so those inherit the mask. */
     int sfd = -1;
-    if (snapdir) {
+    if (o->snapdir) {
         sigset_t ss;
         sigemptyset(&ss);
         sigaddset(&ss, SIGUSR1);
@@ -656,10 +594,102 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
         pthread_sigmask(SIG_BLOCK, &ss, NULL);
         sfd = signalfd(-1, &ss, SFD_CLOEXEC);
     }
+    return sfd;
+}
 
+/* A snapshot signal on sfd: snapshot into snapdir, say how it went, and
+ * on SIGUSR2 stop the VM. */
+static void run_vm_snapshot_signal(struct moat_vm *vm, int sfd, const char *snapdir)
+{
+    struct signalfd_siginfo si;
+    if (read(sfd, &si, sizeof(si)) != sizeof(si))
+        return;
+    /* SIGUSR2 stops after the snapshot: pause first so the guest
+     * cannot run (and print) between the snapshot and the stop. */
+    if (si.ssi_signo == SIGUSR2)
+        moat_pause(vm);
+    uint64_t t0 = clock_mono_ns();
+    int r = snapshot_to(vm, snapdir);
+    uint64_t t1 = clock_mono_ns();
+    if (r < 0)
+        fprintf(stderr, "moat: snapshot to %s failed: %s\n", snapdir, strerror(-r));
+    else {
+        struct moat_snapshot_stats ss = { .size = sizeof(ss) };
+        moat_get_snapshot_stats(vm, &ss);
+        fprintf(stderr, "moat: snapshot written to %s in %.3f ms (guest paused %.3f ms: pausing %.3f, "
+                "state %.3f, memory %.3f; then flush %.3f; %llu pages looked at, %llu written, %llu KiB staged, prepared in %.3f%s%s)\n",
+                snapdir, (double)(t1 - t0) / 1e6,
+                (double)ss.paused_us / 1e3, (double)ss.pausing_us / 1e3, (double)ss.state_us / 1e3, (double)ss.memory_us / 1e3,
+                (double)ss.sync_us / 1e3, (unsigned long long)ss.candidate_pages,
+                (unsigned long long)ss.data_pages, (unsigned long long)(ss.staged_bytes >> 10),
+                (double)ss.prepare_us / 1e3,
+                ss.uring ? ", io_uring" : "",
+                ss.direct ? ", O_DIRECT" : "");
+    }
+    if (si.ssi_signo == SIGUSR2 && r == 0)
+        moat_stop(vm);
+}
+
+/* Wait until the VM exits (false) or the --timeout deadline passes
+ * (true), serving control clients and snapshot signals meanwhile. */
+static bool run_vm_wait(struct moat_vm *vm, struct ctl_server *ctl, int sfd, const struct vm_opts *o)
+{
+    uint64_t deadline = o->timeout > 0 ? cli_start_ns + (uint64_t)(o->timeout * 1e9) : 0;
+    for (;;) {
+        int wait_ms = -1;
+        if (deadline) {
+            uint64_t now = clock_mono_ns();
+            if (now >= deadline)
+                return true;
+            wait_ms = (int)((deadline - now) / 1000000) + 1;
+        }
+        struct pollfd p[3] = { { .fd = moat_exit_fd(vm), .events = POLLIN }, { .fd = sfd, .events = POLLIN },
+                               { .fd = ctl->fd, .events = POLLIN } };
+        int n = poll(p, 3, wait_ms);
+        if (n < 0 && errno != EINTR)
+            return false;
+        if (n > 0 && p[0].revents)
+            return false;
+        if (n > 0 && p[2].revents) {
+            ctl_server_serve(ctl, vm);     /* a stop shows up on the exit fd */
+            continue;
+        }
+        if (n > 0 && sfd >= 0 && p[1].revents)
+            run_vm_snapshot_signal(vm, sfd, o->snapdir);
+    }
+}
+
+/* The exit code for how the VM ended. */
+static int run_vm_exit_code(const struct moat_exit *ex, int verbose)
+{
+    switch (ex->reason) {
+    case MOAT_EXIT_RESET:
+    case MOAT_EXIT_CRASH:
+    case MOAT_EXIT_STOPPED:
+        if (ex->status < 0 && ex->reason != MOAT_EXIT_STOPPED) {
+            fprintf(stderr, "moat: guest %s without reporting an exit status (%s)\n",
+                    ex->reason == MOAT_EXIT_CRASH ? "crashed" : "stopped", ex->detail);
+            return EXIT_GUEST_CRASH;
+        }
+        if (verbose)
+            fprintf(stderr, "moat: %s\n", ex->detail);
+        return ex->status >= 0 ? ex->status : 0;
+    default:
+        fprintf(stderr, "moat: VMM error: %s\n", ex->detail);
+        return EXIT_VMM_ERROR;
+    }
+}
+
+/* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
+ * stop, when o->snapdir is set), map the outcome to an exit code, destroy vm. */
+static int run_vm(struct moat_vm *vm, int raw_tty, const struct vm_opts *o)
+{
+    struct ctl_server ctl = { .fd = -1 };
+    int ready_fd = o->ready_fd;
+    int sfd = run_vm_prepare(raw_tty, o);
     struct moat_exit ex = { 0 };
     int code;
-    if (control && ctl_server_open(&ctl, control) < 0) {
+    if (o->control && ctl_server_open(&ctl, o->control) < 0) {
         code = EXIT_VMM_ERROR;
         goto done;
     }
@@ -684,93 +714,19 @@ static int run_vm(struct moat_vm *vm, int raw_tty, double timeout, const char *s
         code = EXIT_VMM_ERROR;
         goto done;
     }
-    uint64_t deadline = timeout > 0 ? cli_start_ns + (uint64_t)(timeout * 1e9) : 0;
-    bool timed_out = false;
-    for (;;) {
-        int wait_ms = -1;
-        if (deadline) {
-            uint64_t now = clock_mono_ns();
-            if (now >= deadline) {
-                timed_out = true;
-                break;
-            }
-            wait_ms = (int)((deadline - now) / 1000000) + 1;
-        }
-        struct pollfd p[3] = { { .fd = moat_exit_fd(vm), .events = POLLIN }, { .fd = sfd, .events = POLLIN },
-                               { .fd = ctl.fd, .events = POLLIN } };
-        int n = poll(p, 3, wait_ms);
-        if (n < 0 && errno != EINTR)
-            break;
-        if (n > 0 && p[0].revents)
-            break;
-        if (n > 0 && p[2].revents) {
-            ctl_server_serve(&ctl, vm);     /* a stop shows up on the exit fd */
-            continue;
-        }
-        if (n > 0 && sfd >= 0 && p[1].revents) {
-            struct signalfd_siginfo si;
-            if (read(sfd, &si, sizeof(si)) != sizeof(si))
-                continue;
-            /* SIGUSR2 stops after the snapshot: pause first so the guest
-             * cannot run (and print) between the snapshot and the stop. */
-            if (si.ssi_signo == SIGUSR2)
-                moat_pause(vm);
-            uint64_t t0 = clock_mono_ns();
-            r = snapshot_to(vm, snapdir);
-            uint64_t t1 = clock_mono_ns();
-            if (r < 0)
-                fprintf(stderr, "moat: snapshot to %s failed: %s\n", snapdir, strerror(-r));
-            else {
-                struct moat_snapshot_stats ss = { .size = sizeof(ss) };
-                moat_get_snapshot_stats(vm, &ss);
-                fprintf(stderr, "moat: snapshot written to %s in %.3f ms (guest paused %.3f ms: pausing %.3f, "
-                        "state %.3f, memory %.3f; then flush %.3f; %llu pages looked at, %llu written, %llu KiB staged, prepared in %.3f%s%s)\n",
-                        snapdir, (double)(t1 - t0) / 1e6,
-                        (double)ss.paused_us / 1e3, (double)ss.pausing_us / 1e3, (double)ss.state_us / 1e3, (double)ss.memory_us / 1e3,
-                        (double)ss.sync_us / 1e3, (unsigned long long)ss.candidate_pages,
-                        (unsigned long long)ss.data_pages, (unsigned long long)(ss.staged_bytes >> 10),
-                        (double)ss.prepare_us / 1e3,
-                        ss.uring ? ", io_uring" : "",
-                        ss.direct ? ", O_DIRECT" : "");
-            }
-            if (si.ssi_signo == SIGUSR2 && r == 0)
-                moat_stop(vm);
-        }
-    }
-    if (timed_out) {
+    if (run_vm_wait(vm, &ctl, sfd, o)) {
         moat_stop(vm);
         moat_wait(vm, -1, &ex);
-        fprintf(stderr, "moat: timeout after %gs\n", timeout);
+        fprintf(stderr, "moat: timeout after %gs\n", o->timeout);
         code = EXIT_TIMEOUT;
         goto done;
     }
     moat_wait(vm, -1, &ex);
-    switch (ex.reason) {
-    case MOAT_EXIT_RESET:
-    case MOAT_EXIT_CRASH:
-    case MOAT_EXIT_STOPPED:
-        if (ex.status >= 0) {
-            code = ex.status;
-        } else if (ex.reason == MOAT_EXIT_STOPPED) {
-            code = 0;
-        } else {
-            code = EXIT_GUEST_CRASH;
-            fprintf(stderr, "moat: guest %s without reporting an exit status (%s)\n",
-                    ex.reason == MOAT_EXIT_CRASH ? "crashed" : "stopped", ex.detail);
-            break;
-        }
-        if (verbose)
-            fprintf(stderr, "moat: %s\n", ex.detail);
-        break;
-    default:
-        fprintf(stderr, "moat: VMM error: %s\n", ex.detail);
-        code = EXIT_VMM_ERROR;
-        break;
-    }
+    code = run_vm_exit_code(&ex, o->verbose);
 done:
     if (ready_fd >= 0)
         close(ready_fd);    /* not ready: the waiting moat sees EOF */
-    if (timings)
+    if (o->timings)
         print_timings(vm);
     moat_destroy(vm);
     ctl_server_close(&ctl);
@@ -827,6 +783,59 @@ static const char usage_restore[] =
     "  -v, --verbose    more log output\n"
     "  -h, --help       this help\n";
 
+/* restore's DIR: DIR/state and DIR/memory, or those of the last DIR/N of
+ * --diff-snapshots; the defaults of --state, --mem and --snapshot-root
+ * (the chain's parents lie beneath DIR). st and mm (PATH_MAX) hold them. */
+static void restore_dir(const char *dir, const char **state, const char **mem, const char **snaproot,
+                        char *st, char *mm)
+{
+    const char *sd = dir;
+    char last[PATH_MAX];
+    if (strlen(sd) > PATH_MAX - 32)
+        die_usage("%s", "snapshot directory path too long");
+    snprintf(st, PATH_MAX, "%.4000s/state", sd);
+    if (access(st, F_OK) < 0) {
+        /* The highest N with a state file (a failed snapshot may have
+         * left a gap). */
+        unsigned misses = 0;
+        for (unsigned n = 0; n < 100000 && misses < 64; n++) {
+            snprintf(st, PATH_MAX, "%.4000s/%u/state", dir, n);
+            if (access(st, F_OK) < 0) {
+                misses++;
+                continue;
+            }
+            misses = 0;
+            snprintf(last, sizeof(last), "%.4000s/%u", dir, n);
+            sd = last;
+        }
+    }
+    snprintf(st, PATH_MAX, "%.4000s/state", sd);
+    snprintf(mm, PATH_MAX, "%.4000s/memory", sd);
+    if (!*state)
+        *state = st;
+    if (!*mem)
+        *mem = mm;
+    /* A --diff-snapshots chain is DIR/0 ... DIR/N: its parents lie
+     * beneath DIR (not beneath DIR/N). */
+    if (!*snaproot)
+        *snaproot = dir;
+}
+
+/* The restore config from restore's options (rc: initialized, with the
+ * snapshot's paths). */
+static void restore_config(struct moat_restore_config *rc, struct vm_opts *o, const char *vsock)
+{
+    vm_console(o, &rc->console_in, &rc->console_out, &rc->console_limit, &rc->flags);
+    rc->flags |= seccomp_flags;
+    rc->vsock_uds = vsock;
+    rc->devices = o->ndevices ? o->devices : NULL;
+    rc->ndevices = o->ndevices;
+    rc->drives = o->ndrives ? o->drives : NULL;
+    rc->ndrives = o->ndrives;
+    rc->drive_overlays = o->has_overlay ? o->overlays : NULL;
+    rc->drive_direct = o->has_direct ? o->direct : NULL;
+}
+
 int cmd_restore(int argc, char **argv)
 {
     bool fork_child = false, no_prefetch = false;
@@ -856,17 +865,10 @@ int cmd_restore(int argc, char **argv)
         { "help", no_argument, NULL, 'h' },
         { 0 },
     };
-    static struct moat_device devices[MOAT_MAX_DRIVES];
-    size_t ndevices = 0;
-    static struct moat_drive drives[MOAT_MAX_DRIVES];
-    static const char *overlays[MOAT_MAX_DRIVES];
-    static int direct[MOAT_MAX_DRIVES];
-    bool has_overlay = false, has_direct = false;
-    size_t ndrives = 0;
-    const char *state = NULL, *mem = NULL, *snapdir = NULL, *uffd = NULL, *snaproot = NULL;
-    const char *vsock = NULL, *control = NULL, *conslog = NULL;
-    double timeout = 0;
-    int timings = 0, verbose = 0, c, ready_fd = -1;
+    static struct vm_opts o;
+    const char *state = NULL, *mem = NULL, *uffd = NULL, *snaproot = NULL, *vsock = NULL;
+    int c;
+    o.ready_fd = -1;
     opterr = 0;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+:vh", opts, NULL)) != -1) {
@@ -881,99 +883,41 @@ int cmd_restore(int argc, char **argv)
             else
                 die_usage("invalid --mem-backend '%s' (file:FILE or uffd:SOCKET)", optarg);
             break;
-        case 't': timeout = parse_timeout(optarg); break;
-        case 'T': timings = 1; break;
-        case 'S': snapdir = optarg; break;
         case OPT_DIFF_SNAPSHOTS: diff_snapshots = 1; break;
         case OPT_FORK_CHILD: fork_child = true; break;
         case OPT_NO_PREFETCH: no_prefetch = true; break;
         case OPT_WS_RECORD_MS: ws_record_ms = (uint32_t)parse_uint(optarg, "--ws-record-ms", 3600000); break;
         case OPT_SNAPSHOT_ROOT: snaproot = optarg; break;
-        case OPT_NO_SECCOMP: seccomp_flags = 0; break;
-        case OPT_SECCOMP_AUDIT: seccomp_flags = MOAT_F_SECCOMP | MOAT_F_SECCOMP_AUDIT; break;
-        case 'D':
-            if (ndrives >= MOAT_MAX_DRIVES)
-                die_usage("too many --drive options (at most %d)", MOAT_MAX_DRIVES);
-            { parse_drive(optarg, &drives[ndrives], &overlays[ndrives], &direct[ndrives]); has_overlay |= overlays[ndrives] != NULL; has_direct |= direct[ndrives] != 0; ndrives++; }
-            break;
         case 'V':
             if (!optarg[0] || strchr(optarg, ','))
                 die_usage("invalid restore --vsock '%s' (a path; the CID is the snapshot's)", optarg);
             vsock = optarg;
             break;
-        case OPT_DEVICE: parse_device(optarg, devices, &ndevices); break;
-        case OPT_NET: parse_net(optarg, devices, &ndevices); break;
-        case 'C': control = optarg; break;
-        case 'L': conslog = optarg; break;
-        case OPT_READY_FD: ready_fd = parse_ready_fd(optarg); break;
-        case 'v': verbose++; break;
         case 'h': fputs(usage_restore, stdout); return 0;
-        case ':': die_usage("option %s needs a value", argv[optind - 1]);
-        default: die_usage("unknown option %s", argv[optind - 1]);
+        default: vm_opt(&o, c, argv); break;
         }
     }
     char st[PATH_MAX], mm[PATH_MAX];
     if (optind < argc) {
         if (optind + 1 != argc)
             die_usage("unexpected argument '%s'", argv[optind + 1]);
-        /* DIR/state, or the last DIR/N/state of --diff-snapshots */
-        const char *sd = argv[optind];
-        char last[PATH_MAX];
-        if (strlen(sd) > PATH_MAX - 32)
-            die_usage("%s", "snapshot directory path too long");
-        snprintf(st, sizeof(st), "%.4000s/state", sd);
-        if (access(st, F_OK) < 0) {
-            /* The highest N with a state file (a failed snapshot may have
-             * left a gap). */
-            unsigned misses = 0;
-            for (unsigned n = 0; n < 100000 && misses < 64; n++) {
-                snprintf(st, sizeof(st), "%.4000s/%u/state", argv[optind], n);
-                if (access(st, F_OK) < 0) {
-                    misses++;
-                    continue;
-                }
-                misses = 0;
-                snprintf(last, sizeof(last), "%.4000s/%u", argv[optind], n);
-                sd = last;
-            }
-        }
-        snprintf(st, sizeof(st), "%.4000s/state", sd);
-        snprintf(mm, sizeof(mm), "%.4000s/memory", sd);
-        if (!state)
-            state = st;
-        if (!mem)
-            mem = mm;
-        /* A --diff-snapshots chain is DIR/0 ... DIR/N: its parents lie
-         * beneath DIR (not beneath DIR/N). */
-        if (!snaproot)
-            snaproot = argv[optind];
+        restore_dir(argv[optind], &state, &mem, &snaproot, st, mm);
     }
     if (!state || (!mem && !uffd))
         die_usage("%s", "restore needs a snapshot directory (or --state and --mem or --mem-backend)");
-    moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
+    moat_set_log(MOAT_LOG_WARN + o.verbose, NULL, NULL);
     struct moat_restore_config rc;
     moat_restore_config_init(&rc);
     rc.state_path = state;
     rc.mem_path = uffd ? NULL : mem;      /* a handler serves the memory: moat does not open it */
     rc.mem_uffd_socket = uffd;
     rc.snapshot_root = snaproot;
-    if (conslog)
-        console_log_fds(conslog, &rc.console_in, &rc.console_out, &rc.console_limit);
-    else
-        console_fds(&rc.console_in, &rc.console_out, &rc.flags);
     if (fork_child)
         rc.flags |= MOAT_F_FORK_CHILD;
     if (no_prefetch)
         rc.flags |= MOAT_F_NO_PREFETCH;
     rc.ws_record_ms = ws_record_ms;
-    rc.flags |= seccomp_flags;
-    rc.vsock_uds = vsock;
-    rc.devices = ndevices ? devices : NULL;
-    rc.ndevices = ndevices;
-    rc.drives = ndrives ? drives : NULL;
-    rc.ndrives = ndrives;
-    rc.drive_overlays = has_overlay ? overlays : NULL;
-    rc.drive_direct = has_direct ? direct : NULL;
+    restore_config(&rc, &o, vsock);
     moat_timings_set_origin(cli_start_ns);
     struct moat_vm *vm = NULL;
     struct moat_error err;
@@ -982,8 +926,105 @@ int cmd_restore(int argc, char **argv)
         fprintf(stderr, "moat: %s\n", err.msg[0] ? err.msg : strerror(-r));
         return err.is_config ? EXIT_USAGE : EXIT_VMM_ERROR;
     }
-    return run_vm(vm, rc.flags & MOAT_F_CONSOLE_ESCAPE, timeout, snapdir, timings, verbose,
-                  control, ready_fd);
+    return run_vm(vm, rc.flags & MOAT_F_CONSOLE_ESCAPE, &o);
+}
+
+/* ---- the command table ---- */
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    printf("moat %s\n", moat_version());
+    return 0;
+}
+
+static int cmd_help(int argc, char **argv);
+
+/* main's commands. help: the line `moat --help` shows (a '\n' continues it
+ * on the next line, indented); NULL: not listed there (the sandbox
+ * commands create names, the aliases). argv0: reached only as the name the
+ * binary runs under (a link), never as `moat NAME`. Each handler gets argv
+ * from the command's name on (argv[0]). */
+static const struct cli_command {
+    const char *name;
+    const char *help;
+    int (*handler)(int argc, char **argv);
+    bool argv0;
+} commands[] = {
+    { "run", "boot a guest and run a command in it", cmd_run, false },
+    { "restore", "restore a snapshot and run it", cmd_restore, false },
+    { "device", "serve a moat device to another VMM (vhost-user)", cmd_device, false },
+    { "disk", "copy-on-write disk overlays: create, info, clone, diff", cmd_disk, false },
+    { "seccomp", "the seccomp allow-list of each thread kind (--print: names)", cmd_seccomp, false },
+    { "exec", "run a command in a running guest (its agent)", cmd_exec, false },
+    { "cp", "copy a file to or from a running guest (its agent)", cmd_cp, false },
+    { "host", "what this host can run (KVM kind, capabilities, features)", cmd_host, false },
+    { "vmm", "Firecracker's command line and HTTP API (docs/control-api.md)", cmd_vmm, false },
+    { "jail", "run a moat command confined (namespaces, pivot_root, no\n"
+              "capabilities, another uid; see docs/security.md)", cmd_jail, false },
+    { "create", "start a named background sandbox (also: ls, rm, pause, resume,\n"
+                "stop, start, snapshot, reset, fork, diff; see docs/sandboxes.md)", cmd_sandbox, false },
+    { "ls", NULL, cmd_sandbox, false },
+    { "rm", NULL, cmd_sandbox, false },
+    { "pause", NULL, cmd_sandbox, false },
+    { "resume", NULL, cmd_sandbox, false },
+    { "stop", NULL, cmd_sandbox, false },
+    { "start", NULL, cmd_sandbox, false },
+    { "snapshot", NULL, cmd_sandbox, false },
+    { "reset", NULL, cmd_sandbox, false },
+    { "fork", NULL, cmd_sandbox, false },
+    { "diff", NULL, cmd_sandbox, false },
+    { "set", NULL, cmd_sandbox, false },
+    { "get", NULL, cmd_sandbox, false },
+    { "net", NULL, cmd_sandbox, false },
+    { "template", "templates: stopped sandboxes kept for forking (create, ls, rm)", cmd_sandbox, false },
+    { "serve", "an E2B-compatible sandbox server: REST API + envd (docs/serve.md)", cmd_serve, false },
+    { "version", NULL, cmd_version, false },
+    { "--version", NULL, cmd_version, false },
+    { "help", NULL, cmd_help, false },
+    { "--help", NULL, cmd_help, false },
+    { "-h", NULL, cmd_help, false },
+    /* Run as `firecracker` (a link): Firecracker's command line. */
+    { "firecracker", NULL, cmd_vmm, true },
+};
+
+/* `moat --help` (stdout) or `moat` alone (stderr): the listed commands
+ * with their help, two columns. */
+static void usage_main(FILE *f)
+{
+    fputs("usage: moat <command> [options]\n\ncommands:\n", f);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        const char *h = commands[i].help;
+        if (!h)
+            continue;
+        fprintf(f, "  %-9s ", commands[i].name);
+        for (const char *nl; (nl = strchr(h, '\n')); h = nl + 1)
+            fprintf(f, "%.*s\n%12s", (int)(nl - h), h, "");
+        fprintf(f, "%s\n", h);
+    }
+    fputs("\n"
+          "options:\n"
+          "  --version  print the version\n"
+          "  --help     this help\n"
+          "\n"
+          "`moat run --help` for the run options. Documentation: docs/cli.md\n", f);
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    usage_main(stdout);
+    return 0;
+}
+
+/* The entry named name (argv0: among those reached by the binary's name,
+ * else among the others), or NULL. */
+static const struct cli_command *find_command(const char *name, bool argv0)
+{
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (commands[i].argv0 == argv0 && !strcmp(commands[i].name, name))
+            return &commands[i];
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -999,48 +1040,18 @@ int main(int argc, char **argv)
      * keep what they have instead (a large allocation is still an mmap of
      * its own, given back). */
     mallopt(M_TRIM_THRESHOLD, INT_MAX);
-    /* Run as `firecracker` (a link): Firecracker's command line. */
     const char *base = argv[0] ? strrchr(argv[0], '/') : NULL;
     base = base ? base + 1 : argv[0] ? argv[0] : "";
-    if (!strcmp(base, "firecracker"))
-        return cmd_vmm(argc, argv);
+    const struct cli_command *c = find_command(base, true);
+    if (c)
+        return c->handler(argc, argv);
     if (argc < 2) {
-        fputs(usage_main, stderr);
+        usage_main(stderr);
         return EXIT_USAGE;
     }
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
-        printf("moat %s\n", moat_version());
-        return 0;
-    }
-    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
-        fputs(usage_main, stdout);
-        return 0;
-    }
-    if (!strcmp(cmd, "device"))
-        return cmd_device(argc - 1, argv + 1);
-    if (!strcmp(cmd, "disk"))
-        return cmd_disk(argc - 1, argv + 1);
-    if (!strcmp(cmd, "run"))
-        return cmd_run(argc - 1, argv + 1);
-    if (!strcmp(cmd, "restore"))
-        return cmd_restore(argc - 1, argv + 1);
-    if (!strcmp(cmd, "exec"))
-        return cmd_exec(argc - 1, argv + 1);
-    if (!strcmp(cmd, "cp"))
-        return cmd_cp(argc - 1, argv + 1);
-    if (!strcmp(cmd, "host"))
-        return cmd_host(argc - 1, argv + 1);
-    if (!strcmp(cmd, "vmm"))
-        return cmd_vmm(argc - 1, argv + 1);
-    if (!strcmp(cmd, "seccomp"))
-        return cmd_seccomp(argc - 1, argv + 1);
-    if (!strcmp(cmd, "jail"))
-        return cmd_jail(argc - 1, argv + 1);
-    if (!strcmp(cmd, "serve"))
-        return cmd_serve(argc - 1, argv + 1);
-    if (cli_is_sandbox_command(cmd))
-        return cmd_sandbox(argc - 1, argv + 1);
-    fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", cmd);
+    c = find_command(argv[1], false);
+    if (c)
+        return c->handler(argc - 1, argv + 1);
+    fprintf(stderr, "moat: unknown command '%s' (see moat --help)\n", argv[1]);
     return EXIT_USAGE;
 }

@@ -1,6 +1,7 @@
-/* The moat CLI's internals, shared by its files (vmm/cli/cli*.c): exit codes,
- * option parsing helpers, and one entry point per command. Only the CLI
- * calls exit(). */
+/* The moat CLI's internals, shared by its files (vmm/cli/cli*.c): the
+ * shared helpers (cli_util.h), the agent target, the control socket, and
+ * one entry point per command (main's table, cli.c, names them). Only the
+ * CLI calls exit(). */
 #ifndef MOAT_CLI_H
 #define MOAT_CLI_H
 
@@ -9,21 +10,7 @@
 #include <sys/types.h>
 
 #include "vmm/sandbox/sandbox.h"
-
-enum {
-    EXIT_USAGE = 2,
-    EXIT_TIMEOUT = 124,
-    EXIT_VMM_ERROR = 125,
-    EXIT_GUEST_CRASH = 126,
-};
-
-/* CLOCK_MONOTONIC ns when the process started (the --timings origin). */
-extern uint64_t cli_start_ns;
-
-/* "moat: <msg> (see moat run --help)" on stderr, exit 2. */
-__attribute__((format(printf, 1, 2), noreturn)) void die_usage(const char *fmt, ...);
-double parse_timeout(const char *s);
-unsigned long parse_uint(const char *s, const char *what, unsigned long max);
+#include "vmm/cli/cli_util.h"
 
 /* An agent endpoint for exec/cp: a hybrid-vsock socket and port, or a
  * plain Unix socket. */
@@ -52,14 +39,6 @@ void ctl_server_close(struct ctl_server *s);                    /* closes and un
 /* The client is the sandbox library's: sandbox_ctl_path_request. */
 
 /* Sandboxes (vmm/cli/cli_sandbox.c, docs/sandboxes.md). */
-/* Append the policy item "ITEM[ ARG]" of a --net-* flag (item "allow",
- * "deny", "allow-domain", "default", "no-preset") to the policy text *p of
- * *len bytes (malloc'd and grown here; NULL to start). 0, or -EINVAL (an
- * argument empty or holding '"' or ';', a default other than allow or
- * deny) / -E2BIG (past CLI_POLICY_MAX) / -ENOMEM, with why. */
-#define CLI_POLICY_MAX 16384
-int cli_policy_item(char **p, size_t *len, const char *item, const char *arg, char *why, size_t wlen);
-
 int cli_is_sandbox_command(const char *cmd);
 int cmd_sandbox(int argc, char **argv);
 /* NAME -> its agent target (the sandbox's vsock socket); starts a stopped

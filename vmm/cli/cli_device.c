@@ -166,115 +166,58 @@ static bool kind_takes(const struct virtio_kind *k, const char *key)
     return false;
 }
 
-int cmd_device(int argc, char **argv)
+/* Typed flag number i (of device_flags) with its value (optarg): set in o,
+ * or for --net-* added to the policy text. 0, or -1 after printing why. */
+static int device_flag(const struct virtio_kind *k, const char *type, size_t i, struct devopts *o,
+                       char **policy, size_t *policy_len, char *why, size_t wlen)
 {
-    struct option opts[NFLAGS + 6];
-    for (size_t i = 0; i < NFLAGS; i++)
-        opts[i] = (struct option){ device_flags[i].flag, device_flags[i].has_arg ? required_argument : no_argument,
-                                   NULL, 1000 + (int)i };
-    opts[NFLAGS] = (struct option){ "socket", required_argument, NULL, 's' };
-    opts[NFLAGS + 1] = (struct option){ "verbose", no_argument, NULL, 'v' };
-    opts[NFLAGS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
-    opts[NFLAGS + 3] = (struct option){ "no-seccomp", no_argument, NULL, 'S' };
-    opts[NFLAGS + 4] = (struct option){ "seccomp-audit", no_argument, NULL, 'A' };
-    opts[NFLAGS + 5] = (struct option){ 0, 0, 0, 0 };
-    const char *sock = NULL;
-    int verbose = 0, c;
-    enum sc_mode scm = SC_KILL;     /* seccomp on by default, as moat run */
-    struct sc_runner *runner = NULL;
-    char why[512] = "";
-
-    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-        fputs(usage_device, stdout);
+    const char *flag = device_flags[i].flag, *key = device_flags[i].key;
+    if (!strncmp(flag, "net", 3)) {
+        /* --net OPTIONS: more options; --net-*: an item of the policy */
+        int e = 0;
+        if (!kind_takes(k, "policy")) {
+            fprintf(stderr, "moat: device %s: --%s is not an option of this device\n%s", type, flag, usage_device);
+            return -1;
+        }
+        if (!*key) {
+            struct devopts *more = malloc(sizeof(*more));
+            e = more ? devopt_parse(optarg, more, why, wlen) : -ENOMEM;
+            for (size_t j = 0; e == 0 && j < more->n; j++)
+                e = devopt_get(o, more->o[j].key) ? -EEXIST : devopt_set(o, more->o[j].key, more->o[j].val);
+            free(more);
+        } else {
+            e = cli_policy_item(policy, policy_len, key, optarg, why, wlen);
+        }
+        if (e < 0) {
+            fprintf(stderr, "moat: device %s: --%s '%s': %s\n", type, flag, optarg ? optarg : "",
+                    e == -EEXIST ? "an option given twice" : why[0] ? why : strerror(-e));
+            return -1;
+        }
         return 0;
     }
-    /* TYPE, or TYPE,OPTIONS as moat run --device takes them */
-    char type[32] = "";
-    const char *comma = argc >= 2 ? strchr(argv[1], ',') : NULL;
-    if (argc >= 2)
-        snprintf(type, sizeof(type), "%.*s", (int)(comma ? (size_t)(comma - argv[1]) : strlen(argv[1])), argv[1]);
-    const struct virtio_kind *k = devtab_kind(type);
-    if (!k) {
-        char tb[DEVTAB_TYPES_LEN];
-        fprintf(stderr, "moat: device: unknown or missing device type (%s)\n%s", devtab_types(tb), usage_device);
-        return EXIT_USAGE;
+    if (!kind_takes(k, key)) {
+        fprintf(stderr, "moat: device %s: --%s is not an option of this device\n%s", type, flag,
+                usage_device);
+        return -1;
     }
-    struct devopts *o = malloc(sizeof(*o));
-    if (!o)
-        return EXIT_VMM_ERROR;
-    int ret = EXIT_USAGE;
-    char *policy = NULL;
-    size_t policy_len = 0;
-    if (devopt_parse(comma ? comma + 1 : NULL, o, why, sizeof(why)) < 0) {
-        fprintf(stderr, "moat: device %s: %s\n", type, why);
-        goto out;
+    if (devopt_get(o, key)) {
+        fprintf(stderr, "moat: device %s: --%s given twice (or also as %s=)\n", type, flag, key);
+        return -1;
     }
-    argc--;
-    argv++;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
-        if (c >= 1000 && c < 1000 + (int)NFLAGS && !strncmp(device_flags[c - 1000].flag, "net", 3)) {
-            /* --net OPTIONS: more options; --net-*: an item of the policy */
-            const char *flag = device_flags[c - 1000].flag, *item = device_flags[c - 1000].key;
-            int e = 0;
-            if (!kind_takes(k, "policy")) {
-                fprintf(stderr, "moat: device %s: --%s is not an option of this device\n%s", type, flag, usage_device);
-                goto out;
-            }
-            if (!*item) {
-                struct devopts *more = malloc(sizeof(*more));
-                e = more ? devopt_parse(optarg, more, why, sizeof(why)) : -ENOMEM;
-                for (size_t i = 0; e == 0 && i < more->n; i++)
-                    e = devopt_get(o, more->o[i].key) ? -EEXIST : devopt_set(o, more->o[i].key, more->o[i].val);
-                free(more);
-            } else {
-                e = cli_policy_item(&policy, &policy_len, item, optarg, why, sizeof(why));
-            }
-            if (e < 0) {
-                fprintf(stderr, "moat: device %s: --%s '%s': %s\n", type, flag, optarg ? optarg : "",
-                        e == -EEXIST ? "an option given twice" : why[0] ? why : strerror(-e));
-                goto out;
-            }
-            continue;
-        }
-        if (c >= 1000 && c < 1000 + (int)NFLAGS) {
-            const char *flag = device_flags[c - 1000].flag, *key = device_flags[c - 1000].key;
-            if (!kind_takes(k, key)) {
-                fprintf(stderr, "moat: device %s: --%s is not an option of this device\n%s", type, flag,
-                        usage_device);
-                goto out;
-            }
-            if (devopt_get(o, key)) {
-                fprintf(stderr, "moat: device %s: --%s given twice (or also as %s=)\n", type, flag, key);
-                goto out;
-            }
-            if (devopt_set(o, key, device_flags[c - 1000].has_arg ? optarg : NULL) < 0) {
-                fprintf(stderr, "moat: device %s: invalid --%s '%s'\n", type, flag, optarg ? optarg : "");
-                goto out;
-            }
-            continue;
-        }
-        switch (c) {
-        case 's': sock = optarg; break;
-        case 'S': scm = SC_OFF; break;
-        case 'A': scm = SC_AUDIT; break;
-        case 'v': verbose++; break;
-        case 'h': fputs(usage_device, stdout); ret = 0; goto out;
-        default: fputs(usage_device, stderr); goto out;
-        }
+    if (devopt_set(o, key, device_flags[i].has_arg ? optarg : NULL) < 0) {
+        fprintf(stderr, "moat: device %s: invalid --%s '%s'\n", type, flag, optarg ? optarg : "");
+        return -1;
     }
-    if (policy && (devopt_get(o, "policy") || devopt_set(o, "policy", policy) < 0)) {
-        fprintf(stderr, "moat: device %s: the policy given twice (policy= and --net-*), or too long\n", type);
-        goto out;
-    }
-    if (optind < argc || !sock) {
-        fprintf(stderr, "moat: device %s: --socket is required\n%s", type, usage_device);
-        goto out;
-    }
-    if (devopt_only(o, k->keys, why, sizeof(why)) < 0 || k->check(o, why, sizeof(why)) < 0) {
-        fprintf(stderr, "moat: device %s: %s\n", type, why);
-        goto out;
-    }
+    return 0;
+}
+
+/* Serve the device of kind k with options o on socket sock until a signal
+ * or an error: the exit status. */
+static int device_serve(const struct virtio_kind *k, struct devopts *o, const char *type, const char *sock,
+                        enum sc_mode scm, int verbose, char *why, size_t wlen)
+{
+    struct sc_runner *runner = NULL;
+    int ret;
     moat_set_log(MOAT_LOG_WARN + verbose, NULL, NULL);
     /* SIGUSR1 blocked in every thread the device starts (state_main takes it) */
     sigset_t usr1, old_mask;
@@ -291,14 +234,14 @@ int cmd_device(int argc, char **argv)
     struct virtio_made m;
     char name[48];
     snprintf(name, sizeof(name), "vhost-user-%s", k->type);
-    int r = k->create(o, name, false, (int)scm, &m, why, sizeof why);
+    int r = k->create(o, name, false, (int)scm, &m, why, wlen);
     if (r < 0) {
         fprintf(stderr, "moat: device %s: %s\n", type, why[0] ? why : strerror(-r));
         ret = EXIT_VMM_ERROR;
         goto unmask;
     }
     /* the frontend's config space, not ours, tells the guest its MAC */
-    if (k == &net_kind && (r = net_kind_frontend_mac(m.priv, why, sizeof why)) < 0) {
+    if (k == &net_kind && (r = net_kind_frontend_mac(m.priv, why, wlen)) < 0) {
         fprintf(stderr, "moat: device %s: %s\n", type, why[0] ? why : strerror(-r));
         m.ops->destroy(m.dev);
         k->free(m.priv);
@@ -365,6 +308,82 @@ unmask:
      * delivered with its default action (the end of the process) */
     signal(SIGUSR1, SIG_IGN);
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    return ret;
+}
+
+int cmd_device(int argc, char **argv)
+{
+    struct option opts[NFLAGS + 6];
+    for (size_t i = 0; i < NFLAGS; i++)
+        opts[i] = (struct option){ device_flags[i].flag, device_flags[i].has_arg ? required_argument : no_argument,
+                                   NULL, 1000 + (int)i };
+    opts[NFLAGS] = (struct option){ "socket", required_argument, NULL, 's' };
+    opts[NFLAGS + 1] = (struct option){ "verbose", no_argument, NULL, 'v' };
+    opts[NFLAGS + 2] = (struct option){ "help", no_argument, NULL, 'h' };
+    opts[NFLAGS + 3] = (struct option){ "no-seccomp", no_argument, NULL, 'S' };
+    opts[NFLAGS + 4] = (struct option){ "seccomp-audit", no_argument, NULL, 'A' };
+    opts[NFLAGS + 5] = (struct option){ 0, 0, 0, 0 };
+    const char *sock = NULL;
+    int verbose = 0, c;
+    enum sc_mode scm = SC_KILL;     /* seccomp on by default, as moat run */
+    char why[512] = "";
+
+    if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+        fputs(usage_device, stdout);
+        return 0;
+    }
+    /* TYPE, or TYPE,OPTIONS as moat run --device takes them */
+    char type[32] = "";
+    const char *comma = argc >= 2 ? strchr(argv[1], ',') : NULL;
+    if (argc >= 2)
+        snprintf(type, sizeof(type), "%.*s", (int)(comma ? (size_t)(comma - argv[1]) : strlen(argv[1])), argv[1]);
+    const struct virtio_kind *k = devtab_kind(type);
+    if (!k) {
+        char tb[DEVTAB_TYPES_LEN];
+        fprintf(stderr, "moat: device: unknown or missing device type (%s)\n%s", devtab_types(tb), usage_device);
+        return EXIT_USAGE;
+    }
+    struct devopts *o = malloc(sizeof(*o));
+    if (!o)
+        return EXIT_VMM_ERROR;
+    int ret = EXIT_USAGE;
+    char *policy = NULL;
+    size_t policy_len = 0;
+    if (devopt_parse(comma ? comma + 1 : NULL, o, why, sizeof(why)) < 0) {
+        fprintf(stderr, "moat: device %s: %s\n", type, why);
+        goto out;
+    }
+    argc--;
+    argv++;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "vh", opts, NULL)) != -1) {
+        if (c >= 1000 && c < 1000 + (int)NFLAGS) {
+            if (device_flag(k, type, (size_t)(c - 1000), o, &policy, &policy_len, why, sizeof(why)) < 0)
+                goto out;
+            continue;
+        }
+        switch (c) {
+        case 's': sock = optarg; break;
+        case 'S': scm = SC_OFF; break;
+        case 'A': scm = SC_AUDIT; break;
+        case 'v': verbose++; break;
+        case 'h': fputs(usage_device, stdout); ret = 0; goto out;
+        default: fputs(usage_device, stderr); goto out;
+        }
+    }
+    if (policy && (devopt_get(o, "policy") || devopt_set(o, "policy", policy) < 0)) {
+        fprintf(stderr, "moat: device %s: the policy given twice (policy= and --net-*), or too long\n", type);
+        goto out;
+    }
+    if (optind < argc || !sock) {
+        fprintf(stderr, "moat: device %s: --socket is required\n%s", type, usage_device);
+        goto out;
+    }
+    if (devopt_only(o, k->keys, why, sizeof(why)) < 0 || k->check(o, why, sizeof(why)) < 0) {
+        fprintf(stderr, "moat: device %s: %s\n", type, why);
+        goto out;
+    }
+    ret = device_serve(k, o, type, sock, scm, verbose, why, sizeof(why));
 out:
     free(policy);
     free(o);

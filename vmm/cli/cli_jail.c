@@ -551,12 +551,12 @@ static void child(struct jail *j, int argc, char **argv)
     (void)argc;
 }
 
-int cmd_jail(int argc, char **argv)
+/* What jail_options returns to go on (anything else: the exit status). */
+#define JAIL_GO_ON (-1)
+
+/* The jail's options, up to "--" (its index into *end), into j. */
+static int jail_options(struct jail *j, int argc, char **argv, int *end)
 {
-    static struct jail j;   /* large (the paths); one jail per process */
-    memset(&j, 0, sizeof j);
-    j.base = "/srv/jail";
-    j.cgroot = "/sys/fs/cgroup";
     int have_uid = 0, have_gid = 0, i;
     char why[512];
     for (i = 1; i < argc; i++) {
@@ -568,7 +568,7 @@ int cmd_jail(int argc, char **argv)
             return 0;
         }
         if (!strcmp(a, "--tun")) {
-            j.tun = 1;
+            j->tun = 1;
             continue;
         }
         if (!val) {
@@ -577,56 +577,192 @@ int cmd_jail(int argc, char **argv)
         }
         i++;
         if (!strcmp(a, "--id"))
-            j.id = val;
+            j->id = val;
         else if (!strcmp(a, "--uid"))
-            j.uid = (unsigned)parse_uint(val, "--uid", 0xfffffffe), have_uid = 1;
+            j->uid = (unsigned)parse_uint(val, "--uid", 0xfffffffe), have_uid = 1;
         else if (!strcmp(a, "--gid"))
-            j.gid = (unsigned)parse_uint(val, "--gid", 0xfffffffe), have_gid = 1;
+            j->gid = (unsigned)parse_uint(val, "--gid", 0xfffffffe), have_gid = 1;
         else if (!strcmp(a, "--chroot-base"))
-            j.base = val;
+            j->base = val;
         else if (!strcmp(a, "--cgroup-root"))
-            j.cgroot = val;
+            j->cgroot = val;
         else if (!strcmp(a, "--netns"))
-            j.netns = val;
+            j->netns = val;
         else if (!strcmp(a, "--expose") || !strcmp(a, "--expose-ro")) {
-            int r = jail_paths_add(&j.paths, val, a[8] == 0);
+            int r = jail_paths_add(&j->paths, val, a[8] == 0);
             if (r < 0) {
                 jerr("%s '%s': %s", a, val, r == -E2BIG ? "too many paths" :
                      "needs an absolute path without '.', '..' or '//'");
                 return EXIT_USAGE;
             }
         } else if (!strcmp(a, "--cgroup")) {
-            if (j.ncg >= JAIL_CG_MAX) {
+            if (j->ncg >= JAIL_CG_MAX) {
                 jerr("at most %d --cgroup", JAIL_CG_MAX);
                 return EXIT_USAGE;
             }
-            if (jail_parse_cgroup(val, &j.cg[j.ncg++], why, sizeof why) < 0) {
+            if (jail_parse_cgroup(val, &j->cg[j->ncg++], why, sizeof why) < 0) {
                 jerr("%s", why);
                 return EXIT_USAGE;
             }
         } else if (!strcmp(a, "--resource-limit")) {
-            if (j.nrl >= JAIL_RL_MAX - 1) {
+            if (j->nrl >= JAIL_RL_MAX - 1) {
                 jerr("at most %d --resource-limit", JAIL_RL_MAX - 1);
                 return EXIT_USAGE;
             }
-            if (jail_parse_rlimit(val, &j.rl_res[j.nrl], &j.rl_val[j.nrl], why, sizeof why) < 0) {
+            if (jail_parse_rlimit(val, &j->rl_res[j->nrl], &j->rl_val[j->nrl], why, sizeof why) < 0) {
                 jerr("%s", why);
                 return EXIT_USAGE;
             }
-            j.nrl++;
+            j->nrl++;
         } else {
             jerr("unknown option '%s' (see moat jail --help)", a);
             return EXIT_USAGE;
         }
     }
-    if (!j.id || jail_check_id(j.id) < 0) {
+    if (!j->id || jail_check_id(j->id) < 0) {
         jerr("--id is required: 1..%d characters of [A-Za-z0-9_-]", JAIL_ID_MAX);
         return EXIT_USAGE;
     }
-    if (!have_uid || !have_gid || j.uid == 0 || j.gid == 0) {
+    if (!have_uid || !have_gid || j->uid == 0 || j->gid == 0) {
         jerr("--uid and --gid are required and must not be 0 (root in the jail defeats it)");
         return EXIT_USAGE;
     }
+    *end = i;
+    return JAIL_GO_ON;
+}
+
+/* Steps 1 and 2, and what this process needs from the host before it
+ * leaves it: 0, or the exit status after saying why. */
+static int jail_leave_host(struct jail *j, int iargc, char **iargv, int ready_fd)
+{
+    /* 1. Close every inherited fd but stdin/out/err: nothing the caller
+     *    had open (sockets, the host's files) reaches the jail; but the
+     *    inner command's --ready-fd, a pipe (moat create's and start's:
+     *    the jailed moat says there when its guest runs). */
+    int cr = 0;
+    if (ready_fd > 3)
+        cr = (int)syscall(SYS_close_range, 3u, (unsigned)ready_fd - 1, 0u);
+    if (cr == 0)
+        cr = (int)syscall(SYS_close_range, ready_fd >= 3 ? (unsigned)ready_fd + 1 : 3u, ~0u, 0u);
+    if (cr < 0) {
+        jerr("close_range: %s", strerror(errno));
+        return EXIT_VMM_ERROR;
+    }
+    /* 2. Clear the environment: no variable of the caller's steers the
+     *    inner moat (MOAT_*, LD_*, proxies). */
+    clearenv();
+    /* What this process needs from the host before it leaves it: its own
+     *    path and mapped libraries (the inner moat is this binary), the host
+     *    kind, and every exposed path must exist. */
+    ssize_t n = readlink("/proc/self/exe", j->exe, sizeof j->exe - 1);
+    if (n <= 0) {
+        jerr("readlink /proc/self/exe: %s", strerror(errno));
+        return EXIT_VMM_ERROR;
+    }
+    j->exe[n] = 0;
+    /* moat vmm and moat serve load libmicrohttpd when their HTTP server
+     *    starts (mhd_dyn.c): loaded here first, so that it and the
+     *    libraries it brings are among the files exposed below. */
+    if (iargc > 1 && (!strcmp(iargv[1], "vmm") || !strcmp(iargv[1], "serve"))) {
+        char mwhy[256];
+        if (mhd_load(mwhy, sizeof mwhy) < 0) {
+            jerr("%s", mwhy);
+            return EXIT_VMM_ERROR;
+        }
+    }
+    if (add_loaded_files(&j->paths, j->exe) < 0) {
+        jerr("listing this binary's shared objects: a bad name or more than %d paths",
+             JAIL_PATHS_MAX);
+        return EXIT_VMM_ERROR;
+    }
+    for (int k = 0; k < j->paths.n; k++) {
+        struct jail_path *e = &j->paths.p[k];
+        if (access(e->path, F_OK) < 0 && errno == ENOENT && e->may_create) {
+            /* An overlay moat will create: expose its directory instead. */
+            char *slash = strrchr(e->path, '/');
+            if (slash == e->path)
+                slash[1] = 0;   /* "/x" -> "/" is refused below */
+            else
+                *slash = 0;
+        }
+        errno = 0;
+        if (jail_check_path(e->path) < 0 || access(e->path, F_OK) < 0) {
+            jerr("%s: %s", e->path, errno ? strerror(errno) : "cannot be exposed");
+            return EXIT_VMM_ERROR;
+        }
+    }
+    return 0;
+}
+
+/* 3. The per-VM directory BASE/moat/ID/root, root-owned, 0755: 0, or
+ *    the exit status after saying why. */
+static int jail_make_root(struct jail *j, const char *base)
+{
+    if ((size_t)snprintf(j->root, sizeof j->root, "%s/moat/%s/root", base, j->id) >= sizeof j->root) {
+        jerr("--chroot-base is too long");
+        return EXIT_USAGE;
+    }
+    int r = cli_mkdir_p(j->root, 0755);
+    if (r < 0) {
+        jerr("creating %s: %s", j->root, strerror(-r));
+        return EXIT_VMM_ERROR;
+    }
+    /* Everything below is created by following this directory: it must be
+     * root's and writable by root alone (a --chroot-base another user can
+     * write could hold symbolic links that move the mounts). */
+    struct stat rs;
+    if (lstat(j->root, &rs) < 0 || !S_ISDIR(rs.st_mode) || rs.st_uid != 0 || (rs.st_mode & 022)) {
+        jerr("%s must be a directory owned by root and writable by root only", j->root);
+        return EXIT_VMM_ERROR;
+    }
+    /* Parents before what lies below them: no mount hides an earlier one. */
+    jail_paths_sort(&j->paths);
+    struct statvfs sv;
+    if (statvfs(j->root, &sv) == 0 && (sv.f_flag & ST_NODEV)) {
+        jerr("%s is on a nodev mount: /dev/kvm would not open there; pick another --chroot-base",
+             j->root);
+        return EXIT_VMM_ERROR;
+    }
+    return 0;
+}
+
+/* The parent stays outside, waits for the jailed moat (pid), passing on
+ * the signals in fwd, and returns its status. */
+static int jail_wait(struct jail *j, pid_t pid, const sigset_t *fwd)
+{
+    int st = 0, killed_by = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            break;
+        siginfo_t si;
+        int sig = sigwaitinfo(fwd, &si);
+        if (sig == SIGUSR1 || sig == SIGUSR2) {
+            kill(pid, sig);
+        } else if (sig > 0 && sig != SIGCHLD) {
+            killed_by = sig;
+            kill(pid, SIGKILL);
+        }
+    }
+    /* The per-VM cgroup: empty now that the jailed moat is reaped. A
+     * failure is reported (it does not change the status). */
+    if (j->cgdir[0] && rmdir(j->cgdir) < 0 && errno != ENOENT)
+        jerr("removing cgroup %s: %s", j->cgdir, strerror(errno));
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return 128 + (killed_by && WTERMSIG(st) == SIGKILL ? killed_by : WTERMSIG(st));
+}
+
+int cmd_jail(int argc, char **argv)
+{
+    static struct jail j;   /* large (the paths); one jail per process */
+    memset(&j, 0, sizeof j);
+    j.base = "/srv/jail";
+    j.cgroot = "/sys/fs/cgroup";
+    int i, r;
+    char why[512];
+    if ((r = jail_options(&j, argc, argv, &i)) != JAIL_GO_ON)
+        return r;
     if (i + 1 >= argc || strcmp(argv[i + 1], "moat")) {
         jerr("expected '-- moat ARGS...' after the options (the jail runs only moat)");
         return EXIT_USAGE;
@@ -660,90 +796,11 @@ int cmd_jail(int argc, char **argv)
         jerr("--chroot-base %s: %s", j.base, strerror(errno));
         return EXIT_VMM_ERROR;
     }
-
-    /* 1. Close every inherited fd but stdin/out/err: nothing the caller
-     *    had open (sockets, the host's files) reaches the jail; but the
-     *    inner command's --ready-fd, a pipe (moat create's and start's:
-     *    the jailed moat says there when its guest runs). */
-    int cr = 0;
-    if (ready_fd > 3)
-        cr = (int)syscall(SYS_close_range, 3u, (unsigned)ready_fd - 1, 0u);
-    if (cr == 0)
-        cr = (int)syscall(SYS_close_range, ready_fd >= 3 ? (unsigned)ready_fd + 1 : 3u, ~0u, 0u);
-    if (cr < 0) {
-        jerr("close_range: %s", strerror(errno));
-        return EXIT_VMM_ERROR;
-    }
-    /* 2. Clear the environment: no variable of the caller's steers the
-     *    inner moat (MOAT_*, LD_*, proxies). */
-    clearenv();
-    /* What this process needs from the host before it leaves it: its own
-     *    path and mapped libraries (the inner moat is this binary), the host
-     *    kind, and every exposed path must exist. */
-    ssize_t n = readlink("/proc/self/exe", j.exe, sizeof j.exe - 1);
-    if (n <= 0) {
-        jerr("readlink /proc/self/exe: %s", strerror(errno));
-        return EXIT_VMM_ERROR;
-    }
-    j.exe[n] = 0;
-    /* moat vmm and moat serve load libmicrohttpd when their HTTP server
-     *    starts (mhd_dyn.c): loaded here first, so that it and the
-     *    libraries it brings are among the files exposed below. */
-    if (iargc > 1 && (!strcmp(iargv[1], "vmm") || !strcmp(iargv[1], "serve"))) {
-        char mwhy[256];
-        if (mhd_load(mwhy, sizeof mwhy) < 0) {
-            jerr("%s", mwhy);
-            return EXIT_VMM_ERROR;
-        }
-    }
-    if (add_loaded_files(&j.paths, j.exe) < 0) {
-        jerr("listing this binary's shared objects: a bad name or more than %d paths",
-             JAIL_PATHS_MAX);
-        return EXIT_VMM_ERROR;
-    }
-    for (int k = 0; k < j.paths.n; k++) {
-        struct jail_path *e = &j.paths.p[k];
-        if (access(e->path, F_OK) < 0 && errno == ENOENT && e->may_create) {
-            /* An overlay moat will create: expose its directory instead. */
-            char *slash = strrchr(e->path, '/');
-            if (slash == e->path)
-                slash[1] = 0;   /* "/x" -> "/" is refused below */
-            else
-                *slash = 0;
-        }
-        errno = 0;
-        if (jail_check_path(e->path) < 0 || access(e->path, F_OK) < 0) {
-            jerr("%s: %s", e->path, errno ? strerror(errno) : "cannot be exposed");
-            return EXIT_VMM_ERROR;
-        }
-    }
+    if ((r = jail_leave_host(&j, iargc, iargv, ready_fd)) != 0)
+        return r;
     j.pvm = kvm_host_detect_pvm_why(why, sizeof why);
-    /* 3. The per-VM directory BASE/moat/ID/root, root-owned, 0755. */
-    if ((size_t)snprintf(j.root, sizeof j.root, "%s/moat/%s/root", base, j.id) >= sizeof j.root) {
-        jerr("--chroot-base is too long");
-        return EXIT_USAGE;
-    }
-    int r = cli_mkdir_p(j.root, 0755);
-    if (r < 0) {
-        jerr("creating %s: %s", j.root, strerror(-r));
-        return EXIT_VMM_ERROR;
-    }
-    /* Everything below is created by following this directory: it must be
-     * root's and writable by root alone (a --chroot-base another user can
-     * write could hold symbolic links that move the mounts). */
-    struct stat rs;
-    if (lstat(j.root, &rs) < 0 || !S_ISDIR(rs.st_mode) || rs.st_uid != 0 || (rs.st_mode & 022)) {
-        jerr("%s must be a directory owned by root and writable by root only", j.root);
-        return EXIT_VMM_ERROR;
-    }
-    /* Parents before what lies below them: no mount hides an earlier one. */
-    jail_paths_sort(&j.paths);
-    struct statvfs sv;
-    if (statvfs(j.root, &sv) == 0 && (sv.f_flag & ST_NODEV)) {
-        jerr("%s is on a nodev mount: /dev/kvm would not open there; pick another --chroot-base",
-             j.root);
-        return EXIT_VMM_ERROR;
-    }
+    if ((r = jail_make_root(&j, base)) != 0)
+        return r;
     /* 4. cgroup v2 limits in a per-VM cgroup (only when asked). */
     if (j.ncg && cgroup_setup(&j) < 0)
         return EXIT_VMM_ERROR;
@@ -795,25 +852,5 @@ int cmd_jail(int argc, char **argv)
      *    "ready", its reader sees EOF at once. */
     if (ready_fd >= 0)
         close(ready_fd);
-    int st = 0, killed_by = 0;
-    for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
-        if (w == pid || (w < 0 && errno != EINTR))
-            break;
-        siginfo_t si;
-        int sig = sigwaitinfo(&fwd, &si);
-        if (sig == SIGUSR1 || sig == SIGUSR2) {
-            kill(pid, sig);
-        } else if (sig > 0 && sig != SIGCHLD) {
-            killed_by = sig;
-            kill(pid, SIGKILL);
-        }
-    }
-    /* The per-VM cgroup: empty now that the jailed moat is reaped. A
-     * failure is reported (it does not change the status). */
-    if (j.cgdir[0] && rmdir(j.cgdir) < 0 && errno != ENOENT)
-        jerr("removing cgroup %s: %s", j.cgdir, strerror(errno));
-    if (WIFEXITED(st))
-        return WEXITSTATUS(st);
-    return 128 + (killed_by && WTERMSIG(st) == SIGKILL ? killed_by : WTERMSIG(st));
+    return jail_wait(&j, pid, &fwd);
 }
