@@ -23,11 +23,11 @@
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
 #include "vmm/agent/fixup.h"
-#include "vmm/core/devtab.h"
 #include "vmm/base/clock.h"
 #include "vmm/base/fullio.h"
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
+#include "vmm/snapshot/snapdev.h"
 #include "vmm/snapshot/snapdiff.h"
 #include "vmm/snapshot/snapfmt.h"
 #include "vmm/snapshot/uffd.h"
@@ -371,7 +371,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
         r = save_vcpu(vm, &vm->vcpus[i], &w);
     if (r == 0) {
         save_devices(vm, &w);
-        r = devtab_save(vm, &w);
+        r = snapdev_save(vm, &w);
     }
     if (r == 0)
         r = snapw_finish(&w, &j.state, &j.state_len);
@@ -628,7 +628,7 @@ static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs,
     return 0;
 }
 
-/* Start the live devices (their state is loaded: devtab_restore), before
+/* Start the live devices (their state is loaded: snapdev_restore), before
  * any vCPU runs. */
 static int restore_virtio(struct moat_vm *vm, struct moat_error *err)
 {
@@ -787,7 +787,7 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
         seterr(err, 0, r, "restore: keeping the memory files open: %s", strerror(-r));
         goto out;
     }
-    if ((r = devtab_restore(vm, &rc, secs, nsecs, err)) < 0)
+    if ((r = snapdev_restore(vm, &rc, secs, nsecs, err)) < 0)
         goto out;
     if ((r = restore_vm_state(vm, secs, nsecs, err)) < 0)
         goto out;
