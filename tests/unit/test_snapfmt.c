@@ -271,42 +271,6 @@ START_TEST(dev_section)
 }
 END_TEST
 
-START_TEST(overrides_matched_by_id)
-{
-    const char *snap[] = { "vda", "data", "scratch" };
-    size_t map[3];
-    char why[160];
-    /* no ids: slot order */
-    const char *none[] = { NULL, NULL, NULL };
-    ck_assert_int_eq(snap_match_overrides(snap, 3, none, 3, map, why, sizeof why), 0);
-    ck_assert_uint_eq(map[0], 0);
-    ck_assert_uint_eq(map[1], 1);
-    ck_assert_uint_eq(map[2], 2);
-    /* all by id, in another order */
-    const char *all[] = { "scratch", "vda", "data" };
-    ck_assert_int_eq(snap_match_overrides(snap, 3, all, 3, map, why, sizeof why), 0);
-    ck_assert_uint_eq(map[0], 1);
-    ck_assert_uint_eq(map[1], 2);
-    ck_assert_uint_eq(map[2], 0);
-    /* mixed: the one with an id takes its drive, the others the rest in order */
-    const char *mixed[] = { NULL, "vda", NULL };
-    ck_assert_int_eq(snap_match_overrides(snap, 3, mixed, 3, map, why, sizeof why), 0);
-    ck_assert_uint_eq(map[0], 1);
-    ck_assert_uint_eq(map[1], 0);
-    ck_assert_uint_eq(map[2], 2);
-    /* refused, naming the device */
-    const char *unknown[] = { "vda", "nope", NULL };
-    ck_assert_int_eq(snap_match_overrides(snap, 3, unknown, 3, map, why, sizeof why), -EINVAL);
-    ck_assert_ptr_nonnull(strstr(why, "'nope'"));
-    const char *twice[] = { "data", NULL, "data" };
-    ck_assert_int_eq(snap_match_overrides(snap, 3, twice, 3, map, why, sizeof why), -EINVAL);
-    ck_assert_ptr_nonnull(strstr(why, "'data' given twice"));
-    ck_assert_int_eq(snap_match_overrides(snap, 3, none, 2, map, why, sizeof why), -EINVAL);
-    ck_assert_str_eq(why, "the snapshot has 3, 2 given");
-    ck_assert_int_eq(snap_match_overrides(snap, 0, none, 0, map, why, sizeof why), 0);
-}
-END_TEST
-
 int main(void)
 {
     Suite *s = suite_create("snapfmt");
@@ -318,7 +282,6 @@ int main(void)
     tcase_add_test(tc, wrong_version_and_framing);
     tcase_add_test(tc, size_cap);
     tcase_add_test(tc, dev_section);
-    tcase_add_test(tc, overrides_matched_by_id);
     tcase_add_test(tc, meta_fields_checked);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

@@ -151,31 +151,19 @@ void devtab_free(struct moat_vm *vm)
     vm->ndev = 0;
 }
 
-int devtab_save(struct moat_vm *vm, struct snap_writer *w)
+int devtab_save(struct moat_vm *vm, unsigned slot, struct virtio_mmio_state *st, uint8_t *buf, size_t cap,
+                struct devtab_rec *out)
 {
-    size_t cap = sizeof(struct snap_dev) + SNAP_DEV_ID_MAX + sizeof(struct virtio_mmio_state) + SNAP_DEV_DATA_MAX;
-    uint8_t *rec = malloc(SNAP_DEV_DATA_MAX), *sec = malloc(cap);
-    int r = rec && sec ? 0 : -ENOMEM;
-    for (unsigned i = 0; r == 0 && i < vm->ndev; i++) {
-        struct vm_dev *d = &vm->dev[i];
-        struct virtio_mmio_state st;
-        if ((r = virtio_mmio_kvm_save(d->t, &st)) < 0)
-            break;
-        long n = devopt_encode(d->opts, rec, SNAP_DEV_DATA_MAX);
-        if (n < 0) {
-            r = (int)n;
-            break;
-        }
-        long sn = snap_dev_encode(sec, cap, d->kind->device_id, d->id, &st, sizeof(st), rec, (size_t)n);
-        if (sn < 0) {
-            r = (int)sn;
-            break;
-        }
-        snapw_section(w, SNAP_DEV, i, sec, (uint64_t)sn);
-    }
-    free(rec);
-    free(sec);
-    return r;
+    struct vm_dev *d = &vm->dev[slot];
+    int r = virtio_mmio_kvm_save(d->t, st);
+    if (r < 0)
+        return r;
+    long n = devopt_encode(d->opts, buf, cap);
+    if (n < 0)
+        return (int)n;
+    *out = (struct devtab_rec){ .device_id = d->kind->device_id, .id = d->id, .state = st,
+                                .state_len = sizeof(*st), .data = buf, .data_len = (size_t)n };
+    return 0;
 }
 
 /* ---- a configuration's devices ---- */
@@ -365,7 +353,7 @@ struct restore_ovr {
 
 /* The typed overrides: rc->drives (matched to the recorded drives by id,
  * the others in order) and rc->vsock_uds. */
-static int match_typed(const struct moat_restore_config *rc, const struct snap_dev_view *v,
+static int match_typed(const struct moat_restore_config *rc, const struct devtab_rec *v,
                        const struct virtio_kind *const *kind, unsigned n, struct restore_ovr *ov,
                        struct moat_error *err)
 {
@@ -389,7 +377,7 @@ static int match_typed(const struct moat_restore_config *rc, const struct snap_d
             return seterr(err, 1, -EINVAL, "drives: too many given");
         for (size_t k = 0; k < rc->ndrives; k++)
             ovr_ids[k] = rc->drives[k].id && *rc->drives[k].id ? rc->drives[k].id : NULL;
-        if (snap_match_overrides(snap_ids, ndrv, ovr_ids, rc->ndrives, map, why, sizeof(why)) < 0)
+        if (devtab_match_overrides(snap_ids, ndrv, ovr_ids, rc->ndrives, map, why, sizeof(why)) < 0)
             return seterr(err, 1, -EINVAL, "drives: %s", why);
         for (unsigned k = 0; k < ndrv; k++) {
             size_t oi = map[k];
@@ -417,7 +405,7 @@ static int match_typed(const struct moat_restore_config *rc, const struct snap_d
 /* moat_restore_config.devices: each names a recorded device by type and
  * id= (or the only one of its type); its options must be among the kind's
  * override keys, and no device is overridden twice. */
-static int match_devices(const struct moat_restore_config *rc, const struct snap_dev_view *v,
+static int match_devices(const struct moat_restore_config *rc, const struct devtab_rec *v,
                          const struct virtio_kind *const *kind, unsigned n, struct restore_ovr *ov,
                          struct moat_error *err)
 {
@@ -505,45 +493,38 @@ static int merge_override(const struct virtio_kind *k, const struct devopts *rec
     return r;
 }
 
-int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
-                   const struct snap_section *secs, size_t nsecs, struct moat_error *err)
+int devtab_rec_check(const struct devtab_rec *recs, unsigned i, struct moat_error *err)
 {
-    struct snap_dev_view *v = calloc(VIRTIO_MMIO_KVM_MAX_SLOTS, sizeof(*v));
+    const struct devtab_rec *v = &recs[i];
+    const struct virtio_kind *k = kind_by_id(v->device_id);
+    if (!k)
+        return seterr(err, 1, -EINVAL, "state file: device %s in slot %u has virtio type %u, which this "
+                      "moat does not have", v->id, i, (unsigned)v->device_id);
+    if (v->state_len != sizeof(struct virtio_mmio_state))
+        return seterr(err, 1, -EINVAL, "state file: %s %s: transport state of %u bytes, not %zu", k->name, v->id,
+                      (unsigned)v->state_len, sizeof(struct virtio_mmio_state));
+    for (unsigned j = 0; j < i; j++)
+        if (kind_by_id(recs[j].device_id) == k && strcmp(recs[j].id, v->id) == 0)
+            return seterr(err, 1, -EINVAL, "state file: two %s devices named %s", k->name, v->id);
+    return 0;
+}
+
+int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc, const struct devtab_rec *v,
+                   unsigned n, struct moat_error *err)
+{
+    if (n > VIRTIO_MMIO_KVM_MAX_SLOTS)
+        return seterr(err, 1, -EINVAL, "state file: device section for slot %u out of order",
+                      (unsigned)VIRTIO_MMIO_KVM_MAX_SLOTS);
     struct restore_ovr *ov = calloc(1, sizeof(*ov));
     struct devopts *rec = malloc(sizeof(*rec)), *merged = malloc(sizeof(*merged));
     const struct virtio_kind *kind[VIRTIO_MMIO_KVM_MAX_SLOTS];
-    unsigned n = 0;
-    int r = v && ov && rec && merged ? 0 : seterr(err, 0, -ENOMEM, "out of memory");
-    /* The recorded devices: slots 0 .. n-1, each decoded and of a known
-     * kind, ids unique per kind. */
-    for (size_t i = 0; i < nsecs && r == 0; i++) {
-        if (secs[i].type != SNAP_DEV)
-            continue;
-        if (secs[i].index != n || n >= VIRTIO_MMIO_KVM_MAX_SLOTS) {
-            r = seterr(err, 1, -EINVAL, "state file: device section for slot %u out of order",
-                       (unsigned)secs[i].index);
-            break;
-        }
-        const char *why = NULL;
-        if (snap_dev_decode(secs[i].data, secs[i].len, &v[n], &why) < 0) {
-            r = seterr(err, 1, -EINVAL, "state file: device in slot %u: %s", n, why);
-            break;
-        }
-        if (!(kind[n] = kind_by_id(v[n].device_id))) {
-            r = seterr(err, 1, -EINVAL, "state file: device %s in slot %u has virtio type %u, which this "
-                       "moat does not have", v[n].id, n, (unsigned)v[n].device_id);
-            break;
-        }
-        if (v[n].state_len != sizeof(struct virtio_mmio_state)) {
-            r = seterr(err, 1, -EINVAL, "state file: %s %s: transport state of %u bytes, not %zu",
-                       kind[n]->name, v[n].id, (unsigned)v[n].state_len, sizeof(struct virtio_mmio_state));
-            break;
-        }
-        for (unsigned j = 0; j < n && r == 0; j++)
-            if (kind[j] == kind[n] && strcmp(v[j].id, v[n].id) == 0)
-                r = seterr(err, 1, -EINVAL, "state file: two %s devices named %s", kind[n]->name, v[n].id);
-        n++;
-    }
+    int r = ov && rec && merged ? 0 : seterr(err, 0, -ENOMEM, "out of memory");
+    /* The recorded devices: slots 0 .. n-1, each of a known kind, ids
+     * unique per kind (the caller checked them as it read them: again,
+     * the core trusts no caller with a snapshot's records). */
+    for (unsigned i = 0; i < n && r == 0; i++)
+        if ((r = devtab_rec_check(v, i, err)) == 0)
+            kind[i] = kind_by_id(v[i].device_id);
     /* The configuration's overrides, matched to the recorded devices by
      * kind and id before anything is made. */
     if (r == 0)
@@ -601,8 +582,45 @@ int devtab_restore(struct moat_vm *vm, const struct moat_restore_config *rc,
     free(merged);
     free(rec);
     free(ov);
-    free(v);
     return r;
+}
+
+int devtab_match_overrides(const char *const *snap_ids, size_t n, const char *const *ovr_ids, size_t m,
+                           size_t *map, char *why, size_t wlen)
+{
+    if (m != n) {
+        snprintf(why, wlen, "the snapshot has %zu, %zu given", n, m);
+        return -EINVAL;
+    }
+    for (size_t i = 0; i < n; i++)
+        map[i] = SIZE_MAX;
+    /* overrides with an id take the device with that id */
+    for (size_t k = 0; k < m; k++) {
+        if (!ovr_ids[k])
+            continue;
+        size_t i = 0;
+        while (i < n && strcmp(snap_ids[i], ovr_ids[k]) != 0)
+            i++;
+        if (i == n) {
+            snprintf(why, wlen, "'%s': the snapshot has no such device", ovr_ids[k]);
+            return -EINVAL;
+        }
+        if (map[i] != SIZE_MAX) {
+            snprintf(why, wlen, "'%s' given twice", ovr_ids[k]);
+            return -EINVAL;
+        }
+        map[i] = k;
+    }
+    /* the others take the rest, in slot order */
+    size_t i = 0;
+    for (size_t k = 0; k < m; k++) {
+        if (ovr_ids[k])
+            continue;
+        while (i < n && map[i] != SIZE_MAX)
+            i++;
+        map[i] = k;     /* m == n: there is one */
+    }
+    return 0;
 }
 
 /* ---- run-time changes ---- */

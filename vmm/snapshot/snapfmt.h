@@ -68,7 +68,8 @@ struct snap_msr {
  * its record: the options that made it (devopt_encode,
  * devices/virtio/devopt.h). A restore finds the kind by device_id, matches
  * the device to the configuration's overrides by type and id and makes it
- * again from those options (vmm/core/devtab.c). */
+ * again from those options (vmm/snapshot/snapdev.c reads and writes the
+ * sections; vmm/core/devtab.c makes the devices). */
 struct snap_dev {
     uint32_t device_id;      /* VIRTIO_ID_* (devices/virtio/virtio_dev.h) */
     uint32_t id_len;         /* 1 .. SNAP_DEV_ID_MAX */
@@ -95,15 +96,6 @@ struct snap_dev_view {
 long snap_dev_encode(uint8_t *buf, size_t cap, uint32_t device_id, const char *id,
                      const void *state, size_t state_len, const void *data, size_t data_len);
 int snap_dev_decode(const uint8_t *data, uint64_t len, struct snap_dev_view *v, const char **why);
-
-/* Restore overrides for n devices of one type recorded with ids snap_ids
- * (slot order), given m overrides whose ids are ovr_ids (NULL entries: no
- * id). Overrides with an id take the recorded device with that id; the
- * others take the remaining devices in slot order. map[i] gets the
- * override for recorded device i. 0, or -EINVAL with a message in why
- * naming the device (m != n, an id not recorded, an id given twice). */
-int snap_match_overrides(const char *const *snap_ids, size_t n, const char *const *ovr_ids, size_t m,
-                         size_t *map, char *why, size_t wlen);
 
 /* The metadata section, checked field by field before any is used
  * (restore validates everything it reads; each legacy device checks its

@@ -23,11 +23,11 @@
 #include "devices/virtio/virtio_dev.h"
 #include "devices/virtio/virtio_mmio.h"
 #include "vmm/agent/fixup.h"
-#include "vmm/core/devtab.h"
 #include "vmm/base/clock.h"
 #include "vmm/base/fullio.h"
 #include "vmm/base/layout.h"
 #include "vmm/base/log.h"
+#include "vmm/snapshot/snapdev.h"
 #include "vmm/snapshot/snapdiff.h"
 #include "vmm/snapshot/snapfmt.h"
 #include "vmm/snapshot/uffd.h"
@@ -371,7 +371,7 @@ static int snapshot_locked(struct moat_vm *vm, const char *state_path, const cha
         r = save_vcpu(vm, &vm->vcpus[i], &w);
     if (r == 0) {
         save_devices(vm, &w);
-        r = devtab_save(vm, &w);
+        r = snapdev_save(vm, &w);
     }
     if (r == 0)
         r = snapw_finish(&w, &j.state, &j.state_len);
@@ -628,7 +628,7 @@ static int restore_vm_state(struct moat_vm *vm, const struct snap_section *secs,
     return 0;
 }
 
-/* Start the live devices (their state is loaded: devtab_restore), before
+/* Start the live devices (their state is loaded: snapdev_restore), before
  * any vCPU runs. */
 static int restore_virtio(struct moat_vm *vm, struct moat_error *err)
 {
@@ -678,6 +678,115 @@ void moat_restore_config_init(struct moat_restore_config *rc)
     rc->console_out = -1;
 }
 
+/* The state file's sections (into buf) framed and its metadata checked:
+ * secs (*nsecs of them) point into buf. */
+static int parse_state(const char *path, const uint8_t *buf, size_t len, struct snap_section *secs, size_t *nsecs,
+                       struct snap_meta *meta, struct moat_error *err)
+{
+    const char *why = NULL;
+    int r = snap_parse(buf, len, secs, SNAP_MAX_SECTIONS, nsecs, &why);
+    if (r < 0)
+        return seterr(err, 1, r, "state file %s: %s", path, why);
+    const struct snap_section *ms = snap_find(secs, *nsecs, SNAP_META, 0);
+    if (!ms || ms->len != sizeof(*meta))
+        return seterr(err, 1, -EINVAL, "state file %s: no metadata section", path);
+    memcpy(meta, ms->data, sizeof(*meta));
+    if ((r = snap_meta_check(meta, LAYOUT_MAX_CPUS, &why)) < 0)
+        return seterr(err, 1, r, "state file %s: %s", path, why);
+    return 0;
+}
+
+/* Where guest RAM comes from: a diff's chain of parents (opened beneath
+ * the snapshot root, into chain), the memory file, or (uffd) a page-fault
+ * handler. *mem_fd: the base memory file, checked against the snapshot's
+ * size; -1 with a uffd backend. */
+static int open_memory(const struct moat_restore_config *rc, const struct snap_meta *meta,
+                       const struct snap_section *secs, size_t nsecs, struct snapdiff_chain *chain, int *mem_fd,
+                       struct moat_error *err)
+{
+    bool uffd = rc->mem_uffd_socket != NULL;
+    int r = snapdiff_chain_open(chain, rc->state_path, rc->mem_path, rc->snapshot_root, secs, nsecs, meta->mem_size,
+                                err);
+    if (r < 0)
+        return r;
+    const char *base_mem = chain->n ? chain->base_mem : rc->mem_path;
+    if (uffd && chain->n)
+        return seterr(err, 1, -ENOTSUP, "state file %s: a diff snapshot cannot be restored with a uffd memory "
+                      "backend (its pages come from several files)", rc->state_path);
+    if (chain->n) {         /* opened beneath the snapshot root */
+        *mem_fd = chain->base_fd;
+        chain->base_fd = -1;
+    } else if (!uffd && (*mem_fd = open(base_mem, O_RDONLY | O_CLOEXEC)) < 0) {
+        return seterr(err, 1, -errno, "memory file %s: %s", base_mem, strerror(errno));
+    }
+    struct stat st;
+    if (!uffd && (fstat(*mem_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != meta->mem_size))
+        return seterr(err, 1, -EINVAL, "memory file %s: size %lld, the snapshot needs %llu bytes",
+                      base_mem, (long long)st.st_size, (unsigned long long)meta->mem_size);
+    return 0;
+}
+
+/* The VM of the snapshot's shape (*vmp: the caller frees it, also on
+ * error), the snapshot layer's record and the agent's post-restore fix-up
+ * (run at moat_start if a restored device asks for it) attached, its
+ * memory set up from mem_fd, the chain or the uffd handler (us), and the
+ * memory files kept for the snapshots of this VM (snapmem.h). */
+static int make_vm(const struct moat_restore_config *rc, const struct snap_meta *meta,
+                   struct snapdiff_chain *chain, struct uffd_setup *us, int mem_fd, struct moat_vm **vmp,
+                   struct snapvm **svp, struct moat_error *err)
+{
+    int r = vm_alloc(vmp, meta->ncpus, meta->mem_size, rc->console_in, rc->console_out, rc->flags,
+                     rc->kick_signal, err);
+    if (r < 0)
+        return r;
+    struct moat_vm *vm = *vmp;
+    struct snapvm *sv = NULL;
+    if ((r = snapvm_attach(vm, true, &sv)) < 0 || (r = fixup_attach(vm)) < 0)
+        return seterr(err, 0, r, "%s", r == -ENOMEM ? "out of memory" : strerror(-r));
+    *svp = sv;
+    vm->con.limit = rc->console_limit;
+    vm->boot.kind = (enum boot_kind)meta->boot_kind;
+    vm->pvm_compat = (meta->flags & SNAP_META_PVM) && !(rc->flags & MOAT_F_NO_PVM_COMPAT);
+    vm->guest_status = meta->guest_status;
+    if (chain->n) {
+        sv->map_hook = snapdiff_map;
+        sv->map_hook_arg = chain;
+    } else if (us->socket_path) {
+        sv->map_hook = uffd_map_hook;
+        sv->map_hook_arg = us;
+    }
+    if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0) {
+        if (us->why[0])
+            seterr(err, 1, r, "%s", us->why);
+        return r;
+    }
+    if ((r = vm_setup_rest(vm, false, err)) < 0)
+        return r;
+    r = mem_fd >= 0 ? snapmem_note_backing(vm, mem_fd) : 0;     /* none with uffd */
+    for (unsigned i = 0; r == 0 && i < chain->n; i++)
+        r = snapmem_note_backing(vm, chain->l[i].mem_fd);
+    if (r < 0)
+        return seterr(err, 0, r, "restore: keeping the memory files open: %s", strerror(-r));
+    return 0;
+}
+
+/* The machine as the snapshot left it: the virtio devices made again and
+ * loaded, the VM's and the legacy devices' state, each vCPU's, then the
+ * devices started. */
+static int load_machine(struct moat_vm *vm, const struct moat_restore_config *rc, const struct snap_section *secs,
+                        size_t nsecs, struct moat_error *err)
+{
+    int r;
+    if ((r = snapdev_restore(vm, rc, secs, nsecs, err)) < 0)
+        return r;
+    if ((r = restore_vm_state(vm, secs, nsecs, err)) < 0)
+        return r;
+    for (unsigned i = 0; i < vm->ncpus; i++)
+        if ((r = restore_vcpu(vm, &vm->vcpus[i], secs, nsecs, err)) < 0)
+            return r;
+    return restore_virtio(vm, err);
+}
+
 int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, struct moat_error *err)
 {
     if (err)
@@ -703,98 +812,21 @@ int moat_restore(const struct moat_restore_config *rc_in, struct moat_vm **out, 
         return seterr(err, 0, -ENOMEM, "out of memory");
     }
     size_t nsecs = 0;
-    const char *why = NULL;
     struct moat_vm *vm = NULL;
+    struct snapvm *sv = NULL;
     int mem_fd = -1;
     /* a diff's parents, down to the full snapshot */
     struct snapdiff_chain chain = { .base_fd = -1, .root_fd = -1 };
-    r = snap_parse(buf, len, secs, SNAP_MAX_SECTIONS, &nsecs, &why);
-    if (r < 0) {
-        seterr(err, 1, r, "state file %s: %s", rc.state_path, why);
-        goto out;
-    }
+    struct uffd_setup us = { .socket_path = rc.mem_uffd_socket };
     struct snap_meta meta;
-    const struct snap_section *ms = snap_find(secs, nsecs, SNAP_META, 0);
-    if (!ms || ms->len != sizeof(meta)) {
-        r = seterr(err, 1, -EINVAL, "state file %s: no metadata section", rc.state_path);
+    if ((r = parse_state(rc.state_path, buf, len, secs, &nsecs, &meta, err)) < 0 ||
+        (r = open_memory(&rc, &meta, secs, nsecs, &chain, &mem_fd, err)) < 0)
         goto out;
-    }
-    memcpy(&meta, ms->data, sizeof(meta));
-    if ((r = snap_meta_check(&meta, LAYOUT_MAX_CPUS, &why)) < 0) {
-        seterr(err, 1, r, "state file %s: %s", rc.state_path, why);
-        goto out;
-    }
-    if ((r = snapdiff_chain_open(&chain, rc.state_path, rc.mem_path, rc.snapshot_root, secs, nsecs,
-                                 meta.mem_size, err)) < 0)
-        goto out;
-    const char *base_mem = chain.n ? chain.base_mem : rc.mem_path;
     /* A restored VM always tracks written pages (diff snapshots against
      * this one): it costs nothing measurable (docs/snapshot-format.md). */
     rc.flags |= MOAT_F_DIRTY_LOG;
-    struct uffd_setup us = { .socket_path = rc.mem_uffd_socket };
-    if (uffd && chain.n) {
-        r = seterr(err, 1, -ENOTSUP, "state file %s: a diff snapshot cannot be restored with a uffd memory "
-                   "backend (its pages come from several files)", rc.state_path);
-        goto out;
-    }
-    if (chain.n) {          /* opened beneath the snapshot root */
-        mem_fd = chain.base_fd;
-        chain.base_fd = -1;
-    } else if (!uffd && (mem_fd = open(base_mem, O_RDONLY | O_CLOEXEC)) < 0) {
-        r = seterr(err, 1, -errno, "memory file %s: %s", base_mem, strerror(errno));
-        goto out;
-    }
-    struct stat st;
-    if (!uffd && (fstat(mem_fd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != meta.mem_size)) {
-        r = seterr(err, 1, -EINVAL, "memory file %s: size %lld, the snapshot needs %llu bytes",
-                   base_mem, (long long)st.st_size, (unsigned long long)meta.mem_size);
-        goto out;
-    }
-    r = vm_alloc(&vm, meta.ncpus, meta.mem_size, rc.console_in, rc.console_out, rc.flags,
-                 rc.kick_signal, err);
-    if (r < 0)
-        goto out;
-    /* The snapshot layer's record, and the agent's post-restore fix-up
-     * (run at moat_start if a restored device asks for it). */
-    struct snapvm *sv = NULL;
-    if ((r = snapvm_attach(vm, true, &sv)) < 0 || (r = fixup_attach(vm)) < 0) {
-        seterr(err, 0, r, "%s", r == -ENOMEM ? "out of memory" : strerror(-r));
-        goto out;
-    }
-    vm->con.limit = rc.console_limit;
-    vm->boot.kind = (enum boot_kind)meta.boot_kind;
-    vm->pvm_compat = (meta.flags & SNAP_META_PVM) && !(rc.flags & MOAT_F_NO_PVM_COMPAT);
-    vm->guest_status = meta.guest_status;
-    if (chain.n) {
-        sv->map_hook = snapdiff_map;
-        sv->map_hook_arg = &chain;
-    } else if (uffd) {
-        sv->map_hook = uffd_map_hook;
-        sv->map_hook_arg = &us;
-    }
-    if ((r = vm_setup_kvm(vm, mem_fd, err)) < 0) {
-        if (us.why[0])
-            seterr(err, 1, r, "%s", us.why);
-        goto out;
-    }
-    if ((r = vm_setup_rest(vm, false, err)) < 0)
-        goto out;
-    /* A snapshot of this VM reads what these files hold (snapmem.h). */
-    r = mem_fd >= 0 ? snapmem_note_backing(vm, mem_fd) : 0;     /* none with uffd */
-    for (unsigned i = 0; r == 0 && i < chain.n; i++)
-        r = snapmem_note_backing(vm, chain.l[i].mem_fd);
-    if (r < 0) {
-        seterr(err, 0, r, "restore: keeping the memory files open: %s", strerror(-r));
-        goto out;
-    }
-    if ((r = devtab_restore(vm, &rc, secs, nsecs, err)) < 0)
-        goto out;
-    if ((r = restore_vm_state(vm, secs, nsecs, err)) < 0)
-        goto out;
-    for (unsigned i = 0; i < vm->ncpus; i++)
-        if ((r = restore_vcpu(vm, &vm->vcpus[i], secs, nsecs, err)) < 0)
-            goto out;
-    if ((r = restore_virtio(vm, err)) < 0)
+    if ((r = make_vm(&rc, &meta, &chain, &us, mem_fd, &vm, &sv, err)) < 0 ||
+        (r = load_machine(vm, &rc, secs, nsecs, err)) < 0)
         goto out;
     sv->map_hook = NULL;
     /* The next diff is against this snapshot (not one whose memory a
