@@ -3,12 +3,12 @@
  * timeouts, and the resolver the envd module (vmm/api/e2b/serve_envd.h) asks
  * for a sandbox's vsock socket.
  *
- * Every lifecycle step runs this same binary as a child process
- * (`/proc/self/exe fork|start|stop|rm|template ...`), as a user would from
- * a shell: the sandbox commands (vmm/cli/cli_sandbox.c) are written for a
- * single-threaded CLI (signal handlers, stdout, static state), and a
- * process per step keeps concurrent requests apart; the sandbox directory
- * locks order steps on one sandbox. What serve keeps about a sandbox is in
+ * rm, stop and resume call the sandbox library (vmm/sandbox/) in-process,
+ * on the request's thread (no serve lock held). The steps the library does
+ * not have yet (fork, start, template create|rm, net ... policy, device
+ * get) run this same binary as a child process (`/proc/self/exe ...`,
+ * run_moat), as a user would from a shell. The sandbox directory locks
+ * order steps on one sandbox, in-process or not. What serve keeps about a sandbox is in
  * $MOAT_HOME/NAME/serve.json, so a restarted serve takes over its
  * sandboxes and `moat ls` shows them. */
 #include <arpa/inet.h>
@@ -37,6 +37,7 @@
 #include "vmm/api/e2b/serve_api.h"
 #include "vmm/api/e2b/serve_envd.h"
 #include "vmm/api/e2b/serve_req.h"
+#include "vmm/sandbox/sandbox.h"
 
 extern char **environ;
 
@@ -269,6 +270,55 @@ static int run_moat(char *const argv[], char *out, size_t olen, char *err, size_
         if (errno != EINTR)
             return -errno;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+/* ---- the sandbox library (vmm/sandbox/), in-process ---- */
+
+/* A library error as run_moat gave the same step's child's: the CLI
+ * prints each line of e->msg as "moat: LINE"; run_moat kept the last
+ * line of that (trailing newlines and blanks cut), cut to fit why. */
+static void sbx_why(const struct sbx_err *e, char *why, size_t wlen)
+{
+    if (!wlen)
+        return;
+    why[0] = 0;
+    const char *m = e->msg;
+    size_t len = strlen(m);
+    if (!len)
+        return;         /* the CLI printed nothing */
+    if (m[len - 1] == '\n')
+        len--;          /* say() prints no empty line for a final newline */
+    char line[sizeof e->msg + 8];
+    const char *last = memrchr(m, '\n', len);
+    const char *src = last ? last + 1 : m;
+    int n = snprintf(line, sizeof line, "moat: %.*s", (int)(len - (size_t)(src - m)), src);
+    size_t l = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+    while (l && (line[l - 1] == '\n' || line[l - 1] == ' '))
+        line[--l] = 0;
+    l = l < wlen - 1 ? l : wlen - 1;    /* cut to fit, as run_moat did */
+    memcpy(why, line, l);
+    why[l] = 0;
+}
+
+/* moat rm -f ID, in-process: 0 or -1 with why (may be NULL). */
+static int sbx_rm(const char *id, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    int r = sandbox_remove(id, 1, &e);
+    if (why)
+        sbx_why(&e, why, wlen);
+    return r < 0 ? -1 : 0;
+}
+
+/* moat stop ID, in-process: 0 or -1 with why (may be NULL). */
+static int sbx_stop(const char *id, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    enum sbx_state was;
+    int r = sandbox_stop(id, NULL, NULL, &was, &e);
+    if (why)
+        sbx_why(&e, why, wlen);
+    return r < 0 ? -1 : 0;
 }
 
 /* ---- serve.json ---- */
@@ -538,8 +588,7 @@ static void do_create(struct serve *s, const char *body, size_t len, struct out 
     st.internet = c.internet;
     c.metadata = c.env = c.network = NULL;
     if (apply_net(id, &st, true, err, sizeof err) < 0) {
-        char *rm[] = { "rm", "-f", id, NULL };
-        run_moat(rm, NULL, 0, NULL, 0);
+        sbx_rm(id, NULL, 0);
         fail(o, st.net_device ? 500 : 400, "creating the sandbox from template '%s' failed: %s", c.template_id, err);
         serve_state_free(&st);
         serve_create_free(&c);
@@ -550,8 +599,7 @@ static void do_create(struct serve *s, const char *body, size_t len, struct out 
     r = save_state(s, id, &st);
     pthread_mutex_unlock(&s->lock);
     if (r < 0) {
-        char *rm[] = { "rm", "-f", id, NULL };
-        run_moat(rm, NULL, 0, NULL, 0);
+        sbx_rm(id, NULL, 0);
         fail(o, 500, "cannot record the sandbox: %s", strerror(-r));
     } else {
         o->status = 201;
@@ -608,8 +656,7 @@ static int resume(struct serve *s, const char *id, const struct serve_state *st,
         return -1;
     struct serve_state copy = *st;      /* apply_net may only set net_device, already true */
     if (apply_net(id, &copy, false, why, wlen) < 0) {
-        char *stop[] = { "stop", (char *)id, NULL };   /* not running on the template's policy */
-        run_moat(stop, NULL, 0, NULL, 0);
+        sbx_stop(id, NULL, 0);     /* not running on the template's policy */
         return -1;
     }
     return 0;
@@ -631,8 +678,8 @@ static void do_connect(struct serve *s, const char *id, const char *body, size_t
         }
         status = 201;
     } else if (!strcmp(ms, "paused")) {     /* vCPUs paused by hand (moat pause) */
-        char *argv[] = { "resume", (char *)id, NULL };
-        run_moat(argv, NULL, 0, NULL, 0);
+        struct sbx_err e = { 0 };
+        sandbox_resume(id, &e);
     }
     serve_state_free(&st);
     pthread_mutex_lock(&s->lock);
@@ -662,8 +709,7 @@ static void do_kill(struct serve *s, const char *id, struct out *o)
         return;
     serve_state_free(&st);
     forget(s, id);
-    char *argv[] = { "rm", "-f", (char *)id, NULL };
-    if (run_moat(argv, NULL, 0, err, sizeof err) != 0)
+    if (sbx_rm(id, err, sizeof err) != 0)
         fail(o, 500, "removing sandbox %s failed: %s", id, err);
     else
         o->status = 204;
@@ -681,8 +727,7 @@ static void do_pause(struct serve *s, const char *id, const char *body, size_t l
         return;
     }
     forget(s, id);
-    char *argv[] = { "stop", (char *)id, NULL };
-    if (run_moat(argv, NULL, 0, why, sizeof why) != 0) {
+    if (sbx_stop(id, why, sizeof why) != 0) {
         fail(o, 500, "pausing sandbox %s failed: %s", id, why);
         return;
     }
@@ -994,8 +1039,7 @@ static void do_fork(struct serve *s, const char *id, const char *body, size_t le
             st.net_device = parent.net_device;
             int r = apply_net(child, &st, false, why, sizeof why);
             if (r < 0) {
-                char *rm[] = { "rm", "-f", child, NULL };
-                run_moat(rm, NULL, 0, NULL, 0);
+                sbx_rm(child, NULL, 0);
             }
             pthread_mutex_lock(&s->lock);
             if (r == 0)
@@ -1328,8 +1372,7 @@ static void reap_once(struct serve *s)
         forget(s, names[i]);
         char err[512];
         if (pause && strcmp(ms, "dead")) {
-            char *argv[] = { "stop", names[i], NULL };
-            r = run_moat(argv, NULL, 0, err, sizeof err);
+            r = sbx_stop(names[i], err, sizeof err);
             fprintf(stderr, "moat serve: sandbox %s timed out: paused%s%s\n", names[i], r ? ": failed: " : "",
                     r ? err : "");
             pthread_mutex_lock(&s->lock);
@@ -1342,8 +1385,7 @@ static void reap_once(struct serve *s)
             }
             pthread_mutex_unlock(&s->lock);
         } else {
-            char *argv[] = { "rm", "-f", names[i], NULL };
-            r = run_moat(argv, NULL, 0, err, sizeof err);
+            r = sbx_rm(names[i], err, sizeof err);
             fprintf(stderr, "moat serve: sandbox %s timed out: killed%s%s\n", names[i], r ? ": failed: " : "",
                     r ? err : "");
         }
