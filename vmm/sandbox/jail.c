@@ -1,6 +1,6 @@
 /* moat jail's mechanism (see jail.h; docs/security.md, "Jail"): the steps,
  * in order, follow Firecracker's jailer; each is commented where it
- * happens. The pure parts are in jail_spec.c; moat jail's options and
+ * happens, numbered as in docs/security.md's table. The pure parts are in jail_spec.c; moat jail's options and
  * messages in vmm/cli/cli_jail.c. Nothing here prints or exits. */
 #include <errno.h>
 #include <fcntl.h>
@@ -513,14 +513,14 @@ static int make_root(struct sbx_jail_run *j, struct sbx_err *err)
 
 int sandbox_jail_setup(struct sbx_jail_run *j, struct sbx_err *err)
 {
-    /* 3. The per-VM directory. */
+    /* 4. The per-VM directory. */
     int r = make_root(j, err);
     if (r < 0)
         return r;
-    /* 4. cgroup v2 limits in a per-VM cgroup (only when asked). */
+    /* 5. cgroup v2 limits in a per-VM cgroup (only when asked). */
     if (j->ncg && (r = cgroup_setup(j, err)) < 0)
         return r;
-    /* 5. The network namespace, when given, is joined before the others
+    /* 6. The network namespace, when given, is joined before the others
      *    are created. */
     if (j->netns) {
         int fd = open(j->netns, O_RDONLY | O_CLOEXEC);
@@ -532,7 +532,7 @@ int sandbox_jail_setup(struct sbx_jail_run *j, struct sbx_err *err)
         }
         close(fd);
     }
-    /* 6. New ipc, uts and pid namespaces; the pid namespace takes effect
+    /* 7. New ipc, uts and pid namespaces; the pid namespace takes effect
      *    for the child, which becomes its pid 1. The child makes its own
      *    mount namespace: the parent keeps the host's root and mounts. */
     if (unshare(CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWPID) < 0)

@@ -103,8 +103,10 @@ void sandbox_jail_block_signals(sigset_t *old);
  * mount namespace; every path bind-mounted into the jail (no symbolic link
  * followed there), the device nodes; pivot_root; rlimits; no_new_privs; no
  * capabilities; uid/gid; exec of the inner moat with MOAT_FORCE_PVM only.
- * Returns only on failure: -errno with why (the caller says it and _exits).
- * Uses no heap and no stdio. */
+ * Returns only on failure: -errno with why (the caller says it and _exits;
+ * moat jail prints it to stderr, as the child always did). Nothing here
+ * allocates or writes to a stream; the messages are formatted (snprintf,
+ * strerror_r) into err, as moat jail's child formatted them before. */
 int sandbox_jail_child(const struct sbx_jail_run *j, const sigset_t *mask, struct sbx_err *err);
 
 /* In the parent after the fork of the child pid: closes its copy of the
