@@ -139,7 +139,6 @@ static int jail_options(struct sbx_jail_run *j, int argc, char **argv, int *end)
     return JAIL_GO_ON;
 }
 
-
 int cmd_jail(int argc, char **argv)
 {
     static struct sbx_jail_run j;   /* large (the paths); one jail per process */
