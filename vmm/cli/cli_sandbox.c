@@ -2,7 +2,7 @@
  * pause, resume, stop, start, snapshot --tag, reset --to, fork, and the
  * sandbox-name form of exec/cp. A sandbox is a background `moat run` (or
  * `moat restore`) process with its files in $MOAT_HOME/NAME/, steered
- * through its control socket (vmm/cli/cli_ctl.c, docs/control-socket.md). */
+ * through its control socket (vmm/api/control/ctl_server.c, docs/control-socket.md). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +27,7 @@
 #include "include/moat.h"
 #include "vmm/agent/agent_client.h"
 #include "vmm/cli/cli.h"
-#include "vmm/cli/ctl_proto.h"
+#include "vmm/sandbox/ctl_proto.h"
 #include "vmm/sandbox/jail_spec.h"
 #include "vmm/sandbox/sandbox.h"
 #include "vmm/base/clock.h"
