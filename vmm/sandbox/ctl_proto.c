@@ -5,7 +5,7 @@
 #include "vmm/sandbox/ctl_proto.h"
 
 static const struct {
-    const char *name;
+    char name[16];
     enum ctl_op op;
     int has_arg;
 } verbs[] = {
