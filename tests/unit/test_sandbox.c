@@ -1,8 +1,8 @@
-/* The sandbox library's store and simple operations (vmm/sandbox/), without
- * KVM: sandboxes laid out by hand in a temporary $MOAT_HOME as moat create
- * leaves them (docs/sandboxes.md, "Files"), and a fake VMM (a process whose
- * command line names the control socket, and a thread answering on it)
- * where a live one is needed. */
+/* The sandbox library's store, simple operations and start (vmm/sandbox/),
+ * without KVM: sandboxes laid out by hand in a temporary $MOAT_HOME as moat
+ * create leaves them (docs/sandboxes.md, "Files"), and a fake VMM (a
+ * process whose command line names the control socket, and a thread
+ * answering on it) where a live one is needed. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +21,8 @@
 
 #include "vmm/sandbox/device.h"
 #include "vmm/sandbox/sandbox.h"
+#include "vmm/sandbox/fork.h"
+#include "vmm/sandbox/start.h"
 
 static char home[64];
 
@@ -574,12 +576,358 @@ START_TEST(two_threads)
 }
 END_TEST
 
+/* ---- starting (vmm/sandbox/start.c, files.c): the VM process
+ * sandbox_spawn runs is this binary, which, run as "moat restore ...
+ * SNAPDIR", plays a VMM by SNAPDIR/mode: "ready" says so over its ready
+ * pipe and waits, "die" writes to its log and exits 3, "mute" waits
+ * without a word ---- */
+
+/* A stopped sandbox: config and snap/state, its fake VMM's mode (NULL:
+ * no snapshot at all). */
+static void make_stopped(const char *name, const char *mode)
+{
+    make_sbx(name, "# moat sandbox\nephemeral=0\nrw_drive=0\n", mode != NULL);
+    if (mode)
+        put(name, "snap/mode", mode);
+}
+
+static void read_file(const char *name, const char *file, char *buf, size_t len)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s/%s", home, name, file);
+    buf[0] = 0;
+    FILE *f = fopen(p, "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = 0;
+    fclose(f);
+}
+
+/* The fake VMM: argv as sandbox_spawn makes it ("restore --ready-fd 3
+ * ... SNAPDIR"). */
+static int fake_vmm(int argc, char **argv)
+{
+    char p[PATH_MAX], mode[16] = "";
+    snprintf(p, sizeof p, "%s/mode", argv[argc - 1]);
+    FILE *f = fopen(p, "r");
+    if (f) {
+        if (!fgets(mode, sizeof mode, f))
+            mode[0] = 0;
+        fclose(f);
+    } else if (getenv("FAKE_VMM_MODE")) {      /* a fork's child: base/ has no mode file */
+        snprintf(mode, sizeof mode, "%s", getenv("FAKE_VMM_MODE"));
+    }
+    /* Only the ready pipe is inherited past stdin, stdout and stderr. */
+    for (int fd = 4; fd < 64; fd++)
+        if (fcntl(fd, F_GETFD) >= 0) {
+            fprintf(stderr, "fd %d is open\n", fd);
+            return 4;
+        }
+    if (!strcmp(mode, "ready")) {
+        if (write(3, "ready 12345\n", 12) != 12)
+            return 5;
+        close(3);
+        for (;;)
+            pause();
+    }
+    if (!strcmp(mode, "mute")) {
+        for (;;)
+            pause();
+    }
+    fprintf(stderr, "first line\n\nthe VMM failed: %s", "no KVM");   /* no final newline */
+    return 3;
+}
+
+struct steps {
+    char names[256];
+};
+
+static void on_step(void *ctx, const char *name, uint64_t ns)
+{
+    struct steps *s = ctx;
+    if (!ns)
+        return;
+    strcat(s->names, name);
+    strcat(s->names, " ");
+}
+
+START_TEST(files)
+{
+    struct sbx s = { .ndrive = 2, .dfd = -1 };
+    char b[256];
+    s.drive[0] = "/img,ro,overlay=/h/a.overlay,direct";
+    s.drive[1] = "/img2";
+    ck_assert_int_eq(sandbox_drive_overlay(&s, 0, b, sizeof b), 1);
+    ck_assert_str_eq(b, "/h/a.overlay");
+    ck_assert_int_eq(sandbox_drive_overlay(&s, 1, b, sizeof b), 0);
+    ck_assert_int_eq(sandbox_drive_overlay(&s, 2, b, sizeof b), 0);
+    char *w = sandbox_spec_with_overlay(s.drive[0], "/k/disk0.overlay");
+    ck_assert_str_eq(w, "/img,ro,direct,overlay=/k/disk0.overlay");
+    free(w);
+
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/f", home);
+    ck_assert_int_eq(sandbox_write_file(p, "one\n"), 0);
+    ck_assert_int_eq(sandbox_write_file(p, "two\n"), 0);
+    int dfd = open(home, O_RDONLY | O_DIRECTORY);
+    int fd = sandbox_open_regular_at(dfd, "f");
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(read(fd, b, sizeof b), 4);
+    ck_assert_int_eq(memcmp(b, "two\n", 4), 0);
+    close(fd);
+    snprintf(b, sizeof b, "%s/l", home);
+    ck_assert_int_eq(symlink("f", b), 0);
+    errno = 0;
+    ck_assert_int_eq(sandbox_open_regular_at(dfd, "l"), -1);
+    ck_assert_int_eq(errno, ELOOP);
+    snprintf(b, sizeof b, "%s/d", home);
+    ck_assert_int_eq(mkdir(b, 0700), 0);
+    ck_assert_int_eq(sandbox_open_regular_at(dfd, "d"), -1);
+    ck_assert_int_eq(errno, SBX_EFTYPE_NOT_REG);
+    close(dfd);
+    int keep;
+    ck_assert_ptr_eq(sandbox_file_via(&s, p, b, sizeof b, &keep), p);     /* unjailed: itself */
+    ck_assert_int_eq(keep, -1);
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_jail_share_dir(&s, home, &e), 0);
+}
+END_TEST
+
+START_TEST(log_tail)
+{
+    struct sbx s;
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_paths(&s, "box", &e), 0);
+    ck_assert_int_eq(mkdir(s.dir, 0700), 0);
+    sandbox_log_tail(&s, -EIO, &e);       /* no log: nothing */
+    ck_assert_str_eq(e.msg, "");
+    put("box", "moat.log", "a\n\nb");
+    sandbox_log_tail(&s, -EIO, &e);
+    char want[PATH_MAX + 64];
+    snprintf(want, sizeof want, "box's log (%s/moat.log):\n\x1f" "a\n\x1f\n\x1f" "b", s.dir);
+    ck_assert_str_eq(e.msg, want);
+    ck_assert_int_eq(e.code, -EIO);
+    sandbox_close(&s);
+}
+END_TEST
+
+START_TEST(start_ready)
+{
+    make_stopped("box", "ready");
+    struct steps st = { "" };
+    struct sbx_start_opts o = { .wait = 0, .phase = on_step, .ctx = &st };
+    struct sbx_err e = { 0 };
+    enum sbx_state was;
+    pid_t vm0 = 0;
+    ck_assert_int_eq(sandbox_start("box", &o, &was, &vm0, &e), 0);
+    ck_assert_int_eq(was, SBX_STOPPED);
+    ck_assert_str_eq(e.msg, "");
+    ck_assert_str_eq(st.names, "locked state spawned first_run ctl_ready ");
+    char pid[32];
+    read_file("box", "pid", pid, sizeof pid);
+    pid_t p = (pid_t)atoi(pid);
+    ck_assert_int_eq(p, vm0);
+
+    ck_assert_int_eq(waitpid(p, NULL, WNOHANG), 0);      /* our child, running */
+    kill(p, SIGKILL);
+    ck_assert_int_eq(waitpid(p, NULL, 0), p);
+}
+END_TEST
+
+START_TEST(start_dies)
+{
+    make_stopped("box", "die");
+    struct sbx_start_opts o = { .wait = 5 };
+    struct sbx_err e = { 0 };
+    enum sbx_state was;
+    ck_assert_int_lt(sandbox_start("box", &o, &was, NULL, &e), 0);
+    char want[PATH_MAX + 256];
+    snprintf(want, sizeof want, "sandbox box: its moat process exited (status 3) while starting\n"
+                                "box's log (%s/box/moat.log):\n\x1f" "first line\n\x1f\n\x1f"
+                                "the VMM failed: no KVM", home);
+    ck_assert_str_eq(e.msg, want);
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/box/pid", home);
+    ck_assert_int_ne(access(p, F_OK), 0);       /* undone */
+}
+END_TEST
+
+START_TEST(start_cancelled)
+{
+    make_stopped("box", "mute");
+    volatile sig_atomic_t stop = 1;
+    struct sbx_start_opts o = { .wait = 5, .cancel = &stop };
+    struct sbx_err e = { 0 };
+    enum sbx_state was;
+    ck_assert_int_eq(sandbox_start("box", &o, &was, NULL, &e), -EINTR);
+    ck_assert_msg(!strncmp(e.msg, "sandbox box: interrupted while starting", 39), "%s", e.msg);
+}
+END_TEST
+
+START_TEST(start_refused)
+{
+    struct sbx_start_opts o = { .wait = 0 };
+    struct sbx_err e = { 0 };
+    enum sbx_state was;
+    ck_assert_int_eq(sandbox_start("nosuch", &o, &was, NULL, &e), -ENOENT);
+    make_stopped("never", NULL);
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_start("never", &o, &was, NULL, &e), -ENOENT);
+    ck_assert_str_eq(e.msg, "sandbox never has no snapshot to start from (it was never stopped); its process "
+                            "has exited: moat rm it");
+    make_stopped("tpl", "ready");
+    put("tpl", "template", "agent=1\nfrom=\n");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_lt(sandbox_start("tpl", &o, &was, NULL, &e), 0);
+    ck_assert_str_eq(e.msg, "tpl is a template, kept as it is for forking: moat fork tpl --name NAME");
+}
+END_TEST
+
+/* Several at once, as a fork: one ready, one dead, each told apart. */
+START_TEST(wait_several)
+{
+    make_stopped("a", "ready");
+    make_stopped("b", "die");
+    struct sbx s[2];
+    struct sbx_starting k[2];
+    struct sbx_err e[2] = { { 0 } };
+    const char *names[2] = { "a", "b" };
+    for (int i = 0; i < 2; i++) {
+        char snap[PATH_MAX];
+        ck_assert_int_eq(sandbox_open(&s[i], names[i], 1, &e[i]), 0);
+        ck_assert_int_eq(sandbox_start_spawn(&s[i], sandbox_path(&s[i], "snap", snap, sizeof snap), true, &k[i],
+                                             &e[i]), 0);
+    }
+    struct sbx_start_opts o = { .wait = 0 };
+    ck_assert_uint_eq(sandbox_wait_ready_all(k, 2, &o), 1);
+    ck_assert(!k[0].failed && k[0].ctl_ok);
+    ck_assert(k[1].failed);
+    ck_assert_str_eq(e[0].msg, "");
+    ck_assert_msg(strstr(e[1].msg, "sandbox b: its moat process exited (status 3)"), "%s", e[1].msg);
+    sandbox_start_undo(&k[0]);
+    for (int i = 0; i < 2; i++)
+        sandbox_close(&s[i]);
+}
+END_TEST
+
+/* ---- forks (vmm/sandbox/fork.c) ---- */
+
+/* A stopped parent to fork: its snapshot has state and memory. */
+static void make_parent(const char *name, const char *config)
+{
+    make_sbx(name, config, 1);
+    put(name, "snap/memory", "m");
+}
+
+START_TEST(fork_stopped)
+{
+    make_parent("p", "ephemeral=0\nrw_drive=0\nnet.tap=ptap\n");
+    struct sbx_fork_child k[2];
+    struct sbx_fork_opts o = { .count = 2, .stopped = true, .tapfmt = "t%u" };
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_fork("p", &o, k, &e), 0);
+    ck_assert_str_eq(e.msg, "");
+    char cfg[512];
+    for (int i = 0; i < 2; i++) {
+        char name[8], want[64];
+        snprintf(name, sizeof name, "p-%d", i + 1);
+        ck_assert_str_eq(k[i].name, name);
+        ck_assert(k[i].made && k[i].code == 0 && k[i].pid == 0);
+        ck_assert(exists(strcat(strcpy(want, name), "/snap/state")));
+        read_file(name, "config", cfg, sizeof cfg);
+        snprintf(want, sizeof want, "forked_from=p\nnet.tap=t%d\n", i + 1);
+        ck_assert_msg(strstr(cfg, want) && !strstr(cfg, "ptap"), "%s", cfg);
+    }
+    struct sbx_info info;
+    ck_assert_int_eq(sandbox_info("p-2", &info, &e), 0);
+    ck_assert_int_eq(info.state, SBX_STOPPED);
+    /* the names are taken now */
+    ck_assert_int_eq(sandbox_fork("p", &o, k, &e), -EEXIST);
+    ck_assert_str_eq(e.msg, "a sandbox named p-1 already exists");
+    ck_assert(!k[0].made && k[0].code == -EEXIST);
+}
+END_TEST
+
+START_TEST(fork_started)
+{
+    make_parent("p", "ephemeral=0\nrw_drive=0\n");
+    setenv("FAKE_VMM_MODE", "ready", 1);
+    struct sbx_fork_child k[3];
+    struct sbx_fork_opts o = { .prefix = "kid", .count = 3 };
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_fork("p", &o, k, &e), 0);
+    size_t order[3];
+    ck_assert_uint_eq(sandbox_fork_told(k, 3, order), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert(k[i].made && k[i].code == 0 && k[i].pid > 0);
+        ck_assert_int_eq(waitpid(k[i].pid, NULL, WNOHANG), 0);      /* our child, running */
+        kill(k[i].pid, SIGKILL);
+        waitpid(k[i].pid, NULL, 0);
+    }
+    ck_assert(exists("kid-3/base/state"));
+}
+END_TEST
+
+START_TEST(fork_fails)
+{
+    make_parent("p", "ephemeral=0\nrw_drive=0\n");
+    setenv("FAKE_VMM_MODE", "die", 1);
+    struct sbx_fork_child k[2];
+    struct sbx_fork_opts o = { .child = "c", .count = 1, .start = { .wait = 0 } };
+    struct sbx_err e = { 0 };
+    ck_assert_int_lt(sandbox_fork("p", &o, k, &e), 0);
+    ck_assert(k[0].made && k[0].code < 0 && k[0].pid == 0);
+    ck_assert(!exists("c"));
+    size_t order[2];
+    ck_assert_uint_eq(sandbox_fork_told(k, 1, order), 1);
+    ck_assert_msg(strstr(k[0].err.msg, "sandbox c: its moat process exited (status 3) while starting\nc's log (") ==
+                  k[0].err.msg, "%s", k[0].err.msg);
+    /* refused before anything is made */
+    make_parent("rw", "rw_drive=1\n");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_fork("rw", &o, k, &e), -EINVAL);
+    ck_assert_msg(strstr(e.msg, "sandbox rw has a writable drive without a copy-on-write overlay"), "%s", e.msg);
+    o.jail_uid = 7;
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_fork("p", &o, k, &e), -EINVAL);
+    ck_assert_msg(strstr(e.msg, "sandbox p is not jailed"), "%s", e.msg);
+    ck_assert(!exists("c"));
+    /* told in the order it was said */
+    struct sbx_fork_child t[3] = { { .told_ns = 5 }, { .told_ns = 0 }, { .told_ns = 2 } };
+    strcpy(t[0].err.msg, "x");
+    strcpy(t[2].err.msg, "y");
+    ck_assert_uint_eq(sandbox_fork_told(t, 3, order), 2);
+    ck_assert(order[0] == 2 && order[1] == 0);
+}
+END_TEST
+
+START_TEST(tap_names)
+{
+    char t[32];
+    ck_assert_uint_eq(sandbox_tap_name("tap%u", 12, t, sizeof t), 5);
+    ck_assert_str_eq(t, "tap12");
+    ck_assert_uint_eq(sandbox_tap_name("a%ub", 7, t, sizeof t), 3);
+    ck_assert_str_eq(t, "a7b");
+    ck_assert(sandbox_tap_format_ok("tap%u", 1000));
+    ck_assert(!sandbox_tap_format_ok("tap%d", 1));
+    ck_assert(!sandbox_tap_format_ok("tap", 1));
+    ck_assert(!sandbox_tap_format_ok("t%u%u", 1));
+    ck_assert(!sandbox_tap_format_ok("a/%u", 1));
+    ck_assert(!sandbox_tap_format_ok("a,%u", 1));
+    ck_assert(sandbox_tap_format_ok("abcdefghijkl%u", 999));
+    ck_assert(!sandbox_tap_format_ok("abcdefghijkl%u", 1000));
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--control")) {   /* a fake VMM */
         for (;;)
             pause();
     }
+    if (argc > 2 && !strcmp(argv[1], "restore"))        /* one sandbox_spawn started */
+        return fake_vmm(argc, argv);
     Suite *s = suite_create("sandbox");
     TCase *tc = tcase_create("store");
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -592,6 +940,21 @@ int main(int argc, char **argv)
     tcase_add_test(tc, removing);
     tcase_add_test(tc, stopping);
     tcase_add_test(tc, two_threads);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("start");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, files);
+    tcase_add_test(tc, log_tail);
+    tcase_add_test(tc, start_ready);
+    tcase_add_test(tc, start_dies);
+    tcase_add_test(tc, start_cancelled);
+    tcase_add_test(tc, start_refused);
+    tcase_add_test(tc, wait_several);
+    tcase_add_test(tc, fork_stopped);
+    tcase_add_test(tc, fork_started);
+    tcase_add_test(tc, fork_fails);
+    tcase_add_test(tc, tap_names);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -30,6 +30,8 @@
 #include "vmm/sandbox/device.h"
 #include "vmm/sandbox/jail_spec.h"
 #include "vmm/sandbox/sandbox.h"
+#include "vmm/sandbox/fork.h"
+#include "vmm/sandbox/start.h"
 #include "vmm/base/clock.h"
 
 #define DEFAULT_WAIT 120.0
@@ -74,12 +76,16 @@ static const char usage_sandbox[] =
 
 /* ---- the store (vmm/sandbox/): its messages printed ---- */
 
-/* Each line of e's message as "moat: LINE". */
+/* Each line of e's message as "moat: LINE"; an SBX_VERBATIM line (a log's
+ * tail) as it is. */
 static void say(const struct sbx_err *e)
 {
     for (const char *m = e->msg; *m;) {
         size_t l = strcspn(m, "\n");
-        fprintf(stderr, "moat: %.*s\n", (int)l, m);
+        if (*m == SBX_VERBATIM)
+            fprintf(stderr, "%.*s\n", (int)l - 1, m + 1);
+        else
+            fprintf(stderr, "moat: %.*s\n", (int)l, m);
         m += l + (m[l] == '\n');
     }
 }
@@ -177,341 +183,17 @@ static ssize_t home_names(const char *prefix, char **names, size_t max)
     return n;
 }
 
-/* ---- paths and files ---- */
-
-/* Drive n's overlay path (from its spec) into buf; 0 if it has none. */
-static int drive_overlay(const struct sbx *s, unsigned n, char *buf, size_t len)
-{
-    if (n >= s->ndrive)
-        return 0;
-    char tmp[8192];
-    snprintf(tmp, sizeof tmp, ",%s", s->drive[n]);
-    const char *o = strstr(tmp, ",overlay=");
-    if (!o)
-        return 0;
-    o += 9;
-    size_t l = strcspn(o, ",");
-    snprintf(buf, len, "%.*s", (int)l, o);
-    return l > 0;
-}
-
-/* spec with its overlay= replaced by ovl (heap string). */
-static char *spec_with_overlay(const char *spec, const char *ovl)
-{
-    size_t cap = strlen(spec) + strlen(ovl) + 16;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    char *copy = strdup(spec), *save = NULL;
-    if (!copy) {
-        free(out);
-        return NULL;
-    }
-    out[0] = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-        if (!strncmp(tok, "overlay=", 8))
-            continue;
-        if (out[0])
-            strcat(out, ",");
-        strcat(out, tok);
-    }
-    strcat(out, ",overlay=");
-    strcat(out, ovl);
-    free(copy);
-    return out;
-}
-
-static int write_file(const char *path, const char *text)
-{
-    char tmp[PATH_MAX];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    /* A new file, never one found there (a jailed sandbox's directory is
-     * writable by its jail's group: no link another put there is followed). */
-    unlink(tmp);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return -errno;
-    size_t len = strlen(text);
-    int r = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == 0 && rename(tmp, path) < 0)
-        r = -errno;
-    if (r < 0)
-        unlink(tmp);
-    return r;
-}
-
-/* ---- the process ---- */
-
-/* NAME in directory DFD opened for reading, neither following a link nor
- * blocking (a FIFO the jail planted), and only if it is a regular file:
- * the fd, or -1 with errno (EFTYPE_NOT_REG: something else is there). */
-#define EFTYPE_NOT_REG EMEDIUMTYPE
-static int open_regular_at(int dfd, const char *name)
-{
-    int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    struct stat st;
-    if (fd < 0)
-        return -1;
-    int e = fstat(fd, &st) < 0 ? errno : S_ISREG(st.st_mode) ? 0 : EFTYPE_NOT_REG;
-    if (e) {
-        close(fd);
-        errno = e;
-        return -1;
-    }
-    return fd;
-}
-
-/* A file FILE (a disk overlay, a pin) a jailed sandbox's jail may have
- * replaced: root copies it into what the jail will read, so it is opened
- * with neither its directory's last component nor its own name followed
- * (O_NOFOLLOW both), must be a regular file, and is named by
- * /proc/self/fd/N (*keep: the descriptor, closed by the caller). For an
- * unjailed sandbox, FILE itself. NULL with errno. */
-static const char *file_via(const struct sbx *s, const char *file, char *buf, size_t len, int *keep)
-{
-    *keep = -1;
-    if (!s->jail.on)
-        return file;
-    char dir[PATH_MAX];
-    const char *slash = strrchr(file, '/');
-    if (!slash || slash == file || (size_t)(slash - file) >= sizeof dir) {
-        errno = EINVAL;
-        return NULL;
-    }
-    snprintf(dir, sizeof dir, "%.*s", (int)(slash - file), file);
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int fd = dfd < 0 ? -1 : open_regular_at(dfd, slash + 1);
-    int e = errno;
-    if (dfd >= 0)
-        close(dfd);
-    if (fd < 0) {
-        errno = e == EFTYPE_NOT_REG ? EINVAL : e;
-        return NULL;
-    }
-    *keep = fd;
-    snprintf(buf, len, "/proc/self/fd/%d", fd);
-    return buf;
-}
+/* ---- paths and files (vmm/sandbox/files.c, start.c): messages printed ---- */
 
 /* A directory root made in a jailed sandbox's directory for its jail to
- * read and write (tags/, a tag made from a stopped sandbox): root's, the
- * jail's group, sticky, as the sandbox directory; refused when it is not
- * root's (the jail could have made it first). 0 (also unjailed, where it
- * stays as made), or -1 after saying why. */
+ * read and write (sandbox_jail_share_dir): 0, or -1 after saying why. */
 static int jail_share_dir(const struct sbx *s, const char *dir)
 {
-    if (!s->jail.on)
+    struct sbx_err e = { 0 };
+    if (sandbox_jail_share_dir(s, dir, &e) == 0)
         return 0;
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat st;
-    int r = fd < 0 || fstat(fd, &st) < 0 ? -errno : st.st_uid != 0 ? -EPERM : 0;
-    if (r == 0 && (fchown(fd, 0, s->jail.gid) < 0 || fchmod(fd, S_ISVTX | 0770) < 0))
-        r = -errno;
-    if (fd >= 0)
-        close(fd);
-    if (r < 0)
-        fprintf(stderr, "moat: sandbox %s: %s: %s\n", s->name, dir,
-                r == -EPERM ? "not root's (made by its jail?)" : strerror(-r));
-    return r < 0 ? -1 : 0;
-}
-
-/* Print the tail of the sandbox's moat.log to stderr. */
-static void show_log(const struct sbx *s)
-{
-    char p[PATH_MAX], buf[2048];
-    int fd = open(sandbox_path(s, "moat.log", p, sizeof p), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    off_t end = lseek(fd, 0, SEEK_END);
-    lseek(fd, end > (off_t)sizeof buf - 1 ? end - (off_t)sizeof buf + 1 : 0, SEEK_SET);
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n > 0) {
-        buf[n] = 0;
-        fprintf(stderr, "moat: %s's log (%s):\n%s%s", s->name, p, buf, buf[n - 1] == '\n' ? "" : "\n");
-    }
-}
-
-/* A jailed sandbox's files its restores need that moat jail does not find
- * in the restore command: its run options' --kernel, --initrd and --device
- * blk paths (a restore reopens the devices its snapshot recorded), from the
- * config's arg= lines, those that exist. 0, or -1 after saying why. */
-static int jail_restore_paths(const struct sbx *s, struct jail_paths *l)
-{
-    char p[PATH_MAX], why[512];
-    memset(l, 0, sizeof *l);
-    FILE *f = fopen(sandbox_path(s, "config", p, sizeof p), "re");
-    if (!f)
-        return 0;
-    char **av = calloc(4096, sizeof *av), *line = malloc(65536);
-    int n = 0, r = 0;
-    if (!av || !line)
-        r = -1;
-    else
-        av[n++] = "moat", av[n++] = "run";
-    int skip = 0;
-    while (r == 0 && n < 4095 && fgets(line, 65536, f))
-        if (!strncmp(line, "arg=", 4)) {
-            line[strcspn(line, "\n")] = 0;
-            /* Not the --drive options create got (create writes "--drive"
-             * and its value as two lines): their overlay= is the first
-             * owner's (a fork's parent's); every restore gets each drive,
-             * with this sandbox's own overlay, from its drive.N lines. */
-            if (skip || !strcmp(line + 4, "--drive")) {
-                skip = !skip;
-                continue;
-            }
-            if (!(av[n] = strdup(line + 4)))
-                r = -1;
-            else
-                n++;
-        }
-    fclose(f);
-    if (r == 0 && jail_inner_paths(n, av, l, why, sizeof why) < 0) {
-        fprintf(stderr, "moat: sandbox %s: %s\n", s->name, why);
-        r = -1;
-    }
-    for (int i = 2; av && i < n; i++)
-        free(av[i]);
-    free(av);
-    free(line);
-    int k = 0;
-    for (int i = 0; r == 0 && i < l->n; i++)
-        if (access(l->p[i].path, F_OK) == 0)
-            l->p[k++] = l->p[i];
-    l->n = r == 0 ? k : 0;
-    return r;
-}
-
-/* Start `moat run|restore` in the background for s: its own session,
- * stdin /dev/null, stdout+stderr appended to NAME/moat.log, the console
- * to NAME/console.log. extra: the command's own arguments (NULL-ended).
- * *ready_fd: the read end of a pipe the new moat writes "ready NS" to once
- * its control socket listens and its guest runs (--ready-fd, docs/cli.md),
- * and closes; EOF without it: the process failed. */
-static pid_t spawn(const struct sbx *s, const char *verb, char *const *extra, int nextra, int *ready_fd,
-                   const char *expose_ro)
-{
-    char conslog[PATH_MAX], log[PATH_MAX], pidf[PATH_MAX], pidtxt[32];
-    sandbox_path(s, "console.log", conslog, sizeof conslog);
-    sandbox_path(s, "moat.log", log, sizeof log);
-    size_t n = 0;
-    static struct jail_paths rpaths;
-    rpaths.n = 0;
-    if (s->jail.on && !strcmp(verb, "restore") && jail_restore_paths(s, &rpaths) < 0)
-        return -1;
-    /* A fork's shared snapshot (base/), bound in read-only over the
-     * sandbox's own directory. */
-    if (s->jail.on && expose_ro && jail_paths_add(&rpaths, expose_ro, 0) < 0) {
-        fprintf(stderr, "moat: sandbox %s: %s cannot be exposed to its jail\n", s->name, expose_ro);
-        return -1;
-    }
-    char **av = calloc((size_t)nextra + 14 + 24 + 2 * SBX_JAIL_CG_MAX + 2 * JAIL_PATHS_MAX, sizeof *av);
-    char juid[16], jgid[16];
-    int pp[2];
-    if (!av)
-        return -1;
-    if (pipe2(pp, O_CLOEXEC) < 0) {
-        fprintf(stderr, "moat: pipe: %s\n", strerror(errno));
-        free(av);
-        return -1;
-    }
-    av[n++] = "moat";
-    if (s->jail.on) {
-        /* moat jail --id ID ... --expose DIR -- moat VERB ...: the
-         * sandbox's directory (its sockets, snapshots, disks) at the same
-         * path inside; its kernel, initrd and drives exposed by moat jail
-         * from the command's own options; the ready pipe kept. */
-        const struct sbx_jail *j = &s->jail;
-        snprintf(juid, sizeof juid, "%u", j->uid);
-        snprintf(jgid, sizeof jgid, "%u", j->gid);
-        av[n++] = "jail";
-        av[n++] = "--id";
-        av[n++] = (char *)j->id;
-        av[n++] = "--uid";
-        av[n++] = juid;
-        av[n++] = "--gid";
-        av[n++] = jgid;
-        av[n++] = "--chroot-base";
-        av[n++] = (char *)j->base;
-        av[n++] = "--expose";
-        av[n++] = (char *)s->dir;
-        for (int i = 0; i < rpaths.n; i++) {
-            av[n++] = rpaths.p[i].rw ? "--expose" : "--expose-ro";
-            av[n++] = rpaths.p[i].path;
-        }
-        if (j->netns[0]) {
-            av[n++] = "--netns";
-            av[n++] = (char *)j->netns;
-        }
-        if (j->tun)
-            av[n++] = "--tun";
-        if (j->cgroot[0]) {
-            av[n++] = "--cgroup-root";
-            av[n++] = (char *)j->cgroot;
-        }
-        for (int i = 0; i < j->ncg; i++) {
-            av[n++] = "--cgroup";
-            av[n++] = (char *)j->cg[i];
-        }
-        av[n++] = "--";
-        av[n++] = "moat";
-    }
-    av[n++] = (char *)verb;
-    av[n++] = "--ready-fd";
-    av[n++] = "3";
-    av[n++] = "--control";
-    av[n++] = (char *)s->ctl;
-    av[n++] = "--console-log";
-    av[n++] = conslog;
-    av[n++] = "--vsock";
-    av[n++] = (char *)s->vsock;
-    for (int i = 0; i < nextra; i++)
-        av[n++] = extra[i];
-    av[n] = NULL;
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "moat: fork: %s\n", strerror(errno));
-        close(pp[0]);
-        close(pp[1]);
-        free(av);
-        return -1;
-    }
-    if (pid == 0) {
-        setsid();
-        int in = open("/dev/null", O_RDONLY);
-        int out = open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
-        if (in < 0 || out < 0 || dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0)
-            _exit(125);
-        /* The pipe's write end becomes fd 3 (inherited: no close-on-exec). */
-        if (pp[1] == 3 ? fcntl(3, F_SETFD, 0) < 0 : dup2(pp[1], 3) < 0)
-            _exit(125);
-        /* Keep nothing else of the caller's (a pipe held open would make a
-         * `$(moat create ...)` wait for the sandbox to end): one
-         * close_range() call, or (before Linux 5.9) a close() of each. */
-#ifdef SYS_close_range
-        if (syscall(SYS_close_range, 4u, ~0u, 0u) < 0)
-#endif
-        {
-            long maxfd = sysconf(_SC_OPEN_MAX);
-            for (int fd = 4; fd < (maxfd > 0 && maxfd < 65536 ? maxfd : 65536); fd++)
-                close(fd);
-        }
-        signal(SIGPIPE, SIG_DFL);
-        execv("/proc/self/exe", av);
-        fprintf(stderr, "moat: exec /proc/self/exe: %s\n", strerror(errno));
-        _exit(125);
-    }
-    close(pp[1]);
-    free(av);
-    *ready_fd = pp[0];
-    snprintf(pidtxt, sizeof pidtxt, "%d\n", (int)pid);
-    if (write_file(sandbox_path(s, "pid", pidf, sizeof pidf), pidtxt) < 0)
-        fprintf(stderr, "moat: warning: cannot write %s\n", pidf);
-    return pid;
+    say(&e);
+    return -1;
 }
 
 /* Ctrl-C (or SIGTERM, SIGHUP) while waiting for a new process: give up
@@ -566,235 +248,27 @@ static void phases_print(const struct phases *ph, const char *cmd)
     fprintf(stderr, ", \"total\": %llu}\n", (unsigned long long)((clock_mono_ns() - cli_start_ns) / 1000));
 }
 
-/* A started moat process being waited for. */
-struct starting {
-    struct sbx *s;
-    pid_t pid;
-    int rfd;                /* the ready pipe, -1 once read */
-    char buf[64];
-    size_t len;
-    bool ctl_ok, failed;
-    uint64_t ready_ns, first_run_ns;
-};
-
-static void start_failed(struct starting *k, const char *why)
+/* A step of the library's start (sbx_phase_ns_fn) into ph. */
+static void phase_ns_cb(void *ph, const char *name, uint64_t ns)
 {
-    int st = 0;
-    k->failed = true;
-    if (k->rfd >= 0)
-        close(k->rfd);
-    k->rfd = -1;
-    if (!why && waitpid(k->pid, &st, 0) == k->pid) {
-        fprintf(stderr, "moat: sandbox %s: its moat process exited (%s %d) while starting\n", k->s->name,
-                WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
-    } else {
-        fprintf(stderr, "moat: sandbox %s: %s\n", k->s->name, why ? why : "its moat process failed while starting");
-    }
-    show_log(k->s);
+    phase_at(ph, name, ns);
 }
 
-/* Read what is there on k's ready pipe: "ready NS\n" then EOF. */
-static void ready_read(struct starting *k)
+/* The start options of a command: wait s, Ctrl-C cancels, phases into ph. */
+static struct sbx_start_opts start_opts(double wait, struct phases *ph)
 {
-    ssize_t r = read(k->rfd, k->buf + k->len, sizeof k->buf - 1 - k->len);
-    if (r < 0 && (errno == EINTR || errno == EAGAIN))
-        return;
-    if (r > 0) {
-        k->len += (size_t)r;
-        k->buf[k->len] = 0;
-        if (!strchr(k->buf, '\n') && k->len < sizeof k->buf - 1)
-            return;
-    }
-    unsigned long long ns = 0;
-    if (sscanf(k->buf, "ready %llu", &ns) == 1 && strchr(k->buf, '\n')) {
-        k->ctl_ok = true;
-        k->ready_ns = clock_mono_ns();
-        k->first_run_ns = ns;
-        close(k->rfd);
-        k->rfd = -1;
-        return;
-    }
-    start_failed(k, NULL);      /* EOF (or garbage) before "ready": it died */
+    return (struct sbx_start_opts){ .wait = wait, .cancel = &interrupted, .phase = phase_ns_cb, .ctx = ph };
 }
 
-/* Wait for n started processes at once: each tells over its pipe when its
- * control socket listens and its guest runs (no polling, no sleeps); then,
- * when wait > 0, its guest agent must answer a ping (tried at once, then
- * again after 2, 4, 8 ... ms up to 100 ms apart: a booting guest starts its
- * agent when it gets there; a restored one's is there already). A process
- * that dies, or does not get there within wait s (30 s for the control
- * socket when wait is 0), fails with the reason and its log. Returns how
- * many failed. */
-static unsigned wait_ready_all(struct starting *k, size_t n, double wait, struct phases *ph)
-{
-    double t0 = (double)clock_mono_ns() / 1e9, limit = wait > 0 ? wait : 30;
-    unsigned failed = 0;
-    struct pollfd *pf = calloc(n, sizeof *pf);
-    size_t *idx = calloc(n, sizeof *idx);
-    if (!pf || !idx) {
-        free(pf);
-        free(idx);
-        for (size_t i = 0; i < n; i++)
-            start_failed(&k[i], "out of memory");
-        return (unsigned)n;
-    }
-    for (;;) {
-        size_t m = 0;
-        for (size_t i = 0; i < n; i++)
-            if (k[i].rfd >= 0) {
-                pf[m] = (struct pollfd){ .fd = k[i].rfd, .events = POLLIN };
-                idx[m++] = i;
-            }
-        if (m == 0)
-            break;
-        int ms = (int)((limit - ((double)clock_mono_ns() / 1e9 - t0)) * 1000);
-        if (interrupted || ms <= 0) {
-            for (size_t j = 0; j < m; j++)
-                start_failed(&k[idx[j]], interrupted ? "interrupted while starting" : "the VMM did not answer in time");
-            break;
-        }
-        int r = poll(pf, m, ms);
-        if (r < 0 && errno != EINTR)
-            break;
-        for (size_t j = 0; r > 0 && j < m; j++)
-            if (pf[j].revents)
-                ready_read(&k[idx[j]]);
-    }
-    free(pf);
-    free(idx);
-    uint64_t last_ready = 0, last_run = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (k[i].ready_ns > last_ready)
-            last_ready = k[i].ready_ns;
-        if (k[i].first_run_ns > last_run)
-            last_run = k[i].first_run_ns;
-    }
-    phase_at(ph, "first_run", last_run);
-    phase_at(ph, "ctl_ready", last_ready);
-    if (wait > 0) {
-        for (size_t i = 0; i < n; i++) {
-            unsigned back_ms = 2;
-            while (!k[i].failed) {
-                struct agent_client c;
-                char via[64];
-                int keep;
-                const char *vp = sandbox_sock_via(k[i].s, k[i].s->vsock, via, sizeof via, &keep);
-                int cr = vp ? agent_client_connect(&c, vp, 1, AGENT_DEFAULT_PORT) : -1;
-                if (keep >= 0)
-                    close(keep);
-                if (cr == 0) {
-                    int r = agent_client_ping(&c);
-                    agent_client_close(&c);
-                    if (r == 0)
-                        break;
-                }
-                if (waitpid(k[i].pid, NULL, WNOHANG) == k[i].pid) {
-                    start_failed(&k[i], "its moat process exited while starting");
-                } else if (interrupted) {
-                    start_failed(&k[i], "interrupted while starting");
-                } else if ((double)clock_mono_ns() / 1e9 - t0 > limit) {
-                    char why[128];
-                    snprintf(why, sizeof why, "the guest agent did not answer within %g s", limit);
-                    start_failed(&k[i], why);
-                } else {
-                    usleep(back_ms * 1000);
-                    back_ms = back_ms * 2 > 100 ? 100 : back_ms * 2;
-                }
-            }
-        }
-        phase(ph, "agent_ready");
-    }
-    for (size_t i = 0; i < n; i++)
-        failed += k[i].failed;
-    return failed;
-}
-
-/* Restore dir (a snapshot) as s's process and wait for it. The drives
- * are given from s's config (its own overlays: a fork's first restore
- * needs them, and they are what every snapshot of s recorded anyway). */
-/* Drive n's spec ("PATH[,ro][,id=NAME][,overlay=F][,direct][,bw=..]...")
- * as a restore's device override: "blk,id=ID,path=PATH" plus the keys an
- * override may give anew (ro, overlay, direct; rate limits stay the
- * snapshot's). ID is the drive's id= or the one it got by its ordinal (a
- * sandbox's drives come before its --device ones). An override names its
- * drive, so blk devices the sandbox was made with (--device blk,...) are
- * restored as recorded: with --drive overrides, moat restore wants one per
- * recorded drive. 0, or -1 if it does not fit. */
-static int drive_override(const struct sbx *s, unsigned n, char *buf, size_t len)
-{
-    const char *spec = s->drive[n];
-    size_t pl = strcspn(spec, ",");
-    char id[VIRTIO_KIND_ID_MAX + 1] = "", keep[8192] = "";
-    size_t kl = 0;
-    for (const char *o = spec + pl; *o == ',';) {
-        o++;
-        size_t l = strcspn(o, ",");
-        if (l > 3 && !strncmp(o, "id=", 3))
-            snprintf(id, sizeof id, "%.*s", (int)(l - 3), o + 3);
-        else if ((l == 2 && !strncmp(o, "ro", 2)) || (l == 6 && !strncmp(o, "direct", 6)) ||
-                 (l > 8 && !strncmp(o, "overlay=", 8)))
-            kl += (size_t)snprintf(keep + kl, kl < sizeof keep ? sizeof keep - kl : 0, ",%.*s", (int)l, o);
-        o += l;
-    }
-    if (!id[0])
-        blk_default_id(n, id);
-    int w = snprintf(buf, len, "blk,id=%s,path=%.*s%s", id, (int)pl, spec, keep);
-    return kl < sizeof keep && w > 0 && (size_t)w < len ? 0 : -1;
-}
-
-static int start_spawn(struct sbx *s, const char *snapdir, bool fork_child, struct starting *k)
-{
-    char *extra[2 * MOAT_MAX_DRIVES + 4];
-    char tapopt[32];
-    char dev[MOAT_MAX_DRIVES][8400];       /* 134 KiB: the CLI's main thread */
-    int n = 0;
-    if (fork_child)         /* its devices take an identity of their own (net: a MAC) */
-        extra[n++] = "--fork-child";
-    if (s->tap[0]) {        /* a fork's own TAP, not its parent's */
-        snprintf(tapopt, sizeof tapopt, "tap=%s", s->tap);
-        extra[n++] = "--net";
-        extra[n++] = tapopt;
-    }
-    for (unsigned i = 0; i < s->ndrive; i++) {
-        if (drive_override(s, i, dev[i], sizeof dev[i]) < 0) {
-            fprintf(stderr, "moat: sandbox %s: drive %u: its options are too long\n", s->name, i);
-            return -1;
-        }
-        extra[n++] = "--device";
-        extra[n++] = dev[i];
-    }
-    extra[n++] = (char *)snapdir;
-    memset(k, 0, sizeof *k);
-    k->s = s;
-    k->rfd = -1;
-    k->pid = spawn(s, "restore", extra, n, &k->rfd, fork_child ? snapdir : NULL);
-    return k->pid < 0 ? -1 : 0;
-}
-
-/* A start that failed: its process goes, and its pid file. */
-static void start_undo(struct starting *k)
-{
-    if (k->rfd >= 0)
-        close(k->rfd);
-    k->rfd = -1;
-    if (k->pid > 0) {
-        kill(k->pid, SIGKILL);
-        waitpid(k->pid, NULL, 0);
-    }
-    kill_process(k->s, 0);
-}
-
+/* Restore dir (a snapshot) as s's process and wait for it
+ * (sandbox_start_from, printed): 0 or -1. */
 static int start_from(struct sbx *s, const char *snapdir, double wait, bool fork_child, struct phases *ph)
 {
-    struct starting k;
-    if (start_spawn(s, snapdir, fork_child, &k) < 0)
-        return -1;
-    phase(ph, "spawned");
-    if (wait_ready_all(&k, 1, wait, ph)) {
-        start_undo(&k);
-        return -1;
-    }
-    return 0;
+    struct sbx_err e = { 0 };
+    struct sbx_start_opts o = start_opts(wait, ph);
+    int r = sandbox_start_from(s, snapdir, fork_child, &o, &e);
+    say(&e);
+    return r < 0 ? -1 : 0;
 }
 
 static int parse_wait(const char *v, double *w)
@@ -967,16 +441,11 @@ static int jail_option(int argc, char **argv, int *i, struct sbx_jail *j, int *s
  * per sandbox (a fork's child gets its own). 0, or -1 after saying why. */
 static int jail_new_id(struct sbx_jail *j, const char *name)
 {
-    uint32_t rnd;
-    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
-        fprintf(stderr, "moat: getrandom: %s\n", strerror(errno));
-        return -1;
-    }
-    size_t n = 0;
-    for (const char *c = name; *c && n < 40; c++)
-        j->id[n++] = *c == '.' ? '_' : *c;
-    snprintf(j->id + n, sizeof j->id - n, "-%08x", rnd);
-    return 0;
+    struct sbx_err e = { 0 };
+    if (sandbox_jail_new_id(j, name, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
 }
 
 /* A jailed sandbox's settings checked before anything is made (a clear
@@ -1056,11 +525,11 @@ static int jail_prepare(struct sbx *s, int seen, char **extra, int nextra, char 
  * pid, moat.log). */
 static int jail_dir_perms(const struct sbx *s)
 {
-    if (fchown(s->dfd, 0, s->jail.gid) < 0 || fchmod(s->dfd, S_ISVTX | 0770) < 0) {
-        fprintf(stderr, "moat: %s: %s\n", s->dir, strerror(errno));
-        return -1;
-    }
-    return 0;
+    struct sbx_err e = { 0 };
+    if (sandbox_jail_dir_perms(s, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
 }
 
 static int cmd_create(int argc, char **argv)
@@ -1222,16 +691,22 @@ static int cmd_create(int argc, char **argv)
     memmove(config + hl, config, clen + 1);
     memcpy(config, hdr, (size_t)hl);
     free(hdr);
-    if (write_file(sandbox_path(&s, "config", p, sizeof p), config) < 0) {
+    if (sandbox_write_file(sandbox_path(&s, "config", p, sizeof p), config) < 0) {
         fprintf(stderr, "moat: cannot write %s\n", p);
         goto fail;
     }
-    struct starting sk = { .s = &s, .rfd = -1 };
-    sk.pid = spawn(&s, "run", extra, nextra, &sk.rfd, NULL);
+    struct sbx_err se = { 0 };
+    struct sbx_starting sk = { .s = &s, .rfd = -1, .err = &se };
+    struct sbx_start_opts so = start_opts(wait, &ph);
+    sk.pid = sandbox_spawn(&s, "run", extra, nextra, &sk.rfd, NULL, &se);
+    say(&se);
     if (sk.pid < 0)
         goto fail;
     phase(&ph, "spawned");
-    if (wait_ready_all(&sk, 1, wait, &ph)) {
+    se = (struct sbx_err){ 0 };
+    unsigned failed = sandbox_wait_ready_all(&sk, 1, &so);
+    say(&se);
+    if (failed) {
         if (sk.rfd >= 0)
             close(sk.rfd);
         kill(sk.pid, SIGKILL);
@@ -1334,17 +809,6 @@ static int cmd_pause_resume(int argc, char **argv, const char *verb)
     return r < 0 ? 1 : 0;
 }
 
-/* A snap.new left by an interrupted stop made snap (sandbox.h): 0, or -1
- * after saying why. */
-static int promote_snap_new(struct sbx *s)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_promote_snap_new(s, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
 static void phase_cb(void *ph, const char *name)
 {
     phase(ph, name);
@@ -1398,32 +862,18 @@ static int cmd_stop(int argc, char **argv)
     return r < 0 ? 1 : 0;
 }
 
+/* Start s (opened and locked) from its stop snapshot (sandbox_start_locked,
+ * printed): 0 or -1. */
 static int start_locked(struct sbx *s, double wait, struct phases *ph)
 {
-    pid_t pid;
-    double up;
-    enum sbx_state st = sandbox_state(s, &pid, &up);
-    if (st == SBX_RUNNING || st == SBX_PAUSED) {
-        fprintf(stderr, "moat: sandbox %s is already %s\n", s->name, sandbox_state_str(st));
-        return 0;
-    }
-    char snap[PATH_MAX], p[PATH_MAX];
-    if (access(sandbox_path(s, "template", p, sizeof p), F_OK) == 0) {
-        fprintf(stderr, "moat: %s is a template, kept as it is for forking: moat fork %s --name NAME\n",
-                s->name, s->name);
-        return -1;
-    }
-    if (promote_snap_new(s) < 0)    /* a stop interrupted after its snapshot */
-        return -1;
-    if (access(sandbox_path(s, "snap/state", p, sizeof p), F_OK) != 0) {
-        fprintf(stderr, "moat: sandbox %s has no snapshot to start from (it was never stopped)%s\n",
-                s->name, st == SBX_DEAD ? "; its process has exited: moat rm it" : "");
-        return -1;
-    }
-    if (kill_process(s, pid) < 0)
-        return -1;
-    phase(ph, "state");
-    return start_from(s, sandbox_path(s, "snap", snap, sizeof snap), wait, false, ph);
+    struct sbx_err e = { 0 };
+    struct sbx_start_opts o = start_opts(wait, ph);
+    enum sbx_state was = SBX_DEAD;
+    int r = sandbox_start_locked(s, &o, &was, NULL, &e);
+    if (r == 0 && (was == SBX_RUNNING || was == SBX_PAUSED))
+        fprintf(stderr, "moat: sandbox %s is already %s\n", s->name, sandbox_state_str(was));
+    say(&e);
+    return r < 0 ? -1 : 0;
 }
 
 static int cmd_start(int argc, char **argv)
@@ -1458,168 +908,15 @@ static int cmd_start(int argc, char **argv)
     return r < 0 ? 1 : 0;
 }
 
-/* Hard-link dir/state and dir/memory into to/ (snapshot files are never
- * changed in place, only replaced, so links are safe copies). */
-static int link_snapshot(const char *from, const char *to)
-{
-    if (mkdir(to, 0700) < 0 && errno != EEXIST)
-        return -errno;
-    /* Relative to both directories, opened O_NOFOLLOW; linkat does not
-     * follow the names either: a jailed sandbox's snap/ is its jail's. */
-    int ffd = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int tfd = ffd < 0 ? -1 : open(to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int r = tfd < 0 ? -errno : 0;
-    static const char *const files[] = { "state", "memory" };
-    for (int i = 0; r == 0 && i < 2; i++)
-        if (linkat(ffd, files[i], tfd, files[i], 0) < 0)
-            r = -errno;
-    if (ffd >= 0)
-        close(ffd);
-    if (tfd >= 0)
-        close(tfd);
-    return r;
-}
-
-/* Pin s's overlays into dir/diskN.overlay from the files themselves (no
- * process has them open: ovl_clone takes its shared lock). */
-static int clone_own_disks(const struct sbx *s, const char *dir)
-{
-    char src[PATH_MAX], dst[PATH_MAX], why[512];
-    for (unsigned n = 0; n < s->ndrive; n++) {
-        if (!drive_overlay(s, n, src, sizeof src))
-            continue;
-        snprintf(dst, sizeof dst, "%s/disk%u.overlay", dir, n);
-        why[0] = 0;
-        char via[64];
-        int keep;
-        const char *from = file_via(s, src, via, sizeof via, &keep);
-        int r = from ? ovl_clone(from, dst, why, sizeof why) : -1;
-        if (!from)
-            snprintf(why, sizeof why, "%.400s: %s", src, strerror(errno));
-        if (keep >= 0)
-            close(keep);
-        if (r < 0) {
-            fprintf(stderr, "moat: sandbox %s: pinning its disk: %s\n", s->name, why);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* A snapshot of s into dir, its copy-on-write disks pinned beside it
- * (dir/diskN.overlay, the disk state the memory refers to): through the
- * control socket when it runs (snapshot-disks: one pause for both), by
- * linking its stop snapshot and copying its overlays when stopped. */
+/* A snapshot of s into dir, its disks pinned beside it
+ * (sandbox_snapshot_into, printed): 0 or -1. */
 static int snapshot_into(struct sbx *s, const char *dir)
 {
-    pid_t pid;
-    double up;
-    enum sbx_state st = sandbox_state(s, &pid, &up);
-    char p[PATH_MAX];
-    if (st == SBX_STOPPED) {
-        int r = link_snapshot(sandbox_path(s, "snap", p, sizeof p), dir);
-        if (r < 0)
-            fprintf(stderr, "moat: linking the snapshot into %s: %s\n", dir, strerror(-r));
-        /* A jailed sandbox restores it inside its jail (reset --to). */
-        return r < 0 || clone_own_disks(s, dir) < 0 || jail_share_dir(s, dir) < 0 ? -1 : 0;
-    }
-    if (need_live(s, st, "snapshot") < 0)
-        return -1;
-    char req[PATH_MAX + 16];
-    snprintf(req, sizeof req, "snapshot-disks %s", dir);
-    return ctl(s, req, NULL, 0, 600);
-}
-
-/* ---- forks of a jailed sandbox ----
- * Its snapshot files are its jail's (written by its moat: a running one's
- * fork snapshot, a stopped one's snap/ and overlays). A child gets copies
- * that root owns, read-only: never the parent's inodes (a child's restore
- * maps the memory file MAP_PRIVATE, so a page the parent's jail could
- * still write would change the children's RAM), and nothing found there
- * is followed. */
-
-/* Copy FILE of the directory sfd into DST (a new file): opened O_NOFOLLOW
- * (O_NONBLOCK: a FIFO put there does not block), a regular file, copied
- * through /proc/self/fd/N (a reflink, or a sparse copy of the size it
- * had). 0, or -1 with why. */
-static int copy_from_jail(int sfd, const char *file, const char *dst, char *why, size_t wlen)
-{
-    int fd = open_regular_at(sfd, file);
-    if (fd < 0) {
-        snprintf(why, wlen, "%s: %s", file, errno == EFTYPE_NOT_REG ? "not a regular file" : strerror(errno));
-        return -1;
-    }
-    char via[64];
-    snprintf(via, sizeof via, "/proc/self/fd/%d", fd);
-    int r = ovl_clone(via, dst, why, wlen);
-    close(fd);
-    return r < 0 ? -1 : 0;
-}
-
-/* The snapshot a fork of the jailed sandbox s starts from, into DIR (made
- * here: root's, 0755): a running one's written by its jail (snapshot-disks)
- * into s's own directory as fork.snap (the only place it sees), a stopped
- * one's snap/ and overlays; state and memory copied as root's, mode 0444,
- * the disk pins as DIR/diskN.overlay. fork.snap is removed after (by
- * unlinkat, no link followed). 0, or -1 after saying why. */
-static int jail_fork_snapshot(struct sbx *s, const char *dir)
-{
-    pid_t pid;
-    double up;
-    enum sbx_state st = sandbox_state(s, &pid, &up);
-    struct stat ds;
-    char why[600] = "", src[PATH_MAX], dst[PATH_MAX + 32], req[PATH_MAX + 32];
-    const char *from = st == SBX_STOPPED ? "snap" : "fork.snap";
-    if (st != SBX_STOPPED && need_live(s, st, "fork") < 0)
-        return -1;
-    if (fstat(s->dfd, &ds) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST) || chmod(dir, 0755) < 0) {
-        fprintf(stderr, "moat: %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    if (st != SBX_STOPPED) {
-        if (sandbox_rm_at(s->dfd, from, ds.st_dev) < 0) {
-            fprintf(stderr, "moat: %s: %s\n", sandbox_path(s, from, src, sizeof src), strerror(errno));
-            return -1;
-        }
-        snprintf(req, sizeof req, "snapshot-disks %s", sandbox_path(s, from, src, sizeof src));
-        if (ctl(s, req, NULL, 0, 600) < 0) {
-            sandbox_rm_at(s->dfd, from, ds.st_dev);
-            return -1;
-        }
-    }
-    int sfd = openat(s->dfd, from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int r = 0;
-    if (sfd < 0) {
-        snprintf(why, sizeof why, "%s: %s", from, strerror(errno));
-        r = -1;
-    }
-    static const char *const files[] = { "state", "memory" };
-    for (int i = 0; r == 0 && i < 2; i++) {
-        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
-        r = copy_from_jail(sfd, files[i], dst, why, sizeof why);
-        if (r == 0 && chmod(dst, 0444) < 0) {
-            snprintf(why, sizeof why, "%.400s: %s", dst, strerror(errno));
-            r = -1;
-        }
-    }
-    for (unsigned n = 0; r == 0 && st != SBX_STOPPED && n < s->ndrive; n++) {
-        char o[PATH_MAX], pin[32];
-        if (!drive_overlay(s, n, o, sizeof o))
-            continue;
-        snprintf(pin, sizeof pin, "disk%u.overlay", n);
-        snprintf(dst, sizeof dst, "%s/%s", dir, pin);
-        r = copy_from_jail(sfd, pin, dst, why, sizeof why);
-    }
-    if (sfd >= 0)
-        close(sfd);
-    if (st != SBX_STOPPED)
-        sandbox_rm_at(s->dfd, from, ds.st_dev);
-    if (r < 0) {
-        fprintf(stderr, "moat: sandbox %s: its snapshot for the fork (%s): %s\n", s->name,
-                sandbox_path(s, from, src, sizeof src), why);
-        return -1;
-    }
-    return st == SBX_STOPPED ? clone_own_disks(s, dir) : 0;
+    struct sbx_err e = { 0 };
+    if (sandbox_snapshot_into(s, dir, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
 }
 
 static int cmd_snapshot(int argc, char **argv)
@@ -1711,7 +1008,7 @@ static int cmd_reset(int argc, char **argv)
     char own[PATH_MAX], pin[PATH_MAX + 64], stage[PATH_MAX + 16], why[512];
     bool staged[MOAT_MAX_DRIVES] = { false }, any = false;
     for (unsigned n = 0; n < s.ndrive; n++) {
-        if (!drive_overlay(&s, n, own, sizeof own))
+        if (!sandbox_drive_overlay(&s, n, own, sizeof own))
             continue;
         snprintf(pin, sizeof pin, "%s/disk%u.overlay", dir, n);
         if (access(pin, F_OK) != 0) {
@@ -1727,7 +1024,7 @@ static int cmd_reset(int argc, char **argv)
          * by root, becomes the jail's (its moat writes it). */
         char via[64];
         int keep;
-        const char *from = file_via(&s, pin, via, sizeof via, &keep);
+        const char *from = sandbox_file_via(&s, pin, via, sizeof via, &keep);
         int cr = from ? ovl_clone(from, stage, why, sizeof why) : -1;
         if (!from)
             snprintf(why, sizeof why, "%.400s: %s", pin, strerror(errno));
@@ -1747,7 +1044,7 @@ static int cmd_reset(int argc, char **argv)
     if (kill_process(&s, sandbox_read_pid(&s)) < 0)
         goto unstage;
     for (unsigned n = 0; n < s.ndrive; n++) {
-        if (!staged[n] || !drive_overlay(&s, n, own, sizeof own))
+        if (!staged[n] || !sandbox_drive_overlay(&s, n, own, sizeof own))
             continue;
         snprintf(stage, sizeof stage, "%s.reset", own);
         if (rename(stage, own) < 0) {
@@ -1763,7 +1060,7 @@ static int cmd_reset(int argc, char **argv)
     goto out;
 unstage:
     for (unsigned n = 0; n < s.ndrive; n++)
-        if (staged[n] && drive_overlay(&s, n, own, sizeof own)) {
+        if (staged[n] && sandbox_drive_overlay(&s, n, own, sizeof own)) {
             snprintf(stage, sizeof stage, "%s.reset", own);
             unlink(stage);
         }
@@ -1772,20 +1069,32 @@ out:
     return rc;
 }
 
-/* fmt (one %u, checked) with the %u replaced by num: its length. */
-static size_t tap_name(const char *fmt, unsigned long num, char *out, size_t len)
+/* Fork name (sandbox_fork), printed: what was said about each child's
+ * start in the order it was said, then the rest; the names of the children
+ * made (unless quiet); --timings once the children got their snapshot.
+ * 0, or -1 when any failed. */
+static int fork_sandbox(const char *name, const struct sbx_fork_opts *o, bool quiet, struct phases *ph)
 {
-    const char *pc = strstr(fmt, "%u");
-    char b[96];
-    int k = snprintf(b, sizeof b, "%.*s%lu%.40s", (int)(pc - fmt) > 40 ? 40 : (int)(pc - fmt), fmt, num, pc + 2);
-    if (len)
-        snprintf(out, len, "%.*s", (int)(len - 1), b);
-    return k < 0 ? 0 : (size_t)k;
+    struct sbx_err e = { 0 };
+    struct sbx_fork_child *kids = calloc(o->count, sizeof *kids);
+    size_t *order = calloc(o->count, sizeof *order);
+    int r = -1;
+    if (kids && order) {
+        r = sandbox_fork(name, o, kids, &e);
+        size_t m = sandbox_fork_told(kids, o->count, order);
+        for (size_t j = 0; j < m; j++)
+            say(&kids[order[j]].err);
+        say(&e);
+        for (unsigned long i = 0; i < o->count; i++)
+            if (kids[i].made && kids[i].code == 0 && !quiet)
+                printf("%s\n", kids[i].name);
+        if (kids[0].made)
+            phases_print(ph, "fork");
+    }
+    free(kids);
+    free(order);
+    return r < 0 ? -1 : 0;
 }
-
-static int fork_sandbox(const char *name, const char *prefix, const char *child, unsigned long count,
-                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *ph,
-                        unsigned juid, unsigned jgid);
 
 static int cmd_fork(int argc, char **argv)
 {
@@ -1834,221 +1143,16 @@ static int cmd_fork(int argc, char **argv)
                         "       (a jailed NAME: also [--jail-uid U] [--jail-gid G], the children's)\n");
         return EXIT_USAGE;
     }
-    if (!prefix)
-        prefix = name;
-    if (tapfmt) {           /* each child's own TAP: one %u, the child's number */
-        const char *pc = strchr(tapfmt, '%');
-        char t[64];
-        if (!pc || pc[1] != 'u' || strchr(pc + 2, '%') || strchr(tapfmt, '/') || strchr(tapfmt, ',') ||
-            tap_name(tapfmt, count, t, sizeof t) > 15) {
-            fprintf(stderr, "moat: --tap '%s': a TAP name with one %%u (the child's number, 1..N), at most 15 "
-                            "bytes once expanded, without '/' or ','\n", tapfmt);
-            return EXIT_USAGE;
-        }
+    /* each child's own TAP: one %u, the child's number */
+    if (tapfmt && !sandbox_tap_format_ok(tapfmt, count)) {
+        fprintf(stderr, "moat: --tap '%s': a TAP name with one %%u (the child's number, 1..N), at most 15 "
+                        "bytes once expanded, without '/' or ','\n", tapfmt);
+        return EXIT_USAGE;
     }
-    return fork_sandbox(name, prefix, child, count, tapfmt, stopped, false, wait, &ph, juid, jgid) < 0 ? 1 : 0;
-}
-
-/* Fork name into count children (prefix-1 .. prefix-N, or the one child
- * named child), started (or, stopped: their snapshot in snap/, nothing
- * running). 0, or -1 when any failed (after saying why). */
-static int fork_sandbox(const char *name, const char *prefix, const char *child, unsigned long count,
-                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *phs,
-                        unsigned juid, unsigned jgid)
-{
-    struct phases ph = *phs;
-    struct sbx s;
-    if (sbx_open(&s, name, 1) < 0)
-        return 1;
-    int rc = 1;
-    char *cfg = NULL, *kcfg = NULL;
-    struct sbx *kids = calloc(count, sizeof *kids);
-    unsigned long made = 0;
-    if (!kids)
-        goto out;
-    for (unsigned long i = 0; i < count; i++)
-        kids[i].dfd = -1;
-    if ((juid || jgid) && !s.jail.on) {
-        fprintf(stderr, "moat: sandbox %s is not jailed: --jail-uid and --jail-gid are for forks of a "
-                        "jailed sandbox\n", s.name);
-        goto out;
-    }
-    if (s.rw_drive) {
-        fprintf(stderr, "moat: sandbox %s has a writable drive without a copy-on-write overlay "
-                        "(overlay=none, or made by an older moat): forks would share and corrupt it\n",
-                s.name);
-        goto out;
-    }
-    /* Every child name is valid and free before anything happens. */
-    for (unsigned long i = 0; i < count; i++) {
-        char cn[128];
-        if (child)
-            snprintf(cn, sizeof cn, "%s", child);
-        else
-            snprintf(cn, sizeof cn, "%s-%lu", prefix, i + 1);
-        if (sbx_paths(&kids[i], cn) < 0)
-            goto out;
-        if (access(kids[i].dir, F_OK) == 0) {
-            fprintf(stderr, "moat: a sandbox named %s already exists\n", cn);
-            goto out;
-        }
-        /* Jailed like its parent, in a jail of its own (its own id; the
-         * parent's uid and gid unless --jail-uid/--jail-gid say). */
-        if (s.jail.on) {
-            kids[i].jail = s.jail;
-            if (juid)
-                kids[i].jail.uid = juid;
-            if (jgid)
-                kids[i].jail.gid = jgid;
-            if (jail_new_id(&kids[i].jail, cn) < 0)
-                goto out;
-        }
-        /* Its drives: the parent's, each overlay replaced by its own. */
-        for (unsigned n = 0; n < s.ndrive; n++) {
-            char o[PATH_MAX], mine[PATH_MAX + 32];
-            snprintf(mine, sizeof mine, "%s/disk%u.overlay", kids[i].dir, n);
-            kids[i].drive[n] = drive_overlay(&s, n, o, sizeof o) ? spec_with_overlay(s.drive[n], mine)
-                                                                 : strdup(s.drive[n]);
-            if (!kids[i].drive[n])
-                goto out;
-            kids[i].ndrive = n + 1;
-        }
-    }
-    char parent_cfg[PATH_MAX], p[PATH_MAX], base0[PATH_MAX];
-    cfg = calloc(1, 65536);
-    kcfg = calloc(1, 65536);
-    if (!cfg || !kcfg)
-        goto out;
-    FILE *pf = fopen(sandbox_path(&s, "config", parent_cfg, sizeof parent_cfg), "re");
-    size_t clen = 0;
-    while (pf && clen < 60000 && fgets(cfg + clen, (int)(60000 - clen), pf))
-        if (strncmp(cfg + clen, "drive.", 6) && strncmp(cfg + clen, "net.tap=", 8) &&   /* a child's own below */
-            strncmp(cfg + clen, "jail.id=", 8) && strncmp(cfg + clen, "jail.uid=", 9) &&
-            strncmp(cfg + clen, "jail.gid=", 9))
-            clen += strlen(cfg + clen);
-    cfg[clen] = 0;
-    if (pf)
-        fclose(pf);
-    snprintf(cfg + clen, 200, "forked_from=%s\n", s.name);
-    for (; made < count; made++) {
-        struct sbx *k = &kids[made];
-        if (mkdir(k->dir, 0700) < 0) {
-            fprintf(stderr, "moat: %s: %s\n", k->dir, strerror(errno));
-            goto undo;
-        }
-        size_t kl = (size_t)snprintf(kcfg, 65536, "%s", cfg);
-        for (unsigned n = 0; n < k->ndrive && kl < 65536; n++)
-            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "drive.%u=%s\n", n, k->drive[n]);
-        if (tapfmt && kl < 65536) {
-            tap_name(tapfmt, made + 1, k->tap, sizeof k->tap);
-            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "net.tap=%s\n", k->tap);
-        }
-        if (k->jail.on && kl < 65536)
-            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "jail.id=%s\njail.uid=%u\njail.gid=%u\n",
-                                   k->jail.id, k->jail.uid, k->jail.gid);
-        k->dfd = open(k->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (kl >= 65536 || k->dfd < 0 || sbx_lock(k) < 0 || (k->jail.on && jail_dir_perms(k) < 0) ||
-            write_file(sandbox_path(k, "config", p, sizeof p), kcfg) < 0) {
-            made++;
-            goto undo;
-        }
-        k->ephemeral = s.ephemeral;
-    }
-    /* One snapshot of the parent (it goes on running), linked into each
-     * child; its disk pins (base/diskN.overlay, taken in the same pause)
-     * copied to each child's own overlay. */
-    phase(&ph, "prepared");
-    sandbox_path(&kids[0], "base", base0, sizeof base0);
-    if ((s.jail.on ? jail_fork_snapshot(&s, base0) : snapshot_into(&s, base0)) < 0)
-        goto undo;
-    phase(&ph, "snapshot");
-    /* A jailed parent's: root's files, 0444, in root's base/ (0755), which
-     * each child's jail reads (bound in read-only) but none can change. */
-    for (unsigned long i = 1; i < count; i++) {
-        int r = link_snapshot(base0, sandbox_path(&kids[i], "base", p, sizeof p));
-        if (r == 0 && s.jail.on && chmod(p, 0755) < 0)
-            r = -errno;
-        if (r < 0) {
-            fprintf(stderr, "moat: linking the snapshot into %s: %s\n", p, strerror(-r));
-            goto undo;
-        }
-    }
-    for (unsigned n = 0; n < s.ndrive; n++) {
-        char pin[PATH_MAX + 32], o[PATH_MAX], why[512];
-        snprintf(pin, sizeof pin, "%s/disk%u.overlay", base0, n);
-        if (!drive_overlay(&s, n, o, sizeof o))
-            continue;
-        for (unsigned long i = count; i-- > 0;) {
-            drive_overlay(&kids[i], n, o, sizeof o);
-            why[0] = 0;
-            int r = i == 0 ? (rename(pin, o) < 0 ? -errno : 0) : ovl_clone(pin, o, why, sizeof why);
-            /* A jailed child's overlay is its own jail's to write. */
-            if (r == 0 && kids[i].jail.on && lchown(o, kids[i].jail.uid, kids[i].jail.gid) < 0)
-                r = -errno;
-            if (r < 0) {
-                fprintf(stderr, "moat: %s: %s\n", o, why[0] ? why : strerror(-r));
-                goto undo;
-            }
-        }
-    }
-    phase(&ph, "overlays");
-    /* Done with the parent: its lock goes now, so that other forks of it
-     * (a template's, for moat serve) start their children alongside. */
-    sandbox_close(&s);
-    if (stopped) {          /* the snapshot is each child's stop snapshot: nothing runs */
-        rc = 0;
-        for (unsigned long i = 0; i < count; i++) {
-            char b[PATH_MAX], sn[PATH_MAX];
-            if (rename(sandbox_path(&kids[i], "base", b, sizeof b), sandbox_path(&kids[i], "snap", sn, sizeof sn)) < 0) {
-                fprintf(stderr, "moat: %s: %s\n", sn, strerror(errno));
-                rc = 1;
-                sandbox_rm_rf(kids[i].dir);
-            } else if (!quiet) {
-                printf("%s\n", kids[i].name);
-            }
-            sandbox_close(&kids[i]);
-        }
-        phases_print(&ph, "fork");
-        goto out;
-    }
-    /* Every child started at once, then all waited for together. */
-    rc = 0;
-    struct starting *st = calloc(count, sizeof *st);
-    if (!st)
-        goto undo;
-    for (unsigned long i = 0; i < count; i++)
-        if (start_spawn(&kids[i], sandbox_path(&kids[i], "base", p, sizeof p), true, &st[i]) < 0)
-            st[i].failed = true;
-    phase(&ph, "spawned");
-    wait_ready_all(st, count, wait, &ph);
-    for (unsigned long i = 0; i < count; i++) {
-        if (st[i].failed) {
-            rc = 1;
-            if (st[i].pid > 0)
-                start_undo(&st[i]);
-            sandbox_rm_rf(kids[i].dir);
-            jail_cleanup(&kids[i]);
-        } else if (!quiet) {
-            printf("%s\n", kids[i].name);
-        }
-        sandbox_close(&kids[i]);
-    }
-    free(st);
-    phases_print(&ph, "fork");
-    goto out;
-undo:
-    for (unsigned long i = 0; i < made; i++) {
-        sandbox_rm_rf(kids[i].dir);
-        sandbox_close(&kids[i]);
-    }
-out:
-    for (unsigned long i = 0; kids && i < count; i++)
-        sandbox_close(&kids[i]);
-    free(cfg);
-    free(kcfg);
-    free(kids);
-    sandbox_close(&s);
-    return rc ? -1 : 0;
+    struct sbx_fork_opts o = { .child = child, .prefix = prefix, .count = count, .tapfmt = tapfmt,
+                               .stopped = stopped, .jail_uid = juid, .jail_gid = jgid,
+                               .start = start_opts(wait, &ph) };
+    return fork_sandbox(name, &o, false, &ph) < 0 ? 1 : 0;
 }
 
 /* moat diff NAME --against T [--files]: the blocks (and ext4 files) of each
@@ -2088,7 +1192,7 @@ static int cmd_diff(int argc, char **argv)
     }
     unsigned novl = 0;
     for (unsigned n = 0; n < s.ndrive; n++)
-        novl += (unsigned)drive_overlay(&s, n, own, sizeof own);
+        novl += (unsigned)sandbox_drive_overlay(&s, n, own, sizeof own);
     if (!novl) {
         fprintf(stderr, "moat: sandbox %s has no copy-on-write drive: nothing to compare\n", s.name);
         goto out;
@@ -2109,7 +1213,7 @@ static int cmd_diff(int argc, char **argv)
     }
     rc = 0;
     for (unsigned n = 0; n < s.ndrive; n++) {
-        if (!drive_overlay(&s, n, own, sizeof own))
+        if (!sandbox_drive_overlay(&s, n, own, sizeof own))
             continue;
         snprintf(pin, sizeof pin, "%s/disk%u.overlay", tagdir, n);
         if (tmp[0])
@@ -2372,7 +1476,8 @@ static int template_create(int argc, char **argv)
     int r;
     if (from) {
         struct phases ph = { 0 };
-        r = fork_sandbox(from, NULL, tname, 1, NULL, true, true, 0, &ph, 0, 0) < 0 ? 1 : 0;
+        struct sbx_fork_opts o = { .child = tname, .count = 1, .stopped = true, .start = start_opts(0, &ph) };
+        r = fork_sandbox(from, &o, true, &ph) < 0 ? 1 : 0;
     } else {
         r = quietly(cmd_create, cargc, cargv);
         if (r == 0) {
@@ -2394,7 +1499,7 @@ static int template_create(int argc, char **argv)
     struct sbx t;
     char p[PATH_MAX], text[256];
     snprintf(text, sizeof text, "agent=%d\nfrom=%s\n", agent, from ? from : "");
-    if (sbx_paths(&t, tname) < 0 || write_file(sandbox_path(&t, "template", p, sizeof p), text) < 0) {
+    if (sbx_paths(&t, tname) < 0 || sandbox_write_file(sandbox_path(&t, "template", p, sizeof p), text) < 0) {
         fprintf(stderr, "moat: cannot write the template marker of %s\n", tname);
         return 1;
     }

@@ -29,6 +29,9 @@ struct sbx_err {
     int code;           /* the -errno returned */
     char msg[4096];     /* why, one message a line; "" with code 0 */
 };
+/* A line of msg that starts with this character is quoted text (a log's
+ * tail), shown as it is (without the character), not as a message. */
+#define SBX_VERBATIM '\x1f'
 
 enum sbx_state { SBX_RUNNING, SBX_PAUSED, SBX_STOPPED, SBX_DEAD, SBX_HUNG };
 
