@@ -161,15 +161,6 @@ static int kill_process(const struct sbx *s, pid_t pid)
     return -1;
 }
 
-static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_need_live(s, st, what, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
 /* The valid names in $MOAT_HOME starting with prefix, sorted, strdup'ed
  * into names (at most max): how many, or -1 after saying why. */
 static ssize_t home_names(const char *prefix, char **names, size_t max)
