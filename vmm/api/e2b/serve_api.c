@@ -3,12 +3,14 @@
  * timeouts, and the resolver the envd module (vmm/api/e2b/serve_envd.h) asks
  * for a sandbox's vsock socket.
  *
- * rm, stop and resume call the sandbox library (vmm/sandbox/) in-process,
- * on the request's thread (no serve lock held). The steps the library does
- * not have yet (fork, start, template create|rm, net ... policy, device
- * get) run this same binary as a child process (`/proc/self/exe ...`,
- * run_moat), as a user would from a shell. The sandbox directory locks
- * order steps on one sandbox, in-process or not. What serve keeps about a sandbox is in
+ * rm, stop, resume, fork, start and the egress policy (net ... policy)
+ * call the sandbox library (vmm/sandbox/) in-process, on the request's
+ * thread (no serve lock held); the VM processes fork and start make are
+ * this process's children, reaped by the reaper thread. The steps the
+ * library does not have yet (template create|rm) run this same binary as
+ * a child process (`/proc/self/exe ...`, run_moat), as a user would from a
+ * shell. The sandbox directory locks order steps on one sandbox,
+ * in-process or not. What serve keeps about a sandbox is in
  * $MOAT_HOME/NAME/serve.json, so a restarted serve takes over its
  * sandboxes and `moat ls` shows them. */
 #include <arpa/inet.h>
@@ -37,6 +39,7 @@
 #include "vmm/api/e2b/serve_api.h"
 #include "vmm/api/e2b/serve_envd.h"
 #include "vmm/api/e2b/serve_req.h"
+#include "vmm/sandbox/device.h"
 #include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/sandbox.h"
 #include "vmm/sandbox/start.h"
@@ -572,7 +575,7 @@ static bool have_passt(void)
 }
 
 /* Set id's egress policy from st's allow_internet_access and network
- * (moat net ID policy TEXT), right after its VM started (create, fork,
+ * (moat net ID policy TEXT, in-process: vmm/sandbox/device.h), right after its VM started (create, fork,
  * resume: a snapshot keeps the policy the device was made with, not the
  * one set later). probe (a create): find out whether it has a network
  * device at all (st->net_device); one without is fine unless st asks for
@@ -584,13 +587,14 @@ static int apply_net(const char *id, struct serve_state *st, bool probe, char *w
         return 0;
     if (serve_net_policy(st->internet, st->network, pol, sizeof pol, why, wlen) < 0)
         return -1;
-    char *argv[] = { "net", (char *)id, "policy", pol, NULL };
-    if (run_moat(argv, NULL, 0, err, sizeof err) == 0) {
+    struct sbx_err e = { 0 };
+    if (sandbox_device_set(id, "net", "policy", pol, &e) == 0) {      /* moat net ID policy TEXT */
         st->net_device = true;
         return 0;
     }
-    char *get[] = { "net", (char *)id, "policy", NULL };
-    if (!probe || run_moat(get, NULL, 0, NULL, 0) == 0) {
+    sbx_why(&e, err, sizeof err);
+    struct sbx_err ge = { 0 };
+    if (!probe || sandbox_device_get(id, "net", "policy", NULL, 0, &ge) == 0) {    /* moat net ID policy */
         snprintf(why, wlen, "setting its egress policy '%.200s' failed: %.250s", pol, err[0] ? err : "?");
         return -1;
     }
