@@ -3,12 +3,14 @@
  * timeouts, and the resolver the envd module (vmm/api/e2b/serve_envd.h) asks
  * for a sandbox's vsock socket.
  *
- * rm, stop, resume and the egress policy (net ... policy) call the sandbox
- * library (vmm/sandbox/) in-process, on the request's thread (no serve lock
- * held). The steps the library does not have yet (fork, start, template
- * create|rm) run this same binary as a child process (`/proc/self/exe ...`,
- * run_moat), as a user would from a shell. The sandbox directory locks
- * order steps on one sandbox, in-process or not. What serve keeps about a sandbox is in
+ * rm, stop, resume, fork, start and the egress policy (net ... policy)
+ * call the sandbox library (vmm/sandbox/) in-process, on the request's
+ * thread (no serve lock held); the VM processes fork and start make are
+ * this process's children, reaped by the reaper thread. The steps the
+ * library does not have yet (template create|rm) run this same binary as
+ * a child process (`/proc/self/exe ...`, run_moat), as a user would from a
+ * shell. The sandbox directory locks order steps on one sandbox,
+ * in-process or not. What serve keeps about a sandbox is in
  * $MOAT_HOME/NAME/serve.json, so a restarted serve takes over its
  * sandboxes and `moat ls` shows them. */
 #include <arpa/inet.h>
@@ -38,12 +40,14 @@
 #include "vmm/api/e2b/serve_envd.h"
 #include "vmm/api/e2b/serve_req.h"
 #include "vmm/sandbox/device.h"
+#include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/sandbox.h"
+#include "vmm/sandbox/start.h"
 
 extern char **environ;
 
 #define TEMPLATE_PREFIX "template."
-#define AGENT_WAIT "60"             /* seconds a fork or start waits for the guest agent */
+#define AGENT_WAIT 60.0             /* seconds a fork or start waits for the guest agent */
 #define BASE_WAIT "300"             /* building `base` boots the default guest */
 
 struct serve {
@@ -60,6 +64,11 @@ struct serve {
     pthread_cond_t rcond;
     bool stopping;
     double reap_interval;
+    /* The VM processes this server started (sandbox_start, sandbox_fork:
+     * its children), reaped by the reaper once they exit. */
+    pthread_mutex_t vm_lock;
+    pid_t *vms;
+    size_t nvm, vm_cap;
 };
 
 /* ---- small helpers ---- */
@@ -275,30 +284,118 @@ static int run_moat(char *const argv[], char *out, size_t olen, char *err, size_
 
 /* ---- the sandbox library (vmm/sandbox/), in-process ---- */
 
-/* A library error as run_moat gave the same step's child's: the CLI
- * prints each line of e->msg as "moat: LINE"; run_moat kept the last
- * line of that (trailing newlines and blanks cut), cut to fit why. */
-static void sbx_why(const struct sbx_err *e, char *why, size_t wlen)
+/* What the CLI printed of n library errors (in that order) as run_moat
+ * gave it of the same step's child: each line of a message as "moat:
+ * LINE", an SBX_VERBATIM line as it is; run_moat kept the last line of
+ * that (trailing newlines and blanks cut), cut to fit why. */
+static void sbx_why_of(const struct sbx_err *const *e, size_t n, char *why, size_t wlen)
 {
     if (!wlen)
         return;
     why[0] = 0;
-    const char *m = e->msg;
-    size_t len = strlen(m);
-    if (!len)
+    const char *last = NULL;
+    size_t llen = 0;
+    bool raw = false;
+    for (size_t i = 0; i < n; i++)
+        for (const char *m = e[i]->msg; *m;) {
+            size_t l = strcspn(m, "\n");
+            bool v = *m == SBX_VERBATIM;
+            size_t k = l - v;
+            while (k && m[v + k - 1] == ' ')
+                k--;
+            if (!v || k) {      /* a line left once blanks are cut */
+                last = m + v;
+                llen = k;
+                raw = v;
+            }
+            m += l + (m[l] == '\n');
+        }
+    if (!last)
         return;         /* the CLI printed nothing */
-    if (m[len - 1] == '\n')
-        len--;          /* say() prints no empty line for a final newline */
-    char line[sizeof e->msg + 8];
-    const char *last = memrchr(m, '\n', len);
-    const char *src = last ? last + 1 : m;
-    int n = snprintf(line, sizeof line, "moat: %.*s", (int)(len - (size_t)(src - m)), src);
-    size_t l = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
-    while (l && (line[l - 1] == '\n' || line[l - 1] == ' '))
+    char line[sizeof e[0]->msg + 8];
+    int k = snprintf(line, sizeof line, "%s%.*s", raw ? "" : "moat: ", (int)llen, last);
+    size_t l = k < 0 ? 0 : (size_t)k < sizeof line ? (size_t)k : sizeof line - 1;
+    while (l && line[l - 1] == ' ')
         line[--l] = 0;
     l = l < wlen - 1 ? l : wlen - 1;    /* cut to fit, as run_moat did */
     memcpy(why, line, l);
     why[l] = 0;
+}
+
+static void sbx_why(const struct sbx_err *e, char *why, size_t wlen)
+{
+    sbx_why_of(&e, 1, why, wlen);
+}
+
+/* Keep pid (a VM process just started) for the reaper to reap. */
+static void vm_started(struct serve *s, pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    pthread_mutex_lock(&s->vm_lock);
+    if (s->nvm == s->vm_cap) {
+        size_t cap = s->vm_cap ? 2 * s->vm_cap : 64;
+        pid_t *v = realloc(s->vms, cap * sizeof *v);
+        if (v) {
+            s->vms = v;
+            s->vm_cap = cap;
+        }
+    }
+    if (s->nvm < s->vm_cap)
+        s->vms[s->nvm++] = pid;
+    pthread_mutex_unlock(&s->vm_lock);
+}
+
+/* Reap the VM processes of ours that have exited. */
+static void vm_reap(struct serve *s)
+{
+    pthread_mutex_lock(&s->vm_lock);
+    for (size_t i = 0; i < s->nvm;) {
+        pid_t r = waitpid(s->vms[i], NULL, WNOHANG);
+        if (r == s->vms[i] || (r < 0 && errno == ECHILD))
+            s->vms[i] = s->vms[--s->nvm];
+        else
+            i++;
+    }
+    pthread_mutex_unlock(&s->vm_lock);
+}
+
+/* moat start --wait W ID, in-process: 0 or -1 with why (may be NULL). */
+static int sbx_start(struct serve *s, const char *id, double wait, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    struct sbx_start_opts o = { .wait = wait };
+    pid_t vm = 0;
+    int r = sandbox_start(id, &o, NULL, &vm, &e);
+    vm_started(s, vm);
+    if (why)
+        sbx_why(&e, why, wlen);
+    return r < 0 ? -1 : 0;
+}
+
+/* moat fork PARENT (--name CHILD | --count N --prefix P) --wait W,
+ * in-process: kids (o->count) filled, 0 or -1 with why (may be NULL). */
+static int sbx_fork(struct serve *s, const char *parent, const struct sbx_fork_opts *o,
+                    struct sbx_fork_child *kids, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    int r = sandbox_fork(parent, o, kids, &e);
+    const struct sbx_err **said = calloc(o->count + 1, sizeof *said);
+    size_t *order = calloc(o->count, sizeof *order);
+    for (unsigned long i = 0; i < o->count; i++)
+        vm_started(s, kids[i].pid);
+    if (why && said && order) {
+        size_t m = sandbox_fork_told(kids, o->count, order);
+        for (size_t j = 0; j < m; j++)
+            said[j] = &kids[order[j]].err;
+        said[m] = &e;
+        sbx_why_of(said, m + 1, why, wlen);
+    } else if (why) {
+        sbx_why(&e, why, wlen);
+    }
+    free(said);
+    free(order);
+    return r < 0 ? -1 : 0;
 }
 
 /* moat rm -f ID, in-process: 0 or -1 with why (may be NULL). */
@@ -575,8 +672,12 @@ static void do_create(struct serve *s, const char *body, size_t len, struct out 
         return;
     }
     snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%s", c.template_id);
-    char *argv[] = { "fork", tname, "--name", id, "--wait", agent ? AGENT_WAIT : "0", NULL };
-    int r = run_moat(argv, NULL, 0, err, sizeof err);
+    struct sbx_fork_opts fo = { .child = id, .count = 1, .start = { .wait = agent ? AGENT_WAIT : 0 } };
+    struct sbx_fork_child *kid = malloc(sizeof *kid);
+    int r = kid ? sbx_fork(s, tname, &fo, kid, err, sizeof err) : -1;
+    if (!kid)
+        snprintf(err, sizeof err, "out of memory");
+    free(kid);
     if (r != 0) {
         fail(o, 500, "creating the sandbox from template '%s' failed: %s", c.template_id, err[0] ? err : "?");
         serve_create_free(&c);
@@ -653,8 +754,7 @@ static void forget(struct serve *s, const char *id)
 static int resume(struct serve *s, const char *id, const struct serve_state *st, char *why, size_t wlen)
 {
     int agent = template_agent(s, st->template_id);
-    char *argv[] = { "start", "--wait", agent == 0 ? "0" : AGENT_WAIT, (char *)id, NULL };
-    if (run_moat(argv, NULL, 0, why, wlen) != 0)
+    if (sbx_start(s, id, agent == 0 ? 0 : AGENT_WAIT, why, wlen) != 0)
         return -1;
     struct serve_state copy = *st;      /* apply_net may only set net_device, already true */
     if (apply_net(id, &copy, false, why, wlen) < 0) {
@@ -1013,23 +1113,23 @@ static void do_fork(struct serve *s, const char *id, const char *body, size_t le
     struct serve_state parent;
     if (begin(s, id, serve_decode_fork(body, len, &t, &count, why, sizeof why), why, &parent, ms, sizeof ms, o) < 0)
         return;
-    char prefix[24], cnt[16], made[2048];
-    if (random_id(prefix, 16) < 0) {
+    char prefix[24];
+    struct sbx_fork_child *kids = calloc(count ? count : 1, sizeof *kids);
+    if (!kids || random_id(prefix, 16) < 0) {
+        free(kids);
         serve_state_free(&parent);
-        fail(o, 500, "no random numbers");
+        fail(o, 500, kids ? "no random numbers" : "out of memory");
         return;
     }
-    snprintf(cnt, sizeof cnt, "%u", count);
     int agent = template_agent(s, parent.template_id);
-    char *argv[] = { "fork", (char *)id, "--count", cnt, "--prefix", prefix, "--wait", agent == 0 ? "0" : AGENT_WAIT,
-                     NULL };
-    run_moat(argv, made, sizeof made, why, sizeof why);
+    struct sbx_fork_opts fo = { .prefix = prefix, .count = count, .start = { .wait = agent == 0 ? 0 : AGENT_WAIT } };
+    if (count)
+        sbx_fork(s, id, &fo, kids, why, sizeof why);
     json_t *arr = json_array();
     for (unsigned i = 1; arr && i <= count; i++) {
-        char child[SERVE_ID_MAX + 1], line[SERVE_ID_MAX + 3];
+        char child[SERVE_ID_MAX + 1];
         snprintf(child, sizeof child, "%s-%u", prefix, i);
-        snprintf(line, sizeof line, "%s\n", child);
-        bool ok = !strncmp(made, line, strlen(line)) || strstr(made, line);
+        bool ok = kids[i - 1].made && kids[i - 1].code == 0;
         struct serve_state st;
         if (ok && new_state(&st, parent.template_id, t) == 0) {
             st.metadata = json_deep_copy(parent.metadata);
@@ -1059,6 +1159,7 @@ static void do_fork(struct serve *s, const char *id, const char *body, size_t le
             json_array_append_new(arr, json_pack("{s:{s:i, s:s}}", "error", "code", 500, "message",
                                                  why[0] ? why : "the fork did not start"));
     }
+    free(kids);
     serve_state_free(&parent);
     o->status = arr ? 200 : 500;
     o->body = arr;
@@ -1403,6 +1504,7 @@ static void *reaper(void *arg)
     while (!s->stopping) {
         pthread_mutex_unlock(&s->rlock);
         reap_once(s);
+        vm_reap(s);
         pthread_mutex_lock(&s->rlock);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1454,6 +1556,7 @@ int serve_start(const struct serve_opts *o, struct serve **out, char *why, size_
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->tpl_lock, NULL);
     pthread_mutex_init(&s->rlock, NULL);
+    pthread_mutex_init(&s->vm_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1516,6 +1619,8 @@ void serve_stop(struct serve *s)
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->tpl_lock);
     pthread_mutex_destroy(&s->rlock);
+    pthread_mutex_destroy(&s->vm_lock);
     pthread_cond_destroy(&s->rcond);
+    free(s->vms);       /* those still running go on (no longer our children once we exit) */
     free(s);
 }
