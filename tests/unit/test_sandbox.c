@@ -1,8 +1,9 @@
-/* The sandbox library's store, simple operations and start (vmm/sandbox/),
- * without KVM: sandboxes laid out by hand in a temporary $MOAT_HOME as moat
- * create leaves them (docs/sandboxes.md, "Files"), and a fake VMM (a
- * process whose command line names the control socket, and a thread
- * answering on it) where a live one is needed. */
+/* The sandbox library's store, simple operations, start, exec and cp
+ * (vmm/sandbox/), without KVM: sandboxes laid out by hand in a temporary
+ * $MOAT_HOME as moat create leaves them (docs/sandboxes.md, "Files"), a
+ * fake VMM (a process whose command line names the control socket, and a
+ * thread answering on it) where a live one is needed, and a fake guest
+ * agent. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -19,7 +20,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "vmm/agent/agent_proto.h"
 #include "vmm/sandbox/device.h"
+#include "vmm/sandbox/exec.h"
 #include "vmm/sandbox/sandbox.h"
 #include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/start.h"
@@ -140,6 +143,18 @@ static void *fake_serve(void *arg)
     }
 }
 
+/* A socket listening at path (*lfd) and a thread running fn(arg) (*th). */
+static void listen_serve(const char *path, void *(*fn)(void *), void *arg, int *lfd, pthread_t *th)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    *lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(*lfd, 0);
+    ck_assert_int_eq(bind(*lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    ck_assert_int_eq(listen(*lfd, 8), 0);
+    ck_assert_int_eq(pthread_create(th, NULL, fn, arg), 0);
+}
+
 /* Start a fake VMM for sandbox name (its pid file written); serve
  * answers its socket when set, else nothing listens there. */
 static void fake_start(struct fake *f, const char *name, int serve)
@@ -169,13 +184,7 @@ static void fake_start(struct fake *f, const char *name, int serve)
     put_pid(name, f->pid);
     if (!serve)
         return;
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    snprintf(sa.sun_path, sizeof sa.sun_path, "%s", f->ctl);
-    f->lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(f->lfd, 0);
-    ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&sa, sizeof sa), 0);
-    ck_assert_int_eq(listen(f->lfd, 8), 0);
-    ck_assert_int_eq(pthread_create(&f->th, NULL, fake_serve, f), 0);
+    listen_serve(f->ctl, fake_serve, f, &f->lfd, &f->th);
 }
 
 static void fake_stop(struct fake *f)
@@ -920,6 +929,302 @@ START_TEST(tap_names)
 }
 END_TEST
 
+/* ---- exec and cp (vmm/sandbox/exec.c) against a fake agent (a thread
+ * speaking the agent protocol on a Unix socket); a sandbox name resolved
+ * to its agent in each state ---- */
+
+/* The fake agent: answers EXEC (argv[0] "fail": an ERROR; "slow":
+ * killed at its timeout; else "out\n", "err\n", exit 3), FILE_WRITE (kept
+ * in got; "/ro": an ERROR) and FILE_READ ("hello", mode 0640;
+ * "/missing": an ERROR). */
+
+struct agent {
+    int lfd;
+    pthread_t th;
+    char path[108];
+    char got[64];
+    size_t ngot;
+    uint32_t mode;
+};
+
+static void answer(struct agent *a, struct agent_buf *b, const struct agent_hdr *h, const uint8_t *pl)
+{
+    if (h->type == AGENT_T_EXEC) {
+        struct agent_exec e;
+        ck_assert_int_eq(agent_exec_decode(pl, h->len, &e, NULL), 0);
+        if (!strcmp(e.argv[0], "fail")) {
+            agent_put_error(b, h->id, AGENT_E_SYS, ENOENT, "fail: not found");
+        } else {
+            struct agent_exit x = { AGENT_EXIT_CODE, 3, 0 };
+            if (!strcmp(e.argv[0], "slow"))
+                x = (struct agent_exit){ AGENT_EXIT_SIGNAL, 9, AGENT_EXIT_TIMEDOUT };
+            agent_put_frame(b, AGENT_T_STDOUT, h->id, "out\n", 4);
+            agent_put_frame(b, AGENT_T_STDERR, h->id, "err\n", 4);
+            agent_put_exit(b, h->id, &x);
+        }
+        agent_exec_free(&e);
+    } else if (h->type == AGENT_T_FILE_WRITE) {
+        struct agent_fwrite w;
+        ck_assert_int_eq(agent_fwrite_decode(pl, h->len, &w, NULL), 0);
+        if (w.path_len == 3 && !memcmp(w.path, "/ro", 3)) {
+            agent_put_error(b, h->id, AGENT_E_SYS, EROFS, "/ro: read-only");
+            return;
+        }
+        size_t n = w.data_len < sizeof a->got - a->ngot ? w.data_len : sizeof a->got - a->ngot;
+        memcpy(a->got + a->ngot, w.data, n);
+        a->ngot += n;
+        a->mode = w.mode;
+        agent_put_frame(b, AGENT_T_OK, h->id, NULL, 0);
+    } else if (h->type == AGENT_T_FILE_READ) {
+        if (h->len == 8 && !memcmp(pl, "/missing", 8)) {
+            agent_put_error(b, h->id, AGENT_E_SYS, ENOENT, "/missing: no such file");
+            return;
+        }
+        agent_put_frame(b, AGENT_T_FILE_DATA, h->id, "hello", 5);
+        agent_put_file_end(b, h->id, 0640, 5);
+    }
+}
+
+static void serve_one(struct agent *a, int c)
+{
+    struct agent_buf b = { 0 };
+    struct agent_rx rx = { 0 };
+    uint8_t ver[4] = { 1, 0, 0, 0 }, buf[4096];
+    agent_put_frame(&b, AGENT_T_READY, 0, ver, 4);
+    for (;;) {
+        if (b.len && send(c, b.p, b.len, MSG_NOSIGNAL) != (ssize_t)b.len)
+            break;
+        b.len = 0;
+        ssize_t n = recv(c, buf, sizeof buf, 0);
+        if (n <= 0 || agent_rx_push(&rx, buf, (size_t)n) < 0)
+            break;
+        struct agent_hdr h;
+        const uint8_t *pl;
+        while (agent_rx_next(&rx, &h, &pl, NULL) > 0)
+            answer(a, &b, &h, pl);
+    }
+    agent_buf_free(&b);
+    agent_rx_free(&rx);
+    close(c);
+}
+
+static void *agent_thread(void *arg)
+{
+    struct agent *a = arg;
+    int c;
+    while ((c = accept(a->lfd, NULL, NULL)) >= 0)
+        serve_one(a, c);
+    return NULL;
+}
+
+static void agent_start(struct agent *a)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->path, sizeof a->path, "%s/agent.sock", home);
+    listen_serve(a->path, agent_thread, a, &a->lfd, &a->th);
+}
+
+static void agent_stop(struct agent *a)
+{
+    shutdown(a->lfd, SHUT_RDWR);
+    pthread_join(a->th, NULL);
+    close(a->lfd);
+}
+
+static void target(struct sbx_agent_target *t, const char *path)
+{
+    sandbox_agent_target_init(t);
+    t->path = path;
+}
+
+/* What fd (a pipe's read end, its write end closed) holds. */
+static void drain(int fd, char *buf, size_t len)
+{
+    size_t n = 0;
+    ssize_t k;
+    while (n < len - 1 && (k = read(fd, buf + n, len - 1 - n)) > 0)
+        n += (size_t)k;
+    buf[n] = 0;
+    close(fd);
+}
+
+static int run(const struct sbx_agent_target *t, const char *cmd, double timeout, char *out, char *errb,
+               bool *timed_out, enum sbx_agent_step *step, struct sbx_err *e)
+{
+    int po[2], pe[2];
+    ck_assert_int_eq(pipe(po), 0);
+    ck_assert_int_eq(pipe(pe), 0);
+    char *argv[] = { (char *)cmd, "x", NULL };
+    char *env[] = { "A=1" };
+    struct sbx_exec x = { .argv = argv, .argc = 2, .env = env, .envc = 1, .cwd = "/", .timeout = timeout,
+                          .in_fd = -1, .out_fd = po[1], .err_fd = pe[1] };
+    int r = sandbox_exec(t, &x, timed_out, step, e);
+    close(po[1]);
+    close(pe[1]);
+    drain(po[0], out, 64);
+    drain(pe[0], errb, 64);
+    return r;
+}
+
+START_TEST(exec_runs)
+{
+    struct agent a;
+    agent_start(&a);
+    struct sbx_agent_target t;
+    target(&t, a.path);
+    char out[64], errb[64];
+    bool to = true;
+    enum sbx_agent_step step;
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(run(&t, "true", 0, out, errb, &to, &step, &e), 3);
+    ck_assert_str_eq(out, "out\n");
+    ck_assert_str_eq(errb, "err\n");
+    ck_assert(!to);
+    ck_assert_int_eq(step, SBX_AGENT_DONE);
+    ck_assert_str_eq(e.msg, "");
+
+    ck_assert_int_eq(run(&t, "slow", 0.5, out, errb, &to, &step, &e), 128 + 9);
+    ck_assert(to);
+
+    ck_assert_int_eq(run(&t, "fail", 0, out, errb, &to, &step, &e), -EREMOTEIO);
+    ck_assert_int_eq(step, SBX_AGENT_REQUEST);
+    ck_assert_str_eq(e.msg, "agent: fail: not found");
+    ck_assert_int_eq(e.code, -EREMOTEIO);
+
+    struct sbx_exec bad = { .argc = 0 };
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_exec(&t, &bad, NULL, &step, &e), -EINVAL);
+    ck_assert_int_eq(step, SBX_AGENT_LOCAL);
+    agent_stop(&a);
+}
+END_TEST
+
+START_TEST(connect_fails)
+{
+    char nope[PATH_MAX];
+    snprintf(nope, sizeof nope, "%s/nope.sock", home);
+    struct sbx_agent_target t;
+    target(&t, nope);
+    t.hybrid = 1;
+    t.wait = 0.3;
+    char out[64], errb[64], want[PATH_MAX + 64];
+    enum sbx_agent_step step;
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(run(&t, "true", 0, out, errb, NULL, &step, &e), -ENOENT);
+    ck_assert_int_eq(step, SBX_AGENT_CONNECT);
+    snprintf(want, sizeof want, "agent at %s (vsock): No such file or directory", nope);
+    ck_assert_str_eq(e.msg, want);
+
+    sandbox_agent_target_init(&t);      /* no path */
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_cp_in(&t, "/etc/hostname", "/x", &step, &e), -EINVAL);
+}
+END_TEST
+
+START_TEST(cp_both_ways)
+{
+    struct agent a;
+    agent_start(&a);
+    struct sbx_agent_target t;
+    target(&t, a.path);
+    char src[PATH_MAX], dst[PATH_MAX], want[PATH_MAX + 64];
+    snprintf(src, sizeof src, "%s/src", home);
+    snprintf(dst, sizeof dst, "%s/dst", home);
+    int fd = open(src, O_WRONLY | O_CREAT | O_EXCL, 0751);
+    ck_assert_int_eq(write(fd, "data", 4), 4);
+    close(fd);
+    chmod(src, 0751);
+    enum sbx_agent_step step;
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_cp_in(&t, src, "/tmp/f", &step, &e), 0);
+    ck_assert_int_eq(step, SBX_AGENT_DONE);
+    ck_assert_int_eq(a.ngot, 4);
+    ck_assert_int_eq(memcmp(a.got, "data", 4), 0);
+    ck_assert_int_eq(a.mode, 0751);
+
+    ck_assert_int_eq(sandbox_cp_out(&t, "/tmp/f", dst, &step, &e), 0);
+    struct stat sb;
+    ck_assert_int_eq(stat(dst, &sb), 0);
+    ck_assert_int_eq(sb.st_mode & 07777, 0640);
+    ck_assert_int_eq(sb.st_size, 5);
+
+    ck_assert_int_eq(sandbox_cp_in(&t, src, "/ro", &step, &e), -EREMOTEIO);
+    ck_assert_int_eq(step, SBX_AGENT_REQUEST);
+    ck_assert_str_eq(e.msg, "guest: /ro: read-only");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_cp_out(&t, "/missing", dst, &step, &e), -EREMOTEIO);
+    ck_assert_str_eq(e.msg, "guest: /missing: no such file");
+
+    e = (struct sbx_err){ 0 };
+    snprintf(src, sizeof src, "%s/none", home);
+    ck_assert_int_eq(sandbox_cp_in(&t, src, "/tmp/f", &step, &e), -ENOENT);
+    ck_assert_int_eq(step, SBX_AGENT_LOCAL);
+    snprintf(want, sizeof want, "%s: No such file or directory", src);
+    ck_assert_str_eq(e.msg, want);
+    e = (struct sbx_err){ 0 };
+    snprintf(dst, sizeof dst, "%s/no/dir", home);
+    ck_assert_int_eq(sandbox_cp_out(&t, "/tmp/f", dst, &step, &e), -ENOENT);
+    ck_assert_int_eq(step, SBX_AGENT_LOCAL);
+    agent_stop(&a);
+}
+END_TEST
+
+START_TEST(target_by_name)
+{
+    struct sbx_agent_target t;
+    sandbox_agent_target_init(&t);
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_agent_target("nosuch", true, &t, &e), -ENOENT);
+    ck_assert_ptr_null(t.path);
+
+    make_stopped("tpl", "ready");   /* a template: not started */
+    put("tpl", "template", "agent=1\nfrom=\n");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_agent_target("tpl", false, &t, &e), -EINVAL);
+    ck_assert_str_eq(e.msg, "sandbox tpl is stopped");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_agent_target("tpl", true, &t, &e), -EPERM);
+    ck_assert_str_eq(e.msg, "tpl is a template, kept as it is for forking: moat fork tpl --name NAME");
+
+    make_stopped("never", NULL);    /* no snapshot, no process */
+    put_pid("never", dead_pid());   /* a stale pid file: dead */
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_agent_target("never", true, &t, &e), -EINVAL);
+    ck_assert_str_eq(e.msg, "sandbox never is dead (its process has exited; see its moat.log and console.log)");
+    ck_assert_ptr_null(t.path);
+}
+END_TEST
+
+/* A stopped sandbox started (this binary as its VMM, saying "ready"):
+ * its vsock socket the target, the wait raised to 10 s. */
+START_TEST(target_starts)
+{
+    make_stopped("box", "ready");
+    struct sbx_agent_target t;
+    sandbox_agent_target_init(&t);
+    t.wait = 2;
+    struct sbx_err e = { 0 };
+    ck_assert_msg(sandbox_agent_target("box", true, &t, &e) == 0, "%s", e.msg);
+    ck_assert_str_eq(e.msg, "");
+    char pidt[32] = "", p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/box/pid", home);
+    FILE *f = fopen(p, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(pidt, sizeof pidt, f));
+    fclose(f);
+    pid_t vm = (pid_t)atoi(pidt);
+    ck_assert_int_gt(vm, 1);
+    snprintf(p, sizeof p, "%s/box/", home);
+    ck_assert_ptr_eq(t.path, t.buf);
+    ck_assert_int_eq(strncmp(t.path, p, strlen(p)), 0);
+    ck_assert_int_eq(t.hybrid, 1);
+    ck_assert(t.wait == 10);
+    sandbox_agent_target_release(&t);
+    kill(vm, SIGKILL);
+    waitpid(vm, NULL, 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--control")) {   /* a fake VMM */
@@ -955,6 +1260,15 @@ int main(int argc, char **argv)
     tcase_add_test(tc, fork_started);
     tcase_add_test(tc, fork_fails);
     tcase_add_test(tc, tap_names);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("exec");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, exec_runs);
+    tcase_add_test(tc, connect_fails);
+    tcase_add_test(tc, cp_both_ways);
+    tcase_add_test(tc, target_by_name);
+    tcase_add_test(tc, target_starts);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -1,5 +1,5 @@
 /* Host side of the guest agent protocol (docs/agent-protocol.md).
- * Library-internal: used by `moat exec` and `moat cp` (vmm/cli/cli.c).
+ * Library-internal: used by `moat exec` and `moat cp` (vmm/sandbox/exec.c).
  *
  * The agent is reached as a byte stream: either a hybrid-vsock Unix socket
  * (Firecracker style: write "CONNECT <port>\n", read "OK <hostport>\n",

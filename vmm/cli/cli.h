@@ -1,6 +1,6 @@
 /* The moat CLI's internals, shared by its files (vmm/cli/cli*.c): the
- * shared helpers (cli_util.h), the agent target, the control socket's
- * server (vmm/api/control/), and
+ * shared helpers (cli_util.h), the agent target's options, the control
+ * socket's server (vmm/api/control/), and
  * one entry point per command (main's table, cli.c, names them). Only the
  * CLI calls exit(). */
 #ifndef MOAT_CLI_H
@@ -14,17 +14,11 @@
 #include "vmm/cli/cli_util.h"
 #include "vmm/api/control/ctl_server.h"
 
-/* An agent endpoint for exec/cp: a hybrid-vsock socket and port, or a
- * plain Unix socket. */
-struct agent_target {
-    const char *path;
-    int hybrid;
-    unsigned port;
-    double wait;        /* --wait: keep trying to connect this long */
-};
-struct agent_client;
-int agent_target_opt(struct agent_target *t, int argc, char **argv, int *i);
-int agent_target_connect(const struct agent_target *t, struct agent_client *c);
+/* exec/cp's --vsock/--unix/--port/--wait at argv[*i] into t (an agent
+ * endpoint, vmm/sandbox/exec.h): 1 if consumed, 0 if not ours, -1 on a
+ * usage error (printed). */
+struct sbx_agent_target;
+int agent_target_opt(struct sbx_agent_target *t, int argc, char **argv, int *i);
 
 /* --control PATH: the VM's control socket, served from run_vm's loop, is
  * an API server (vmm/api/control/ctl_server.h); docs/control-socket.md. */
@@ -33,9 +27,6 @@ struct moat_vm;
 /* Sandboxes (vmm/cli/cli_sandbox.c, docs/sandboxes.md). */
 int cli_is_sandbox_command(const char *cmd);
 int cmd_sandbox(int argc, char **argv);
-/* NAME -> its agent target (the sandbox's vsock socket); starts a stopped
- * sandbox first. 0, or -1 after printing why. */
-int sandbox_agent_target(const char *name, struct agent_target *t);
 /* sandbox_exists, sandbox_state_name and the rest of the sandbox store:
  * vmm/sandbox/sandbox.h. */
 /* mkdir -p PATH with MODE for each directory it creates: 0 or -errno. */

@@ -1,23 +1,16 @@
-/* moat exec / moat cp: talk to the guest agent. */
+/* moat exec / moat cp: talk to the guest agent (vmm/sandbox/exec.c does
+ * the work: here the options and the messages). */
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <limits.h>
-#include <math.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "include/moat.h"
 #include "vmm/cli/cli.h"
-#include "vmm/base/clock.h"
-#include "vmm/base/log.h"
-#include "vmm/agent/agent_client.h"
+#include "vmm/sandbox/exec.h"
 
 /* ---- moat exec / moat cp: the guest agent (docs/agent-protocol.md) ---- */
 
@@ -52,9 +45,9 @@ static const char usage_cp[] =
     "Exit: 0 copied; 1 a file error (local or in the guest); 2 usage;\n"
     "125 connection or protocol error.\n";
 
-/* Parses --vsock/--unix/--port at argv[*i]; 1 if consumed, 0 if not ours,
- * -1 on a usage error. */
-int agent_target_opt(struct agent_target *t, int argc, char **argv, int *i)
+/* Parses --vsock/--unix/--port/--wait at argv[*i]; 1 if consumed, 0 if
+ * not ours, -1 on a usage error. */
+int agent_target_opt(struct sbx_agent_target *t, int argc, char **argv, int *i)
 {
     const char *a = argv[*i];
     int is_v = !strcmp(a, "--vsock"), is_u = !strcmp(a, "--unix"), is_p = !strcmp(a, "--port");
@@ -88,41 +81,27 @@ int agent_target_opt(struct agent_target *t, int argc, char **argv, int *i)
     return 1;
 }
 
-int agent_target_connect(const struct agent_target *t, struct agent_client *c)
+/* Sandbox NAME as t (a stopped one started; sandbox_agent_target,
+ * printed): 0, or -1. */
+static int agent_target_name(const char *name, struct sbx_agent_target *t)
 {
-    uint64_t t0 = clock_mono_ns();
-    int r;
-    /* With --wait, retry while the VM or its agent is still coming up. */
-    while ((r = agent_client_connect(c, t->path, t->hybrid, t->port)) < 0 && r != -EPROTO) {
-        double dt = (double)(clock_mono_ns() - t0) / 1e9;
-        if (dt + 0.1 > t->wait)
-            break;
-        usleep(100 * 1000);
-    }
-    if (r < 0) {
-        fprintf(stderr, "moat: agent at %s%s: %s\n", t->path, t->hybrid ? " (vsock)" : "",
-                r == -EPROTO ? "protocol error" : strerror(-r));
-        return -1;
-    }
-    return 0;
+    struct sbx_err e = { 0 };
+    int r = sandbox_agent_target(name, true, t, &e);
+    cli_say(&e);
+    return r < 0 ? -1 : 0;
 }
 
-int cmd_exec(int argc, char **argv)
+/* The command's options up to CMD into t, env (*envc), *cwd, *timeout and
+ * *fwd_stdin; CMD's index, or -1 - the exit status. */
+static int exec_options(int argc, char **argv, struct sbx_agent_target *t, char **env, uint32_t *envc,
+                        const char **cwd, double *timeout, int *fwd_stdin)
 {
-    struct agent_target t = { .port = AGENT_DEFAULT_PORT };
-    char **env = calloc((size_t)argc, sizeof *env);
-    const char *cwd = "";
-    double timeout = 0;
-    int fwd_stdin = 0, i, rc = EXIT_USAGE;
-
-    if (!env)
-        return EXIT_VMM_ERROR;
-    uint32_t envc = 0;
+    int i;
     for (i = 1; i < argc; i++) {
         const char *a = argv[i];
-        int r = agent_target_opt(&t, argc, argv, &i);
+        int r = agent_target_opt(t, argc, argv, &i);
         if (r < 0)
-            goto out;
+            return -1 - EXIT_USAGE;
         if (r > 0)
             continue;
         if (!strcmp(a, "--")) {
@@ -131,169 +110,156 @@ int cmd_exec(int argc, char **argv)
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             fputs(usage_exec, stdout);
-            rc = 0;
-            goto out;
+            return -1;
         }
         if (!strcmp(a, "-i")) {
-            fwd_stdin = 1;
+            *fwd_stdin = 1;
             continue;
         }
-        if (a[0] != '-' && !t.path) {
+        if (a[0] != '-' && !t->path) {
             /* moat exec NAME ... -- CMD: a sandbox (docs/sandboxes.md) */
-            if (sandbox_agent_target(a, &t) < 0) {
-                rc = EXIT_VMM_ERROR;
-                goto out;
-            }
+            if (agent_target_name(a, t) < 0)
+                return -1 - EXIT_VMM_ERROR;
             continue;
         }
         if (a[0] != '-')
             break;
         if (i + 1 >= argc) {
             fprintf(stderr, "moat exec: %s needs an argument\n", a);
-            goto out;
+            return -1 - EXIT_USAGE;
         }
         const char *v = argv[++i];
         if (!strcmp(a, "-e")) {
             if (!strchr(v, '=') || v[0] == '=') {
                 fprintf(stderr, "moat exec: -e wants KEY=VALUE, not '%s'\n", v);
-                goto out;
+                return -1 - EXIT_USAGE;
             }
-            env[envc++] = (char *)v;
+            env[(*envc)++] = (char *)v;
         } else if (!strcmp(a, "-w")) {
-            cwd = v;
+            *cwd = v;
         } else if (!strcmp(a, "--timeout")) {
             char *end;
-            timeout = strtod(v, &end);
-            if (!*v || *end || !(timeout > 0) || timeout > 4e6) {
+            *timeout = strtod(v, &end);
+            if (!*v || *end || !(*timeout > 0) || *timeout > 4e6) {
                 fprintf(stderr, "moat exec: bad --timeout '%s'\n", v);
-                goto out;
+                return -1 - EXIT_USAGE;
             }
         } else {
             fprintf(stderr, "moat exec: unknown option '%s'\n%s", a, usage_exec);
-            goto out;
+            return -1 - EXIT_USAGE;
         }
     }
-    if (!t.path || i >= argc) {
+    if (!t->path || i >= argc) {
         fputs(usage_exec, stderr);
+        return -1 - EXIT_USAGE;
+    }
+    return i;
+}
+
+int cmd_exec(int argc, char **argv)
+{
+    struct sbx_agent_target t;
+    sandbox_agent_target_init(&t);
+    char **env = calloc((size_t)argc, sizeof *env);
+    uint32_t envc = 0;
+    int fwd_stdin = 0, rc;
+
+    if (!env)
+        return EXIT_VMM_ERROR;
+    struct sbx_exec x = { .cwd = "", .in_fd = -1, .out_fd = STDOUT_FILENO, .err_fd = STDERR_FILENO };
+    int i = exec_options(argc, argv, &t, env, &envc, &x.cwd, &x.timeout, &fwd_stdin);
+    if (i < 0) {
+        rc = -1 - i;
         goto out;
     }
-    struct agent_exec req = {
-        .timeout_ms = timeout > 0 ? (uint32_t)ceil(timeout * 1000) : 0,
-        .argc = (uint32_t)(argc - i), .envc = envc, .cwd = (char *)cwd,
-        .argv = argv + i, .env = env,
-    };
-    struct agent_client c;
-    rc = EXIT_VMM_ERROR;
-    if (agent_target_connect(&t, &c) < 0)
-        goto out;
-    signal(SIGPIPE, SIG_IGN);
-    struct agent_exit st;
-    char err[512] = "";
-    int r = agent_client_exec(&c, &req, fwd_stdin ? STDIN_FILENO : -1, STDOUT_FILENO,
-                              STDERR_FILENO, &st, err, sizeof err);
-    agent_client_close(&c);
-    if (r == -EREMOTEIO) {
-        fprintf(stderr, "moat exec: agent: %s\n", err);
-    } else if (r == -EPIPE) {
+    x.argv = argv + i;
+    x.argc = (uint32_t)(argc - i);
+    x.env = env;
+    x.envc = envc;
+    x.in_fd = fwd_stdin ? STDIN_FILENO : -1;
+    signal(SIGPIPE, SIG_IGN);   /* a closed output: -EPIPE, not the signal */
+    struct sbx_err e = { 0 };
+    enum sbx_agent_step step;
+    bool timed_out;
+    rc = sandbox_exec(&t, &x, &timed_out, &step, &e);
+    if (rc >= 0) {
+        if (timed_out)
+            fprintf(stderr, "moat exec: timed out after %g s; killed\n", x.timeout);
+    } else if (rc == -EPIPE && step == SBX_AGENT_REQUEST) {
         rc = 128 + SIGPIPE;         /* like a local command writing to a closed pipe */
-    } else if (r < 0) {
-        fprintf(stderr, "moat exec: %s\n", r == -EPROTO ? "protocol error" : strerror(-r));
     } else {
-        if (st.flags & AGENT_EXIT_TIMEDOUT)
-            fprintf(stderr, "moat exec: timed out after %g s; killed\n", timeout);
-        rc = agent_exit_status(&st);
+        fprintf(stderr, "moat%s: %s\n", step == SBX_AGENT_CONNECT ? "" : " exec", e.msg);
+        rc = EXIT_VMM_ERROR;
     }
 out:
+    sandbox_agent_target_release(&t);
     free(env);
     return rc;
 }
 
-int cmd_cp(int argc, char **argv)
+/* cp's two arguments (SRC DST) into pos, and t; 0, or -1 - the exit
+ * status. NAME:PATH names a path in sandbox NAME (docs/sandboxes.md). */
+static int cp_args(int argc, char **argv, struct sbx_agent_target *t, const char *pos[2])
 {
-    struct agent_target t = { .port = AGENT_DEFAULT_PORT };
-    const char *pos[2];
     int npos = 0;
-
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(usage_cp, stdout);
-            return 0;
+            return -1;
         }
-        int r = agent_target_opt(&t, argc, argv, &i);
+        int r = agent_target_opt(t, argc, argv, &i);
         if (r < 0)
-            return EXIT_USAGE;
+            return -1 - EXIT_USAGE;
         if (r > 0)
             continue;
         if (npos == 2 || (argv[i][0] == '-' && argv[i][1])) {
             fputs(usage_cp, stderr);
-            return EXIT_USAGE;
+            return -1 - EXIT_USAGE;
         }
         pos[npos++] = argv[i];
     }
-    /* NAME:PATH names a path in sandbox NAME (docs/sandboxes.md). */
-    static char names[2][80];
-    for (int k = 0; k < npos && !t.path; k++) {
+    char name[80];
+    for (int k = 0; k < npos && !t->path; k++) {
         const char *colon = strchr(pos[k], ':');
-        if (!colon || colon == pos[k] || (size_t)(colon - pos[k]) >= sizeof names[k])
+        if (!colon || colon == pos[k] || (size_t)(colon - pos[k]) >= sizeof name)
             continue;
-        snprintf(names[k], sizeof names[k], "%.*s", (int)(colon - pos[k]), pos[k]);
-        if (!sandbox_exists(names[k]))
+        snprintf(name, sizeof name, "%.*s", (int)(colon - pos[k]), pos[k]);
+        if (!sandbox_exists(name))
             continue;
-        if (sandbox_agent_target(names[k], &t) < 0)
-            return EXIT_VMM_ERROR;
+        if (agent_target_name(name, t) < 0)
+            return -1 - EXIT_VMM_ERROR;
         pos[k] = colon;
     }
-    if (!t.path || npos != 2 || (pos[0][0] == ':') == (pos[1][0] == ':') ||
+    if (!t->path || npos != 2 || (pos[0][0] == ':') == (pos[1][0] == ':') ||
         !pos[0][0] || !pos[1][0] || !pos[0][1] || !pos[1][1]) {
         fputs(usage_cp, stderr);
-        return EXIT_USAGE;
-    }
-    int upload = pos[1][0] == ':';
-    const char *local = upload ? pos[0] : pos[1];
-    const char *remote = (upload ? pos[1] : pos[0]) + 1;
-    int fd;
-    struct stat sb;
-    if (upload) {
-        fd = open(local, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || fstat(fd, &sb) < 0) {
-            fprintf(stderr, "moat cp: %s: %s\n", local, strerror(errno));
-            if (fd >= 0)
-                close(fd);
-            return 1;
-        }
-    } else {
-        fd = open(local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        if (fd < 0) {
-            fprintf(stderr, "moat cp: %s: %s\n", local, strerror(errno));
-            return 1;
-        }
-    }
-    struct agent_client c;
-    if (agent_target_connect(&t, &c) < 0) {
-        close(fd);
-        return EXIT_VMM_ERROR;
-    }
-    char err[512] = "";
-    uint32_t mode = 0;
-    int r = upload ? agent_client_put(&c, fd, remote, sb.st_mode & 07777, err, sizeof err)
-                   : agent_client_get(&c, remote, fd, &mode, err, sizeof err);
-    agent_client_close(&c);
-    if (r == 0 && !upload && fchmod(fd, mode & 0777) < 0)
-        r = -errno;
-    if (close(fd) < 0 && r == 0)
-        r = -errno;
-    if (r == -EREMOTEIO) {
-        fprintf(stderr, "moat cp: guest: %s\n", err);
-        return 1;
-    }
-    if (r == -EPROTO || r == -ECONNRESET) {
-        fprintf(stderr, "moat cp: %s\n", r == -EPROTO ? "protocol error" : strerror(-r));
-        return EXIT_VMM_ERROR;
-    }
-    if (r < 0) {
-        fprintf(stderr, "moat cp: %s\n", strerror(-r));
-        return 1;
+        return -1 - EXIT_USAGE;
     }
     return 0;
 }
 
+int cmd_cp(int argc, char **argv)
+{
+    struct sbx_agent_target t;
+    sandbox_agent_target_init(&t);
+    const char *pos[2];
+    int r = cp_args(argc, argv, &t, pos);
+    if (r < 0) {
+        sandbox_agent_target_release(&t);
+        return -1 - r;
+    }
+    int upload = pos[1][0] == ':';
+    struct sbx_err e = { 0 };
+    enum sbx_agent_step step;
+    r = upload ? sandbox_cp_in(&t, pos[0], pos[1] + 1, &step, &e)
+               : sandbox_cp_out(&t, pos[0] + 1, pos[1], &step, &e);
+    sandbox_agent_target_release(&t);
+    if (r == 0)
+        return 0;
+    if (step == SBX_AGENT_CONNECT) {
+        fprintf(stderr, "moat: %s\n", e.msg);
+        return EXIT_VMM_ERROR;
+    }
+    fprintf(stderr, "moat cp: %s\n", e.msg);
+    return step == SBX_AGENT_REQUEST && (r == -EPROTO || r == -ECONNRESET) ? EXIT_VMM_ERROR : 1;
+}

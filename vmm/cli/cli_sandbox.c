@@ -1235,47 +1235,6 @@ out:
     return rc;
 }
 
-/* ---- exec / cp by name ---- */
-
-int sandbox_agent_target(const char *name, struct agent_target *t)
-{
-    static struct sbx s;
-    if (sbx_open(&s, name, 0) < 0)
-        return -1;
-    pid_t pid;
-    double up;
-    enum sbx_state st = sandbox_state(&s, &pid, &up);
-    if (st == SBX_STOPPED) {
-        /* Started up to "the guest runs" (the ready pipe): the exec's own
-         * connection waits for the agent, so it is not pinged twice. */
-        if (sbx_lock(&s) < 0 || start_locked(&s, 0, NULL) < 0) {
-            sandbox_close(&s);
-            return -1;
-        }
-        st = SBX_RUNNING;
-    }
-    sandbox_close(&s);
-    if (st != SBX_RUNNING) {
-        fprintf(stderr, "moat: sandbox %s is %s%s\n", s.name, sandbox_state_str(st),
-                st == SBX_PAUSED ? " (moat resume it first)" :
-                st == SBX_DEAD ? " (its process has exited; see its moat.log and console.log)" : "");
-        return -1;
-    }
-    /* A jailed sandbox's socket through a descriptor of its own (sock_via),
-     * kept open for this command's connections. */
-    static char via[64];
-    int keep;
-    t->path = sandbox_sock_via(&s, s.vsock, via, sizeof via, &keep);
-    if (!t->path) {
-        fprintf(stderr, "moat: sandbox %s: %s is not a socket\n", s.name, s.vsock);
-        return -1;
-    }
-    t->hybrid = 1;
-    if (t->wait < 10)
-        t->wait = 10;   /* after a restore the agent may take a moment */
-    return 0;
-}
-
 /* ---- devices while they run: set, get, net (vmm/sandbox/device.c) ---- */
 
 /* A device call's error printed; its exit status: 2 for a usage error

@@ -1,5 +1,6 @@
 /* What the moat CLI's commands share (cli_util.h): the --timings origin,
- * the usage-error exit, number parsing, the --net-* policy items. */
+ * the usage-error exit, number parsing, the --net-* policy items, the
+ * sandbox library's messages printed. */
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -9,12 +10,22 @@
 
 #include "vmm/cli/cli_util.h"
 #include "vmm/base/clock.h"
+#include "vmm/sandbox/sandbox.h"
 
 uint64_t cli_start_ns;
 
 __attribute__((constructor)) static void record_start(void)
 {
     cli_start_ns = clock_mono_ns();
+}
+
+void cli_say(const struct sbx_err *e)
+{
+    for (const char *m = e->msg, *nl; *m; m = *nl ? nl + 1 : nl) {
+        nl = strchrnul(m, '\n');
+        int verbatim = *m == SBX_VERBATIM;
+        fprintf(stderr, "%s%.*s\n", verbatim ? "" : "moat: ", (int)(nl - m) - verbatim, m + verbatim);
+    }
 }
 
 void die_usage(const char *fmt, ...)

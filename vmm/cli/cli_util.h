@@ -1,6 +1,6 @@
 /* What the moat CLI's commands share (vmm/cli/cli_util.c): exit codes, the
- * --timings origin, the usage-error exit and number parsing, and the
- * --net-* policy items. Included through vmm/cli/cli.h. */
+ * --timings origin, the usage-error exit and number parsing, the --net-*
+ * policy items, and the sandbox library's messages printed. Included through vmm/cli/cli.h. */
 #ifndef MOAT_CLI_UTIL_H
 #define MOAT_CLI_UTIL_H
 
@@ -16,6 +16,11 @@ enum {
 
 /* CLOCK_MONOTONIC ns when the process started (the --timings origin). */
 extern uint64_t cli_start_ns;
+
+/* Each line of e's message (vmm/sandbox/sandbox.h) as "moat: LINE" on
+ * stderr; an SBX_VERBATIM line (a log's tail) as it is. */
+struct sbx_err;
+void cli_say(const struct sbx_err *e);
 
 /* "moat: <msg> (see moat run --help)" on stderr, exit 2. */
 __attribute__((format(printf, 1, 2), noreturn)) void die_usage(const char *fmt, ...);
