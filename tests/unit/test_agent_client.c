@@ -366,6 +366,34 @@ START_TEST(take_received_frames)
 }
 END_TEST
 
+/* agent_client_recv: what one recv without waiting brings: 1 with bytes
+ * (into the receive buffer), 0 with none ready, -ECONNRESET at the end. */
+START_TEST(recv_without_waiting)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct agent_client c;
+    memset(&c, 0, sizeof c);
+    c.fd = sv[0];
+    uint8_t buf[256];
+    ck_assert_int_eq(agent_client_recv(&c, buf, sizeof buf), 0);
+    struct agent_buf b = { 0 };
+    ck_assert_int_eq(agent_put_frame(&b, AGENT_T_PONG, 9, "moat", 4), 0);
+    ck_assert_int_eq(write(sv[1], b.p, b.len), (ssize_t)b.len);
+    ck_assert_int_eq(agent_client_recv(&c, buf, sizeof buf), 1);
+    struct agent_hdr h;
+    const uint8_t *pl;
+    ck_assert_int_eq(agent_client_take(&c, &h, &pl), 1);
+    ck_assert_uint_eq(h.id, 9);
+    ck_assert_int_eq(agent_client_recv(&c, buf, sizeof buf), 0);
+    close(sv[1]);
+    ck_assert_int_eq(agent_client_recv(&c, buf, sizeof buf), -ECONNRESET);
+    close(sv[0]);
+    agent_rx_free(&c.rx);
+    agent_buf_free(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("agent_client");
@@ -381,6 +409,7 @@ int main(void)
     tcase_add_test(fs, list_replies);
     tcase_add_test(fs, rename_remove_replies);
     tcase_add_test(fs, take_received_frames);
+    tcase_add_test(fs, recv_without_waiting);
     suite_add_tcase(s, fs);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -77,6 +77,17 @@ int agent_client_take(struct agent_client *c, struct agent_hdr *h, const uint8_t
     return r < 0 ? -EPROTO : r;
 }
 
+int agent_client_recv(struct agent_client *c, uint8_t *buf, size_t len)
+{
+    ssize_t k = recv(c->fd, buf, len, MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (k <= 0)
+        return k < 0 ? -errno : -ECONNRESET;
+    int r = agent_rx_push(&c->rx, buf, (size_t)k);
+    return r < 0 ? r : 1;
+}
+
 /* The next frame within ms (-1: no limit) in total, however the bytes
  * trickle in. */
 static int next_frame(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl, int ms)
@@ -263,21 +274,18 @@ static int exec_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int in_f
         }
         if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
-        ssize_t k = recv(c->fd, buf, bufsz, MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EINTR))
-            continue;
-        if (k <= 0)
-            return k < 0 ? -errno : -ECONNRESET;
-        if ((r = agent_rx_push(&c->rx, buf, (size_t)k)) < 0)
+        if ((r = agent_client_recv(c, buf, bufsz)) <= 0) {
+            if (r == 0)
+                continue;
             return r;
+        }
         for (;;) {
             struct agent_hdr h;
             const uint8_t *pl;
-            r = agent_rx_next(&c->rx, &h, &pl, NULL);
-            if (r == 0)
+            if ((r = agent_client_take(c, &h, &pl)) == 0)
                 break;
             if (r < 0)
-                return -EPROTO;
+                return r;
             if (h.id != id)
                 continue;       /* not ours (e.g. a late error for an old id) */
             switch (h.type) {

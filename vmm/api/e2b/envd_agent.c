@@ -100,12 +100,7 @@ int envd_ag_next(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl
             return -EPIPE;
         if (!p[0].revents)
             continue;
-        ssize_t k = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EINTR))
-            continue;
-        if (k <= 0)
-            return k < 0 ? -errno : -ECONNRESET;
-        if ((r = agent_rx_push(&c->rx, buf, (size_t)k)) < 0)
+        if ((r = agent_client_recv(c, buf, sizeof buf)) < 0)
             return r;
     }
 }
