@@ -95,17 +95,12 @@ uint64_t virtio_blk_capacity(const struct virtio_blk *b)
 
 int virtio_blk_set_limit(struct virtio_blk *b, const struct ratelimit_cfg *cfg)
 {
-    pthread_mutex_lock(&b->lim_lock);
-    int r = ratelimit_update(&b->lim, cfg, clock_mono_ns());
-    pthread_mutex_unlock(&b->lim_lock);
-    return r;
+    return ratelimit_update_locked(&b->lim, &b->lim_lock, cfg, clock_mono_ns());
 }
 
 void virtio_blk_get_limit(struct virtio_blk *b, struct ratelimit_cfg *cfg)
 {
-    pthread_mutex_lock(&b->lim_lock);
-    ratelimit_get_cfg(&b->lim, cfg);
-    pthread_mutex_unlock(&b->lim_lock);
+    ratelimit_get_cfg_locked(&b->lim, &b->lim_lock, cfg);
 }
 
 void virtio_blk_get_stats(struct virtio_blk *b, struct virtio_blk_stats *s)
