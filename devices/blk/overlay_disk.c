@@ -268,6 +268,20 @@ static int tmp_publish(const char *tmp, const char *final)
     return 0;
 }
 
+/* The end of every tmp_create: r == 0 publishes tmp as final (a failure
+ * told in why as "PREFIXfinal: error"), r < 0 removes it. */
+static int tmp_finish(int r, const char *tmp, const char *final, const char *prefix, char *why,
+                      size_t wlen)
+{
+    if (r == 0 && (r = tmp_publish(tmp, final)) < 0)
+        fail(why, wlen, r, "%s%s: %s", prefix, final, strerror(-r));
+    if (r < 0)
+        unlink(tmp);
+    else
+        fsync_dir_of(final);
+    return r;
+}
+
 int ovl_create(const char *base, const char *overlay, unsigned flags, enum ovl_kind *kind,
                char *why, size_t wlen)
 {
@@ -297,13 +311,7 @@ int ovl_create(const char *base, const char *overlay, unsigned flags, enum ovl_k
     }
     close(fd);
     close(bfd);
-    if (r == 0 && (r = tmp_publish(tmp, overlay)) < 0)
-        fail(why, wlen, r, "overlay %s: %s", overlay, strerror(-r));
-    if (r < 0)
-        unlink(tmp);
-    else
-        fsync_dir_of(overlay);
-    return r;
+    return tmp_finish(r, tmp, overlay, "overlay ", why, wlen);
 }
 
 int disk_lock(int fd, bool excl)
@@ -519,22 +527,11 @@ static bool range_ok(const struct ovl_disk *d, uint64_t off, uint64_t len)
     return off + len >= off && off + len <= d->vsize;
 }
 
-static int moat_read(struct ovl_disk *d, const struct iovec *iov, unsigned niov, uint64_t off,
-                     uint64_t len)
+static int read_extent(struct ovl_disk *d, const struct ovl_extent *e, const struct iovec *iov,
+                       unsigned niov, uint64_t skip)
 {
-    uint64_t skip = 0;
-    while (len) {
-        struct ovl_extent e;
-        int r = ovl_next_extent(d->bm, d->h.nblocks, d->vsize, off, len, &e);
-        if (r < 0)
-            return -EINVAL;
-        r = e.in_overlay ? xfer(d->fd, false, iov, niov, skip, e.len, d->h.data_off + e.off)
-                         : xfer(d->base_fd, false, iov, niov, skip, e.len, e.off);
-        if (r < 0)
-            return r;
-        off += e.len; len -= e.len; skip += e.len;
-    }
-    return 0;
+    return e->in_overlay ? xfer(d->fd, false, iov, niov, skip, e->len, d->h.data_off + e->off)
+                         : xfer(d->base_fd, false, iov, niov, skip, e->len, e->off);
 }
 
 /* Write block blk of the overlay with [boff, boff + n) taken from src (iov
@@ -575,8 +572,44 @@ static int punch(struct ovl_disk *d, uint64_t off, uint64_t len)
 }
 
 /* iov NULL: write zeroes. */
-static int moat_write(struct ovl_disk *d, const struct iovec *iov, unsigned niov, uint64_t off,
-                      uint64_t len)
+static int write_extent(struct ovl_disk *d, const struct ovl_extent *e, const struct iovec *iov,
+                        unsigned niov, uint64_t skip)
+{
+    int r;
+    if (e->in_overlay)
+        return iov ? xfer(d->fd, true, iov, niov, skip, e->len, d->h.data_off + e->off)
+                   : punch(d, d->h.data_off + e->off, e->len);
+    uint64_t fb = e->off >> OVL_BLOCK_SHIFT, lb = (e->off + e->len - 1) >> OVL_BLOCK_SHIFT;
+    uint64_t end = e->off + e->len;
+    uint64_t mid_start = fb, mid_end = lb + 1;      /* whole blocks [mid_start, mid_end) */
+    if (e->off & (OVL_BLOCK - 1) || end < ((fb + 1) << OVL_BLOCK_SHIFT)) {
+        uint64_t boff = e->off & (OVL_BLOCK - 1);
+        uint64_t n = end < ((fb + 1) << OVL_BLOCK_SHIFT) ? e->len : OVL_BLOCK - boff;
+        if ((r = copy_up(d, fb, boff, n, iov, niov, skip)) < 0)
+            return r;
+        mid_start = fb + 1;
+    }
+    if (lb >= mid_start && (end & (OVL_BLOCK - 1))) {
+        uint64_t n = end & (OVL_BLOCK - 1);
+        if ((r = copy_up(d, lb, 0, n, iov, niov, skip + (end - n - e->off))) < 0)
+            return r;
+        mid_end = lb;
+    }
+    if (mid_end > mid_start) {
+        uint64_t at = mid_start << OVL_BLOCK_SHIFT, bytes = (mid_end - mid_start) << OVL_BLOCK_SHIFT;
+        r = iov ? xfer(d->fd, true, iov, niov, skip + (at - e->off), bytes, d->h.data_off + at)
+                : punch(d, d->h.data_off + at, bytes);
+        if (r < 0)
+            return r;
+    }
+    for (uint64_t b = fb; b <= lb; b++)
+        ovl_bit_set(d->bm, d->h.nblocks, b);
+    return 0;
+}
+
+/* Extent by extent: in the overlay or in the base. */
+static int moat_rw(struct ovl_disk *d, bool write, const struct iovec *iov, unsigned niov,
+                   uint64_t off, uint64_t len)
 {
     uint64_t skip = 0;
     while (len) {
@@ -584,93 +617,53 @@ static int moat_write(struct ovl_disk *d, const struct iovec *iov, unsigned niov
         int r = ovl_next_extent(d->bm, d->h.nblocks, d->vsize, off, len, &e);
         if (r < 0)
             return -EINVAL;
-        if (e.in_overlay) {
-            r = iov ? xfer(d->fd, true, iov, niov, skip, e.len, d->h.data_off + e.off)
-                    : punch(d, d->h.data_off + e.off, e.len);
-            if (r < 0)
-                return r;
-        } else {
-            uint64_t fb = e.off >> OVL_BLOCK_SHIFT, lb = (e.off + e.len - 1) >> OVL_BLOCK_SHIFT;
-            uint64_t end = e.off + e.len;
-            uint64_t mid_start = fb, mid_end = lb + 1;      /* whole blocks [mid_start, mid_end) */
-            if (e.off & (OVL_BLOCK - 1) || end < ((fb + 1) << OVL_BLOCK_SHIFT)) {
-                uint64_t boff = e.off & (OVL_BLOCK - 1);
-                uint64_t n = end < ((fb + 1) << OVL_BLOCK_SHIFT) ? e.len : OVL_BLOCK - boff;
-                if ((r = copy_up(d, fb, boff, n, iov, niov, skip)) < 0)
-                    return r;
-                mid_start = fb + 1;
-            }
-            if (lb >= mid_start && (end & (OVL_BLOCK - 1))) {
-                uint64_t n = end & (OVL_BLOCK - 1);
-                if ((r = copy_up(d, lb, 0, n, iov, niov, skip + (end - n - e.off))) < 0)
-                    return r;
-                mid_end = lb;
-            }
-            if (mid_end > mid_start) {
-                uint64_t at = mid_start << OVL_BLOCK_SHIFT, bytes = (mid_end - mid_start) << OVL_BLOCK_SHIFT;
-                r = iov ? xfer(d->fd, true, iov, niov, skip + (at - e.off), bytes, d->h.data_off + at)
-                        : punch(d, d->h.data_off + at, bytes);
-                if (r < 0)
-                    return r;
-            }
-            for (uint64_t b = fb; b <= lb; b++)
-                ovl_bit_set(d->bm, d->h.nblocks, b);
-        }
-        d->data_dirty = true;
+        r = write ? write_extent(d, &e, iov, niov, skip) : read_extent(d, &e, iov, niov, skip);
+        if (r < 0)
+            return r;
+        if (write)
+            d->data_dirty = true;
         off += e.len; len -= e.len; skip += e.len;
     }
     return 0;
 }
 
-int ovl_preadv(struct ovl_disk *d, const struct iovec *iov, unsigned niov, uint64_t off)
+/* The checks and the locking the three entry points share; iov NULL on a
+ * write zeroes the range. */
+static int ovl_io(struct ovl_disk *d, bool write, const struct iovec *iov, unsigned niov,
+                  uint64_t off, uint64_t len)
 {
-    uint64_t len = iov_total(iov, niov);
-    if (!range_ok(d, off, len))
-        return -EINVAL;
-    if (!len)
-        return 0;
-    if (d->kind == OVL_KIND_RAW)
-        return xfer(d->fd, false, iov, niov, 0, len, off);
-    pthread_mutex_lock(&d->lock);
-    int r = moat_read(d, iov, niov, off, len);
-    pthread_mutex_unlock(&d->lock);
-    return r;
-}
-
-int ovl_pwritev(struct ovl_disk *d, const struct iovec *iov, unsigned niov, uint64_t off)
-{
-    uint64_t len = iov_total(iov, niov);
-    if (d->read_only)
-        return -EROFS;
-    if (!range_ok(d, off, len))
-        return -EINVAL;
-    if (!len)
-        return 0;
-    if (d->kind == OVL_KIND_RAW)
-        return xfer(d->fd, true, iov, niov, 0, len, off);
-    pthread_mutex_lock(&d->lock);
-    int r = moat_write(d, iov, niov, off, len);
-    pthread_mutex_unlock(&d->lock);
-    return r;
-}
-
-int ovl_zero(struct ovl_disk *d, uint64_t off, uint64_t len)
-{
-    if (d->read_only)
+    if (write && d->read_only)
         return -EROFS;
     if (!range_ok(d, off, len))
         return -EINVAL;
     if (!len)
         return 0;
     if (d->kind == OVL_KIND_RAW) {
+        if (iov)
+            return xfer(d->fd, write, iov, niov, 0, len, off);
         if (fallocate(d->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off, (off_t)len) < 0)
             return -errno;
         return 0;
     }
     pthread_mutex_lock(&d->lock);
-    int r = moat_write(d, NULL, 0, off, len);
+    int r = moat_rw(d, write, iov, niov, off, len);
     pthread_mutex_unlock(&d->lock);
     return r;
+}
+
+int ovl_preadv(struct ovl_disk *d, const struct iovec *iov, unsigned niov, uint64_t off)
+{
+    return ovl_io(d, false, iov, niov, off, iov_total(iov, niov));
+}
+
+int ovl_pwritev(struct ovl_disk *d, const struct iovec *iov, unsigned niov, uint64_t off)
+{
+    return ovl_io(d, true, iov, niov, off, iov_total(iov, niov));
+}
+
+int ovl_zero(struct ovl_disk *d, uint64_t off, uint64_t len)
+{
+    return ovl_io(d, true, NULL, 0, off, len);
 }
 
 /* Data first, then the bitmap pages that changed, then durable again. */
@@ -797,13 +790,7 @@ int ovl_clone(const char *src, const char *dst, char *why, size_t wlen)
         r = fail(why, wlen, -errno, "%s: %s", dst, strerror(errno));
     close(dfd);
     close(sfd);
-    if (r == 0 && (r = tmp_publish(tmp, dst)) < 0)
-        fail(why, wlen, r, "%s: %s", dst, strerror(-r));
-    if (r < 0)
-        unlink(tmp);
-    else
-        fsync_dir_of(dst);
-    return r;
+    return tmp_finish(r, tmp, dst, "", why, wlen);
 }
 
 /* Clone through the descriptor d already holds (and has locked): no new
@@ -842,11 +829,5 @@ int ovl_clone_disk(struct ovl_disk *d, const char *dst, char *why, size_t wlen)
     if (r == 0 && fsync(dfd) < 0)
         r = fail(why, wlen, -errno, "%s: %s", dst, strerror(errno));
     close(dfd);
-    if (r == 0 && (r = tmp_publish(tmp, dst)) < 0)
-        fail(why, wlen, r, "%s: %s", dst, strerror(-r));
-    if (r < 0)
-        unlink(tmp);
-    else
-        fsync_dir_of(dst);
-    return r;
+    return tmp_finish(r, tmp, dst, "", why, wlen);
 }

@@ -95,17 +95,12 @@ uint64_t virtio_blk_capacity(const struct virtio_blk *b)
 
 int virtio_blk_set_limit(struct virtio_blk *b, const struct ratelimit_cfg *cfg)
 {
-    pthread_mutex_lock(&b->lim_lock);
-    int r = ratelimit_update(&b->lim, cfg, clock_mono_ns());
-    pthread_mutex_unlock(&b->lim_lock);
-    return r;
+    return ratelimit_update_locked(&b->lim, &b->lim_lock, cfg, clock_mono_ns());
 }
 
 void virtio_blk_get_limit(struct virtio_blk *b, struct ratelimit_cfg *cfg)
 {
-    pthread_mutex_lock(&b->lim_lock);
-    ratelimit_get_cfg(&b->lim, cfg);
-    pthread_mutex_unlock(&b->lim_lock);
+    ratelimit_get_cfg_locked(&b->lim, &b->lim_lock, cfg);
 }
 
 void virtio_blk_get_stats(struct virtio_blk *b, struct virtio_blk_stats *s)
@@ -126,8 +121,6 @@ void virtio_blk_get_stats(struct virtio_blk *b, struct virtio_blk_stats *s)
 
 static int open_direct(struct virtio_blk *b, const struct virtio_blk_opts *o, char *why, size_t wlen);
 
-/* path = base, o->overlay = the overlay (locks taken by ovl_open). A raw
- * (reflinked) overlay is then an ordinary image on the fast path. */
 /* The rate limiter's timer, at create: device start runs under the
  * runner's seccomp list (vmm/base/scfilter.c), which has no timerfd_create.
  * A failure here is retried (and reported) at start. */
@@ -154,6 +147,25 @@ static void make_ring(struct virtio_blk *b)
         log_err("%s: %s", b->name, w);
 }
 
+/* The last steps of a create, its file open: the device's parameters for a
+ * drive of bytes, the timer and the ring; b is the caller's in *out. */
+static int finish_create(struct virtio_blk *b, uint64_t bytes, bool read_only,
+                         struct virtio_blk **out)
+{
+    b->params.capacity = bytes / VIRTIO_BLK_SECTOR;
+    b->params.read_only = read_only;
+    if (!read_only) {
+        b->params.max_discard_seg = b->params.max_write_zeroes_seg = 1;
+        b->params.max_discard_sectors = b->params.max_write_zeroes_sectors = VIRTIO_BLK_DISCARD_MAX;
+    }
+    make_timer(b);
+    make_ring(b);
+    *out = b;
+    return 0;
+}
+
+/* path = base, o->overlay = the overlay (locks taken by ovl_open). A raw
+ * (reflinked) overlay is then an ordinary image on the fast path. */
 static int create_overlay(struct virtio_blk *b, const struct virtio_blk_opts *o,
                           struct virtio_blk **out, char *why, size_t wlen)
 {
@@ -179,16 +191,7 @@ static int create_overlay(struct virtio_blk *b, const struct virtio_blk_opts *o,
         return -EINVAL;
     }
     b->fd = ovl_raw_fd(b->ovl);         /* -1 for moat's format */
-    b->params.capacity = bytes / VIRTIO_BLK_SECTOR;
-    b->params.read_only = o->read_only;
-    if (!o->read_only) {
-        b->params.max_discard_seg = b->params.max_write_zeroes_seg = 1;
-        b->params.max_discard_sectors = b->params.max_write_zeroes_sectors = VIRTIO_BLK_DISCARD_MAX;
-    }
-    make_timer(b);
-    make_ring(b);
-    *out = b;
-    return 0;
+    return finish_create(b, bytes, o->read_only, out);
 }
 
 /* A drive's file opened with its mode, with its size in bytes (a regular
@@ -282,16 +285,7 @@ int virtio_blk_create(const struct virtio_blk_opts *o, struct virtio_blk **out,
     }
     if (o->direct && (r = open_direct(b, o, why, wlen)) < 0)
         goto fail;
-    b->params.capacity = bytes / VIRTIO_BLK_SECTOR;
-    b->params.read_only = o->read_only;
-    if (!o->read_only) {
-        b->params.max_discard_seg = b->params.max_write_zeroes_seg = 1;
-        b->params.max_discard_sectors = b->params.max_write_zeroes_sectors = VIRTIO_BLK_DISCARD_MAX;
-    }
-    make_timer(b);
-    make_ring(b);
-    *out = b;
-    return 0;
+    return finish_create(b, bytes, o->read_only, out);
 fail:
     close(b->fd);
     free(b);

@@ -55,23 +55,53 @@ static uint64_t lanes_write(const uint8_t *data, uint64_t off, uint32_t len,
     return val;
 }
 
-static void pio_read(void *opaque, uint64_t off, uint8_t *data, uint32_t len)
+/* The two windows: each a scratch register as wide as its widest access
+ * and the 4-byte magic. */
+struct window {
+    uint64_t len;
+    unsigned width;
+    uint64_t scratch, magic;
+    bool mmio;
+};
+
+static const struct window pio_win = { MOATDEV_PIO_LEN, 4, MOATDEV_PORT_SCRATCH, MOATDEV_PORT_MAGIC, false };
+static const struct window mmio_win = { MOATDEV_MMIO_LEN, 8, MOATDEV_MMIO_SCRATCH, MOATDEV_MMIO_MAGIC, true };
+
+static void win_read(struct moatdev *d, const struct window *w, uint64_t off, uint8_t *data, uint32_t len)
 {
-    struct moatdev *d = opaque;
     memset(data, 0, len);
-    if (!access_ok(off, len, MOATDEV_PIO_LEN, 4))
+    if (!access_ok(off, len, w->len, w->width))
         return;
     pthread_mutex_lock(&d->lock);
-    uint32_t scratch = d->pio_scratch;
+    uint64_t scratch = w->mmio ? d->mmio_scratch : d->pio_scratch;
     pthread_mutex_unlock(&d->lock);
-    lanes_read(data, off, len, MOATDEV_PORT_SCRATCH, 4, scratch);
-    lanes_read(data, off, len, MOATDEV_PORT_MAGIC, 4, MOATDEV_MAGIC);
+    lanes_read(data, off, len, w->scratch, w->width, scratch);
+    lanes_read(data, off, len, w->magic, 4, MOATDEV_MAGIC);
+}
+
+/* A write (access_ok) that touches the window's scratch register. */
+static void scratch_write(struct moatdev *d, const struct window *w, uint64_t off, const uint8_t *data,
+                          uint32_t len)
+{
+    if (off < w->scratch || off >= w->scratch + w->width)
+        return;
+    pthread_mutex_lock(&d->lock);
+    if (w->mmio)
+        d->mmio_scratch = lanes_write(data, off, len, w->scratch, w->width, d->mmio_scratch);
+    else
+        d->pio_scratch = (uint32_t)lanes_write(data, off, len, w->scratch, w->width, d->pio_scratch);
+    pthread_mutex_unlock(&d->lock);
+}
+
+static void pio_read(void *opaque, uint64_t off, uint8_t *data, uint32_t len)
+{
+    win_read(opaque, &pio_win, off, data, len);
 }
 
 static void pio_write(void *opaque, uint64_t off, const uint8_t *data, uint32_t len)
 {
     struct moatdev *d = opaque;
-    if (!access_ok(off, len, MOATDEV_PIO_LEN, 4))
+    if (!access_ok(off, len, pio_win.len, pio_win.width))
         return;
     if (off == MOATDEV_PORT_STATUS) {
         if (d->ops && d->ops->exit_status)
@@ -83,38 +113,19 @@ static void pio_write(void *opaque, uint64_t off, const uint8_t *data, uint32_t 
             d->ops->event(d->opaque, data[0]);
         return;
     }
-    if (off >= MOATDEV_PORT_SCRATCH && off < MOATDEV_PORT_SCRATCH + 4) {
-        pthread_mutex_lock(&d->lock);
-        d->pio_scratch = (uint32_t)lanes_write(data, off, len, MOATDEV_PORT_SCRATCH, 4,
-                                               d->pio_scratch);
-        pthread_mutex_unlock(&d->lock);
-    }
+    scratch_write(d, &pio_win, off, data, len);
     /* magic and unassigned ports: ignored */
 }
 
 static void mmio_read(void *opaque, uint64_t off, uint8_t *data, uint32_t len)
 {
-    struct moatdev *d = opaque;
-    memset(data, 0, len);
-    if (!access_ok(off, len, MOATDEV_MMIO_LEN, 8))
-        return;
-    pthread_mutex_lock(&d->lock);
-    uint64_t scratch = d->mmio_scratch;
-    pthread_mutex_unlock(&d->lock);
-    lanes_read(data, off, len, MOATDEV_MMIO_MAGIC, 4, MOATDEV_MAGIC);
-    lanes_read(data, off, len, MOATDEV_MMIO_SCRATCH, 8, scratch);
+    win_read(opaque, &mmio_win, off, data, len);
 }
 
 static void mmio_write(void *opaque, uint64_t off, const uint8_t *data, uint32_t len)
 {
-    struct moatdev *d = opaque;
-    if (!access_ok(off, len, MOATDEV_MMIO_LEN, 8))
-        return;
-    if (off >= MOATDEV_MMIO_SCRATCH && off < MOATDEV_MMIO_SCRATCH + 8) {
-        pthread_mutex_lock(&d->lock);
-        d->mmio_scratch = lanes_write(data, off, len, MOATDEV_MMIO_SCRATCH, 8, d->mmio_scratch);
-        pthread_mutex_unlock(&d->lock);
-    }
+    if (access_ok(off, len, mmio_win.len, mmio_win.width))
+        scratch_write(opaque, &mmio_win, off, data, len);
 }
 
 const struct bus_ops moatdev_pio_ops = { pio_read, pio_write };

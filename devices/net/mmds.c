@@ -313,25 +313,6 @@ static int check_size(const struct mmds *m, json_t *doc, char *why, size_t whyle
     return r;
 }
 
-int mmds_put(struct mmds *m, const char *json, size_t len, char *why, size_t whylen)
-{
-    json_t *doc;
-    int r = load_object(json, len, &doc, why, whylen);
-    if (r)
-        return r;
-    r = check_size(m, doc, why, whylen);
-    if (r) {
-        json_decref(doc);
-        return r;
-    }
-    pthread_mutex_lock(&m->lock);
-    json_t *old = m->doc;
-    m->doc = doc;
-    pthread_mutex_unlock(&m->lock);
-    json_decref(old);
-    return 0;
-}
-
 /* RFC 7396 MergePatch(target, patch): takes target's reference, returns
  * the result's (NULL on allocation failure). */
 static json_t *merge(json_t *target, json_t *patch)
@@ -364,15 +345,22 @@ static json_t *merge(json_t *target, json_t *patch)
     return target;
 }
 
-int mmds_patch(struct mmds *m, const char *json, size_t len, char *why, size_t whylen)
+/* json (an object) as the new document (patch: merged into a copy of the
+ * current one), if within the limit; else the document stays as it was. */
+static int update(struct mmds *m, const char *json, size_t len, bool patch, char *why, size_t whylen)
 {
-    json_t *patch;
-    int r = load_object(json, len, &patch, why, whylen);
+    json_t *in;
+    int r = load_object(json, len, &in, why, whylen);
     if (r)
         return r;
     pthread_mutex_lock(&m->lock);
-    json_t *copy = json_deep_copy(m->doc);
-    json_t *doc = copy ? merge(copy, patch) : NULL;
+    json_t *doc;
+    if (patch) {
+        json_t *copy = json_deep_copy(m->doc);
+        doc = copy ? merge(copy, in) : NULL;
+    } else {
+        doc = json_incref(in);
+    }
     if (!doc)
         r = why_fail(-ENOMEM, why, whylen, "out of memory");
     else
@@ -384,8 +372,18 @@ int mmds_patch(struct mmds *m, const char *json, size_t len, char *why, size_t w
     }
     pthread_mutex_unlock(&m->lock);
     json_decref(doc);
-    json_decref(patch);
+    json_decref(in);
     return r;
+}
+
+int mmds_put(struct mmds *m, const char *json, size_t len, char *why, size_t whylen)
+{
+    return update(m, json, len, false, why, whylen);
+}
+
+int mmds_patch(struct mmds *m, const char *json, size_t len, char *why, size_t whylen)
+{
+    return update(m, json, len, true, why, whylen);
 }
 
 char *mmds_get(struct mmds *m)

@@ -319,27 +319,30 @@ static void append_opts(struct np_rule_spec *o)
                  o->icmp ? "icmp" : o->proto == NF_IPPROTO_TCP ? "tcp" : "udp");
 }
 
-static int copy_spec(const char *spec, char *buf, char *why, size_t wlen)
+/* The start of a rule's parse: o cleared, spec copied into buf
+ * (NP_SPEC_MAX) and cut at its first ',' (*opts: what follows, or NULL). */
+static int copy_spec(const char *spec, struct np_rule_spec *o, char *buf, char **opts, char *why,
+                     size_t wlen)
 {
+    memset(o, 0, sizeof *o);
     if (!spec || !*spec)
         return errf(why, wlen, "empty rule");
     size_t n = strlen(spec);
     if (n >= NP_SPEC_MAX)
         return errf(why, wlen, "rule longer than %u bytes", NP_SPEC_MAX - 1);
     memcpy(buf, spec, n + 1);
+    *opts = strchr(buf, ',');
+    if (*opts)
+        *(*opts)++ = 0;
     return 0;
 }
 
 int np_parse_rule(const char *spec, struct np_rule_spec *o, char *why, size_t wlen)
 {
-    char buf[NP_SPEC_MAX];
-    memset(o, 0, sizeof *o);
-    int r = copy_spec(spec, buf, why, wlen);
+    char buf[NP_SPEC_MAX], *opts;
+    int r = copy_spec(spec, o, buf, &opts, why, wlen);
     if (r)
         return r;
-    char *opts = strchr(buf, ',');
-    if (opts)
-        *opts++ = 0;
     char *slash = strchr(buf, '/');
     int prefix = -1;
     if (slash) {
@@ -383,14 +386,10 @@ int np_parse_rule(const char *spec, struct np_rule_spec *o, char *why, size_t wl
 
 int np_parse_domain(const char *spec, struct np_rule_spec *o, char *why, size_t wlen)
 {
-    char buf[NP_SPEC_MAX];
-    memset(o, 0, sizeof *o);
-    int r = copy_spec(spec, buf, why, wlen);
+    char buf[NP_SPEC_MAX], *opts;
+    int r = copy_spec(spec, o, buf, &opts, why, wlen);
     if (r)
         return r;
-    char *opts = strchr(buf, ',');
-    if (opts)
-        *opts++ = 0;
     char *name = buf;
     if (strncmp(name, "*.", 2) == 0) {
         o->wildcard = true;

@@ -748,17 +748,12 @@ int virtio_net_create(const struct virtio_net_opts *o, struct virtio_net **out, 
 
 int virtio_net_set_limit(struct virtio_net *n, bool tx, const struct ratelimit_cfg *cfg)
 {
-    pthread_mutex_lock(&n->rl_lock);
-    int r = ratelimit_update(tx ? &n->tx_rl : &n->rx_rl, cfg, clock_mono_ns());
-    pthread_mutex_unlock(&n->rl_lock);
-    return r;
+    return ratelimit_update_locked(tx ? &n->tx_rl : &n->rx_rl, &n->rl_lock, cfg, clock_mono_ns());
 }
 
 void virtio_net_get_limit(struct virtio_net *n, bool tx, struct ratelimit_cfg *cfg)
 {
-    pthread_mutex_lock(&n->rl_lock);
-    ratelimit_get_cfg(tx ? &n->tx_rl : &n->rx_rl, cfg);
-    pthread_mutex_unlock(&n->rl_lock);
+    ratelimit_get_cfg_locked(tx ? &n->tx_rl : &n->rx_rl, &n->rl_lock, cfg);
 }
 
 void virtio_net_get_stats(const struct virtio_net *n, struct virtio_net_stats *s)

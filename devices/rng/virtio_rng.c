@@ -247,17 +247,12 @@ int virtio_rng_create(const struct virtio_rng_opts *o, struct virtio_rng **out, 
 
 int virtio_rng_set_limit(struct virtio_rng *r, const struct ratelimit_cfg *cfg)
 {
-    pthread_mutex_lock(&r->lim_lock);
-    int e = ratelimit_update(&r->lim, cfg, clock_mono_ns());
-    pthread_mutex_unlock(&r->lim_lock);
-    return e;
+    return ratelimit_update_locked(&r->lim, &r->lim_lock, cfg, clock_mono_ns());
 }
 
 void virtio_rng_get_limit(struct virtio_rng *r, struct ratelimit_cfg *cfg)
 {
-    pthread_mutex_lock(&r->lim_lock);
-    ratelimit_get_cfg(&r->lim, cfg);
-    pthread_mutex_unlock(&r->lim_lock);
+    ratelimit_get_cfg_locked(&r->lim, &r->lim_lock, cfg);
 }
 
 void virtio_rng_get_stats(struct virtio_rng *r, struct virtio_rng_stats *s)

@@ -331,3 +331,19 @@ int ratelimit_set_bucket(struct ratelimit_cfg *cfg, int ops, const char *value)
     *(ops ? &cfg->ops : &cfg->bandwidth) = b;
     return 0;
 }
+
+int ratelimit_update_locked(struct ratelimit *rl, pthread_mutex_t *lk, const struct ratelimit_cfg *cfg,
+                            uint64_t now_ns)
+{
+    pthread_mutex_lock(lk);
+    int r = ratelimit_update(rl, cfg, now_ns);
+    pthread_mutex_unlock(lk);
+    return r;
+}
+
+void ratelimit_get_cfg_locked(const struct ratelimit *rl, pthread_mutex_t *lk, struct ratelimit_cfg *cfg)
+{
+    pthread_mutex_lock(lk);
+    ratelimit_get_cfg(rl, cfg);
+    pthread_mutex_unlock(lk);
+}

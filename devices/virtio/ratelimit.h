@@ -33,6 +33,7 @@
 #ifndef MOAT_RATELIMIT_H
 #define MOAT_RATELIMIT_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -149,5 +150,10 @@ int ratelimit_set_bucket(struct ratelimit_cfg *cfg, int ops, const char *value);
 /* The configuration in force (what ratelimit_init/update was given,
  * normalized: an unlimited bucket reads all zero). */
 void ratelimit_get_cfg(const struct ratelimit *rl, struct ratelimit_cfg *cfg);
+/* ratelimit_update and ratelimit_get_cfg under lk, the owner's lock that
+ * guards rl: a device's run-time set and get. */
+int ratelimit_update_locked(struct ratelimit *rl, pthread_mutex_t *lk, const struct ratelimit_cfg *cfg,
+                            uint64_t now_ns);
+void ratelimit_get_cfg_locked(const struct ratelimit *rl, pthread_mutex_t *lk, struct ratelimit_cfg *cfg);
 
 #endif

@@ -70,6 +70,31 @@ static int fail(enum vhu_err *err, enum vhu_err e)
     return -EINVAL;
 }
 
+/* A front-end's header: version 1, no reply flag, no unknown flag, a
+ * payload within VHU_MAX_PAYLOAD. */
+static int check_hdr(const struct vhu_hdr *h, enum vhu_err *err)
+{
+    if ((h->flags & VHU_FLAG_VERSION_MASK) != VHU_VERSION)
+        return fail(err, VHU_E_VERSION);
+    if (h->flags & VHU_FLAG_REPLY)
+        return fail(err, VHU_E_REPLY_FLAG);
+    if (h->flags & ~(VHU_FLAG_VERSION_MASK | VHU_FLAG_NEED_REPLY))
+        return fail(err, VHU_E_FLAGS);
+    if (h->size > VHU_MAX_PAYLOAD)
+        return fail(err, VHU_E_TOO_BIG);
+    return 0;
+}
+
+/* A payload of exactly want bytes and no descriptors. */
+static int fixed_no_fds(size_t len, size_t want, unsigned nfds, enum vhu_err *err)
+{
+    if (len != want)
+        return fail(err, VHU_E_SIZE);
+    if (nfds)
+        return fail(err, VHU_E_FDS);
+    return 0;
+}
+
 int vhu_parse_hdr(const uint8_t *buf, size_t len, struct vhu_hdr *h, enum vhu_err *err)
 {
     memset(h, 0, sizeof *h);
@@ -80,15 +105,7 @@ int vhu_parse_hdr(const uint8_t *buf, size_t len, struct vhu_hdr *h, enum vhu_er
     h->request = ld32(buf);
     h->flags = ld32(buf + 4);
     h->size = ld32(buf + 8);
-    if ((h->flags & VHU_FLAG_VERSION_MASK) != VHU_VERSION)
-        return fail(err, VHU_E_VERSION);
-    if (h->flags & VHU_FLAG_REPLY)
-        return fail(err, VHU_E_REPLY_FLAG);
-    if (h->flags & ~(VHU_FLAG_VERSION_MASK | VHU_FLAG_NEED_REPLY))
-        return fail(err, VHU_E_FLAGS);
-    if (h->size > VHU_MAX_PAYLOAD)
-        return fail(err, VHU_E_TOO_BIG);
-    return 0;
+    return check_hdr(h, err);
 }
 
 static enum vhu_payload payload_kind(uint32_t req)
@@ -166,10 +183,8 @@ static int parse_mem(const uint8_t *p, size_t len, unsigned nfds,
 static int parse_state(uint32_t request, const uint8_t *payload, size_t len, unsigned nfds,
                        unsigned nqueues, struct vhu_msg *m, enum vhu_err *err)
 {
-    if (len != 8)
-        return fail(err, VHU_E_SIZE);
-    if (nfds)
-        return fail(err, VHU_E_FDS);
+    if (fixed_no_fds(len, 8, nfds, err) < 0)
+        return -EINVAL;
     m->u.state.index = ld32(payload);
     m->u.state.num = ld32(payload + 4);
     if (m->u.state.index >= nqueues)
@@ -224,14 +239,8 @@ int vhu_parse_msg(const struct vhu_hdr *h, const uint8_t *payload, size_t len,
     memset(m, 0, sizeof *m);
     if (err)
         *err = VHU_E_OK;
-    if ((h->flags & VHU_FLAG_VERSION_MASK) != VHU_VERSION)
-        return fail(err, VHU_E_VERSION);
-    if (h->flags & VHU_FLAG_REPLY)
-        return fail(err, VHU_E_REPLY_FLAG);
-    if (h->flags & ~(VHU_FLAG_VERSION_MASK | VHU_FLAG_NEED_REPLY))
-        return fail(err, VHU_E_FLAGS);
-    if (h->size > VHU_MAX_PAYLOAD)
-        return fail(err, VHU_E_TOO_BIG);
+    if (check_hdr(h, err) < 0)
+        return -EINVAL;
     if (len != h->size || (len && !payload))
         return fail(err, VHU_E_SIZE);
     if (h->request == 0 || h->request >= VHU_REQUEST_MAX)
@@ -248,25 +257,17 @@ int vhu_parse_msg(const struct vhu_hdr *h, const uint8_t *payload, size_t len,
 
     switch (m->kind) {
     case VHU_P_NONE:
-        if (len != 0)
-            return fail(err, VHU_E_SIZE);
-        if (nfds)
-            return fail(err, VHU_E_FDS);
-        return 0;
+        return fixed_no_fds(len, 0, nfds, err);
     case VHU_P_U64:
-        if (len != 8)
-            return fail(err, VHU_E_SIZE);
-        if (nfds)
-            return fail(err, VHU_E_FDS);
+        if (fixed_no_fds(len, 8, nfds, err) < 0)
+            return -EINVAL;
         m->u.u64 = ld64(payload);
         return 0;
     case VHU_P_STATE:
         return parse_state(h->request, payload, len, nfds, nqueues, m, err);
     case VHU_P_ADDR:
-        if (len != 40)
-            return fail(err, VHU_E_SIZE);
-        if (nfds)
-            return fail(err, VHU_E_FDS);
+        if (fixed_no_fds(len, 40, nfds, err) < 0)
+            return -EINVAL;
         m->u.addr.index = ld32(payload);
         m->u.addr.flags = ld32(payload + 4);
         m->u.addr.desc_uva = ld64(payload + 8);

@@ -333,6 +333,67 @@ START_TEST(rename_remove_replies)
 }
 END_TEST
 
+/* agent_client_take: the frames already received, one at a time, without
+ * reading the socket; a stream that breaks the protocol is -EPROTO. */
+START_TEST(take_received_frames)
+{
+    struct agent_client c;
+    memset(&c, 0, sizeof c);
+    c.fd = -1;
+    struct agent_hdr h;
+    const uint8_t *pl;
+    ck_assert_int_eq(agent_client_take(&c, &h, &pl), 0);
+    struct agent_buf b = { 0 };
+    ck_assert_int_eq(agent_put_frame(&b, AGENT_T_PONG, 7, "moat", 4), 0);
+    ck_assert_int_eq(agent_put_frame(&b, AGENT_T_OK, 8, NULL, 0), 0);
+    ck_assert_int_eq(agent_rx_push(&c.rx, b.p, b.len - 1), 0);     /* the second one short */
+    ck_assert_int_eq(agent_client_take(&c, &h, &pl), 1);
+    ck_assert_uint_eq(h.type, AGENT_T_PONG);
+    ck_assert_uint_eq(h.id, 7);
+    ck_assert_uint_eq(h.len, 4);
+    ck_assert_mem_eq(pl, "moat", 4);
+    ck_assert_int_eq(agent_client_take(&c, &h, &pl), 0);
+    ck_assert_int_eq(agent_rx_push(&c.rx, b.p + b.len - 1, 1), 0);
+    ck_assert_int_eq(agent_client_take(&c, &h, &pl), 1);
+    ck_assert_uint_eq(h.type, AGENT_T_OK);
+    ck_assert_uint_eq(h.id, 8);
+    uint8_t junk[64];
+    memset(junk, 0xa5, sizeof junk);
+    ck_assert_int_eq(agent_rx_push(&c.rx, junk, sizeof junk), 0);
+    ck_assert_int_eq(agent_client_take(&c, &h, &pl), -EPROTO);
+    agent_rx_free(&c.rx);
+    agent_buf_free(&b);
+}
+END_TEST
+
+/* agent_client_recv: what one recv without waiting brings: 1 with bytes
+ * (into the receive buffer), 0 with none ready, -ECONNRESET at the end. */
+START_TEST(recv_without_waiting)
+{
+    int sv[2];
+    ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    struct agent_client c;
+    memset(&c, 0, sizeof c);
+    c.fd = sv[0];
+    uint8_t buf[256];
+    ck_assert_int_eq(agent_client_recv(&c, buf, sizeof buf), 0);
+    struct agent_buf b = { 0 };
+    ck_assert_int_eq(agent_put_frame(&b, AGENT_T_PONG, 9, "moat", 4), 0);
+    ck_assert_int_eq(write(sv[1], b.p, b.len), (ssize_t)b.len);
+    ck_assert_int_eq(agent_client_recv(&c, buf, sizeof buf), 1);
+    struct agent_hdr h;
+    const uint8_t *pl;
+    ck_assert_int_eq(agent_client_take(&c, &h, &pl), 1);
+    ck_assert_uint_eq(h.id, 9);
+    ck_assert_int_eq(agent_client_recv(&c, buf, sizeof buf), 0);
+    close(sv[1]);
+    ck_assert_int_eq(agent_client_recv(&c, buf, sizeof buf), -ECONNRESET);
+    close(sv[0]);
+    agent_rx_free(&c.rx);
+    agent_buf_free(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("agent_client");
@@ -347,6 +408,8 @@ int main(void)
     tcase_add_test(fs, stat_replies);
     tcase_add_test(fs, list_replies);
     tcase_add_test(fs, rename_remove_replies);
+    tcase_add_test(fs, take_received_frames);
+    tcase_add_test(fs, recv_without_waiting);
     suite_add_tcase(s, fs);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -2,6 +2,7 @@
  * variable's timed wait ends at its deadline. */
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -48,6 +49,23 @@ START_TEST(coarser_units)
 }
 END_TEST
 
+/* What is left of a deadline, for poll: -1 for none, 0 once passed,
+ * else the milliseconds left, at most INT_MAX. */
+START_TEST(ms_left)
+{
+    ck_assert_int_eq(clock_ms_left(-1), -1);
+    ck_assert_int_eq(clock_ms_left(-12345), -1);
+    ck_assert_int_eq(clock_ms_left(0), 0);
+    int64_t now = clock_mono_ms();
+    ck_assert_int_eq(clock_ms_left(now - 1), 0);
+    ck_assert_int_eq(clock_ms_left(now), 0);
+    int left = clock_ms_left(now + 2000);
+    ck_assert_int_gt(left, 1000);
+    ck_assert_int_le(left, 2000);
+    ck_assert_int_eq(clock_ms_left(now + (int64_t)INT_MAX * 4), INT_MAX);
+}
+END_TEST
+
 START_TEST(monotonic_condvar_times_out_at_its_deadline)
 {
     pthread_cond_t c;
@@ -77,6 +95,7 @@ int main(void)
     TCase *tc = tcase_create("clock");
     tcase_add_test(tc, deadlines);
     tcase_add_test(tc, coarser_units);
+    tcase_add_test(tc, ms_left);
     tcase_add_test(tc, monotonic_condvar_times_out_at_its_deadline);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

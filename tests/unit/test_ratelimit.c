@@ -3,6 +3,7 @@
  * debt, refunds, run-time updates, a simulated 5 s stream. */
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -56,6 +57,33 @@ START_TEST(unlimited_buckets)
     memset(&g, 0xff, sizeof g);
     ratelimit_get_cfg(&rl, &g);
     ck_assert(g.bandwidth.size == 0 && g.bandwidth.one_time_burst == 0 && g.ops.refill_time_ms == 0);
+}
+END_TEST
+
+/* The locked forms: the same update and read-back as the plain ones, the
+ * lock free again afterwards. */
+START_TEST(locked_update_and_get)
+{
+    pthread_mutex_t lk = PTHREAD_MUTEX_INITIALIZER;
+    struct ratelimit rl;
+    ck_assert_int_eq(ratelimit_init(&rl, NULL, 0), 0);
+    struct ratelimit_cfg c = bw_only(1000, 10, 100);
+    ck_assert_int_eq(ratelimit_update_locked(&rl, &lk, &c, 0), 0);
+    ck_assert_int_eq(pthread_mutex_trylock(&lk), 0);
+    pthread_mutex_unlock(&lk);
+    struct ratelimit_cfg g;
+    memset(&g, 0xff, sizeof g);
+    ratelimit_get_cfg_locked(&rl, &lk, &g);
+    ck_assert_uint_eq(g.bandwidth.size, 1000);
+    ck_assert_uint_eq(g.bandwidth.one_time_burst, 10);
+    ck_assert_uint_eq(g.bandwidth.refill_time_ms, 100);
+    ck_assert_uint_eq(g.ops.size, 0);
+    struct ratelimit_cfg bad = bw_only(1, 0, RATELIMIT_MAX_REFILL_MS + 1);
+    ck_assert_int_eq(ratelimit_update_locked(&rl, &lk, &bad, 0), -EINVAL);
+    ck_assert_int_eq(pthread_mutex_trylock(&lk), 0);
+    pthread_mutex_unlock(&lk);
+    ratelimit_get_cfg_locked(&rl, &lk, &g);
+    ck_assert_uint_eq(g.bandwidth.size, 1000);      /* unchanged */
 }
 END_TEST
 
@@ -525,6 +553,7 @@ int main(void)
     tcase_add_test(tc, five_second_stream_within_ten_percent);
     tcase_add_test(tc, json_full_and_partial);
     tcase_add_test(tc, json_malformed);
+    tcase_add_test(tc, locked_update_and_get);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

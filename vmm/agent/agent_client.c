@@ -70,25 +70,36 @@ static int fill(struct agent_client *c, int ms)
     }
 }
 
+int agent_client_take(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl)
+{
+    enum agent_err e;
+    int r = agent_rx_next(&c->rx, h, pl, &e);
+    return r < 0 ? -EPROTO : r;
+}
+
+int agent_client_recv(struct agent_client *c, uint8_t *buf, size_t len)
+{
+    ssize_t k = recv(c->fd, buf, len, MSG_DONTWAIT);
+    if (k < 0 && (errno == EAGAIN || errno == EINTR))
+        return 0;
+    if (k <= 0)
+        return k < 0 ? -errno : -ECONNRESET;
+    int r = agent_rx_push(&c->rx, buf, (size_t)k);
+    return r < 0 ? r : 1;
+}
+
 /* The next frame within ms (-1: no limit) in total, however the bytes
  * trickle in. */
 static int next_frame(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl, int ms)
 {
     int64_t deadline = ms < 0 ? -1 : clock_mono_ms() + ms;
     for (;;) {
-        enum agent_err e;
-        int r = agent_rx_next(&c->rx, h, pl, &e);
-        if (r == 1)
-            return 0;
-        if (r < 0)
-            return -EPROTO;
-        int left = -1;
-        if (deadline >= 0) {
-            int64_t l = deadline - clock_mono_ms();
-            if (l <= 0)
-                return -ETIMEDOUT;
-            left = (int)l;
-        }
+        int r = agent_client_take(c, h, pl);
+        if (r)
+            return r < 0 ? r : 0;
+        int left = clock_ms_left(deadline);
+        if (left == 0)
+            return -ETIMEDOUT;
         r = fill(c, left);
         if (r < 0)
             return r;
@@ -263,21 +274,18 @@ static int exec_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int in_f
         }
         if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
             continue;
-        ssize_t k = recv(c->fd, buf, bufsz, MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EINTR))
-            continue;
-        if (k <= 0)
-            return k < 0 ? -errno : -ECONNRESET;
-        if ((r = agent_rx_push(&c->rx, buf, (size_t)k)) < 0)
+        if ((r = agent_client_recv(c, buf, bufsz)) <= 0) {
+            if (r == 0)
+                continue;
             return r;
+        }
         for (;;) {
             struct agent_hdr h;
             const uint8_t *pl;
-            r = agent_rx_next(&c->rx, &h, &pl, NULL);
-            if (r == 0)
+            if ((r = agent_client_take(c, &h, &pl)) == 0)
                 break;
             if (r < 0)
-                return -EPROTO;
+                return r;
             if (h.id != id)
                 continue;       /* not ours (e.g. a late error for an old id) */
             switch (h.type) {
@@ -315,25 +323,23 @@ static int next_reply(struct agent_client *c, uint32_t id, struct agent_hdr *h,
 {
     int r;
     do {
-        int left = -1;
-        if (deadline >= 0) {
-            int64_t l = deadline - clock_mono_ms();
-            if (l <= 0)
-                return -ETIMEDOUT;
-            left = l > INT32_MAX ? INT32_MAX : (int)l;
-        }
+        int left = clock_ms_left(deadline);
+        if (left == 0)
+            return -ETIMEDOUT;
         if ((r = next_frame(c, h, pl, left)) < 0)
             return r;
     } while (h->id != id);
     return 0;
 }
 
-/* Wait for the OK (or ERROR) answering request id. */
-static int wait_ok(struct agent_client *c, uint32_t id, char *err, size_t errlen)
+/* Wait for the OK (or ERROR) answering request id until deadline (-1:
+ * none). */
+static int wait_ok_until(struct agent_client *c, uint32_t id, int64_t deadline, char *err,
+                         size_t errlen)
 {
     struct agent_hdr h;
     const uint8_t *pl;
-    int r = next_reply(c, id, &h, &pl, call_deadline(c));
+    int r = next_reply(c, id, &h, &pl, deadline);
     if (r < 0)
         return r;
     if (h.type == AGENT_T_OK)
@@ -341,6 +347,11 @@ static int wait_ok(struct agent_client *c, uint32_t id, char *err, size_t errlen
     if (h.type == AGENT_T_ERROR)
         return remote_error(c, pl, h.len, err, errlen);
     return -EPROTO;
+}
+
+static int wait_ok(struct agent_client *c, uint32_t id, char *err, size_t errlen)
+{
+    return wait_ok_until(c, id, call_deadline(c), err, errlen);
 }
 
 static int put_loop(struct agent_client *c, uint32_t id, uint8_t *buf, int local_fd,
@@ -431,27 +442,7 @@ int agent_client_request(struct agent_client *c, uint32_t type, const void *payl
         return r;
     /* One deadline for the whole request: frames with other ids (an agent
      * that streams them) must not extend it. */
-    int64_t deadline = timeout_ms < 0 ? -1 : clock_mono_ms() + timeout_ms;
-    for (;;) {
-        struct agent_hdr h;
-        const uint8_t *pl;
-        int left = -1;
-        if (deadline >= 0) {
-            int64_t l = deadline - clock_mono_ms();
-            if (l <= 0)
-                return -ETIMEDOUT;
-            left = (int)l;
-        }
-        if ((r = next_frame(c, &h, &pl, left)) < 0)
-            return r;
-        if (h.id != id)
-            continue;
-        if (h.type == AGENT_T_OK)
-            return h.len ? -EPROTO : 0;
-        if (h.type == AGENT_T_ERROR)
-            return remote_error(c, pl, h.len, err, errlen);
-        return -EPROTO;
-    }
+    return wait_ok_until(c, id, timeout_ms < 0 ? -1 : clock_mono_ms() + timeout_ms, err, errlen);
 }
 
 int agent_client_ping(struct agent_client *c)

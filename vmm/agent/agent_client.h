@@ -84,6 +84,14 @@ int agent_client_remove(struct agent_client *c, const char *path, int recursive,
 /* The errno of the last ERROR frame (0 if it had none, e.g. a malformed
  * request); reset to 0 by every request. */
 int agent_client_last_errno(const struct agent_client *c);
+/* A whole frame already received (none read from the socket): 1 with h
+ * and *pl (valid until the next read), 0 when none is complete yet,
+ * -EPROTO for a stream that breaks the protocol. */
+int agent_client_take(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl);
+/* One recv without waiting, through buf (len bytes), into the receive
+ * buffer: 1 when bytes came, 0 when none were ready (or a signal came),
+ * -ECONNRESET when the agent closed the connection, else -errno. */
+int agent_client_recv(struct agent_client *c, uint8_t *buf, size_t len);
 
 /* The shell-style status: the exit code, or 128 + signal. */
 int agent_exit_status(const struct agent_exit *st);

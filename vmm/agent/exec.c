@@ -138,18 +138,25 @@ static int file_errno(int r)
     return r == -EPIPE || r == -ECONNRESET ? -EPROTO : r;
 }
 
-int moat_put_file(struct moat_vm *vm, int fd, const char *guest_path, uint32_t mode,
-                  int connect_wait_ms, char *errbuf, size_t errlen)
+/* The start of a file transfer: errbuf cleared, the arguments checked
+ * (args_ok: the caller's own), the agent connected. */
+static int file_connect(struct moat_vm *vm, int fd, const char *guest_path, bool args_ok,
+                        int connect_wait_ms, char *errbuf, size_t errlen, struct agent_client *c)
 {
     if (errbuf && errlen)
         errbuf[0] = 0;
-    if (!vm || fd < 0 || !guest_path || !*guest_path || strlen(guest_path) > AGENT_MAX_PATH ||
-        (mode & ~07777u))
+    if (!vm || fd < 0 || !guest_path || !*guest_path || strlen(guest_path) > AGENT_MAX_PATH || !args_ok)
         return -EINVAL;
     if (!vm_vsock_uds(vm))
         return -ENOTCONN;
+    return connect_port(vm, AGENT_DEFAULT_PORT, connect_wait_ms, c);
+}
+
+int moat_put_file(struct moat_vm *vm, int fd, const char *guest_path, uint32_t mode,
+                  int connect_wait_ms, char *errbuf, size_t errlen)
+{
     struct agent_client c;
-    int r = connect_port(vm, AGENT_DEFAULT_PORT, connect_wait_ms, &c);
+    int r = file_connect(vm, fd, guest_path, !(mode & ~07777u), connect_wait_ms, errbuf, errlen, &c);
     if (r < 0)
         return r;
     r = agent_client_put(&c, fd, guest_path, mode, errbuf, errlen);
@@ -160,14 +167,8 @@ int moat_put_file(struct moat_vm *vm, int fd, const char *guest_path, uint32_t m
 int moat_get_file(struct moat_vm *vm, const char *guest_path, int fd, uint32_t *mode,
                   int connect_wait_ms, char *errbuf, size_t errlen)
 {
-    if (errbuf && errlen)
-        errbuf[0] = 0;
-    if (!vm || fd < 0 || !guest_path || !*guest_path || strlen(guest_path) > AGENT_MAX_PATH)
-        return -EINVAL;
-    if (!vm_vsock_uds(vm))
-        return -ENOTCONN;
     struct agent_client c;
-    int r = connect_port(vm, AGENT_DEFAULT_PORT, connect_wait_ms, &c);
+    int r = file_connect(vm, fd, guest_path, true, connect_wait_ms, errbuf, errlen, &c);
     if (r < 0)
         return r;
     uint32_t m = 0;

@@ -1,4 +1,6 @@
 /* Monotonic time helpers (vmm/base/clock.h). */
+#include <limits.h>
+
 #include "vmm/base/clock.h"
 
 uint64_t clock_mono_ns(void)
@@ -16,6 +18,14 @@ int64_t clock_mono_us(void)
 int64_t clock_mono_ms(void)
 {
     return (int64_t)(clock_mono_ns() / 1000000u);
+}
+
+int clock_ms_left(int64_t deadline)
+{
+    if (deadline < 0)
+        return -1;
+    int64_t l = deadline - clock_mono_ms();
+    return l <= 0 ? 0 : l > INT_MAX ? INT_MAX : (int)l;
 }
 
 struct timespec clock_mono_after_ms(uint64_t ms)

@@ -13,6 +13,9 @@ uint64_t clock_mono_ns(void);
  * deadlines are compared by subtracting. */
 int64_t clock_mono_us(void);
 int64_t clock_mono_ms(void);
+/* The milliseconds left until deadline (a clock_mono_ms time), at most
+ * INT_MAX, for poll(2): 0 once it has passed, -1 for deadline < 0 (none). */
+int clock_ms_left(int64_t deadline);
 /* CLOCK_MONOTONIC now plus ms, normalized (tv_nsec < 1e9): a deadline for
  * a condition variable made by cond_init_mono or pthread_clockjoin_np. */
 struct timespec clock_mono_after_ms(uint64_t ms);

@@ -276,44 +276,13 @@ static int config_devices(const struct moat_config *cfg, struct cfg_dev **out, s
     return 0;
 }
 
-int devtab_check_config(const struct moat_config *cfg, struct moat_error *err)
-{
-    size_t n;
-    struct cfg_dev *list;
-    int r = config_devices(cfg, &list, &n, err);
-    if (r < 0)
-        return r;
-    unsigned count[NKINDS] = { 0 };
-    char id_i[VIRTIO_KIND_ID_MAX + 1], id_j[VIRTIO_KIND_ID_MAX + 1];
-    for (size_t i = 0; i < n && r == 0; i++) {
-        const struct virtio_kind *k = list[i].kind;
-        unsigned ki = count[kind_index(k)]++;
-        if (k->max_per_vm && ki == k->max_per_vm) {
-            if (k->max_per_vm == 1)
-                r = seterr(err, 1, -EINVAL, "more than one %s device (a VM has at most one)", k->type);
-            else
-                r = seterr(err, 1, -EINVAL, "more than %u %s devices (a VM has at most %u)", k->max_per_vm,
-                           k->type, k->max_per_vm);
-            break;
-        }
-        /* ids name devices in snapshots: each its own */
-        k->id(&list[i].o, ki, id_i);
-        unsigned kj = 0;
-        for (size_t j = 0; j < i && r == 0; j++) {
-            if (list[j].kind != k)
-                continue;
-            k->id(&list[j].o, kj, id_j);
-            if (!strcmp(id_i, id_j))
-                r = seterr(err, 1, -EINVAL, "%s %u: id %s is %s %u's too (each needs its own)", k->name, ki, id_i,
-                           k->name, kj);
-            kj++;
-        }
-    }
-    free(list);
-    return r;
-}
+/* fn on each device cfg asks for, in order, with its index among those of
+ * its kind, until one fails. */
+typedef int (*cfg_dev_fn)(void *ctx, const struct cfg_dev *list, size_t i, unsigned ki,
+                          struct moat_error *err);
 
-int devtab_add_config(struct moat_vm *vm, const struct moat_config *cfg, struct moat_error *err)
+static int each_config_device(const struct moat_config *cfg, cfg_dev_fn fn, void *ctx,
+                              struct moat_error *err)
 {
     size_t n;
     struct cfg_dev *list;
@@ -322,9 +291,52 @@ int devtab_add_config(struct moat_vm *vm, const struct moat_config *cfg, struct 
         return r;
     unsigned count[NKINDS] = { 0 };
     for (size_t i = 0; i < n && r == 0; i++)
-        r = add_device(vm, list[i].kind, &list[i].o, count[kind_index(list[i].kind)]++, false, NULL, err);
+        r = fn(ctx, list, i, count[kind_index(list[i].kind)]++, err);
     free(list);
     return r;
+}
+
+/* Device i (the ki-th of its kind): within its kind's count, and an id
+ * no earlier device of its kind has. */
+static int check_one(void *ctx, const struct cfg_dev *list, size_t i, unsigned ki,
+                     struct moat_error *err)
+{
+    const struct virtio_kind *k = list[i].kind;
+    if (k->max_per_vm && ki == k->max_per_vm) {
+        if (k->max_per_vm == 1)
+            return seterr(err, 1, -EINVAL, "more than one %s device (a VM has at most one)", k->type);
+        return seterr(err, 1, -EINVAL, "more than %u %s devices (a VM has at most %u)", k->max_per_vm,
+                      k->type, k->max_per_vm);
+    }
+    /* ids name devices in snapshots: each its own */
+    char id_i[VIRTIO_KIND_ID_MAX + 1], id_j[VIRTIO_KIND_ID_MAX + 1];
+    k->id(&list[i].o, ki, id_i);
+    unsigned kj = 0;
+    for (size_t j = 0; j < i; j++) {
+        if (list[j].kind != k)
+            continue;
+        k->id(&list[j].o, kj, id_j);
+        if (!strcmp(id_i, id_j))
+            return seterr(err, 1, -EINVAL, "%s %u: id %s is %s %u's too (each needs its own)", k->name, ki,
+                          id_i, k->name, kj);
+        kj++;
+    }
+    return 0;
+}
+
+int devtab_check_config(const struct moat_config *cfg, struct moat_error *err)
+{
+    return each_config_device(cfg, check_one, NULL, err);
+}
+
+static int add_one(void *ctx, const struct cfg_dev *list, size_t i, unsigned ki, struct moat_error *err)
+{
+    return add_device(ctx, list[i].kind, &list[i].o, ki, false, NULL, err);
+}
+
+int devtab_add_config(struct moat_vm *vm, const struct moat_config *cfg, struct moat_error *err)
+{
+    return each_config_device(cfg, add_one, vm, err);
 }
 
 size_t devtab_cmdline_extras(const struct moat_config *cfg, const char **out, size_t max)
@@ -646,6 +658,18 @@ static int find_device(const struct moat_vm *vm, const char *type, const char *i
     return hit;
 }
 
+/* The start of a run-time set, get or option: err cleared, the arguments
+ * (args_ok) or -EINVAL with bad_args, then find_device. */
+static int device_slot(const struct moat_vm *vm, const char *type, const char *id, bool args_ok,
+                       const char *bad_args, struct moat_error *err)
+{
+    if (err)
+        memset(err, 0, sizeof(*err));
+    if (!args_ok)
+        return seterr(err, 1, -EINVAL, "%s", bad_args);
+    return find_device(vm, type, id, err);
+}
+
 static bool key_in(const char *const *keys, const char *key)
 {
     for (size_t i = 0; keys && keys[i]; i++)
@@ -657,11 +681,8 @@ static bool key_in(const char *const *keys, const char *key)
 int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const char *key, const char *value,
                     struct moat_error *err)
 {
-    if (err)
-        memset(err, 0, sizeof(*err));
-    if (!vm || !type || !key || !value)
-        return seterr(err, 1, -EINVAL, "device set: type, key and value are required");
-    int slot = find_device(vm, type, id, err);
+    int slot = device_slot(vm, type, id, vm && type && key && value,
+                           "device set: type, key and value are required", err);
     if (slot < 0)
         return slot;
     struct vm_dev *d = &vm->dev[slot];
@@ -683,11 +704,8 @@ int moat_device_set(struct moat_vm *vm, const char *type, const char *id, const 
 long moat_device_get(struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf, size_t len,
                      struct moat_error *err)
 {
-    if (err)
-        memset(err, 0, sizeof(*err));
-    if (!vm || !type || !key || (!buf && len))
-        return seterr(err, 1, -EINVAL, "device get: type and key are required");
-    int slot = find_device(vm, type, id, err);
+    int slot = device_slot(vm, type, id, vm && type && key && (buf || !len),
+                           "device get: type and key are required", err);
     if (slot < 0)
         return slot;
     struct vm_dev *d = &vm->dev[slot];
@@ -712,11 +730,8 @@ int moat_device_info(const struct moat_vm *vm, unsigned index, struct moat_devic
 long moat_device_option(const struct moat_vm *vm, const char *type, const char *id, const char *key, char *buf,
                         size_t len, struct moat_error *err)
 {
-    if (err)
-        memset(err, 0, sizeof(*err));
-    if (!vm || !type || !key || (!buf && len))
-        return seterr(err, 1, -EINVAL, "device option: type and key are required");
-    int slot = find_device(vm, type, id, err);
+    int slot = device_slot(vm, type, id, vm && type && key && (buf || !len),
+                           "device option: type and key are required", err);
     if (slot < 0)
         return slot;
     const struct devopts *o = vm->dev[slot].opts;

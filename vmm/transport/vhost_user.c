@@ -386,10 +386,13 @@ static int reply_u64(struct vhu_server *s, uint32_t req, uint64_t v)
     return n < 0 ? n : send_all(s->conn_fd, buf, (size_t)n);
 }
 
-static void config_read(struct vhu_server *s, uint32_t off, uint8_t *out, uint32_t size)
+/* The device's config space [off, off + size) in naturally aligned
+ * accesses of up to 8 bytes, up to the device's config size: read into out,
+ * or (out NULL) written from in. */
+static void config_access(struct vhu_server *s, uint32_t off, uint8_t *out, const uint8_t *in,
+                          uint32_t size)
 {
     uint32_t have = s->ops->config_size ? s->ops->config_size(s->dev) : 0;
-    memset(out, 0, size);
     uint32_t pos = 0;
     while (pos < size) {
         uint32_t o = off + pos;
@@ -398,27 +401,24 @@ static void config_read(struct vhu_server *s, uint32_t off, uint8_t *out, uint32
         uint32_t len = 8;
         while (len > 1 && ((o % len) || pos + len > size || o + len > have))
             len /= 2;
-        s->ops->config_read(s->dev, o, out + pos, len);
+        if (out)
+            s->ops->config_read(s->dev, o, out + pos, len);
+        else
+            s->ops->config_write(s->dev, o, in + pos, len);
         pos += len;
     }
 }
 
+static void config_read(struct vhu_server *s, uint32_t off, uint8_t *out, uint32_t size)
+{
+    memset(out, 0, size);
+    config_access(s, off, out, NULL, size);
+}
+
 static void config_write(struct vhu_server *s, uint32_t off, const uint8_t *in, uint32_t size)
 {
-    uint32_t have = s->ops->config_size ? s->ops->config_size(s->dev) : 0;
-    if (!s->ops->config_write)
-        return;
-    uint32_t pos = 0;
-    while (pos < size) {
-        uint32_t o = off + pos;
-        if (o >= have)
-            break;
-        uint32_t len = 8;
-        while (len > 1 && ((o % len) || pos + len > size || o + len > have))
-            len /= 2;
-        s->ops->config_write(s->dev, o, in + pos, len);
-        pos += len;
-    }
+    if (s->ops->config_write)
+        config_access(s, off, NULL, in, size);
 }
 
 /* SET_FEATURES: the acked features (a subset of those offered, else

@@ -62,9 +62,9 @@ int envd_ag_send(struct agent_client *c, pthread_mutex_t *lk, const struct agent
             r = -errno;
             break;
         }
-        int64_t left = deadline - clock_mono_ms();
+        int left = clock_ms_left(deadline);
         struct pollfd p = { .fd = c->fd, .events = POLLOUT };
-        if (left <= 0 || poll(&p, 1, (int)left) == 0) {
+        if (left == 0 || poll(&p, 1, left) == 0) {
             r = -ETIMEDOUT;
             break;
         }
@@ -82,19 +82,16 @@ int envd_ag_next(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl
     int64_t deadline = clock_mono_ms() + timeout_ms;
     uint8_t buf[65536];
     for (;;) {
-        enum agent_err e;
-        int r = agent_rx_next(&c->rx, h, pl, &e);
-        if (r == 1)
-            return 0;
-        if (r < 0)
-            return -EPROTO;
+        int r = agent_client_take(c, h, pl);
+        if (r)
+            return r < 0 ? r : 0;
         if (lv && atomic_load(&lv->cancelled))
             return -ECANCELED;
-        int64_t left = deadline - clock_mono_ms();
-        if (left <= 0)
+        int left = clock_ms_left(deadline);
+        if (left == 0)
             return -ETIMEDOUT;
         struct pollfd p[2] = { { .fd = c->fd, .events = POLLIN }, { .fd = client_fd, .events = POLLRDHUP } };
-        int n = poll(p, client_fd >= 0 ? 2 : 1, left > 1000 ? 1000 : (int)left);
+        int n = poll(p, client_fd >= 0 ? 2 : 1, left > 1000 ? 1000 : left);
         if (n < 0 && errno != EINTR)
             return -errno;
         if (n <= 0)
@@ -103,12 +100,7 @@ int envd_ag_next(struct agent_client *c, struct agent_hdr *h, const uint8_t **pl
             return -EPIPE;
         if (!p[0].revents)
             continue;
-        ssize_t k = recv(c->fd, buf, sizeof buf, MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EINTR))
-            continue;
-        if (k <= 0)
-            return k < 0 ? -errno : -ECONNRESET;
-        if ((r = agent_rx_push(&c->rx, buf, (size_t)k)) < 0)
+        if ((r = agent_client_recv(c, buf, sizeof buf)) < 0)
             return r;
     }
 }
@@ -126,10 +118,10 @@ int envd_ag_call(struct agent_client *c, struct live *lv, const struct agent_buf
     for (;;) {
         struct agent_hdr h;
         const uint8_t *pl;
-        int64_t left = deadline - clock_mono_ms();
-        if (left <= 0)
+        int left = clock_ms_left(deadline);
+        if (left == 0)
             return -ETIMEDOUT;
-        if ((r = envd_ag_next(c, &h, &pl, (int)left, lv, -1)) < 0)
+        if ((r = envd_ag_next(c, &h, &pl, left, lv, -1)) < 0)
             return r;
         if (h.id != id)
             continue;

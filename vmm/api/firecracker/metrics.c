@@ -55,9 +55,30 @@ static void put_deltas(json_t *m, const char *prefix, const char *id, const char
     json_object_set_new(m, name, o);
 }
 
-/* The all-devices object named prefix, when a device had one. */
-static void put_sum(json_t *m, const char *prefix, bool any, const char *const *keys, int nk, const uint64_t *sum)
+enum { NK_MAX = 9 };
+
+/* Device i's id and its nk counters now and at the last line (now, was),
+ * the last line's then made now; false when it has none to tell. text
+ * (tlen bytes) is for its "stats". */
+typedef bool (*dev_counts_fn)(struct fcvm *s, size_t i, char *text, size_t tlen, const char **id,
+                              uint64_t *now, uint64_t *was);
+
+/* The objects "<prefix>_<id>" of the ndev devices counts tells of, then
+ * the all-devices object "<prefix>" when one did. */
+static void dev_metrics(struct fcvm *s, json_t *m, const char *prefix, const char *const *keys, int nk,
+                        size_t ndev, dev_counts_fn counts)
 {
+    uint64_t sum[NK_MAX] = { 0 };
+    bool any = false;
+    for (size_t i = 0; s->vm && i < ndev; i++) {
+        const char *id;
+        char text[4096];
+        uint64_t now[NK_MAX], was[NK_MAX];
+        if (!counts(s, i, text, sizeof text, &id, now, was))
+            continue;
+        put_deltas(m, prefix, id, keys, nk, now, was, sum);
+        any = true;
+    }
     if (!any)
         return;
     json_t *all = json_object();
@@ -68,58 +89,52 @@ static void put_sum(json_t *m, const char *prefix, bool any, const char *const *
 
 /* Firecracker's "net" (all interfaces) and "net_<iface_id>" objects, with
  * the counters moat's net devices keep, since the last line. */
-static void net_metrics(struct fcvm *s, json_t *m)
+static const char *const net_keys[] = { "tx_packets_count", "tx_bytes_count", "tx_rate_limiter_throttled",
+                                        "rx_packets_count", "rx_bytes_count", "rx_rate_limiter_throttled" };
+
+static bool net_counts(struct fcvm *s, size_t i, char *text, size_t tlen, const char **id, uint64_t *now,
+                       uint64_t *was)
 {
-    static const char *const keys[] = { "tx_packets_count", "tx_bytes_count", "tx_rate_limiter_throttled",
-                                         "rx_packets_count", "rx_bytes_count", "rx_rate_limiter_throttled" };
-    uint64_t sum[6] = { 0 };
-    bool any = false;
-    for (size_t i = 0; s->vm && i < s->nnets; i++) {
-        char text[4096];
-        struct fc_net_counts c;
-        long n = moat_device_get(s->vm, "net", s->nets[i].iface_id, "stats", text, sizeof text, NULL);
-        if (n < 0 || fc_net_stats_parse(text, &c) < 0)
-            continue;
-        const uint64_t now[6] = { c.tx_frames, c.tx_bytes, c.tx_throttled, c.rx_frames, c.rx_bytes, c.rx_throttled };
-        const struct fc_net_counts *p = &s->net_prev[i];
-        const uint64_t was[6] = { p->tx_frames, p->tx_bytes, p->tx_throttled, p->rx_frames, p->rx_bytes,
-                                  p->rx_throttled };
-        put_deltas(m, "net", s->nets[i].iface_id, keys, 6, now, was, sum);
-        s->net_prev[i] = c;
-        any = true;
-    }
-    put_sum(m, "net", any, keys, 6, sum);
+    struct fc_net_counts c;
+    *id = s->nets[i].iface_id;
+    if (moat_device_get(s->vm, "net", *id, "stats", text, tlen, NULL) < 0 || fc_net_stats_parse(text, &c) < 0)
+        return false;
+    const struct fc_net_counts *p = &s->net_prev[i];
+    const uint64_t cur[6] = { c.tx_frames, c.tx_bytes, c.tx_throttled, c.rx_frames, c.rx_bytes, c.rx_throttled };
+    const uint64_t last[6] = { p->tx_frames, p->tx_bytes, p->tx_throttled, p->rx_frames, p->rx_bytes,
+                               p->rx_throttled };
+    memcpy(now, cur, sizeof cur);
+    memcpy(was, last, sizeof last);
+    s->net_prev[i] = c;
+    return true;
 }
 
 /* Firecracker's "block" (all drives) and "block_<drive_id>" objects, with
  * the counters moat's drives keep, since the last line: bytes and
  * requests that completed, flushes, refused requests (invalid_reqs_count),
  * requests the file failed (execute_fails), backing-file swaps. */
-static void blk_metrics(struct fcvm *s, json_t *m)
+static const char *const blk_keys[NK_MAX] = { "read_bytes", "write_bytes", "read_count", "write_count",
+                                              "flush_count", "invalid_reqs_count", "execute_fails",
+                                              "update_count", "update_fails" };
+
+static bool blk_counts(struct fcvm *s, size_t i, char *text, size_t tlen, const char **id, uint64_t *now,
+                       uint64_t *was)
 {
-    enum { NK = 9 };
-    static const char *const keys[NK] = { "read_bytes", "write_bytes", "read_count", "write_count", "flush_count",
-                                          "invalid_reqs_count", "execute_fails", "update_count", "update_fails" };
-    uint64_t sum[NK] = { 0 };
-    bool any = false;
-    for (size_t i = 0; s->vm && i < s->ndrives; i++) {
-        char text[512];
-        struct fc_blk_counts c;
-        long n = moat_device_get(s->vm, "blk", s->drives[i].drive_id, "stats", text, sizeof text, NULL);
-        if (n < 0 || fc_blk_stats_parse(text, &c) < 0)
-            continue;
-        const struct fc_blk_counts *p = &s->blk_prev[i];
-        const uint64_t now[NK] = { c.read_bytes, c.write_bytes, c.reads, c.writes, c.flushes, c.bad,
+    struct fc_blk_counts c;
+    *id = s->drives[i].drive_id;
+    if (moat_device_get(s->vm, "blk", *id, "stats", text, tlen, NULL) < 0 || fc_blk_stats_parse(text, &c) < 0)
+        return false;
+    const struct fc_blk_counts *p = &s->blk_prev[i];
+    const uint64_t cur[NK_MAX] = { c.read_bytes, c.write_bytes, c.reads, c.writes, c.flushes, c.bad,
                                    c.failed - (c.bad <= c.failed ? c.bad : c.failed), s->blk_updates[i],
                                    s->blk_update_fails[i] };
-        const uint64_t was[NK] = { p->read_bytes, p->write_bytes, p->reads, p->writes, p->flushes, p->bad,
-                                   p->failed - (p->bad <= p->failed ? p->bad : p->failed), 0, 0 };
-        put_deltas(m, "block", s->drives[i].drive_id, keys, NK, now, was, sum);
-        s->blk_prev[i] = c;
-        s->blk_updates[i] = s->blk_update_fails[i] = 0;
-        any = true;
-    }
-    put_sum(m, "block", any, keys, NK, sum);
+    const uint64_t last[NK_MAX] = { p->read_bytes, p->write_bytes, p->reads, p->writes, p->flushes, p->bad,
+                                    p->failed - (p->bad <= p->failed ? p->bad : p->failed), 0, 0 };
+    memcpy(now, cur, sizeof cur);
+    memcpy(was, last, sizeof last);
+    s->blk_prev[i] = c;
+    s->blk_updates[i] = s->blk_update_fails[i] = 0;
+    return true;
 }
 
 /* o into m as key, unless it has no member. */
@@ -192,8 +207,8 @@ int fc_flush_metrics(struct fcvm *s)
         json_object_set_new(mo, "console_bytes_dropped", json_integer((json_int_t)ci.dropped));
     }
     set_nonempty(m, "moat", mo);
-    net_metrics(s, m);
-    blk_metrics(s, m);
+    dev_metrics(s, m, "net", net_keys, 6, s->nnets, net_counts);
+    dev_metrics(s, m, "block", blk_keys, NK_MAX, s->ndrives, blk_counts);
     char *text = json_dumps(m, JSON_COMPACT);
     json_decref(m);
     if (!text)
