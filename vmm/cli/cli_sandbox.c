@@ -30,11 +30,11 @@
 #include "vmm/cli/ctl_proto.h"
 #include "vmm/sandbox/jail_spec.h"
 #include "vmm/sandbox/sandbox.h"
+#include "vmm/sandbox/create.h"
 #include "vmm/sandbox/start.h"
 #include "vmm/base/clock.h"
 
-#define DEFAULT_WAIT 120.0
-#define JAIL_DEFAULT_ID 65534           /* --jail-uid/--jail-gid: nobody, nogroup */
+#define DEFAULT_WAIT SBX_DEFAULT_WAIT
 
 static const char usage_sandbox[] =
     "usage: moat create NAME [--ephemeral] [--wait SEC] [--timings] [jail options] [run options...] [-- CMD ARGS...]\n"
@@ -283,93 +283,6 @@ static int parse_wait(const char *v, double *w)
 
 /* ---- commands ---- */
 
-/* moat run's long options (vmm/cli/cli.c cmd_run): which take a value. An
- * argument is matched as getopt_long does (an unambiguous prefix). */
-static const struct { const char *name; int has_val; } run_opts[] = {
-    { "kernel", 1 }, { "initrd", 1 }, { "cmdline", 1 }, { "mem", 1 }, { "cpus", 1 },
-    { "timeout", 1 }, { "timings", 0 }, { "snapshot-dir", 1 }, { "diff-snapshots", 0 },
-    { "drive", 1 }, { "device", 1 }, { "net", 1 }, { "net-allow", 1 }, { "net-deny", 1 }, { "net-allow-domain", 1 },
-    { "net-default", 1 }, { "net-no-preset", 0 }, { "metadata", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
-    { "no-pvm-compat", 0 }, { "no-seccomp", 0 }, { "seccomp-audit", 0 }, { "verbose", 0 }, { "help", 0 },
-};
-
-/* The run option a names ("--NAME" or "--NAME=V", NAME a prefix), or -1. */
-static int run_opt(const char *a)
-{
-    if (strncmp(a, "--", 2) || !a[2])
-        return -1;
-    size_t l = strcspn(a + 2, "=");
-    int found = -1;
-    for (int k = 0; k < (int)(sizeof run_opts / sizeof run_opts[0]); k++) {
-        if (strncmp(run_opts[k].name, a + 2, l))
-            continue;
-        if (strlen(run_opts[k].name) == l)
-            return k;           /* exact */
-        found = found == -1 ? k : -2;
-    }
-    return found < 0 ? -1 : found;
-}
-
-/* A sandbox's --drive: absolute paths, and a writable drive gets an overlay
- * in the sandbox directory (diskN.overlay) unless the spec names one
- * (overlay=FILE: that one; overlay=none: the image itself is written). The
- * new spec into out; *rw_in_place set for a writable drive without overlay. */
-static int sandbox_drive(const struct sbx *s, unsigned n, const char *spec, char *out, size_t olen,
-                         int *rw_in_place)
-{
-    char cwd[PATH_MAX], copy[8192], *save = NULL;
-    if (!getcwd(cwd, sizeof cwd) || strlen(spec) >= sizeof copy) {
-        fprintf(stderr, "moat create: --drive %s: path too long\n", spec);
-        return -1;
-    }
-    snprintf(copy, sizeof copy, "%s", spec);
-    char *path = strtok_r(copy, ",", &save);
-    if (!path || spec[0] == ',') {
-        fprintf(stderr, "moat create: invalid --drive '%s': no path\n", spec);
-        return -1;
-    }
-    int ro = 0, direct = 0;
-    const char *ovl = NULL, *id = NULL;
-    for (char *t = strtok_r(NULL, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(t, "ro"))
-            ro = 1;
-        else if (!strcmp(t, "rw"))
-            ro = 0;
-        else if (!strcmp(t, "direct"))
-            direct = 1;
-        else if (!strncmp(t, "overlay=", 8))
-            ovl = t + 8;
-        else if (!strncmp(t, "id=", 3))
-            id = t + 3;
-        else {
-            fprintf(stderr, "moat create: invalid --drive '%s': unknown option '%s'\n", spec, t);
-            return -1;
-        }
-    }
-    char ovlbuf[PATH_MAX + 64] = "";
-    if (ovl && !strcmp(ovl, "none")) {
-        ovl = NULL;
-        *rw_in_place |= !ro;
-    } else if (ovl && *ovl) {
-        snprintf(ovlbuf, sizeof ovlbuf, "%s%s%s", ovl[0] == '/' ? "" : cwd, ovl[0] == '/' ? "" : "/", ovl);
-    } else if (!ro) {
-        if (direct) {
-            fprintf(stderr, "moat create: --drive %s: direct cannot be combined with the sandbox's "
-                            "copy-on-write overlay (add ,overlay=none to write the image in place)\n", spec);
-            return -1;
-        }
-        snprintf(ovlbuf, sizeof ovlbuf, "%s/disk%u.overlay", s->dir, n);
-    }
-    int k = snprintf(out, olen, "%s%s%s%s%s%s%s%s%s", path[0] == '/' ? "" : cwd, path[0] == '/' ? "" : "/",
-                     path, ro ? ",ro" : "", direct ? ",direct" : "", id ? ",id=" : "", id ? id : "",
-                     ovlbuf[0] ? ",overlay=" : "", ovlbuf);
-    if (k < 0 || (size_t)k >= olen) {
-        fprintf(stderr, "moat create: --drive %s: too long\n", spec);
-        return -1;
-    }
-    return 0;
-}
-
 /* create's jail options (--jail, --jail-KEY V, --jail-KEY=V) into j:
  * 1 when argv[*i] was one (*i past its value), 0 when not, -1 after a
  * usage message. *seen counts the --jail-KEY ones. */
@@ -435,103 +348,154 @@ static int jail_option(int argc, char **argv, int *i, struct sbx_jail *j, int *s
     }
 }
 
-/* A new jail id for the sandbox NAME into j->id: the name's characters
- * that an id takes ('.' as '_', at most 40) and 8 random hex digits, unique
- * per sandbox (a fork's child gets its own). 0, or -1 after saying why. */
+/* A new jail id for the sandbox NAME into j->id (sandbox_jail_new_id):
+ * 0, or -1 after saying why. */
 static int jail_new_id(struct sbx_jail *j, const char *name)
 {
-    uint32_t rnd;
-    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
-        fprintf(stderr, "moat: getrandom: %s\n", strerror(errno));
-        return -1;
-    }
-    size_t n = 0;
-    for (const char *c = name; *c && n < 40; c++)
-        j->id[n++] = *c == '.' ? '_' : *c;
-    snprintf(j->id + n, sizeof j->id - n, "-%08x", rnd);
-    return 0;
+    struct sbx_err e = { 0 };
+    if (sandbox_jail_new_id(j, name, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
 }
 
-/* A jailed sandbox's settings checked before anything is made (a clear
- * refusal, not a failed start), its jail id (the name's characters that
- * an id takes, and 8 random hex digits: unique per sandbox) and chroot
- * base (made if missing; its real path) filled in, and its
- * config lines appended to cfg. extra: the moat run options. 0, or an
- * exit status after saying why. */
-static int jail_prepare(struct sbx *s, int seen, char **extra, int nextra, char *cfg, size_t clen)
-{
-    struct sbx_jail *j = &s->jail;
-    if (!j->on) {
-        if (seen)
-            fprintf(stderr, "moat create: the --jail-* options need --jail\n");
-        return seen ? EXIT_USAGE : 0;
-    }
-    if (!j->uid)
-        j->uid = JAIL_DEFAULT_ID;
-    if (!j->gid)
-        j->gid = JAIL_DEFAULT_ID;
-    if (!j->base[0])
-        snprintf(j->base, sizeof j->base, "/srv/jail");
-    /* moat jail's own refusals, now: relative or odd paths of the kernel,
-     * initrd and drives (which it exposes), before any directory exists. */
-    static struct jail_paths paths;
-    char why[512];
-    char **av = calloc((size_t)nextra + 3, sizeof *av);
-    if (!av)
-        return EXIT_VMM_ERROR;
-    av[0] = "moat";
-    av[1] = "run";
-    memcpy(av + 2, extra, (size_t)nextra * sizeof *av);
-    memset(&paths, 0, sizeof paths);
-    int r = jail_inner_paths(nextra + 2, av, &paths, why, sizeof why);
-    free(av);
-    if (r < 0) {
-        fprintf(stderr, "moat create --jail: %s\n", why);
-        return EXIT_USAGE;
-    }
-    if (geteuid() != 0) {
-        fprintf(stderr, "moat create --jail: needs root (moat jail creates namespaces, device nodes and "
-                        "mounts, then drops to --jail-uid/--jail-gid)\n");
-        return EXIT_VMM_ERROR;
-    }
-    r = cli_mkdir_p(j->base, 0755);
-    char real[PATH_MAX];
-    if (r < 0 || !realpath(j->base, real)) {
-        fprintf(stderr, "moat create --jail: --jail-chroot-base %s: %s\n", j->base, strerror(r < 0 ? -r : errno));
-        return EXIT_VMM_ERROR;
-    }
-    if (strlen(real) >= sizeof j->base) {
-        fprintf(stderr, "moat create --jail: --jail-chroot-base %s: too long\n", j->base);
-        return EXIT_VMM_ERROR;
-    }
-    snprintf(j->base, sizeof j->base, "%s", real);
-    if (jail_new_id(j, s->name) < 0)
-        return EXIT_VMM_ERROR;
-    size_t k = (size_t)snprintf(cfg + clen, 65536 - clen,
-                                "jail=1\njail.id=%s\njail.uid=%u\njail.gid=%u\njail.tun=%d\njail.chroot_base=%s\n",
-                                j->id, j->uid, j->gid, j->tun, j->base);
-    if (k < 65536 - clen && j->netns[0])
-        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.netns=%s\n", j->netns);
-    if (k < 65536 - clen && j->cgroot[0])
-        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.cgroup_root=%s\n", j->cgroot);
-    for (int i = 0; i < j->ncg && k < 65536 - clen; i++)
-        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.cgroup=%s\n", j->cg[i]);
-    if (clen + k >= 65000) {
-        fprintf(stderr, "moat create: arguments too long\n");
-        return EXIT_USAGE;
-    }
-    return 0;
-}
-
-/* A jailed sandbox's directory: root's, its jail's group may create files
- * (its sockets, snapshots, overlays, console.log), others nothing; sticky,
- * so that the jail cannot remove or replace what root wrote there (config,
- * pid, moat.log). */
+/* A jailed sandbox's directory (sandbox_jail_dir_perms): 0, or -1 after
+ * saying why. */
 static int jail_dir_perms(const struct sbx *s)
 {
-    if (fchown(s->dfd, 0, s->jail.gid) < 0 || fchmod(s->dfd, S_ISVTX | 0770) < 0) {
-        fprintf(stderr, "moat: %s: %s\n", s->dir, strerror(errno));
+    struct sbx_err e = { 0 };
+    if (sandbox_jail_dir_perms(s, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
+}
+
+/* moat create's arguments, parsed into what sandbox_create takes. */
+struct create_args {
+    struct sbx s;                   /* its paths: where its drives' overlays go */
+    struct sbx_create_opts o;
+    double wait;
+    char **extra;                   /* moat run's arguments */
+    int nextra;
+    char *drives[MOAT_MAX_DRIVES];  /* the rewritten --drive specs */
+    unsigned ndrive;
+    char optbuf[64][24];            /* --NAME of --NAME=V arguments */
+    unsigned nopt;
+    size_t clen;                    /* bytes of the config's arg= lines */
+    struct phases ph;
+    int jail_seen;
+};
+
+/* One argument more for moat run (config line "arg=A"): 0, or -1 after
+ * saying why. */
+static int create_arg(struct create_args *c, char *a)
+{
+    if (strchr(a, '\n')) {
+        fprintf(stderr, "moat create: arguments cannot contain newlines\n");
         return -1;
+    }
+    c->extra[c->nextra++] = a;
+    c->clen += strlen(a) + 5;
+    if (c->clen >= SBX_ARGS_MAX) {
+        fprintf(stderr, "moat create: arguments too long\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* argv[*i], when it is one of moat run's options with a value (*i then
+ * past the value), into c: 1, 0 when it is not one, -1 after saying why. */
+static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    int has_val = 0;
+    const char *on = sandbox_run_opt(a, &has_val);
+    on = on ? on : "";
+    if (!strcmp(on, "vsock") || !strcmp(on, "control") || !strcmp(on, "console-log")) {
+        fprintf(stderr, "moat create: --%s is set by moat for a sandbox\n", on);
+        return -1;
+    }
+    const char *eq = strchr(a, '=');
+    if (!has_val || !(eq || *i + 1 < argc))
+        return 0;
+    char *v = eq ? (char *)eq + 1 : argv[++*i];     /* the value: not scanned as an option itself */
+    if (!strcmp(on, "drive")) {
+        char spec[8192];
+        struct sbx_err e = { 0 };
+        if (c->ndrive >= MOAT_MAX_DRIVES) {
+            fprintf(stderr, "moat create: too many --drive options\n");
+            return -1;
+        }
+        if (sandbox_drive_spec(&c->s, c->ndrive, v, spec, sizeof spec, &c->o.rw_drive, &e) < 0) {
+            say(&e);
+            return -1;
+        }
+        if (!(c->drives[c->ndrive] = strdup(spec)))
+            return -1;
+        v = c->drives[c->ndrive++];
+    }
+    if (strchr(v, '\n')) {
+        fprintf(stderr, "moat create: arguments cannot contain newlines\n");
+        return -1;
+    }
+    char *o = eq ? "" : argv[*i - 1];
+    if (eq && c->nopt >= sizeof c->optbuf / sizeof c->optbuf[0]) {
+        fprintf(stderr, "moat create: too many options\n");
+        return -1;
+    }
+    if (eq) {   /* --NAME=V: passed on as --NAME V */
+        snprintf(c->optbuf[c->nopt], sizeof c->optbuf[c->nopt], "--%s", on);
+        o = c->optbuf[c->nopt++];
+    }
+    return create_arg(c, o) < 0 || create_arg(c, v) < 0 ? -1 : 1;
+}
+
+/* moat create NAME's arguments (argv[2]...) into c: 0, -1 after printing
+ * the usage (--help), or EXIT_USAGE after saying why. */
+static int create_parse(struct create_args *c, int argc, char **argv)
+{
+    int after_dd = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!after_dd) {
+            if (!strcmp(a, "--")) {
+                after_dd = 1;
+            } else if (!strcmp(a, "--timings")) {
+                c->ph.on = true;    /* create's own phases, not the VM's */
+                continue;
+            } else if (!strcmp(a, "--ephemeral")) {
+                c->o.ephemeral = 1;
+                continue;
+            } else if (!strcmp(a, "--wait") || !strncmp(a, "--wait=", 7)) {
+                const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : "";
+                if (parse_wait(v, &c->wait) < 0)
+                    return EXIT_USAGE;
+                continue;
+            } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+                fputs(usage_sandbox, stdout);
+                return -1;
+            } else if (!strncmp(a, "--jail", 6)) {
+                int jr = jail_option(argc, argv, &i, &c->o.jail, &c->jail_seen);
+                if (jr < 0)
+                    return EXIT_USAGE;
+                if (jr > 0)
+                    continue;
+                fprintf(stderr, "moat create: unknown option '%s' (see moat create --help)\n", a);
+                return EXIT_USAGE;
+            } else {
+                int r = create_run_opt(c, argc, argv, &i);
+                if (r < 0)
+                    return EXIT_USAGE;
+                if (r > 0)
+                    continue;
+            }
+        }
+        if (create_arg(c, argv[i]) < 0)
+            return EXIT_USAGE;
+    }
+    if (!c->o.jail.on && c->jail_seen) {
+        fprintf(stderr, "moat create: the --jail-* options need --jail\n");
+        return EXIT_USAGE;
     }
     return 0;
 }
@@ -546,202 +510,38 @@ static int cmd_create(int argc, char **argv)
         fprintf(stderr, "moat create: the sandbox NAME comes first\n%s", usage_sandbox);
         return EXIT_USAGE;
     }
-    struct sbx s;
-    if (sbx_paths(&s, argv[1]) < 0)
-        return EXIT_USAGE;
-    double wait = DEFAULT_WAIT;
-    char **extra = calloc(2 * (size_t)argc + 1, sizeof *extra);
-    if (!extra)
+    struct create_args *c = calloc(1, sizeof *c);
+    if (!c)
         return EXIT_VMM_ERROR;
-    int nextra = 0, after_dd = 0;
-    char *config = calloc(1, 65536);
-    if (!config) {
-        free(extra);
-        return EXIT_VMM_ERROR;
-    }
-    char *drives[MOAT_MAX_DRIVES] = { 0 };    /* the rewritten --drive specs */
-    unsigned ndrive = 0;
-    static char optbuf[64][24];                 /* --NAME of --NAME=V arguments */
-    unsigned nopt = 0;
-    size_t clen = 0;
-    struct phases ph = { 0 };
-    int jail_seen = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!after_dd) {
-            if (!strcmp(a, "--")) {
-                after_dd = 1;
-            } else if (!strcmp(a, "--timings")) {
-                ph.on = true;       /* create's own phases, not the VM's */
-                continue;
-            } else if (!strcmp(a, "--ephemeral")) {
-                s.ephemeral = 1;
-                continue;
-            } else if (!strcmp(a, "--wait") || !strncmp(a, "--wait=", 7)) {
-                const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : "";
-                if (parse_wait(v, &wait) < 0)
-                    goto usage;
-                continue;
-            } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-                fputs(usage_sandbox, stdout);
-                free(extra);
-                free(config);
-                return 0;
-            } else if (!strncmp(a, "--jail", 6)) {
-                int jr = jail_option(argc, argv, &i, &s.jail, &jail_seen);
-                if (jr < 0)
-                    goto usage;
-                if (jr > 0)
-                    continue;
-                fprintf(stderr, "moat create: unknown option '%s' (see moat create --help)\n", a);
-                goto usage;
-            } else {
-                int k = run_opt(a);
-                const char *on = k >= 0 ? run_opts[k].name : "";
-                if (!strcmp(on, "vsock") || !strcmp(on, "control") || !strcmp(on, "console-log")) {
-                    fprintf(stderr, "moat create: --%s is set by moat for a sandbox\n", on);
-                    goto usage;
-                }
-                const char *eq = strchr(a, '=');
-                if (k >= 0 && run_opts[k].has_val && (eq || i + 1 < argc)) {
-                    /* The value: not scanned as an option itself. */
-                    const char *v = eq ? eq + 1 : argv[++i];
-                    char spec[8192];
-                    if (!strcmp(on, "drive")) {
-                        if (ndrive >= MOAT_MAX_DRIVES) {
-                            fprintf(stderr, "moat create: too many --drive options\n");
-                            goto usage;
-                        }
-                        if (sandbox_drive(&s, ndrive, v, spec, sizeof spec, &s.rw_drive) < 0)
-                            goto usage;
-                        drives[ndrive] = strdup(spec);
-                        if (!drives[ndrive])
-                            goto usage;
-                        v = drives[ndrive++];
-                    }
-                    if (strchr(v, '\n')) {
-                        fprintf(stderr, "moat create: arguments cannot contain newlines\n");
-                        goto usage;
-                    }
-                    char *o = eq ? "" : argv[i - 1];
-                    if (eq && nopt >= sizeof optbuf / sizeof optbuf[0]) {
-                        fprintf(stderr, "moat create: too many options\n");
-                        goto usage;
-                    }
-                    if (eq) {   /* --NAME=V: passed on as --NAME V */
-                        snprintf(optbuf[nopt], sizeof optbuf[nopt], "--%s", on);
-                        o = optbuf[nopt++];
-                    }
-                    extra[nextra++] = o;
-                    extra[nextra++] = (char *)v;
-                    int n = snprintf(config + clen, 65536 - clen, "arg=%s\narg=%s\n", o, v);
-                    if (n < 0 || clen + (size_t)n >= 65000) {
-                        fprintf(stderr, "moat create: arguments too long\n");
-                        goto usage;
-                    }
-                    clen += (size_t)n;
-                    continue;
-                }
-            }
+    int rc = EXIT_USAGE;
+    if (sbx_paths(&c->s, argv[1]) < 0)
+        goto out;
+    c->wait = SBX_DEFAULT_WAIT;
+    c->extra = calloc(2 * (size_t)argc + 1, sizeof *c->extra);
+    rc = c->extra ? create_parse(c, argc, argv) : EXIT_VMM_ERROR;
+    if (rc == 0) {
+        struct sbx_err e = { 0 };
+        struct sbx_create_res res;
+        c->o.args = c->extra;
+        c->o.nargs = c->nextra;
+        c->o.drive = c->drives;
+        c->o.ndrive = c->ndrive;
+        c->o.start = start_opts(c->wait, &c->ph);
+        int r = sandbox_create(c->s.name, &c->o, &res, &e);
+        say(&e);
+        if (r < 0) {
+            rc = res.usage ? EXIT_USAGE : EXIT_VMM_ERROR;
+        } else {
+            printf("%s\n", c->s.name);
+            phases_print(&c->ph, "create");
         }
-        if (strchr(a, '\n')) {
-            fprintf(stderr, "moat create: arguments cannot contain newlines\n");
-            goto usage;
-        }
-        extra[nextra++] = argv[i];
-        int n = snprintf(config + clen, 65536 - clen, "arg=%s\n", a);
-        if (n < 0 || clen + (size_t)n >= 65000) {
-            fprintf(stderr, "moat create: arguments too long\n");
-            goto usage;
-        }
-        clen += (size_t)n;
     }
-    int jr = jail_prepare(&s, jail_seen, extra, nextra, config, clen);
-    if (jr == EXIT_USAGE)
-        goto usage;
-    if (jr)
-        goto fail_noclean;
-    clen += strlen(config + clen);
-    char home[PATH_MAX];
-    snprintf(home, sizeof home, "%.*s", (int)(strrchr(s.dir, '/') - s.dir), s.dir);
-    int r = cli_mkdir_p(home, 0700);
-    if (r < 0) {
-        fprintf(stderr, "moat: %s: %s\n", home, strerror(-r));
-        goto fail_noclean;
-    }
-    if (mkdir(s.dir, 0700) < 0) {
-        if (errno == EEXIST)
-            fprintf(stderr, "moat: a sandbox named %s already exists (moat ls; moat rm %s)\n",
-                    s.name, s.name);
-        else
-            fprintf(stderr, "moat: %s: %s\n", s.dir, strerror(errno));
-        goto fail_noclean;
-    }
-    s.dfd = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (s.dfd < 0 || sbx_lock(&s) < 0 || (s.jail.on && jail_dir_perms(&s) < 0))
-        goto fail;
-    char p[PATH_MAX], *hdr = malloc(65536);
-    if (!hdr)
-        goto fail;
-    int hl = snprintf(hdr, 65536, "# moat sandbox %s\nephemeral=%d\nrw_drive=%d\n", s.name, s.ephemeral,
-                      s.rw_drive);
-    for (unsigned k = 0; k < ndrive && hl > 0 && hl < 65536; k++)
-        hl += snprintf(hdr + hl, 65536 - (size_t)hl, "drive.%u=%s\n", k, drives[k]);
-    if (hl < 0 || (size_t)hl + clen >= 65536) {
-        fprintf(stderr, "moat create: arguments too long\n");
-        free(hdr);
-        goto fail;
-    }
-    memmove(config + hl, config, clen + 1);
-    memcpy(config, hdr, (size_t)hl);
-    free(hdr);
-    if (sandbox_write_file(sandbox_path(&s, "config", p, sizeof p), config) < 0) {
-        fprintf(stderr, "moat: cannot write %s\n", p);
-        goto fail;
-    }
-    struct sbx_err se = { 0 };
-    struct sbx_starting sk = { .s = &s, .rfd = -1, .err = &se };
-    struct sbx_start_opts so = start_opts(wait, &ph);
-    sk.pid = sandbox_spawn(&s, "run", extra, nextra, &sk.rfd, NULL, &se);
-    say(&se);
-    if (sk.pid < 0)
-        goto fail;
-    phase(&ph, "spawned");
-    se = (struct sbx_err){ 0 };
-    unsigned failed = sandbox_wait_ready_all(&sk, 1, &so);
-    say(&se);
-    if (failed) {
-        if (sk.rfd >= 0)
-            close(sk.rfd);
-        kill(sk.pid, SIGKILL);
-        waitpid(sk.pid, NULL, 0);
-        goto fail;
-    }
-    printf("%s\n", s.name);
-    phases_print(&ph, "create");
-    sandbox_close(&s);
-    free(extra);
-    free(config);
-    for (unsigned k = 0; k < ndrive; k++)
-        free(drives[k]);
-    return 0;
-fail:
-    sandbox_rm_rf(s.dir);
-    jail_cleanup(&s);
-    sandbox_close(&s);
-    rmdir(home);    /* only if empty: leave nothing behind */
-fail_noclean:
-    free(extra);
-    free(config);
-    for (unsigned k = 0; k < ndrive; k++)
-        free(drives[k]);
-    return EXIT_VMM_ERROR;
-usage:
-    free(extra);
-    free(config);
-    for (unsigned k = 0; k < ndrive; k++)
-        free(drives[k]);
-    return EXIT_USAGE;
+out:
+    free(c->extra);
+    for (unsigned k = 0; k < c->ndrive; k++)
+        free(c->drives[k]);
+    free(c);
+    return rc < 0 ? 0 : rc;
 }
 
 static int cmd_ls(int argc, char **argv)

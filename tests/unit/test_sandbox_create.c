@@ -1,0 +1,191 @@
+/* Creating a sandbox (vmm/sandbox/create.c) without KVM: the VM process
+ * sandbox_create starts is this binary, which, run as "moat run ...
+ * MODE" (MODE the last argument, the guest's command), plays a VMM:
+ * "ready" says so over its ready pipe and waits, "die" writes to its log
+ * and exits 3. */
+#include <check.h>
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "vmm/sandbox/create.h"
+
+static char home[64];
+
+static void setup(void)
+{
+    snprintf(home, sizeof home, "/tmp/moat-sbxc-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(home));
+    setenv("MOAT_HOME", home, 1);
+}
+
+static void teardown(void)
+{
+    sandbox_rm_rf(home);
+}
+
+static int fake_vmm(int argc, char **argv)
+{
+    if (!strcmp(argv[argc - 1], "ready")) {
+        if (write(3, "ready 12345\n", 12) != 12)
+            return 5;
+        close(3);
+        for (;;)
+            pause();
+    }
+    fprintf(stderr, "the VMM failed: no KVM\n");
+    return 3;
+}
+
+static void read_file(const char *path, char *buf, size_t len)
+{
+    buf[0] = 0;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    size_t n = fread(buf, 1, len - 1, f);
+    buf[n] = 0;
+    fclose(f);
+}
+
+START_TEST(run_options)
+{
+    int v = -1;
+    ck_assert_str_eq(sandbox_run_opt("--kernel", &v), "kernel");
+    ck_assert_int_eq(v, 1);
+    ck_assert_str_eq(sandbox_run_opt("--pv", &v), "pvh");
+    ck_assert_int_eq(v, 0);
+    ck_assert_str_eq(sandbox_run_opt("--mem=5", &v), "mem");
+    ck_assert_str_eq(sandbox_run_opt("--net", &v), "net");     /* exact, though a prefix of net-allow */
+    ck_assert_ptr_null(sandbox_run_opt("--net-a", &v));       /* net-allow or net-allow-domain */
+    ck_assert_ptr_null(sandbox_run_opt("--bogus", &v));
+    ck_assert_ptr_null(sandbox_run_opt("-k", &v));
+    ck_assert_ptr_null(sandbox_run_opt("--", &v));
+}
+END_TEST
+
+START_TEST(drive_specs)
+{
+    struct sbx s;
+    struct sbx_err e = { 0 };
+    char out[PATH_MAX * 2], want[PATH_MAX * 2], cwd[PATH_MAX];
+    int rw = 0;
+    ck_assert_ptr_nonnull(getcwd(cwd, sizeof cwd));
+    ck_assert_int_eq(sandbox_paths(&s, "box", &e), 0);
+    ck_assert_int_eq(sandbox_drive_spec(&s, 1, "/img,id=d", out, sizeof out, &rw, &e), 0);
+    snprintf(want, sizeof want, "/img,id=d,overlay=%s/box/disk1.overlay", home);
+    ck_assert_str_eq(out, want);
+    ck_assert_int_eq(sandbox_drive_spec(&s, 0, "a.img,ro,direct", out, sizeof out, &rw, &e), 0);
+    snprintf(want, sizeof want, "%s/a.img,ro,direct", cwd);
+    ck_assert_str_eq(out, want);
+    ck_assert_int_eq(rw, 0);
+    ck_assert_int_eq(sandbox_drive_spec(&s, 0, "/img,overlay=none", out, sizeof out, &rw, &e), 0);
+    ck_assert_str_eq(out, "/img");
+    ck_assert_int_eq(rw, 1);
+    ck_assert_int_eq(sandbox_drive_spec(&s, 0, "/img,overlay=o.ovl", out, sizeof out, &rw, &e), 0);
+    snprintf(want, sizeof want, "/img,overlay=%s/o.ovl", cwd);
+    ck_assert_str_eq(out, want);
+    ck_assert_str_eq(e.msg, "");
+    ck_assert_int_eq(sandbox_drive_spec(&s, 0, "/img,bad", out, sizeof out, &rw, &e), -EINVAL);
+    ck_assert_str_eq(e.msg, "\x1fmoat create: invalid --drive '/img,bad': unknown option 'bad'");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_drive_spec(&s, 0, ",ro", out, sizeof out, &rw, &e), -EINVAL);
+    ck_assert_str_eq(e.msg, "\x1fmoat create: invalid --drive ',ro': no path");
+}
+END_TEST
+
+START_TEST(create_ready)
+{
+    char *args[] = { "--mem", "256", "--drive", "/img,overlay=/o", "--", "ready" };
+    char *drives[] = { "/img,overlay=/o" };
+    struct sbx_create_opts o = { .args = args, .nargs = 6, .drive = drives, .ndrive = 1, .ephemeral = 1,
+                                 .start = { .wait = 0 } };
+    struct sbx_create_res res;
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_create("box", &o, &res, &e), 0);
+    ck_assert_str_eq(e.msg, "");
+    ck_assert_int_gt(res.pid, 0);
+    ck_assert_int_eq(waitpid(res.pid, NULL, WNOHANG), 0);     /* our child, running */
+    char p[PATH_MAX], cfg[1024];
+    snprintf(p, sizeof p, "%s/box/config", home);
+    read_file(p, cfg, sizeof cfg);
+    ck_assert_str_eq(cfg, "# moat sandbox box\nephemeral=1\nrw_drive=0\ndrive.0=/img,overlay=/o\n"
+                          "arg=--mem\narg=256\narg=--drive\narg=/img,overlay=/o\narg=--\narg=ready\n");
+    struct sbx_info in;
+    ck_assert_int_eq(sandbox_info("box", &in, &e), 0);
+    ck_assert_int_eq(in.pid, res.pid);
+    /* A second one of the same name is refused; the first stays. */
+    ck_assert_int_eq(sandbox_create("box", &o, &res, &e), -EEXIST);
+    ck_assert_str_eq(e.msg, "a sandbox named box already exists (moat ls; moat rm box)");
+    ck_assert(!res.usage);
+    ck_assert_int_eq(access(p, F_OK), 0);
+    kill(in.pid, SIGKILL);
+    ck_assert_int_eq(waitpid(in.pid, NULL, 0), in.pid);
+}
+END_TEST
+
+START_TEST(create_fails)
+{
+    char *args[] = { "--", "die" };
+    struct sbx_create_opts o = { .args = args, .nargs = 2, .start = { .wait = 0 } };
+    struct sbx_create_res res;
+    struct sbx_err e = { 0 };
+    ck_assert_int_lt(sandbox_create("box", &o, &res, &e), 0);
+    ck_assert_msg(strstr(e.msg, "sandbox box: its moat process exited (status 3) while starting\n"), "%s", e.msg);
+    ck_assert_msg(strstr(e.msg, "\x1fthe VMM failed: no KVM"), "%s", e.msg);
+    ck_assert(!res.usage);
+    ck_assert_int_ne(access(home, F_OK), 0);        /* nothing left, not even an empty $MOAT_HOME */
+}
+END_TEST
+
+START_TEST(create_refused)
+{
+    char *nl[] = { "--cmdline", "a\nb" };
+    struct sbx_create_opts o = { .args = nl, .nargs = 2 };
+    struct sbx_create_res res;
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_create("box", &o, &res, &e), -EINVAL);
+    ck_assert(res.usage);
+    ck_assert_str_eq(e.msg, "\x1fmoat create: arguments cannot contain newlines");
+    char *rel[] = { "--kernel", "rel/k" };
+    o = (struct sbx_create_opts){ .args = rel, .nargs = 2, .jail = { .on = 1 } };
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_create("box", &o, &res, &e), -EINVAL);
+    ck_assert(res.usage);
+    ck_assert_str_eq(e.msg, "\x1fmoat create --jail: --kernel 'rel/k': the jail needs an absolute path "
+                            "without '.', '..' or '//'");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_create("no/pe", &o, &res, &e), -EINVAL);
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/box", home);
+    ck_assert_int_ne(access(p, F_OK), 0);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    if (argc > 2 && !strcmp(argv[1], "run"))        /* one sandbox_create started */
+        return fake_vmm(argc, argv);
+    Suite *s = suite_create("sandbox_create");
+    TCase *tc = tcase_create("create");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, run_options);
+    tcase_add_test(tc, drive_specs);
+    tcase_add_test(tc, create_ready);
+    tcase_add_test(tc, create_fails);
+    tcase_add_test(tc, create_refused);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_set_fork_status(sr, CK_FORK);
+    srunner_run_all(sr, CK_NORMAL);
+    int nf = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return nf ? EXIT_FAILURE : EXIT_SUCCESS;
+}
