@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "vmm/sandbox/sandbox.h"
+#include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/start.h"
 
 static char home[64];
@@ -561,6 +562,8 @@ static int fake_vmm(int argc, char **argv)
         if (!fgets(mode, sizeof mode, f))
             mode[0] = 0;
         fclose(f);
+    } else if (getenv("FAKE_VMM_MODE")) {      /* a fork's child: base/ has no mode file */
+        snprintf(mode, sizeof mode, "%s", getenv("FAKE_VMM_MODE"));
     }
     /* Only the ready pipe is inherited past stdin, stdout and stderr. */
     for (int fd = 4; fd < 64; fd++)
@@ -663,14 +666,16 @@ START_TEST(start_ready)
     struct sbx_start_opts o = { .wait = 0, .phase = on_step, .ctx = &st };
     struct sbx_err e = { 0 };
     enum sbx_state was;
-    ck_assert_int_eq(sandbox_start("box", &o, &was, &e), 0);
+    pid_t vm0 = 0;
+    ck_assert_int_eq(sandbox_start("box", &o, &was, &vm0, &e), 0);
     ck_assert_int_eq(was, SBX_STOPPED);
     ck_assert_str_eq(e.msg, "");
     ck_assert_str_eq(st.names, "locked state spawned first_run ctl_ready ");
     char pid[32];
     read_file("box", "pid", pid, sizeof pid);
     pid_t p = (pid_t)atoi(pid);
-    ck_assert_int_gt(p, 0);
+    ck_assert_int_eq(p, vm0);
+
     ck_assert_int_eq(waitpid(p, NULL, WNOHANG), 0);      /* our child, running */
     kill(p, SIGKILL);
     ck_assert_int_eq(waitpid(p, NULL, 0), p);
@@ -683,7 +688,7 @@ START_TEST(start_dies)
     struct sbx_start_opts o = { .wait = 5 };
     struct sbx_err e = { 0 };
     enum sbx_state was;
-    ck_assert_int_lt(sandbox_start("box", &o, &was, &e), 0);
+    ck_assert_int_lt(sandbox_start("box", &o, &was, NULL, &e), 0);
     char want[PATH_MAX + 256];
     snprintf(want, sizeof want, "sandbox box: its moat process exited (status 3) while starting\n"
                                 "box's log (%s/box/moat.log):\n\x1f" "first line\n\x1f\n\x1f"
@@ -702,7 +707,7 @@ START_TEST(start_cancelled)
     struct sbx_start_opts o = { .wait = 5, .cancel = &stop };
     struct sbx_err e = { 0 };
     enum sbx_state was;
-    ck_assert_int_eq(sandbox_start("box", &o, &was, &e), -EINTR);
+    ck_assert_int_eq(sandbox_start("box", &o, &was, NULL, &e), -EINTR);
     ck_assert_msg(!strncmp(e.msg, "sandbox box: interrupted while starting", 39), "%s", e.msg);
 }
 END_TEST
@@ -712,16 +717,16 @@ START_TEST(start_refused)
     struct sbx_start_opts o = { .wait = 0 };
     struct sbx_err e = { 0 };
     enum sbx_state was;
-    ck_assert_int_eq(sandbox_start("nosuch", &o, &was, &e), -ENOENT);
+    ck_assert_int_eq(sandbox_start("nosuch", &o, &was, NULL, &e), -ENOENT);
     make_stopped("never", NULL);
     e = (struct sbx_err){ 0 };
-    ck_assert_int_eq(sandbox_start("never", &o, &was, &e), -ENOENT);
+    ck_assert_int_eq(sandbox_start("never", &o, &was, NULL, &e), -ENOENT);
     ck_assert_str_eq(e.msg, "sandbox never has no snapshot to start from (it was never stopped); its process "
                             "has exited: moat rm it");
     make_stopped("tpl", "ready");
     put("tpl", "template", "agent=1\nfrom=\n");
     e = (struct sbx_err){ 0 };
-    ck_assert_int_lt(sandbox_start("tpl", &o, &was, &e), 0);
+    ck_assert_int_lt(sandbox_start("tpl", &o, &was, NULL, &e), 0);
     ck_assert_str_eq(e.msg, "tpl is a template, kept as it is for forking: moat fork tpl --name NAME");
 }
 END_TEST
@@ -750,6 +755,115 @@ START_TEST(wait_several)
     sandbox_start_undo(&k[0]);
     for (int i = 0; i < 2; i++)
         sandbox_close(&s[i]);
+}
+END_TEST
+
+/* ---- forks (vmm/sandbox/fork.c) ---- */
+
+/* A stopped parent to fork: its snapshot has state and memory. */
+static void make_parent(const char *name, const char *config)
+{
+    make_sbx(name, config, 1);
+    put(name, "snap/memory", "m");
+}
+
+START_TEST(fork_stopped)
+{
+    make_parent("p", "ephemeral=0\nrw_drive=0\nnet.tap=ptap\n");
+    struct sbx_fork_child k[2];
+    struct sbx_fork_opts o = { .count = 2, .stopped = true, .tapfmt = "t%u" };
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_fork("p", &o, k, &e), 0);
+    ck_assert_str_eq(e.msg, "");
+    char cfg[512];
+    for (int i = 0; i < 2; i++) {
+        char name[8], want[64];
+        snprintf(name, sizeof name, "p-%d", i + 1);
+        ck_assert_str_eq(k[i].name, name);
+        ck_assert(k[i].made && k[i].code == 0 && k[i].pid == 0);
+        ck_assert(exists(strcat(strcpy(want, name), "/snap/state")));
+        read_file(name, "config", cfg, sizeof cfg);
+        snprintf(want, sizeof want, "forked_from=p\nnet.tap=t%d\n", i + 1);
+        ck_assert_msg(strstr(cfg, want) && !strstr(cfg, "ptap"), "%s", cfg);
+    }
+    struct sbx_info info;
+    ck_assert_int_eq(sandbox_info("p-2", &info, &e), 0);
+    ck_assert_int_eq(info.state, SBX_STOPPED);
+    /* the names are taken now */
+    ck_assert_int_eq(sandbox_fork("p", &o, k, &e), -EEXIST);
+    ck_assert_str_eq(e.msg, "a sandbox named p-1 already exists");
+    ck_assert(!k[0].made && k[0].code == -EEXIST);
+}
+END_TEST
+
+START_TEST(fork_started)
+{
+    make_parent("p", "ephemeral=0\nrw_drive=0\n");
+    setenv("FAKE_VMM_MODE", "ready", 1);
+    struct sbx_fork_child k[3];
+    struct sbx_fork_opts o = { .prefix = "kid", .count = 3 };
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_fork("p", &o, k, &e), 0);
+    size_t order[3];
+    ck_assert_uint_eq(sandbox_fork_told(k, 3, order), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert(k[i].made && k[i].code == 0 && k[i].pid > 0);
+        ck_assert_int_eq(waitpid(k[i].pid, NULL, WNOHANG), 0);      /* our child, running */
+        kill(k[i].pid, SIGKILL);
+        waitpid(k[i].pid, NULL, 0);
+    }
+    ck_assert(exists("kid-3/base/state"));
+}
+END_TEST
+
+START_TEST(fork_fails)
+{
+    make_parent("p", "ephemeral=0\nrw_drive=0\n");
+    setenv("FAKE_VMM_MODE", "die", 1);
+    struct sbx_fork_child k[2];
+    struct sbx_fork_opts o = { .child = "c", .count = 1, .start = { .wait = 0 } };
+    struct sbx_err e = { 0 };
+    ck_assert_int_lt(sandbox_fork("p", &o, k, &e), 0);
+    ck_assert(k[0].made && k[0].code < 0 && k[0].pid == 0);
+    ck_assert(!exists("c"));
+    size_t order[2];
+    ck_assert_uint_eq(sandbox_fork_told(k, 1, order), 1);
+    ck_assert_msg(strstr(k[0].err.msg, "sandbox c: its moat process exited (status 3) while starting\nc's log (") ==
+                  k[0].err.msg, "%s", k[0].err.msg);
+    /* refused before anything is made */
+    make_parent("rw", "rw_drive=1\n");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_fork("rw", &o, k, &e), -EINVAL);
+    ck_assert_msg(strstr(e.msg, "sandbox rw has a writable drive without a copy-on-write overlay"), "%s", e.msg);
+    o.jail_uid = 7;
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_fork("p", &o, k, &e), -EINVAL);
+    ck_assert_msg(strstr(e.msg, "sandbox p is not jailed"), "%s", e.msg);
+    ck_assert(!exists("c"));
+    /* told in the order it was said */
+    struct sbx_fork_child t[3] = { { .told_ns = 5 }, { .told_ns = 0 }, { .told_ns = 2 } };
+    strcpy(t[0].err.msg, "x");
+    strcpy(t[2].err.msg, "y");
+    ck_assert_uint_eq(sandbox_fork_told(t, 3, order), 2);
+    ck_assert(order[0] == 2 && order[1] == 0);
+}
+END_TEST
+
+START_TEST(tap_names)
+{
+    char t[32];
+    ck_assert_uint_eq(sandbox_tap_name("tap%u", 12, t, sizeof t), 5);
+    ck_assert_str_eq(t, "tap12");
+    ck_assert_uint_eq(sandbox_tap_name("a%ub", 7, t, sizeof t), 3);
+    ck_assert_str_eq(t, "a7b");
+    ck_assert(sandbox_tap_format_ok("tap%u", 1000));
+    ck_assert(!sandbox_tap_format_ok("tap%d", 1));
+    ck_assert(!sandbox_tap_format_ok("tap", 1));
+    ck_assert(!sandbox_tap_format_ok("t%u%u", 1));
+    ck_assert(!sandbox_tap_format_ok("a/%u", 1));
+    ck_assert(!sandbox_tap_format_ok("a,%u", 1));
+    ck_assert(sandbox_tap_format_ok("abcdefghijkl%u", 999));
+    ck_assert(!sandbox_tap_format_ok("abcdefghijkl%u", 1000));
 }
 END_TEST
 
@@ -783,6 +897,10 @@ int main(int argc, char **argv)
     tcase_add_test(tc, start_cancelled);
     tcase_add_test(tc, start_refused);
     tcase_add_test(tc, wait_several);
+    tcase_add_test(tc, fork_stopped);
+    tcase_add_test(tc, fork_started);
+    tcase_add_test(tc, fork_fails);
+    tcase_add_test(tc, tap_names);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

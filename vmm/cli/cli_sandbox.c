@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -31,6 +30,7 @@
 #include "vmm/sandbox/jail_spec.h"
 #include "vmm/sandbox/sandbox.h"
 #include "vmm/sandbox/create.h"
+#include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/start.h"
 #include "vmm/base/clock.h"
 
@@ -126,15 +126,6 @@ static int sbx_lock(struct sbx *s)
 {
     struct sbx_err e = { 0 };
     if (sandbox_lock(s, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
-static int jail_cleanup(const struct sbx *s)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_jail_cleanup(s, &e) == 0)
         return 0;
     say(&e);
     return -1;
@@ -346,28 +337,6 @@ static int jail_option(int argc, char **argv, int *i, struct sbx_jail *j, int *s
         snprintf(j->cg[j->ncg++], sizeof j->cg[0], "%s=%s", cg.key, cg.val);
         return 1;
     }
-}
-
-/* A new jail id for the sandbox NAME into j->id (sandbox_jail_new_id):
- * 0, or -1 after saying why. */
-static int jail_new_id(struct sbx_jail *j, const char *name)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_jail_new_id(j, name, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
-/* A jailed sandbox's directory (sandbox_jail_dir_perms): 0, or -1 after
- * saying why. */
-static int jail_dir_perms(const struct sbx *s)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_jail_dir_perms(s, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
 }
 
 /* moat create's arguments, parsed into what sandbox_create takes. */
@@ -673,7 +642,7 @@ static int start_locked(struct sbx *s, double wait, struct phases *ph)
     struct sbx_err e = { 0 };
     struct sbx_start_opts o = start_opts(wait, ph);
     enum sbx_state was = SBX_DEAD;
-    int r = sandbox_start_locked(s, &o, &was, &e);
+    int r = sandbox_start_locked(s, &o, &was, NULL, &e);
     if (r == 0 && (was == SBX_RUNNING || was == SBX_PAUSED))
         fprintf(stderr, "moat: sandbox %s is already %s\n", s->name, sandbox_state_str(was));
     say(&e);
@@ -712,168 +681,15 @@ static int cmd_start(int argc, char **argv)
     return r < 0 ? 1 : 0;
 }
 
-/* Hard-link dir/state and dir/memory into to/ (snapshot files are never
- * changed in place, only replaced, so links are safe copies). */
-static int link_snapshot(const char *from, const char *to)
-{
-    if (mkdir(to, 0700) < 0 && errno != EEXIST)
-        return -errno;
-    /* Relative to both directories, opened O_NOFOLLOW; linkat does not
-     * follow the names either: a jailed sandbox's snap/ is its jail's. */
-    int ffd = open(from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int tfd = ffd < 0 ? -1 : open(to, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int r = tfd < 0 ? -errno : 0;
-    static const char *const files[] = { "state", "memory" };
-    for (int i = 0; r == 0 && i < 2; i++)
-        if (linkat(ffd, files[i], tfd, files[i], 0) < 0)
-            r = -errno;
-    if (ffd >= 0)
-        close(ffd);
-    if (tfd >= 0)
-        close(tfd);
-    return r;
-}
-
-/* Pin s's overlays into dir/diskN.overlay from the files themselves (no
- * process has them open: ovl_clone takes its shared lock). */
-static int clone_own_disks(const struct sbx *s, const char *dir)
-{
-    char src[PATH_MAX], dst[PATH_MAX], why[512];
-    for (unsigned n = 0; n < s->ndrive; n++) {
-        if (!sandbox_drive_overlay(s, n, src, sizeof src))
-            continue;
-        snprintf(dst, sizeof dst, "%s/disk%u.overlay", dir, n);
-        why[0] = 0;
-        char via[64];
-        int keep;
-        const char *from = sandbox_file_via(s, src, via, sizeof via, &keep);
-        int r = from ? ovl_clone(from, dst, why, sizeof why) : -1;
-        if (!from)
-            snprintf(why, sizeof why, "%.400s: %s", src, strerror(errno));
-        if (keep >= 0)
-            close(keep);
-        if (r < 0) {
-            fprintf(stderr, "moat: sandbox %s: pinning its disk: %s\n", s->name, why);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* A snapshot of s into dir, its copy-on-write disks pinned beside it
- * (dir/diskN.overlay, the disk state the memory refers to): through the
- * control socket when it runs (snapshot-disks: one pause for both), by
- * linking its stop snapshot and copying its overlays when stopped. */
+/* A snapshot of s into dir, its disks pinned beside it
+ * (sandbox_snapshot_into, printed): 0 or -1. */
 static int snapshot_into(struct sbx *s, const char *dir)
 {
-    pid_t pid;
-    double up;
-    enum sbx_state st = sandbox_state(s, &pid, &up);
-    char p[PATH_MAX];
-    if (st == SBX_STOPPED) {
-        int r = link_snapshot(sandbox_path(s, "snap", p, sizeof p), dir);
-        if (r < 0)
-            fprintf(stderr, "moat: linking the snapshot into %s: %s\n", dir, strerror(-r));
-        /* A jailed sandbox restores it inside its jail (reset --to). */
-        return r < 0 || clone_own_disks(s, dir) < 0 || jail_share_dir(s, dir) < 0 ? -1 : 0;
-    }
-    if (need_live(s, st, "snapshot") < 0)
-        return -1;
-    char req[PATH_MAX + 16];
-    snprintf(req, sizeof req, "snapshot-disks %s", dir);
-    return ctl(s, req, NULL, 0, 600);
-}
-
-/* ---- forks of a jailed sandbox ----
- * Its snapshot files are its jail's (written by its moat: a running one's
- * fork snapshot, a stopped one's snap/ and overlays). A child gets copies
- * that root owns, read-only: never the parent's inodes (a child's restore
- * maps the memory file MAP_PRIVATE, so a page the parent's jail could
- * still write would change the children's RAM), and nothing found there
- * is followed. */
-
-/* Copy FILE of the directory sfd into DST (a new file): opened O_NOFOLLOW
- * (O_NONBLOCK: a FIFO put there does not block), a regular file, copied
- * through /proc/self/fd/N (a reflink, or a sparse copy of the size it
- * had). 0, or -1 with why. */
-static int copy_from_jail(int sfd, const char *file, const char *dst, char *why, size_t wlen)
-{
-    int fd = sandbox_open_regular_at(sfd, file);
-    if (fd < 0) {
-        snprintf(why, wlen, "%s: %s", file, errno == SBX_EFTYPE_NOT_REG ? "not a regular file" : strerror(errno));
-        return -1;
-    }
-    char via[64];
-    snprintf(via, sizeof via, "/proc/self/fd/%d", fd);
-    int r = ovl_clone(via, dst, why, wlen);
-    close(fd);
-    return r < 0 ? -1 : 0;
-}
-
-/* The snapshot a fork of the jailed sandbox s starts from, into DIR (made
- * here: root's, 0755): a running one's written by its jail (snapshot-disks)
- * into s's own directory as fork.snap (the only place it sees), a stopped
- * one's snap/ and overlays; state and memory copied as root's, mode 0444,
- * the disk pins as DIR/diskN.overlay. fork.snap is removed after (by
- * unlinkat, no link followed). 0, or -1 after saying why. */
-static int jail_fork_snapshot(struct sbx *s, const char *dir)
-{
-    pid_t pid;
-    double up;
-    enum sbx_state st = sandbox_state(s, &pid, &up);
-    struct stat ds;
-    char why[600] = "", src[PATH_MAX], dst[PATH_MAX + 32], req[PATH_MAX + 32];
-    const char *from = st == SBX_STOPPED ? "snap" : "fork.snap";
-    if (st != SBX_STOPPED && need_live(s, st, "fork") < 0)
-        return -1;
-    if (fstat(s->dfd, &ds) < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST) || chmod(dir, 0755) < 0) {
-        fprintf(stderr, "moat: %s: %s\n", dir, strerror(errno));
-        return -1;
-    }
-    if (st != SBX_STOPPED) {
-        if (sandbox_rm_at(s->dfd, from, ds.st_dev) < 0) {
-            fprintf(stderr, "moat: %s: %s\n", sandbox_path(s, from, src, sizeof src), strerror(errno));
-            return -1;
-        }
-        snprintf(req, sizeof req, "snapshot-disks %s", sandbox_path(s, from, src, sizeof src));
-        if (ctl(s, req, NULL, 0, 600) < 0) {
-            sandbox_rm_at(s->dfd, from, ds.st_dev);
-            return -1;
-        }
-    }
-    int sfd = openat(s->dfd, from, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    int r = 0;
-    if (sfd < 0) {
-        snprintf(why, sizeof why, "%s: %s", from, strerror(errno));
-        r = -1;
-    }
-    static const char *const files[] = { "state", "memory" };
-    for (int i = 0; r == 0 && i < 2; i++) {
-        snprintf(dst, sizeof dst, "%s/%s", dir, files[i]);
-        r = copy_from_jail(sfd, files[i], dst, why, sizeof why);
-        if (r == 0 && chmod(dst, 0444) < 0) {
-            snprintf(why, sizeof why, "%.400s: %s", dst, strerror(errno));
-            r = -1;
-        }
-    }
-    for (unsigned n = 0; r == 0 && st != SBX_STOPPED && n < s->ndrive; n++) {
-        char o[PATH_MAX], pin[32];
-        if (!sandbox_drive_overlay(s, n, o, sizeof o))
-            continue;
-        snprintf(pin, sizeof pin, "disk%u.overlay", n);
-        snprintf(dst, sizeof dst, "%s/%s", dir, pin);
-        r = copy_from_jail(sfd, pin, dst, why, sizeof why);
-    }
-    if (sfd >= 0)
-        close(sfd);
-    if (st != SBX_STOPPED)
-        sandbox_rm_at(s->dfd, from, ds.st_dev);
-    if (r < 0) {
-        fprintf(stderr, "moat: sandbox %s: its snapshot for the fork (%s): %s\n", s->name,
-                sandbox_path(s, from, src, sizeof src), why);
-        return -1;
-    }
-    return st == SBX_STOPPED ? clone_own_disks(s, dir) : 0;
+    struct sbx_err e = { 0 };
+    if (sandbox_snapshot_into(s, dir, &e) == 0)
+        return 0;
+    say(&e);
+    return -1;
 }
 
 static int cmd_snapshot(int argc, char **argv)
@@ -1026,20 +842,32 @@ out:
     return rc;
 }
 
-/* fmt (one %u, checked) with the %u replaced by num: its length. */
-static size_t tap_name(const char *fmt, unsigned long num, char *out, size_t len)
+/* Fork name (sandbox_fork), printed: what was said about each child's
+ * start in the order it was said, then the rest; the names of the children
+ * made (unless quiet); --timings once the children got their snapshot.
+ * 0, or -1 when any failed. */
+static int fork_sandbox(const char *name, const struct sbx_fork_opts *o, bool quiet, struct phases *ph)
 {
-    const char *pc = strstr(fmt, "%u");
-    char b[96];
-    int k = snprintf(b, sizeof b, "%.*s%lu%.40s", (int)(pc - fmt) > 40 ? 40 : (int)(pc - fmt), fmt, num, pc + 2);
-    if (len)
-        snprintf(out, len, "%.*s", (int)(len - 1), b);
-    return k < 0 ? 0 : (size_t)k;
+    struct sbx_err e = { 0 };
+    struct sbx_fork_child *kids = calloc(o->count, sizeof *kids);
+    size_t *order = calloc(o->count, sizeof *order);
+    int r = -1;
+    if (kids && order) {
+        r = sandbox_fork(name, o, kids, &e);
+        size_t m = sandbox_fork_told(kids, o->count, order);
+        for (size_t j = 0; j < m; j++)
+            say(&kids[order[j]].err);
+        say(&e);
+        for (unsigned long i = 0; i < o->count; i++)
+            if (kids[i].made && kids[i].code == 0 && !quiet)
+                printf("%s\n", kids[i].name);
+        if (kids[0].made)
+            phases_print(ph, "fork");
+    }
+    free(kids);
+    free(order);
+    return r < 0 ? -1 : 0;
 }
-
-static int fork_sandbox(const char *name, const char *prefix, const char *child, unsigned long count,
-                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *ph,
-                        unsigned juid, unsigned jgid);
 
 static int cmd_fork(int argc, char **argv)
 {
@@ -1088,225 +916,16 @@ static int cmd_fork(int argc, char **argv)
                         "       (a jailed NAME: also [--jail-uid U] [--jail-gid G], the children's)\n");
         return EXIT_USAGE;
     }
-    if (!prefix)
-        prefix = name;
-    if (tapfmt) {           /* each child's own TAP: one %u, the child's number */
-        const char *pc = strchr(tapfmt, '%');
-        char t[64];
-        if (!pc || pc[1] != 'u' || strchr(pc + 2, '%') || strchr(tapfmt, '/') || strchr(tapfmt, ',') ||
-            tap_name(tapfmt, count, t, sizeof t) > 15) {
-            fprintf(stderr, "moat: --tap '%s': a TAP name with one %%u (the child's number, 1..N), at most 15 "
-                            "bytes once expanded, without '/' or ','\n", tapfmt);
-            return EXIT_USAGE;
-        }
+    /* each child's own TAP: one %u, the child's number */
+    if (tapfmt && !sandbox_tap_format_ok(tapfmt, count)) {
+        fprintf(stderr, "moat: --tap '%s': a TAP name with one %%u (the child's number, 1..N), at most 15 "
+                        "bytes once expanded, without '/' or ','\n", tapfmt);
+        return EXIT_USAGE;
     }
-    return fork_sandbox(name, prefix, child, count, tapfmt, stopped, false, wait, &ph, juid, jgid) < 0 ? 1 : 0;
-}
-
-/* Fork name into count children (prefix-1 .. prefix-N, or the one child
- * named child), started (or, stopped: their snapshot in snap/, nothing
- * running). 0, or -1 when any failed (after saying why). */
-static int fork_sandbox(const char *name, const char *prefix, const char *child, unsigned long count,
-                        const char *tapfmt, bool stopped, bool quiet, double wait, struct phases *phs,
-                        unsigned juid, unsigned jgid)
-{
-    struct phases ph = *phs;
-    struct sbx s;
-    if (sbx_open(&s, name, 1) < 0)
-        return 1;
-    int rc = 1;
-    char *cfg = NULL, *kcfg = NULL;
-    struct sbx *kids = calloc(count, sizeof *kids);
-    unsigned long made = 0;
-    if (!kids)
-        goto out;
-    for (unsigned long i = 0; i < count; i++)
-        kids[i].dfd = -1;
-    if ((juid || jgid) && !s.jail.on) {
-        fprintf(stderr, "moat: sandbox %s is not jailed: --jail-uid and --jail-gid are for forks of a "
-                        "jailed sandbox\n", s.name);
-        goto out;
-    }
-    if (s.rw_drive) {
-        fprintf(stderr, "moat: sandbox %s has a writable drive without a copy-on-write overlay "
-                        "(overlay=none, or made by an older moat): forks would share and corrupt it\n",
-                s.name);
-        goto out;
-    }
-    /* Every child name is valid and free before anything happens. */
-    for (unsigned long i = 0; i < count; i++) {
-        char cn[128];
-        if (child)
-            snprintf(cn, sizeof cn, "%s", child);
-        else
-            snprintf(cn, sizeof cn, "%s-%lu", prefix, i + 1);
-        if (sbx_paths(&kids[i], cn) < 0)
-            goto out;
-        if (access(kids[i].dir, F_OK) == 0) {
-            fprintf(stderr, "moat: a sandbox named %s already exists\n", cn);
-            goto out;
-        }
-        /* Jailed like its parent, in a jail of its own (its own id; the
-         * parent's uid and gid unless --jail-uid/--jail-gid say). */
-        if (s.jail.on) {
-            kids[i].jail = s.jail;
-            if (juid)
-                kids[i].jail.uid = juid;
-            if (jgid)
-                kids[i].jail.gid = jgid;
-            if (jail_new_id(&kids[i].jail, cn) < 0)
-                goto out;
-        }
-        /* Its drives: the parent's, each overlay replaced by its own. */
-        for (unsigned n = 0; n < s.ndrive; n++) {
-            char o[PATH_MAX], mine[PATH_MAX + 32];
-            snprintf(mine, sizeof mine, "%s/disk%u.overlay", kids[i].dir, n);
-            kids[i].drive[n] = sandbox_drive_overlay(&s, n, o, sizeof o)
-                                   ? sandbox_spec_with_overlay(s.drive[n], mine)
-                                   : strdup(s.drive[n]);
-            if (!kids[i].drive[n])
-                goto out;
-            kids[i].ndrive = n + 1;
-        }
-    }
-    char parent_cfg[PATH_MAX], p[PATH_MAX], base0[PATH_MAX];
-    cfg = calloc(1, 65536);
-    kcfg = calloc(1, 65536);
-    if (!cfg || !kcfg)
-        goto out;
-    FILE *pf = fopen(sandbox_path(&s, "config", parent_cfg, sizeof parent_cfg), "re");
-    size_t clen = 0;
-    while (pf && clen < 60000 && fgets(cfg + clen, (int)(60000 - clen), pf))
-        if (strncmp(cfg + clen, "drive.", 6) && strncmp(cfg + clen, "net.tap=", 8) &&   /* a child's own below */
-            strncmp(cfg + clen, "jail.id=", 8) && strncmp(cfg + clen, "jail.uid=", 9) &&
-            strncmp(cfg + clen, "jail.gid=", 9))
-            clen += strlen(cfg + clen);
-    cfg[clen] = 0;
-    if (pf)
-        fclose(pf);
-    snprintf(cfg + clen, 200, "forked_from=%s\n", s.name);
-    for (; made < count; made++) {
-        struct sbx *k = &kids[made];
-        if (mkdir(k->dir, 0700) < 0) {
-            fprintf(stderr, "moat: %s: %s\n", k->dir, strerror(errno));
-            goto undo;
-        }
-        size_t kl = (size_t)snprintf(kcfg, 65536, "%s", cfg);
-        for (unsigned n = 0; n < k->ndrive && kl < 65536; n++)
-            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "drive.%u=%s\n", n, k->drive[n]);
-        if (tapfmt && kl < 65536) {
-            tap_name(tapfmt, made + 1, k->tap, sizeof k->tap);
-            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "net.tap=%s\n", k->tap);
-        }
-        if (k->jail.on && kl < 65536)
-            kl += (size_t)snprintf(kcfg + kl, 65536 - kl, "jail.id=%s\njail.uid=%u\njail.gid=%u\n",
-                                   k->jail.id, k->jail.uid, k->jail.gid);
-        k->dfd = open(k->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (kl >= 65536 || k->dfd < 0 || sbx_lock(k) < 0 || (k->jail.on && jail_dir_perms(k) < 0) ||
-            sandbox_write_file(sandbox_path(k, "config", p, sizeof p), kcfg) < 0) {
-            made++;
-            goto undo;
-        }
-        k->ephemeral = s.ephemeral;
-    }
-    /* One snapshot of the parent (it goes on running), linked into each
-     * child; its disk pins (base/diskN.overlay, taken in the same pause)
-     * copied to each child's own overlay. */
-    phase(&ph, "prepared");
-    sandbox_path(&kids[0], "base", base0, sizeof base0);
-    if ((s.jail.on ? jail_fork_snapshot(&s, base0) : snapshot_into(&s, base0)) < 0)
-        goto undo;
-    phase(&ph, "snapshot");
-    /* A jailed parent's: root's files, 0444, in root's base/ (0755), which
-     * each child's jail reads (bound in read-only) but none can change. */
-    for (unsigned long i = 1; i < count; i++) {
-        int r = link_snapshot(base0, sandbox_path(&kids[i], "base", p, sizeof p));
-        if (r == 0 && s.jail.on && chmod(p, 0755) < 0)
-            r = -errno;
-        if (r < 0) {
-            fprintf(stderr, "moat: linking the snapshot into %s: %s\n", p, strerror(-r));
-            goto undo;
-        }
-    }
-    for (unsigned n = 0; n < s.ndrive; n++) {
-        char pin[PATH_MAX + 32], o[PATH_MAX], why[512];
-        snprintf(pin, sizeof pin, "%s/disk%u.overlay", base0, n);
-        if (!sandbox_drive_overlay(&s, n, o, sizeof o))
-            continue;
-        for (unsigned long i = count; i-- > 0;) {
-            sandbox_drive_overlay(&kids[i], n, o, sizeof o);
-            why[0] = 0;
-            int r = i == 0 ? (rename(pin, o) < 0 ? -errno : 0) : ovl_clone(pin, o, why, sizeof why);
-            /* A jailed child's overlay is its own jail's to write. */
-            if (r == 0 && kids[i].jail.on && lchown(o, kids[i].jail.uid, kids[i].jail.gid) < 0)
-                r = -errno;
-            if (r < 0) {
-                fprintf(stderr, "moat: %s: %s\n", o, why[0] ? why : strerror(-r));
-                goto undo;
-            }
-        }
-    }
-    phase(&ph, "overlays");
-    /* Done with the parent: its lock goes now, so that other forks of it
-     * (a template's, for moat serve) start their children alongside. */
-    sandbox_close(&s);
-    if (stopped) {          /* the snapshot is each child's stop snapshot: nothing runs */
-        rc = 0;
-        for (unsigned long i = 0; i < count; i++) {
-            char b[PATH_MAX], sn[PATH_MAX];
-            if (rename(sandbox_path(&kids[i], "base", b, sizeof b), sandbox_path(&kids[i], "snap", sn, sizeof sn)) < 0) {
-                fprintf(stderr, "moat: %s: %s\n", sn, strerror(errno));
-                rc = 1;
-                sandbox_rm_rf(kids[i].dir);
-            } else if (!quiet) {
-                printf("%s\n", kids[i].name);
-            }
-            sandbox_close(&kids[i]);
-        }
-        phases_print(&ph, "fork");
-        goto out;
-    }
-    /* Every child started at once, then all waited for together. */
-    rc = 0;
-    struct sbx_starting *st = calloc(count, sizeof *st);
-    if (!st)
-        goto undo;
-    struct sbx_err se = { 0 };
-    struct sbx_start_opts so = start_opts(wait, &ph);
-    for (unsigned long i = 0; i < count; i++)
-        if (sandbox_start_spawn(&kids[i], sandbox_path(&kids[i], "base", p, sizeof p), true, &st[i], &se) < 0)
-            st[i].failed = true;
-    phase(&ph, "spawned");
-    sandbox_wait_ready_all(st, count, &so);
-    say(&se);
-    for (unsigned long i = 0; i < count; i++) {
-        if (st[i].failed) {
-            rc = 1;
-            if (st[i].pid > 0)
-                sandbox_start_undo(&st[i]);
-            sandbox_rm_rf(kids[i].dir);
-            jail_cleanup(&kids[i]);
-        } else if (!quiet) {
-            printf("%s\n", kids[i].name);
-        }
-        sandbox_close(&kids[i]);
-    }
-    free(st);
-    phases_print(&ph, "fork");
-    goto out;
-undo:
-    for (unsigned long i = 0; i < made; i++) {
-        sandbox_rm_rf(kids[i].dir);
-        sandbox_close(&kids[i]);
-    }
-out:
-    for (unsigned long i = 0; kids && i < count; i++)
-        sandbox_close(&kids[i]);
-    free(cfg);
-    free(kcfg);
-    free(kids);
-    sandbox_close(&s);
-    return rc ? -1 : 0;
+    struct sbx_fork_opts o = { .child = child, .prefix = prefix, .count = count, .tapfmt = tapfmt,
+                               .stopped = stopped, .jail_uid = juid, .jail_gid = jgid,
+                               .start = start_opts(wait, &ph) };
+    return fork_sandbox(name, &o, false, &ph) < 0 ? 1 : 0;
 }
 
 /* moat diff NAME --against T [--files]: the blocks (and ext4 files) of each
@@ -1665,7 +1284,8 @@ static int template_create(int argc, char **argv)
     int r;
     if (from) {
         struct phases ph = { 0 };
-        r = fork_sandbox(from, NULL, tname, 1, NULL, true, true, 0, &ph, 0, 0) < 0 ? 1 : 0;
+        struct sbx_fork_opts o = { .child = tname, .count = 1, .stopped = true, .start = start_opts(0, &ph) };
+        r = fork_sandbox(from, &o, true, &ph) < 0 ? 1 : 0;
     } else {
         r = quietly(cmd_create, cargc, cargv);
         if (r == 0) {

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include "include/moat.h"
 #include "vmm/base/clock.h"
 #include "vmm/sandbox/create.h"
+#include "vmm/sandbox/fork.h"
 
 /* moat run's long options (vmm/cli/cli.c cmd_run): which take a value. */
 static const struct { const char *name; int has_val; } run_opts[] = {
@@ -94,27 +94,6 @@ int sandbox_drive_spec(const struct sbx *s, unsigned n, const char *spec, char *
                      ovlbuf[0] ? ",overlay=" : "", ovlbuf);
     if (k < 0 || (size_t)k >= olen)
         return sandbox_err(err, -ENAMETOOLONG, "%cmoat create: --drive %s: too long", V, spec);
-    return 0;
-}
-
-/* ---- jails of new sandboxes ---- */
-
-int sandbox_jail_new_id(struct sbx_jail *j, const char *name, struct sbx_err *err)
-{
-    uint32_t rnd;
-    if (getrandom(&rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
-        return sandbox_err(err, -errno, "getrandom: %s", SBX_STRERROR(errno));
-    size_t n = 0;
-    for (const char *c = name; *c && n < 40; c++)
-        j->id[n++] = *c == '.' ? '_' : *c;
-    snprintf(j->id + n, sizeof j->id - n, "-%08x", rnd);
-    return 0;
-}
-
-int sandbox_jail_dir_perms(const struct sbx *s, struct sbx_err *err)
-{
-    if (fchown(s->dfd, 0, s->jail.gid) < 0 || fchmod(s->dfd, S_ISVTX | 0770) < 0)
-        return sandbox_err(err, -errno, "%s: %s", s->dir, SBX_STRERROR(errno));
     return 0;
 }
 

@@ -70,12 +70,4 @@ struct sbx_create_res {
 int sandbox_create(const char *name, const struct sbx_create_opts *o, struct sbx_create_res *res,
                    struct sbx_err *err);
 
-/* A new jail id for the sandbox name into j->id: the name's characters an
- * id takes ('.' as '_', at most 40) and 8 random hex digits. 0, or -errno
- * with why. */
-int sandbox_jail_new_id(struct sbx_jail *j, const char *name, struct sbx_err *err);
-/* s's directory (s->dfd) as a jailed sandbox's: root's, its jail's group
- * may create files, others nothing; sticky. 0, or -errno with why. */
-int sandbox_jail_dir_perms(const struct sbx *s, struct sbx_err *err);
-
 #endif

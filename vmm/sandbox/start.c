@@ -253,6 +253,7 @@ static void start_failed(struct sbx_starting *k, const char *why)
 {
     int st = 0;
     k->failed = true;
+    k->failed_ns = clock_mono_ns();
     if (k->rfd >= 0)
         close(k->rfd);
     k->rfd = -1;
@@ -465,8 +466,9 @@ void sandbox_start_undo(struct sbx_starting *k)
     sandbox_kill_process(k->s, 0, k->err);
 }
 
-int sandbox_start_from(struct sbx *s, const char *snapdir, bool fork_child, const struct sbx_start_opts *o,
-                       struct sbx_err *err)
+/* sandbox_start_from, the new process's pid into *pid (when not NULL). */
+static int start_from(struct sbx *s, const char *snapdir, bool fork_child, const struct sbx_start_opts *o,
+                      pid_t *pid, struct sbx_err *err)
 {
     struct sbx_starting k;
     int r = sandbox_start_spawn(s, snapdir, fork_child, &k, err);
@@ -477,10 +479,18 @@ int sandbox_start_from(struct sbx *s, const char *snapdir, bool fork_child, cons
         sandbox_start_undo(&k);
         return err && err->code ? err->code : -EIO;
     }
+    if (pid)
+        *pid = k.pid;
     return 0;
 }
 
-int sandbox_start_locked(struct sbx *s, const struct sbx_start_opts *o, enum sbx_state *was,
+int sandbox_start_from(struct sbx *s, const char *snapdir, bool fork_child, const struct sbx_start_opts *o,
+                       struct sbx_err *err)
+{
+    return start_from(s, snapdir, fork_child, o, NULL, err);
+}
+
+int sandbox_start_locked(struct sbx *s, const struct sbx_start_opts *o, enum sbx_state *was, pid_t *vm,
                          struct sbx_err *err)
 {
     pid_t pid;
@@ -488,6 +498,8 @@ int sandbox_start_locked(struct sbx *s, const struct sbx_start_opts *o, enum sbx
     enum sbx_state st = sandbox_state(s, &pid, &up);
     if (was)
         *was = st;
+    if (vm)
+        *vm = 0;
     if (st == SBX_RUNNING || st == SBX_PAUSED)
         return 0;
     char snap[PATH_MAX], p[PATH_MAX];
@@ -503,10 +515,11 @@ int sandbox_start_locked(struct sbx *s, const struct sbx_start_opts *o, enum sbx
     if ((r = sandbox_kill_process(s, pid, err)) < 0)
         return r;
     step(o, "state");
-    return sandbox_start_from(s, sandbox_path(s, "snap", snap, sizeof snap), false, o, err);
+    return start_from(s, sandbox_path(s, "snap", snap, sizeof snap), false, o, vm, err);
 }
 
-int sandbox_start(const char *name, const struct sbx_start_opts *o, enum sbx_state *was, struct sbx_err *err)
+int sandbox_start(const char *name, const struct sbx_start_opts *o, enum sbx_state *was, pid_t *vm,
+                  struct sbx_err *err)
 {
     struct sbx *s = malloc(sizeof *s);
     if (!s)
@@ -514,7 +527,7 @@ int sandbox_start(const char *name, const struct sbx_start_opts *o, enum sbx_sta
     int r = sandbox_open(s, name, 1, err);
     if (r == 0) {
         step(o, "locked");
-        r = sandbox_start_locked(s, o, was, err);
+        r = sandbox_start_locked(s, o, was, vm, err);
         sandbox_close(s);
     }
     free(s);

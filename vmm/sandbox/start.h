@@ -100,6 +100,7 @@ struct sbx_starting {
     size_t len;
     bool ctl_ok, failed;
     uint64_t ready_ns, first_run_ns;
+    uint64_t failed_ns;     /* when it was marked failed (clock_mono_ns) */
     struct sbx_err *err;    /* where its failure is told (NULL: not) */
 };
 
@@ -126,11 +127,14 @@ int sandbox_start_from(struct sbx *s, const char *snapdir, bool fork_child, cons
                        struct sbx_err *err);
 /* Start s (opened and locked) from its stop snapshot (a snap.new an
  * interrupted stop left promoted first). *was: its state before; running
- * or paused is 0 with nothing done. A template is not started. Step
- * "state" then those of sandbox_start_from. 0, or -errno with why. */
-int sandbox_start_locked(struct sbx *s, const struct sbx_start_opts *o, enum sbx_state *was,
+ * or paused is 0 with nothing done. *vm: the new VM process (the caller's
+ * child), 0 when none was started. was and vm may be NULL. A template is
+ * not started. Step "state" then those of sandbox_start_from. 0, or
+ * -errno with why. */
+int sandbox_start_locked(struct sbx *s, const struct sbx_start_opts *o, enum sbx_state *was, pid_t *vm,
                          struct sbx_err *err);
 /* Open and lock NAME (step "locked"), then sandbox_start_locked. */
-int sandbox_start(const char *name, const struct sbx_start_opts *o, enum sbx_state *was, struct sbx_err *err);
+int sandbox_start(const char *name, const struct sbx_start_opts *o, enum sbx_state *was, pid_t *vm,
+                  struct sbx_err *err);
 
 #endif
