@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "vmm/sandbox/create.h"
+#include "vmm/sandbox/template.h"
 
 static char home[64];
 
@@ -168,6 +169,61 @@ START_TEST(create_refused)
 }
 END_TEST
 
+/* A template's sandbox as template create leaves it: config, marker. */
+static void make_tpl(const char *name, const char *marker)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/template.%s", home, name);
+    ck_assert_int_eq(mkdir(p, 0700), 0);
+    snprintf(p, sizeof p, "%s/template.%s/config", home, name);
+    ck_assert_int_eq(sandbox_write_file(p, "# moat sandbox\n"), 0);
+    snprintf(p, sizeof p, "%s/template.%s/template", home, name);
+    if (marker)
+        ck_assert_int_eq(sandbox_write_file(p, marker), 0);
+}
+
+START_TEST(templates)
+{
+    char t[SBX_NAME_MAX + 1];
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_template_name("base", t, sizeof t, &e), 0);
+    ck_assert_str_eq(t, "template.base");
+    ck_assert_int_eq(sandbox_template_name("a/b", t, sizeof t, &e), -EINVAL);
+    ck_assert_str_eq(e.msg, "template name 'a/b': 1-54 of A-Z a-z 0-9 - _ ., starting with a letter or digit");
+    make_tpl("b", "agent=0\nfrom=box\n");
+    make_tpl("a", "agent=1\nfrom=\n");
+    make_tpl("c", NULL);                    /* no marker: not listed */
+    struct sbx_template_info *v;
+    size_t n;
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_template_list(&v, &n, &e), 0);
+    ck_assert_uint_eq(n, 2);
+    ck_assert_str_eq(v[0].name, "a");
+    ck_assert(v[0].agent);
+    ck_assert_str_eq(v[0].from, "");
+    ck_assert_str_eq(v[1].name, "b");
+    ck_assert(!v[1].agent);
+    ck_assert_str_eq(v[1].from, "box");
+    free(v);
+    ck_assert_int_eq(sandbox_template_remove("b", &e), 0);
+    ck_assert_int_eq(sandbox_template_remove("b", &e), -ENOENT);
+    ck_assert_str_eq(e.msg, "no template named b (moat template ls)");
+    ck_assert_int_eq(sandbox_template_list(&v, &n, &e), 0);
+    ck_assert_uint_eq(n, 1);
+    free(v);
+    /* From a sandbox that is not there: nothing made, no marker. */
+    struct sbx_template_opts o = { .from = "nosuch", .agent = true };
+    struct sbx_template_res res;
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_lt(sandbox_template_create("x", &o, &res, &e), 0);
+    ck_assert(!res.made);
+    ck_assert_msg(strstr(e.msg, "no sandbox named nosuch"), "%s", e.msg);
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/template.x", home);
+    ck_assert_int_ne(access(p, F_OK), 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     if (argc > 2 && !strcmp(argv[1], "run"))        /* one sandbox_create started */
@@ -181,6 +237,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, create_ready);
     tcase_add_test(tc, create_fails);
     tcase_add_test(tc, create_refused);
+    tcase_add_test(tc, templates);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -32,6 +32,7 @@
 #include "vmm/sandbox/create.h"
 #include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/start.h"
+#include "vmm/sandbox/template.h"
 #include "vmm/base/clock.h"
 
 #define DEFAULT_WAIT SBX_DEFAULT_WAIT
@@ -77,16 +78,22 @@ static const char usage_sandbox[] =
 
 /* Each line of e's message as "moat: LINE"; an SBX_VERBATIM line (a log's
  * tail) as it is. */
-static void say(const struct sbx_err *e)
+static void say_n(const char *m, size_t n)
 {
-    for (const char *m = e->msg; *m;) {
+    for (const char *end = m + n; m < end && *m;) {
         size_t l = strcspn(m, "\n");
+        l = l < (size_t)(end - m) ? l : (size_t)(end - m);
         if (*m == SBX_VERBATIM)
             fprintf(stderr, "%.*s\n", (int)l - 1, m + 1);
         else
             fprintf(stderr, "moat: %.*s\n", (int)l, m);
         m += l + (m[l] == '\n');
     }
+}
+
+static void say(const struct sbx_err *e)
+{
+    say_n(e->msg, strlen(e->msg));
 }
 
 int cli_moat_home(char *buf, size_t len)
@@ -353,6 +360,7 @@ struct create_args {
     size_t clen;                    /* bytes of the config's arg= lines */
     struct phases ph;
     int jail_seen;
+    bool quiet;                     /* --help prints nothing (template create's) */
 };
 
 /* One argument more for moat run (config line "arg=A"): 0, or -1 after
@@ -441,7 +449,8 @@ static int create_parse(struct create_args *c, int argc, char **argv)
                     return EXIT_USAGE;
                 continue;
             } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-                fputs(usage_sandbox, stdout);
+                if (!c->quiet)
+                    fputs(usage_sandbox, stdout);
                 return -1;
             } else if (!strncmp(a, "--jail", 6)) {
                 int jr = jail_option(argc, argv, &i, &c->o.jail, &c->jail_seen);
@@ -469,6 +478,33 @@ static int create_parse(struct create_args *c, int argc, char **argv)
     return 0;
 }
 
+/* moat create NAME ARGS (argv[1], argv[2]...) into c: 0, -1 after
+ * printing the usage (--help), or an exit status after saying why. */
+static int create_setup(struct create_args *c, int argc, char **argv)
+{
+    if (sbx_paths(&c->s, argv[1]) < 0)
+        return EXIT_USAGE;
+    c->wait = SBX_DEFAULT_WAIT;
+    c->extra = calloc(2 * (size_t)argc + 1, sizeof *c->extra);
+    int rc = c->extra ? create_parse(c, argc, argv) : EXIT_VMM_ERROR;
+    c->o.args = c->extra;
+    c->o.nargs = c->nextra;
+    c->o.drive = c->drives;
+    c->o.ndrive = c->ndrive;
+    c->o.start = start_opts(c->wait, &c->ph);
+    return rc;
+}
+
+static void create_free(struct create_args *c)
+{
+    if (!c)
+        return;
+    free(c->extra);
+    for (unsigned k = 0; k < c->ndrive; k++)
+        free(c->drives[k]);
+    free(c);
+}
+
 static int cmd_create(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-') {
@@ -482,20 +518,10 @@ static int cmd_create(int argc, char **argv)
     struct create_args *c = calloc(1, sizeof *c);
     if (!c)
         return EXIT_VMM_ERROR;
-    int rc = EXIT_USAGE;
-    if (sbx_paths(&c->s, argv[1]) < 0)
-        goto out;
-    c->wait = SBX_DEFAULT_WAIT;
-    c->extra = calloc(2 * (size_t)argc + 1, sizeof *c->extra);
-    rc = c->extra ? create_parse(c, argc, argv) : EXIT_VMM_ERROR;
+    int rc = create_setup(c, argc, argv);
     if (rc == 0) {
         struct sbx_err e = { 0 };
         struct sbx_create_res res;
-        c->o.args = c->extra;
-        c->o.nargs = c->nextra;
-        c->o.drive = c->drives;
-        c->o.ndrive = c->ndrive;
-        c->o.start = start_opts(c->wait, &c->ph);
         int r = sandbox_create(c->s.name, &c->o, &res, &e);
         say(&e);
         if (r < 0) {
@@ -505,11 +531,7 @@ static int cmd_create(int argc, char **argv)
             phases_print(&c->ph, "create");
         }
     }
-out:
-    free(c->extra);
-    for (unsigned k = 0; k < c->ndrive; k++)
-        free(c->drives[k]);
-    free(c);
+    create_free(c);
     return rc < 0 ? 0 : rc;
 }
 
@@ -1197,7 +1219,6 @@ static int cmd_net(int argc, char **argv)
 
 /* ---- templates ---- */
 
-#define TEMPLATE_PREFIX "template."
 
 static const char usage_template[] =
     "usage: moat template create NAME --from SANDBOX [--no-agent]\n"
@@ -1216,23 +1237,50 @@ static const char usage_template[] =
     "ready when their VM runs). moat serve creates its sandboxes from templates;\n"
     "see docs/sandboxes.md and docs/serve.md.\n";
 
-/* Run fn with stdout on /dev/null (a step's own output: the name of the
- * sandbox it made). */
-static int quietly(int (*fn)(int, char **), int argc, char **argv)
+/* Template create's own options (--from, --no-agent) out of argv[3]...;
+ * the rest, create's arguments, into cargv: create template.NAME ... */
+static int template_args(int argc, char **argv, char *tname, char **cargv, const char **from, bool *agent)
 {
-    fflush(stdout);
-    int saved = dup(1), nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (saved >= 0 && nul >= 0)
-        dup2(nul, 1);
-    int r = fn(argc, argv);
-    fflush(stdout);
-    if (saved >= 0) {
-        dup2(saved, 1);
-        close(saved);
+    int cargc = 0;
+    cargv[cargc++] = "create";
+    cargv[cargc++] = tname;
+    bool waited = false;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--from") && i + 1 < argc) {
+            *from = argv[++i];
+        } else if (!strcmp(argv[i], "--no-agent")) {
+            *agent = false;
+        } else {
+            waited |= !strcmp(argv[i], "--wait");
+            cargv[cargc++] = argv[i];
+        }
     }
-    if (nul >= 0)
-        close(nul);
-    return r;
+    if (!*from && !*agent && !waited) {
+        cargv[cargc++] = "--wait";
+        cargv[cargc++] = "0";
+    }
+    return cargc;
+}
+
+/* Make template NAME (sandbox_template_create), printed: what create or
+ * the fork said, create's --timings, what came after; NAME. */
+static int template_make(const char *name, struct sbx_template_opts *to, struct create_args *c)
+{
+    struct sbx_err e = { 0 };
+    struct sbx_template_res res;
+    int r = sandbox_template_create(name, to, &res, &e);
+    if (!res.made) {
+        say(&e);
+        return to->from ? 1 : res.usage ? EXIT_USAGE : EXIT_VMM_ERROR;
+    }
+    say_n(e.msg, res.made_msg);
+    if (c && to->create)
+        phases_print(&c->ph, "create");
+    say_n(e.msg + res.made_msg + (e.msg[res.made_msg] == '\n'), sizeof e.msg);
+    if (r < 0)
+        return 1;
+    printf("%s\n", name);
+    return 0;
 }
 
 static int template_create(int argc, char **argv)
@@ -1245,100 +1293,46 @@ static int template_create(int argc, char **argv)
         fputs(usage_template, stderr);
         return EXIT_USAGE;
     }
-    const char *name = argv[2], *from = NULL;
-    bool agent = true;
-    char tname[SBX_NAME_MAX + 16];
-    if (strlen(name) > SBX_NAME_MAX - strlen(TEMPLATE_PREFIX) || !sandbox_valid_name(name)) {
-        fprintf(stderr, "moat: template name '%s': 1-%zu of A-Z a-z 0-9 - _ ., starting with a letter or digit\n",
-                name, SBX_NAME_MAX - strlen(TEMPLATE_PREFIX));
+    const char *name = argv[2];
+    struct sbx_template_opts to = { .agent = true };
+    char tname[SBX_NAME_MAX + 1];
+    struct sbx_err e = { 0 };
+    if (sandbox_template_name(name, tname, sizeof tname, &e) < 0) {
+        say(&e);
         return EXIT_USAGE;
     }
-    snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%s", name);
-    /* create's arguments: create template.NAME [--wait S] [run options] */
     char **cargv = calloc((size_t)argc + 4, sizeof *cargv);
-    if (!cargv)
-        return EXIT_VMM_ERROR;
-    int cargc = 0;
-    cargv[cargc++] = "create";
-    cargv[cargc++] = tname;
-    bool waited = false;
-    for (int i = 3; i < argc; i++) {
-        if (!strcmp(argv[i], "--from") && i + 1 < argc) {
-            from = argv[++i];
-        } else if (!strcmp(argv[i], "--no-agent")) {
-            agent = false;
-        } else {
-            waited |= !strcmp(argv[i], "--wait");
-            cargv[cargc++] = argv[i];
-        }
-    }
-    if (from && cargc > 2) {
+    struct create_args *c = calloc(1, sizeof *c);
+    int rc = !cargv || !c ? EXIT_VMM_ERROR : 0;
+    int cargc = rc ? 0 : template_args(argc, argv, tname, cargv, &to.from, &to.agent);
+    if (!rc && to.from && cargc > 2) {
         fprintf(stderr, "moat template create: --from takes no run options (%s)\n", cargv[2]);
-        free(cargv);
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
+    } else if (!rc && !to.from) {
+        c->quiet = true;
+        rc = create_setup(c, cargc, cargv);
+        to.create = rc == 0 ? &c->o : NULL;    /* create --help: nothing created, as before */
     }
-    if (!from && !agent && !waited) {
-        cargv[cargc++] = "--wait";
-        cargv[cargc++] = "0";
-    }
-    int r;
-    if (from) {
-        struct phases ph = { 0 };
-        struct sbx_fork_opts o = { .child = tname, .count = 1, .stopped = true, .start = start_opts(0, &ph) };
-        r = fork_sandbox(from, &o, true, &ph) < 0 ? 1 : 0;
-    } else {
-        r = quietly(cmd_create, cargc, cargv);
-        if (r == 0) {
-            struct sbx s;
-            r = 1;
-            if (sbx_open(&s, tname, 1) == 0) {
-                r = stop_locked(&s, NULL) < 0 ? 1 : 0;
-                sandbox_close(&s);
-            }
-            if (r) {
-                char *rm[] = { "rm", "-f", tname, NULL };
-                cmd_rm(3, rm);
-            }
-        }
-    }
+    if (rc <= 0)
+        rc = template_make(name, &to, c);
+    create_free(c);
     free(cargv);
-    if (r)
-        return r;
-    struct sbx t;
-    char p[PATH_MAX], text[256];
-    snprintf(text, sizeof text, "agent=%d\nfrom=%s\n", agent, from ? from : "");
-    if (sbx_paths(&t, tname) < 0 || sandbox_write_file(sandbox_path(&t, "template", p, sizeof p), text) < 0) {
-        fprintf(stderr, "moat: cannot write the template marker of %s\n", tname);
-        return 1;
-    }
-    printf("%s\n", name);
-    return 0;
+    return rc;
 }
 
 static int template_ls(void)
 {
-    char *names[4096];
-    ssize_t n = home_names(TEMPLATE_PREFIX, names, 4096);
-    if (n < 0)
+    struct sbx_err e = { 0 };
+    struct sbx_template_info *v;
+    size_t n;
+    if (sandbox_template_list(&v, &n, &e) < 0) {
+        say(&e);
         return EXIT_USAGE;
-    printf("%-32s %-6s %s\n", "NAME", "AGENT", "FROM");
-    for (ssize_t i = 0; i < n; i++) {
-        struct sbx s;
-        char p[PATH_MAX], buf[512] = "";
-        if (sbx_paths(&s, names[i]) == 0) {
-            int fd = open(sandbox_path(&s, "template", p, sizeof p), O_RDONLY | O_CLOEXEC);
-            if (fd >= 0) {
-                ssize_t k = read(fd, buf, sizeof buf - 1);
-                buf[k > 0 ? k : 0] = 0;
-                close(fd);
-                const char *f = strstr(buf, "from=");
-                int fl = f ? (int)strcspn(f + 5, "\n") : 0;
-                printf("%-32s %-6s %.*s\n", names[i] + strlen(TEMPLATE_PREFIX),
-                       strstr(buf, "agent=0") ? "no" : "yes", fl ? fl : 1, fl ? f + 5 : "-");
-            }
-        }
-        free(names[i]);
     }
+    printf("%-32s %-6s %s\n", "NAME", "AGENT", "FROM");
+    for (size_t i = 0; i < n; i++)
+        printf("%-32s %-6s %s\n", v[i].name, v[i].agent ? "yes" : "no", v[i].from[0] ? v[i].from : "-");
+    free(v);
     return 0;
 }
 
@@ -1352,15 +1346,11 @@ static int cmd_template(int argc, char **argv)
     if (!strcmp(sub, "rm") && argc > 2) {
         int rc = 0;
         for (int i = 2; i < argc; i++) {
-            char tname[SBX_NAME_MAX + 16];
-            snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%.60s", argv[i]);
-            if (!sandbox_valid_name(argv[i]) || !sandbox_exists(tname)) {
-                fprintf(stderr, "moat: no template named %s (moat template ls)\n", argv[i]);
+            struct sbx_err e = { 0 };
+            if (sandbox_template_remove(argv[i], &e) < 0) {
+                say(&e);
                 rc = 1;
-                continue;
             }
-            char *rm[] = { "rm", "-f", tname, NULL };
-            rc |= cmd_rm(3, rm);
         }
         return rc;
     }
