@@ -103,23 +103,24 @@ int sandbox_template_create(const char *name, const struct sbx_template_opts *o,
     }
     if (r < 0)
         return r;
-    struct sbx t;
+    struct sbx *t = malloc(sizeof *t);     /* ~17 KiB: not on a server thread's stack */
     char p[PATH_MAX], text[600];
     snprintf(text, sizeof text, "agent=%d\nfrom=%s\n", o->agent, o->from ? o->from : "");
-    if (sandbox_paths(&t, tname, NULL) < 0 ||
-        (r = sandbox_write_file(sandbox_path(&t, "template", p, sizeof p), text)) < 0)
-        return sandbox_err(err, r < 0 ? r : -EIO, "cannot write the template marker of %s", tname);
-    return 0;
+    r = !t ? -ENOMEM : sandbox_paths(t, tname, NULL);
+    if (r == 0)
+        r = sandbox_write_file(sandbox_path(t, "template", p, sizeof p), text);
+    free(t);
+    return r < 0 ? sandbox_err(err, r, "cannot write the template marker of %s", tname) : 0;
 }
 
 /* The marker of sandbox tname into in: 0, or -1 when it has none. */
 static int template_marker(const char *tname, struct sbx_template_info *in)
 {
-    struct sbx s;
+    struct sbx *s = malloc(sizeof *s);     /* ~17 KiB: not on a server thread's stack */
     char p[PATH_MAX], buf[512] = "";
-    if (sandbox_paths(&s, tname, NULL) < 0)
-        return -1;
-    int fd = open(sandbox_path(&s, "template", p, sizeof p), O_RDONLY | O_CLOEXEC);
+    int fd = s && sandbox_paths(s, tname, NULL) == 0 ? open(sandbox_path(s, "template", p, sizeof p),
+                                                           O_RDONLY | O_CLOEXEC) : -1;
+    free(s);
     if (fd < 0)
         return -1;
     ssize_t k = read(fd, buf, sizeof buf - 1);

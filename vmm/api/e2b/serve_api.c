@@ -3,10 +3,10 @@
  * timeouts, and the resolver the envd module (vmm/api/e2b/serve_envd.h) asks
  * for a sandbox's vsock socket.
  *
- * rm, stop and resume call the sandbox library (vmm/sandbox/) in-process,
- * on the request's thread (no serve lock held). The steps the library does
- * not have yet (fork, start, template create|rm, net ... policy, device
- * get) run this same binary as a child process (`/proc/self/exe ...`,
+ * rm, stop, resume and template create|rm call the sandbox library
+ * (vmm/sandbox/) in-process, on the request's thread (no serve lock held).
+ * The steps the library does not have yet (fork, start, net ... policy,
+ * device get) run this same binary as a child process (`/proc/self/exe ...`,
  * run_moat), as a user would from a shell. The sandbox directory locks
  * order steps on one sandbox, in-process or not. What serve keeps about a sandbox is in
  * $MOAT_HOME/NAME/serve.json, so a restarted serve takes over its
@@ -38,12 +38,13 @@
 #include "vmm/api/e2b/serve_envd.h"
 #include "vmm/api/e2b/serve_req.h"
 #include "vmm/sandbox/sandbox.h"
+#include "vmm/sandbox/template.h"
 
 extern char **environ;
 
 #define TEMPLATE_PREFIX "template."
 #define AGENT_WAIT "60"             /* seconds a fork or start waits for the guest agent */
-#define BASE_WAIT "300"             /* building `base` boots the default guest */
+#define BASE_WAIT 300.0             /* seconds: building `base` boots the default guest */
 
 struct serve {
     char home[3001];                /* $MOAT_HOME: at most 3000 bytes */
@@ -291,7 +292,9 @@ static void sbx_why(const struct sbx_err *e, char *why, size_t wlen)
     char line[sizeof e->msg + 8];
     const char *last = memrchr(m, '\n', len);
     const char *src = last ? last + 1 : m;
-    int n = snprintf(line, sizeof line, "moat: %.*s", (int)(len - (size_t)(src - m)), src);
+    bool verbatim = *src == SBX_VERBATIM;     /* printed as it is */
+    int n = snprintf(line, sizeof line, "%s%.*s", verbatim ? "" : "moat: ",
+                     (int)(len - (size_t)(src - m)) - verbatim, src + verbatim);
     size_t l = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
     while (l && (line[l - 1] == '\n' || line[l - 1] == ' '))
         line[--l] = 0;
@@ -307,6 +310,25 @@ static int sbx_rm(const char *id, char *why, size_t wlen)
     int r = sandbox_remove(id, 1, &e);
     if (why)
         sbx_why(&e, why, wlen);
+    return r < 0 ? -1 : 0;
+}
+
+/* moat template create NAME ..., in-process: 0 or -1 with why. */
+static int sbx_template_create(const char *name, const struct sbx_template_opts *to, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    struct sbx_template_res res;
+    int r = sandbox_template_create(name, to, &res, &e);
+    sbx_why(&e, why, wlen);
+    return r < 0 ? -1 : 0;
+}
+
+/* moat template rm NAME, in-process: 0 or -1 with why. */
+static int sbx_template_rm(const char *name, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    int r = sandbox_template_remove(name, &e);
+    sbx_why(&e, why, wlen);
     return r < 0 ? -1 : 0;
 }
 
@@ -525,11 +547,18 @@ static int ensure_template(struct serve *s, const char *tpl, struct out *o)
     if (a < 0) {
         char err[512];
         bool net = have_passt();
-        char *argv[] = { "template", "create", "base", "--wait", BASE_WAIT, net ? "--net" : NULL, "user",
-                         "--net-default", "deny", NULL };
+        char *args[] = { "--net", "user", "--net-default", "deny" };
+        struct sbx_create_opts *co = calloc(1, sizeof *co);    /* ~17 KiB: not on this thread's stack */
+        struct sbx_template_opts to = { .create = co, .agent = true };
         fprintf(stderr, "moat serve: building the base template from the default guest (%s)\n",
                 net ? "--net user, default deny" : "no network: passt is not installed");
-        int r = run_moat(argv, NULL, 0, err, sizeof err);
+        int r = -1;
+        snprintf(err, sizeof err, "out of memory");
+        if (co) {
+            *co = (struct sbx_create_opts){ .args = args, .nargs = net ? 4 : 0, .start = { .wait = BASE_WAIT } };
+            r = sbx_template_create("base", &to, err, sizeof err);
+        }
+        free(co);
         a = r == 0 ? template_agent(s, tpl) : -EIO;
         if (a < 0)
             fail(o, 500, "building the base template from the default guest failed: %s",
@@ -940,8 +969,8 @@ static void do_snapshot(struct serve *s, const char *id, const char *body, size_
         return;
     }
     int agent = template_agent(s, st.template_id);
-    char *argv[] = { "template", "create", name, "--from", (char *)id, agent == 0 ? "--no-agent" : NULL, NULL };
-    int r = run_moat(argv, NULL, 0, why, sizeof why);
+    struct sbx_template_opts to = { .from = id, .agent = agent != 0 };
+    int r = sbx_template_create(name, &to, why, sizeof why);
     serve_state_free(&st);
     if (r != 0) {
         fail(o, 500, "snapshot of sandbox %s failed: %s", id, why);
@@ -996,8 +1025,7 @@ static void do_template_delete(struct serve *s, const char *tpl, struct out *o)
         fail(o, 404, "template or snapshot %s not found", tpl);
         return;
     }
-    char *argv[] = { "template", "rm", (char *)tpl, NULL };
-    if (run_moat(argv, NULL, 0, err, sizeof err) != 0)
+    if (sbx_template_rm(tpl, err, sizeof err) != 0)
         fail(o, 500, "removing template %s failed: %s", tpl, err);
     else
         o->status = 204;
