@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "vmm/sandbox/create.h"
+#include "vmm/sandbox/snapshot.h"
 #include "vmm/sandbox/template.h"
 
 static char home[64];
@@ -33,7 +34,17 @@ static void teardown(void)
 
 static int fake_vmm(int argc, char **argv)
 {
-    if (!strcmp(argv[argc - 1], "ready")) {
+    char mode[16] = "";
+    if (!strcmp(argv[1], "restore")) {     /* the mode in SNAPDIR/mode */
+        char p[PATH_MAX];
+        snprintf(p, sizeof p, "%s/mode", argv[argc - 1]);
+        FILE *f = fopen(p, "r");
+        if (f && !fgets(mode, sizeof mode, f))
+            mode[0] = 0;
+        if (f)
+            fclose(f);
+    }
+    if (!strcmp(argv[argc - 1], "ready") || !strcmp(mode, "ready")) {
         if (write(3, "ready 12345\n", 12) != 12)
             return 5;
         close(3);
@@ -224,9 +235,60 @@ START_TEST(templates)
 }
 END_TEST
 
+static void put(const char *path, const char *text)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/%s", home, path);
+    ck_assert_int_eq(sandbox_write_file(p, text), 0);
+}
+
+/* Tags of a stopped sandbox without disks: taken, reset to, compared. */
+START_TEST(tags)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s/box/snap", home);
+    ck_assert_int_eq(sandbox_mkdir_p(p, 0700), 0);
+    put("box/config", "# moat sandbox box\nephemeral=0\nrw_drive=0\n");
+    put("box/snap/state", "s");
+    put("box/snap/memory", "m");
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_snapshot_tag("box", "t", &e), 0);
+    ck_assert_str_eq(e.msg, "");
+    snprintf(p, sizeof p, "%s/box/tags/t/state", home);
+    ck_assert_int_eq(access(p, F_OK), 0);
+    ck_assert_int_eq(sandbox_snapshot_tag("box", "t", &e), -EEXIST);
+    ck_assert_str_eq(e.msg, "sandbox box already has a tag t");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_snapshot_tag("box", "a/b", &e), -EINVAL);
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_snapshot_tag("nosuch", "t", &e), -ENOENT);
+
+    struct sbx_diff *d = malloc(sizeof *d);
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_diff_begin("box", "t", d, &e), -ENOENT);
+    ck_assert_str_eq(e.msg, "sandbox box has no copy-on-write drive: nothing to compare");
+    free(d);
+
+    struct sbx_start_opts o = { .wait = 0 };
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_reset("box", "u", &o, &e), -ENOENT);
+    ck_assert_str_eq(e.msg, "sandbox box has no tag u (moat snapshot box --tag u)");
+    put("box/tags/t/mode", "ready");
+    e = (struct sbx_err){ 0 };
+    ck_assert_int_eq(sandbox_reset("box", "t", &o, &e), 0);
+    ck_assert_str_eq(e.msg, "");
+    struct sbx_info in;
+    ck_assert_int_eq(sandbox_info("box", &in, &e), 0);
+    ck_assert_int_gt(in.pid, 0);
+    ck_assert_int_eq(waitpid(in.pid, NULL, WNOHANG), 0);     /* our child, running */
+    kill(in.pid, SIGKILL);
+    ck_assert_int_eq(waitpid(in.pid, NULL, 0), in.pid);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
-    if (argc > 2 && !strcmp(argv[1], "run"))        /* one sandbox_create started */
+    if (argc > 2 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "restore")))   /* one we started */
         return fake_vmm(argc, argv);
     Suite *s = suite_create("sandbox_create");
     TCase *tc = tcase_create("create");
@@ -238,6 +300,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, create_fails);
     tcase_add_test(tc, create_refused);
     tcase_add_test(tc, templates);
+    tcase_add_test(tc, tags);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

@@ -31,6 +31,7 @@
 #include "vmm/sandbox/sandbox.h"
 #include "vmm/sandbox/create.h"
 #include "vmm/sandbox/fork.h"
+#include "vmm/sandbox/snapshot.h"
 #include "vmm/sandbox/start.h"
 #include "vmm/sandbox/template.h"
 #include "vmm/base/clock.h"
@@ -148,16 +149,6 @@ static int ctl(const struct sbx *s, const char *req, char *reply, size_t len, in
     return -1;
 }
 
-/* Stop s's process (stop, then SIGKILL if it does not go) and forget its pid. */
-static int kill_process(const struct sbx *s, pid_t pid)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_kill_process(s, pid, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
 static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
 {
     struct sbx_err e = { 0 };
@@ -178,19 +169,6 @@ static ssize_t home_names(const char *prefix, char **names, size_t max)
         return -1;
     }
     return n;
-}
-
-/* ---- paths and files (vmm/sandbox/files.c, start.c): messages printed ---- */
-
-/* A directory root made in a jailed sandbox's directory for its jail to
- * read and write (sandbox_jail_share_dir): 0, or -1 after saying why. */
-static int jail_share_dir(const struct sbx *s, const char *dir)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_jail_share_dir(s, dir, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
 }
 
 /* Ctrl-C (or SIGTERM, SIGHUP) while waiting for a new process: give up
@@ -255,17 +233,6 @@ static void phase_ns_cb(void *ph, const char *name, uint64_t ns)
 static struct sbx_start_opts start_opts(double wait, struct phases *ph)
 {
     return (struct sbx_start_opts){ .wait = wait, .cancel = &interrupted, .phase = phase_ns_cb, .ctx = ph };
-}
-
-/* Restore dir (a snapshot) as s's process and wait for it
- * (sandbox_start_from, printed): 0 or -1. */
-static int start_from(struct sbx *s, const char *snapdir, double wait, bool fork_child, struct phases *ph)
-{
-    struct sbx_err e = { 0 };
-    struct sbx_start_opts o = start_opts(wait, ph);
-    int r = sandbox_start_from(s, snapdir, fork_child, &o, &e);
-    say(&e);
-    return r < 0 ? -1 : 0;
 }
 
 static int parse_wait(const char *v, double *w)
@@ -703,17 +670,6 @@ static int cmd_start(int argc, char **argv)
     return r < 0 ? 1 : 0;
 }
 
-/* A snapshot of s into dir, its disks pinned beside it
- * (sandbox_snapshot_into, printed): 0 or -1. */
-static int snapshot_into(struct sbx *s, const char *dir)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_snapshot_into(s, dir, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
 static int cmd_snapshot(int argc, char **argv)
 {
     const char *name = NULL, *tag = NULL;
@@ -733,35 +689,11 @@ static int cmd_snapshot(int argc, char **argv)
         fprintf(stderr, "moat: invalid tag '%s' (as a sandbox name)\n", tag);
         return EXIT_USAGE;
     }
-    struct sbx s;
-    if (sbx_open(&s, name, 1) < 0)
-        return 1;
-    char tags[3200], tmp[PATH_MAX], final[PATH_MAX];
-    sandbox_path(&s, "tags", tags, sizeof tags);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", tags, tag);
-    snprintf(final, sizeof final, "%s/%s", tags, tag);
-    int rc = 1;
-    if (access(final, F_OK) == 0) {
-        fprintf(stderr, "moat: sandbox %s already has a tag %s\n", s.name, tag);
-        goto out;
-    }
-    mkdir(tags, 0700);
-    if (jail_share_dir(&s, tags) < 0)   /* a jailed sandbox's moat writes the tag */
-        goto out;
-    sandbox_rm_rf(tmp);
-    if (snapshot_into(&s, tmp) < 0) {
-        sandbox_rm_rf(tmp);
-        goto out;
-    }
-    if (rename(tmp, final) < 0) {
-        fprintf(stderr, "moat: %s: %s\n", final, strerror(errno));
-        sandbox_rm_rf(tmp);
-        goto out;
-    }
-    rc = 0;
-out:
-    sandbox_close(&s);
-    return rc;
+    struct sbx_err e = { 0 };
+    if (sandbox_snapshot_tag(name, tag, &e) == 0)
+        return 0;
+    say(&e);
+    return 1;
 }
 
 static int cmd_reset(int argc, char **argv)
@@ -785,83 +717,11 @@ static int cmd_reset(int argc, char **argv)
         fprintf(stderr, "usage: moat reset [--wait SEC] NAME --to TAG\n");
         return EXIT_USAGE;
     }
-    struct sbx s;
-    if (sbx_open(&s, name, 1) < 0)
-        return 1;
-    char dir[3300], p[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/tags/%s", s.dir, tag);
-    snprintf(p, sizeof p, "%s/state", dir);
-    int rc = 1;
-    if (access(p, F_OK) != 0) {
-        fprintf(stderr, "moat: sandbox %s has no tag %s (moat snapshot %s --tag %s)\n", s.name, tag,
-                s.name, tag);
-        goto out;
-    }
-    /* The disk goes back too: each overlay is replaced by a copy of the
-     * tag's pin (made first, next to it; swapped in once the process is
-     * gone). */
-    char own[PATH_MAX], pin[PATH_MAX + 64], stage[PATH_MAX + 16], why[512];
-    bool staged[MOAT_MAX_DRIVES] = { false }, any = false;
-    for (unsigned n = 0; n < s.ndrive; n++) {
-        if (!sandbox_drive_overlay(&s, n, own, sizeof own))
-            continue;
-        snprintf(pin, sizeof pin, "%s/disk%u.overlay", dir, n);
-        if (access(pin, F_OK) != 0) {
-            fprintf(stderr, "moat: warning: tag %s has no pin of drive %u: that disk stays as it "
-                            "is now\n", tag, n);
-            continue;
-        }
-        snprintf(stage, sizeof stage, "%s.reset", own);
-        unlink(stage);
-        why[0] = 0;
-        /* A jailed sandbox's tag is its jail's to write: the pin is
-         * opened without following links (file_via), and the copy, made
-         * by root, becomes the jail's (its moat writes it). */
-        char via[64];
-        int keep;
-        const char *from = sandbox_file_via(&s, pin, via, sizeof via, &keep);
-        int cr = from ? ovl_clone(from, stage, why, sizeof why) : -1;
-        if (!from)
-            snprintf(why, sizeof why, "%.400s: %s", pin, strerror(errno));
-        if (keep >= 0)
-            close(keep);
-        if (cr == 0 && s.jail.on && lchown(stage, s.jail.uid, s.jail.gid) < 0) {
-            snprintf(why, sizeof why, "%.400s: %s", stage, strerror(errno));
-            cr = -1;
-        }
-        if (cr < 0) {
-            fprintf(stderr, "moat: sandbox %s: copying the tag's disk: %s\n", s.name, why);
-            unlink(stage);
-            goto unstage;
-        }
-        staged[n] = any = true;
-    }
-    if (kill_process(&s, sandbox_read_pid(&s)) < 0)
-        goto unstage;
-    for (unsigned n = 0; n < s.ndrive; n++) {
-        if (!staged[n] || !sandbox_drive_overlay(&s, n, own, sizeof own))
-            continue;
-        snprintf(stage, sizeof stage, "%s.reset", own);
-        if (rename(stage, own) < 0) {
-            fprintf(stderr, "moat: %s: %s\n", own, strerror(errno));
-            goto unstage;
-        }
-        staged[n] = false;
-    }
-    /* A stop snapshot of the old disk must not be started over the tag's. */
-    if (any)
-        sandbox_rm_rf(sandbox_path(&s, "snap", p, sizeof p));
-    rc = start_from(&s, dir, wait, false, NULL) < 0 ? 1 : 0;
-    goto out;
-unstage:
-    for (unsigned n = 0; n < s.ndrive; n++)
-        if (staged[n] && sandbox_drive_overlay(&s, n, own, sizeof own)) {
-            snprintf(stage, sizeof stage, "%s.reset", own);
-            unlink(stage);
-        }
-out:
-    sandbox_close(&s);
-    return rc;
+    struct sbx_err e = { 0 };
+    struct sbx_start_opts o = start_opts(wait, NULL);
+    int r = sandbox_reset(name, tag, &o, &e);
+    say(&e);
+    return r < 0 ? 1 : 0;
 }
 
 /* Fork name (sandbox_fork), printed: what was said about each child's
@@ -973,51 +833,22 @@ static int cmd_diff(int argc, char **argv)
         fprintf(stderr, "usage: moat diff NAME --against TAG [--files]\n");
         return EXIT_USAGE;
     }
-    struct sbx s;
-    if (sbx_open(&s, name, 1) < 0)
+    struct sbx_err e = { 0 };
+    struct sbx_diff *d = malloc(sizeof *d);
+    if (!d || sandbox_diff_begin(name, tag, d, &e) < 0) {
+        say(&e);
+        free(d);
         return 1;
-    int rc = 1;
-    char tagdir[3300], p[PATH_MAX], tmp[PATH_MAX], own[PATH_MAX], pin[PATH_MAX + 64], cur[PATH_MAX + 64];
-    snprintf(tagdir, sizeof tagdir, "%s/tags/%s", s.dir, tag);
-    snprintf(p, sizeof p, "%s/state", tagdir);
-    tmp[0] = 0;
-    if (access(p, F_OK) != 0) {
-        fprintf(stderr, "moat: sandbox %s has no tag %s\n", s.name, tag);
-        goto out;
     }
-    unsigned novl = 0;
-    for (unsigned n = 0; n < s.ndrive; n++)
-        novl += (unsigned)sandbox_drive_overlay(&s, n, own, sizeof own);
-    if (!novl) {
-        fprintf(stderr, "moat: sandbox %s has no copy-on-write drive: nothing to compare\n", s.name);
-        goto out;
-    }
-    pid_t pid;
-    double up;
-    enum sbx_state st = sandbox_state(&s, &pid, &up);
-    if (st == SBX_RUNNING || st == SBX_PAUSED) {
-        snprintf(tmp, sizeof tmp, "%s/.diff-%d", s.dir, (int)getpid());
-        sandbox_rm_rf(tmp);
-        char req[PATH_MAX + 16];
-        snprintf(req, sizeof req, "clone-disks %s", tmp);
-        if (ctl(&s, req, NULL, 0, 600) < 0)
-            goto out;
-    } else if (st == SBX_HUNG) {
-        fprintf(stderr, "moat: sandbox %s is unresponsive\n", s.name);
-        goto out;
-    }
-    rc = 0;
-    for (unsigned n = 0; n < s.ndrive; n++) {
-        if (!sandbox_drive_overlay(&s, n, own, sizeof own))
+    int rc = 0;
+    char pin[PATH_MAX + 64], cur[PATH_MAX + 64];
+    bool has_pin;
+    for (unsigned n = 0; n < d->s.ndrive; n++) {
+        if (!sandbox_diff_drive(d, n, pin, sizeof pin, cur, sizeof cur, &has_pin))
             continue;
-        snprintf(pin, sizeof pin, "%s/disk%u.overlay", tagdir, n);
-        if (tmp[0])
-            snprintf(cur, sizeof cur, "%s/disk%u.overlay", tmp, n);
-        else
-            snprintf(cur, sizeof cur, "%s", own);
         printf("drive %u (vd%c) since tag %s:\n", n, 'a' + n, tag);
         fflush(stdout);
-        if (access(pin, F_OK) != 0) {
+        if (!has_pin) {
             printf("  no disk pin in tag %s (taken without one)\n", tag);
             rc = 1;
             continue;
@@ -1032,10 +863,8 @@ static int cmd_diff(int argc, char **argv)
             rc = 1;
         fflush(stdout);
     }
-out:
-    if (tmp[0])
-        sandbox_rm_rf(tmp);
-    sandbox_close(&s);
+    sandbox_diff_end(d);
+    free(d);
     return rc;
 }
 
