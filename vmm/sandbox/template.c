@@ -12,8 +12,6 @@
 #include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/template.h"
 
-#define LIST_MAX 4096   /* names a listing looks at, as moat ls */
-
 int sandbox_template_name(const char *name, char *tname, size_t len, struct sbx_err *err)
 {
     if (strlen(name) > SBX_TEMPLATE_NAME_MAX || !sandbox_valid_name(name))
@@ -113,8 +111,9 @@ int sandbox_template_create(const char *name, const struct sbx_template_opts *o,
     return r < 0 ? sandbox_err(err, r, "cannot write the template marker of %s", tname) : 0;
 }
 
-/* The marker of sandbox tname into in: 0, or -1 when it has none. */
-static int template_marker(const char *tname, struct sbx_template_info *in)
+/* The marker of sandbox tname into elem (a struct sbx_template_info): 0,
+ * or -1 when it has none. */
+static int template_marker(const char *tname, void *elem)
 {
     struct sbx *s = malloc(sizeof *s);     /* ~17 KiB: not on a server thread's stack */
     char p[PATH_MAX], buf[512] = "";
@@ -123,6 +122,7 @@ static int template_marker(const char *tname, struct sbx_template_info *in)
     free(s);
     if (fd < 0)
         return -1;
+    struct sbx_template_info *in = elem;
     ssize_t k = read(fd, buf, sizeof buf - 1);
     buf[k > 0 ? k : 0] = 0;
     close(fd);
@@ -137,27 +137,10 @@ static int template_marker(const char *tname, struct sbx_template_info *in)
 
 int sandbox_template_list(struct sbx_template_info **out, size_t *n, struct sbx_err *err)
 {
-    *out = NULL;
-    *n = 0;
-    char **names = malloc(LIST_MAX * sizeof *names);
-    if (!names)
-        return sandbox_err(err, -ENOMEM, "out of memory");
-    ssize_t k = sandbox_names(SBX_TEMPLATE_PREFIX, names, LIST_MAX, err);
-    struct sbx_template_info *v = k > 0 ? calloc((size_t)k, sizeof *v) : NULL;
-    int r = k < 0 ? (int)k : k > 0 && !v ? sandbox_err(err, -ENOMEM, "out of memory") : 0;
-    for (ssize_t i = 0; i < k; i++) {
-        if (r == 0 && template_marker(names[i], &v[*n]) == 0)
-            (*n)++;
-        free(names[i]);
-    }
-    free(names);
-    if (r < 0) {
-        free(v);
-        *n = 0;
-        return r;
-    }
+    void *v;
+    int r = sandbox_list_of(SBX_TEMPLATE_PREFIX, sizeof **out, template_marker, &v, n, err);
     *out = v;
-    return 0;
+    return r;
 }
 
 int sandbox_template_remove(const char *name, struct sbx_err *err)
