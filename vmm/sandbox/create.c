@@ -17,7 +17,7 @@
 #include "vmm/sandbox/fork.h"
 
 /* moat run's long options (vmm/cli/cli.c cmd_run): which take a value. */
-static const struct { const char *name; int has_val; } run_opts[] = {
+static const struct { char name[24]; int has_val; } run_opts[] = {
     { "kernel", 1 }, { "initrd", 1 }, { "cmdline", 1 }, { "mem", 1 }, { "cpus", 1 },
     { "timeout", 1 }, { "timings", 0 }, { "snapshot-dir", 1 }, { "diff-snapshots", 0 },
     { "drive", 1 }, { "device", 1 }, { "net", 1 }, { "net-allow", 1 }, { "net-deny", 1 }, { "net-allow-domain", 1 },
