@@ -1105,7 +1105,8 @@ static int template_make(const char *name, struct sbx_template_opts *to, struct 
     say_n(e.msg, res.made_msg);
     if (c && to->create)
         phases_print(&c->ph, "create");
-    say_n(e.msg + res.made_msg + (e.msg[res.made_msg] == '\n'), sizeof e.msg);
+    const char *rest = e.msg + res.made_msg + (e.msg[res.made_msg] == '\n');
+    say_n(rest, strlen(rest));
     if (r < 0)
         return 1;
     printf("%s\n", name);
