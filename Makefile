@@ -95,11 +95,10 @@ API_SRCS := $(sort $(wildcard vmm/api/*.c vmm/api/*/*.c))
 # The sandbox layer (vmm/sandbox/: named sandboxes as a library; moat.h has
 # no API for it yet).
 SANDBOX_SRCS := $(sort $(wildcard vmm/sandbox/*.c))
-CLI_SRCS := $(filter-out vmm/cli/ctl_proto.c,$(sort $(wildcard vmm/cli/*.c)))
-# The sandbox layer, the API servers and the CLI-only pieces with unit tests
-# of their own: in the internal archives (the CLI and the tests link those),
-# never in libmoat.a / libmoat.so.
-CLI_LIB_SRCS := vmm/cli/ctl_proto.c $(SANDBOX_SRCS) $(API_SRCS)
+CLI_SRCS := $(sort $(wildcard vmm/cli/*.c))
+# The sandbox layer and the API servers: in the internal archives (the CLI
+# and the tests link those), never in libmoat.a / libmoat.so.
+CLI_LIB_SRCS := $(SANDBOX_SRCS) $(API_SRCS)
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)

@@ -1,4 +1,4 @@
-/* Fuzz the control-socket request parser (vmm/cli/ctl_proto.c): any bytes give
+/* Fuzz the control-socket request parser (vmm/sandbox/ctl_proto.c): any bytes give
  * 0 or one of the documented errors; on success the op is a known verb
  * whose name starts the input, the argument is NUL-terminated printable
  * ASCII within CTL_ARG_MAX, and re-parsing "verb[ arg]" gives the same. */
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vmm/cli/ctl_proto.h"
+#include "vmm/sandbox/ctl_proto.h"
 #include "tests/fuzz/fuzz_common.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# tests/integration/jail.sh: moat jail (vmm/cli/cli_jail.c; docs/security.md,
+# tests/integration/jail.sh: moat jail (vmm/sandbox/jail.c; docs/security.md,
 # "Jail"), checked from outside the jail. Runs tiny test guests jailed and
 # reads /proc/PID/{status,ns,root,limits,mountinfo,cgroup} of the jailed
 # moat: uid/gid, every capability set zero, no_new_privs, its own mount,

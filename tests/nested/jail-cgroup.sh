@@ -1,6 +1,6 @@
 #!/bin/sh
 # tests/nested/jail-cgroup.sh: the kernel enforcing moat jail's --cgroup
-# limits (vmm/cli/cli_jail.c; docs/security.md, "Jail"), where
+# limits (vmm/sandbox/jail.c; docs/security.md, "Jail"), where
 # /sys/fs/cgroup is a real cgroup v2: L1 of the nested suite (tests/nested/
 # init mounts it) or, with test-moat.sh --native, a cgroup v2 host. Run by
 # checks.d/jail-cgroup.sh (copied into the payload by jail-cgroup.host);

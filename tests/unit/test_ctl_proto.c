@@ -1,4 +1,4 @@
-/* The control-socket request parser (vmm/cli/ctl_proto.c): every verb, and
+/* The control-socket request parser (vmm/sandbox/ctl_proto.c): every verb, and
  * every malformed line gets its documented error and leaves no half-parsed
  * request behind it being used. */
 #include <check.h>
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "vmm/cli/ctl_proto.h"
+#include "vmm/sandbox/ctl_proto.h"
 
 static int parse(const char *s, struct ctl_req *r)
 {

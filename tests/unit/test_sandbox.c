@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "vmm/sandbox/device.h"
 #include "vmm/sandbox/sandbox.h"
 #include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/start.h"
@@ -97,6 +98,7 @@ struct fake {
     int lfd;
     pthread_t th;
     const char *status;     /* the reply to "status" */
+    const char *reply;      /* to the other requests; NULL: "ok\n" */
     char got[16][64];       /* requests seen */
     int ngot;
 };
@@ -118,7 +120,7 @@ static void *fake_serve(void *arg)
         line[strcspn(line, "\n")] = 0;
         if (f->ngot < 16)
             snprintf(f->got[f->ngot++], sizeof f->got[0], "%s", line);
-        const char *reply = !strcmp(line, "status") ? f->status : "ok\n";
+        const char *reply = !strcmp(line, "status") ? f->status : f->reply ? f->reply : "ok\n";
         if (!strncmp(line, "stop-snapshot ", 14)) {     /* a snapshot: its state file last */
             char st[300];
             snprintf(st, sizeof st, "%s/state", line + 14);
@@ -336,6 +338,57 @@ START_TEST(pause_resume)
     ck_assert_int_eq(f.ngot, 4);
     ck_assert_str_eq(f.got[1], "pause");
     ck_assert_str_eq(f.got[3], "resume");
+}
+END_TEST
+
+/* set, get and net of a live sandbox's devices (vmm/sandbox/device.c):
+ * the requests sent, the reply's text unescaped, the errors. */
+START_TEST(devices)
+{
+    make_sbx("s", NULL, 1);
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(sandbox_device_set("s", "net", "policy", "default deny", &e), -EINVAL);
+    ck_assert_str_eq(e.msg, "sandbox s is stopped: cannot change a device of it (moat start it first)");
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(sandbox_device_get("s", "net", "policy", NULL, 0, &e), -EINVAL);
+    ck_assert_str_eq(e.msg, "sandbox s is stopped: cannot read a device of it (moat start it first)");
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(sandbox_device_get("gone", "net", "stats", NULL, 0, &e), -ENOENT);
+    ck_assert_str_eq(e.msg, "no sandbox named gone (moat ls)");
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(sandbox_device_set("s", "net", "policy", "a\nb", &e), -E2BIG);
+    ck_assert_str_eq(e.msg, "set: the value must be one line of at most 3936 bytes");
+    char key[300];
+    memset(key, 'k', sizeof key - 1);
+    key[sizeof key - 1] = 0;
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(sandbox_device_get("s", "net", key, NULL, 0, &e), -E2BIG);
+    ck_assert_str_eq(e.msg, "get: too long");
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(sandbox_net_policy_add("s", "permit", "x", &e), -EINVAL);
+
+    make_sbx("r", NULL, 0);
+    struct fake f;
+    fake_start(&f, "r", 1);
+    f.reply = "ok a\\nb\\\\c\n";    /* escaped: a, newline, b, backslash, c */
+    char out[64];
+    memset(&e, 0, sizeof e);
+    ck_assert_int_eq(sandbox_device_get("r", "net", "policy", out, sizeof out, &e), 0);
+    ck_assert_str_eq(out, "a\nb\\c");
+    f.reply = "ok allow 1.2.3.4\n";
+    ck_assert_int_eq(sandbox_net_policy_add("r", "deny", "10.0.0.0/8", &e), 0);
+    ck_assert_int_eq(sandbox_net_metadata("r", "{\n \"a\": 1\t}\n  ", &e), 0);
+    f.reply = "error set: no key x\n";
+    ck_assert_int_eq(sandbox_device_set("r", "net", "x", "1", &e), -EPROTO);
+    ck_assert_str_eq(e.msg, "sandbox r: error set: no key x");
+    fake_stop(&f);
+    /* each after a status: get, get and set (the policy add), set, set */
+    ck_assert_int_eq(f.ngot, 10);
+    ck_assert_str_eq(f.got[1], "get net policy");
+    ck_assert_str_eq(f.got[3], "get net policy");
+    ck_assert_str_eq(f.got[5], "set net policy allow 1.2.3.4; deny 10.0.0.0/8");
+    ck_assert_str_eq(f.got[7], "set net metadata {  \"a\": 1 }");
+    ck_assert_str_eq(f.got[9], "set net x 1");
 }
 END_TEST
 
@@ -883,6 +936,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, list_states);
     tcase_add_test(tc, state_of_one);
     tcase_add_test(tc, pause_resume);
+    tcase_add_test(tc, devices);
     tcase_add_test(tc, removing);
     tcase_add_test(tc, stopping);
     tcase_add_test(tc, two_threads);

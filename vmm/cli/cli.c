@@ -684,12 +684,14 @@ static int run_vm_exit_code(const struct moat_exit *ex, int verbose)
  * stop, when o->snapdir is set), map the outcome to an exit code, destroy vm. */
 static int run_vm(struct moat_vm *vm, int raw_tty, const struct vm_opts *o)
 {
-    struct ctl_server ctl = { .fd = -1 };
+    struct ctl_server ctl = { .fd = -1, .start_ns = cli_start_ns };
+    struct sbx_err e = { 0 };
     int ready_fd = o->ready_fd;
     int sfd = run_vm_prepare(raw_tty, o);
     struct moat_exit ex = { 0 };
     int code;
-    if (o->control && ctl_server_open(&ctl, o->control) < 0) {
+    if (o->control && ctl_server_open(&ctl, o->control, &e) < 0) {
+        fprintf(stderr, "moat: %s\n", e.msg);
         code = EXIT_VMM_ERROR;
         goto done;
     }

@@ -1,5 +1,6 @@
 /* The moat CLI's internals, shared by its files (vmm/cli/cli*.c): the
- * shared helpers (cli_util.h), the agent target, the control socket, and
+ * shared helpers (cli_util.h), the agent target, the control socket's
+ * server (vmm/api/control/), and
  * one entry point per command (main's table, cli.c, names them). Only the
  * CLI calls exit(). */
 #ifndef MOAT_CLI_H
@@ -11,6 +12,7 @@
 
 #include "vmm/sandbox/sandbox.h"
 #include "vmm/cli/cli_util.h"
+#include "vmm/api/control/ctl_server.h"
 
 /* An agent endpoint for exec/cp: a hybrid-vsock socket and port, or a
  * plain Unix socket. */
@@ -24,19 +26,9 @@ struct agent_client;
 int agent_target_opt(struct agent_target *t, int argc, char **argv, int *i);
 int agent_target_connect(const struct agent_target *t, struct agent_client *c);
 
-/* --control PATH (vmm/cli/cli_ctl.c): the VM's control socket, served from
- * run_vm's loop; docs/control-socket.md. */
-struct ctl_server {
-    int fd;
-    int paused;
-    uid_t euid;                 /* ours, read at open (the main thread's filter has no geteuid) */
-    char path[108];
-};
+/* --control PATH: the VM's control socket, served from run_vm's loop, is
+ * an API server (vmm/api/control/ctl_server.h); docs/control-socket.md. */
 struct moat_vm;
-int ctl_server_open(struct ctl_server *s, const char *path);   /* prints why on failure */
-int ctl_server_serve(struct ctl_server *s, struct moat_vm *vm); /* 1: the VM was told to stop */
-void ctl_server_close(struct ctl_server *s);                    /* closes and unlinks */
-/* The client is the sandbox library's: sandbox_ctl_path_request. */
 
 /* Sandboxes (vmm/cli/cli_sandbox.c, docs/sandboxes.md). */
 int cli_is_sandbox_command(const char *cmd);

@@ -84,11 +84,14 @@ static int describe_snapshot(const char *path)
     return FC_EXIT_OK;
 }
 
-/* The API socket: bound as the control socket is (vmm/cli/cli_ctl.c). */
+/* The API socket: bound as the control socket is (vmm/api/control/ctl_server.c). */
 static int fc_listen(const char *path, int *fd)
 {
     struct ctl_server srv = { .fd = -1 };
-    int r = ctl_server_open(&srv, path);
+    struct sbx_err e = { 0 };
+    int r = ctl_server_open(&srv, path, &e);
+    if (r < 0)
+        fprintf(stderr, "moat: %s\n", e.msg);
     *fd = srv.fd;
     return r;
 }

@@ -2,7 +2,7 @@
  * pause, resume, stop, start, snapshot --tag, reset --to, fork, and the
  * sandbox-name form of exec/cp. A sandbox is a background `moat run` (or
  * `moat restore`) process with its files in $MOAT_HOME/NAME/, steered
- * through its control socket (vmm/cli/cli_ctl.c, docs/control-socket.md). */
+ * through its control socket (vmm/api/control/ctl_server.c, docs/control-socket.md). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +26,7 @@
 #include "include/moat.h"
 #include "vmm/agent/agent_client.h"
 #include "vmm/cli/cli.h"
-#include "vmm/cli/ctl_proto.h"
+#include "vmm/sandbox/device.h"
 #include "vmm/sandbox/jail_spec.h"
 #include "vmm/sandbox/sandbox.h"
 #include "vmm/sandbox/create.h"
@@ -134,25 +134,6 @@ static int sbx_lock(struct sbx *s)
 {
     struct sbx_err e = { 0 };
     if (sandbox_lock(s, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
-/* Send a request; print an error unless the reply starts with "ok". */
-static int ctl(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_ctl(s, req, reply, len, timeout_s, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
-static int need_live(const struct sbx *s, enum sbx_state st, const char *what)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_need_live(s, st, what, &e) == 0)
         return 0;
     say(&e);
     return -1;
@@ -909,51 +890,14 @@ int sandbox_agent_target(const char *name, struct agent_target *t)
     return 0;
 }
 
-/* ---- devices while they run: set, get, net ---- */
+/* ---- devices while they run: set, get, net (vmm/sandbox/device.c) ---- */
 
-/* Send req (a set or get line) to the live sandbox name; the reply's text
- * (after "ok ", unescaped) into out. 0, or an exit status. */
-static int device_req(const char *name, const char *what, const char *req, char *out, size_t olen)
+/* A device call's error printed; its exit status: 2 for a usage error
+ * (-E2BIG: a value or request too long), else 1. */
+static int device_fail(const struct sbx_err *e, int r)
 {
-    struct sbx s;
-    if (sbx_open(&s, name, 0) < 0)
-        return 1;
-    pid_t pid;
-    double up;
-    int rc = 1;
-    size_t rlen = 2 * CTL_REPLY_MAX + 8;
-    char *reply = malloc(rlen);
-    if (reply && need_live(&s, sandbox_state(&s, &pid, &up), what) == 0 && ctl(&s, req, reply, rlen, 10) == 0) {
-        char *nl = strchr(reply, '\n');
-        if (nl)
-            *nl = 0;
-        ctl_unescape(reply);
-        snprintf(out, olen, "%s", reply[2] == ' ' ? reply + 3 : "");
-        rc = 0;
-    }
-    free(reply);
-    sandbox_close(&s);
-    return rc;
-}
-
-static int set_req(const char *name, const char *dev, const char *key, const char *value)
-{
-    char req[CTL_LINE_MAX + 64], out[64];
-    if (strchr(value, '\n') || (size_t)snprintf(req, sizeof req, "set %s %s %s", dev, key, value) >= CTL_LINE_MAX) {
-        fprintf(stderr, "moat: set: the value must be one line of at most %d bytes\n", CTL_ARG_MAX - 64);
-        return EXIT_USAGE;
-    }
-    return device_req(name, "change a device of", req, out, sizeof out);
-}
-
-static int get_req(const char *name, const char *dev, const char *key, char *out, size_t olen)
-{
-    char req[256];
-    if ((size_t)snprintf(req, sizeof req, "get %s %s", dev, key) >= sizeof req) {
-        fprintf(stderr, "moat: get: too long\n");
-        return EXIT_USAGE;
-    }
-    return device_req(name, "read a device of", req, out, olen);
+    say(e);
+    return r == -E2BIG ? EXIT_USAGE : 1;
 }
 
 static int cmd_set(int argc, char **argv)
@@ -962,7 +906,9 @@ static int cmd_set(int argc, char **argv)
         fprintf(stderr, "usage: moat set NAME TYPE[:ID] KEY VALUE\n");
         return EXIT_USAGE;
     }
-    return set_req(argv[1], argv[2], argv[3], argv[4]);
+    struct sbx_err e = { 0 };
+    int r = sandbox_device_set(argv[1], argv[2], argv[3], argv[4], &e);
+    return r < 0 ? device_fail(&e, r) : 0;
 }
 
 static int cmd_get(int argc, char **argv)
@@ -971,12 +917,38 @@ static int cmd_get(int argc, char **argv)
         fprintf(stderr, "usage: moat get NAME TYPE[:ID] KEY\n");
         return EXIT_USAGE;
     }
-    char *out = malloc(CTL_REPLY_MAX + 1);
-    int rc = out ? get_req(argv[1], argv[2], argv[3], out, CTL_REPLY_MAX + 1) : 1;
-    if (rc == 0)
+    char *out = malloc(SBX_DEV_TEXT_MAX);
+    if (!out)
+        return 1;
+    struct sbx_err e = { 0 };
+    int r = sandbox_device_get(argv[1], argv[2], argv[3], out, SBX_DEV_TEXT_MAX, &e);
+    if (r == 0)
         fputs(out, stdout), fputs(out[0] && out[strlen(out) - 1] != '\n' ? "\n" : "", stdout);
     free(out);
-    return rc;
+    return r < 0 ? device_fail(&e, r) : 0;
+}
+
+/* moat net NAME metadata FILE ("-": stdin): the file read (at most
+ * SBX_DEV_VALUE_MAX bytes, the control socket's line) into cur. */
+static int net_metadata(const char *name, const char *file, char *cur, struct sbx_err *e)
+{
+    FILE *f = !strcmp(file, "-") ? stdin : fopen(file, "r");
+    if (!f) {
+        fprintf(stderr, "moat: net metadata: %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    size_t n = fread(cur, 1, SBX_DEV_VALUE_MAX, f);
+    cur[n] = 0;
+    int eof = feof(f);
+    if (f != stdin)
+        fclose(f);
+    if (!eof) {
+        fprintf(stderr, "moat: net metadata: more than %d bytes (the control socket's line); use the library call\n",
+                SBX_DEV_VALUE_MAX);
+        return EXIT_USAGE;
+    }
+    int r = sandbox_net_metadata(name, cur, e);
+    return r < 0 ? device_fail(e, r) : 0;
 }
 
 /* moat net NAME ...: the sandbox's (only) network device. */
@@ -989,61 +961,35 @@ static int cmd_net(int argc, char **argv)
         return EXIT_USAGE;
     }
     const char *name = argv[1], *verb = argv[2];
-    char *cur = malloc(CTL_REPLY_MAX + 1);
-    int rc = EXIT_USAGE;
+    char *cur = malloc(SBX_DEV_TEXT_MAX);
+    struct sbx_err e = { 0 };
+    int r = 0;
     if (!cur)
         return 1;
     if (!strcmp(verb, "show") && argc == 3) {
-        rc = get_req(name, "net", "stats", cur, CTL_REPLY_MAX + 1);
-        if (rc == 0)
+        if ((r = sandbox_device_get(name, "net", "stats", cur, SBX_DEV_TEXT_MAX, &e)) == 0)
             fputs(cur, stdout);
     } else if (!strcmp(verb, "policy") && argc == 3) {
-        rc = get_req(name, "net", "policy", cur, CTL_REPLY_MAX + 1);
-        if (rc == 0)
+        if ((r = sandbox_device_get(name, "net", "policy", cur, SBX_DEV_TEXT_MAX, &e)) == 0)
             printf("%s\n", cur);
     } else if (!strcmp(verb, "policy") && argc == 4) {
-        rc = set_req(name, "net", "policy", argv[3]);
+        r = sandbox_device_set(name, "net", "policy", argv[3], &e);
     } else if ((!strcmp(verb, "allow") || !strcmp(verb, "deny") || !strcmp(verb, "allow-domain") ||
                 !strcmp(verb, "default")) && argc == 4) {
-        /* one more item on the policy in force */
-        rc = get_req(name, "net", "policy", cur, CTL_REPLY_MAX + 1);
-        if (rc == 0) {
-            size_t n = strlen(cur) + strlen(verb) + strlen(argv[3]) + 8;
-            char *np = malloc(n);
-            if (!np)
-                rc = 1;
-            else {
-                snprintf(np, n, "%s%s%s %s", cur, cur[0] ? "; " : "", verb, argv[3]);
-                rc = set_req(name, "net", "policy", np);
-                free(np);
-            }
-        }
+        r = sandbox_net_policy_add(name, verb, argv[3], &e);     /* one more item on the policy in force */
     } else if (!strcmp(verb, "metadata") && argc == 4) {
-        FILE *f = !strcmp(argv[3], "-") ? stdin : fopen(argv[3], "r");
-        size_t n = f ? fread(cur, 1, CTL_ARG_MAX - 64, f) : 0;
-        if (!f) {
-            fprintf(stderr, "moat: net metadata: %s: %s\n", argv[3], strerror(errno));
-            rc = 1;
-        } else {
-            cur[n] = 0;
-            for (size_t i = 0; i < n; i++)      /* JSON: a newline is whitespace */
-                if (cur[i] == '\n' || cur[i] == '\r' || cur[i] == '\t')
-                    cur[i] = ' ';
-            while (n && cur[n - 1] == ' ')      /* the control line takes no trailing space */
-                cur[--n] = 0;
-            rc = !feof(f) ? (fprintf(stderr, "moat: net metadata: more than %d bytes (the control socket's "
-                                             "line); use the library call\n", CTL_ARG_MAX - 64), EXIT_USAGE)
-                          : set_req(name, "net", "metadata", cur);
-            if (f != stdin)
-                fclose(f);
-        }
+        int rc = net_metadata(name, argv[3], cur, &e);
+        free(cur);
+        return rc;
     } else if (!strcmp(verb, "limit") && argc == 5) {
-        rc = set_req(name, "net", argv[3], argv[4]);
+        r = sandbox_device_set(name, "net", argv[3], argv[4], &e);
     } else {
         fputs(usage, stderr);
+        free(cur);
+        return EXIT_USAGE;
     }
     free(cur);
-    return rc;
+    return r < 0 ? device_fail(&e, r) : 0;
 }
 
 /* ---- templates ---- */

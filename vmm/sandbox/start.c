@@ -249,7 +249,9 @@ pid_t sandbox_spawn(const struct sbx *s, const char *verb, char *const *extra, i
     return pid;
 }
 
-static void start_failed(struct sbx_starting *k, const char *why)
+/* k failed (code, why; NULL: its process died, said by its exit status),
+ * its log's tail after the reason. */
+static void start_failed(struct sbx_starting *k, int code, const char *why)
 {
     int st = 0;
     k->failed = true;
@@ -257,7 +259,6 @@ static void start_failed(struct sbx_starting *k, const char *why)
     if (k->rfd >= 0)
         close(k->rfd);
     k->rfd = -1;
-    int code = why && strstr(why, "interrupted") ? -EINTR : why ? -ETIMEDOUT : -ECHILD;
     if (!why && waitpid(k->pid, &st, 0) == k->pid)
         sandbox_err(k->err, code, "sandbox %s: its moat process exited (%s %d) while starting", k->s->name,
                     WIFEXITED(st) ? "status" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
@@ -287,7 +288,7 @@ static void ready_read(struct sbx_starting *k)
         k->rfd = -1;
         return;
     }
-    start_failed(k, NULL);      /* EOF (or garbage) before "ready": it died */
+    start_failed(k, -ECHILD, NULL);     /* EOF (or garbage) before "ready": it died */
 }
 
 /* Wait for every ready pipe of k (until limit s after t0): 0, or -ENOMEM. */
@@ -312,7 +313,8 @@ static int wait_pipes(struct sbx_starting *k, size_t n, const struct sbx_start_o
         int ms = (int)((limit - ((double)clock_mono_ns() / 1e9 - t0)) * 1000);
         if (cancelled(o) || ms <= 0) {
             for (size_t j = 0; j < m; j++)
-                start_failed(&k[idx[j]], cancelled(o) ? "interrupted while starting" : "the VMM did not answer in time");
+                start_failed(&k[idx[j]], cancelled(o) ? -EINTR : -ETIMEDOUT,
+                             cancelled(o) ? "interrupted while starting" : "the VMM did not answer in time");
             break;
         }
         int r = poll(pf, m, ms);
@@ -347,13 +349,13 @@ static void wait_agent(struct sbx_starting *k, const struct sbx_start_opts *o, d
                 break;
         }
         if (waitpid(k->pid, NULL, WNOHANG) == k->pid) {
-            start_failed(k, "its moat process exited while starting");
+            start_failed(k, -ECHILD, "its moat process exited while starting");
         } else if (cancelled(o)) {
-            start_failed(k, "interrupted while starting");
+            start_failed(k, -EINTR, "interrupted while starting");
         } else if ((double)clock_mono_ns() / 1e9 - t0 > limit) {
             char why[128];
             snprintf(why, sizeof why, "the guest agent did not answer within %g s", limit);
-            start_failed(k, why);
+            start_failed(k, -ETIMEDOUT, why);
         } else {
             usleep(back_ms * 1000);
             back_ms = back_ms * 2 > 100 ? 100 : back_ms * 2;
@@ -367,7 +369,7 @@ unsigned sandbox_wait_ready_all(struct sbx_starting *k, size_t n, const struct s
     unsigned failed = 0;
     if (wait_pipes(k, n, o, t0, limit) < 0) {
         for (size_t i = 0; i < n; i++)
-            start_failed(&k[i], "out of memory");
+            start_failed(&k[i], -ENOMEM, "out of memory");
         return (unsigned)n;
     }
     uint64_t last_ready = 0, last_run = 0;

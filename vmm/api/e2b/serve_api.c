@@ -3,12 +3,12 @@
  * timeouts, and the resolver the envd module (vmm/api/e2b/serve_envd.h) asks
  * for a sandbox's vsock socket.
  *
- * rm, stop, resume and template create|rm call the sandbox library
- * (vmm/sandbox/) in-process, on the request's thread (no serve lock held).
- * The steps the library does not have yet (fork, start, net ... policy,
- * device get) run this same binary as a child process (`/proc/self/exe ...`,
- * run_moat), as a user would from a shell. The sandbox directory locks
- * order steps on one sandbox, in-process or not. What serve keeps about a sandbox is in
+ * rm, stop, resume, fork, start, the egress policy (net ... policy) and
+ * template create|rm call the sandbox library (vmm/sandbox/) in-process,
+ * on the request's thread (no serve lock held); the VM processes fork,
+ * start and a template's create make are this process's children, reaped
+ * by the reaper thread (or by the stop that follows a template's create).
+ * The sandbox directory locks order steps on one sandbox. What serve keeps about a sandbox is in
  * $MOAT_HOME/NAME/serve.json, so a restarted serve takes over its
  * sandboxes and `moat ls` shows them. */
 #include <arpa/inet.h>
@@ -20,7 +20,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,13 +36,14 @@
 #include "vmm/api/e2b/serve_api.h"
 #include "vmm/api/e2b/serve_envd.h"
 #include "vmm/api/e2b/serve_req.h"
+#include "vmm/sandbox/device.h"
+#include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/sandbox.h"
 #include "vmm/sandbox/template.h"
-
-extern char **environ;
+#include "vmm/sandbox/start.h"
 
 #define TEMPLATE_PREFIX "template."
-#define AGENT_WAIT "60"             /* seconds a fork or start waits for the guest agent */
+#define AGENT_WAIT 60.0             /* seconds a fork or start waits for the guest agent */
 #define BASE_WAIT 300.0             /* seconds: building `base` boots the default guest */
 
 struct serve {
@@ -60,6 +60,11 @@ struct serve {
     pthread_cond_t rcond;
     bool stopping;
     double reap_interval;
+    /* The VM processes this server started (sandbox_start, sandbox_fork:
+     * its children), reaped by the reaper once they exit. */
+    pthread_mutex_t vm_lock;
+    pid_t *vms;
+    size_t nvm, vm_cap;
 };
 
 /* ---- small helpers ---- */
@@ -161,146 +166,121 @@ static int write_atomic(const char *path, const char *text, mode_t mode)
     return 0;
 }
 
-/* ---- running moat ---- */
-
-/* Run this binary with argv (argv[0] is the command name), stdin
- * /dev/null; its stdout into out, the last line of its stderr into err.
- * The exit status (0..255), or -errno. */
-static int run_moat(char *const argv[], char *out, size_t olen, char *err, size_t elen)
-{
-    int po[2], pe[2];
-    if (olen)
-        out[0] = 0;
-    if (elen)
-        err[0] = 0;
-    if (pipe2(po, O_CLOEXEC) < 0)
-        return -errno;
-    if (pipe2(pe, O_CLOEXEC) < 0) {
-        close(po[0]);
-        close(po[1]);
-        return -errno;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-    posix_spawnattr_init(&at);
-    sigset_t none, def;
-    sigemptyset(&none);
-    sigemptyset(&def);
-    sigaddset(&def, SIGPIPE);
-    sigaddset(&def, SIGTERM);
-    sigaddset(&def, SIGINT);
-    sigaddset(&def, SIGHUP);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &def);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    size_t n = 0;
-    while (argv[n])
-        n++;
-    char **av = calloc(n + 2, sizeof *av);
-    pid_t pid = -1;
-    int r = -ENOMEM;
-    if (av) {
-        av[0] = "moat";
-        memcpy(av + 1, argv, n * sizeof *av);
-        r = -posix_spawn(&pid, "/proc/self/exe", &fa, &at, av, environ);
-        free(av);
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close(po[1]);
-    close(pe[1]);
-    char ebuf[4096];
-    size_t ol = 0, el = 0;
-    struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
-    int open_fds = r == 0 ? 2 : 0;
-    while (open_fds > 0) {
-        if (poll(pf, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            char tmp[1024];
-            ssize_t k = read(pf[i].fd, tmp, sizeof tmp);
-            if (k <= 0) {
-                pf[i].fd = -1;
-                open_fds--;
-                continue;
-            }
-            if (i == 0) {
-                size_t c = olen > ol + 1 ? olen - 1 - ol : 0;
-                c = (size_t)k < c ? (size_t)k : c;
-                if (c)
-                    memcpy(out + ol, tmp, c);
-                ol += c;
-            } else {    /* keep the tail */
-                for (ssize_t j = 0; j < k; j++) {
-                    if (el + 1 >= sizeof ebuf) {
-                        memmove(ebuf, ebuf + sizeof ebuf / 2, el - sizeof ebuf / 2);
-                        el -= sizeof ebuf / 2;
-                    }
-                    ebuf[el++] = tmp[j];
-                }
-            }
-        }
-    }
-    close(po[0]);
-    close(pe[0]);
-    if (olen)
-        out[ol] = 0;
-    ebuf[el] = 0;
-    while (el && (ebuf[el - 1] == '\n' || ebuf[el - 1] == ' '))
-        ebuf[--el] = 0;
-    const char *last = strrchr(ebuf, '\n');
-    if (elen) {     /* the last line, cut to fit */
-        const char *src = last ? last + 1 : ebuf;
-        size_t l = strlen(src) < elen - 1 ? strlen(src) : elen - 1;
-        memcpy(err, src, l);
-        err[l] = 0;
-    }
-    if (r < 0)
-        return r;
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -errno;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
-
 /* ---- the sandbox library (vmm/sandbox/), in-process ---- */
 
-/* A library error as run_moat gave the same step's child's: the CLI
- * prints each line of e->msg as "moat: LINE"; run_moat kept the last
- * line of that (trailing newlines and blanks cut), cut to fit why. */
-static void sbx_why(const struct sbx_err *e, char *why, size_t wlen)
+/* What the CLI printed of n library errors (in that order) as a child
+ * moat running the same step gave it (serve ran one for each step before
+ * the library had them): each line of a message as "moat:
+ * LINE", an SBX_VERBATIM line as it is; serve kept the last line of
+ * that (trailing newlines and blanks cut), cut to fit why. */
+static void sbx_why_of(const struct sbx_err *const *e, size_t n, char *why, size_t wlen)
 {
     if (!wlen)
         return;
     why[0] = 0;
-    const char *m = e->msg;
-    size_t len = strlen(m);
-    if (!len)
+    const char *last = NULL;
+    size_t llen = 0;
+    bool raw = false;
+    for (size_t i = 0; i < n; i++)
+        for (const char *m = e[i]->msg; *m;) {
+            size_t l = strcspn(m, "\n");
+            bool v = *m == SBX_VERBATIM;
+            size_t k = l - v;
+            while (k && m[v + k - 1] == ' ')
+                k--;
+            if (!v || k) {      /* a line left once blanks are cut */
+                last = m + v;
+                llen = k;
+                raw = v;
+            }
+            m += l + (m[l] == '\n');
+        }
+    if (!last)
         return;         /* the CLI printed nothing */
-    if (m[len - 1] == '\n')
-        len--;          /* say() prints no empty line for a final newline */
-    char line[sizeof e->msg + 8];
-    const char *last = memrchr(m, '\n', len);
-    const char *src = last ? last + 1 : m;
-    bool verbatim = *src == SBX_VERBATIM;     /* printed as it is */
-    int n = snprintf(line, sizeof line, "%s%.*s", verbatim ? "" : "moat: ",
-                     (int)(len - (size_t)(src - m)) - verbatim, src + verbatim);
-    size_t l = n < 0 ? 0 : (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
-    while (l && (line[l - 1] == '\n' || line[l - 1] == ' '))
+    char line[sizeof e[0]->msg + 8];
+    int k = snprintf(line, sizeof line, "%s%.*s", raw ? "" : "moat: ", (int)llen, last);
+    size_t l = k < 0 ? 0 : (size_t)k < sizeof line ? (size_t)k : sizeof line - 1;
+    while (l && line[l - 1] == ' ')
         line[--l] = 0;
-    l = l < wlen - 1 ? l : wlen - 1;    /* cut to fit, as run_moat did */
+    l = l < wlen - 1 ? l : wlen - 1;    /* cut to fit, as before */
     memcpy(why, line, l);
     why[l] = 0;
+}
+
+static void sbx_why(const struct sbx_err *e, char *why, size_t wlen)
+{
+    sbx_why_of(&e, 1, why, wlen);
+}
+
+/* Keep pid (a VM process just started) for the reaper to reap. */
+static void vm_started(struct serve *s, pid_t pid)
+{
+    if (pid <= 0)
+        return;
+    pthread_mutex_lock(&s->vm_lock);
+    if (s->nvm == s->vm_cap) {
+        size_t cap = s->vm_cap ? 2 * s->vm_cap : 64;
+        pid_t *v = realloc(s->vms, cap * sizeof *v);
+        if (v) {
+            s->vms = v;
+            s->vm_cap = cap;
+        }
+    }
+    if (s->nvm < s->vm_cap)
+        s->vms[s->nvm++] = pid;
+    pthread_mutex_unlock(&s->vm_lock);
+}
+
+/* Reap the VM processes of ours that have exited. */
+static void vm_reap(struct serve *s)
+{
+    pthread_mutex_lock(&s->vm_lock);
+    for (size_t i = 0; i < s->nvm;) {
+        pid_t r = waitpid(s->vms[i], NULL, WNOHANG);
+        if (r == s->vms[i] || (r < 0 && errno == ECHILD))
+            s->vms[i] = s->vms[--s->nvm];
+        else
+            i++;
+    }
+    pthread_mutex_unlock(&s->vm_lock);
+}
+
+/* moat start --wait W ID, in-process: 0 or -1 with why (may be NULL). */
+static int sbx_start(struct serve *s, const char *id, double wait, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    struct sbx_start_opts o = { .wait = wait };
+    pid_t vm = 0;
+    int r = sandbox_start(id, &o, NULL, &vm, &e);
+    vm_started(s, vm);
+    if (why)
+        sbx_why(&e, why, wlen);
+    return r < 0 ? -1 : 0;
+}
+
+/* moat fork PARENT (--name CHILD | --count N --prefix P) --wait W,
+ * in-process: kids (o->count) filled, 0 or -1 with why (may be NULL). */
+static int sbx_fork(struct serve *s, const char *parent, const struct sbx_fork_opts *o,
+                    struct sbx_fork_child *kids, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    int r = sandbox_fork(parent, o, kids, &e);
+    const struct sbx_err **said = calloc(o->count + 1, sizeof *said);
+    size_t *order = calloc(o->count, sizeof *order);
+    for (unsigned long i = 0; i < o->count; i++)
+        vm_started(s, kids[i].pid);
+    if (why && said && order) {
+        size_t m = sandbox_fork_told(kids, o->count, order);
+        for (size_t j = 0; j < m; j++)
+            said[j] = &kids[order[j]].err;
+        said[m] = &e;
+        sbx_why_of(said, m + 1, why, wlen);
+    } else if (why) {
+        sbx_why(&e, why, wlen);
+    }
+    free(said);
+    free(order);
+    return r < 0 ? -1 : 0;
 }
 
 /* moat rm -f ID, in-process: 0 or -1 with why (may be NULL). */
@@ -499,7 +479,7 @@ static bool have_passt(void)
 }
 
 /* Set id's egress policy from st's allow_internet_access and network
- * (moat net ID policy TEXT), right after its VM started (create, fork,
+ * (moat net ID policy TEXT, in-process: vmm/sandbox/device.h), right after its VM started (create, fork,
  * resume: a snapshot keeps the policy the device was made with, not the
  * one set later). probe (a create): find out whether it has a network
  * device at all (st->net_device); one without is fine unless st asks for
@@ -511,13 +491,14 @@ static int apply_net(const char *id, struct serve_state *st, bool probe, char *w
         return 0;
     if (serve_net_policy(st->internet, st->network, pol, sizeof pol, why, wlen) < 0)
         return -1;
-    char *argv[] = { "net", (char *)id, "policy", pol, NULL };
-    if (run_moat(argv, NULL, 0, err, sizeof err) == 0) {
+    struct sbx_err e = { 0 };
+    if (sandbox_device_set(id, "net", "policy", pol, &e) == 0) {      /* moat net ID policy TEXT */
         st->net_device = true;
         return 0;
     }
-    char *get[] = { "net", (char *)id, "policy", NULL };
-    if (!probe || run_moat(get, NULL, 0, NULL, 0) == 0) {
+    sbx_why(&e, err, sizeof err);
+    struct sbx_err ge = { 0 };
+    if (!probe || sandbox_device_get(id, "net", "policy", NULL, 0, &ge) == 0) {    /* moat net ID policy */
         snprintf(why, wlen, "setting its egress policy '%.200s' failed: %.250s", pol, err[0] ? err : "?");
         return -1;
     }
@@ -602,8 +583,12 @@ static void do_create(struct serve *s, const char *body, size_t len, struct out 
         return;
     }
     snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%s", c.template_id);
-    char *argv[] = { "fork", tname, "--name", id, "--wait", agent ? AGENT_WAIT : "0", NULL };
-    int r = run_moat(argv, NULL, 0, err, sizeof err);
+    struct sbx_fork_opts fo = { .child = id, .count = 1, .start = { .wait = agent ? AGENT_WAIT : 0 } };
+    struct sbx_fork_child *kid = malloc(sizeof *kid);
+    int r = kid ? sbx_fork(s, tname, &fo, kid, err, sizeof err) : -1;
+    if (!kid)
+        snprintf(err, sizeof err, "out of memory");
+    free(kid);
     if (r != 0) {
         fail(o, 500, "creating the sandbox from template '%s' failed: %s", c.template_id, err[0] ? err : "?");
         serve_create_free(&c);
@@ -680,8 +665,7 @@ static void forget(struct serve *s, const char *id)
 static int resume(struct serve *s, const char *id, const struct serve_state *st, char *why, size_t wlen)
 {
     int agent = template_agent(s, st->template_id);
-    char *argv[] = { "start", "--wait", agent == 0 ? "0" : AGENT_WAIT, (char *)id, NULL };
-    if (run_moat(argv, NULL, 0, why, wlen) != 0)
+    if (sbx_start(s, id, agent == 0 ? 0 : AGENT_WAIT, why, wlen) != 0)
         return -1;
     struct serve_state copy = *st;      /* apply_net may only set net_device, already true */
     if (apply_net(id, &copy, false, why, wlen) < 0) {
@@ -1039,23 +1023,23 @@ static void do_fork(struct serve *s, const char *id, const char *body, size_t le
     struct serve_state parent;
     if (begin(s, id, serve_decode_fork(body, len, &t, &count, why, sizeof why), why, &parent, ms, sizeof ms, o) < 0)
         return;
-    char prefix[24], cnt[16], made[2048];
-    if (random_id(prefix, 16) < 0) {
+    char prefix[24];
+    struct sbx_fork_child *kids = calloc(count ? count : 1, sizeof *kids);
+    if (!kids || random_id(prefix, 16) < 0) {
+        free(kids);
         serve_state_free(&parent);
-        fail(o, 500, "no random numbers");
+        fail(o, 500, kids ? "no random numbers" : "out of memory");
         return;
     }
-    snprintf(cnt, sizeof cnt, "%u", count);
     int agent = template_agent(s, parent.template_id);
-    char *argv[] = { "fork", (char *)id, "--count", cnt, "--prefix", prefix, "--wait", agent == 0 ? "0" : AGENT_WAIT,
-                     NULL };
-    run_moat(argv, made, sizeof made, why, sizeof why);
+    struct sbx_fork_opts fo = { .prefix = prefix, .count = count, .start = { .wait = agent == 0 ? 0 : AGENT_WAIT } };
+    if (count)
+        sbx_fork(s, id, &fo, kids, why, sizeof why);
     json_t *arr = json_array();
     for (unsigned i = 1; arr && i <= count; i++) {
-        char child[SERVE_ID_MAX + 1], line[SERVE_ID_MAX + 3];
+        char child[SERVE_ID_MAX + 1];
         snprintf(child, sizeof child, "%s-%u", prefix, i);
-        snprintf(line, sizeof line, "%s\n", child);
-        bool ok = !strncmp(made, line, strlen(line)) || strstr(made, line);
+        bool ok = kids[i - 1].made && kids[i - 1].code == 0;
         struct serve_state st;
         if (ok && new_state(&st, parent.template_id, t) == 0) {
             st.metadata = json_deep_copy(parent.metadata);
@@ -1085,6 +1069,7 @@ static void do_fork(struct serve *s, const char *id, const char *body, size_t le
             json_array_append_new(arr, json_pack("{s:{s:i, s:s}}", "error", "code", 500, "message",
                                                  why[0] ? why : "the fork did not start"));
     }
+    free(kids);
     serve_state_free(&parent);
     o->status = arr ? 200 : 500;
     o->body = arr;
@@ -1429,6 +1414,7 @@ static void *reaper(void *arg)
     while (!s->stopping) {
         pthread_mutex_unlock(&s->rlock);
         reap_once(s);
+        vm_reap(s);
         pthread_mutex_lock(&s->rlock);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1480,6 +1466,7 @@ int serve_start(const struct serve_opts *o, struct serve **out, char *why, size_
     pthread_mutex_init(&s->lock, NULL);
     pthread_mutex_init(&s->tpl_lock, NULL);
     pthread_mutex_init(&s->rlock, NULL);
+    pthread_mutex_init(&s->vm_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1542,6 +1529,8 @@ void serve_stop(struct serve *s)
     pthread_mutex_destroy(&s->lock);
     pthread_mutex_destroy(&s->tpl_lock);
     pthread_mutex_destroy(&s->rlock);
+    pthread_mutex_destroy(&s->vm_lock);
     pthread_cond_destroy(&s->rcond);
+    free(s->vms);       /* those still running go on (no longer our children once we exit) */
     free(s);
 }

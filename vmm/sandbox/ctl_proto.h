@@ -1,7 +1,9 @@
 /* The control-socket line protocol (docs/control-socket.md): one request
  * line from a client, one reply line from the VMM. This is the pure parser
- * of requests (no KVM, no I/O), so it can be unit tested and fuzzed; the
- * server lives in the CLI (vmm/cli/cli_ctl.c).
+ * of requests (no KVM, no I/O), so it can be unit tested and fuzzed, and
+ * the limits and escaping both ends share: the client is this layer's
+ * (sandbox_ctl_request, vmm/sandbox/device.c), the server an API server's
+ * (vmm/api/control/ctl_server.c).
  *
  * A request is one line without control bytes (bytes >= 0x80 are allowed,
  * so that paths may be UTF-8): a verb, and for the snapshot

@@ -1,6 +1,7 @@
 /* moat run/restore --control PATH: a Unix socket served from run_vm's
- * main loop. One request line per connection, one reply line back
- * (docs/control-socket.md); requests are parsed by vmm/cli/ctl_proto.c. */
+ * main loop (vmm/api/control/ctl_server.h). One request line per
+ * connection, one reply line back (docs/control-socket.md); requests are
+ * parsed by vmm/sandbox/ctl_proto.c. */
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
@@ -14,9 +15,9 @@
 #include <unistd.h>
 
 #include "include/moat.h"
-#include "vmm/cli/cli.h"
-#include "vmm/cli/ctl_proto.h"
+#include "vmm/api/control/ctl_server.h"
 #include "vmm/base/clock.h"
+#include "vmm/sandbox/ctl_proto.h"
 
 #define CTL_CLIENT_MS 2000   /* a client's time to send its request line */
 
@@ -30,29 +31,24 @@ static int fill_addr(struct sockaddr_un *sa, const char *path)
     return 0;
 }
 
-int ctl_server_open(struct ctl_server *s, const char *path)
+int ctl_server_open(struct ctl_server *s, const char *path, struct sbx_err *err)
 {
     struct sockaddr_un sa;
     s->fd = -1;
     s->paused = 0;
     s->euid = geteuid();
-    if (fill_addr(&sa, path) < 0) {
-        fprintf(stderr, "moat: socket %s: path too long for a Unix socket\n", path);
-        return -ENAMETOOLONG;
-    }
+    if (fill_addr(&sa, path) < 0)
+        return sandbox_err(err, -ENAMETOOLONG, "socket %s: path too long for a Unix socket", path);
     snprintf(s->path, sizeof s->path, "%s", path);
     struct stat st;
     if (lstat(path, &st) == 0) {
-        if (!S_ISSOCK(st.st_mode)) {
-            fprintf(stderr, "moat: socket %s exists and is not a socket\n", path);
-            return -EEXIST;
-        }
+        if (!S_ISSOCK(st.st_mode))
+            return sandbox_err(err, -EEXIST, "socket %s exists and is not a socket", path);
         /* A socket someone still answers on is in use; else it is stale. */
         int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof sa) == 0) {
             close(probe);
-            fprintf(stderr, "moat: socket %s: another process serves it\n", path);
-            return -EADDRINUSE;
+            return sandbox_err(err, -EADDRINUSE, "socket %s: another process serves it", path);
         }
         if (probe >= 0)
             close(probe);
@@ -62,11 +58,10 @@ int ctl_server_open(struct ctl_server *s, const char *path)
     if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&sa, sizeof sa) < 0 ||
         chmod(path, 0600) < 0 || listen(s->fd, 16) < 0) {
         int e = errno;
-        fprintf(stderr, "moat: socket %s: %s\n", path, strerror(e));
         if (s->fd >= 0)
             close(s->fd);
         s->fd = -1;
-        return -e;
+        return sandbox_err(err, -e, "socket %s: %s", path, SBX_STRERROR(e));
     }
     return 0;
 }
@@ -139,19 +134,19 @@ static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, si
             s->paused = req.op == CTL_PAUSE;
             snprintf(out, olen, "ok %s\n", s->paused ? "paused" : "running");
         } else {
-            snprintf(out, olen, "error %s: %s\n", ctl_op_name(req.op), strerror(-r));
+            snprintf(out, olen, "error %s: %s\n", ctl_op_name(req.op), SBX_STRERROR(-r));
         }
         return 0;
     case CTL_STATUS: {
         uint64_t now = clock_mono_ns();
         snprintf(out, olen, "ok %s pid=%d uptime=%.1f\n", s->paused ? "paused" : "running",
-                 (int)getpid(), (double)(now - cli_start_ns) / 1e9);
+                 (int)getpid(), (double)(now - s->start_ns) / 1e9);
         return 0;
     }
     case CTL_SNAPSHOT:
         r = snapshot_dir(vm, req.arg, &ms);
         if (r < 0)
-            snprintf(out, olen, "error snapshot: %s\n", strerror(-r));
+            snprintf(out, olen, "error snapshot: %s\n", SBX_STRERROR(-r));
         else
             snprintf(out, olen, "ok snapshot ms=%.3f\n", ms);
         return 0;
@@ -162,7 +157,7 @@ static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, si
         if (r < 0) {
             if (!was_paused)
                 moat_resume(vm);
-            snprintf(out, olen, "error snapshot: %s\n", strerror(-r));
+            snprintf(out, olen, "error snapshot: %s\n", SBX_STRERROR(-r));
             return 0;
         }
         moat_stop(vm);
@@ -221,7 +216,7 @@ static int handle(struct ctl_server *s, struct moat_vm *vm, const char *line, si
             moat_resume(vm);
         ms = (double)(t1 - t0) / 1e6;
         if (r < 0)
-            snprintf(out, olen, "error %s: %s\n", ctl_op_name(req.op), strerror(-r));
+            snprintf(out, olen, "error %s: %s\n", ctl_op_name(req.op), SBX_STRERROR(-r));
         else
             snprintf(out, olen, "ok %s disks=%u ms=%.3f\n", ctl_op_name(req.op), pins, ms);
         return 0;

@@ -1,5 +1,6 @@
-/* The control-socket server of moat run/restore --control (vmm/cli/cli_ctl.c,
- * a CLI file, compiled in here): how it reads a client's request line. */
+/* The control-socket server of moat run/restore --control
+ * (vmm/api/control/ctl_server.c, compiled in here): how it reads a
+ * client's request line. */
 #include <check.h>
 #include <errno.h>
 #include <pthread.h>
@@ -9,9 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vmm/cli/cli_ctl.c"
-
-uint64_t cli_start_ns;
+#include "vmm/api/control/ctl_server.c"
 
 static double now_s(void)
 {
@@ -40,7 +39,7 @@ static int open_server(struct ctl_server *s, char *dir, size_t dlen)
         return -errno;
     char path[128];
     snprintf(path, sizeof path, "%s/ctl.sock", dir);
-    return ctl_server_open(s, path);
+    return ctl_server_open(s, path, NULL);
 }
 
 static int connect_to(const struct ctl_server *s)
@@ -56,7 +55,7 @@ static int connect_to(const struct ctl_server *s)
 /* A well-behaved client is answered. */
 START_TEST(serves_a_request)
 {
-    struct ctl_server s;
+    struct ctl_server s = { .fd = -1 };
     char dir[64];
     ck_assert_int_eq(open_server(&s, dir, sizeof dir), 0);
     int fd = connect_to(&s);
@@ -77,7 +76,7 @@ END_TEST
  * all: it is cut off and told its (partial) request is bad. */
 START_TEST(slow_client_is_cut_off)
 {
-    struct ctl_server s;
+    struct ctl_server s = { .fd = -1 };
     char dir[64];
     ck_assert_int_eq(open_server(&s, dir, sizeof dir), 0);
     int fd = connect_to(&s);
@@ -103,7 +102,7 @@ END_TEST
 
 int main(void)
 {
-    Suite *s = suite_create("cli_ctl");
+    Suite *s = suite_create("ctl_server");
     TCase *tc = tcase_create("server");
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, serves_a_request);

@@ -1,11 +1,11 @@
-/* Control-socket request parser (see vmm/cli/ctl_proto.h). */
+/* Control-socket request parser (see vmm/sandbox/ctl_proto.h). */
 #include <errno.h>
 #include <string.h>
 
-#include "vmm/cli/ctl_proto.h"
+#include "vmm/sandbox/ctl_proto.h"
 
 static const struct {
-    const char *name;
+    char name[16];
     enum ctl_op op;
     int has_arg;
 } verbs[] = {
