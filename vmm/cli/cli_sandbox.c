@@ -14,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -30,12 +29,14 @@
 #include "vmm/sandbox/device.h"
 #include "vmm/sandbox/jail_spec.h"
 #include "vmm/sandbox/sandbox.h"
+#include "vmm/sandbox/create.h"
 #include "vmm/sandbox/fork.h"
+#include "vmm/sandbox/snapshot.h"
 #include "vmm/sandbox/start.h"
+#include "vmm/sandbox/template.h"
 #include "vmm/base/clock.h"
 
-#define DEFAULT_WAIT 120.0
-#define JAIL_DEFAULT_ID 65534           /* --jail-uid/--jail-gid: nobody, nogroup */
+#define DEFAULT_WAIT SBX_DEFAULT_WAIT
 
 static const char usage_sandbox[] =
     "usage: moat create NAME [--ephemeral] [--wait SEC] [--timings] [jail options] [run options...] [-- CMD ARGS...]\n"
@@ -78,16 +79,22 @@ static const char usage_sandbox[] =
 
 /* Each line of e's message as "moat: LINE"; an SBX_VERBATIM line (a log's
  * tail) as it is. */
-static void say(const struct sbx_err *e)
+static void say_n(const char *m, size_t n)
 {
-    for (const char *m = e->msg; *m;) {
+    for (const char *end = m + n; m < end && *m;) {
         size_t l = strcspn(m, "\n");
+        l = l < (size_t)(end - m) ? l : (size_t)(end - m);
         if (*m == SBX_VERBATIM)
             fprintf(stderr, "%.*s\n", (int)l - 1, m + 1);
         else
             fprintf(stderr, "moat: %.*s\n", (int)l, m);
         m += l + (m[l] == '\n');
     }
+}
+
+static void say(const struct sbx_err *e)
+{
+    say_n(e->msg, strlen(e->msg));
 }
 
 int cli_moat_home(char *buf, size_t len)
@@ -132,35 +139,6 @@ static int sbx_lock(struct sbx *s)
     return -1;
 }
 
-static int jail_cleanup(const struct sbx *s)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_jail_cleanup(s, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
-/* Send a request; print an error unless the reply starts with "ok". */
-static int ctl(const struct sbx *s, const char *req, char *reply, size_t len, int timeout_s)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_ctl(s, req, reply, len, timeout_s, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
-/* Stop s's process (stop, then SIGKILL if it does not go) and forget its pid. */
-static int kill_process(const struct sbx *s, pid_t pid)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_kill_process(s, pid, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
 /* The valid names in $MOAT_HOME starting with prefix, sorted, strdup'ed
  * into names (at most max): how many, or -1 after saying why. */
 static ssize_t home_names(const char *prefix, char **names, size_t max)
@@ -172,19 +150,6 @@ static ssize_t home_names(const char *prefix, char **names, size_t max)
         return -1;
     }
     return n;
-}
-
-/* ---- paths and files (vmm/sandbox/files.c, start.c): messages printed ---- */
-
-/* A directory root made in a jailed sandbox's directory for its jail to
- * read and write (sandbox_jail_share_dir): 0, or -1 after saying why. */
-static int jail_share_dir(const struct sbx *s, const char *dir)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_jail_share_dir(s, dir, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
 }
 
 /* Ctrl-C (or SIGTERM, SIGHUP) while waiting for a new process: give up
@@ -251,17 +216,6 @@ static struct sbx_start_opts start_opts(double wait, struct phases *ph)
     return (struct sbx_start_opts){ .wait = wait, .cancel = &interrupted, .phase = phase_ns_cb, .ctx = ph };
 }
 
-/* Restore dir (a snapshot) as s's process and wait for it
- * (sandbox_start_from, printed): 0 or -1. */
-static int start_from(struct sbx *s, const char *snapdir, double wait, bool fork_child, struct phases *ph)
-{
-    struct sbx_err e = { 0 };
-    struct sbx_start_opts o = start_opts(wait, ph);
-    int r = sandbox_start_from(s, snapdir, fork_child, &o, &e);
-    say(&e);
-    return r < 0 ? -1 : 0;
-}
-
 static int parse_wait(const char *v, double *w)
 {
     char *end;
@@ -274,93 +228,6 @@ static int parse_wait(const char *v, double *w)
 }
 
 /* ---- commands ---- */
-
-/* moat run's long options (vmm/cli/cli.c cmd_run): which take a value. An
- * argument is matched as getopt_long does (an unambiguous prefix). */
-static const struct { const char *name; int has_val; } run_opts[] = {
-    { "kernel", 1 }, { "initrd", 1 }, { "cmdline", 1 }, { "mem", 1 }, { "cpus", 1 },
-    { "timeout", 1 }, { "timings", 0 }, { "snapshot-dir", 1 }, { "diff-snapshots", 0 },
-    { "drive", 1 }, { "device", 1 }, { "net", 1 }, { "net-allow", 1 }, { "net-deny", 1 }, { "net-allow-domain", 1 },
-    { "net-default", 1 }, { "net-no-preset", 0 }, { "metadata", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
-    { "no-pvm-compat", 0 }, { "no-seccomp", 0 }, { "seccomp-audit", 0 }, { "verbose", 0 }, { "help", 0 },
-};
-
-/* The run option a names ("--NAME" or "--NAME=V", NAME a prefix), or -1. */
-static int run_opt(const char *a)
-{
-    if (strncmp(a, "--", 2) || !a[2])
-        return -1;
-    size_t l = strcspn(a + 2, "=");
-    int found = -1;
-    for (int k = 0; k < (int)(sizeof run_opts / sizeof run_opts[0]); k++) {
-        if (strncmp(run_opts[k].name, a + 2, l))
-            continue;
-        if (strlen(run_opts[k].name) == l)
-            return k;           /* exact */
-        found = found == -1 ? k : -2;
-    }
-    return found < 0 ? -1 : found;
-}
-
-/* A sandbox's --drive: absolute paths, and a writable drive gets an overlay
- * in the sandbox directory (diskN.overlay) unless the spec names one
- * (overlay=FILE: that one; overlay=none: the image itself is written). The
- * new spec into out; *rw_in_place set for a writable drive without overlay. */
-static int sandbox_drive(const struct sbx *s, unsigned n, const char *spec, char *out, size_t olen,
-                         int *rw_in_place)
-{
-    char cwd[PATH_MAX], copy[8192], *save = NULL;
-    if (!getcwd(cwd, sizeof cwd) || strlen(spec) >= sizeof copy) {
-        fprintf(stderr, "moat create: --drive %s: path too long\n", spec);
-        return -1;
-    }
-    snprintf(copy, sizeof copy, "%s", spec);
-    char *path = strtok_r(copy, ",", &save);
-    if (!path || spec[0] == ',') {
-        fprintf(stderr, "moat create: invalid --drive '%s': no path\n", spec);
-        return -1;
-    }
-    int ro = 0, direct = 0;
-    const char *ovl = NULL, *id = NULL;
-    for (char *t = strtok_r(NULL, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (!strcmp(t, "ro"))
-            ro = 1;
-        else if (!strcmp(t, "rw"))
-            ro = 0;
-        else if (!strcmp(t, "direct"))
-            direct = 1;
-        else if (!strncmp(t, "overlay=", 8))
-            ovl = t + 8;
-        else if (!strncmp(t, "id=", 3))
-            id = t + 3;
-        else {
-            fprintf(stderr, "moat create: invalid --drive '%s': unknown option '%s'\n", spec, t);
-            return -1;
-        }
-    }
-    char ovlbuf[PATH_MAX + 64] = "";
-    if (ovl && !strcmp(ovl, "none")) {
-        ovl = NULL;
-        *rw_in_place |= !ro;
-    } else if (ovl && *ovl) {
-        snprintf(ovlbuf, sizeof ovlbuf, "%s%s%s", ovl[0] == '/' ? "" : cwd, ovl[0] == '/' ? "" : "/", ovl);
-    } else if (!ro) {
-        if (direct) {
-            fprintf(stderr, "moat create: --drive %s: direct cannot be combined with the sandbox's "
-                            "copy-on-write overlay (add ,overlay=none to write the image in place)\n", spec);
-            return -1;
-        }
-        snprintf(ovlbuf, sizeof ovlbuf, "%s/disk%u.overlay", s->dir, n);
-    }
-    int k = snprintf(out, olen, "%s%s%s%s%s%s%s%s%s", path[0] == '/' ? "" : cwd, path[0] == '/' ? "" : "/",
-                     path, ro ? ",ro" : "", direct ? ",direct" : "", id ? ",id=" : "", id ? id : "",
-                     ovlbuf[0] ? ",overlay=" : "", ovlbuf);
-    if (k < 0 || (size_t)k >= olen) {
-        fprintf(stderr, "moat create: --drive %s: too long\n", spec);
-        return -1;
-    }
-    return 0;
-}
 
 /* create's jail options (--jail, --jail-KEY V, --jail-KEY=V) into j:
  * 1 when argv[*i] was one (*i past its value), 0 when not, -1 after a
@@ -427,100 +294,163 @@ static int jail_option(int argc, char **argv, int *i, struct sbx_jail *j, int *s
     }
 }
 
-/* A new jail id for the sandbox NAME into j->id: the name's characters
- * that an id takes ('.' as '_', at most 40) and 8 random hex digits, unique
- * per sandbox (a fork's child gets its own). 0, or -1 after saying why. */
-static int jail_new_id(struct sbx_jail *j, const char *name)
+/* moat create's arguments, parsed into what sandbox_create takes. */
+struct create_args {
+    struct sbx s;                   /* its paths: where its drives' overlays go */
+    struct sbx_create_opts o;
+    double wait;
+    char **extra;                   /* moat run's arguments */
+    int nextra;
+    char *drives[MOAT_MAX_DRIVES];  /* the rewritten --drive specs */
+    unsigned ndrive;
+    char optbuf[64][24];            /* --NAME of --NAME=V arguments */
+    unsigned nopt;
+    size_t clen;                    /* bytes of the config's arg= lines */
+    struct phases ph;
+    int jail_seen;
+    bool quiet;                     /* --help prints nothing (template create's) */
+};
+
+/* One argument more for moat run (config line "arg=A"): 0, or -1 after
+ * saying why. */
+static int create_arg(struct create_args *c, char *a)
 {
-    struct sbx_err e = { 0 };
-    if (sandbox_jail_new_id(j, name, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
+    if (strchr(a, '\n')) {
+        fprintf(stderr, "moat create: arguments cannot contain newlines\n");
+        return -1;
+    }
+    c->extra[c->nextra++] = a;
+    c->clen += strlen(a) + 5;
+    if (c->clen >= SBX_ARGS_MAX) {
+        fprintf(stderr, "moat create: arguments too long\n");
+        return -1;
+    }
+    return 0;
 }
 
-/* A jailed sandbox's settings checked before anything is made (a clear
- * refusal, not a failed start), its jail id (the name's characters that
- * an id takes, and 8 random hex digits: unique per sandbox) and chroot
- * base (made if missing; its real path) filled in, and its
- * config lines appended to cfg. extra: the moat run options. 0, or an
- * exit status after saying why. */
-static int jail_prepare(struct sbx *s, int seen, char **extra, int nextra, char *cfg, size_t clen)
+/* argv[*i], when it is one of moat run's options with a value (*i then
+ * past the value), into c: 1, 0 when it is not one, -1 after saying why. */
+static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
 {
-    struct sbx_jail *j = &s->jail;
-    if (!j->on) {
-        if (seen)
-            fprintf(stderr, "moat create: the --jail-* options need --jail\n");
-        return seen ? EXIT_USAGE : 0;
+    const char *a = argv[*i];
+    int has_val = 0;
+    const char *on = sandbox_run_opt(a, &has_val);
+    on = on ? on : "";
+    if (!strcmp(on, "vsock") || !strcmp(on, "control") || !strcmp(on, "console-log")) {
+        fprintf(stderr, "moat create: --%s is set by moat for a sandbox\n", on);
+        return -1;
     }
-    if (!j->uid)
-        j->uid = JAIL_DEFAULT_ID;
-    if (!j->gid)
-        j->gid = JAIL_DEFAULT_ID;
-    if (!j->base[0])
-        snprintf(j->base, sizeof j->base, "/srv/jail");
-    /* moat jail's own refusals, now: relative or odd paths of the kernel,
-     * initrd and drives (which it exposes), before any directory exists. */
-    static struct jail_paths paths;
-    char why[512];
-    char **av = calloc((size_t)nextra + 3, sizeof *av);
-    if (!av)
-        return EXIT_VMM_ERROR;
-    av[0] = "moat";
-    av[1] = "run";
-    memcpy(av + 2, extra, (size_t)nextra * sizeof *av);
-    memset(&paths, 0, sizeof paths);
-    int r = jail_inner_paths(nextra + 2, av, &paths, why, sizeof why);
-    free(av);
-    if (r < 0) {
-        fprintf(stderr, "moat create --jail: %s\n", why);
-        return EXIT_USAGE;
+    const char *eq = strchr(a, '=');
+    if (!has_val || !(eq || *i + 1 < argc))
+        return 0;
+    char *v = eq ? (char *)eq + 1 : argv[++*i];     /* the value: not scanned as an option itself */
+    if (!strcmp(on, "drive")) {
+        char spec[8192];
+        struct sbx_err e = { 0 };
+        if (c->ndrive >= MOAT_MAX_DRIVES) {
+            fprintf(stderr, "moat create: too many --drive options\n");
+            return -1;
+        }
+        if (sandbox_drive_spec(&c->s, c->ndrive, v, spec, sizeof spec, &c->o.rw_drive, &e) < 0) {
+            say(&e);
+            return -1;
+        }
+        if (!(c->drives[c->ndrive] = strdup(spec)))
+            return -1;
+        v = c->drives[c->ndrive++];
     }
-    if (geteuid() != 0) {
-        fprintf(stderr, "moat create --jail: needs root (moat jail creates namespaces, device nodes and "
-                        "mounts, then drops to --jail-uid/--jail-gid)\n");
-        return EXIT_VMM_ERROR;
+    if (strchr(v, '\n')) {
+        fprintf(stderr, "moat create: arguments cannot contain newlines\n");
+        return -1;
     }
-    r = cli_mkdir_p(j->base, 0755);
-    char real[PATH_MAX];
-    if (r < 0 || !realpath(j->base, real)) {
-        fprintf(stderr, "moat create --jail: --jail-chroot-base %s: %s\n", j->base, strerror(r < 0 ? -r : errno));
-        return EXIT_VMM_ERROR;
+    char *o = eq ? "" : argv[*i - 1];
+    if (eq && c->nopt >= sizeof c->optbuf / sizeof c->optbuf[0]) {
+        fprintf(stderr, "moat create: too many options\n");
+        return -1;
     }
-    if (strlen(real) >= sizeof j->base) {
-        fprintf(stderr, "moat create --jail: --jail-chroot-base %s: too long\n", j->base);
-        return EXIT_VMM_ERROR;
+    if (eq) {   /* --NAME=V: passed on as --NAME V */
+        snprintf(c->optbuf[c->nopt], sizeof c->optbuf[c->nopt], "--%s", on);
+        o = c->optbuf[c->nopt++];
     }
-    snprintf(j->base, sizeof j->base, "%s", real);
-    if (jail_new_id(j, s->name) < 0)
-        return EXIT_VMM_ERROR;
-    size_t k = (size_t)snprintf(cfg + clen, 65536 - clen,
-                                "jail=1\njail.id=%s\njail.uid=%u\njail.gid=%u\njail.tun=%d\njail.chroot_base=%s\n",
-                                j->id, j->uid, j->gid, j->tun, j->base);
-    if (k < 65536 - clen && j->netns[0])
-        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.netns=%s\n", j->netns);
-    if (k < 65536 - clen && j->cgroot[0])
-        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.cgroup_root=%s\n", j->cgroot);
-    for (int i = 0; i < j->ncg && k < 65536 - clen; i++)
-        k += (size_t)snprintf(cfg + clen + k, 65536 - clen - k, "jail.cgroup=%s\n", j->cg[i]);
-    if (clen + k >= 65000) {
-        fprintf(stderr, "moat create: arguments too long\n");
+    return create_arg(c, o) < 0 || create_arg(c, v) < 0 ? -1 : 1;
+}
+
+/* moat create NAME's arguments (argv[2]...) into c: 0, -1 after printing
+ * the usage (--help), or EXIT_USAGE after saying why. */
+static int create_parse(struct create_args *c, int argc, char **argv)
+{
+    int after_dd = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (!after_dd) {
+            if (!strcmp(a, "--")) {
+                after_dd = 1;
+            } else if (!strcmp(a, "--timings")) {
+                c->ph.on = true;    /* create's own phases, not the VM's */
+                continue;
+            } else if (!strcmp(a, "--ephemeral")) {
+                c->o.ephemeral = 1;
+                continue;
+            } else if (!strcmp(a, "--wait") || !strncmp(a, "--wait=", 7)) {
+                const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : "";
+                if (parse_wait(v, &c->wait) < 0)
+                    return EXIT_USAGE;
+                continue;
+            } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+                if (!c->quiet)
+                    fputs(usage_sandbox, stdout);
+                return -1;
+            } else if (!strncmp(a, "--jail", 6)) {
+                int jr = jail_option(argc, argv, &i, &c->o.jail, &c->jail_seen);
+                if (jr < 0)
+                    return EXIT_USAGE;
+                if (jr > 0)
+                    continue;
+                fprintf(stderr, "moat create: unknown option '%s' (see moat create --help)\n", a);
+                return EXIT_USAGE;
+            } else {
+                int r = create_run_opt(c, argc, argv, &i);
+                if (r < 0)
+                    return EXIT_USAGE;
+                if (r > 0)
+                    continue;
+            }
+        }
+        if (create_arg(c, argv[i]) < 0)
+            return EXIT_USAGE;
+    }
+    if (!c->o.jail.on && c->jail_seen) {
+        fprintf(stderr, "moat create: the --jail-* options need --jail\n");
         return EXIT_USAGE;
     }
     return 0;
 }
 
-/* A jailed sandbox's directory: root's, its jail's group may create files
- * (its sockets, snapshots, overlays, console.log), others nothing; sticky,
- * so that the jail cannot remove or replace what root wrote there (config,
- * pid, moat.log). */
-static int jail_dir_perms(const struct sbx *s)
+/* moat create NAME ARGS (argv[1], argv[2]...) into c: 0, -1 after
+ * printing the usage (--help), or an exit status after saying why. */
+static int create_setup(struct create_args *c, int argc, char **argv)
 {
-    struct sbx_err e = { 0 };
-    if (sandbox_jail_dir_perms(s, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
+    if (sbx_paths(&c->s, argv[1]) < 0)
+        return EXIT_USAGE;
+    c->wait = SBX_DEFAULT_WAIT;
+    c->extra = calloc(2 * (size_t)argc + 1, sizeof *c->extra);
+    int rc = c->extra ? create_parse(c, argc, argv) : EXIT_VMM_ERROR;
+    c->o.args = c->extra;
+    c->o.nargs = c->nextra;
+    c->o.drive = c->drives;
+    c->o.ndrive = c->ndrive;
+    c->o.start = start_opts(c->wait, &c->ph);
+    return rc;
+}
+
+static void create_free(struct create_args *c)
+{
+    if (!c)
+        return;
+    free(c->extra);
+    for (unsigned k = 0; k < c->ndrive; k++)
+        free(c->drives[k]);
+    free(c);
 }
 
 static int cmd_create(int argc, char **argv)
@@ -533,202 +463,24 @@ static int cmd_create(int argc, char **argv)
         fprintf(stderr, "moat create: the sandbox NAME comes first\n%s", usage_sandbox);
         return EXIT_USAGE;
     }
-    struct sbx s;
-    if (sbx_paths(&s, argv[1]) < 0)
-        return EXIT_USAGE;
-    double wait = DEFAULT_WAIT;
-    char **extra = calloc(2 * (size_t)argc + 1, sizeof *extra);
-    if (!extra)
+    struct create_args *c = calloc(1, sizeof *c);
+    if (!c)
         return EXIT_VMM_ERROR;
-    int nextra = 0, after_dd = 0;
-    char *config = calloc(1, 65536);
-    if (!config) {
-        free(extra);
-        return EXIT_VMM_ERROR;
-    }
-    char *drives[MOAT_MAX_DRIVES] = { 0 };    /* the rewritten --drive specs */
-    unsigned ndrive = 0;
-    static char optbuf[64][24];                 /* --NAME of --NAME=V arguments */
-    unsigned nopt = 0;
-    size_t clen = 0;
-    struct phases ph = { 0 };
-    int jail_seen = 0;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        if (!after_dd) {
-            if (!strcmp(a, "--")) {
-                after_dd = 1;
-            } else if (!strcmp(a, "--timings")) {
-                ph.on = true;       /* create's own phases, not the VM's */
-                continue;
-            } else if (!strcmp(a, "--ephemeral")) {
-                s.ephemeral = 1;
-                continue;
-            } else if (!strcmp(a, "--wait") || !strncmp(a, "--wait=", 7)) {
-                const char *v = a[6] == '=' ? a + 7 : i + 1 < argc ? argv[++i] : "";
-                if (parse_wait(v, &wait) < 0)
-                    goto usage;
-                continue;
-            } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-                fputs(usage_sandbox, stdout);
-                free(extra);
-                free(config);
-                return 0;
-            } else if (!strncmp(a, "--jail", 6)) {
-                int jr = jail_option(argc, argv, &i, &s.jail, &jail_seen);
-                if (jr < 0)
-                    goto usage;
-                if (jr > 0)
-                    continue;
-                fprintf(stderr, "moat create: unknown option '%s' (see moat create --help)\n", a);
-                goto usage;
-            } else {
-                int k = run_opt(a);
-                const char *on = k >= 0 ? run_opts[k].name : "";
-                if (!strcmp(on, "vsock") || !strcmp(on, "control") || !strcmp(on, "console-log")) {
-                    fprintf(stderr, "moat create: --%s is set by moat for a sandbox\n", on);
-                    goto usage;
-                }
-                const char *eq = strchr(a, '=');
-                if (k >= 0 && run_opts[k].has_val && (eq || i + 1 < argc)) {
-                    /* The value: not scanned as an option itself. */
-                    const char *v = eq ? eq + 1 : argv[++i];
-                    char spec[8192];
-                    if (!strcmp(on, "drive")) {
-                        if (ndrive >= MOAT_MAX_DRIVES) {
-                            fprintf(stderr, "moat create: too many --drive options\n");
-                            goto usage;
-                        }
-                        if (sandbox_drive(&s, ndrive, v, spec, sizeof spec, &s.rw_drive) < 0)
-                            goto usage;
-                        drives[ndrive] = strdup(spec);
-                        if (!drives[ndrive])
-                            goto usage;
-                        v = drives[ndrive++];
-                    }
-                    if (strchr(v, '\n')) {
-                        fprintf(stderr, "moat create: arguments cannot contain newlines\n");
-                        goto usage;
-                    }
-                    char *o = eq ? "" : argv[i - 1];
-                    if (eq && nopt >= sizeof optbuf / sizeof optbuf[0]) {
-                        fprintf(stderr, "moat create: too many options\n");
-                        goto usage;
-                    }
-                    if (eq) {   /* --NAME=V: passed on as --NAME V */
-                        snprintf(optbuf[nopt], sizeof optbuf[nopt], "--%s", on);
-                        o = optbuf[nopt++];
-                    }
-                    extra[nextra++] = o;
-                    extra[nextra++] = (char *)v;
-                    int n = snprintf(config + clen, 65536 - clen, "arg=%s\narg=%s\n", o, v);
-                    if (n < 0 || clen + (size_t)n >= 65000) {
-                        fprintf(stderr, "moat create: arguments too long\n");
-                        goto usage;
-                    }
-                    clen += (size_t)n;
-                    continue;
-                }
-            }
+    int rc = create_setup(c, argc, argv);
+    if (rc == 0) {
+        struct sbx_err e = { 0 };
+        struct sbx_create_res res;
+        int r = sandbox_create(c->s.name, &c->o, &res, &e);
+        say(&e);
+        if (r < 0) {
+            rc = res.usage ? EXIT_USAGE : EXIT_VMM_ERROR;
+        } else {
+            printf("%s\n", c->s.name);
+            phases_print(&c->ph, "create");
         }
-        if (strchr(a, '\n')) {
-            fprintf(stderr, "moat create: arguments cannot contain newlines\n");
-            goto usage;
-        }
-        extra[nextra++] = argv[i];
-        int n = snprintf(config + clen, 65536 - clen, "arg=%s\n", a);
-        if (n < 0 || clen + (size_t)n >= 65000) {
-            fprintf(stderr, "moat create: arguments too long\n");
-            goto usage;
-        }
-        clen += (size_t)n;
     }
-    int jr = jail_prepare(&s, jail_seen, extra, nextra, config, clen);
-    if (jr == EXIT_USAGE)
-        goto usage;
-    if (jr)
-        goto fail_noclean;
-    clen += strlen(config + clen);
-    char home[PATH_MAX];
-    snprintf(home, sizeof home, "%.*s", (int)(strrchr(s.dir, '/') - s.dir), s.dir);
-    int r = cli_mkdir_p(home, 0700);
-    if (r < 0) {
-        fprintf(stderr, "moat: %s: %s\n", home, strerror(-r));
-        goto fail_noclean;
-    }
-    if (mkdir(s.dir, 0700) < 0) {
-        if (errno == EEXIST)
-            fprintf(stderr, "moat: a sandbox named %s already exists (moat ls; moat rm %s)\n",
-                    s.name, s.name);
-        else
-            fprintf(stderr, "moat: %s: %s\n", s.dir, strerror(errno));
-        goto fail_noclean;
-    }
-    s.dfd = open(s.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (s.dfd < 0 || sbx_lock(&s) < 0 || (s.jail.on && jail_dir_perms(&s) < 0))
-        goto fail;
-    char p[PATH_MAX], *hdr = malloc(65536);
-    if (!hdr)
-        goto fail;
-    int hl = snprintf(hdr, 65536, "# moat sandbox %s\nephemeral=%d\nrw_drive=%d\n", s.name, s.ephemeral,
-                      s.rw_drive);
-    for (unsigned k = 0; k < ndrive && hl > 0 && hl < 65536; k++)
-        hl += snprintf(hdr + hl, 65536 - (size_t)hl, "drive.%u=%s\n", k, drives[k]);
-    if (hl < 0 || (size_t)hl + clen >= 65536) {
-        fprintf(stderr, "moat create: arguments too long\n");
-        free(hdr);
-        goto fail;
-    }
-    memmove(config + hl, config, clen + 1);
-    memcpy(config, hdr, (size_t)hl);
-    free(hdr);
-    if (sandbox_write_file(sandbox_path(&s, "config", p, sizeof p), config) < 0) {
-        fprintf(stderr, "moat: cannot write %s\n", p);
-        goto fail;
-    }
-    struct sbx_err se = { 0 };
-    struct sbx_starting sk = { .s = &s, .rfd = -1, .err = &se };
-    struct sbx_start_opts so = start_opts(wait, &ph);
-    sk.pid = sandbox_spawn(&s, "run", extra, nextra, &sk.rfd, NULL, &se);
-    say(&se);
-    if (sk.pid < 0)
-        goto fail;
-    phase(&ph, "spawned");
-    se = (struct sbx_err){ 0 };
-    unsigned failed = sandbox_wait_ready_all(&sk, 1, &so);
-    say(&se);
-    if (failed) {
-        if (sk.rfd >= 0)
-            close(sk.rfd);
-        kill(sk.pid, SIGKILL);
-        waitpid(sk.pid, NULL, 0);
-        goto fail;
-    }
-    printf("%s\n", s.name);
-    phases_print(&ph, "create");
-    sandbox_close(&s);
-    free(extra);
-    free(config);
-    for (unsigned k = 0; k < ndrive; k++)
-        free(drives[k]);
-    return 0;
-fail:
-    sandbox_rm_rf(s.dir);
-    jail_cleanup(&s);
-    sandbox_close(&s);
-    rmdir(home);    /* only if empty: leave nothing behind */
-fail_noclean:
-    free(extra);
-    free(config);
-    for (unsigned k = 0; k < ndrive; k++)
-        free(drives[k]);
-    return EXIT_VMM_ERROR;
-usage:
-    free(extra);
-    free(config);
-    for (unsigned k = 0; k < ndrive; k++)
-        free(drives[k]);
-    return EXIT_USAGE;
+    create_free(c);
+    return rc < 0 ? 0 : rc;
 }
 
 static int cmd_ls(int argc, char **argv)
@@ -899,17 +651,6 @@ static int cmd_start(int argc, char **argv)
     return r < 0 ? 1 : 0;
 }
 
-/* A snapshot of s into dir, its disks pinned beside it
- * (sandbox_snapshot_into, printed): 0 or -1. */
-static int snapshot_into(struct sbx *s, const char *dir)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_snapshot_into(s, dir, &e) == 0)
-        return 0;
-    say(&e);
-    return -1;
-}
-
 static int cmd_snapshot(int argc, char **argv)
 {
     const char *name = NULL, *tag = NULL;
@@ -929,35 +670,11 @@ static int cmd_snapshot(int argc, char **argv)
         fprintf(stderr, "moat: invalid tag '%s' (as a sandbox name)\n", tag);
         return EXIT_USAGE;
     }
-    struct sbx s;
-    if (sbx_open(&s, name, 1) < 0)
-        return 1;
-    char tags[3200], tmp[PATH_MAX], final[PATH_MAX];
-    sandbox_path(&s, "tags", tags, sizeof tags);
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", tags, tag);
-    snprintf(final, sizeof final, "%s/%s", tags, tag);
-    int rc = 1;
-    if (access(final, F_OK) == 0) {
-        fprintf(stderr, "moat: sandbox %s already has a tag %s\n", s.name, tag);
-        goto out;
-    }
-    mkdir(tags, 0700);
-    if (jail_share_dir(&s, tags) < 0)   /* a jailed sandbox's moat writes the tag */
-        goto out;
-    sandbox_rm_rf(tmp);
-    if (snapshot_into(&s, tmp) < 0) {
-        sandbox_rm_rf(tmp);
-        goto out;
-    }
-    if (rename(tmp, final) < 0) {
-        fprintf(stderr, "moat: %s: %s\n", final, strerror(errno));
-        sandbox_rm_rf(tmp);
-        goto out;
-    }
-    rc = 0;
-out:
-    sandbox_close(&s);
-    return rc;
+    struct sbx_err e = { 0 };
+    if (sandbox_snapshot_tag(name, tag, &e) == 0)
+        return 0;
+    say(&e);
+    return 1;
 }
 
 static int cmd_reset(int argc, char **argv)
@@ -981,83 +698,11 @@ static int cmd_reset(int argc, char **argv)
         fprintf(stderr, "usage: moat reset [--wait SEC] NAME --to TAG\n");
         return EXIT_USAGE;
     }
-    struct sbx s;
-    if (sbx_open(&s, name, 1) < 0)
-        return 1;
-    char dir[3300], p[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s/tags/%s", s.dir, tag);
-    snprintf(p, sizeof p, "%s/state", dir);
-    int rc = 1;
-    if (access(p, F_OK) != 0) {
-        fprintf(stderr, "moat: sandbox %s has no tag %s (moat snapshot %s --tag %s)\n", s.name, tag,
-                s.name, tag);
-        goto out;
-    }
-    /* The disk goes back too: each overlay is replaced by a copy of the
-     * tag's pin (made first, next to it; swapped in once the process is
-     * gone). */
-    char own[PATH_MAX], pin[PATH_MAX + 64], stage[PATH_MAX + 16], why[512];
-    bool staged[MOAT_MAX_DRIVES] = { false }, any = false;
-    for (unsigned n = 0; n < s.ndrive; n++) {
-        if (!sandbox_drive_overlay(&s, n, own, sizeof own))
-            continue;
-        snprintf(pin, sizeof pin, "%s/disk%u.overlay", dir, n);
-        if (access(pin, F_OK) != 0) {
-            fprintf(stderr, "moat: warning: tag %s has no pin of drive %u: that disk stays as it "
-                            "is now\n", tag, n);
-            continue;
-        }
-        snprintf(stage, sizeof stage, "%s.reset", own);
-        unlink(stage);
-        why[0] = 0;
-        /* A jailed sandbox's tag is its jail's to write: the pin is
-         * opened without following links (file_via), and the copy, made
-         * by root, becomes the jail's (its moat writes it). */
-        char via[64];
-        int keep;
-        const char *from = sandbox_file_via(&s, pin, via, sizeof via, &keep);
-        int cr = from ? ovl_clone(from, stage, why, sizeof why) : -1;
-        if (!from)
-            snprintf(why, sizeof why, "%.400s: %s", pin, strerror(errno));
-        if (keep >= 0)
-            close(keep);
-        if (cr == 0 && s.jail.on && lchown(stage, s.jail.uid, s.jail.gid) < 0) {
-            snprintf(why, sizeof why, "%.400s: %s", stage, strerror(errno));
-            cr = -1;
-        }
-        if (cr < 0) {
-            fprintf(stderr, "moat: sandbox %s: copying the tag's disk: %s\n", s.name, why);
-            unlink(stage);
-            goto unstage;
-        }
-        staged[n] = any = true;
-    }
-    if (kill_process(&s, sandbox_read_pid(&s)) < 0)
-        goto unstage;
-    for (unsigned n = 0; n < s.ndrive; n++) {
-        if (!staged[n] || !sandbox_drive_overlay(&s, n, own, sizeof own))
-            continue;
-        snprintf(stage, sizeof stage, "%s.reset", own);
-        if (rename(stage, own) < 0) {
-            fprintf(stderr, "moat: %s: %s\n", own, strerror(errno));
-            goto unstage;
-        }
-        staged[n] = false;
-    }
-    /* A stop snapshot of the old disk must not be started over the tag's. */
-    if (any)
-        sandbox_rm_rf(sandbox_path(&s, "snap", p, sizeof p));
-    rc = start_from(&s, dir, wait, false, NULL) < 0 ? 1 : 0;
-    goto out;
-unstage:
-    for (unsigned n = 0; n < s.ndrive; n++)
-        if (staged[n] && sandbox_drive_overlay(&s, n, own, sizeof own)) {
-            snprintf(stage, sizeof stage, "%s.reset", own);
-            unlink(stage);
-        }
-out:
-    sandbox_close(&s);
-    return rc;
+    struct sbx_err e = { 0 };
+    struct sbx_start_opts o = start_opts(wait, NULL);
+    int r = sandbox_reset(name, tag, &o, &e);
+    say(&e);
+    return r < 0 ? 1 : 0;
 }
 
 /* Fork name (sandbox_fork), printed: what was said about each child's
@@ -1169,51 +814,22 @@ static int cmd_diff(int argc, char **argv)
         fprintf(stderr, "usage: moat diff NAME --against TAG [--files]\n");
         return EXIT_USAGE;
     }
-    struct sbx s;
-    if (sbx_open(&s, name, 1) < 0)
+    struct sbx_err e = { 0 };
+    struct sbx_diff *d = malloc(sizeof *d);
+    if (!d || sandbox_diff_begin(name, tag, d, &e) < 0) {
+        say(&e);
+        free(d);
         return 1;
-    int rc = 1;
-    char tagdir[3300], p[PATH_MAX], tmp[PATH_MAX], own[PATH_MAX], pin[PATH_MAX + 64], cur[PATH_MAX + 64];
-    snprintf(tagdir, sizeof tagdir, "%s/tags/%s", s.dir, tag);
-    snprintf(p, sizeof p, "%s/state", tagdir);
-    tmp[0] = 0;
-    if (access(p, F_OK) != 0) {
-        fprintf(stderr, "moat: sandbox %s has no tag %s\n", s.name, tag);
-        goto out;
     }
-    unsigned novl = 0;
-    for (unsigned n = 0; n < s.ndrive; n++)
-        novl += (unsigned)sandbox_drive_overlay(&s, n, own, sizeof own);
-    if (!novl) {
-        fprintf(stderr, "moat: sandbox %s has no copy-on-write drive: nothing to compare\n", s.name);
-        goto out;
-    }
-    pid_t pid;
-    double up;
-    enum sbx_state st = sandbox_state(&s, &pid, &up);
-    if (st == SBX_RUNNING || st == SBX_PAUSED) {
-        snprintf(tmp, sizeof tmp, "%s/.diff-%d", s.dir, (int)getpid());
-        sandbox_rm_rf(tmp);
-        char req[PATH_MAX + 16];
-        snprintf(req, sizeof req, "clone-disks %s", tmp);
-        if (ctl(&s, req, NULL, 0, 600) < 0)
-            goto out;
-    } else if (st == SBX_HUNG) {
-        fprintf(stderr, "moat: sandbox %s is unresponsive\n", s.name);
-        goto out;
-    }
-    rc = 0;
-    for (unsigned n = 0; n < s.ndrive; n++) {
-        if (!sandbox_drive_overlay(&s, n, own, sizeof own))
+    int rc = 0;
+    char pin[PATH_MAX + 64], cur[PATH_MAX + 64];
+    bool has_pin;
+    for (unsigned n = 0; n < d->s.ndrive; n++) {
+        if (!sandbox_diff_drive(d, n, pin, sizeof pin, cur, sizeof cur, &has_pin))
             continue;
-        snprintf(pin, sizeof pin, "%s/disk%u.overlay", tagdir, n);
-        if (tmp[0])
-            snprintf(cur, sizeof cur, "%s/disk%u.overlay", tmp, n);
-        else
-            snprintf(cur, sizeof cur, "%s", own);
         printf("drive %u (vd%c) since tag %s:\n", n, 'a' + n, tag);
         fflush(stdout);
-        if (access(pin, F_OK) != 0) {
+        if (!has_pin) {
             printf("  no disk pin in tag %s (taken without one)\n", tag);
             rc = 1;
             continue;
@@ -1228,10 +844,8 @@ static int cmd_diff(int argc, char **argv)
             rc = 1;
         fflush(stdout);
     }
-out:
-    if (tmp[0])
-        sandbox_rm_rf(tmp);
-    sandbox_close(&s);
+    sandbox_diff_end(d);
+    free(d);
     return rc;
 }
 
@@ -1339,7 +953,6 @@ static int cmd_net(int argc, char **argv)
 
 /* ---- templates ---- */
 
-#define TEMPLATE_PREFIX "template."
 
 static const char usage_template[] =
     "usage: moat template create NAME --from SANDBOX [--no-agent]\n"
@@ -1358,23 +971,51 @@ static const char usage_template[] =
     "ready when their VM runs). moat serve creates its sandboxes from templates;\n"
     "see docs/sandboxes.md and docs/serve.md.\n";
 
-/* Run fn with stdout on /dev/null (a step's own output: the name of the
- * sandbox it made). */
-static int quietly(int (*fn)(int, char **), int argc, char **argv)
+/* Template create's own options (--from, --no-agent) out of argv[3]...;
+ * the rest, create's arguments, into cargv: create template.NAME ... */
+static int template_args(int argc, char **argv, char *tname, char **cargv, const char **from, bool *agent)
 {
-    fflush(stdout);
-    int saved = dup(1), nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
-    if (saved >= 0 && nul >= 0)
-        dup2(nul, 1);
-    int r = fn(argc, argv);
-    fflush(stdout);
-    if (saved >= 0) {
-        dup2(saved, 1);
-        close(saved);
+    int cargc = 0;
+    cargv[cargc++] = "create";
+    cargv[cargc++] = tname;
+    bool waited = false;
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--from") && i + 1 < argc) {
+            *from = argv[++i];
+        } else if (!strcmp(argv[i], "--no-agent")) {
+            *agent = false;
+        } else {
+            waited |= !strcmp(argv[i], "--wait");
+            cargv[cargc++] = argv[i];
+        }
     }
-    if (nul >= 0)
-        close(nul);
-    return r;
+    if (!*from && !*agent && !waited) {
+        cargv[cargc++] = "--wait";
+        cargv[cargc++] = "0";
+    }
+    return cargc;
+}
+
+/* Make template NAME (sandbox_template_create), printed: what create or
+ * the fork said, create's --timings, what came after; NAME. */
+static int template_make(const char *name, struct sbx_template_opts *to, struct create_args *c)
+{
+    struct sbx_err e = { 0 };
+    struct sbx_template_res res;
+    int r = sandbox_template_create(name, to, &res, &e);
+    if (!res.made) {
+        say(&e);
+        return to->from ? 1 : res.usage ? EXIT_USAGE : EXIT_VMM_ERROR;
+    }
+    say_n(e.msg, res.made_msg);
+    if (c && to->create)
+        phases_print(&c->ph, "create");
+    const char *rest = e.msg + res.made_msg + (e.msg[res.made_msg] == '\n');
+    say_n(rest, strlen(rest));
+    if (r < 0)
+        return 1;
+    printf("%s\n", name);
+    return 0;
 }
 
 static int template_create(int argc, char **argv)
@@ -1387,100 +1028,46 @@ static int template_create(int argc, char **argv)
         fputs(usage_template, stderr);
         return EXIT_USAGE;
     }
-    const char *name = argv[2], *from = NULL;
-    bool agent = true;
-    char tname[SBX_NAME_MAX + 16];
-    if (strlen(name) > SBX_NAME_MAX - strlen(TEMPLATE_PREFIX) || !sandbox_valid_name(name)) {
-        fprintf(stderr, "moat: template name '%s': 1-%zu of A-Z a-z 0-9 - _ ., starting with a letter or digit\n",
-                name, SBX_NAME_MAX - strlen(TEMPLATE_PREFIX));
+    const char *name = argv[2];
+    struct sbx_template_opts to = { .agent = true };
+    char tname[SBX_NAME_MAX + 1];
+    struct sbx_err e = { 0 };
+    if (sandbox_template_name(name, tname, sizeof tname, &e) < 0) {
+        say(&e);
         return EXIT_USAGE;
     }
-    snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%s", name);
-    /* create's arguments: create template.NAME [--wait S] [run options] */
     char **cargv = calloc((size_t)argc + 4, sizeof *cargv);
-    if (!cargv)
-        return EXIT_VMM_ERROR;
-    int cargc = 0;
-    cargv[cargc++] = "create";
-    cargv[cargc++] = tname;
-    bool waited = false;
-    for (int i = 3; i < argc; i++) {
-        if (!strcmp(argv[i], "--from") && i + 1 < argc) {
-            from = argv[++i];
-        } else if (!strcmp(argv[i], "--no-agent")) {
-            agent = false;
-        } else {
-            waited |= !strcmp(argv[i], "--wait");
-            cargv[cargc++] = argv[i];
-        }
-    }
-    if (from && cargc > 2) {
+    struct create_args *c = calloc(1, sizeof *c);
+    int rc = !cargv || !c ? EXIT_VMM_ERROR : 0;
+    int cargc = rc ? 0 : template_args(argc, argv, tname, cargv, &to.from, &to.agent);
+    if (!rc && to.from && cargc > 2) {
         fprintf(stderr, "moat template create: --from takes no run options (%s)\n", cargv[2]);
-        free(cargv);
-        return EXIT_USAGE;
+        rc = EXIT_USAGE;
+    } else if (!rc && !to.from) {
+        c->quiet = true;
+        rc = create_setup(c, cargc, cargv);
+        to.create = rc == 0 ? &c->o : NULL;    /* create --help: nothing created, as before */
     }
-    if (!from && !agent && !waited) {
-        cargv[cargc++] = "--wait";
-        cargv[cargc++] = "0";
-    }
-    int r;
-    if (from) {
-        struct phases ph = { 0 };
-        struct sbx_fork_opts o = { .child = tname, .count = 1, .stopped = true, .start = start_opts(0, &ph) };
-        r = fork_sandbox(from, &o, true, &ph) < 0 ? 1 : 0;
-    } else {
-        r = quietly(cmd_create, cargc, cargv);
-        if (r == 0) {
-            struct sbx s;
-            r = 1;
-            if (sbx_open(&s, tname, 1) == 0) {
-                r = stop_locked(&s, NULL) < 0 ? 1 : 0;
-                sandbox_close(&s);
-            }
-            if (r) {
-                char *rm[] = { "rm", "-f", tname, NULL };
-                cmd_rm(3, rm);
-            }
-        }
-    }
+    if (rc <= 0)
+        rc = template_make(name, &to, c);
+    create_free(c);
     free(cargv);
-    if (r)
-        return r;
-    struct sbx t;
-    char p[PATH_MAX], text[256];
-    snprintf(text, sizeof text, "agent=%d\nfrom=%s\n", agent, from ? from : "");
-    if (sbx_paths(&t, tname) < 0 || sandbox_write_file(sandbox_path(&t, "template", p, sizeof p), text) < 0) {
-        fprintf(stderr, "moat: cannot write the template marker of %s\n", tname);
-        return 1;
-    }
-    printf("%s\n", name);
-    return 0;
+    return rc;
 }
 
 static int template_ls(void)
 {
-    char *names[4096];
-    ssize_t n = home_names(TEMPLATE_PREFIX, names, 4096);
-    if (n < 0)
+    struct sbx_err e = { 0 };
+    struct sbx_template_info *v;
+    size_t n;
+    if (sandbox_template_list(&v, &n, &e) < 0) {
+        say(&e);
         return EXIT_USAGE;
-    printf("%-32s %-6s %s\n", "NAME", "AGENT", "FROM");
-    for (ssize_t i = 0; i < n; i++) {
-        struct sbx s;
-        char p[PATH_MAX], buf[512] = "";
-        if (sbx_paths(&s, names[i]) == 0) {
-            int fd = open(sandbox_path(&s, "template", p, sizeof p), O_RDONLY | O_CLOEXEC);
-            if (fd >= 0) {
-                ssize_t k = read(fd, buf, sizeof buf - 1);
-                buf[k > 0 ? k : 0] = 0;
-                close(fd);
-                const char *f = strstr(buf, "from=");
-                int fl = f ? (int)strcspn(f + 5, "\n") : 0;
-                printf("%-32s %-6s %.*s\n", names[i] + strlen(TEMPLATE_PREFIX),
-                       strstr(buf, "agent=0") ? "no" : "yes", fl ? fl : 1, fl ? f + 5 : "-");
-            }
-        }
-        free(names[i]);
     }
+    printf("%-32s %-6s %s\n", "NAME", "AGENT", "FROM");
+    for (size_t i = 0; i < n; i++)
+        printf("%-32s %-6s %s\n", v[i].name, v[i].agent ? "yes" : "no", v[i].from[0] ? v[i].from : "-");
+    free(v);
     return 0;
 }
 
@@ -1494,15 +1081,11 @@ static int cmd_template(int argc, char **argv)
     if (!strcmp(sub, "rm") && argc > 2) {
         int rc = 0;
         for (int i = 2; i < argc; i++) {
-            char tname[SBX_NAME_MAX + 16];
-            snprintf(tname, sizeof tname, TEMPLATE_PREFIX "%.60s", argv[i]);
-            if (!sandbox_valid_name(argv[i]) || !sandbox_exists(tname)) {
-                fprintf(stderr, "moat: no template named %s (moat template ls)\n", argv[i]);
+            struct sbx_err e = { 0 };
+            if (sandbox_template_remove(argv[i], &e) < 0) {
+                say(&e);
                 rc = 1;
-                continue;
             }
-            char *rm[] = { "rm", "-f", tname, NULL };
-            rc |= cmd_rm(3, rm);
         }
         return rc;
     }

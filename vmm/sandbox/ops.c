@@ -35,7 +35,8 @@ int sandbox_info(const char *name, struct sbx_info *out, struct sbx_err *err)
     return r;
 }
 
-int sandbox_list(const char *prefix, struct sbx_info **out, size_t *n, struct sbx_err *err)
+int sandbox_list_of(const char *prefix, size_t size, int (*fill)(const char *name, void *elem), void **out,
+                    size_t *n, struct sbx_err *err)
 {
     *out = NULL;
     *n = 0;
@@ -43,11 +44,11 @@ int sandbox_list(const char *prefix, struct sbx_info **out, size_t *n, struct sb
     if (!names)
         return sandbox_err(err, -ENOMEM, "out of memory");
     ssize_t k = sandbox_names(prefix, names, LIST_MAX, err);
-    struct sbx_info *v = k > 0 ? calloc((size_t)k, sizeof *v) : NULL;
+    char *v = k > 0 ? calloc((size_t)k, size) : NULL;
     int r = k < 0 ? (int)k : k > 0 && !v ? sandbox_err(err, -ENOMEM, "out of memory") : 0;
     for (ssize_t i = 0; i < k; i++) {
-        if (r == 0 && sandbox_info(names[i], &v[*n], NULL) == 0)
-            (*n)++;         /* else no sandbox (no config): left out */
+        if (r == 0 && fill(names[i], v + *n * size) == 0)
+            (*n)++;         /* else left out */
         free(names[i]);
     }
     free(names);
@@ -58,6 +59,21 @@ int sandbox_list(const char *prefix, struct sbx_info **out, size_t *n, struct sb
     }
     *out = v;
     return 0;
+}
+
+/* A sandbox's state (sandbox_info) into elem: 0, or -1 when it is no
+ * sandbox (no config). */
+static int info_of(const char *name, void *elem)
+{
+    return sandbox_info(name, elem, NULL) == 0 ? 0 : -1;
+}
+
+int sandbox_list(const char *prefix, struct sbx_info **out, size_t *n, struct sbx_err *err)
+{
+    void *v;
+    int r = sandbox_list_of(prefix, sizeof **out, info_of, &v, n, err);
+    *out = v;
+    return r;
 }
 
 int sandbox_state_name(const char *name, char *out, size_t len)

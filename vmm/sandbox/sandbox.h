@@ -166,6 +166,11 @@ int sandbox_info(const char *name, struct sbx_info *out, struct sbx_err *err);
  * its state: *out (malloc'd, free it) and *n. Directories of $MOAT_HOME
  * that are no sandbox are left out. 0, or -errno with why. */
 int sandbox_list(const char *prefix, struct sbx_info **out, size_t *n, struct sbx_err *err);
+/* The same with each name (valid, starting with prefix, sorted) given to
+ * fill with an element of size bytes (zeroed) to fill in: 0 keeps it, -1
+ * leaves it out. *out (malloc'd, free it), *n. 0, or -errno with why. */
+int sandbox_list_of(const char *prefix, size_t size, int (*fill)(const char *name, void *elem), void **out,
+                    size_t *n, struct sbx_err *err);
 /* NAME's state's name into out: 0, -ENOENT or -EINVAL (no message). */
 int sandbox_state_name(const char *name, char *out, size_t len);
 /* Remove sandbox NAME: its VMM stopped (killed after 10 s when force), its

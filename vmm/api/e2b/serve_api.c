@@ -3,14 +3,12 @@
  * timeouts, and the resolver the envd module (vmm/api/e2b/serve_envd.h) asks
  * for a sandbox's vsock socket.
  *
- * rm, stop, resume, fork, start and the egress policy (net ... policy)
- * call the sandbox library (vmm/sandbox/) in-process, on the request's
- * thread (no serve lock held); the VM processes fork and start make are
- * this process's children, reaped by the reaper thread. The steps the
- * library does not have yet (template create|rm) run this same binary as
- * a child process (`/proc/self/exe ...`, run_moat), as a user would from a
- * shell. The sandbox directory locks order steps on one sandbox,
- * in-process or not. What serve keeps about a sandbox is in
+ * rm, stop, resume, fork, start, the egress policy (net ... policy) and
+ * template create|rm call the sandbox library (vmm/sandbox/) in-process,
+ * on the request's thread (no serve lock held); the VM processes fork,
+ * start and a template's create make are this process's children, reaped
+ * by the reaper thread (or by the stop that follows a template's create).
+ * The sandbox directory locks order steps on one sandbox. What serve keeps about a sandbox is in
  * $MOAT_HOME/NAME/serve.json, so a restarted serve takes over its
  * sandboxes and `moat ls` shows them. */
 #include <arpa/inet.h>
@@ -22,7 +20,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -42,13 +39,12 @@
 #include "vmm/sandbox/device.h"
 #include "vmm/sandbox/fork.h"
 #include "vmm/sandbox/sandbox.h"
+#include "vmm/sandbox/template.h"
 #include "vmm/sandbox/start.h"
-
-extern char **environ;
 
 #define TEMPLATE_PREFIX "template."
 #define AGENT_WAIT 60.0             /* seconds a fork or start waits for the guest agent */
-#define BASE_WAIT "300"             /* building `base` boots the default guest */
+#define BASE_WAIT 300.0             /* seconds: building `base` boots the default guest */
 
 struct serve {
     char home[3001];                /* $MOAT_HOME: at most 3000 bytes */
@@ -170,123 +166,12 @@ static int write_atomic(const char *path, const char *text, mode_t mode)
     return 0;
 }
 
-/* ---- running moat ---- */
-
-/* Run this binary with argv (argv[0] is the command name), stdin
- * /dev/null; its stdout into out, the last line of its stderr into err.
- * The exit status (0..255), or -errno. */
-static int run_moat(char *const argv[], char *out, size_t olen, char *err, size_t elen)
-{
-    int po[2], pe[2];
-    if (olen)
-        out[0] = 0;
-    if (elen)
-        err[0] = 0;
-    if (pipe2(po, O_CLOEXEC) < 0)
-        return -errno;
-    if (pipe2(pe, O_CLOEXEC) < 0) {
-        close(po[0]);
-        close(po[1]);
-        return -errno;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t at;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, po[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, pe[1], 2);
-    posix_spawnattr_init(&at);
-    sigset_t none, def;
-    sigemptyset(&none);
-    sigemptyset(&def);
-    sigaddset(&def, SIGPIPE);
-    sigaddset(&def, SIGTERM);
-    sigaddset(&def, SIGINT);
-    sigaddset(&def, SIGHUP);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setsigdefault(&at, &def);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    size_t n = 0;
-    while (argv[n])
-        n++;
-    char **av = calloc(n + 2, sizeof *av);
-    pid_t pid = -1;
-    int r = -ENOMEM;
-    if (av) {
-        av[0] = "moat";
-        memcpy(av + 1, argv, n * sizeof *av);
-        r = -posix_spawn(&pid, "/proc/self/exe", &fa, &at, av, environ);
-        free(av);
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close(po[1]);
-    close(pe[1]);
-    char ebuf[4096];
-    size_t ol = 0, el = 0;
-    struct pollfd pf[2] = { { po[0], POLLIN, 0 }, { pe[0], POLLIN, 0 } };
-    int open_fds = r == 0 ? 2 : 0;
-    while (open_fds > 0) {
-        if (poll(pf, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (pf[i].fd < 0 || !(pf[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            char tmp[1024];
-            ssize_t k = read(pf[i].fd, tmp, sizeof tmp);
-            if (k <= 0) {
-                pf[i].fd = -1;
-                open_fds--;
-                continue;
-            }
-            if (i == 0) {
-                size_t c = olen > ol + 1 ? olen - 1 - ol : 0;
-                c = (size_t)k < c ? (size_t)k : c;
-                if (c)
-                    memcpy(out + ol, tmp, c);
-                ol += c;
-            } else {    /* keep the tail */
-                for (ssize_t j = 0; j < k; j++) {
-                    if (el + 1 >= sizeof ebuf) {
-                        memmove(ebuf, ebuf + sizeof ebuf / 2, el - sizeof ebuf / 2);
-                        el -= sizeof ebuf / 2;
-                    }
-                    ebuf[el++] = tmp[j];
-                }
-            }
-        }
-    }
-    close(po[0]);
-    close(pe[0]);
-    if (olen)
-        out[ol] = 0;
-    ebuf[el] = 0;
-    while (el && (ebuf[el - 1] == '\n' || ebuf[el - 1] == ' '))
-        ebuf[--el] = 0;
-    const char *last = strrchr(ebuf, '\n');
-    if (elen) {     /* the last line, cut to fit */
-        const char *src = last ? last + 1 : ebuf;
-        size_t l = strlen(src) < elen - 1 ? strlen(src) : elen - 1;
-        memcpy(err, src, l);
-        err[l] = 0;
-    }
-    if (r < 0)
-        return r;
-    int status;
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -errno;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
-}
-
 /* ---- the sandbox library (vmm/sandbox/), in-process ---- */
 
-/* What the CLI printed of n library errors (in that order) as run_moat
- * gave it of the same step's child: each line of a message as "moat:
- * LINE", an SBX_VERBATIM line as it is; run_moat kept the last line of
+/* What the CLI printed of n library errors (in that order) as a child
+ * moat running the same step gave it (serve ran one for each step before
+ * the library had them): each line of a message as "moat:
+ * LINE", an SBX_VERBATIM line as it is; serve kept the last line of
  * that (trailing newlines and blanks cut), cut to fit why. */
 static void sbx_why_of(const struct sbx_err *const *e, size_t n, char *why, size_t wlen)
 {
@@ -317,7 +202,7 @@ static void sbx_why_of(const struct sbx_err *const *e, size_t n, char *why, size
     size_t l = k < 0 ? 0 : (size_t)k < sizeof line ? (size_t)k : sizeof line - 1;
     while (l && line[l - 1] == ' ')
         line[--l] = 0;
-    l = l < wlen - 1 ? l : wlen - 1;    /* cut to fit, as run_moat did */
+    l = l < wlen - 1 ? l : wlen - 1;    /* cut to fit, as before */
     memcpy(why, line, l);
     why[l] = 0;
 }
@@ -405,6 +290,25 @@ static int sbx_rm(const char *id, char *why, size_t wlen)
     int r = sandbox_remove(id, 1, &e);
     if (why)
         sbx_why(&e, why, wlen);
+    return r < 0 ? -1 : 0;
+}
+
+/* moat template create NAME ..., in-process: 0 or -1 with why. */
+static int sbx_template_create(const char *name, const struct sbx_template_opts *to, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    struct sbx_template_res res;
+    int r = sandbox_template_create(name, to, &res, &e);
+    sbx_why(&e, why, wlen);
+    return r < 0 ? -1 : 0;
+}
+
+/* moat template rm NAME, in-process: 0 or -1 with why. */
+static int sbx_template_rm(const char *name, char *why, size_t wlen)
+{
+    struct sbx_err e = { 0 };
+    int r = sandbox_template_remove(name, &e);
+    sbx_why(&e, why, wlen);
     return r < 0 ? -1 : 0;
 }
 
@@ -624,11 +528,18 @@ static int ensure_template(struct serve *s, const char *tpl, struct out *o)
     if (a < 0) {
         char err[512];
         bool net = have_passt();
-        char *argv[] = { "template", "create", "base", "--wait", BASE_WAIT, net ? "--net" : NULL, "user",
-                         "--net-default", "deny", NULL };
+        char *args[] = { "--net", "user", "--net-default", "deny" };
+        struct sbx_create_opts *co = calloc(1, sizeof *co);    /* ~17 KiB: not on this thread's stack */
+        struct sbx_template_opts to = { .create = co, .agent = true };
         fprintf(stderr, "moat serve: building the base template from the default guest (%s)\n",
                 net ? "--net user, default deny" : "no network: passt is not installed");
-        int r = run_moat(argv, NULL, 0, err, sizeof err);
+        int r = -1;
+        snprintf(err, sizeof err, "out of memory");
+        if (co) {
+            *co = (struct sbx_create_opts){ .args = args, .nargs = net ? 4 : 0, .start = { .wait = BASE_WAIT } };
+            r = sbx_template_create("base", &to, err, sizeof err);
+        }
+        free(co);
         a = r == 0 ? template_agent(s, tpl) : -EIO;
         if (a < 0)
             fail(o, 500, "building the base template from the default guest failed: %s",
@@ -1042,8 +953,8 @@ static void do_snapshot(struct serve *s, const char *id, const char *body, size_
         return;
     }
     int agent = template_agent(s, st.template_id);
-    char *argv[] = { "template", "create", name, "--from", (char *)id, agent == 0 ? "--no-agent" : NULL, NULL };
-    int r = run_moat(argv, NULL, 0, why, sizeof why);
+    struct sbx_template_opts to = { .from = id, .agent = agent != 0 };
+    int r = sbx_template_create(name, &to, why, sizeof why);
     serve_state_free(&st);
     if (r != 0) {
         fail(o, 500, "snapshot of sandbox %s failed: %s", id, why);
@@ -1098,8 +1009,7 @@ static void do_template_delete(struct serve *s, const char *tpl, struct out *o)
         fail(o, 404, "template or snapshot %s not found", tpl);
         return;
     }
-    char *argv[] = { "template", "rm", (char *)tpl, NULL };
-    if (run_moat(argv, NULL, 0, err, sizeof err) != 0)
+    if (sbx_template_rm(tpl, err, sizeof err) != 0)
         fail(o, 500, "removing template %s failed: %s", tpl, err);
     else
         o->status = 204;
