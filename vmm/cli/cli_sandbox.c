@@ -77,32 +77,12 @@ static const char usage_sandbox[] =
 
 /* ---- the store (vmm/sandbox/): its messages printed ---- */
 
-/* Each line of e's message as "moat: LINE"; an SBX_VERBATIM line (a log's
- * tail) as it is. */
-static void say_n(const char *m, size_t n)
-{
-    for (const char *end = m + n; m < end && *m;) {
-        size_t l = strcspn(m, "\n");
-        l = l < (size_t)(end - m) ? l : (size_t)(end - m);
-        if (*m == SBX_VERBATIM)
-            fprintf(stderr, "%.*s\n", (int)l - 1, m + 1);
-        else
-            fprintf(stderr, "moat: %.*s\n", (int)l, m);
-        m += l + (m[l] == '\n');
-    }
-}
-
-static void say(const struct sbx_err *e)
-{
-    say_n(e->msg, strlen(e->msg));
-}
-
 int cli_moat_home(char *buf, size_t len)
 {
     struct sbx_err e = { 0 };
     if (sandbox_home(buf, len, &e) == 0)
         return 0;
-    say(&e);
+    cli_say(&e);
     return -1;
 }
 
@@ -116,7 +96,7 @@ static int sbx_paths(struct sbx *s, const char *name)
     struct sbx_err e = { 0 };
     if (sandbox_paths(s, name, &e) == 0)
         return 0;
-    say(&e);
+    cli_say(&e);
     return -1;
 }
 
@@ -125,17 +105,7 @@ static int sbx_open(struct sbx *s, const char *name, int lock)
     struct sbx_err e = { 0 };
     if (sandbox_open(s, name, lock, &e) == 0)
         return 0;
-    say(&e);
-    return -1;
-}
-
-/* Take the directory's lock, waiting up to 30 s for another moat command. */
-static int sbx_lock(struct sbx *s)
-{
-    struct sbx_err e = { 0 };
-    if (sandbox_lock(s, &e) == 0)
-        return 0;
-    say(&e);
+    cli_say(&e);
     return -1;
 }
 
@@ -146,7 +116,7 @@ static ssize_t home_names(const char *prefix, char **names, size_t max)
     struct sbx_err e = { 0 };
     ssize_t n = sandbox_names(prefix, names, max, &e);
     if (n < 0) {
-        say(&e);
+        cli_say(&e);
         return -1;
     }
     return n;
@@ -352,7 +322,7 @@ static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
             return -1;
         }
         if (sandbox_drive_spec(&c->s, c->ndrive, v, spec, sizeof spec, &c->o.rw_drive, &e) < 0) {
-            say(&e);
+            cli_say(&e);
             return -1;
         }
         if (!(c->drives[c->ndrive] = strdup(spec)))
@@ -471,7 +441,7 @@ static int cmd_create(int argc, char **argv)
         struct sbx_err e = { 0 };
         struct sbx_create_res res;
         int r = sandbox_create(c->s.name, &c->o, &res, &e);
-        say(&e);
+        cli_say(&e);
         if (r < 0) {
             rc = res.usage ? EXIT_USAGE : EXIT_VMM_ERROR;
         } else {
@@ -502,7 +472,7 @@ static int cmd_ls(int argc, char **argv)
         free(names[i]);
         if (r < 0) {
             if (r != -ENOENT)
-                say(&e);
+                cli_say(&e);
             continue;       /* not a sandbox directory */
         }
         char jail[64] = "-", pidtxt[16] = "-", uptxt[32] = "-";
@@ -528,7 +498,7 @@ static int cmd_rm(int argc, char **argv)
         any = 1;
         struct sbx_err e = { 0 };
         if (sandbox_remove(argv[i], force, &e) < 0) {
-            say(&e);
+            cli_say(&e);
             rc = 1;
         }
     }
@@ -548,7 +518,7 @@ static int cmd_pause_resume(int argc, char **argv, const char *verb)
     struct sbx_err e = { 0 };
     int r = !strcmp(verb, "pause") ? sandbox_pause(argv[1], &e) : sandbox_resume(argv[1], &e);
     if (r < 0)
-        say(&e);
+        cli_say(&e);
     return r < 0 ? 1 : 0;
 }
 
@@ -566,7 +536,7 @@ static int stop_locked(struct sbx *s, struct phases *ph)
     int r = sandbox_stop_locked(s, phase_cb, ph, &was, &e);
     if (r == 0 && was == SBX_STOPPED)
         fprintf(stderr, "moat: sandbox %s is already stopped\n", s->name);
-    say(&e);
+    cli_say(&e);
     return r < 0 ? -1 : 0;
 }
 
@@ -615,7 +585,7 @@ static int start_locked(struct sbx *s, double wait, struct phases *ph)
     int r = sandbox_start_locked(s, &o, &was, NULL, &e);
     if (r == 0 && (was == SBX_RUNNING || was == SBX_PAUSED))
         fprintf(stderr, "moat: sandbox %s is already %s\n", s->name, sandbox_state_str(was));
-    say(&e);
+    cli_say(&e);
     return r < 0 ? -1 : 0;
 }
 
@@ -673,7 +643,7 @@ static int cmd_snapshot(int argc, char **argv)
     struct sbx_err e = { 0 };
     if (sandbox_snapshot_tag(name, tag, &e) == 0)
         return 0;
-    say(&e);
+    cli_say(&e);
     return 1;
 }
 
@@ -701,7 +671,7 @@ static int cmd_reset(int argc, char **argv)
     struct sbx_err e = { 0 };
     struct sbx_start_opts o = start_opts(wait, NULL);
     int r = sandbox_reset(name, tag, &o, &e);
-    say(&e);
+    cli_say(&e);
     return r < 0 ? 1 : 0;
 }
 
@@ -719,8 +689,8 @@ static int fork_sandbox(const char *name, const struct sbx_fork_opts *o, bool qu
         r = sandbox_fork(name, o, kids, &e);
         size_t m = sandbox_fork_told(kids, o->count, order);
         for (size_t j = 0; j < m; j++)
-            say(&kids[order[j]].err);
-        say(&e);
+            cli_say(&kids[order[j]].err);
+        cli_say(&e);
         for (unsigned long i = 0; i < o->count; i++)
             if (kids[i].made && kids[i].code == 0 && !quiet)
                 printf("%s\n", kids[i].name);
@@ -817,7 +787,7 @@ static int cmd_diff(int argc, char **argv)
     struct sbx_err e = { 0 };
     struct sbx_diff *d = malloc(sizeof *d);
     if (!d || sandbox_diff_begin(name, tag, d, &e) < 0) {
-        say(&e);
+        cli_say(&e);
         free(d);
         return 1;
     }
@@ -855,7 +825,7 @@ static int cmd_diff(int argc, char **argv)
  * (-E2BIG: a value or request too long), else 1. */
 static int device_fail(const struct sbx_err *e, int r)
 {
-    say(e);
+    cli_say(e);
     return r == -E2BIG ? EXIT_USAGE : 1;
 }
 
@@ -1004,14 +974,14 @@ static int template_make(const char *name, struct sbx_template_opts *to, struct 
     struct sbx_template_res res;
     int r = sandbox_template_create(name, to, &res, &e);
     if (!res.made) {
-        say(&e);
+        cli_say(&e);
         return to->from ? 1 : res.usage ? EXIT_USAGE : EXIT_VMM_ERROR;
     }
-    say_n(e.msg, res.made_msg);
+    cli_say_n(e.msg, res.made_msg);
     if (c && to->create)
         phases_print(&c->ph, "create");
     const char *rest = e.msg + res.made_msg + (e.msg[res.made_msg] == '\n');
-    say_n(rest, strlen(rest));
+    cli_say_n(rest, strlen(rest));
     if (r < 0)
         return 1;
     printf("%s\n", name);
@@ -1033,7 +1003,7 @@ static int template_create(int argc, char **argv)
     char tname[SBX_NAME_MAX + 1];
     struct sbx_err e = { 0 };
     if (sandbox_template_name(name, tname, sizeof tname, &e) < 0) {
-        say(&e);
+        cli_say(&e);
         return EXIT_USAGE;
     }
     char **cargv = calloc((size_t)argc + 4, sizeof *cargv);
@@ -1061,7 +1031,7 @@ static int template_ls(void)
     struct sbx_template_info *v;
     size_t n;
     if (sandbox_template_list(&v, &n, &e) < 0) {
-        say(&e);
+        cli_say(&e);
         return EXIT_USAGE;
     }
     printf("%-32s %-6s %s\n", "NAME", "AGENT", "FROM");
@@ -1083,7 +1053,7 @@ static int cmd_template(int argc, char **argv)
         for (int i = 2; i < argc; i++) {
             struct sbx_err e = { 0 };
             if (sandbox_template_remove(argv[i], &e) < 0) {
-                say(&e);
+                cli_say(&e);
                 rc = 1;
             }
         }

@@ -19,13 +19,20 @@ __attribute__((constructor)) static void record_start(void)
     cli_start_ns = clock_mono_ns();
 }
 
-void cli_say(const struct sbx_err *e)
+void cli_say_n(const char *m, size_t n)
 {
-    for (const char *m = e->msg, *nl; *m; m = *nl ? nl + 1 : nl) {
+    for (const char *end = m + n, *nl; m < end && *m; m = nl < end && *nl ? nl + 1 : end) {
         nl = strchrnul(m, '\n');
+        if (nl > end)
+            nl = end;
         int verbatim = *m == SBX_VERBATIM;
         fprintf(stderr, "%s%.*s\n", verbatim ? "" : "moat: ", (int)(nl - m) - verbatim, m + verbatim);
     }
+}
+
+void cli_say(const struct sbx_err *e)
+{
+    cli_say_n(e->msg, strlen(e->msg));
 }
 
 void die_usage(const char *fmt, ...)

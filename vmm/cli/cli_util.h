@@ -21,6 +21,8 @@ extern uint64_t cli_start_ns;
  * stderr; an SBX_VERBATIM line (a log's tail) as it is. */
 struct sbx_err;
 void cli_say(const struct sbx_err *e);
+/* The same for the first n bytes of message text m. */
+void cli_say_n(const char *m, size_t n);
 
 /* "moat: <msg> (see moat run --help)" on stderr, exit 2. */
 __attribute__((format(printf, 1, 2), noreturn)) void die_usage(const char *fmt, ...);
