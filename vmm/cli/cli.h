@@ -25,7 +25,6 @@ int agent_target_opt(struct sbx_agent_target *t, int argc, char **argv, int *i);
 struct moat_vm;
 
 /* Sandboxes (vmm/cli/cli_sandbox.c, docs/sandboxes.md). */
-int cli_is_sandbox_command(const char *cmd);
 int cmd_sandbox(int argc, char **argv);
 /* sandbox_exists, sandbox_state_name and the rest of the sandbox store:
  * vmm/sandbox/sandbox.h. */

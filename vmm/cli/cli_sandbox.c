@@ -1069,19 +1069,6 @@ static int cmd_template(int argc, char **argv)
 
 /* ---- dispatch ---- */
 
-static const char *const sandbox_cmds[] = {
-    "create", "ls", "rm", "pause", "resume", "stop", "start", "snapshot", "reset", "fork", "diff", "set", "get", "net",
-    "template",
-};
-
-int cli_is_sandbox_command(const char *cmd)
-{
-    for (size_t i = 0; i < sizeof sandbox_cmds / sizeof sandbox_cmds[0]; i++)
-        if (!strcmp(cmd, sandbox_cmds[i]))
-            return 1;
-    return 0;
-}
-
 int cmd_sandbox(int argc, char **argv)
 {
     const char *c = argv[0];
