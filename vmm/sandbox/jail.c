@@ -465,17 +465,20 @@ static int host_files(struct sbx_jail_run *j, struct sbx_err *err)
     return 0;
 }
 
-int sandbox_jail_prepare(struct sbx_jail_run *j, struct sbx_err *err)
+/* Steps 0 to 3 (see jail.h); with leave false, for sandbox_jail_host, the
+ * caller left as it is: no ready fd of its own, no fd closed, its
+ * environment kept (the child's exec passes its own). */
+static int from_host(struct sbx_jail_run *j, bool leave, struct sbx_err *err)
 {
     if (geteuid() != 0)
         return sandbox_err(err, -EPERM,
                            "needs root (it creates namespaces, device nodes and mounts, then drops to --uid/--gid)");
     struct stat rfs;
-    if (j->ready_fd >= 0 && (fstat(j->ready_fd, &rfs) < 0 || !S_ISFIFO(rfs.st_mode)))
+    if (leave && j->ready_fd >= 0 && (fstat(j->ready_fd, &rfs) < 0 || !S_ISFIFO(rfs.st_mode)))
         return sandbox_err(err, -EBADF, "the inner command's --ready-fd %d: not an open pipe", j->ready_fd);
     if (!realpath(j->base, j->realbase))
         return sandbox_err(err, -errno, "--chroot-base %s: %s", j->base, SBX_STRERROR(errno));
-    int r = leave_host(j, err);
+    int r = leave ? leave_host(j, err) : 0;
     if (r == 0)
         r = self_exe(j, err);
     if (r == 0)
@@ -485,6 +488,11 @@ int sandbox_jail_prepare(struct sbx_jail_run *j, struct sbx_err *err)
     char why[512];
     j->pvm = kvm_host_detect_pvm_why(why, sizeof why);
     return 0;
+}
+
+int sandbox_jail_prepare(struct sbx_jail_run *j, struct sbx_err *err)
+{
+    return from_host(j, true, err);
 }
 
 int sandbox_jail_root_path(struct sbx_jail_run *j, struct sbx_err *err)
@@ -691,25 +699,14 @@ int sandbox_jail_child(const struct sbx_jail_run *j, const sigset_t *mask, struc
 
 int sandbox_jail_host(struct sbx_jail_run *j, struct sbx_err *err)
 {
-    if (geteuid() != 0)
-        return sandbox_err(err, -EPERM,
-                           "needs root (it creates namespaces, device nodes and mounts, then drops to --uid/--gid)");
-    if (!realpath(j->base, j->realbase))
-        return sandbox_err(err, -errno, "--chroot-base %s: %s", j->base, SBX_STRERROR(errno));
-    int r = self_exe(j, err);
-    if (r == 0)
-        r = host_files(j, err);
+    int r = from_host(j, false, err);
     if (r == 0)
         r = sandbox_jail_root_path(j, err);
     /* 4. The per-VM directory (there already from an earlier start). */
     if (r == 0)
         r = make_root(j, err);
-    if (r < 0)
+    if (r < 0 || !j->ncg)
         return r;
-    char why[512];
-    j->pvm = kvm_host_detect_pvm_why(why, sizeof why);
-    if (!j->ncg)
-        return 0;
     /* 5. The per-VM cgroup: one left by an earlier jailed moat of this
      *    jail (nothing waited to remove it) goes first, when empty. */
     char old[PATH_MAX];
