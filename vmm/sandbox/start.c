@@ -246,7 +246,7 @@ pid_t sandbox_spawn(const struct sbx *s, const char *verb, char *const *extra, i
     if (pid < 0) {
         r = -errno;
         close(pp[0]);
-        return sandbox_err(err, r, "fork: %s", SBX_STRERROR(-r));
+        return sandbox_err(err, r, "%s: %s", sp.jail ? "clone" : "fork", SBX_STRERROR(-r));
     }
     *ready_fd = pp[0];
     char pidf[PATH_MAX], pidtxt[32];
