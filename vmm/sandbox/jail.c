@@ -486,7 +486,9 @@ static int from_host(struct sbx_jail_run *j, bool leave, struct sbx_err *err)
     if (r < 0)
         return r;
     char why[512];
-    j->pvm = kvm_host_detect_pvm_why(why, sizeof why);
+    /* The caller's MOAT_FORCE_PVM is not the jail's (cleared above, or
+     * not passed on): the host as /sys and /proc say. */
+    j->pvm = kvm_host_probe_pvm_why(why, sizeof why);
     return 0;
 }
 
