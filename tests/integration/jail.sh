@@ -586,8 +586,8 @@ rm -f "$SB/snap" && mv "$SB/snap.real" "$SB/snap"
 out=$("$BIN" rm -f sk 2>&1); rc=$?
 check "rm sk: exit 0, nothing left ($rc: $out)" '[ $rc = 0 ] && [ ! -e "$SB" ] && [ -n "$SKJ" ] && [ ! -e "$BASE/moat/$SKJ" ]'
 if [ -n "$CGFAKE" ]; then
-    # In the stand-in tree moat jail makes the sandbox's cgroup and fails on
-    # its limit file (only the kernel makes those): create fails, and what
+    # In the stand-in tree the jail's setup makes the sandbox's cgroup and
+    # fails on its limit file (only the kernel makes those): create fails, and what
     # the jail left (its cgroup, its jail directory) goes with the sandbox.
     out=$("$BIN" create sj2 --jail --jail-chroot-base "$BASE" --jail-cgroup-root "$CGFAKE" \
           --jail-cgroup pids.max=64 --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?
