@@ -302,9 +302,19 @@ fi
 
 # --- a named sandbox, jailed (moat create --jail) ---
 SB="$MOAT_HOME/sj"
-# jvm DIR UID: the jailed moat of the sandbox in DIR (the child of moat
-# jail, whose pid is in the pid file) once it runs as UID, into P.
-jvm() { child_of "$(cat "$1/pid" 2>/dev/null)" "$2"; }
+# jvm DIR UID: the jailed moat of the sandbox in DIR (the pid in its pid
+# file: moat clones it into its jail itself, no moat jail above it) once it
+# runs as UID and has exec'd moat run or restore, into P (5 s at most).
+jvm() {
+    local p
+    P=""
+    for _ in $(seq 50); do
+        p=$(cat "$1/pid" 2>/dev/null)
+        [ -n "$p" ] && grep -Eq "^Uid:\s+$2\s" /proc/$p/status 2>/dev/null &&
+            [[ "$(tr '\0' '\n' < /proc/$p/cmdline 2>/dev/null | sed -n 2p)" =~ ^(run|restore)$ ]] && { P=$p; return; }
+        sleep 0.1
+    done
+}
 vm_of() { jvm "$SB" "$UID_J"; }        # the sandbox sj's
 # ticks_of DIR: the counter guest's "tick N" numbers in DIR's console.log.
 ticks_of() { grep -a '^tick ' "$1/console.log" 2>/dev/null | cut -d' ' -f2; }
@@ -576,8 +586,8 @@ rm -f "$SB/snap" && mv "$SB/snap.real" "$SB/snap"
 out=$("$BIN" rm -f sk 2>&1); rc=$?
 check "rm sk: exit 0, nothing left ($rc: $out)" '[ $rc = 0 ] && [ ! -e "$SB" ] && [ -n "$SKJ" ] && [ ! -e "$BASE/moat/$SKJ" ]'
 if [ -n "$CGFAKE" ]; then
-    # In the stand-in tree moat jail makes the sandbox's cgroup and fails on
-    # its limit file (only the kernel makes those): create fails, and what
+    # In the stand-in tree the jail's setup makes the sandbox's cgroup and
+    # fails on its limit file (only the kernel makes those): create fails, and what
     # the jail left (its cgroup, its jail directory) goes with the sandbox.
     out=$("$BIN" create sj2 --jail --jail-chroot-base "$BASE" --jail-cgroup-root "$CGFAKE" \
           --jail-cgroup pids.max=64 --wait 0 --mem 64 --kernel "$GUESTS/counter.elf" 2>&1); rc=$?

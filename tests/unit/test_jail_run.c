@@ -1,7 +1,10 @@
 /* moat jail's mechanism (vmm/sandbox/jail.c) where it runs without root or
  * KVM: the defaults, the inner command's checks, the jail root's path, and
  * the parent's wait (the status passed on, the ready fd closed, the per-VM
- * cgroup directory removed or the failure told). */
+ * cgroup directory removed or the failure told); the one-spawn steps'
+ * caller side (sandbox_jail_host: the caller's fds and environment kept,
+ * the jail directory, a leftover cgroup) and clone (pid 1 of a new pid
+ * namespace), where run as root. */
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "vmm/sandbox/jail.h"
@@ -173,6 +177,91 @@ START_TEST(parent_ready_fd_and_cgroup)
 }
 END_TEST
 
+/* A stand-in cgroup v2 tree under dir: CG/cgroup.controllers and the
+ * subtree_control files (the kernel makes the limit files: here made by
+ * hand, where wanted). */
+static void fake_cgroot(const char *dir, char *cg, size_t len)
+{
+    char f[PATH_MAX + 64];
+    snprintf(cg, len, "%s/cg", dir);
+    ck_assert_int_eq(mkdir(cg, 0755), 0);
+    snprintf(f, sizeof f, "%s/moat", cg);
+    ck_assert_int_eq(mkdir(f, 0755), 0);
+    const char *files[] = { "cgroup.controllers", "cgroup.subtree_control", "moat/cgroup.subtree_control" };
+    for (int i = 0; i < 3; i++) {
+        snprintf(f, sizeof f, "%s/%s", cg, files[i]);
+        close(open(f, O_WRONLY | O_CREAT, 0644));
+    }
+}
+
+START_TEST(host_side)
+{
+    struct sbx_err e = { 0 };
+    sandbox_jail_defaults(&j);
+    char dir[] = "/tmp/moat-jailhost-XXXXXX", cg[PATH_MAX], p[PATH_MAX + 64];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(chmod(dir, 0755), 0);
+    j.id = "h1";
+    j.base = dir;
+    if (geteuid() != 0) {
+        ck_assert_int_eq(sandbox_jail_host(&j, &e), -EPERM);
+        rmdir(dir);
+        return;
+    }
+    fake_cgroot(dir, cg, sizeof cg);
+    j.cgroot = cg;
+    char spec[] = "pids.max=5", why[256];
+    ck_assert_int_eq(jail_parse_cgroup(spec, &j.cg[j.ncg++], why, sizeof why), 0);
+    /* A leftover cgroup of this id holding its limit file: kept (not
+     * empty), joined again, its limit written. */
+    snprintf(p, sizeof p, "%s/moat/h1", cg);
+    ck_assert_int_eq(mkdir(p, 0755), 0);
+    snprintf(p, sizeof p, "%s/moat/h1/pids.max", cg);
+    close(open(p, O_WRONLY | O_CREAT, 0644));
+    setenv("MOAT_JAILRUN_KEPT", "1", 1);
+    int fd = open("/dev/null", O_RDONLY);
+    ck_assert_int_ge(fd, 3);
+    ck_assert_int_eq(sandbox_jail_host(&j, &e), 0);
+    ck_assert_str_eq(getenv("MOAT_JAILRUN_KEPT"), "1");     /* the caller's */
+    ck_assert_int_ne(fcntl(fd, F_GETFD), -1);
+    struct stat st;
+    snprintf(p, sizeof p, "%s/moat/h1/root", dir);
+    ck_assert_str_eq(j.root, p);
+    ck_assert_int_eq(stat(p, &st), 0);
+    ck_assert_int_eq(st.st_mode & 07777, 0755);
+    ck_assert(j.exe[0] == '/' && j.paths.n >= 2);
+    FILE *f = fopen(strcat(strcpy(p, j.cgdir), "/pids.max"), "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_ptr_nonnull(fgets(why, sizeof why, f));
+    fclose(f);
+    ck_assert_str_eq(why, "5");
+    /* An empty leftover goes, then is made again: its limit file (the
+     * kernel's) missing here, which is told. */
+    unlink(p);
+    ck_assert_int_eq(sandbox_jail_host(&j, &e), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(e.msg, "pids.max"));
+    close(fd);
+    unsetenv("MOAT_JAILRUN_KEPT");
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(clone_pid1)
+{
+    if (geteuid() != 0)
+        return;
+    pid_t pid = sandbox_jail_clone();
+    if (pid == 0)
+        _exit(getpid() == 1 ? 0 : 1);
+    ck_assert_int_gt(pid, 0);
+    int st = -1;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("jail_run");
@@ -182,6 +271,8 @@ int main(void)
     tcase_add_test(tc, root_path);
     tcase_add_test(tc, parent_status);
     tcase_add_test(tc, parent_ready_fd_and_cgroup);
+    tcase_add_test(tc, host_side);
+    tcase_add_test(tc, clone_pid1);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_set_fork_status(sr, CK_FORK);

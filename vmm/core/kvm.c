@@ -241,6 +241,16 @@ bool kvm_host_detect_pvm_why(char *why, size_t len)
         snprintf(why, len, "MOAT_FORCE_PVM=%c", *force);
         return *force == '1';
     }
+    return kvm_host_probe_pvm_why(why, len);
+}
+
+bool kvm_host_probe_pvm_why(char *why, size_t len)
+{
+    char dummy[1];
+    if (!why || !len) {
+        why = dummy;
+        len = sizeof dummy;
+    }
     if (access("/sys/module/kvm_pvm", F_OK) == 0) {
         snprintf(why, len, "the kvm_pvm module is loaded");
         return true;

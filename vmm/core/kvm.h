@@ -36,6 +36,9 @@ int kvm_create_vm(int kvm_fd);
  * writes the one-line reason either way. */
 bool kvm_host_detect_pvm(void);
 bool kvm_host_detect_pvm_why(char *why, size_t len);
+/* The same without MOAT_FORCE_PVM: what /sys and /proc say (a jail's probe,
+ * as after its clearenv). */
+bool kvm_host_probe_pvm_why(char *why, size_t len);
 
 /* Does the first "flags" line of /proc/cpuinfo text name flag (a whole
  * word)? Pure. */

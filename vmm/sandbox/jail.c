@@ -419,9 +419,13 @@ static int leave_host(struct sbx_jail_run *j, struct sbx_err *err)
     /* 2. Clear the environment: no variable of the caller's steers the
      *    inner moat (MOAT_*, LD_*, proxies). */
     clearenv();
-    /* What this process needs from the host before it leaves it: its own
-     *    path and mapped libraries (the inner moat is this binary), the host
-     *    kind, and every exposed path must exist. */
+    return 0;
+}
+
+/* What this process needs from the host before it leaves it: its own path
+ * (the inner moat is this binary). */
+static int self_exe(struct sbx_jail_run *j, struct sbx_err *err)
+{
     ssize_t n = readlink("/proc/self/exe", j->exe, sizeof j->exe - 1);
     if (n <= 0)
         return sandbox_err(err, n < 0 && errno ? -errno : -EIO, "readlink /proc/self/exe: %s",
@@ -461,24 +465,36 @@ static int host_files(struct sbx_jail_run *j, struct sbx_err *err)
     return 0;
 }
 
-int sandbox_jail_prepare(struct sbx_jail_run *j, struct sbx_err *err)
+/* Steps 0 to 3 (see jail.h); with leave false, for sandbox_jail_host, the
+ * caller left as it is: no ready fd of its own, no fd closed, its
+ * environment kept (the child's exec passes its own). */
+static int from_host(struct sbx_jail_run *j, bool leave, struct sbx_err *err)
 {
     if (geteuid() != 0)
         return sandbox_err(err, -EPERM,
                            "needs root (it creates namespaces, device nodes and mounts, then drops to --uid/--gid)");
     struct stat rfs;
-    if (j->ready_fd >= 0 && (fstat(j->ready_fd, &rfs) < 0 || !S_ISFIFO(rfs.st_mode)))
+    if (leave && j->ready_fd >= 0 && (fstat(j->ready_fd, &rfs) < 0 || !S_ISFIFO(rfs.st_mode)))
         return sandbox_err(err, -EBADF, "the inner command's --ready-fd %d: not an open pipe", j->ready_fd);
     if (!realpath(j->base, j->realbase))
         return sandbox_err(err, -errno, "--chroot-base %s: %s", j->base, SBX_STRERROR(errno));
-    int r = leave_host(j, err);
+    int r = leave ? leave_host(j, err) : 0;
+    if (r == 0)
+        r = self_exe(j, err);
     if (r == 0)
         r = host_files(j, err);
     if (r < 0)
         return r;
     char why[512];
-    j->pvm = kvm_host_detect_pvm_why(why, sizeof why);
+    /* The caller's MOAT_FORCE_PVM is not the jail's (cleared above, or
+     * not passed on): the host as /sys and /proc say. */
+    j->pvm = kvm_host_probe_pvm_why(why, sizeof why);
     return 0;
+}
+
+int sandbox_jail_prepare(struct sbx_jail_run *j, struct sbx_err *err)
+{
+    return from_host(j, true, err);
 }
 
 int sandbox_jail_root_path(struct sbx_jail_run *j, struct sbx_err *err)
@@ -511,6 +527,19 @@ static int make_root(struct sbx_jail_run *j, struct sbx_err *err)
     return 0;
 }
 
+/* Step 6: the network namespace, when given, joined. */
+static int join_netns(const struct sbx_jail_run *j, struct sbx_err *err)
+{
+    if (!j->netns)
+        return 0;
+    int r = 0, fd = open(j->netns, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNET) < 0)
+        r = sandbox_err(err, -errno, "--netns %s: %s", j->netns, SBX_STRERROR(errno));
+    if (fd >= 0)
+        close(fd);
+    return r;
+}
+
 int sandbox_jail_setup(struct sbx_jail_run *j, struct sbx_err *err)
 {
     /* 4. The per-VM directory. */
@@ -522,16 +551,8 @@ int sandbox_jail_setup(struct sbx_jail_run *j, struct sbx_err *err)
         return r;
     /* 6. The network namespace, when given, is joined before the others
      *    are created. */
-    if (j->netns) {
-        int fd = open(j->netns, O_RDONLY | O_CLOEXEC);
-        if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
-            r = sandbox_err(err, -errno, "--netns %s: %s", j->netns, SBX_STRERROR(errno));
-            if (fd >= 0)
-                close(fd);
-            return r;
-        }
-        close(fd);
-    }
+    if ((r = join_netns(j, err)) < 0)
+        return r;
     /* 7. New ipc, uts and pid namespaces; the pid namespace takes effect
      *    for the child, which becomes its pid 1. The child makes its own
      *    mount namespace: the parent keeps the host's root and mounts. */
@@ -642,16 +663,20 @@ static int child_confine(const struct sbx_jail_run *j, struct sbx_err *err)
         return sandbox_err(err, -errno, "no_new_privs: %s", SBX_STRERROR(errno));
     if ((r = drop_caps()) < 0)
         return sandbox_err(err, r, "dropping the capability bounding set: %s", SBX_STRERROR(-r));
+    /* The raw calls, not glibc's wrappers: in a child cloned from a
+     * threaded caller (sandbox_spawn) glibc would set the ids of threads
+     * the child does not have. This process is the only one to change. */
     gid_t g = j->gid;
-    if (setgroups(1, &g) < 0 || setresgid(g, g, g) < 0 || setresuid(j->uid, j->uid, j->uid) < 0)
+    if (syscall(SYS_setgroups, 1, &g) < 0 || syscall(SYS_setresgid, g, g, g) < 0 ||
+        syscall(SYS_setresuid, j->uid, j->uid, j->uid) < 0)
         return sandbox_err(err, -errno, "becoming uid %u gid %u: %s", j->uid, j->gid, SBX_STRERROR(errno));
     /* setuid away from 0 clears the permitted and effective sets, not the
      * inheritable one: clear all three. */
     if ((r = capset_zero()) < 0)
         return sandbox_err(err, r, "clearing capabilities: %s", SBX_STRERROR(-r));
     /* If the waiting parent dies, so does the jail (set after the uid
-     * change, which clears it). */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+     * change, which clears it); a detached one has no waiting parent. */
+    if (!j->detached && prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
         return sandbox_err(err, -errno, "PR_SET_PDEATHSIG: %s", SBX_STRERROR(errno));
     return 0;
 }
@@ -672,6 +697,40 @@ int sandbox_jail_child(const struct sbx_jail_run *j, const sigset_t *mask, struc
     char *envp[] = { v, NULL };
     execve(j->exe, j->argv, envp);
     return sandbox_err(err, -errno, "exec %s: %s", j->exe, SBX_STRERROR(errno));
+}
+
+int sandbox_jail_host(struct sbx_jail_run *j, struct sbx_err *err)
+{
+    int r = from_host(j, false, err);
+    if (r == 0)
+        r = sandbox_jail_root_path(j, err);
+    /* 4. The per-VM directory (there already from an earlier start). */
+    if (r == 0)
+        r = make_root(j, err);
+    if (r < 0 || !j->ncg)
+        return r;
+    /* 5. The per-VM cgroup: one left by an earlier jailed moat of this
+     *    jail (nothing waited to remove it) goes first, when empty. */
+    char old[PATH_MAX];
+    if ((size_t)snprintf(old, sizeof old, "%s/moat/%s", j->cgroot, j->id) < sizeof old)
+        rmdir(old);
+    return cgroup_setup(j, err);
+}
+
+pid_t sandbox_jail_clone(void)
+{
+    /* fork-like (no new stack): the child goes on from here, pid 1 of its
+     * new pid namespace; its mount namespace it makes itself
+     * (sandbox_jail_child). glibc's fork handlers do not run: the child
+     * must only make async-signal-safe calls. */
+    return (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD),
+                          NULL, NULL, NULL, NULL);
+}
+
+int sandbox_jail_enter(const struct sbx_jail_run *j, const sigset_t *mask, struct sbx_err *err)
+{
+    int r = join_netns(j, err);
+    return r < 0 ? r : sandbox_jail_child(j, mask, err);
 }
 
 /* The parent stays outside, waits for the jailed moat, passing on the

@@ -55,6 +55,9 @@ struct sbx_jail_run {
      * (moat jail sets mhd_load for moat vmm and moat serve), so that it is
      * exposed too. 0, or < 0 with why. */
     int (*preload)(char *why, size_t len);
+    /* Set by a caller that clones the jailed moat itself and does not wait
+     * for it (sandbox_spawn): no PR_SET_PDEATHSIG (its parent may exit). */
+    int detached;
 
     /* Filled by the steps. */
     int argc;                   /* the inner command (sandbox_jail_inner) */
@@ -116,5 +119,27 @@ int sandbox_jail_child(const struct sbx_jail_run *j, const sigset_t *mask, struc
  * received, where it was killed for it). Then removes the per-VM cgroup:
  * 0, or -errno with why when that failed (*status is set either way). */
 int sandbox_jail_parent(const struct sbx_jail_run *j, pid_t pid, int *status, struct sbx_err *err);
+
+/* The same jail started in one process (sandbox_spawn, moat create --jail
+ * and start: no moat jail, no supervisor), after sandbox_jail_defaults,
+ * the options, sandbox_jail_inner and detached set:
+ *
+ *   sandbox_jail_host   in the caller, which it leaves as it is (its fds,
+ *                       environment, namespaces): root, the base resolved,
+ *                       this binary's files (steps 0 and 3), the jail
+ *                       directory (4), the per-VM cgroup (5; one left by an
+ *                       earlier jailed moat of this id removed first).
+ *                       0 or -errno with why.
+ *   sandbox_jail_clone  a raw clone(2) into new pid, ipc and uts
+ *                       namespaces (7), fork-like: the child, pid 1 there,
+ *                       gets 0; the caller its pid (in the caller's
+ *                       namespace), or -1 with errno.
+ *   sandbox_jail_enter  in that child (async-signal-safe calls only: the
+ *                       caller may have threads): the network namespace
+ *                       joined (6), then sandbox_jail_child. Returns only
+ *                       on failure, -errno with why. */
+int sandbox_jail_host(struct sbx_jail_run *j, struct sbx_err *err);
+pid_t sandbox_jail_clone(void);
+int sandbox_jail_enter(const struct sbx_jail_run *j, const sigset_t *mask, struct sbx_err *err);
 
 #endif

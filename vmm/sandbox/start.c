@@ -1,5 +1,5 @@
 /* Starting a sandbox's VM process (start.h): spawning `moat run|restore`
- * (under moat jail for a jailed sandbox), waiting for it to be ready, and
+ * (jailed in the one process for a jailed sandbox), waiting for it to be ready, and
  * moat start. */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +17,7 @@
 #include "include/moat.h"
 #include "vmm/agent/agent_client.h"
 #include "vmm/base/clock.h"
+#include "vmm/sandbox/jail.h"
 #include "vmm/sandbox/start.h"
 
 static void step_at(const struct sbx_start_opts *o, const char *name, uint64_t ns)
@@ -80,58 +81,51 @@ int sandbox_jail_restore_paths(const struct sbx *s, struct jail_paths *l, struct
     return r;
 }
 
-/* What a spawn needs, all made before fork(): the child only runs
- * async-signal-safe calls. */
+/* What a spawn needs, all made before fork() (or the jail's clone): the
+ * child only runs async-signal-safe calls. */
 struct spawn_plan {
     char conslog[PATH_MAX], log[PATH_MAX];
-    char juid[16], jgid[16];
     char **av;
     struct jail_paths *rpaths;
+    struct sbx_jail_run *jail;  /* a jailed sandbox's jail, or NULL */
     long maxfd;
 };
 
-/* `moat jail --id ID ... --expose DIR -- moat` into av from n: the
- * sandbox's directory (its sockets, snapshots, disks) at the same path
- * inside; its kernel, initrd and drives exposed by moat jail from the
- * command's own options; the ready pipe kept. The new n. */
-static size_t jail_argv(const struct sbx *s, struct spawn_plan *sp, size_t n)
+/* A jailed sandbox's jail for the command av (AC words), as moat jail ran
+ * it before: the sandbox's directory (its sockets, snapshots, disks)
+ * exposed writable at the same path inside, the restore's paths (rpaths),
+ * the command's own files (its kernel, initrd, drives); then prepared in
+ * the caller (sandbox_jail_host). 0, or -errno with why. */
+static int jail_plan(const struct sbx *s, struct spawn_plan *sp, int ac, struct sbx_err *err)
 {
-    const struct sbx_jail *j = &s->jail;
-    char **av = sp->av;
-    snprintf(sp->juid, sizeof sp->juid, "%u", j->uid);
-    snprintf(sp->jgid, sizeof sp->jgid, "%u", j->gid);
-    av[n++] = "jail";
-    av[n++] = "--id";
-    av[n++] = (char *)j->id;
-    av[n++] = "--uid";
-    av[n++] = sp->juid;
-    av[n++] = "--gid";
-    av[n++] = sp->jgid;
-    av[n++] = "--chroot-base";
-    av[n++] = (char *)j->base;
-    av[n++] = "--expose";
-    av[n++] = (char *)s->dir;
-    for (int i = 0; i < sp->rpaths->n; i++) {
-        av[n++] = sp->rpaths->p[i].rw ? "--expose" : "--expose-ro";
-        av[n++] = sp->rpaths->p[i].path;
-    }
-    if (j->netns[0]) {
-        av[n++] = "--netns";
-        av[n++] = (char *)j->netns;
-    }
-    if (j->tun)
-        av[n++] = "--tun";
-    if (j->cgroot[0]) {
-        av[n++] = "--cgroup-root";
-        av[n++] = (char *)j->cgroot;
-    }
-    for (int i = 0; i < j->ncg; i++) {
-        av[n++] = "--cgroup";
-        av[n++] = (char *)j->cg[i];
-    }
-    av[n++] = "--";
-    av[n++] = "moat";
-    return n;
+    const struct sbx_jail *sj = &s->jail;
+    struct sbx_jail_run *j = sp->jail = malloc(sizeof *sp->jail);
+    if (!j)
+        return sandbox_err(err, -ENOMEM, "out of memory");
+    sandbox_jail_defaults(j);
+    j->id = sj->id;
+    j->uid = sj->uid;
+    j->gid = sj->gid;
+    j->tun = sj->tun;
+    j->detached = 1;
+    if (sj->base[0])
+        j->base = sj->base;
+    if (sj->netns[0])
+        j->netns = sj->netns;
+    if (sj->cgroot[0])
+        j->cgroot = sj->cgroot;
+    char why[512];
+    int r = jail_paths_add(&j->paths, s->dir, 1);
+    for (int i = 0; r == 0 && i < sp->rpaths->n; i++)
+        r = jail_paths_add(&j->paths, sp->rpaths->p[i].path, sp->rpaths->p[i].rw);
+    if (r < 0)
+        return sandbox_err(err, r, "sandbox %s: its paths cannot be exposed to its jail", s->name);
+    for (int i = 0; i < sj->ncg && i < SBX_JAIL_RUN_CG_MAX; i++)
+        if (jail_parse_cgroup(sj->cg[i], &j->cg[j->ncg++], why, sizeof why) < 0)
+            return sandbox_err(err, -EINVAL, "sandbox %s: %s", s->name, why);
+    if ((r = sandbox_jail_inner(j, ac, sp->av, err)) < 0)
+        return r;
+    return sandbox_jail_host(j, err);
 }
 
 /* Fill sp: its paths, the jail's paths, the whole argv. 0, or -errno with
@@ -142,7 +136,7 @@ static int spawn_plan(const struct sbx *s, const char *verb, char *const *extra,
     sandbox_path(s, "console.log", sp->conslog, sizeof sp->conslog);
     sandbox_path(s, "moat.log", sp->log, sizeof sp->log);
     sp->rpaths = calloc(1, sizeof *sp->rpaths);
-    sp->av = calloc((size_t)nextra + 14 + 24 + 2 * SBX_JAIL_CG_MAX + 2 * JAIL_PATHS_MAX, sizeof *sp->av);
+    sp->av = calloc((size_t)nextra + 14, sizeof *sp->av);
     if (!sp->rpaths || !sp->av)
         return sandbox_err(err, -ENOMEM, "out of memory");
     int r;
@@ -154,8 +148,6 @@ static int spawn_plan(const struct sbx *s, const char *verb, char *const *extra,
         return sandbox_err(err, r, "sandbox %s: %s cannot be exposed to its jail", s->name, expose_ro);
     size_t n = 0;
     sp->av[n++] = "moat";
-    if (s->jail.on)
-        n = jail_argv(s, sp, n);
     sp->av[n++] = (char *)verb;
     sp->av[n++] = "--ready-fd";
     sp->av[n++] = "3";
@@ -168,6 +160,8 @@ static int spawn_plan(const struct sbx *s, const char *verb, char *const *extra,
     for (int i = 0; i < nextra; i++)
         sp->av[n++] = extra[i];
     sp->av[n] = NULL;
+    if (s->jail.on && (r = jail_plan(s, sp, (int)n, err)) < 0)
+        return r;
     sp->maxfd = sysconf(_SC_OPEN_MAX);
     if (sp->maxfd <= 0 || sp->maxfd > 65536)
         sp->maxfd = 65536;
@@ -178,6 +172,7 @@ static void plan_free(struct spawn_plan *sp)
 {
     free(sp->av);
     free(sp->rpaths);
+    free(sp->jail);
 }
 
 /* The forked child: async-signal-safe calls only (the caller may have
@@ -209,6 +204,16 @@ static void spawn_child(const struct spawn_plan *sp, int wfd)
     sigprocmask(SIG_SETMASK, &none, NULL);
     struct sigaction dfl = { .sa_handler = SIG_DFL };
     sigaction(SIGPIPE, &dfl, NULL);
+    if (sp->jail) {
+        /* Pid 1 of the jail's namespaces: into the jail, exec there (the
+         * message of a failed step into moat.log, as moat jail's was). */
+        struct sbx_err e;
+        sandbox_jail_enter(sp->jail, &none, &e);
+        const char *pre = "moat jail: ";
+        if (write(2, pre, strlen(pre)) >= 0 && write(2, e.msg, strlen(e.msg)) >= 0)
+            (void)!write(2, "\n", 1);
+        _exit(125);
+    }
     execv("/proc/self/exe", sp->av);
     /* strerrordesc_np: a table's text, no locale (async-signal-safe). */
     const char *e = strerrordesc_np(errno), *pre = "moat: exec /proc/self/exe: ";
@@ -231,7 +236,9 @@ pid_t sandbox_spawn(const struct sbx *s, const char *verb, char *const *extra, i
         plan_free(&sp);
         return sandbox_err(err, r, "pipe: %s", SBX_STRERROR(-r));
     }
-    pid_t pid = fork();
+    /* A jailed sandbox's moat: the child of a clone into the jail's
+     * namespaces (pid 1 there), jailed by itself before its exec. */
+    pid_t pid = sp.jail ? sandbox_jail_clone() : fork();
     if (pid == 0)
         spawn_child(&sp, pp[1]);
     plan_free(&sp);
@@ -239,7 +246,7 @@ pid_t sandbox_spawn(const struct sbx *s, const char *verb, char *const *extra, i
     if (pid < 0) {
         r = -errno;
         close(pp[0]);
-        return sandbox_err(err, r, "fork: %s", SBX_STRERROR(-r));
+        return sandbox_err(err, r, "%s: %s", sp.jail ? "clone" : "fork", SBX_STRERROR(-r));
     }
     *ready_fd = pp[0];
     char pidf[PATH_MAX], pidtxt[32];

@@ -333,11 +333,11 @@ int sandbox_rm_rf(const char *path)
     return r < 0 ? -e : 0;
 }
 
-/* What moat jail leaves of a jailed sandbox once its process is gone:
+/* What a jail leaves of a jailed sandbox once its process is gone:
  * CHROOT_BASE/moat/ID (the jail's root, its mount points; the mounts were
  * in the jail's own namespace and went with it; no mount is crossed) and
- * its cgroup CGROOT/moat/ID (removed by moat jail when it exits, not when
- * it was killed). */
+ * its cgroup CGROOT/moat/ID (nothing removes it when the jailed moat
+ * exits; sandbox_jail_host also removes an empty one before a start). */
 int sandbox_jail_cleanup(const struct sbx *s, struct sbx_err *err)
 {
     const struct sbx_jail *j = &s->jail;
@@ -380,8 +380,8 @@ int sandbox_pid_is_ours(const struct sbx *s, pid_t pid)
 {
     if (pid <= 1)
         return 0;
-    /* A jailed sandbox's is moat jail's: its options (paths it exposes)
-     * first, then the inner command's: read all of it (64 KiB at most). */
+    /* Read all of the command line (64 KiB at most): a jailed sandbox's
+     * moat was moat jail's once, its options (paths it exposes) first. */
     char p[64], *buf = malloc(65536);
     snprintf(p, sizeof p, "/proc/%d/cmdline", (int)pid);
     int fd = buf ? open(p, O_RDONLY | O_CLOEXEC) : -1;
