@@ -1,9 +1,14 @@
 /* The run loop of moat run/restore (vmm/api/control/vmrun.c): what it
  * gives back when it cannot begin (no KVM needed: the control socket fails
- * before the VM is touched). */
+ * before the VM is touched), and restore's snapshot directory. */
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "vmm/api/control/vmrun.h"
@@ -58,12 +63,67 @@ START_TEST(control_no_dir)
 }
 END_TEST
 
+/* A file DIR/SUB/state (SUB "": DIR/state). */
+static void touch_state(const char *dir, const char *sub)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof p, "%s%s%s", dir, sub[0] ? "/" : "", sub);
+    mkdir(p, 0700);
+    snprintf(p, sizeof p, "%s%s%s/state", dir, sub[0] ? "/" : "", sub);
+    int fd = open(p, O_WRONLY | O_CREAT, 0600);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+}
+
+static void check_dir(const char *dir, const char *want_sub)
+{
+    char st[PATH_MAX], mm[PATH_MAX], want[PATH_MAX];
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(vmrun_snapshot_dir(dir, st, mm, &e), 0);
+    snprintf(want, sizeof want, "%s%s%s/state", dir, want_sub[0] ? "/" : "", want_sub);
+    ck_assert_str_eq(st, want);
+    snprintf(want, sizeof want, "%s%s%s/memory", dir, want_sub[0] ? "/" : "", want_sub);
+    ck_assert_str_eq(mm, want);
+}
+
+START_TEST(snapshot_dir_plain_and_chain)
+{
+    char dir[] = "/tmp/moat-vmrun-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    check_dir(dir, "");                 /* nothing there: DIR/state, DIR/memory */
+    touch_state(dir, "0");
+    check_dir(dir, "0");
+    touch_state(dir, "1");
+    touch_state(dir, "3");              /* a gap (a failed snapshot) is stepped over */
+    check_dir(dir, "3");
+    touch_state(dir, "");               /* DIR/state itself wins */
+    check_dir(dir, "");
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+START_TEST(snapshot_dir_too_long)
+{
+    char dir[PATH_MAX];
+    memset(dir, 'a', PATH_MAX - 31);
+    dir[PATH_MAX - 31] = 0;
+    char st[PATH_MAX], mm[PATH_MAX];
+    struct sbx_err e = { 0 };
+    ck_assert_int_eq(vmrun_snapshot_dir(dir, st, mm, &e), -ENAMETOOLONG);
+    ck_assert_str_eq(e.msg, "snapshot directory path too long");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("vmrun");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, control_too_long);
     tcase_add_test(tc, control_no_dir);
+    tcase_add_test(tc, snapshot_dir_plain_and_chain);
+    tcase_add_test(tc, snapshot_dir_too_long);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -641,44 +641,6 @@ static const char usage_restore[] =
     "  -v, --verbose    more log output\n"
     "  -h, --help       this help\n";
 
-/* restore's DIR: DIR/state and DIR/memory, or those of the last DIR/N of
- * --diff-snapshots; the defaults of --state, --mem and --snapshot-root
- * (the chain's parents lie beneath DIR). st and mm (PATH_MAX) hold them. */
-static void restore_dir(const char *dir, const char **state, const char **mem, const char **snaproot,
-                        char *st, char *mm)
-{
-    const char *sd = dir;
-    char last[PATH_MAX];
-    if (strlen(sd) > PATH_MAX - 32)
-        die_usage("%s", "snapshot directory path too long");
-    snprintf(st, PATH_MAX, "%.4000s/state", sd);
-    if (access(st, F_OK) < 0) {
-        /* The highest N with a state file (a failed snapshot may have
-         * left a gap). */
-        unsigned misses = 0;
-        for (unsigned n = 0; n < 100000 && misses < 64; n++) {
-            snprintf(st, PATH_MAX, "%.4000s/%u/state", dir, n);
-            if (access(st, F_OK) < 0) {
-                misses++;
-                continue;
-            }
-            misses = 0;
-            snprintf(last, sizeof(last), "%.4000s/%u", dir, n);
-            sd = last;
-        }
-    }
-    snprintf(st, PATH_MAX, "%.4000s/state", sd);
-    snprintf(mm, PATH_MAX, "%.4000s/memory", sd);
-    if (!*state)
-        *state = st;
-    if (!*mem)
-        *mem = mm;
-    /* A --diff-snapshots chain is DIR/0 ... DIR/N: its parents lie
-     * beneath DIR (not beneath DIR/N). */
-    if (!*snaproot)
-        *snaproot = dir;
-}
-
 /* The restore config from restore's options (rc: initialized, with the
  * snapshot's paths). */
 static void restore_config(struct moat_restore_config *rc, struct vm_opts *o, const char *vsock)
@@ -759,7 +721,14 @@ int cmd_restore(int argc, char **argv)
     if (optind < argc) {
         if (optind + 1 != argc)
             die_usage("unexpected argument '%s'", argv[optind + 1]);
-        restore_dir(argv[optind], &state, &mem, &snaproot, st, mm);
+        struct sbx_err e = { 0 };
+        if (vmrun_snapshot_dir(argv[optind], st, mm, &e) < 0)
+            die_usage("%s", e.msg);
+        state = state ? state : st;
+        mem = mem ? mem : mm;
+        /* A --diff-snapshots chain is DIR/0 ... DIR/N: its parents lie
+         * beneath DIR (not beneath DIR/N). */
+        snaproot = snaproot ? snaproot : argv[optind];
     }
     if (!state || (!mem && !uffd))
         die_usage("%s", "restore needs a snapshot directory (or --state and --mem or --mem-backend)");

@@ -195,3 +195,30 @@ void vmrun_close(struct moat_vm *vm, struct vmrun *r)
     moat_destroy(vm);
     ctl_server_close(&r->ctl);
 }
+
+int vmrun_snapshot_dir(const char *dir, char *state, char *mem, struct sbx_err *err)
+{
+    const char *sd = dir;
+    char last[PATH_MAX];
+    if (strlen(sd) > PATH_MAX - 32)
+        return sandbox_err(err, -ENAMETOOLONG, "snapshot directory path too long");
+    snprintf(state, PATH_MAX, "%.4000s/state", sd);
+    if (access(state, F_OK) < 0) {
+        /* The highest N with a state file (a failed snapshot may have
+         * left a gap). */
+        unsigned misses = 0;
+        for (unsigned n = 0; n < 100000 && misses < 64; n++) {
+            snprintf(state, PATH_MAX, "%.4000s/%u/state", dir, n);
+            if (access(state, F_OK) < 0) {
+                misses++;
+                continue;
+            }
+            misses = 0;
+            snprintf(last, sizeof(last), "%.4000s/%u", dir, n);
+            sd = last;
+        }
+    }
+    snprintf(state, PATH_MAX, "%.4000s/state", sd);
+    snprintf(mem, PATH_MAX, "%.4000s/memory", sd);
+    return 0;
+}

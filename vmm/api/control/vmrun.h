@@ -52,4 +52,10 @@ int vmrun(struct moat_vm *vm, const struct vmrun_opts *o, struct vmrun *r, struc
 /* After vmrun: destroy vm, then close the control socket. */
 void vmrun_close(struct moat_vm *vm, struct vmrun *r);
 
+/* restore's DIR: into state and mem (PATH_MAX bytes each) DIR/state and
+ * DIR/memory, or those of the last DIR/N of a --diff-snapshots chain
+ * (DIR/0, DIR/1 ...; a gap of up to 64 is stepped over). 0, or
+ * -ENAMETOOLONG with why. */
+int vmrun_snapshot_dir(const char *dir, char *state, char *mem, struct sbx_err *err);
+
 #endif
