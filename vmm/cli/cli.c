@@ -8,7 +8,6 @@
 #include <limits.h>
 #include <malloc.h>
 #include <math.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <sys/signalfd.h>
@@ -24,9 +23,8 @@
 
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
-#include "vmm/base/clock.h"
+#include "vmm/api/control/vmrun.h"
 #include "vmm/base/log.h"
-#include "vmm/base/scfilter.h"
 
 #define OPT_DIFF_SNAPSHOTS 300   /* --diff-snapshots (no short form) */
 #define OPT_DEVICE         301   /* --device (no short form) */
@@ -45,7 +43,7 @@
 #define OPT_NO_SECCOMP     314   /* --no-seccomp */
 #define OPT_SECCOMP_AUDIT  315   /* --seccomp-audit */
 #define OPT_SNAPSHOT_ROOT  316   /* restore --snapshot-root DIR */
-static int diff_snapshots;       /* snapshots go to numbered diff dirs (diff_snapshot_to) */
+static int diff_snapshots;       /* snapshots go to numbered diff dirs (vmrun_opts) */
 /* Seccomp (docs/security.md): on by default in the CLI; --no-seccomp and
  * --seccomp-audit change it. MOAT_F_SECCOMP* flags for the VM. */
 static uint32_t seccomp_flags = MOAT_F_SECCOMP;
@@ -499,69 +497,6 @@ int cmd_run(int argc, char **argv)
     return run_vm(vm, cfg.flags & MOAT_F_CONSOLE_ESCAPE, &o);
 }
 
-/* --diff-snapshots: into the first free dir/N (created): a diff against
- * the VM's last snapshot, or a full one when there is none yet (or the
- * chain is at its depth cap). */
-static int diff_snapshot_to(struct moat_vm *vm, const char *dir)
-{
-    char sub[PATH_MAX], st[PATH_MAX], mem[PATH_MAX];
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-        return -errno;
-    for (unsigned n = 0;; n++) {
-        if ((size_t)snprintf(sub, sizeof(sub), "%s/%u", dir, n) >= sizeof(sub))
-            return -ENAMETOOLONG;
-        if (mkdir(sub, 0700) == 0)
-            break;
-        if (errno != EEXIST || n >= 100000)
-            return -errno;
-    }
-    if ((size_t)snprintf(st, sizeof(st), "%s/state", sub) >= sizeof(st) ||
-        (size_t)snprintf(mem, sizeof(mem), "%s/memory", sub) >= sizeof(mem))
-        return -ENAMETOOLONG;
-    int r = moat_snapshot_diff(vm, st, mem);
-    bool full = r == -ENODATA || r == -EMLINK || r == -ENOTSUP;
-    if (full)
-        r = moat_snapshot(vm, st, mem);
-    if (r < 0) {
-        /* Leave no numbered directory behind: a gap-free D/0, D/1, ... is
-         * what restore follows. */
-        unlink(mem);
-        unlink(st);
-        rmdir(sub);
-    }
-    else
-        fprintf(stderr, "moat: %s snapshot in %s\n", full ? "full" : "diff", sub);
-    return r;
-}
-
-/* Snapshot into dir/state and dir/memory. */
-static int snapshot_to(struct moat_vm *vm, const char *dir)
-{
-    char st[PATH_MAX], mem[PATH_MAX];
-    if (diff_snapshots)
-        return diff_snapshot_to(vm, dir);
-    if ((size_t)snprintf(st, sizeof(st), "%s/state", dir) >= sizeof(st) ||
-        (size_t)snprintf(mem, sizeof(mem), "%s/memory", dir) >= sizeof(mem))
-        return -ENAMETOOLONG;
-    return moat_snapshot(vm, st, mem);
-}
-
-/* --ready-fd: tell the moat that started this one (moat create, start,
- * fork) that the control socket listens and the guest runs, with the
- * CLOCK_MONOTONIC time of the first KVM_RUN ("ready NS\n"), then close the
- * pipe. A VM that stops before it ran sends nothing: the reader gets EOF. */
-static void notify_ready(struct moat_vm *vm, int fd)
-{
-    struct moat_timings t;
-    if (moat_wait_running(vm, 2000) == 0 && moat_get_timings(vm, &t) == 0 && t.first_run >= 0) {
-        char line[64];
-        int n = snprintf(line, sizeof line, "ready %llu\n",
-                         (unsigned long long)(cli_start_ns + (uint64_t)t.first_run * 1000u));
-        if (write(fd, line, (size_t)n) != n) { /* the reader gave up: nothing to do */ }
-    }
-    close(fd);
-}
-
 /* Before the VM starts: the terminal raw (raw_tty), the hard --timeout
  * backstop, and with --snapshot-dir the snapshot signals blocked and read
  * through a signalfd (returned; -1 without). */
@@ -597,68 +532,6 @@ static int run_vm_prepare(int raw_tty, const struct vm_opts *o)
     return sfd;
 }
 
-/* A snapshot signal on sfd: snapshot into snapdir, say how it went, and
- * on SIGUSR2 stop the VM. */
-static void run_vm_snapshot_signal(struct moat_vm *vm, int sfd, const char *snapdir)
-{
-    struct signalfd_siginfo si;
-    if (read(sfd, &si, sizeof(si)) != sizeof(si))
-        return;
-    /* SIGUSR2 stops after the snapshot: pause first so the guest
-     * cannot run (and print) between the snapshot and the stop. */
-    if (si.ssi_signo == SIGUSR2)
-        moat_pause(vm);
-    uint64_t t0 = clock_mono_ns();
-    int r = snapshot_to(vm, snapdir);
-    uint64_t t1 = clock_mono_ns();
-    if (r < 0)
-        fprintf(stderr, "moat: snapshot to %s failed: %s\n", snapdir, strerror(-r));
-    else {
-        struct moat_snapshot_stats ss = { .size = sizeof(ss) };
-        moat_get_snapshot_stats(vm, &ss);
-        fprintf(stderr, "moat: snapshot written to %s in %.3f ms (guest paused %.3f ms: pausing %.3f, "
-                "state %.3f, memory %.3f; then flush %.3f; %llu pages looked at, %llu written, %llu KiB staged, prepared in %.3f%s%s)\n",
-                snapdir, (double)(t1 - t0) / 1e6,
-                (double)ss.paused_us / 1e3, (double)ss.pausing_us / 1e3, (double)ss.state_us / 1e3, (double)ss.memory_us / 1e3,
-                (double)ss.sync_us / 1e3, (unsigned long long)ss.candidate_pages,
-                (unsigned long long)ss.data_pages, (unsigned long long)(ss.staged_bytes >> 10),
-                (double)ss.prepare_us / 1e3,
-                ss.uring ? ", io_uring" : "",
-                ss.direct ? ", O_DIRECT" : "");
-    }
-    if (si.ssi_signo == SIGUSR2 && r == 0)
-        moat_stop(vm);
-}
-
-/* Wait until the VM exits (false) or the --timeout deadline passes
- * (true), serving control clients and snapshot signals meanwhile. */
-static bool run_vm_wait(struct moat_vm *vm, struct ctl_server *ctl, int sfd, const struct vm_opts *o)
-{
-    uint64_t deadline = o->timeout > 0 ? cli_start_ns + (uint64_t)(o->timeout * 1e9) : 0;
-    for (;;) {
-        int wait_ms = -1;
-        if (deadline) {
-            uint64_t now = clock_mono_ns();
-            if (now >= deadline)
-                return true;
-            wait_ms = (int)((deadline - now) / 1000000) + 1;
-        }
-        struct pollfd p[3] = { { .fd = moat_exit_fd(vm), .events = POLLIN }, { .fd = sfd, .events = POLLIN },
-                               { .fd = ctl->fd, .events = POLLIN } };
-        int n = poll(p, 3, wait_ms);
-        if (n < 0 && errno != EINTR)
-            return false;
-        if (n > 0 && p[0].revents)
-            return false;
-        if (n > 0 && p[2].revents) {
-            ctl_server_serve(ctl, vm);     /* a stop shows up on the exit fd */
-            continue;
-        }
-        if (n > 0 && sfd >= 0 && p[1].revents)
-            run_vm_snapshot_signal(vm, sfd, o->snapdir);
-    }
-}
-
 /* The exit code for how the VM ended. */
 static int run_vm_exit_code(const struct moat_exit *ex, int verbose)
 {
@@ -680,58 +553,41 @@ static int run_vm_exit_code(const struct moat_exit *ex, int verbose)
     }
 }
 
-/* Start vm, wait for it (SIGUSR1: snapshot and go on; SIGUSR2: snapshot and
- * stop, when o->snapdir is set), map the outcome to an exit code, destroy vm. */
+/* A line from the run loop, as it happens. */
+static void run_vm_note(void *arg, const char *line)
+{
+    (void)arg;
+    fprintf(stderr, "moat: %s\n", line);
+}
+
+/* Start vm and run it to its end (vmm/api/control/vmrun.c; SIGUSR1:
+ * snapshot and go on; SIGUSR2: snapshot and stop, when o->snapdir is set),
+ * map the outcome to an exit code, destroy vm. */
 static int run_vm(struct moat_vm *vm, int raw_tty, const struct vm_opts *o)
 {
-    struct ctl_server ctl = { .fd = -1, .start_ns = cli_start_ns };
-    struct sbx_err e = { 0 };
-    int ready_fd = o->ready_fd;
     int sfd = run_vm_prepare(raw_tty, o);
-    struct moat_exit ex = { 0 };
+    struct vmrun_opts ro = {
+        .control = o->control, .snapdir = o->snapdir, .diff_snapshots = diff_snapshots,
+        .timeout = o->timeout, .start_ns = cli_start_ns, .sig_fd = sfd, .ready_fd = o->ready_fd,
+        .seccomp_flags = seccomp_flags, .note = run_vm_note,
+    };
+    struct vmrun run;
+    struct sbx_err e = { 0 };
     int code;
-    if (o->control && ctl_server_open(&ctl, o->control, &e) < 0) {
+    if (vmrun(vm, &ro, &run, &e) < 0) {
         fprintf(stderr, "moat: %s\n", e.msg);
         code = EXIT_VMM_ERROR;
-        goto done;
-    }
-    int r = moat_start(vm);
-    if (r < 0) {
-        fprintf(stderr, "moat: starting the VM: %s\n", strerror(-r));
-        code = EXIT_VMM_ERROR;
-        goto done;
-    }
-    /* The moat waiting for this one is told first (the socket listens
-     * already; a client waits in its backlog), then this thread takes its
-     * own filter, before it accepts a control client or reads a snapshot
-     * signal (the VM's threads have theirs: moat_start). */
-    if (ready_fd >= 0) {
-        notify_ready(vm, ready_fd);
-        ready_fd = -1;
-    }
-    if (seccomp_flags && !sc_exit_unfiltered() && (r = sc_install(SC_MAIN, (seccomp_flags & MOAT_F_SECCOMP_AUDIT) ? SC_AUDIT : SC_KILL)) < 0) {
-        fprintf(stderr, "moat: seccomp: %s\n", strerror(-r));
-        moat_stop(vm);
-        moat_wait(vm, -1, &ex);
-        code = EXIT_VMM_ERROR;
-        goto done;
-    }
-    if (run_vm_wait(vm, &ctl, sfd, o)) {
-        moat_stop(vm);
-        moat_wait(vm, -1, &ex);
+    } else if (run.end == VMRUN_TIMEOUT) {
         fprintf(stderr, "moat: timeout after %gs\n", o->timeout);
         code = EXIT_TIMEOUT;
-        goto done;
+    } else {
+        code = run_vm_exit_code(&run.exit, o->verbose);
     }
-    moat_wait(vm, -1, &ex);
-    code = run_vm_exit_code(&ex, o->verbose);
-done:
-    if (ready_fd >= 0)
-        close(ready_fd);    /* not ready: the waiting moat sees EOF */
+    if (run.ready_fd >= 0)
+        close(run.ready_fd);    /* not ready: the waiting moat sees EOF */
     if (o->timings)
         print_timings(vm);
-    moat_destroy(vm);
-    ctl_server_close(&ctl);
+    vmrun_close(vm, &run);
     if (sfd >= 0)
         close(sfd);
     restore_tty();
@@ -784,44 +640,6 @@ static const char usage_restore[] =
     "  --no-seccomp     no seccomp filters; --seccomp-audit: log, never kill\n"
     "  -v, --verbose    more log output\n"
     "  -h, --help       this help\n";
-
-/* restore's DIR: DIR/state and DIR/memory, or those of the last DIR/N of
- * --diff-snapshots; the defaults of --state, --mem and --snapshot-root
- * (the chain's parents lie beneath DIR). st and mm (PATH_MAX) hold them. */
-static void restore_dir(const char *dir, const char **state, const char **mem, const char **snaproot,
-                        char *st, char *mm)
-{
-    const char *sd = dir;
-    char last[PATH_MAX];
-    if (strlen(sd) > PATH_MAX - 32)
-        die_usage("%s", "snapshot directory path too long");
-    snprintf(st, PATH_MAX, "%.4000s/state", sd);
-    if (access(st, F_OK) < 0) {
-        /* The highest N with a state file (a failed snapshot may have
-         * left a gap). */
-        unsigned misses = 0;
-        for (unsigned n = 0; n < 100000 && misses < 64; n++) {
-            snprintf(st, PATH_MAX, "%.4000s/%u/state", dir, n);
-            if (access(st, F_OK) < 0) {
-                misses++;
-                continue;
-            }
-            misses = 0;
-            snprintf(last, sizeof(last), "%.4000s/%u", dir, n);
-            sd = last;
-        }
-    }
-    snprintf(st, PATH_MAX, "%.4000s/state", sd);
-    snprintf(mm, PATH_MAX, "%.4000s/memory", sd);
-    if (!*state)
-        *state = st;
-    if (!*mem)
-        *mem = mm;
-    /* A --diff-snapshots chain is DIR/0 ... DIR/N: its parents lie
-     * beneath DIR (not beneath DIR/N). */
-    if (!*snaproot)
-        *snaproot = dir;
-}
 
 /* The restore config from restore's options (rc: initialized, with the
  * snapshot's paths). */
@@ -903,7 +721,14 @@ int cmd_restore(int argc, char **argv)
     if (optind < argc) {
         if (optind + 1 != argc)
             die_usage("unexpected argument '%s'", argv[optind + 1]);
-        restore_dir(argv[optind], &state, &mem, &snaproot, st, mm);
+        struct sbx_err e = { 0 };
+        if (vmrun_snapshot_dir(argv[optind], st, mm, &e) < 0)
+            die_usage("%s", e.msg);
+        state = state ? state : st;
+        mem = mem ? mem : mm;
+        /* A --diff-snapshots chain is DIR/0 ... DIR/N: its parents lie
+         * beneath DIR (not beneath DIR/N). */
+        snaproot = snaproot ? snaproot : argv[optind];
     }
     if (!state || (!mem && !uffd))
         die_usage("%s", "restore needs a snapshot directory (or --state and --mem or --mem-backend)");

@@ -20,8 +20,9 @@
 struct sbx_agent_target;
 int agent_target_opt(struct sbx_agent_target *t, int argc, char **argv, int *i);
 
-/* --control PATH: the VM's control socket, served from run_vm's loop, is
- * an API server (vmm/api/control/ctl_server.h); docs/control-socket.md. */
+/* --control PATH: the VM's control socket, served from the run loop
+ * (vmm/api/control/vmrun.h), is an API server (vmm/api/control/ctl_server.h);
+ * docs/control-socket.md. */
 struct moat_vm;
 
 /* Sandboxes (vmm/cli/cli_sandbox.c, docs/sandboxes.md). */

@@ -1,5 +1,5 @@
-/* moat run/restore --control PATH: a Unix socket served from run_vm's
- * main loop (vmm/api/control/ctl_server.h). One request line per
+/* moat run/restore --control PATH: a Unix socket served from the VM
+ * process's run loop (vmrun.c; vmm/api/control/ctl_server.h). One request line per
  * connection, one reply line back (docs/control-socket.md); requests are
  * parsed by vmm/sandbox/ctl_proto.c. */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* moat run/restore --control PATH: the VM's control socket, an API server
- * served from the caller's loop (run_vm's, vmm/cli/cli.c): one request
+ * served from the caller's loop (vmrun's, vmm/api/control/vmrun.c): one request
  * line per connection, one reply line back (docs/control-socket.md). The
  * requests are parsed by vmm/sandbox/ctl_proto.c; the client is the
  * sandbox library's (sandbox_ctl_path_request). Nothing is printed: what
