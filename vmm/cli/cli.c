@@ -146,6 +146,16 @@ static void on_alarm(int sig)
     _exit(EXIT_TIMEOUT);
 }
 
+/* A jailed sandbox's VMM is pid 1 of its pid namespace, where the kernel
+ * delivers only the signals it has a handler for: SIGTERM, SIGINT and
+ * SIGHUP end it there as they end any other moat process (and as moat
+ * jail's forwarding, SIGKILL, did before the one-spawn start). */
+static void on_term_pid1(int sig)
+{
+    restore_tty();
+    _exit(128 + sig);
+}
+
 static void print_timings(const struct moat_vm *vm)
 {
     struct moat_timings t;
@@ -512,6 +522,11 @@ static int run_vm_prepare(int raw_tty, const struct vm_opts *o)
             raw.c_oflag |= OPOST | ONLCR;  /* keep output newlines sane */
             tcsetattr(STDIN_FILENO, TCSANOW, &raw);
         }
+    }
+    if (getpid() == 1) {
+        signal(SIGTERM, on_term_pid1);
+        signal(SIGINT, on_term_pid1);
+        signal(SIGHUP, on_term_pid1);
     }
     if (o->timeout > 0) {
         /* A hard backstop in case stopping itself hangs. */

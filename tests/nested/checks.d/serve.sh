@@ -49,6 +49,7 @@ elif [ -f build/guest/bzImage ]; then
         # needs the mount namespace serve-e2b runs in, and its start
         # (up to 5 s in L1) would dominate the create it measures.
         T_LIMIT=1800; t serve-bench sh -c '
+            [ -d tests/serve/node_modules ] || tar -C tests/serve -xf tests/serve/node_modules.tar || exit 1
             MOAT_PASST=/nonexistent SERVE_API_PORT= SERVE_ENVD_PORT= BENCH_NO_BUILD=1 SERVE_BENCH_JSON=/tmp/serve-bench.json sh bench/serve.sh >$0 2>&1; r=$?; cat $0
             [ $r = 0 ] && ! grep -q "^SKIPPED" $0 && cat /tmp/serve-bench.json' /tmp/serve-bench.out
     fi
