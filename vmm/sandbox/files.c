@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "devices/blk/overlay_disk.h"
 #include "vmm/sandbox/start.h"
 
 int sandbox_drive_overlay(const struct sbx *s, unsigned n, char *buf, size_t len)
@@ -152,4 +153,17 @@ void sandbox_log_tail(const struct sbx *s, int code, struct sbx_err *err)
         sandbox_err(err, code, "%c%.*s", SBX_VERBATIM, (int)k, l);
         l += k + (l[k] == '\n');
     }
+}
+
+int sandbox_clone_via(const struct sbx *s, const char *file, const char *dst, char *why, size_t wlen)
+{
+    char via[64];
+    int keep;
+    const char *from = sandbox_file_via(s, file, via, sizeof via, &keep);
+    int r = from ? ovl_clone(from, dst, why, wlen) : -errno;
+    if (!from)
+        snprintf(why, wlen, "%.400s: %s", file, SBX_STRERROR(-r));
+    if (keep >= 0)
+        close(keep);
+    return r;
 }

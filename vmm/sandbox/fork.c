@@ -61,14 +61,7 @@ int sandbox_clone_own_disks(const struct sbx *s, const char *dir, struct sbx_err
             continue;
         snprintf(dst, sizeof dst, "%s/disk%u.overlay", dir, n);
         why[0] = 0;
-        char via[64];
-        int keep;
-        const char *from = sandbox_file_via(s, src, via, sizeof via, &keep);
-        int r = from ? ovl_clone(from, dst, why, sizeof why) : -errno;
-        if (!from)
-            snprintf(why, sizeof why, "%.400s: %s", src, SBX_STRERROR(-r));
-        if (keep >= 0)
-            close(keep);
+        int r = sandbox_clone_via(s, src, dst, why, sizeof why);
         if (r < 0)
             return sandbox_err(err, r < -1 ? r : -EIO, "sandbox %s: pinning its disk: %s", s->name, why);
     }

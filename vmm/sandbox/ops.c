@@ -222,15 +222,12 @@ int sandbox_stop_locked(struct sbx *s, sbx_phase_fn *phase, void *ctx, enum sbx_
 int sandbox_stop(const char *name, sbx_phase_fn *phase, void *ctx, enum sbx_state *was,
                  struct sbx_err *err)
 {
-    struct sbx *s = malloc(sizeof *s);
+    int r;
+    struct sbx *s = sandbox_open_alloc(name, 1, &r, err);
     if (!s)
-        return sandbox_err(err, -ENOMEM, "out of memory");
-    int r = sandbox_open(s, name, 1, err);
-    if (r == 0) {
-        step(phase, ctx, "locked");
-        r = sandbox_stop_locked(s, phase, ctx, was, err);
-        sandbox_close(s);
-    }
-    free(s);
+        return r;
+    step(phase, ctx, "locked");
+    r = sandbox_stop_locked(s, phase, ctx, was, err);
+    sandbox_free(s);
     return r;
 }

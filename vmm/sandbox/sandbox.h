@@ -108,6 +108,12 @@ void sandbox_jail_config_line(struct sbx_jail *j, const char *l);
  * 0, or -EINVAL, -ENOENT (no such sandbox), -EBUSY, -errno with why;
  * sandbox_close it after a 0. */
 int sandbox_open(struct sbx *s, const char *name, int lock, struct sbx_err *err);
+/* The same into a struct sbx of the heap (~17 KiB: not on a server
+ * thread's stack): it, or NULL with *r the -errno (why in err).
+ * sandbox_free it. */
+struct sbx *sandbox_open_alloc(const char *name, int lock, int *r, struct sbx_err *err);
+/* sandbox_close s and free it (NULL: nothing). */
+void sandbox_free(struct sbx *s);
 /* 1 when NAME is a valid name with a config in $MOAT_HOME; else 0. */
 int sandbox_exists(const char *name);
 /* rm -rf PATH, neither following a symbolic link below it nor crossing a

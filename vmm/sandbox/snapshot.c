@@ -56,7 +56,7 @@ int sandbox_snapshot_tag(const char *name, const char *tag, struct sbx_err *err)
 static int reset_stage(struct sbx *s, const char *dir, const char *tag, unsigned n, const char *own,
                        struct sbx_err *err)
 {
-    char pin[PATH_MAX + 64], stage[PATH_MAX + 16], why[512] = "", via[64];
+    char pin[PATH_MAX + 64], stage[PATH_MAX + 16], why[512] = "";
     snprintf(pin, sizeof pin, "%s/disk%u.overlay", dir, n);
     if (access(pin, F_OK) != 0) {
         sandbox_err(err, 0, "warning: tag %s has no pin of drive %u: that disk stays as it is now", tag, n);
@@ -67,13 +67,7 @@ static int reset_stage(struct sbx *s, const char *dir, const char *tag, unsigned
     /* A jailed sandbox's tag is its jail's to write: the pin is opened
      * without following links (file_via), and the copy, made by root,
      * becomes the jail's (its moat writes it). */
-    int keep;
-    const char *from = sandbox_file_via(s, pin, via, sizeof via, &keep);
-    int r = from ? ovl_clone(from, stage, why, sizeof why) : -errno;
-    if (!from)
-        snprintf(why, sizeof why, "%.400s: %s", pin, SBX_STRERROR(-r));
-    if (keep >= 0)
-        close(keep);
+    int r = sandbox_clone_via(s, pin, stage, why, sizeof why);
     if (r == 0 && s->jail.on && lchown(stage, s->jail.uid, s->jail.gid) < 0) {
         r = -errno;
         snprintf(why, sizeof why, "%.400s: %s", stage, SBX_STRERROR(-r));

@@ -530,15 +530,12 @@ int sandbox_start_locked(struct sbx *s, const struct sbx_start_opts *o, enum sbx
 int sandbox_start(const char *name, const struct sbx_start_opts *o, enum sbx_state *was, pid_t *vm,
                   struct sbx_err *err)
 {
-    struct sbx *s = malloc(sizeof *s);
+    int r;
+    struct sbx *s = sandbox_open_alloc(name, 1, &r, err);
     if (!s)
-        return sandbox_err(err, -ENOMEM, "out of memory");
-    int r = sandbox_open(s, name, 1, err);
-    if (r == 0) {
-        step(o, "locked");
-        r = sandbox_start_locked(s, o, was, vm, err);
-        sandbox_close(s);
-    }
-    free(s);
+        return r;
+    step(o, "locked");
+    r = sandbox_start_locked(s, o, was, vm, err);
+    sandbox_free(s);
     return r;
 }

@@ -42,6 +42,10 @@ int sandbox_open_regular_at(int dfd, const char *name);
  * the descriptor, for the caller to close; -1 none). For an unjailed
  * sandbox, file itself. NULL with errno. */
 const char *sandbox_file_via(const struct sbx *s, const char *file, char *buf, size_t len, int *keep);
+/* Copy-on-write clone (ovl_clone) of the overlay FILE, opened as
+ * sandbox_file_via does, into the new file dst: 0, or -errno / -1 with
+ * why (the file's name and what failed). */
+int sandbox_clone_via(const struct sbx *s, const char *file, const char *dst, char *why, size_t wlen);
 /* A directory made in a jailed sandbox's directory for its jail to read
  * and write (tags/, a tag): root's, the jail's group, sticky; refused when
  * it is not root's. 0 (also unjailed: nothing done), or -errno with why. */

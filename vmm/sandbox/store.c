@@ -610,3 +610,25 @@ ssize_t sandbox_names(const char *prefix, char **names, size_t max, struct sbx_e
     qsort(names, n, sizeof *names, cmp_str);
     return (ssize_t)n;
 }
+
+struct sbx *sandbox_open_alloc(const char *name, int lock, int *r, struct sbx_err *err)
+{
+    struct sbx *s = malloc(sizeof *s);     /* ~17 KiB: not on a server thread's stack */
+    if (!s) {
+        *r = sandbox_err(err, -ENOMEM, "out of memory");
+        return NULL;
+    }
+    if ((*r = sandbox_open(s, name, lock, err)) < 0) {
+        free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void sandbox_free(struct sbx *s)
+{
+    if (s) {
+        sandbox_close(s);
+        free(s);
+    }
+}

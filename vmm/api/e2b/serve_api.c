@@ -889,14 +889,36 @@ static int read_query(struct MHD_Connection *c, struct serve_list_q *q, struct o
     return 0;
 }
 
+/* A listing's start: its query read (or a 400 answered: -1), the names
+ * with FILE after the page token, the array to fill. */
+static int list_begin(struct serve *s, struct MHD_Connection *c, struct out *o, struct serve_list_q *q,
+                      const char *file, bool tmpl, char ***names, size_t *n, json_t **arr)
+{
+    if (read_query(c, q, o) < 0)
+        return -1;
+    *names = names_with(s, file, q->next, tmpl, n);
+    *arr = json_array();
+    return 0;
+}
+
+/* A listing's end: the array as the answer (500 when it could not be
+ * made), what list_begin took freed. */
+static void list_end(struct out *o, struct serve_list_q *q, char **names, size_t n, json_t *arr)
+{
+    free_names(names, n);
+    serve_list_free(q);
+    o->status = arr ? 200 : 500;
+    o->body = arr;
+}
+
 static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
 {
     struct serve_list_q q;
-    if (read_query(c, &q, o) < 0)
-        return;
     size_t n;
-    char **names = names_with(s, "serve.json", q.next, false, &n);
-    json_t *arr = json_array();
+    char **names;
+    json_t *arr;
+    if (list_begin(s, c, o, &q, "serve.json", false, &names, &n, &arr) < 0)
+        return;
     for (size_t i = 0; arr && i < n; i++) {
         struct serve_state st;
         char ms[32];
@@ -926,10 +948,7 @@ static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
         json_t *l = last ? json_array_get(arr, last - 1) : NULL;
         snprintf(o->next, sizeof o->next, "%s", l ? json_string_value(json_object_get(l, "sandboxID")) : "");
     }
-    free_names(names, n);
-    serve_list_free(&q);
-    o->status = arr ? 200 : 500;
-    o->body = arr;
+    list_end(o, &q, names, n, arr);
 }
 
 static void do_snapshot(struct serve *s, const char *id, const char *body, size_t len, struct out *o)
@@ -972,11 +991,11 @@ static void do_snapshot(struct serve *s, const char *id, const char *body, size_
 static void do_snapshots(struct serve *s, struct MHD_Connection *c, struct out *o)
 {
     struct serve_list_q q;
-    if (read_query(c, &q, o) < 0)
-        return;
     size_t n;
-    char **names = names_with(s, "serve-snapshot", q.next, true, &n);
-    json_t *arr = json_array();
+    char **names;
+    json_t *arr;
+    if (list_begin(s, c, o, &q, "serve-snapshot", true, &names, &n, &arr) < 0)
+        return;
     for (size_t i = 0; arr && i < n; i++) {
         char tn[SERVE_ID_MAX + 16], p[PATH_MAX];
         snprintf(tn, sizeof tn, TEMPLATE_PREFIX "%s", names[i]);
@@ -996,10 +1015,7 @@ static void do_snapshots(struct serve *s, struct MHD_Connection *c, struct out *
         }
         json_array_append_new(arr, json_pack("{s:s, s:[s]}", "snapshotID", names[i], "names", names[i]));
     }
-    free_names(names, n);
-    serve_list_free(&q);
-    o->status = arr ? 200 : 500;
-    o->body = arr;
+    list_end(o, &q, names, n, arr);
 }
 
 static void do_template_delete(struct serve *s, const char *tpl, struct out *o)
