@@ -744,6 +744,53 @@ START_TEST(start_ready)
 }
 END_TEST
 
+/* Four threads start four sandboxes at once (serve's threads do): each
+ * start spawns its own VMM, none sees another's. */
+struct starter {
+    char name[8];
+    pid_t vm;
+    int r;
+    struct sbx_err e;
+};
+
+static void *start_one(void *arg)
+{
+    struct starter *w = arg;
+    struct sbx_start_opts o = { .wait = 0 };
+    enum sbx_state was;
+    w->r = sandbox_start(w->name, &o, &was, &w->vm, &w->e);
+    return NULL;
+}
+
+START_TEST(start_threads)
+{
+    enum { N = 4 };
+    struct starter w[N];
+    pthread_t t[N];
+    for (int i = 0; i < N; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        snprintf(w[i].name, sizeof w[i].name, "t%d", i);
+        make_stopped(w[i].name, "ready");
+    }
+    for (int i = 0; i < N; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, start_one, &w[i]), 0);
+    for (int i = 0; i < N; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < N; i++) {
+        ck_assert_msg(w[i].r == 0 && w[i].vm > 0, "%s: %d %s", w[i].name, w[i].r, w[i].e.msg);
+        char pid[32];
+        read_file(w[i].name, "pid", pid, sizeof pid);
+        ck_assert_int_eq((pid_t)atoi(pid), w[i].vm);
+        for (int j = 0; j < i; j++)
+            ck_assert_int_ne(w[i].vm, w[j].vm);
+    }
+    for (int i = 0; i < N; i++) {
+        kill(w[i].vm, SIGKILL);
+        ck_assert_int_eq(waitpid(w[i].vm, NULL, 0), w[i].vm);
+    }
+}
+END_TEST
+
 START_TEST(start_dies)
 {
     make_stopped("box", "die");
@@ -1256,6 +1303,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, start_cancelled);
     tcase_add_test(tc, start_refused);
     tcase_add_test(tc, wait_several);
+    tcase_add_test(tc, start_threads);
     tcase_add_test(tc, fork_stopped);
     tcase_add_test(tc, fork_started);
     tcase_add_test(tc, fork_fails);
