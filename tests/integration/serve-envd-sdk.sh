@@ -38,8 +38,13 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT INT TERM
-"$AGENT" --unix "$T/a.sock" & PIDS="$PIDS $!"
-"$AGENT" --unix "$T/b.sock" & PIDS="$PIDS $!"
+# The SDK runs every command as `/bin/bash -l -c`: a login shell, which
+# here is the host's. HOME is an empty directory of the test's, so what
+# the user running the tests keeps in ~/.profile (a pyenv or cargo set-up
+# that blocks on a stale lock, say) is not part of the check.
+mkdir -p "$T/home"
+HOME="$T/home" "$AGENT" --unix "$T/a.sock" & PIDS="$PIDS $!"
+HOME="$T/home" "$AGENT" --unix "$T/b.sock" & PIDS="$PIDS $!"
 i=0
 while [ ! -S "$T/a.sock" ] || [ ! -S "$T/b.sock" ]; do
     i=$((i + 1)); [ $i -gt 300 ] && { echo "FAIL: serve-envd-sdk: the agents did not start"; exit 1; }
