@@ -95,10 +95,15 @@ API_SRCS := $(sort $(wildcard vmm/api/*.c vmm/api/*/*.c))
 # The sandbox layer (vmm/sandbox/: named sandboxes as a library; moat.h has
 # no API for it yet).
 SANDBOX_SRCS := $(sort $(wildcard vmm/sandbox/*.c))
+# Container images (vmm/image/: references, store, registry client, root
+# filesystems; below the sandbox layer). libcurl, libarchive and libext2fs
+# are dlopen'ed when first used, not linked: linked, they cost every moat
+# process their loading (docs/images.md).
+IMAGE_SRCS := $(sort $(wildcard vmm/image/*.c))
 CLI_SRCS := $(sort $(wildcard vmm/cli/*.c))
 # The sandbox layer and the API servers: in the internal archives (the CLI
 # and the tests link those), never in libmoat.a / libmoat.so.
-CLI_LIB_SRCS := $(SANDBOX_SRCS) $(API_SRCS)
+CLI_LIB_SRCS := $(IMAGE_SRCS) $(SANDBOX_SRCS) $(API_SRCS)
 LIB_SRCS := $(filter-out $(CLI_SRCS) $(CLI_LIB_SRCS),$(sort $(wildcard vmm/*/*.c devices/*/*.c boot/*.c)))
 LIB_OBJS := $(LIB_SRCS:%.c=$(B)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(B)/obj/%.o)

@@ -8,7 +8,9 @@ PKGS="build-essential pkg-config git ca-certificates
  linux-source-6.1 bc flex bison libelf-dev libssl-dev dwarves xz-utils cpio kmod
  busybox-static qemu-system-x86 e2fsprogs xfsprogs lz4
  socat hyperfine procps curl iproute2 python3
- passt iperf3 universal-ctags"
+ passt iperf3 universal-ctags
+ libcurl4-openssl-dev libarchive-dev libext2fs-dev libzstd-dev
+ docker-registry umoci skopeo apache2-utils python3-cryptography"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
