@@ -75,6 +75,11 @@ ifneq ($(HAVE_MHD),1)
 endif
 MHD_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir libmicrohttpd 2>/dev/null || echo /usr/lib)/libmicrohttpd.so 2>/dev/null | sed -n 's/^ *SONAME *//p')
 MHD_SONAME := $(or $(MHD_SONAME),libmicrohttpd.so.12)
+# libcurl (the registry client, vmm/image/registry.c): the same, loaded by
+# vmm/image/curl_dyn.c when a pull starts, by the soname of the one built
+# against; only its header is needed at build time (libcurl4-openssl-dev).
+CURL_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir libcurl 2>/dev/null || echo /usr/lib)/libcurl.so 2>/dev/null | sed -n 's/^ *SONAME *//p')
+CURL_SONAME := $(or $(CURL_SONAME),libcurl.so.4)
 MHD_LIBS :=
 # zlib is required too: `moat serve`'s envd decodes Content-Encoding: gzip
 # uploads (vmm/api/e2b/serve_envd.c; docs/serve.md). Same rule as libmicrohttpd;
@@ -129,6 +134,7 @@ serve-deps:
 
 # The soname mhd_dyn.c loads (the library's own, read off the .so).
 $(B)/obj/vmm/api/mhd_dyn.o $(B)/san/vmm/api/mhd_dyn.o: CFLAGS += -DMHD_SONAME='"$(MHD_SONAME)"'
+$(B)/obj/vmm/image/curl_dyn.o $(B)/san/vmm/image/curl_dyn.o: CFLAGS += -DCURL_SONAME='"$(CURL_SONAME)"'
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
