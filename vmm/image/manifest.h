@@ -32,6 +32,12 @@ struct img_desc {
  * mediaType field); IMG_K_UNKNOWN if none moat reads. */
 enum img_kind img_media_kind(const char *media_type, enum img_comp *comp);
 
+/* What a JSON document is, by its mediaType or else by its fields
+ * ("manifests": an index; "layers" or "schemaVersion": a manifest;
+ * "rootfs": a config); IMG_K_UNKNOWN if not a JSON object or none of
+ * those. A guess to pick the parser; the parser checks. */
+enum img_kind img_json_kind(const char *json, size_t len);
+
 /* From an index, the manifest for platform "os/arch[/variant]" (NULL:
  * "linux/amd64"): 0 with *out, -ENOENT if none (err lists those there). */
 int img_index_pick(const char *json, size_t len, const char *platform,
@@ -53,6 +59,7 @@ struct img_config {
     char *workdir, *user;               /* NULL if absent */
     char **diff_ids;                    /* rootfs.diff_ids, NULL-ended */
     unsigned ndiff;
+    char created[40];                   /* "created" as written (RFC 3339); "" */
 };
 int img_config_parse(const char *json, size_t len, struct img_config *c,
                      struct img_err *err);
