@@ -820,6 +820,7 @@ static const struct cli_command {
     { "get", NULL, cmd_sandbox, false },
     { "net", NULL, cmd_sandbox, false },
     { "template", "templates: stopped sandboxes kept for forking (create, ls, rm)", cmd_sandbox, false },
+    { "image", "container images: pull (docs/images.md)", cmd_image, false },
     { "serve", "an E2B-compatible sandbox server: REST API + envd (docs/serve.md)", cmd_serve, false },
     { "version", NULL, cmd_version, false },
     { "--version", NULL, cmd_version, false },

@@ -51,5 +51,6 @@ int cmd_jail(int argc, char **argv);     /* vmm/cli/cli_jail.c: run moat confine
 int cmd_serve(int argc, char **argv);    /* vmm/cli/serve_main.c: the E2B-compatible server */
 /* vmm/cli/cli_image_pull.c: `moat image pull` (argv[0] "pull"; docs/images.md) */
 int cmd_image_pull(int argc, char **argv);
+int cmd_image(int argc, char **argv);     /* moat image SUBCOMMAND */
 
 #endif

@@ -171,3 +171,13 @@ int cmd_image_pull(int argc, char **argv)
         printf("%s: %s\n", argv[i], digest);
     return 0;
 }
+
+/* `moat image SUBCOMMAND`: until the image store's commands join, pull
+ * is the only one. */
+int cmd_image(int argc, char **argv)
+{
+    if (argc >= 2 && !strcmp(argv[1], "pull"))
+        return cmd_image_pull(argc - 1, argv + 1);
+    fputs("usage: moat image pull [options] REF   (moat image pull --help)\n", stderr);
+    return EXIT_USAGE;
+}

@@ -12,7 +12,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <nettle/sha2.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -433,19 +432,6 @@ static int fetch(struct reg *r, const char *path, const char *accept, struct res
     }
 }
 
-/* sha256:HEX of buf. */
-static void digest_of(const void *buf, size_t len, char out[IMG_DIGEST_MAX])
-{
-    struct sha256_ctx ctx;
-    uint8_t d[SHA256_DIGEST_SIZE];
-    sha256_init(&ctx);
-    sha256_update(&ctx, len, buf);
-    sha256_digest(&ctx, sizeof d, d);
-    memcpy(out, "sha256:", 7);
-    for (int i = 0; i < SHA256_DIGEST_SIZE; i++)
-        snprintf(out + 7 + 2 * i, 3, "%02x", d[i]);
-}
-
 /* ---- manifests ---- */
 
 struct doc {
@@ -482,8 +468,8 @@ static int get_manifest(struct reg *r, const char *which, const char *want, stru
         snprintf(ct, sizeof ct, "%.*s", (int)strcspn(rs->ctype, "; "), rs->ctype);
         enum img_comp comp;
         d->kind = img_media_kind(ct, &comp);
-        digest_of(sk.buf, sk.len, d->digest);
-        if (strstr(ct, "manifest.v1+"))
+        img_sha256(sk.buf, sk.len, d->digest);
+        if (!strncmp(ct, "application/vnd.docker.distribution.manifest.v1+", 48))
             rc = img_err(r->err, -ENOTSUP, "%s/%s:%s is a Docker schema 1 manifest (%s): not supported "
                          "(push it again with a current Docker or skopeo)", r->ref.registry, r->ref.repo, which, ct);
         else if (d->kind != IMG_K_INDEX && d->kind != IMG_K_MANIFEST)
