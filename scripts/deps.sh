@@ -10,7 +10,7 @@ PKGS="build-essential pkg-config git ca-certificates
  socat hyperfine procps curl iproute2 python3
  passt iperf3 universal-ctags
  libcurl4-openssl-dev libarchive-dev libext2fs-dev libzstd-dev
- docker-registry umoci skopeo apache2-utils python3-cryptography"
+ docker-registry umoci skopeo apache2-utils python3-cryptography openssl"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
