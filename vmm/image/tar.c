@@ -144,7 +144,7 @@ int tar_name_clean(char *name, struct img_err *err)
     while (n && name[n - 1] == '/')
         name[--n] = '\0';
     if (!n || !strcmp(name, "."))
-        return img_err(err, -EINVAL, "tar member with an empty name");
+        return 1;               /* the archive's root */
     if (name[0] == '/')
         return img_err(err, -EINVAL, "tar member \"%.200s\" has an absolute path", name);
     for (const char *c = name; c;) {
@@ -156,11 +156,10 @@ int tar_name_clean(char *name, struct img_err *err)
     return 0;
 }
 
-/* Read and drop n bytes and the padding to the next block. */
-static int skip_data(int fd, uint64_t n, struct img_err *err)
+/* Read and drop exactly left bytes. */
+static int skip_bytes(int fd, uint64_t left, struct img_err *err)
 {
     uint8_t buf[8192];
-    uint64_t left = (n + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
     while (left) {
         size_t k = left < sizeof buf ? (size_t)left : sizeof buf;
         if (read_full(fd, buf, k) != (ssize_t)k)
@@ -168,6 +167,14 @@ static int skip_data(int fd, uint64_t n, struct img_err *err)
         left -= k;
     }
     return 0;
+}
+
+/* Read and drop n bytes of data and the padding to the next block. */
+static int skip_data(int fd, uint64_t n, struct img_err *err)
+{
+    if (n > UINT64_MAX - TAR_BLOCK)
+        return img_err(err, -EINVAL, "tar archive: bad size");
+    return skip_bytes(fd, (n + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK, err);
 }
 
 static int mkdirs(int dfd, const char *path, int last, struct img_err *err)
@@ -207,7 +214,7 @@ static int extract_file(int fd, int dfd, const struct tar_ent *e, struct img_err
     }
     close(out);
     if (!rc && e->size % TAR_BLOCK)
-        rc = skip_data(fd, TAR_BLOCK - e->size % TAR_BLOCK, err);
+        rc = skip_bytes(fd, TAR_BLOCK - e->size % TAR_BLOCK, err);
     return rc;
 }
 
@@ -251,7 +258,7 @@ static int extract_one(int fd, int dfd, struct tar_ent *e, struct img_err *err)
     char target[TAR_NAME_MAX];
     int rc = tar_name_clean(e->name, err);
     if (rc)
-        return rc;
+        return rc < 0 ? rc : skip_data(fd, e->size, err);
     switch (e->type) {
     case TAR_FILE:
         return extract_file(fd, dfd, e, err);
@@ -301,7 +308,7 @@ static int read_meta(int fd, const struct tar_ent *e, struct tar_ent *over, stru
         strcpy(e->type == TAR_LONGNAME ? over->name : over->link, buf);
     free(buf);
     if (!rc && e->size % TAR_BLOCK)
-        rc = skip_data(fd, TAR_BLOCK - e->size % TAR_BLOCK, err);
+        rc = skip_bytes(fd, TAR_BLOCK - e->size % TAR_BLOCK, err);
     return rc;
 }
 

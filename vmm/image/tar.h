@@ -32,8 +32,9 @@ int tar_hdr_parse(const uint8_t h[TAR_BLOCK], struct tar_ent *e, struct img_err 
 /* A pax extended header's records ("LEN key=value\n"...): path, linkpath
  * and size override e's. 0 or -EINVAL. */
 int tar_pax_parse(const char *buf, size_t len, struct tar_ent *e, struct img_err *err);
-/* A member's name cleaned: "./" and trailing '/' dropped; -EINVAL if
- * absolute, empty or with a ".." component. In place. */
+/* A member's name cleaned: "./" and trailing '/' dropped; 1 if it names
+ * the archive's root ("", "."), -EINVAL if absolute or with a ".."
+ * component. In place. */
 int tar_name_clean(char *name, struct img_err *err);
 
 /* Unpack the archive read from fd into the directory dfd (empty, the
