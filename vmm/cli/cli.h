@@ -49,8 +49,10 @@ int cmd_host(int argc, char **argv);     /* vmm/cli/cli_host.c: what this host c
 int cmd_vmm(int argc, char **argv);
 int cmd_jail(int argc, char **argv);     /* vmm/cli/cli_jail.c: run moat confined */
 int cmd_serve(int argc, char **argv);    /* vmm/cli/serve_main.c: the E2B-compatible server */
-/* vmm/cli/cli_image_pull.c: `moat image pull` (argv[0] "pull"; docs/images.md) */
-int cmd_image_pull(int argc, char **argv);
-int cmd_image(int argc, char **argv);     /* moat image SUBCOMMAND */
+int cmd_image(int argc, char **argv);    /* vmm/cli/cli_image.c: the image store */
+/* vmm/cli/cli_image_pull.c: `moat image pull` (argv[0] "pull"; docs/images.md),
+ * reached through cli_image.c's table with the store open. */
+struct img_store;
+int cmd_image_pull(struct img_store *s, int argc, char **argv);
 
 #endif

@@ -130,7 +130,7 @@ static int pull_fail(const struct img_err *e)
     return EXIT_VMM_ERROR;
 }
 
-int cmd_image_pull(int argc, char **argv)
+int cmd_image_pull(struct img_store *s, int argc, char **argv)
 {
     struct img_pull_opts o = { 0 };
     struct show sh = { .tty = isatty(STDERR_FILENO) };
@@ -139,10 +139,8 @@ int cmd_image_pull(int argc, char **argv)
         fputs(usage_pull, stderr);
         return EXIT_USAGE;
     }
-    char docker[4096], home[4096], digest[IMG_DIGEST_MAX];
+    char docker[4096], digest[IMG_DIGEST_MAX];
     auth_files(&o, docker, sizeof docker);
-    if (cli_moat_home(home, sizeof home) < 0)
-        return EXIT_VMM_ERROR;
     o.progress = on_progress;
     o.arg = &sh;
     o.cancel = &pull_cancel;
@@ -151,14 +149,9 @@ int cmd_image_pull(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     struct img_err *e = calloc(1, sizeof *e);
-    struct img_store s;
     if (!e)
         return EXIT_VMM_ERROR;
-    int rc = img_store_open(&s, home, e);
-    if (rc == 0) {
-        rc = img_pull(&s, argv[i], &o, digest, sizeof digest, e);
-        img_store_close(&s);
-    }
+    int rc = img_pull(s, argv[i], &o, digest, sizeof digest, e);
     if (rc < 0) {
         rc = pull_fail(e);
         free(e);
@@ -170,14 +163,4 @@ int cmd_image_pull(int argc, char **argv)
     else
         printf("%s: %s\n", argv[i], digest);
     return 0;
-}
-
-/* `moat image SUBCOMMAND`: until the image store's commands join, pull
- * is the only one. */
-int cmd_image(int argc, char **argv)
-{
-    if (argc >= 2 && !strcmp(argv[1], "pull"))
-        return cmd_image_pull(argc - 1, argv + 1);
-    fputs("usage: moat image pull [options] REF   (moat image pull --help)\n", stderr);
-    return EXIT_USAGE;
 }

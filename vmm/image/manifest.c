@@ -256,7 +256,7 @@ int img_index_pick(const char *json, size_t len, const char *platform,
     int rc = split_platform(platform ? platform : "linux/amd64", os, arch, var, err);
     if (rc)
         return rc;
-    json_t *root = load(json, len, "index", err), *arr, *e;
+    json_t *root = load(json, len, "index", err), *arr = NULL, *e;
     if (!root)
         return -EINVAL;
     if ((rc = index_entries(root, &arr, err)))
@@ -328,6 +328,9 @@ int img_manifest_parse(const char *json, size_t len, struct img_manifest *m, str
         rc = check_own_type(root, IMG_K_MANIFEST, "manifest", err);
     if (!rc && json_object_get(root, "manifests"))
         rc = img_err(err, -EINVAL, "the manifest is an index (it lists \"manifests\")");
+    const char *own;
+    if (!rc && !opt_str(root, "mediaType", "manifest", &own, NULL) && own)
+        snprintf(m->media_type, sizeof m->media_type, "%s", own);
     if (rc)
         goto out;
     json_t *cfg = json_object_get(root, "config");
@@ -497,4 +500,111 @@ enum img_kind img_json_kind(const char *json, size_t len)
     }
     json_decref(root);
     return k;
+}
+
+int img_layout_index_parse(const char *json, size_t len, struct img_layout_ent *v, unsigned max,
+                           struct img_err *err)
+{
+    json_t *root = load(json, len, "layout's index.json", err), *arr = NULL, *e;
+    if (!root)
+        return -EINVAL;
+    int rc = index_entries(root, &arr, err);
+    size_t i;
+    char what[64];
+    if (!rc && json_array_size(arr) > max)
+        rc = img_err(err, -EINVAL, "the layout's index.json lists %zu images, more than the limit of %u",
+                     json_array_size(arr), max);
+    json_array_foreach(arr, i, e) {
+        if (rc)
+            break;
+        snprintf(what, sizeof what, "index.json entry %zu", i);
+        memset(&v[i], 0, sizeof v[i]);
+        if ((rc = parse_desc(e, what, &v[i].desc, err)))
+            break;
+        json_t *an = json_object_get(e, "annotations");
+        if (an && !json_is_object(an)) {
+            rc = img_err(err, -EINVAL, "%s: annotations is not a JSON object", what);
+            break;
+        }
+        const char *name = NULL, *key = "io.containerd.image.name";
+        if (an && !(rc = opt_str(an, key, what, &name, err)) && !name)
+            rc = opt_str(an, key = "org.opencontainers.image.ref.name", what, &name, err);
+        if (!rc)
+            rc = copy_field(v[i].name, sizeof v[i].name, name, what, key, err);
+    }
+    json_decref(root);
+    return rc ? rc : (int)i;
+}
+
+static int archive_path(json_t *s, char out[IMG_ARCHIVE_PATH_MAX], const char *what, struct img_err *err)
+{
+    if (!json_is_string(s))
+        return img_err(err, -EINVAL, "manifest.json: %s is not a string", what);
+    const char *p = json_string_value(s);
+    if (!*p || strlen(p) >= IMG_ARCHIVE_PATH_MAX)
+        return img_err(err, -EINVAL, "manifest.json: %s is empty or longer than %d bytes", what,
+                       IMG_ARCHIVE_PATH_MAX - 1);
+    if (p[0] == '/' || !strcmp(p, "..") || !strncmp(p, "../", 3) || strstr(p, "/../") ||
+        (strlen(p) >= 3 && !strcmp(p + strlen(p) - 3, "/..")))
+        return img_err(err, -EINVAL, "manifest.json: %s \"%s\" is not a path inside the archive", what, p);
+    strcpy(out, p);
+    return 0;
+}
+
+static int docker_entry(json_t *e, size_t i, struct img_docker_ent *d, struct img_err *err)
+{
+    char what[64];
+    memset(d, 0, sizeof *d);
+    if (!json_is_object(e))
+        return img_err(err, -EINVAL, "manifest.json: entry %zu is not a JSON object", i);
+    snprintf(what, sizeof what, "entry %zu's Config", i);
+    int rc = archive_path(json_object_get(e, "Config"), d->config, what, err);
+    json_t *tags = json_object_get(e, "RepoTags"), *layers = json_object_get(e, "Layers"), *t;
+    if (!rc && tags && !json_is_null(tags) &&
+        (!json_is_array(tags) || json_array_size(tags) > IMG_ARCHIVE_MAX_TAGS))
+        rc = img_err(err, -EINVAL, "manifest.json: entry %zu's RepoTags is not an array of at most %d",
+                     i, IMG_ARCHIVE_MAX_TAGS);
+    if (!rc && !json_is_array(layers))
+        rc = img_err(err, -EINVAL, "manifest.json: entry %zu's Layers is not an array", i);
+    if (!rc && (json_array_size(layers) == 0 || json_array_size(layers) > IMG_MAX_LAYERS))
+        rc = img_err(err, -EINVAL, "manifest.json: entry %zu has %zu layers (1 to %d)", i,
+                     json_array_size(layers), IMG_MAX_LAYERS);
+    size_t k;
+    json_array_foreach(json_is_array(tags) ? tags : NULL, k, t) {
+        snprintf(what, sizeof what, "entry %zu's RepoTags[%zu]", i, k);
+        if (rc || (rc = archive_path(t, d->tags[k], what, err)))
+            break;
+        d->ntag = (unsigned)k + 1;
+    }
+    json_array_foreach(rc ? NULL : layers, k, t) {
+        snprintf(what, sizeof what, "entry %zu's Layers[%zu]", i, k);
+        if ((rc = archive_path(t, d->layers[k], what, err)))
+            break;
+        d->nlayer = (unsigned)k + 1;
+    }
+    return rc;
+}
+
+int img_docker_manifest_parse(const char *json, size_t len, struct img_docker_ent *v, unsigned max,
+                              struct img_err *err)
+{
+    if (len > IMG_JSON_MAX)
+        return img_err(err, -EINVAL, "manifest.json is %zu bytes, more than the limit of %u", len, IMG_JSON_MAX);
+    json_error_t je;
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je), *e;
+    if (!root)
+        return img_err(err, -EINVAL, "manifest.json is not valid JSON: %s (line %d, column %d)",
+                       je.text, je.line, je.column);
+    int rc = 0;
+    if (!json_is_array(root))
+        rc = img_err(err, -EINVAL, "manifest.json is not a JSON array");
+    else if (json_array_size(root) == 0 || json_array_size(root) > max)
+        rc = img_err(err, -EINVAL, "manifest.json lists %zu images (1 to %u)", json_array_size(root), max);
+    size_t i;
+    size_t n = rc ? 0 : json_array_size(root);
+    json_array_foreach(rc ? NULL : root, i, e)
+        if ((rc = docker_entry(e, i, &v[i], err)))
+            break;
+    json_decref(root);
+    return rc ? rc : (int)n;
 }

@@ -73,7 +73,7 @@ static int reach_all(const struct img_store *s, struct reach *r, struct img_err 
     free(v);
     if (rc == -ENOMEM)
         img_err(err, rc, "out of memory");
-    if (!rc)
+    if (!rc && r->n)
         qsort(r->d, r->n, sizeof *r->d, cmp_digest);
     return rc;
 }
