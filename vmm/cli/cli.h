@@ -54,5 +54,8 @@ int cmd_image(int argc, char **argv);    /* vmm/cli/cli_image.c: the image store
  * reached through cli_image.c's table with the store open. */
 struct img_store;
 int cmd_image_pull(struct img_store *s, int argc, char **argv);
+/* e's message as "moat: image SUB: LINE" lines (vmm/cli/cli_image.c); 1. */
+struct img_err;
+int image_fail(const char *sub, const struct img_err *e);
 
 #endif

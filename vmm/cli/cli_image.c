@@ -69,7 +69,7 @@ static int usage_err(void)
 }
 
 /* err's lines as "moat: image SUB: LINE"; exit status 1. */
-static int image_fail(const char *sub, const struct img_err *e)
+int image_fail(const char *sub, const struct img_err *e)
 {
     for (const char *m = e->msg, *nl; *m; m = *nl ? nl + 1 : nl) {
         nl = strchrnul(m, '\n');

@@ -119,17 +119,6 @@ static int pull_args(int argc, char **argv, struct img_pull_opts *o, struct show
     return i == argc - 1 ? i : -1;
 }
 
-static int pull_fail(const struct img_err *e)
-{
-    for (const char *m = e->msg, *nl; *m; m = *nl ? nl + 1 : nl) {
-        nl = strchrnul(m, '\n');
-        fprintf(stderr, "moat: image pull: %.*s\n", (int)(nl - m), m);
-    }
-    if (!e->msg[0])
-        fprintf(stderr, "moat: image pull: %s\n", strerror(-e->code));
-    return EXIT_VMM_ERROR;
-}
-
 int cmd_image_pull(struct img_store *s, int argc, char **argv)
 {
     struct img_pull_opts o = { 0 };
@@ -153,7 +142,7 @@ int cmd_image_pull(struct img_store *s, int argc, char **argv)
         return EXIT_VMM_ERROR;
     int rc = img_pull(s, argv[i], &o, digest, sizeof digest, e);
     if (rc < 0) {
-        rc = pull_fail(e);
+        rc = image_fail("pull", e);
         free(e);
         return pull_cancel ? 130 : rc;
     }
