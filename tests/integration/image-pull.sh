@@ -192,6 +192,28 @@ check "  the next pull completes" pull --insecure "$PROXY/ns/app:v1"
 check "  resuming with Range" grep -q "blobs/$LAYER bytes=" "$PROXY_LOG"
 check "  all present" all_present "$V1"
 
+# Ctrl-C (SIGINT) in the middle of a download: exit 130, the partial blob kept
+fresh
+echo slow > "$PROXY_MODE"
+"$MOAT" image pull --insecure "$PROXY/ns/app:v1" >"$REG_TMP/out" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 200 ] && ! [ -s "$MOAT_HOME/images/tmp/${LAYER#sha256:}" ]; do sleep 0.05; i=$((i + 1)); done
+kill -INT $pid; wait $pid; rc=$?
+check "SIGINT mid-download: exit 130" [ $rc = 130 ]
+check "  says it was interrupted" out_has "interrupted"
+check "  the partial blob stays in tmp/" [ -s "$MOAT_HOME/images/tmp/${LAYER#sha256:}" ]
+
+# on a terminal: one line per blob, updated in place
+if command -v script >/dev/null; then
+    fresh
+    script -qec "'$MOAT' image pull --insecure '$PROXY/ns/app:v1'" /dev/null >"$REG_TMP/out" 2>&1
+    check "a terminal: progress updated in place (CR, erase line)" grep -q $'\r\033\[K' "$REG_TMP/out"
+    check "  and a done line per blob" [ "$(grep -c ': done' "$REG_TMP/out")" = "$(echo "$V1_BLOBS" | wc -l)" ]
+else
+    skip "progress on a terminal: no script(1)"
+fi
+
 # two pulls at once
 fresh
 echo slow > "$PROXY_MODE"; : > "$PROXY_LOG"

@@ -44,6 +44,22 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     allow_reuse_address = True
 
 
+class Quiet(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def head(self, status, headers, body):
+        """Status and headers (Content-Length: the body's) of an answer."""
+        self.send_response(status)
+        for k, v in headers:
+            if k.lower() != "content-length":
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+
+
 # ---- token service ----
 
 def token_main(port, cert, key, issuer, service, userpass, logf, anon):
@@ -106,19 +122,9 @@ def upstream_get(upstream, method, path, headers):
 def proxy_main(port, upstream, modefile, logf, redirect=None):
     state = {"429": 0, "cut": set()}
 
-    class H(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
+    class H(Quiet):
         def answer(self, status, headers, body, cut=False, slow=False):
-            self.send_response(status)
-            for k, v in headers:
-                if k.lower() != "content-length":
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
+            self.head(status, headers, body)
             if self.command == "HEAD":
                 return
             if cut:
@@ -171,24 +177,14 @@ def proxy_main(port, upstream, modefile, logf, redirect=None):
 def blobsrv_main(port, upstream, userpass, logf):
     basic = "Basic " + base64.b64encode(userpass.encode()).decode()
 
-    class H(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
+    class H(Quiet):
         def do_GET(self):
             log(logf, "%s auth=%s" % (self.path, self.headers.get("Authorization", "-")))
             hdrs = {"Authorization": basic}
             if self.headers.get("Range"):
                 hdrs["Range"] = self.headers["Range"]
             status, headers, body = upstream_get(upstream, "GET", self.path, hdrs)
-            self.send_response(status)
-            for k, v in headers:
-                if k.lower() != "content-length":
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
+            self.head(status, headers, body)
             self.wfile.write(body)
 
     Server(("127.0.0.1", int(port)), H).serve_forever()

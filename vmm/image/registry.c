@@ -213,7 +213,9 @@ static int setup(struct reg *r, const char *url, const char *accept, const char 
     curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, *hl);
     curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 0L);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, r->o->insecure ? "http,https" : "https");
+    /* Checked: where it is unknown (libcurl < 7.85) any scheme would do. */
+    if (curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, r->o->insecure ? "http,https" : "https") != CURLE_OK)
+        return img_err(r->err, -ENOSYS, "libcurl 7.85 or later is needed (CURLOPT_PROTOCOLS_STR)");
     curl_easy_setopt(h, CURLOPT_USERAGENT, "moat");
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 30L);
