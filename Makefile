@@ -185,6 +185,9 @@ $(B)/tests-san/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat-san.a
 
 # The gzip decoder's unit tests link zlib (the other tests do not need it).
 $(B)/tests/test_gz_stream $(B)/tests-san/test_gz_stream: LDLIBS += $(ZLIB_LIBS)
+# The root filesystem's tests write layers with libarchive and read the
+# ext4 back with libext2fs, linked (moat itself loads them on first use).
+$(B)/tests/test_image_rootfs $(B)/tests-san/test_image_rootfs: LDLIBS += -larchive -lext2fs -lcom_err
 
 # Sub-makefiles: the guest image, test guests, fuzz targets, benchmarks.
 -include guest/guest.mk
