@@ -276,7 +276,8 @@ $(B)/tests/serve_envd_host: tests/integration/serve_envd_host.c $(B)/libmoat-int
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS)
 
 test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_agent $(B)/tests/test_hostile \
-                  $(B)/tests/test_serve_envd $(B)/tests-san/test_serve_envd $(B)/tests/serve_envd_host serve-deps
+                  $(B)/tests/test_serve_envd $(B)/tests-san/test_serve_envd $(B)/tests/serve_envd_host serve-deps \
+                  $(B)/tests/image_rootfs
 	@rc=0; for bin in $(B)/moat $(B)/moat-san; do \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_integration || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_blk || rc=1; \
@@ -295,6 +296,7 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	done; \
 	B=$(B) tests/integration/serve-envd-sdk.sh || rc=1; \
 	MOAT_BIN=$(B)/moat MOAT_GUESTS=$(B)/guests tests/integration/jail.sh || rc=1; \
+	B=$(B) tests/integration/image-rootfs.sh || rc=1; \
 	exit $$rc
 
 test-linux: $(B)/moat guest
