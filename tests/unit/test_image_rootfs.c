@@ -9,13 +9,15 @@
  * layers; hostile layers (../, absolute paths, a file through a symlink
  * pointing out, a hardlink outside or to nothing, a symlink loop, a file
  * under a file, a decompression bomb, too many entries) refused with a
- * message and nothing left behind. */
+ * message and nothing left behind; the store's cache (two callers at once
+ * get one file, read-only; another size, another file; a missing layer). */
 #include <archive.h>
 #include <archive_entry.h>
 #include <check.h>
 #include <dirent.h>
 #include <errno.h>
 #include <ext2fs/ext2fs.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "vmm/image/rootfs.h"
+#include "vmm/image/store.h"
 
 /* Entries below name only the fields they need. */
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
@@ -620,6 +623,96 @@ START_TEST(default_size)
 }
 END_TEST
 
+/* The store's cache: an image of one layer put in a store of the test's. */
+struct getter {
+    struct img_store *s;
+    const struct img_image *im;
+    char path[4096];
+    struct img_err err;
+    int rc;
+};
+
+static void *get_root(void *arg)
+{
+    struct getter *g = arg;
+    g->rc = img_rootfs_get(g->s, g->im, 0, g->path, sizeof g->path, &g->err);
+    return NULL;
+}
+
+static void image_of_layer(struct img_store *s, struct img_image *im, const char *layer_path)
+{
+    FILE *f = fopen(layer_path, "rb");
+    ck_assert_ptr_nonnull(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    memset(im, 0, sizeof *im);
+    struct img_err err = { 0 };
+    img_sha256(buf, n, im->manifest.layer[0].digest);
+    ck_assert_int_eq(img_blob_put(s, im->manifest.layer[0].digest, buf, n, &err), 0);
+    im->manifest.layer[0].comp = IMG_COMP_GZIP;
+    im->manifest.nlayer = 1;
+    img_sha256("{}", 2, im->config_digest);
+}
+
+START_TEST(cache)
+{
+    char lp[512], home[512];
+    layer("c.tar", GZIP, lp, sizeof lp, (const struct ent[]){ { "etc/os", AE_IFREG, 0644, 0, 0, "cached" },
+                                                              { NULL } });
+    snprintf(home, sizeof home, "%s/home", dir);
+    struct img_store s;
+    struct img_err err = { 0 };
+    ck_assert_int_eq(img_store_open(&s, home, &err), 0);
+    struct img_image im;
+    image_of_layer(&s, &im, lp);
+    /* Two at once: one builds, the other waits and gets the same file. */
+    struct getter g[2] = { { &s, &im }, { &s, &im } };
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, get_root, &g[i]), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_msg(g[i].rc == 0, "%s", g[i].err.msg);
+    }
+    ck_assert_str_eq(g[0].path, g[1].path);
+    char want[1024];
+    snprintf(want, sizeof want, "%s/images/rootfs/%s.ext4", home, im.config_digest + 7);
+    ck_assert_str_eq(g[0].path, want);
+    struct stat st;
+    ck_assert_int_eq(stat(want, &st), 0);
+    ck_assert_uint_eq(st.st_mode & 07777, 0444);
+    ext2_filsys fs = fs_open(want);
+    has_content(fs, "etc/os", "cached");
+    ext2fs_close_free(&fs);
+    char rdir[1024];
+    snprintf(rdir, sizeof rdir, "%s/images/rootfs", home);
+    DIR *d = opendir(rdir);
+    int files = 0;
+    for (struct dirent *de; (de = readdir(d));)
+        files += de->d_name[0] != '.';
+    closedir(d);
+    ck_assert_int_eq(files, 1);                         /* no temporary file left */
+    /* Again: the cached file, untouched. */
+    char again[4096];
+    ck_assert_int_eq(img_rootfs_get(&s, &im, 0, again, sizeof again, &err), 0);
+    struct stat st2;
+    ck_assert_int_eq(stat(again, &st2), 0);
+    ck_assert_uint_eq(st2.st_ino, st.st_ino);
+    /* A size of its own: another file, HEX.SIZE.ext4. */
+    ck_assert_int_eq(img_rootfs_get(&s, &im, 100 << 20, again, sizeof again, &err), 0);
+    ck_assert_ptr_nonnull(strstr(again, ".104857600.ext4"));
+    /* A layer not in the store: -ENOENT, nothing made. */
+    memset(&err, 0, sizeof err);
+    img_sha256("other", 5, im.manifest.layer[0].digest);
+    img_sha256("{\"x\":1}", 7, im.config_digest);
+    ck_assert_int_eq(img_rootfs_get(&s, &im, 0, again, sizeof again, &err), -ENOENT);
+    ck_assert_ptr_nonnull(strstr(err.msg, "not in the store"));
+    ck_assert_int_ne(access(again, F_OK), 0);
+    img_store_close(&s);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("image_rootfs");
@@ -635,6 +728,7 @@ static Suite *suite(void)
     tcase_add_test(tc, bomb);
     tcase_add_test(tc, bad_inputs);
     tcase_add_test(tc, default_size);
+    tcase_add_test(tc, cache);
     suite_add_tcase(s, tc);
     return s;
 }
