@@ -1,0 +1,114 @@
+/* moat run's image mode (docs/images.md, "Running an image"): --rootfs,
+ * --image-root and the run-config overrides (--entrypoint, -e, -w, -u).
+ * The config is made by vmm/image/runcfg.c and reaches /init as an extra
+ * initramfs archive (moat_config.initrd_extra). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "include/moat.h"
+#include "vmm/cli/cli.h"
+#include "vmm/cli/cli_image.h"
+#include "vmm/image/runcfg.h"
+
+int image_opt(struct image_opts *io, int c, const char *arg)
+{
+    switch (c) {
+    case OPT_ROOTFS: io->rootfs = arg; io->on = 1; return 1;
+    case OPT_IMAGE_ROOT: io->on = 1; return 1;
+    case OPT_ENTRYPOINT: io->entrypoint = arg; return 1;
+    case 'w': io->workdir = arg; return 1;
+    case 'u': io->user = arg; return 1;
+    case 'e':
+        if (io->nenv >= IMG_RUN_MAX_ENV)
+            die_usage("too many -e options (at most %d)", IMG_RUN_MAX_ENV);
+        if (!strchr(arg, '=')) {    /* -e NAME: this environment's value, if set (Docker's) */
+            const char *v = getenv(arg);
+            char *kv = NULL;
+            if (!v)
+                return 1;
+            if (asprintf(&kv, "%s=%s", arg, v) < 0)
+                die_usage("%s", "out of memory");
+            arg = kv;
+        }
+        io->env[io->nenv++] = arg;
+        return 1;
+    }
+    return 0;
+}
+
+/* A temporary overlay for --rootfs FILE: a new directory (*dir) and the
+ * overlay's path in it (*ovl); moat_create makes the file. */
+static void temp_overlay(char *dir, size_t len, char *ovl, size_t olen)
+{
+    const char *t = getenv("TMPDIR");
+    snprintf(dir, len, "%s/moat-rootfs-XXXXXX", t && *t ? t : "/tmp");
+    if (!mkdtemp(dir))
+        die_usage("cannot make a temporary directory for --rootfs's overlay in %s: %s", t && *t ? t : "/tmp",
+                  strerror(errno));
+    if ((size_t)snprintf(ovl, olen, "%s/overlay", dir) >= olen)
+        die_usage("%s", "$TMPDIR is too long");
+}
+
+void image_drive(struct image_opts *io, struct moat_drive *drives, const char **overlays, size_t *ndrives,
+                 bool *has_overlay)
+{
+    if (!io->on)
+        return;
+    if (!io->rootfs) {
+        if (*ndrives == 0)
+            die_usage("%s", "--image-root needs a --drive (the first is the image's root)");
+        return;
+    }
+    if (*ndrives >= MOAT_MAX_DRIVES)
+        die_usage("too many drives with --rootfs (at most %d)", MOAT_MAX_DRIVES);
+    memmove(drives + 1, drives, *ndrives * sizeof *drives);
+    memmove(overlays + 1, overlays, *ndrives * sizeof *overlays);
+    drives[0] = (struct moat_drive){ .path = io->rootfs };
+    overlays[0] = io->tmpovl;
+    (*ndrives)++;
+    *has_overlay = true;
+}
+
+void image_config(struct image_opts *io, struct moat_config *cfg)
+{
+    if (!io->on)
+        return;
+    const char *ep[1] = { io->entrypoint };
+    struct img_run_over over = {
+        .entrypoint = ep, .nentrypoint = io->entrypoint ? 1 : 0,
+        .cmd = cfg->argc ? cfg->argv : NULL, .ncmd = cfg->argc,
+        .env = io->env, .nenv = io->nenv, .workdir = io->workdir, .user = io->user,
+    };
+    struct img_err e = { 0 };
+    char *text;
+    size_t len;
+    if (img_runcfg_make(NULL, &over, &text, &len, &e) < 0)
+        die_usage("%s", e.msg);
+    int r = img_runcfg_cpio(text, len, &io->cpio, &io->cpio_len);
+    free(text);
+    if (r < 0)
+        die_usage("the image's run config: %s", strerror(-r));
+    cfg->initrd_extra = io->cpio;
+    cfg->initrd_extra_len = io->cpio_len;
+    cfg->argv = NULL;       /* the command is in the config, not on the kernel command line */
+    cfg->argc = 0;
+}
+
+void image_prepare(struct image_opts *io)
+{
+    if (io->on && io->rootfs)
+        temp_overlay(io->tmpdir, sizeof io->tmpdir, io->tmpovl, sizeof io->tmpovl);
+}
+
+void image_cleanup(struct image_opts *io)
+{
+    if (io->tmpdir[0]) {
+        unlink(io->tmpovl);
+        rmdir(io->tmpdir);
+        io->tmpdir[0] = 0;
+    }
+}

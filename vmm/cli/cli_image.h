@@ -1,0 +1,56 @@
+/* moat run's image mode (vmm/cli/cli_image.c; docs/images.md, "Running
+ * an image"). */
+#ifndef MOAT_CLI_IMAGE_H
+#define MOAT_CLI_IMAGE_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "include/moat.h"
+#include "vmm/image/runcfg.h"
+
+#define OPT_ROOTFS      400     /* --rootfs FILE */
+#define OPT_IMAGE_ROOT  401     /* --image-root: the first --drive is the root */
+#define OPT_ENTRYPOINT  402     /* --entrypoint X */
+
+#define IMAGE_LONG_OPTS \
+    { "rootfs", required_argument, NULL, OPT_ROOTFS }, \
+    { "image-root", no_argument, NULL, OPT_IMAGE_ROOT }, \
+    { "entrypoint", required_argument, NULL, OPT_ENTRYPOINT }, \
+    { "env", required_argument, NULL, 'e' }, \
+    { "workdir", required_argument, NULL, 'w' }, \
+    { "user", required_argument, NULL, 'u' }
+
+struct image_opts {
+    int on;                     /* --rootfs or --image-root */
+    const char *rootfs, *entrypoint, *workdir, *user;
+    const char *env[IMG_RUN_MAX_ENV];
+    size_t nenv;
+    char tmpdir[PATH_MAX - 64], tmpovl[PATH_MAX];  /* --rootfs's temporary overlay */
+    uint8_t *cpio;
+    size_t cpio_len;
+};
+
+/* Option c (getopt_long's) with arg, when it is one of the image mode's:
+ * 1, else 0. A bad one exits with a usage error. */
+int image_opt(struct image_opts *io, int c, const char *arg);
+
+/* --rootfs FILE as drive 0 (the others after it), copy-on-write on a
+ * temporary overlay (made by image_prepare); --image-root checks there is a drive 0. */
+void image_drive(struct image_opts *io, struct moat_drive *drives, const char **overlays, size_t *ndrives,
+                 bool *has_overlay);
+
+/* The run config from the overrides and cfg's command, as cfg's extra
+ * initramfs archive; the command then leaves the kernel command line. */
+void image_config(struct image_opts *io, struct moat_config *cfg);
+
+/* Right before moat_create: the temporary overlay's directory made (its
+ * path is the one image_drive gave drive 0). */
+void image_prepare(struct image_opts *io);
+
+/* The temporary overlay removed (the VM keeps it open). */
+void image_cleanup(struct image_opts *io);
+
+#endif
