@@ -504,7 +504,9 @@ static void mkdir_p(const char *path)
 static int image_switch(void)
 {
     mkdir(IMG_ROOT, 0755);
-    if (mount("/dev/vda", IMG_ROOT, "ext4", 0, NULL) != 0) {
+    if (mount("/dev/vda", IMG_ROOT, "ext4", 0, NULL) != 0 &&
+        ((errno != EROFS && errno != EACCES) ||   /* a read-only drive: a read-only root */
+         mount("/dev/vda", IMG_ROOT, "ext4", MS_RDONLY, NULL) != 0)) {
         warn("image mode: mounting /dev/vda (ext4) at", IMG_ROOT);
         return -1;
     }

@@ -298,6 +298,41 @@ static int create_arg(struct create_args *c, char *a)
     return 0;
 }
 
+/* The sandbox's drive: SPEC (a --drive spec) as drive N, rewritten by
+ * sandbox_drive_spec (its overlay in the sandbox's directory) into
+ * c->drives: the spec, or NULL after saying why. */
+static char *create_drive(struct create_args *c, const char *v)
+{
+    char spec[8192];
+    struct sbx_err e = { 0 };
+    if (c->ndrive >= MOAT_MAX_DRIVES) {
+        fprintf(stderr, "moat create: too many --drive options\n");
+        return NULL;
+    }
+    if (sandbox_drive_spec(&c->s, c->ndrive, v, spec, sizeof spec, &c->o.rw_drive, &e) < 0) {
+        cli_say(&e);
+        return NULL;
+    }
+    if (!(c->drives[c->ndrive] = strdup(spec)))
+        return NULL;
+    return c->drives[c->ndrive++];
+}
+
+/* --rootfs FILE: the image mode's root as the sandbox's first drive, on
+ * its own overlay (--drive SPEC --image-root for moat run): 1, or -1
+ * after saying why. */
+static int create_rootfs(struct create_args *c, const char *v)
+{
+    if (c->ndrive) {
+        fprintf(stderr, "moat create: --rootfs must come before any --drive (it is the first drive)\n");
+        return -1;
+    }
+    char *spec = create_drive(c, v);
+    if (!spec)
+        return -1;
+    return create_arg(c, "--drive") < 0 || create_arg(c, spec) < 0 || create_arg(c, "--image-root") < 0 ? -1 : 1;
+}
+
 /* argv[*i], when it is one of moat run's options with a value (*i then
  * past the value), into c: 1, 0 when it is not one, -1 after saying why. */
 static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
@@ -314,21 +349,10 @@ static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
     if (!has_val || !(eq || *i + 1 < argc))
         return 0;
     char *v = eq ? (char *)eq + 1 : argv[++*i];     /* the value: not scanned as an option itself */
-    if (!strcmp(on, "drive")) {
-        char spec[8192];
-        struct sbx_err e = { 0 };
-        if (c->ndrive >= MOAT_MAX_DRIVES) {
-            fprintf(stderr, "moat create: too many --drive options\n");
-            return -1;
-        }
-        if (sandbox_drive_spec(&c->s, c->ndrive, v, spec, sizeof spec, &c->o.rw_drive, &e) < 0) {
-            cli_say(&e);
-            return -1;
-        }
-        if (!(c->drives[c->ndrive] = strdup(spec)))
-            return -1;
-        v = c->drives[c->ndrive++];
-    }
+    if (!strcmp(on, "rootfs"))
+        return create_rootfs(c, v);
+    if (!strcmp(on, "drive") && !(v = create_drive(c, v)))
+        return -1;
     if (strchr(v, '\n')) {
         fprintf(stderr, "moat create: arguments cannot contain newlines\n");
         return -1;

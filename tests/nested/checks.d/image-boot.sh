@@ -1,0 +1,59 @@
+# Image mode (docs/images.md, "Running an image"; docs/guest.md, "Image
+# mode"): moat run --rootfs boots the ext4 checks.d/image-boot.host made
+# (busybox, passwd with app:1000, group with extra:2000 listing app); /init
+# switches to it and runs the command with the run config: user (id -u,
+# id -g, id -G), environment (-e, PATH default, HOME from passwd,
+# HOSTNAME), working directory (made if missing), --entrypoint and
+# -- CMD, the exit status passed through, /proc, /dev, /dev/pts, /dev/shm
+# mounted, /etc/hosts made; an unknown user fails with 125 and a
+# message; the image file is unchanged (sha256) after the guest wrote its
+# root; a sandbox (moat create --rootfs) runs only the agent, from its
+# tmpfs, and moat exec reaches it.
+if [ -f build/guest/bzImage ] && [ -f image-boot.ext4 ]; then
+IB=/payload/image-boot.ext4
+t image-boot-config sh -c '
+    ./build/moat run --timeout 300 --rootfs '$IB' -u app -w /work/dir -e FOO="b a r" -e PATH=/bin -- \
+        /bin/sh -c "echo uid=\$(id -u) gid=\$(id -g) groups=\$(id -G | tr \" \" ,) pwd=\$(pwd) foo=\$FOO \
+home=\$HOME path=\$PATH hn=\$HOSTNAME/\$(hostname) motd=\$(cat /etc/motd); \
+for m in /proc /sys /dev /dev/pts /dev/shm /run/moat; do grep -q \" \$m \" /proc/mounts && echo mounted:\$m; done; \
+grep -q localhost /etc/hosts && echo hosts-ok; touch /etc/motd 2>/dev/null || echo etc-not-writable; exit 7" \
+        >/tmp/ib1 2>&1; r=$?
+    tr -d "\r" </tmp/ib1 >/tmp/ib1b; cat /tmp/ib1b; echo "rc $r"
+    [ $r = 7 ] && grep -q "^uid=1000 gid=1000 groups=1000,2000 pwd=/work/dir foo=b a r home=/home/app path=/bin hn=moat/moat motd=from-image$" /tmp/ib1b &&
+    for m in /proc /sys /dev /dev/pts /dev/shm /run/moat; do grep -qx "mounted:$m" /tmp/ib1b || exit 1; done &&
+    grep -qx hosts-ok /tmp/ib1b && grep -qx etc-not-writable /tmp/ib1b'
+t image-boot-default-path sh -c '
+    ./build/moat run --timeout 300 --rootfs '$IB' -- sh -c "echo path=\$PATH home=\$HOME uid=\$(id -u) pwd=\$(pwd); \
+echo written > /etc/motd && echo big > /big && sync && cat /etc/motd" >/tmp/ib2 2>&1; r=$?
+    tr -d "\r" </tmp/ib2 >/tmp/ib2b; cat /tmp/ib2b
+    [ $r = 0 ] && grep -q "^path=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin home=/root uid=0 pwd=/$" /tmp/ib2b &&
+    grep -qx written /tmp/ib2b'
+t image-boot-entrypoint sh -c '
+    ./build/moat run --timeout 300 --rootfs '$IB' --entrypoint /bin/echo -- one "two three" >/tmp/ib3 2>&1; r=$?
+    ./build/moat run --timeout 300 --rootfs '$IB' -u 1000:2000 --entrypoint /bin/id >/tmp/ib3c 2>&1; r2=$?
+    tr -d "\r" </tmp/ib3 >/tmp/ib3b; tr -d "\r" </tmp/ib3c >/tmp/ib3d; cat /tmp/ib3b /tmp/ib3d; echo "rc $r $r2"
+    [ $r = 0 ] && grep -qx "one two three" /tmp/ib3b && [ $r2 = 0 ] &&
+    grep -q "^uid=1000(app) gid=2000(extra) groups=2000(extra)$" /tmp/ib3d'
+t image-boot-errors sh -c '
+    ./build/moat run --timeout 300 --rootfs '$IB' -u nobody -- /bin/true >/tmp/ib4 2>&1; r1=$?
+    ./build/moat run --timeout 300 --rootfs '$IB' -- /no/such >/tmp/ib5 2>&1; r2=$?
+    tr -d "\r" </tmp/ib4 | tee /tmp/ib4b; tr -d "\r" </tmp/ib5 | tee /tmp/ib5b; echo "rc $r1 $r2"
+    [ $r1 = 125 ] && grep -q "user nobody: no such user in the image.s /etc/passwd" /tmp/ib4b &&
+    [ $r2 = 127 ] && grep -q "command not found" /tmp/ib5b'
+t image-boot-sandbox sh -c '
+    export MOAT_HOME=/tmp/ibs; rm -rf $MOAT_HOME
+    M=./build/moat
+    $M create ib1 --wait 600 --mem 128 --rootfs '$IB'; r1=$?
+    cat $MOAT_HOME/ib1/config | tee /tmp/ib6c
+    $M exec ib1 -- /bin/sh -c "id -u; cat /etc/motd; test -x /run/moat/moat-agent && echo agent-in-tmpfs; echo x > /new && cat /new" >/tmp/ib6 2>&1; r2=$?
+    cat /tmp/ib6; $M rm -f ib1; echo "rc $r1 $r2"
+    [ $r1 = 0 ] && [ $r2 = 0 ] && grep -qx 0 /tmp/ib6 && grep -qx from-image /tmp/ib6 &&
+    grep -qx agent-in-tmpfs /tmp/ib6 && grep -qx x /tmp/ib6 &&
+    grep -q "^drive.0='$IB',overlay=$MOAT_HOME/ib1/disk0.overlay$" /tmp/ib6c &&
+    grep -qx "arg=--image-root" /tmp/ib6c'
+t image-boot-unchanged sh -c '
+    sha256sum < '$IB' > /tmp/ib.sha; cat /tmp/ib.sha image-boot.sha256
+    cmp /tmp/ib.sha image-boot.sha256 && ! ls /tmp/moat-rootfs-* 2>/dev/null'
+else
+    echo "SKIPPED: image-boot: no build/guest or no image-boot.ext4 (mke2fs -d and a static busybox on the host)"
+fi
