@@ -23,7 +23,7 @@
 
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
-#include "vmm/cli/cli_image.h"
+#include "vmm/cli/cli_imgrun.h"
 #include "vmm/api/control/vmrun.h"
 #include "vmm/base/log.h"
 

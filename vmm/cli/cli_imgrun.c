@@ -11,7 +11,7 @@
 
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
-#include "vmm/cli/cli_image.h"
+#include "vmm/cli/cli_imgrun.h"
 #include "vmm/image/runcfg.h"
 
 int image_opt(struct image_opts *io, int c, const char *arg)

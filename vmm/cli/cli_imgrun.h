@@ -1,7 +1,7 @@
-/* moat run's image mode (vmm/cli/cli_image.c; docs/images.md, "Running
+/* moat run's image mode (vmm/cli/cli_imgrun.c; docs/images.md, "Running
  * an image"). */
-#ifndef MOAT_CLI_IMAGE_H
-#define MOAT_CLI_IMAGE_H
+#ifndef MOAT_CLI_IMGRUN_H
+#define MOAT_CLI_IMGRUN_H
 
 #include <limits.h>
 #include <stdbool.h>
