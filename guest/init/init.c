@@ -39,7 +39,8 @@
  *   (with an address) /etc/resolv.conf bound from files in it; the
  *   config's user is resolved in the image's /etc/passwd and /etc/group,
  *   its working directory made if missing, and its command runs (step 3)
- *   with its environment, as that user, there. With the agent and no
+ *   with its environment, as that user, there. The agent runs as root
+ *   with the image's environment. With the agent and no
  *   command given on moat's command line, only the agent runs. Any failure
  *   of this is said on the console and the status is 125.
  *   5. Wait (at most 5 s) until the console tty has sent everything the
@@ -385,6 +386,7 @@ static unsigned long agent_port(const char *buf)
 }
 
 static const char *agent_path = "/sbin/moat-agent";     /* image mode: the tmpfs's copy */
+static char **agent_env;        /* image mode: the image's environment; NULL: /init's */
 
 static pid_t start_agent(unsigned long port)
 {
@@ -395,7 +397,10 @@ static pid_t start_agent(unsigned long port)
 
         setsid();
         snprintf(p, sizeof(p), "%lu", port);
-        execl(agent_path, "moat-agent", "--port", p, (char *)NULL);
+        if (agent_env)
+            execve(agent_path, (char *[]){ "moat-agent", "--port", p, NULL }, agent_env);
+        else
+            execl(agent_path, "moat-agent", "--port", p, (char *)NULL);
         warn("exec", agent_path);
         _exit(127);
     }
@@ -739,6 +744,7 @@ int main(int argc, char **argv)
     if (image > 0) {
         cmd = im.cfg.argv;
         explicit_cmd = im.cfg.explicit_cmd;
+        agent_env = im.cfg.env;     /* moat exec's commands get the image's environment */
     }
     unsigned long aport = image >= 0 ? agent_port(cmdline) : 0;
     pid_t agent = aport ? start_agent(aport) : -1;

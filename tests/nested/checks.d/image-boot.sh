@@ -8,7 +8,7 @@
 # mounted, /etc/hosts made; an unknown user fails with 125 and a
 # message; the image file is unchanged (sha256) after the guest wrote its
 # root; a sandbox (moat create --rootfs) runs only the agent, from its
-# tmpfs, and moat exec reaches it.
+# tmpfs, with the image's environment, and moat exec reaches it.
 if [ -f build/guest/bzImage ] && [ -f image-boot.ext4 ]; then
 IB=/payload/image-boot.ext4
 t image-boot-config sh -c '
@@ -43,12 +43,12 @@ t image-boot-errors sh -c '
 t image-boot-sandbox sh -c '
     export MOAT_HOME=/tmp/ibs; rm -rf $MOAT_HOME
     M=./build/moat
-    $M create ib1 --wait 600 --mem 128 --rootfs '$IB'; r1=$?
+    $M create ib1 --wait 600 --mem 128 --rootfs '$IB' -e FOO=sbx -w /srv; r1=$?
     cat $MOAT_HOME/ib1/config | tee /tmp/ib6c
-    $M exec ib1 -- /bin/sh -c "id -u; cat /etc/motd; test -x /run/moat/moat-agent && echo agent-in-tmpfs; echo x > /new && cat /new" >/tmp/ib6 2>&1; r2=$?
+    $M exec ib1 -- /bin/sh -c "id -u; cat /etc/motd; test -x /run/moat/moat-agent && echo agent-in-tmpfs; echo x > /new && cat /new; echo foo=\$FOO; test -d /srv && echo srv-made" >/tmp/ib6 2>&1; r2=$?
     cat /tmp/ib6; $M rm -f ib1; echo "rc $r1 $r2"
     [ $r1 = 0 ] && [ $r2 = 0 ] && grep -qx 0 /tmp/ib6 && grep -qx from-image /tmp/ib6 &&
-    grep -qx agent-in-tmpfs /tmp/ib6 && grep -qx x /tmp/ib6 &&
+    grep -qx agent-in-tmpfs /tmp/ib6 && grep -qx x /tmp/ib6 && grep -qx foo=sbx /tmp/ib6 && grep -qx srv-made /tmp/ib6 &&
     grep -q "^drive.0='$IB',overlay=$MOAT_HOME/ib1/disk0.overlay$" /tmp/ib6c &&
     grep -qx "arg=--image-root" /tmp/ib6c'
 t image-boot-unchanged sh -c '
