@@ -56,6 +56,8 @@ static void temp_overlay(char *dir, size_t len, char *ovl, size_t olen)
 void image_drive(struct image_opts *io, struct moat_drive *drives, const char **overlays, size_t *ndrives,
                  bool *has_overlay)
 {
+    if (!io->on && (io->entrypoint || io->workdir || io->user || io->nenv))
+        die_usage("%s", "--entrypoint, -e, -w and -u are image mode's: they need --rootfs or --image-root");
     if (!io->on)
         return;
     if (!io->rootfs) {
