@@ -100,6 +100,12 @@ SANDBOX_SRCS := $(sort $(wildcard vmm/sandbox/*.c))
 # are dlopen'ed when first used, not linked: linked, they cost every moat
 # process their loading (docs/images.md).
 IMAGE_SRCS := $(sort $(wildcard vmm/image/*.c))
+# The sonames vmm/image/archive_dyn.c and ext2fs_dyn.c load (the
+# libraries' own, read off the .so files built against).
+ARCHIVE_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir libarchive 2>/dev/null || echo /usr/lib)/libarchive.so 2>/dev/null | sed -n 's/^ *SONAME *//p')
+ARCHIVE_SONAME := $(or $(ARCHIVE_SONAME),libarchive.so.13)
+EXT2FS_SONAME := $(shell objdump -p $$(pkg-config --variable=libdir ext2fs 2>/dev/null || echo /usr/lib)/libext2fs.so 2>/dev/null | sed -n 's/^ *SONAME *//p')
+EXT2FS_SONAME := $(or $(EXT2FS_SONAME),libext2fs.so.2)
 CLI_SRCS := $(sort $(wildcard vmm/cli/*.c))
 # The sandbox layer and the API servers: in the internal archives (the CLI
 # and the tests link those), never in libmoat.a / libmoat.so.
@@ -129,6 +135,8 @@ serve-deps:
 
 # The soname mhd_dyn.c loads (the library's own, read off the .so).
 $(B)/obj/vmm/api/mhd_dyn.o $(B)/san/vmm/api/mhd_dyn.o: CFLAGS += -DMHD_SONAME='"$(MHD_SONAME)"'
+$(B)/obj/vmm/image/archive_dyn.o $(B)/san/vmm/image/archive_dyn.o: CFLAGS += -DARCHIVE_SONAME='"$(ARCHIVE_SONAME)"'
+$(B)/obj/vmm/image/ext2fs_dyn.o $(B)/san/vmm/image/ext2fs_dyn.o: CFLAGS += -DEXT2FS_SONAME='"$(EXT2FS_SONAME)"'
 $(B)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
@@ -177,6 +185,9 @@ $(B)/tests-san/%: tests/unit/%.c $(UNIT_COMMON) $(B)/libmoat-san.a
 
 # The gzip decoder's unit tests link zlib (the other tests do not need it).
 $(B)/tests/test_gz_stream $(B)/tests-san/test_gz_stream: LDLIBS += $(ZLIB_LIBS)
+# The root filesystem's tests write layers with libarchive and read the
+# ext4 back with libext2fs, linked (moat itself loads them on first use).
+$(B)/tests/test_image_rootfs $(B)/tests-san/test_image_rootfs: LDLIBS += -larchive -lext2fs -lcom_err
 
 # Sub-makefiles: the guest image, test guests, fuzz targets, benchmarks.
 -include guest/guest.mk
@@ -253,13 +264,20 @@ $(B)/tests-san/test_serve_envd: $(SERVE_ENVD_TEST) $(B)/libmoat-san.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(SAN_FLAGS) $(CHECK_CFLAGS) -o $@ $(SERVE_ENVD_TEST) $(B)/libmoat-san.a $(CHECK_LIBS) $(LDLIBS) $(MHD_LIBS)
 
+# Layer files -> an ext4 root filesystem (tests/integration/image-rootfs.sh,
+# bench/image.sh).
+$(B)/tests/image_rootfs: tests/integration/image_rootfs.c $(B)/libmoat-internal.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS)
+
 # The envd server on its own for the e2b SDK (tests/integration/serve-envd-sdk.sh).
 $(B)/tests/serve_envd_host: tests/integration/serve_envd_host.c $(B)/libmoat-internal.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $^ $(LDLIBS) $(MHD_LIBS)
 
 test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_integration $(B)/tests/uffd_handler $(B)/tests/test_api $(B)/tests-san/test_api $(B)/tests/test_blk $(B)/tests/test_vsock $(B)/tests/test_net $(B)/tests/test_agent $(B)/tests/test_hostile \
-                  $(B)/tests/test_serve_envd $(B)/tests-san/test_serve_envd $(B)/tests/serve_envd_host serve-deps
+                  $(B)/tests/test_serve_envd $(B)/tests-san/test_serve_envd $(B)/tests/serve_envd_host serve-deps \
+                  $(B)/tests/image_rootfs
 	@rc=0; for bin in $(B)/moat $(B)/moat-san; do \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_integration || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests $(B)/tests/test_blk || rc=1; \
@@ -269,6 +287,7 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	    MOAT_BIN=$$bin $(B)/tests/test_agent || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests tests/integration/fc-api.sh || rc=1; \
 	    MOAT_BIN=$$bin MOAT_GUESTS=$(B)/guests tests/integration/serve-api.sh || rc=1; \
+	    MOAT_BIN=$$bin tests/integration/image-store.sh || rc=1; \
 	done; \
 	for t in $(B)/tests/test_api $(B)/tests-san/test_api; do \
 	    MOAT_GUESTS=$(B)/guests $$t || rc=1; \
@@ -278,6 +297,7 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	done; \
 	B=$(B) tests/integration/serve-envd-sdk.sh || rc=1; \
 	MOAT_BIN=$(B)/moat MOAT_GUESTS=$(B)/guests tests/integration/jail.sh || rc=1; \
+	B=$(B) tests/integration/image-rootfs.sh || rc=1; \
 	exit $$rc
 
 test-linux: $(B)/moat guest

@@ -77,4 +77,14 @@ check "vmm/agent/ includes nothing from vmm/snapshot/ or above" \
 check "vmm/snapshot/ includes nothing from vmm/sandbox/ or vmm/api/" \
     "$(from 'sandbox|api' $(srcs vmm/snapshot))"
 check "vmm/sandbox/ includes nothing from vmm/api/" "$(from 'api' $(srcs vmm/sandbox))"
+# 14. Container images (vmm/image/) sit above the base and below the
+#    sandbox layer, the API servers and the CLI, beside the VM layers: they
+#    include only vmm/base/ and themselves, and nothing of the VM's layers
+#    (base, devices, boot, transport, core, snapshot, agent) includes them.
+check "vmm/image/ includes only vmm/base/ and vmm/image/" \
+    "$(grep -HnE '#[[:space:]]*include[[:space:]]*"' $(srcs vmm/image) /dev/null | grep -Ev '"vmm/(base|image)/')"
+below=$(ls vmm/base/*.[ch] devices/*/*.[ch] boot/*.[ch] vmm/transport/*.[ch] vmm/core/*.[ch] \
+           vmm/snapshot/*.[ch] vmm/agent/*.[ch] 2>/dev/null)
+check "base/devices/boot/transport/core/snapshot/agent include nothing from vmm/image/" \
+    "$(grep -HnE '#[[:space:]]*include[[:space:]]*"vmm/image/' $below /dev/null)"
 exit "$fail"

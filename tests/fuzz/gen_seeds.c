@@ -1064,6 +1064,36 @@ static void seeds_gz_stream(void)
     put("gz_stream", "trailing", gz, gz_len);
 }
 
+/* image_tarent: [type][path length, 2 bytes LE][path][link target]. */
+static void tarent_seed(const char *name, uint8_t type, const char *path, const char *link)
+{
+    uint8_t b[600];
+    size_t pl = strlen(path), ll = strlen(link);
+    b[0] = type;
+    le(b + 1, pl, 2);
+    memcpy(b + 3, path, pl);
+    memcpy(b + 3 + pl, link, ll);
+    put("image_tarent", name, b, 3 + pl + ll);
+}
+
+static void seeds_image_tarent(void)
+{
+    tarent_seed("file", 1, "./usr/bin/ls", "");
+    tarent_seed("dir", 2, "usr//share/./doc/", "");
+    tarent_seed("symlink", 3, "bin", "usr/bin");
+    tarent_seed("hardlink", 4, "usr/bin/ls2", "./usr/bin/ls");
+    tarent_seed("hardlink-out", 4, "h", "../../etc/passwd");
+    tarent_seed("dotdot", 1, "a/../../etc/passwd", "");
+    tarent_seed("absolute", 1, "/etc/passwd", "");
+    tarent_seed("whiteout", 1, "etc/.wh.motd", "");
+    tarent_seed("opaque", 1, "var/cache/.wh..wh..opq", "");
+    tarent_seed("aufs", 1, ".wh..wh.plnk/1234", "");
+    tarent_seed("whiteout-dotdot", 1, "a/.wh...", "");
+    tarent_seed("utf8", 1, "h\xc3\xa9llo/w\xc3\xb6rld", "");
+    tarent_seed("root", 2, "./", "");
+    tarent_seed("device", 5, "dev/null", "");
+}
+
 int main(int argc, char **argv)
 {
     root = argc > 1 ? argv[1] : "tests/fuzz/corpus";
@@ -1079,5 +1109,6 @@ int main(int argc, char **argv)
     seeds_wsfile();
     seeds_i8042();
     seeds_gz_stream();
+    seeds_image_tarent();
     return 0;
 }

@@ -813,6 +813,8 @@ static const struct cli_command {
     { "restore", "restore a snapshot and run it", cmd_restore, false },
     { "device", "serve a moat device to another VMM (vhost-user)", cmd_device, false },
     { "disk", "copy-on-write disk overlays: create, info, clone, diff", cmd_disk, false },
+    { "image", "container images: ls, inspect, rm, prune, import, export\n"
+               "(see docs/images.md)", cmd_image, false },
     { "seccomp", "the seccomp allow-list of each thread kind (--print: names)", cmd_seccomp, false },
     { "exec", "run a command in a running guest (its agent)", cmd_exec, false },
     { "cp", "copy a file to or from a running guest (its agent)", cmd_cp, false },

@@ -49,5 +49,6 @@ int cmd_host(int argc, char **argv);     /* vmm/cli/cli_host.c: what this host c
 int cmd_vmm(int argc, char **argv);
 int cmd_jail(int argc, char **argv);     /* vmm/cli/cli_jail.c: run moat confined */
 int cmd_serve(int argc, char **argv);    /* vmm/cli/serve_main.c: the E2B-compatible server */
+int cmd_image(int argc, char **argv);    /* vmm/cli/cli_image.c: the image store */
 
 #endif

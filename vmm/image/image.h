@@ -36,4 +36,9 @@ int img_err(struct img_err *err, int code, const char *fmt, ...) __attribute__((
  * 0. The only digest algorithm moat accepts. */
 int img_digest_valid(const char *d);
 
+/* The digest ("sha256:" + hex) of buf, or of everything fd holds (read
+ * with pread from offset 0; *size its length if size). */
+void img_sha256(const void *buf, size_t len, char out[IMG_DIGEST_MAX]);
+int img_sha256_fd(int fd, char out[IMG_DIGEST_MAX], uint64_t *size);
+
 #endif

@@ -32,12 +32,19 @@ struct img_desc {
  * mediaType field); IMG_K_UNKNOWN if none moat reads. */
 enum img_kind img_media_kind(const char *media_type, enum img_comp *comp);
 
+/* What a JSON document is, by its mediaType or else by its fields
+ * ("manifests": an index; "layers" or "schemaVersion": a manifest;
+ * "rootfs": a config); IMG_K_UNKNOWN if not a JSON object or none of
+ * those. A guess to pick the parser; the parser checks. */
+enum img_kind img_json_kind(const char *json, size_t len);
+
 /* From an index, the manifest for platform "os/arch[/variant]" (NULL:
  * "linux/amd64"): 0 with *out, -ENOENT if none (err lists those there). */
 int img_index_pick(const char *json, size_t len, const char *platform,
                    struct img_desc *out, struct img_err *err);
 
 struct img_manifest {
+    char media_type[128];   /* the document's own mediaType; "" if it has none */
     struct img_desc config;
     struct img_desc layer[IMG_MAX_LAYERS];
     unsigned nlayer;
@@ -53,9 +60,38 @@ struct img_config {
     char *workdir, *user;               /* NULL if absent */
     char **diff_ids;                    /* rootfs.diff_ids, NULL-ended */
     unsigned ndiff;
+    char created[40];                   /* "created" as written (RFC 3339); "" */
 };
 int img_config_parse(const char *json, size_t len, struct img_config *c,
                      struct img_err *err);
 void img_config_free(struct img_config *c);
+
+/* Image archives (vmm/image/layout.c reads them with these, pure):
+ * an OCI image layout's index.json, its entries with the name their
+ * annotations give ("io.containerd.image.name", else
+ * "org.opencontainers.image.ref.name"; "" if neither), and a `docker save`
+ * archive's manifest.json. Paths in manifest.json are checked: relative,
+ * no "..". */
+#define IMG_ARCHIVE_MAX_IMAGES 64   /* images in one archive */
+#define IMG_ARCHIVE_MAX_TAGS   16   /* RepoTags of one */
+#define IMG_ARCHIVE_PATH_MAX   256
+struct img_layout_ent {
+    struct img_desc desc;
+    char name[512];
+};
+/* Returns the number of entries (<= max) or -EINVAL. */
+int img_layout_index_parse(const char *json, size_t len, struct img_layout_ent *v, unsigned max,
+                           struct img_err *err);
+
+struct img_docker_ent {
+    char config[IMG_ARCHIVE_PATH_MAX];
+    char tags[IMG_ARCHIVE_MAX_TAGS][IMG_ARCHIVE_PATH_MAX];
+    unsigned ntag;
+    char layers[IMG_MAX_LAYERS][IMG_ARCHIVE_PATH_MAX];
+    unsigned nlayer;
+};
+/* Returns the number of images (<= max) or -EINVAL. */
+int img_docker_manifest_parse(const char *json, size_t len, struct img_docker_ent *v, unsigned max,
+                              struct img_err *err);
 
 #endif

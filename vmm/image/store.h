@@ -17,6 +17,7 @@
 
 #include "vmm/image/image.h"
 #include "vmm/image/manifest.h"
+#include "vmm/image/ref.h"
 
 struct img_store {
     char root[PATH_MAX];    /* $MOAT_HOME/images */
@@ -73,5 +74,44 @@ struct img_image {
 int img_image_load(const struct img_store *s, const char *name, struct img_image *im,
                    struct img_err *err);
 void img_image_free(struct img_image *im);
+
+/* What name names (as img_image_load): ref the matching canonical
+ * reference ("" if named by digest), digest the manifest digest; -ENOENT
+ * if nothing, -EINVAL if a digest prefix is ambiguous. */
+int img_resolve(const struct img_store *s, const char *name, char ref[512],
+                char digest[IMG_DIGEST_MAX], struct img_err *err);
+
+/* The listing: one entry per reference, in the order they were tagged. */
+struct img_ls_entry {
+    char ref[512];                      /* canonical */
+    struct img_ref parsed;              /* its parts */
+    char manifest_digest[IMG_DIGEST_MAX], config_digest[IMG_DIGEST_MAX];
+    uint64_t size;                      /* manifest + config + layers (as stored) */
+    unsigned nlayer;
+    char created[40];                   /* the config's, RFC 3339; "" */
+    char platform[66];                  /* "linux/amd64" */
+    char error[512];                    /* "" or why the image cannot be read */
+};
+/* cb returns 0 to go on, else the listing stops and returns that.
+ * Returns the number of references or -errno. */
+typedef int (*img_ls_cb)(const struct img_ls_entry *e, void *arg);
+int img_store_list(const struct img_store *s, img_ls_cb cb, void *arg, struct img_err *err);
+
+/* Remove what name names: a reference, or (named by digest or prefix)
+ * every reference to that manifest. The blobs stay until a prune.
+ * Returns the number of references removed or -errno. */
+int img_image_rm(struct img_store *s, const char *name, struct img_err *err);
+
+/* Remove blobs no reference reaches (index -> manifest -> config and
+ * layers), rootfs/ entries named after a config digest no reference
+ * reaches ("rootfs/HEX" or "rootfs/HEX.*"), and tmp/ leftovers nobody
+ * holds the lock of; anything modified in the last grace_s seconds stays
+ * (a pull or import writes its blobs before it tags them). */
+struct img_prune_result {
+    unsigned blobs, rootfs, tmp;        /* entries removed */
+    uint64_t bytes;                     /* their size */
+};
+int img_store_prune(struct img_store *s, unsigned grace_s, struct img_prune_result *r,
+                    struct img_err *err);
 
 #endif

@@ -1,0 +1,82 @@
+#!/bin/sh
+# Layers made by GNU tar (gzip, zstd, plain) -> an ext4 root filesystem
+# (build/tests/image_rootfs, vmm/image/rootfs.c), checked with debugfs and
+# e2fsck -fn; a hostile layer refused with nothing left. No KVM needed.
+#   B=build tests/integration/image-rootfs.sh
+set -u
+B=${B:-build}
+CONV=${CONV:-$B/tests/image_rootfs}
+fail=0
+pass() { echo "PASS: image-rootfs: $1"; }
+bad() { echo "FAIL: image-rootfs: $1"; fail=1; }
+for t in tar debugfs e2fsck zstd; do
+    command -v $t >/dev/null || { echo "SKIPPED: image-rootfs: no $t here"; exit 0; }
+done
+[ -x "$CONV" ] || { echo "FAIL: image-rootfs: $CONV missing (make $CONV)"; exit 1; }
+W=$(mktemp -d /tmp/moat-image-rootfs.XXXXXX)
+trap 'rm -rf "$W"' EXIT
+
+# Layer 1: a small tree, owners set by tar, a setuid file, a symlink, a
+# hardlink, a 64 MiB sparse file.
+mkdir -p "$W/l1/etc" "$W/l1/usr/bin" "$W/l1/old/sub"
+echo "hello from layer 1" >"$W/l1/etc/motd"
+printf 'binary' >"$W/l1/usr/bin/tool"
+chmod 4755 "$W/l1/usr/bin/tool"
+ln "$W/l1/usr/bin/tool" "$W/l1/usr/bin/tool-link"
+ln -s usr/bin "$W/l1/bin"
+echo gone >"$W/l1/old/sub/file"
+truncate -s 64M "$W/l1/sparse"
+printf 'tail' | dd of="$W/l1/sparse" bs=1 seek=$((32 << 20)) conv=notrunc 2>/dev/null
+tar -C "$W/l1" --owner=1234 --group=4321 --numeric-owner -S --format=pax -czf "$W/l1.tar.gz" .
+# Layer 2 (zstd): a whiteout, an opaque directory, a file through the bin symlink.
+mkdir -p "$W/l2/etc" "$W/l2/old"
+: >"$W/l2/etc/.wh.motd"
+: >"$W/l2/old/.wh..wh..opq"
+echo "new" >"$W/l2/old/new"
+tar -C "$W/l2" --numeric-owner --format=pax -cf - . | zstd -q >"$W/l2.tar.zst"
+# Layer 3 (plain): a hardlink to layer 1's file (tar links the second
+# name to the first; the first is then deleted from the archive).
+mkdir -p "$W/l3/usr/bin"
+printf 'binary' >"$W/l3/usr/bin/tool"
+ln "$W/l3/usr/bin/tool" "$W/l3/usr/bin/tool-again"
+tar -C "$W/l3" --format=pax -cf "$W/l3.tar" usr/bin/tool usr/bin/tool-again
+tar --delete -f "$W/l3.tar" usr/bin/tool
+
+out="$W/root.ext4"
+if "$CONV" "$out" --disk-size $((256 << 20)) "$W/l1.tar.gz" "$W/l2.tar.zst" "$W/l3.tar" >"$W/stats" 2>"$W/err"; then
+    pass "3 layers (gzip, zstd, plain) converted: $(cat "$W/stats")"
+else
+    bad "conversion failed: $(cat "$W/err")"
+fi
+if e2fsck -fn "$out" >"$W/fsck" 2>&1; then pass "e2fsck -fn: clean"; else bad "e2fsck -fn: $(cat "$W/fsck")"; fi
+dbg() { debugfs -R "$1" "$out" 2>/dev/null; }
+stat_of() { dbg "stat $1"; }
+stat_of /usr/bin/tool | grep -q "Mode:  04755" && pass "setuid mode kept" || bad "setuid mode: $(stat_of /usr/bin/tool | head -3)"
+stat_of /usr/bin/tool | grep -q "User:  1234   Group:  4321" && pass "owners from the tar" \
+    || bad "owners: $(stat_of /usr/bin/tool | grep User)"
+stat_of /usr/bin/tool | grep -q "Links: 3" && pass "hardlinks within and across layers (3 links)" \
+    || bad "links: $(stat_of /usr/bin/tool | grep Links)"
+[ "$(dbg 'cat /usr/bin/tool-again')" = binary ] && pass "hardlink content" || bad "hardlink content"
+stat_of /bin | grep -q 'Fast link dest: "usr/bin"' && pass "symlink kept" || bad "symlink: $(stat_of /bin | tail -2)"
+dbg "ls /etc" | grep -q motd && bad "whiteout: /etc/motd still there" || pass "whiteout removed /etc/motd"
+dbg "ls /old" | grep -q sub && bad "opaque: /old/sub still there" || pass "opaque dir dropped layer 1's /old/sub"
+[ "$(dbg 'cat /old/new')" = new ] && pass "opaque dir keeps its own layer's file" || bad "/old/new"
+blocks=$(stat_of /sparse | sed -n 's/.*Blockcount: \([0-9]*\).*/\1/p')
+[ -n "$blocks" ] && [ "$blocks" -le 64 ] && pass "64 MiB sparse file takes $blocks sectors" \
+    || bad "sparse file: Blockcount $blocks"
+alloc=$(du -k "$out" | cut -f1)
+[ "$alloc" -lt 32768 ] && pass "256 MiB image file allocates ${alloc} KiB" || bad "image allocates ${alloc} KiB"
+
+# Hostile: a path with .. (GNU tar keeps it with -P): refused, nothing left.
+mkdir -p "$W/h/a"
+echo evil >"$W/h/evil"
+tar -C "$W/h/a" -P -cf "$W/hostile.tar" ../evil
+rm -f "$W/root2.ext4"
+if "$CONV" "$W/root2.ext4" "$W/hostile.tar" >/dev/null 2>"$W/err"; then
+    bad "a layer with ../evil was converted"
+else
+    grep -q '".." component' "$W/err" && pass "../ refused: $(head -1 "$W/err")" || bad "../: $(cat "$W/err")"
+fi
+left=$(ls "$W" | grep -c 'root2')
+[ "$left" = 0 ] && pass "nothing left behind by the refused layer" || bad "left behind: $(ls "$W" | grep root2)"
+exit $fail

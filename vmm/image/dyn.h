@@ -1,0 +1,21 @@
+/* Loading a shared library's functions into a table on first use
+ * (vmm/image/dyn.c): the mechanism under archive_dyn.h and ext2fs_dyn.h.
+ * Each of those fills its table once (pthread_once) and never unloads the
+ * library; this only opens it and resolves the names. */
+#ifndef MOAT_IMAGE_DYN_H
+#define MOAT_IMAGE_DYN_H
+
+#include <stddef.h>
+
+struct img_dyn_sym {
+    size_t off;             /* offset of the pointer in the table */
+    const char *name;       /* the symbol */
+};
+
+/* dlopen(soname) and resolve each of syms[0..n) into table (a struct of
+ * pointers, written only when all resolve). 0, or -ENOENT (library absent:
+ * why says which package to install) / -ENOSYS (a symbol missing). */
+int img_dyn_load(const char *soname, const char *package, const struct img_dyn_sym *syms, size_t n,
+                 void *table, char *why, size_t len);
+
+#endif
