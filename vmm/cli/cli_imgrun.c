@@ -20,6 +20,7 @@ int image_opt(struct image_opts *io, int c, const char *arg)
     case OPT_ROOTFS: io->rootfs = arg; io->on = 1; return 1;
     case OPT_IMAGE_ROOT: io->on = 1; return 1;
     case OPT_ENTRYPOINT: io->entrypoint = arg; return 1;
+    case OPT_IMAGE_CFG: io->config = arg; return 1;
     case 'w': io->workdir = arg; return 1;
     case 'u': io->user = arg; return 1;
     case 'e':
@@ -56,8 +57,9 @@ static void temp_overlay(char *dir, size_t len, char *ovl, size_t olen)
 void image_drive(struct image_opts *io, struct moat_drive *drives, const char **overlays, size_t *ndrives,
                  bool *has_overlay)
 {
-    if (!io->on && (io->entrypoint || io->workdir || io->user || io->nenv))
-        die_usage("%s", "--entrypoint, -e, -w and -u are image mode's: they need --rootfs or --image-root");
+    if (!io->on && (io->entrypoint || io->workdir || io->user || io->nenv || io->config))
+        die_usage("%s", "--image-config, --entrypoint, -e, -w and -u are image mode's: they need --rootfs or "
+                        "--image-root");
     if (!io->on)
         return;
     if (!io->rootfs) {
@@ -75,10 +77,34 @@ void image_drive(struct image_opts *io, struct moat_drive *drives, const char **
     *has_overlay = true;
 }
 
+/* --image-config FILE: the image's config (an OCI image config, as in an
+ * image's config blob) into *c, or a usage error. */
+static void load_config(const char *path, struct img_config *c)
+{
+    FILE *f = fopen(path, "re");
+    char *buf = malloc(IMG_JSON_MAX + 1);
+    size_t n = f && buf ? fread(buf, 1, IMG_JSON_MAX + 1, f) : 0;
+    int e = errno;
+    if (f)
+        fclose(f);
+    if (!f || !buf || n > IMG_JSON_MAX) {
+        free(buf);
+        die_usage("--image-config %s: %s", path, !f ? strerror(e) : !buf ? "out of memory" : "larger than 4 MiB");
+    }
+    struct img_err err = { 0 };
+    int r = img_config_parse(buf, n, c, &err);
+    free(buf);
+    if (r < 0)
+        die_usage("--image-config %s: %s", path, err.msg);
+}
+
 void image_config(struct image_opts *io, struct moat_config *cfg)
 {
     if (!io->on)
         return;
+    static struct img_config ic;
+    if (io->config)
+        load_config(io->config, &ic);
     const char *ep[1] = { io->entrypoint };
     struct img_run_over over = {
         .entrypoint = ep, .nentrypoint = io->entrypoint ? 1 : 0,
@@ -88,7 +114,7 @@ void image_config(struct image_opts *io, struct moat_config *cfg)
     struct img_err e = { 0 };
     char *text;
     size_t len;
-    if (img_runcfg_make(NULL, &over, &text, &len, &e) < 0)
+    if (img_runcfg_make(io->config ? &ic : NULL, &over, &text, &len, &e) < 0)
         die_usage("%s", e.msg);
     int r = img_runcfg_cpio(text, len, &io->cpio, &io->cpio_len);
     free(text);

@@ -9,16 +9,19 @@
 #include <stdint.h>
 
 #include "include/moat.h"
+#include "vmm/image/manifest.h"
 #include "vmm/image/runcfg.h"
 
 #define OPT_ROOTFS      400     /* --rootfs FILE */
 #define OPT_IMAGE_ROOT  401     /* --image-root: the first --drive is the root */
 #define OPT_ENTRYPOINT  402     /* --entrypoint X */
+#define OPT_IMAGE_CFG   403     /* --image-config FILE.json */
 
 #define IMAGE_LONG_OPTS \
     { "rootfs", required_argument, NULL, OPT_ROOTFS }, \
     { "image-root", no_argument, NULL, OPT_IMAGE_ROOT }, \
     { "entrypoint", required_argument, NULL, OPT_ENTRYPOINT }, \
+    { "image-config", required_argument, NULL, OPT_IMAGE_CFG }, \
     { "env", required_argument, NULL, 'e' }, \
     { "workdir", required_argument, NULL, 'w' }, \
     { "user", required_argument, NULL, 'u' }
@@ -26,6 +29,7 @@
 struct image_opts {
     int on;                     /* --rootfs or --image-root */
     const char *rootfs, *entrypoint, *workdir, *user;
+    const char *config;         /* --image-config: an OCI image config (JSON) */
     const char *env[IMG_RUN_MAX_ENV];
     size_t nenv;
     char tmpdir[PATH_MAX - 64], tmpovl[PATH_MAX];  /* --rootfs's temporary overlay */

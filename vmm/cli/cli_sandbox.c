@@ -272,6 +272,7 @@ struct create_args {
     char **extra;                   /* moat run's arguments */
     int nextra;
     char *drives[MOAT_MAX_DRIVES];  /* the rewritten --drive specs */
+    char *image_config;             /* --image-config's absolute path */
     unsigned ndrive;
     char optbuf[64][24];            /* --NAME of --NAME=V arguments */
     unsigned nopt;
@@ -351,6 +352,14 @@ static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
     char *v = eq ? (char *)eq + 1 : argv[++*i];     /* the value: not scanned as an option itself */
     if (!strcmp(on, "rootfs"))
         return create_rootfs(c, v);
+    if (!strcmp(on, "image-config")) {     /* absolute: every boot reads it */
+        free(c->image_config);
+        if (!(c->image_config = realpath(v, NULL))) {
+            fprintf(stderr, "moat create: --image-config %s: %s\n", v, strerror(errno));
+            return -1;
+        }
+        v = c->image_config;
+    }
     if (!strcmp(on, "drive") && !(v = create_drive(c, v)))
         return -1;
     if (strchr(v, '\n')) {
@@ -442,6 +451,7 @@ static void create_free(struct create_args *c)
     if (!c)
         return;
     free(c->extra);
+    free(c->image_config);
     for (unsigned k = 0; k < c->ndrive; k++)
         free(c->drives[k]);
     free(c);

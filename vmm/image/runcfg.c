@@ -1,31 +1,10 @@
 /* The image-mode run config (see runcfg.h). Pure. */
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vmm/image/runcfg.h"
-
-/* Why into err (err->code keeps an earlier error): code. */
-static int run_err(struct img_err *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int run_err(struct img_err *err, int code, const char *fmt, ...)
-{
-    if (!err)
-        return code;
-    if (!err->code)
-        err->code = code;
-    size_t l = strnlen(err->msg, sizeof err->msg);
-    va_list ap;
-    va_start(ap, fmt);
-    if (l + 2 < sizeof err->msg) {
-        if (l)
-            err->msg[l++] = '\n';
-        vsnprintf(err->msg + l, sizeof err->msg - l, fmt, ap);
-    }
-    va_end(ap);
-    return code;
-}
 
 static size_t count(char *const *v)
 {
@@ -71,7 +50,7 @@ static int env_set(const char **env, int *n, const char *e, struct img_err *err)
             return 0;
         }
     if (*n >= IMG_RUN_MAX_ENV)
-        return run_err(err, -E2BIG, "more than %d environment variables", IMG_RUN_MAX_ENV);
+        return img_err(err, -E2BIG, "more than %d environment variables", IMG_RUN_MAX_ENV);
     env[(*n)++] = e;
     return 0;
 }
@@ -82,12 +61,12 @@ int img_run_env(const struct img_config *img, const struct img_run_over *o, cons
     int n = 0, r = 0;
     for (size_t i = 0; img && img->env && img->env[i] && r == 0; i++) {
         if (!env_ok(img->env[i]))
-            return run_err(err, -EINVAL, "the image's Env entry \"%.64s\" is not NAME=VALUE", img->env[i]);
+            return img_err(err, -EINVAL, "the image's Env entry \"%.64s\" is not NAME=VALUE", img->env[i]);
         r = env_set(env, &n, img->env[i], err);
     }
     for (size_t i = 0; i < o->nenv && r == 0; i++) {
         if (!env_ok(o->env[i]))
-            return run_err(err, -EINVAL, "-e %.64s: not NAME=VALUE", o->env[i]);
+            return img_err(err, -EINVAL, "-e %.64s: not NAME=VALUE", o->env[i]);
         r = env_set(env, &n, o->env[i], err);
     }
     if (r < 0)
@@ -149,17 +128,17 @@ int img_runcfg_make(const struct img_config *img, const struct img_run_over *o, 
     const char *wd = o->workdir ? o->workdir : img ? img->workdir : NULL;
     const char *user = o->user ? o->user : img ? img->user : NULL;
     if (wd && *wd && wd[0] != '/')
-        return run_err(err, -EINVAL, "the working directory %.256s is not an absolute path", wd);
+        return img_err(err, -EINVAL, "the working directory %.256s is not an absolute path", wd);
     const char **argv = malloc((IMG_RUN_MAX_ARGS + 1) * sizeof *argv);
     const char **env = malloc((IMG_RUN_MAX_ENV + 1) * sizeof *env);
     struct out b = { .p = malloc(IMG_RUN_MAX_BYTES + 1) };
-    int r = !argv || !env || !b.p ? run_err(err, -ENOMEM, "out of memory") : 0;
+    int r = !argv || !env || !b.p ? img_err(err, -ENOMEM, "out of memory") : 0;
     if (r == 0 && img_run_argv(img, o, argv) < 0)
-        r = run_err(err, -E2BIG, "more than %d command words", IMG_RUN_MAX_ARGS);
+        r = img_err(err, -E2BIG, "more than %d command words", IMG_RUN_MAX_ARGS);
     if (r == 0 && (r = img_run_env(img, o, env, err)) > 0)
         r = 0;
     if (r == 0 && runcfg_lines(&b, argv, env, wd, user, o->cmd || o->nentrypoint) < 0)
-        r = run_err(err, -E2BIG, "the image's run config is over %u bytes", IMG_RUN_MAX_BYTES);
+        r = img_err(err, -E2BIG, "the image's run config is over %u bytes", IMG_RUN_MAX_BYTES);
     free(argv);
     free(env);
     if (r < 0) {

@@ -4,7 +4,8 @@
 # switches to it and runs the command with the run config: user (id -u,
 # id -g, id -G), environment (-e, PATH default, HOME from passwd,
 # HOSTNAME), working directory (made if missing), --entrypoint and
-# -- CMD, the exit status passed through, /proc, /dev, /dev/pts, /dev/shm
+# -- CMD, and the same from an OCI image config (--image-config: Docker's
+# override rules), the exit status passed through, /proc, /dev, /dev/pts, /dev/shm
 # mounted, /etc/hosts made; an unknown user fails with 125 and a
 # message; the image file is unchanged (sha256) after the guest wrote its
 # root; a sandbox (moat create --rootfs) runs only the agent, from its
@@ -34,6 +35,17 @@ t image-boot-entrypoint sh -c '
     tr -d "\r" </tmp/ib3 >/tmp/ib3b; tr -d "\r" </tmp/ib3c >/tmp/ib3d; cat /tmp/ib3b /tmp/ib3d; echo "rc $r $r2"
     [ $r = 0 ] && grep -qx "one two three" /tmp/ib3b && [ $r2 = 0 ] &&
     grep -q "^uid=1000(app) gid=2000(extra) groups=2000(extra)$" /tmp/ib3d'
+t image-boot-image-config sh -c '
+    M="./build/moat run --timeout 300 --rootfs '$IB' --image-config image-boot.json"
+    $M >/tmp/ic1 2>&1; r1=$?
+    $M -- "echo override v=\$IMGVAR" >/tmp/ic2 2>&1; r2=$?
+    $M --entrypoint /bin/echo -- hi there >/tmp/ic3 2>&1; r3=$?
+    $M --entrypoint /bin/id -u root >/tmp/ic4 2>&1; r4=$?
+    for f in 1 2 3 4; do tr -d "\r" </tmp/ic$f >/tmp/ic${f}b; cat /tmp/ic${f}b; done; echo "rc $r1 $r2 $r3 $r4"
+    [ "$r1$r2$r3$r4" = 0000 ] &&
+    grep -qx "cmd-ran uid=1000 pwd=/home/app v=from-config home=/home/app" /tmp/ic1b &&
+    grep -qx "override v=from-config" /tmp/ic2b && grep -qx "hi there" /tmp/ic3b &&
+    grep -q "^uid=0(root) gid=0(root)" /tmp/ic4b'
 t image-boot-errors sh -c '
     ./build/moat run --timeout 300 --rootfs '$IB' -u nobody -- /bin/true >/tmp/ib4 2>&1; r1=$?
     ./build/moat run --timeout 300 --rootfs '$IB' -- /no/such >/tmp/ib5 2>&1; r2=$?
