@@ -12,7 +12,9 @@
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
 #include "vmm/cli/cli_imgrun.h"
+#include "vmm/image/rootfs_get.h"
 #include "vmm/image/runcfg.h"
+#include "vmm/image/store.h"
 
 int image_opt(struct image_opts *io, int c, const char *arg)
 {
@@ -21,6 +23,8 @@ int image_opt(struct image_opts *io, int c, const char *arg)
     case OPT_IMAGE_ROOT: io->on = 1; return 1;
     case OPT_ENTRYPOINT: io->entrypoint = arg; return 1;
     case OPT_IMAGE_CFG: io->config = arg; return 1;
+    case OPT_IMAGE: io->image = arg; io->on = 1; return 1;
+    case OPT_DISK_SIZE: io->disk_size = image_parse_size(arg); return 1;
     case 'w': io->workdir = arg; return 1;
     case 'u': io->user = arg; return 1;
     case 'e':
@@ -41,6 +45,47 @@ int image_opt(struct image_opts *io, int c, const char *arg)
     return 0;
 }
 
+uint64_t image_parse_size(const char *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    int shift = !*end ? 0 : strchr("kK", *end) ? 10 : strchr("mM", *end) ? 20 : strchr("gG", *end) ? 30
+              : strchr("tT", *end) ? 40 : -1;
+    if (errno || end == v || shift < 0 || (*end && end[1]) || n == 0 || n > (1ULL << 44) >> shift)
+        die_usage("invalid --disk-size '%s' (bytes, or a number with K, M, G or T)", v);
+    return (uint64_t)n << shift;
+}
+
+void image_from_store(const char *name, uint64_t disk_size, char *base, size_t blen, char *cfg, size_t clen)
+{
+    char home[PATH_MAX];
+    if (cli_moat_home(home, sizeof home) < 0)
+        exit(EXIT_USAGE);
+    struct img_store st;
+    static struct img_image im;     /* large: not on the stack */
+    struct img_err e = { 0 };
+    int r = img_store_open(&st, home, &e);
+    if (r < 0) {
+        fprintf(stderr, "moat: %s\n", e.msg);
+        exit(EXIT_VMM_ERROR);
+    }
+    r = img_image_load(&st, name, &im, &e);
+    if (r == -ENOENT)
+        die_usage("no image %s in %s (moat image ls; import or pull it first)", name, st.root);
+    if (r == 0) {
+        if ((r = img_rootfs_get(&st, &im, disk_size, base, blen, &e)) == 0 &&
+            (r = img_blob_path(&st, im.config_digest, cfg, clen)) < 0)
+            img_err(&e, r, "the config blob's path: %s", strerror(-r));
+        img_image_free(&im);
+    }
+    img_store_close(&st);
+    if (r < 0) {
+        fprintf(stderr, "moat: image %s: %s\n", name, e.msg[0] ? e.msg : strerror(-r));
+        exit(EXIT_VMM_ERROR);
+    }
+}
+
 /* A temporary overlay for --rootfs FILE: a new directory (*dir) and the
  * overlay's path in it (*ovl); moat_create makes the file. */
 static void temp_overlay(char *dir, size_t len, char *ovl, size_t olen)
@@ -57,6 +102,15 @@ static void temp_overlay(char *dir, size_t len, char *ovl, size_t olen)
 void image_drive(struct image_opts *io, struct moat_drive *drives, const char **overlays, size_t *ndrives,
                  bool *has_overlay)
 {
+    if (io->disk_size && !io->image)
+        die_usage("%s", "--disk-size is for --image (the size of the image's root filesystem)");
+    if (io->image && (io->rootfs || !io->on))
+        die_usage("%s", "--image and --rootfs are two roots: give one");
+    if (io->image) {
+        image_from_store(io->image, io->disk_size, io->base, sizeof io->base, io->blob, sizeof io->blob);
+        io->rootfs = io->base;
+        io->config = io->config ? io->config : io->blob;
+    }
     if (!io->on && (io->entrypoint || io->workdir || io->user || io->nenv || io->config))
         die_usage("%s", "--image-config, --entrypoint, -e, -w and -u are image mode's: they need --rootfs or "
                         "--image-root");

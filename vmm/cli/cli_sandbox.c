@@ -26,6 +26,7 @@
 #include "include/moat.h"
 #include "vmm/agent/agent_client.h"
 #include "vmm/cli/cli.h"
+#include "vmm/cli/cli_imgrun.h"
 #include "vmm/sandbox/device.h"
 #include "vmm/sandbox/jail_spec.h"
 #include "vmm/sandbox/sandbox.h"
@@ -334,6 +335,25 @@ static int create_rootfs(struct create_args *c, const char *v)
     return create_arg(c, "--drive") < 0 || create_arg(c, spec) < 0 || create_arg(c, "--image-root") < 0 ? -1 : 1;
 }
 
+/* --image NAME: the store's image as --rootfs (its cached root filesystem,
+ * at the --disk-size given anywhere before "--") and its config blob as
+ * --image-config: 1, or -1 after saying why. */
+static int create_image(struct create_args *c, int argc, char **argv, const char *name)
+{
+    uint64_t size = 0;
+    for (int k = 2; k < argc && strcmp(argv[k], "--"); k++)
+        if (!strcmp(argv[k], "--disk-size") && k + 1 < argc)
+            size = image_parse_size(argv[k + 1]);
+        else if (!strncmp(argv[k], "--disk-size=", 12))
+            size = image_parse_size(argv[k] + 12);
+    char base[PATH_MAX], cfg[PATH_MAX];
+    image_from_store(name, size, base, sizeof base, cfg, sizeof cfg);
+    free(c->image_config);
+    if (create_rootfs(c, base) < 0 || !(c->image_config = strdup(cfg)))
+        return -1;
+    return create_arg(c, "--image-config") < 0 || create_arg(c, c->image_config) < 0 ? -1 : 1;
+}
+
 /* argv[*i], when it is one of moat run's options with a value (*i then
  * past the value), into c: 1, 0 when it is not one, -1 after saying why. */
 static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
@@ -352,6 +372,10 @@ static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
     char *v = eq ? (char *)eq + 1 : argv[++*i];     /* the value: not scanned as an option itself */
     if (!strcmp(on, "rootfs"))
         return create_rootfs(c, v);
+    if (!strcmp(on, "image"))
+        return create_image(c, argc, argv, v);
+    if (!strcmp(on, "disk-size"))
+        return 1;   /* create_image's */
     if (!strcmp(on, "image-config")) {     /* absolute: every boot reads it */
         free(c->image_config);
         if (!(c->image_config = realpath(v, NULL))) {
