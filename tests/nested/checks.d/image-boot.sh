@@ -9,7 +9,9 @@
 # mounted, /etc/hosts made; an unknown user fails with 125 and a
 # message; the image file is unchanged (sha256) after the guest wrote its
 # root; a sandbox (moat create --rootfs) runs only the agent, from its
-# tmpfs, with the image's environment, and moat exec reaches it.
+# tmpfs, with the image's environment, and moat exec reaches it; an OCI
+# image (umoci) imported into a store on the host runs with --image, in
+# moat run and as a sandbox (its cached root filesystem as drive 0).
 if [ -f build/guest/bzImage ] && [ -f image-boot.ext4 ]; then
 IB=/payload/image-boot.ext4
 t image-boot-config sh -c '
@@ -63,6 +65,23 @@ t image-boot-sandbox sh -c '
     grep -qx agent-in-tmpfs /tmp/ib6 && grep -qx x /tmp/ib6 && grep -qx foo=sbx /tmp/ib6 && grep -qx srv-made /tmp/ib6 &&
     grep -q "^drive.0='$IB',overlay=$MOAT_HOME/ib1/disk0.overlay$" /tmp/ib6c &&
     grep -qx "arg=--image-root" /tmp/ib6c'
+if [ -d ibhome ]; then
+t image-boot-store sh -c '
+    export MOAT_HOME=/payload/ibhome
+    M=./build/moat
+    $M run --timeout 300 --image ibtest:1 --disk-size 64M >/tmp/is1 2>&1; r1=$?
+    $M create is1 --wait 600 --mem 128 --image ibtest:1 --disk-size 64M; r2=$?
+    cat $MOAT_HOME/is1/config | tee /tmp/is2c
+    $M exec is1 -- /bin/sh -c "echo v=\$IMGVAR; id -u" >/tmp/is2 2>&1; r3=$?
+    $M rm -f is1
+    tr -d "\r" </tmp/is1 >/tmp/is1b; cat /tmp/is1b /tmp/is2; echo "rc $r1 $r2 $r3"
+    [ "$r1$r2$r3" = 000 ] && grep -qx "oci uid=1000 pwd=/home/app v=from-oci" /tmp/is1b &&
+    grep -qx v=from-oci /tmp/is2 && grep -qx 0 /tmp/is2 &&
+    grep -q "^drive.0=$MOAT_HOME/images/rootfs/[0-9a-f]*\.67108864,overlay=$MOAT_HOME/is1/disk0.overlay$" /tmp/is2c &&
+    grep -q "^arg=$MOAT_HOME/images/blobs/sha256/" /tmp/is2c'
+else
+    echo "SKIPPED: image-boot-store: no imported image (umoci, moat image import on the host)"
+fi
 t image-boot-unchanged sh -c '
     sha256sum < '$IB' > /tmp/ib.sha; cat /tmp/ib.sha image-boot.sha256
     cmp /tmp/ib.sha image-boot.sha256 && ! ls /tmp/moat-rootfs-* 2>/dev/null'
