@@ -538,6 +538,8 @@ static void image_etc(const char *name, const char *text)
     }
     if (stat("/etc", &st) != 0 || !S_ISDIR(st.st_mode))
         return;
+    if (lstat(dst, &st) == 0 && stat(dst, &st) != 0)
+        unlink(dst);            /* a dangling link (e.g. to systemd's resolver): a file instead */
     if (lstat(dst, &st) != 0)
         close(open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
     if (mount(src, dst, NULL, MS_BIND, NULL) != 0)

@@ -6,7 +6,8 @@
 # HOSTNAME), working directory (made if missing), --entrypoint and
 # -- CMD, and the same from an OCI image config (--image-config: Docker's
 # override rules), the exit status passed through, /proc, /dev, /dev/pts, /dev/shm
-# mounted, /etc/hosts made; an unknown user fails with 125 and a
+# mounted, /etc/hosts made, /etc/resolv.conf bound from what moat.net=
+# static gave (a TAP in a namespace of the check's); an unknown user fails with 125 and a
 # message; the image file is unchanged (sha256) after the guest wrote its
 # root; a sandbox (moat create --rootfs) runs only the agent, from its
 # tmpfs, with the image's environment, and moat exec reaches it; an OCI
@@ -65,6 +66,21 @@ t image-boot-sandbox sh -c '
     grep -qx agent-in-tmpfs /tmp/ib6 && grep -qx x /tmp/ib6 && grep -qx foo=sbx /tmp/ib6 && grep -qx srv-made /tmp/ib6 &&
     grep -q "^drive.0='$IB',overlay=$MOAT_HOME/ib1/disk0.overlay$" /tmp/ib6c &&
     grep -qx "arg=--image-root" /tmp/ib6c'
+if [ -x ./ip ] && [ -c /dev/net/tun ] && ./ip netns list >/dev/null 2>&1; then
+t image-boot-net sh -c '
+    ns=moat-nested-ib-$$
+    ./ip netns add $ns || exit 1
+    trap "./ip netns delete $ns" EXIT
+    ./ip -n $ns tuntap add dev ibtap0 mode tap && ./ip -n $ns addr add 10.87.1.1/24 dev ibtap0 &&
+    ./ip -n $ns link set dev ibtap0 up || exit 1
+    ./ip netns exec $ns ./build/moat run --timeout 300 --rootfs '$IB' --net tap=ibtap0 \
+        --cmdline "console=ttyS0 reboot=k panic=-1 8250.nr_uarts=1 quiet moat.net=static:10.87.1.2/24,10.87.1.1,10.87.1.53" \
+        -- /bin/sh -c "cat /etc/resolv.conf; grep -q \" /etc/resolv.conf \" /proc/mounts && echo resolv-bound" >/tmp/ibn 2>&1; r=$?
+    tr -d "\r" </tmp/ibn >/tmp/ibnb; cat /tmp/ibnb; echo "rc $r"
+    [ $r = 0 ] && grep -qx "nameserver 10.87.1.53" /tmp/ibnb && grep -qx resolv-bound /tmp/ibnb'
+else
+    echo "SKIPPED: image-boot-net: needs iproute2 ip in the payload (with ip netns) and /dev/net/tun"
+fi
 if [ -d ibhome ]; then
 t image-boot-store sh -c '
     export MOAT_HOME=/payload/ibhome
