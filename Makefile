@@ -298,7 +298,7 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	done; \
 	B=$(B) tests/integration/serve-envd-sdk.sh || rc=1; \
 	MOAT_BIN=$(B)/moat MOAT_GUESTS=$(B)/guests tests/integration/jail.sh || rc=1; \
-	B=$(B) tests/integration/image-rootfs.sh || rc=1; \
+	B=$(B) MOAT_BIN=$(B)/moat tests/integration/image-rootfs.sh || rc=1; \
 	exit $$rc
 
 test-linux: $(B)/moat guest

@@ -6,7 +6,7 @@ PKGS="build-essential pkg-config git ca-certificates
  liburing-dev libfdt-dev check libxxhash-dev libseccomp-dev libjansson-dev libmicrohttpd-dev zlib1g-dev nettle-dev
  clang llvm libclang-rt-14-dev
  linux-source-6.1 bc flex bison libelf-dev libssl-dev dwarves xz-utils cpio kmod
- busybox-static qemu-system-x86 e2fsprogs xfsprogs lz4
+ busybox-static qemu-system-x86 e2fsprogs xfsprogs lz4 zstd
  socat hyperfine procps curl iproute2 python3
  passt iperf3 universal-ctags
  libcurl4-openssl-dev libarchive-dev libext2fs-dev libzstd-dev

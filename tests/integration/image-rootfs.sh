@@ -1,11 +1,16 @@
 #!/bin/sh
 # Layers made by GNU tar (gzip, zstd, plain) -> an ext4 root filesystem
 # (build/tests/image_rootfs, vmm/image/rootfs.c), checked with debugfs and
-# e2fsck -fn; a hostile layer refused with nothing left. No KVM needed.
-#   B=build tests/integration/image-rootfs.sh
+# e2fsck -fn; a hostile layer refused with nothing left. Then `moat image
+# rootfs` on an image umoci made and `moat image import` stored: the cached
+# root (built once by two concurrent callers, read-only), --disk-size,
+# --out, an unknown image. No KVM needed.
+#   B=build MOAT_BIN=build/moat tests/integration/image-rootfs.sh
 set -u
 B=${B:-build}
 CONV=${CONV:-$B/tests/image_rootfs}
+MOAT=${MOAT_BIN:-$B/moat}
+case $MOAT in /*) ;; *) MOAT=$PWD/$MOAT ;; esac
 fail=0
 pass() { echo "PASS: image-rootfs: $1"; }
 bad() { echo "FAIL: image-rootfs: $1"; fail=1; }
@@ -79,4 +84,52 @@ else
 fi
 left=$(ls "$W" | grep -c 'root2')
 [ "$left" = 0 ] && pass "nothing left behind by the refused layer" || bad "left behind: $(ls "$W" | grep root2)"
+
+# moat image rootfs: an image of two layers made by umoci (a whiteout in
+# the second), imported into a store of the test's own.
+if ! command -v umoci >/dev/null || [ ! -x "$MOAT" ]; then
+    echo "SKIPPED: image-rootfs: moat image rootfs: no umoci or no $MOAT"
+    exit $fail
+fi
+export MOAT_HOME="$W/home"
+(cd "$W" && umoci init --layout L && umoci new --image L:t && umoci unpack --rootless --image L:t U &&
+ mkdir -p U/rootfs/etc U/rootfs/bin && echo one >U/rootfs/etc/one && echo two >U/rootfs/etc/two &&
+ umoci repack --image L:t U && rm -rf U && umoci unpack --rootless --image L:t U && rm U/rootfs/etc/one &&
+ echo three >U/rootfs/bin/three && umoci repack --image L:t U) >"$W/umoci.log" 2>&1 ||
+    { bad "umoci could not make the image: $(tail -3 "$W/umoci.log")"; exit 1; }
+"$MOAT" image import "$W/L" --tag localhost/rootfs:1 >/dev/null 2>"$W/err" || bad "import: $(cat "$W/err")"
+"$MOAT" image rootfs localhost/rootfs:1 >"$W/p1" 2>"$W/e1" &
+"$MOAT" image rootfs localhost/rootfs:1 >"$W/p2" 2>"$W/e2" &
+wait
+p1=$(cat "$W/p1") p2=$(cat "$W/p2")
+if [ -n "$p1" ] && [ "$p1" = "$p2" ] && [ -f "$p1" ]; then
+    pass "two concurrent moat image rootfs: one root, $p1"
+else
+    bad "concurrent rootfs: '$p1' '$p2' $(cat "$W/e1" "$W/e2")"
+fi
+case $p1 in "$MOAT_HOME"/images/rootfs/*.ext4) pass "cached under \$MOAT_HOME/images/rootfs/" ;;
+*) bad "cached at $p1" ;; esac
+[ "$(stat -c %a "$p1" 2>/dev/null)" = 444 ] && pass "the cached root is read-only (0444)" || bad "mode $(stat -c %a "$p1")"
+n=$(ls "$MOAT_HOME/images/rootfs" | wc -l)
+[ "$n" = 1 ] && pass "one file in rootfs/ (no temporary left)" || bad "rootfs/ holds: $(ls "$MOAT_HOME/images/rootfs")"
+out=$p1
+[ "$(dbg 'cat /etc/two')" = two ] && [ "$(dbg 'cat /bin/three')" = three ] && pass "both layers in the root" \
+    || bad "layer content: $(dbg 'ls -l /etc')"
+dbg "ls /etc" | grep -q ' one ' && bad "umoci's whiteout: /etc/one still there" || pass "umoci's whiteout applied"
+e2fsck -fn "$p1" >/dev/null 2>&1 && pass "cached root: e2fsck -fn clean" || bad "cached root: e2fsck -fn"
+t0=$(stat -c %Y "$p1")
+[ "$("$MOAT" image rootfs localhost/rootfs:1)" = "$p1" ] && [ "$(stat -c %Y "$p1")" = "$t0" ] &&
+    pass "a second call uses the cached root" || bad "second call"
+ps=$("$MOAT" image rootfs localhost/rootfs:1 --disk-size 100M 2>"$W/err")
+[ "$(stat -c %s "$ps" 2>/dev/null)" = $((100 << 20)) ] && [ "$ps" != "$p1" ] &&
+    pass "--disk-size 100M: a root of its own, $(basename "$ps")" || bad "--disk-size: '$ps' $(cat "$W/err")"
+po=$("$MOAT" image rootfs localhost/rootfs:1 --out "$W/own.ext4" 2>"$W/err")
+[ "$po" = "$W/own.ext4" ] && e2fsck -fn "$W/own.ext4" >/dev/null 2>&1 && pass "--out FILE: a new file there" \
+    || bad "--out: '$po' $(cat "$W/err")"
+"$MOAT" image rootfs localhost/nothing:1 >/dev/null 2>"$W/err"
+rc=$?
+[ $rc = 1 ] && grep -q "moat: image rootfs:" "$W/err" && pass "an unknown image: exit 1, $(head -1 "$W/err")" \
+    || bad "unknown image: exit $rc $(cat "$W/err")"
+"$MOAT" image rootfs localhost/rootfs:1 --disk-size 12Q >/dev/null 2>&1
+[ $? = 2 ] && pass "--disk-size 12Q: a usage error" || bad "--disk-size 12Q accepted"
 exit $fail

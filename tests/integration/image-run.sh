@@ -2,7 +2,7 @@
 # moat run --image / --rootfs / --image-config on the host (docs/images.md,
 # "Running an image"), the parts that need no KVM: an OCI image made with
 # umoci and imported; its root filesystem built on first use into
-# images/rootfs/HEX.SIZE, e2fsck-clean, holding the image's files, reused
+# images/rootfs/HEX.SIZE.ext4 (img_rootfs_get), e2fsck-clean, holding the image's files, reused
 # by the next run and built once by two at a time; the usage errors. On a
 # host with KVM the runs boot too (the guest's side is the nested suite's:
 # tests/nested/checks.d/image-boot.sh).
@@ -39,7 +39,7 @@ export MOAT_HOME=$W/home PATH=/sbin:/usr/sbin:$PATH
 "$M" run --timeout 60 --image run-test:1 --disk-size 64M -- /bin/true >"$W/out1" 2>&1; r=$?
 base=$(ls "$MOAT_HOME"/images/rootfs/* 2>/dev/null)
 case "$base" in
-*/[0-9a-f]*.67108864) pass "the base is cached as rootfs/HEX.SIZE (run exit $r)" ;;
+*/[0-9a-f]*.67108864.ext4) pass "the base is cached as rootfs/HEX.SIZE.ext4 (run exit $r)" ;;
 *) cat "$W/out1"; bad "no base in $MOAT_HOME/images/rootfs ($base, exit $r)" ;;
 esac
 [ "$r" = 0 ] || [ "$r" = 125 ] || { cat "$W/out1"; bad "the run's exit status $r"; }
@@ -60,8 +60,8 @@ cmp -s "$W/stat1" "$W/stat2" && pass "a second run reuses the base" || bad "a se
 "$M" run --timeout 60 --image run-test:1 --disk-size 32M -- /bin/true >/dev/null 2>&1 &
 "$M" run --timeout 60 --image run-test:1 --disk-size 32M -- /bin/true >/dev/null 2>&1
 wait
-n=$(ls "$MOAT_HOME"/images/rootfs | grep -c '\.33554432$')
-left=$(ls "$MOAT_HOME"/images/rootfs | grep -vc '\.[0-9]*$')
+n=$(ls "$MOAT_HOME"/images/rootfs | grep -c '\.33554432\.ext4$')
+left=$(ls -A "$MOAT_HOME"/images/rootfs | grep -Evc '^[0-9a-f]{64}\.[0-9]+\.ext4$')
 [ "$n" = 1 ] && [ "$left" = 0 ] && pass "two runs at once build one base" ||
     { ls -la "$MOAT_HOME"/images/rootfs; bad "two runs at once: $n bases, $left other files"; }
 

@@ -114,6 +114,14 @@ static void put(struct archive *a, const struct ent *x)
     put_entry(a, mk(x), x->data);
 }
 
+/* A regular file's entry of size bytes (its data written by the caller). */
+static struct archive_entry *big_entry(const char *path, long long size)
+{
+    struct archive_entry *e = mk(&(struct ent){ path, AE_IFREG });
+    archive_entry_set_size(e, size);
+    return e;
+}
+
 /* A layer of the given entries (terminated by a NULL path). */
 static void layer(const char *name, enum filt f, char *path, size_t len, const struct ent *xs)
 {
@@ -400,8 +408,7 @@ START_TEST(sparse_and_zeros)
     char lp[512], img[512];
     struct archive *a = layer_open("sparse.tar", GZIP, lp, sizeof lp);
     /* 1 GiB with 4 KiB of data at 512 MiB (a PAX sparse entry). */
-    struct archive_entry *e = mk(&(struct ent){ "sparse", AE_IFREG });
-    archive_entry_set_size(e, 1ll << 30);
+    struct archive_entry *e = big_entry("sparse", 1ll << 30);
     archive_entry_sparse_add_entry(e, 512ll << 20, 4096);
     ck_assert_int_eq(archive_write_header(a, e), ARCHIVE_OK);
     /* The writer takes the whole logical content and drops the holes. */
@@ -413,8 +420,7 @@ START_TEST(sparse_and_zeros)
     free(mib);
     archive_entry_free(e);
     /* 32 MiB of zeros then "end": written as a hole and one block. */
-    e = mk(&(struct ent){ "zeros", AE_IFREG });
-    archive_entry_set_size(e, (32 << 20) + 3);
+    e = big_entry("zeros", (32 << 20) + 3);
     ck_assert_int_eq(archive_write_header(a, e), ARCHIVE_OK);
     char *z = calloc(1, 1 << 20);
     for (int i = 0; i < 32; i++)
@@ -547,8 +553,7 @@ START_TEST(bomb)
      * disk's size (1 GiB here) when none is given. */
     char lp[512], img[512];
     struct archive *a = layer_open("bomb.tar", ZSTD, lp, sizeof lp);
-    struct archive_entry *e = mk(&(struct ent){ "zeros", AE_IFREG });
-    archive_entry_set_size(e, 10ll << 30);
+    struct archive_entry *e = big_entry("zeros", 10ll << 30);
     ck_assert_int_eq(archive_write_header(a, e), ARCHIVE_OK);
     size_t chunk = 4 << 20;
     char *z = calloc(1, chunk);

@@ -88,33 +88,32 @@ static int check(const char *path, enum img_te_type t, const char *link, struct 
     return rc;
 }
 
+/* path checks to action with out->path want. */
+static void classified(const char *path, enum img_te_type t, enum img_te_action action, const char *want)
+{
+    struct img_tarent_out o;
+    ck_assert_int_eq(check(path, t, NULL, &o), 0);
+    ck_assert_int_eq(o.action, action);
+    if (want)
+        ck_assert_str_eq(o.path, want);
+}
+
 START_TEST(whiteouts)
 {
     struct img_tarent_out o;
-    ck_assert_int_eq(check("a/b/.wh.c", IMG_TE_REG, NULL, &o), 0);
-    ck_assert_int_eq(o.action, IMG_TA_WHITEOUT);
-    ck_assert_str_eq(o.path, "a/b/c");
-    ck_assert_int_eq(check("./.wh.top", IMG_TE_REG, NULL, &o), 0);
-    ck_assert_int_eq(o.action, IMG_TA_WHITEOUT);
-    ck_assert_str_eq(o.path, "top");
-    ck_assert_int_eq(check("a/.wh..wh..opq", IMG_TE_REG, NULL, &o), 0);
-    ck_assert_int_eq(o.action, IMG_TA_OPAQUE);
-    ck_assert_str_eq(o.path, "a");
-    ck_assert_int_eq(check(".wh..wh..opq", IMG_TE_REG, NULL, &o), 0);
-    ck_assert_int_eq(o.action, IMG_TA_OPAQUE);
-    ck_assert_str_eq(o.path, "");
-    ck_assert_int_eq(check("a/.wh..wh.plnk", IMG_TE_DIR, NULL, &o), 0);
-    ck_assert_int_eq(o.action, IMG_TA_SKIP);
+    classified("a/b/.wh.c", IMG_TE_REG, IMG_TA_WHITEOUT, "a/b/c");
+    classified("./.wh.top", IMG_TE_REG, IMG_TA_WHITEOUT, "top");
+    classified("a/.wh..wh..opq", IMG_TE_REG, IMG_TA_OPAQUE, "a");
+    classified(".wh..wh..opq", IMG_TE_REG, IMG_TA_OPAQUE, "");
+    classified("a/.wh..wh.plnk", IMG_TE_DIR, IMG_TA_SKIP, NULL);
     ck_assert_int_eq(check("a/.wh.", IMG_TE_REG, NULL, &o), -EINVAL);
     ck_assert_int_eq(check("a/.wh..", IMG_TE_REG, NULL, &o), -EINVAL);
     ck_assert_int_eq(check("a/.wh...", IMG_TE_REG, NULL, &o), -EINVAL);
     ck_assert_int_eq(check("a/.wh.d/", IMG_TE_DIR, NULL, &o), -EINVAL);
     ck_assert_int_eq(check("../.wh.x", IMG_TE_REG, NULL, &o), -EINVAL);
     /* ".wh." only means a whiteout as a prefix of the last component. */
-    ck_assert_int_eq(check(".wh.d/x", IMG_TE_REG, NULL, &o), 0);
-    ck_assert_int_eq(o.action, IMG_TA_APPLY);
-    ck_assert_int_eq(check("a/x.wh.y", IMG_TE_REG, NULL, &o), 0);
-    ck_assert_int_eq(o.action, IMG_TA_APPLY);
+    classified(".wh.d/x", IMG_TE_REG, IMG_TA_APPLY, ".wh.d/x");
+    classified("a/x.wh.y", IMG_TE_REG, IMG_TA_APPLY, "a/x.wh.y");
 }
 END_TEST
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "vmm/cli/cli.h"
+#include "vmm/cli/cli_image_rootfs.h"
 #include "vmm/image/layout.h"
 #include "vmm/image/store.h"
 
@@ -33,6 +34,7 @@ static const struct image_sub subs[] = {
     { "prune", "prune [--grace SECONDS]", image_prune },
     { "import", "import FILE|DIR [--tag REF] [--platform OS/ARCH[/VARIANT]]", image_import },
     { "export", "export NAME DIR|FILE.tar", image_export },
+    { "rootfs", "rootfs NAME [--disk-size SIZE] [--out FILE]", image_rootfs },
 };
 
 static const char usage_tail[] =
@@ -51,7 +53,9 @@ static const char usage_tail[] =
     "           umoci, buildah push oci:DIR) or a docker save archive (tar or\n"
     "           its folder); --tag: the name to give it (else the archive's)\n"
     "  export   an image as an OCI image layout: a folder, or a tar when the\n"
-    "           path ends in .tar\n";
+    "           path ends in .tar\n"
+    "  rootfs   the image's layers as one ext4 root filesystem (cached in\n"
+    "           rootfs/, read-only; its path printed), or a new file (--out)\n";
 
 static void image_usage(FILE *f)
 {

@@ -11,8 +11,9 @@
 
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
+#include "vmm/cli/cli_image_rootfs.h"
 #include "vmm/cli/cli_imgrun.h"
-#include "vmm/image/rootfs_get.h"
+#include "vmm/image/rootfs.h"
 #include "vmm/image/runcfg.h"
 #include "vmm/image/store.h"
 
@@ -47,14 +48,10 @@ int image_opt(struct image_opts *io, int c, const char *arg)
 
 uint64_t image_parse_size(const char *v)
 {
-    char *end;
-    errno = 0;
-    unsigned long long n = strtoull(v, &end, 10);
-    int shift = !*end ? 0 : strchr("kK", *end) ? 10 : strchr("mM", *end) ? 20 : strchr("gG", *end) ? 30
-              : strchr("tT", *end) ? 40 : -1;
-    if (errno || end == v || shift < 0 || (*end && end[1]) || n == 0 || n > (1ULL << 44) >> shift)
+    uint64_t n;
+    if (image_parse_bytes(v, &n) < 0 || n == 0)
         die_usage("invalid --disk-size '%s' (bytes, or a number with K, M, G or T)", v);
-    return (uint64_t)n << shift;
+    return n;
 }
 
 void image_from_store(const char *name, uint64_t disk_size, char *base, size_t blen, char *cfg, size_t clen)

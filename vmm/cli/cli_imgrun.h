@@ -48,7 +48,7 @@ struct image_opts {
  * 1, else 0. A bad one exits with a usage error. */
 int image_opt(struct image_opts *io, int c, const char *arg);
 
-/* --disk-size SIZE: bytes, with an optional K, M, G or T (binary); a
+/* --disk-size SIZE (image_parse_bytes: bytes, or with K, M, G or T); a
  * usage error if malformed. */
 uint64_t image_parse_size(const char *v);
 

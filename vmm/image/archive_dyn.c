@@ -2,7 +2,6 @@
 #include "vmm/image/archive_dyn.h"
 
 #include <pthread.h>
-#include <stdio.h>
 
 #include "vmm/image/dyn.h"
 
@@ -14,8 +13,7 @@
  * dynamic linker's own tables, one per process. */
 struct archive_fns archive_fns;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int result;
-static char result_why[256];
+static struct img_dyn_state state;
 
 /* Stringified here, before the header's macros could rename them. */
 #define S(field, name) { offsetof(struct archive_fns, field), #name }
@@ -57,14 +55,11 @@ static void load_once(void)
         S(entry_xattr_reset, archive_entry_xattr_reset),
         S(entry_xattr_next, archive_entry_xattr_next),
     };
-    result = img_dyn_load(ARCHIVE_SONAME, "libarchive13", syms, sizeof syms / sizeof syms[0], &archive_fns,
-                          result_why, sizeof result_why);
+    img_dyn_load(&state, ARCHIVE_SONAME, "libarchive13", syms, sizeof syms / sizeof syms[0], &archive_fns);
 }
 
 int archive_load(char *why, size_t len)
 {
     pthread_once(&once, load_once);
-    if (result < 0 && why && len)
-        snprintf(why, len, "%s", result_why);
-    return result;
+    return img_dyn_result(&state, why, len);
 }

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int img_dyn_load(const char *soname, const char *package, const struct img_dyn_sym *syms, size_t n,
-                 void *table, char *why, size_t len)
+static int load(const char *soname, const char *package, const struct img_dyn_sym *syms, size_t n, void *table,
+                char *why, size_t len)
 {
     /* Never closed: the table points into it for the process's life. */
     void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
@@ -38,4 +38,17 @@ int img_dyn_load(const char *soname, const char *package, const struct img_dyn_s
     memcpy(table, tmp, size);
     free(tmp);
     return 0;
+}
+
+void img_dyn_load(struct img_dyn_state *st, const char *soname, const char *package,
+                  const struct img_dyn_sym *syms, size_t n, void *table)
+{
+    st->result = load(soname, package, syms, n, table, st->why, sizeof st->why);
+}
+
+int img_dyn_result(const struct img_dyn_state *st, char *why, size_t len)
+{
+    if (st->result < 0 && why && len)
+        snprintf(why, len, "%s", st->why);
+    return st->result;
 }

@@ -12,10 +12,19 @@ struct img_dyn_sym {
     const char *name;       /* the symbol */
 };
 
+/* What a library's loading came to: result 0 or -errno, why a sentence. */
+struct img_dyn_state {
+    int result;
+    char why[256];
+};
+
 /* dlopen(soname) and resolve each of syms[0..n) into table (a struct of
- * pointers, written only when all resolve). 0, or -ENOENT (library absent:
- * why says which package to install) / -ENOSYS (a symbol missing). */
-int img_dyn_load(const char *soname, const char *package, const struct img_dyn_sym *syms, size_t n,
-                 void *table, char *why, size_t len);
+ * pointers, written only when all resolve); the outcome into *st: 0, or
+ * -ENOENT (library absent: why says which package to install) / -ENOSYS
+ * (a symbol missing). Called once per library (under its pthread_once). */
+void img_dyn_load(struct img_dyn_state *st, const char *soname, const char *package,
+                  const struct img_dyn_sym *syms, size_t n, void *table);
+/* st's result, and its sentence into why (when there is one). */
+int img_dyn_result(const struct img_dyn_state *st, char *why, size_t len);
 
 #endif

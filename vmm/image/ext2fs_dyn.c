@@ -2,7 +2,6 @@
 #include "vmm/image/ext2fs_dyn.h"
 
 #include <pthread.h>
-#include <stdio.h>
 
 #include "vmm/image/dyn.h"
 
@@ -14,8 +13,7 @@
  * dynamic linker's own tables, one per process. */
 struct ext2fs_fns ext2fs_fns;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
-static int result;
-static char result_why[256];
+static struct img_dyn_state state;
 
 /* Stringified here, before the header's macros could rename them. */
 #define S(field, name) { offsetof(struct ext2fs_fns, field), #name }
@@ -60,14 +58,11 @@ static void load_once(void)
         S(com_error_message, error_message),
         S(unix_io_manager_p, unix_io_manager),
     };
-    result = img_dyn_load(EXT2FS_SONAME, "libext2fs2", syms, sizeof syms / sizeof syms[0], &ext2fs_fns,
-                          result_why, sizeof result_why);
+    img_dyn_load(&state, EXT2FS_SONAME, "libext2fs2", syms, sizeof syms / sizeof syms[0], &ext2fs_fns);
 }
 
 int ext2fs_load(char *why, size_t len)
 {
     pthread_once(&once, load_once);
-    if (result < 0 && why && len)
-        snprintf(why, len, "%s", result_why);
-    return result;
+    return img_dyn_result(&state, why, len);
 }

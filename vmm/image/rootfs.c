@@ -25,6 +25,7 @@ struct build {
     struct img_rootfs_stats st;
     struct img_err *err;
     uint64_t base;                      /* decompressed bytes of the layers before this one */
+    unsigned mode;                      /* the image file's */
 };
 
 uint64_t img_rootfs_default_size(uint64_t layer_bytes)
@@ -345,6 +346,7 @@ static int plan(struct build *b, const struct img_layer_in *layers, unsigned n, 
         return img_err(b->err, -EINVAL, "a root filesystem of %llu bytes: it must be 16 MiB to 16 TiB",
                        (unsigned long long)size);
     b->st.disk_size = (size + MIB - 1) / MIB * MIB;
+    b->mode = o && o->mode ? o->mode & 07777 : 0644;
     if (o)
         b->lim = o->limits;
     if (!b->lim.max_bytes)
@@ -365,7 +367,7 @@ static int build_into(struct build *b, const struct img_layer_in *layers, unsign
     }
     if ((rc = rfs_finish(&b->fs)) < 0)
         return rc;
-    if (fsync(fd) < 0 || fchmod(fd, 0644) < 0)
+    if (fsync(fd) < 0 || fchmod(fd, b->mode) < 0)
         return img_err(b->err, -errno, "%s: %s", tmp, strerror(errno));
     return 0;
 }

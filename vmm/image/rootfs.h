@@ -21,6 +21,7 @@ struct img_layer_in {
 struct img_rootfs_opts {
     uint64_t disk_size;         /* bytes of the ext4 (rounded up to 1 MiB); 0: img_rootfs_default_size */
     struct img_tar_limits limits;   /* 0 fields: defaults; max_bytes 0: min(64 GiB, disk size) */
+    unsigned mode;              /* the image file's permissions; 0: 0644 */
 };
 
 struct img_rootfs_stats {
@@ -43,5 +44,17 @@ uint64_t img_rootfs_default_size(uint64_t layer_bytes);
  * left). 0 with *st (may be NULL), or -errno with why in err. */
 int img_rootfs_build(const struct img_layer_in *layers, unsigned n, const char *out_path,
                      const struct img_rootfs_opts *o, struct img_rootfs_stats *st, struct img_err *err);
+
+/* The root filesystem of image im from the store's cache,
+ * rootfs/HEX.ext4 (HEX: the config digest's; disk_size 0: the default
+ * size) or rootfs/HEX.SIZE.ext4 (SIZE: disk_size rounded up to 1 MiB, in
+ * bytes), built once from the image's layer blobs if missing: under the
+ * lock locks/rootfs-NAME.lock, so a second caller waits for the first and
+ * uses its file; read-only (0444) once there. Its path into path. 0, or
+ * -errno with why (-ENOENT: a layer blob is not in the store). */
+struct img_store;
+struct img_image;
+int img_rootfs_get(struct img_store *s, const struct img_image *im, uint64_t disk_size, char *path, size_t len,
+                   struct img_err *err);
 
 #endif

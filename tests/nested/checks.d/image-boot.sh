@@ -93,7 +93,7 @@ t image-boot-store sh -c '
     tr -d "\r" </tmp/is1 >/tmp/is1b; cat /tmp/is1b /tmp/is2; echo "rc $r1 $r2 $r3"
     [ "$r1$r2$r3" = 000 ] && grep -qx "oci uid=1000 pwd=/home/app v=from-oci" /tmp/is1b &&
     grep -qx v=from-oci /tmp/is2 && grep -qx 0 /tmp/is2 &&
-    grep -q "^drive.0=$MOAT_HOME/images/rootfs/[0-9a-f]*\.67108864,overlay=$MOAT_HOME/is1/disk0.overlay$" /tmp/is2c &&
+    grep -q "^drive.0=$MOAT_HOME/images/rootfs/[0-9a-f]*\.67108864\.ext4,overlay=$MOAT_HOME/is1/disk0.overlay$" /tmp/is2c &&
     grep -q "^arg=$MOAT_HOME/images/blobs/sha256/" /tmp/is2c'
 else
     echo "SKIPPED: image-boot-store: no imported image (umoci, moat image import on the host)"
