@@ -496,13 +496,18 @@ int boot_load_why(const struct gmem *m, const struct boot_config *cfg,
         return r;
 
     uint64_t istart = 0, isize = 0;
-    if (cfg->initrd && cfg->initrd_len) {
+    size_t xlen = cfg->initrd_extra ? cfg->initrd_extra_len : 0;
+    if ((cfg->initrd && cfg->initrd_len) || xlen) {
         uint64_t imax = kind == BOOT_LINUX_BZIMAGE ? bi.hdr.initrd_addr_max
                                                    : LINUX_INITRD_MAX_DEFAULT;
-        isize = cfg->initrd_len;
+        uint64_t xoff = (cfg->initrd_len + 3) & ~(uint64_t)3;
+        static const uint8_t zero[4];
+        isize = xlen ? xoff + xlen : cfg->initrd_len;
         if ((r = place_initrd(isize, kend, imax, ram_end, &istart, why)))
             return r;
-        if ((r = gmem_write(m, istart, cfg->initrd, isize)))
+        if ((cfg->initrd_len && gmem_write(m, istart, cfg->initrd, cfg->initrd_len)) ||
+            (xlen && (gmem_write(m, istart + cfg->initrd_len, zero, xoff - cfg->initrd_len) ||
+                      gmem_write(m, istart + xoff, cfg->initrd_extra, xlen))))
             return fail(why, "initrd outside guest RAM", -ENOMEM);
     }
 

@@ -22,6 +22,9 @@ struct boot_config {
     size_t kernel_len;
     const uint8_t *initrd;   /* NULL if none */
     size_t initrd_len;
+    const uint8_t *initrd_extra;  /* NULL, or an archive placed after the
+                                   * initrd (4-byte aligned; zeros between) */
+    size_t initrd_extra_len;
     const char *cmdline;     /* NUL-terminated, complete */
     unsigned ncpus;          /* 1..LAYOUT_MAX_CPUS */
     bool prefer_pvh;         /* use the PVH note of a vmlinux that has one */

@@ -37,9 +37,9 @@ $(DGUEST_OUT)/bzImage $(DGUEST_OUT)/vmlinux &: guest/kernel/moat.config guest/ke
 		guest/kernel/check-config.sh $(DGUEST_KSRC)/.moat-extracted
 	guest/kernel/build.sh $(DGUEST_KSRC_TAR) $< $(DGUEST_OUT) $(DGUEST_JOBS)
 
-$(DGUEST_INIT): guest/init/init.c guest/init/netcfg.c guest/init/netcfg.h
+$(DGUEST_INIT): guest/init/init.c guest/init/netcfg.c guest/init/netcfg.h guest/init/imgcfg.c guest/init/imgcfg.h
 	@mkdir -p $(dir $@)
-	$(CC) $(DGUEST_CFLAGS) -o $@ guest/init/init.c guest/init/netcfg.c
+	$(CC) $(DGUEST_CFLAGS) -o $@ guest/init/init.c guest/init/netcfg.c guest/init/imgcfg.c
 
 # The HTTP client (guest/tools/fetch.c, docs/guest.md "Network"): static,
 # with its own name lookup (no glibc NSS).

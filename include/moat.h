@@ -92,6 +92,11 @@ struct moat_config {
      * after the drives and the vsock device, in order. */
     const struct moat_device *devices;
     size_t ndevices;
+    /* NULL, or bytes loaded right after the initrd (4-byte aligned), as
+     * one initramfs: a newc cpio archive the kernel unpacks after the
+     * initrd's (moat run --rootfs: the image's run config, docs/images.md). */
+    const void *initrd_extra;
+    size_t initrd_extra_len;
 };
 
 #define MOAT_MAX_DRIVES 16

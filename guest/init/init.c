@@ -29,6 +29,20 @@
  *      itself exits. Status: its exit code, or 128 + signal number if it was
  *      killed; 127 if the command was not found, 126 if it could not be
  *      executed, 125 if /init could not start it (fork failed).
+ *   Image mode (docs/guest.md, "Image mode"): when the initramfs holds
+ *   /moat/image.cfg (an extra archive moat run --rootfs appends, parsed by
+ *   guest/init/imgcfg.c), after 1b /init mounts /dev/vda (ext4) at
+ *   /newroot, moves it onto / and chroots into it (the switch_root
+ *   technique; pivot_root cannot leave an initramfs), mounts /proc, /sys,
+ *   /dev, /dev/pts, /dev/shm there anew, a tmpfs at /run/moat holding a
+ *   copy of the agent (started from there), /etc/hosts, /etc/hostname and
+ *   (with an address) /etc/resolv.conf bound from files in it; the
+ *   config's user is resolved in the image's /etc/passwd and /etc/group,
+ *   its working directory made if missing, and its command runs (step 3)
+ *   with its environment, as that user, there. The agent runs as root
+ *   with the image's environment. With the agent and no
+ *   command given on moat's command line, only the agent runs. Any failure
+ *   of this is said on the console and the status is 125.
  *   5. Wait (at most 5 s) until the console tty has sent everything the
  *      command wrote (tty output is asynchronous; rebooting at once would
  *      lose the tail), sync(), write the status byte to port 0x0F40,
@@ -53,9 +67,11 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <termios.h>
 #include <unistd.h>
 
+#include "imgcfg.h"
 #include "netcfg.h"
 
 #define PORT_STATUS   0x0F40
@@ -369,6 +385,9 @@ static unsigned long agent_port(const char *buf)
     return 0;
 }
 
+static const char *agent_path = "/sbin/moat-agent";     /* image mode: the tmpfs's copy */
+static char **agent_env;        /* image mode: the image's environment; NULL: /init's */
+
 static pid_t start_agent(unsigned long port)
 {
     pid_t pid = fork();
@@ -378,8 +397,11 @@ static pid_t start_agent(unsigned long port)
 
         setsid();
         snprintf(p, sizeof(p), "%lu", port);
-        execl("/sbin/moat-agent", "moat-agent", "--port", p, (char *)NULL);
-        warn("exec", "/sbin/moat-agent");
+        if (agent_env)
+            execve(agent_path, (char *[]){ "moat-agent", "--port", p, NULL }, agent_env);
+        else
+            execl(agent_path, "moat-agent", "--port", p, (char *)NULL);
+        warn("exec", agent_path);
         _exit(127);
     }
     if (pid < 0)
@@ -387,66 +409,266 @@ static pid_t start_agent(unsigned long port)
     return pid;
 }
 
-int main(int argc, char **argv)
-{
-    static char *shell[] = { "/bin/sh", NULL };
-    static char cmdline[4096];
-    char **cmd = argc > 1 ? argv + 1 : shell;
-    int status = ST_NOSTART;
-    int tty;
-    pid_t pid;
+/* ---- image mode ---- */
 
-    if (getpid() != 1) {
-        fprintf(stderr, "moat-init: must run as PID 1\n");
-        return 1;
+#define IMG_CFG       "/moat/image.cfg"
+#define IMG_ROOT      "/newroot"
+#define IMG_RUN       "/run/moat"
+#define IMG_HOSTNAME  "moat"
+#define IMG_FILE_MAX  (1 << 20)     /* /etc/passwd, /etc/group read at most */
+
+struct image {
+    struct imgcfg cfg;
+    struct imguser user;
+    int agent_fd;                   /* the initramfs's agent, copied in */
+    char resolv[512];               /* the initramfs's /etc/resolv.conf, "" if none */
+    char envspace[512];
+};
+
+/* FD's bytes (at most MAX) into a malloc'ed NUL-terminated buffer. */
+static char *read_fd(int fd, size_t max, size_t *len)
+{
+    char *b = malloc(max + 1);
+    size_t n = 0;
+    ssize_t r;
+
+    while (b && n < max && (r = read(fd, b + n, max - n)) > 0)
+        n += (size_t)r;
+    if (b)
+        b[n] = 0;
+    if (len)
+        *len = n;
+    return b;
+}
+
+static char *read_path(const char *path, size_t max, size_t *len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *b;
+
+    if (fd < 0)
+        return NULL;
+    b = read_fd(fd, max, len);
+    close(fd);
+    return b;
+}
+
+static int write_path(const char *path, const char *text, mode_t mode)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+    size_t n = strlen(text);
+    int ok = fd >= 0 && write(fd, text, n) == (ssize_t)n;
+
+    if (fd >= 0)
+        close(fd);
+    return ok ? 0 : -1;
+}
+
+/* /moat/image.cfg into im->cfg: 1, 0 when there is none (the default
+ * guest), -1 after saying why it is malformed. */
+static int image_load(struct image *im)
+{
+    static char *buf;
+    size_t len;
+    char why[256];
+    int fd = open(IMG_CFG, O_RDONLY | O_CLOEXEC);
+    struct stat st;
+
+    if (fd < 0)
+        return 0;
+    if (fstat(fd, &st) != 0 || st.st_size > IMGCFG_MAX_BYTES) {
+        close(fd);
+        fprintf(stderr, "moat-init: %s: unreadable or too large\n", IMG_CFG);
+        return -1;
     }
-    chmod("/", 0755);           /* the initramfs root starts as 1777 */
+    buf = read_fd(fd, IMGCFG_MAX_BYTES, &len);
+    close(fd);
+    if (!buf || imgcfg_parse(buf, len, &im->cfg, why, sizeof(why)) != 0) {
+        fprintf(stderr, "moat-init: %s: %s\n", IMG_CFG, buf ? why : "out of memory");
+        return -1;
+    }
+    return 1;
+}
+
+/* mkdir -p PATH (each part 0755); errors are left to what uses it. */
+static void mkdir_p(const char *path)
+{
+    char p[4096];
+
+    snprintf(p, sizeof(p), "%s", path);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            mkdir(p, 0755);
+            *s = '/';
+        }
+    mkdir(p, 0755);
+}
+
+/* The root from /dev/vda mounted and made / (MS_MOVE + chroot). */
+static int image_switch(void)
+{
+    mkdir(IMG_ROOT, 0755);
+    if (mount("/dev/vda", IMG_ROOT, "ext4", 0, NULL) != 0 &&
+        ((errno != EROFS && errno != EACCES) ||   /* a read-only drive: a read-only root */
+         mount("/dev/vda", IMG_ROOT, "ext4", MS_RDONLY, NULL) != 0)) {
+        warn("image mode: mounting /dev/vda (ext4) at", IMG_ROOT);
+        return -1;
+    }
+    if (chdir(IMG_ROOT) != 0 || mount(IMG_ROOT, "/", NULL, MS_MOVE, NULL) != 0 ||
+        chroot(".") != 0 || chdir("/") != 0) {
+        warn("image mode: switching the root to", IMG_ROOT);
+        return -1;
+    }
+    return 0;
+}
+
+/* /etc/NAME bound from /run/moat/NAME holding TEXT (the image's own file
+ * made, empty, when it has none). */
+static void image_etc(const char *name, const char *text)
+{
+    char src[64], dst[64];
+    struct stat st;
+
+    snprintf(src, sizeof(src), IMG_RUN "/%s", name);
+    snprintf(dst, sizeof(dst), "/etc/%s", name);
+    if (write_path(src, text, 0644) != 0) {
+        warn("image mode: writing", src);
+        return;
+    }
+    if (stat("/etc", &st) != 0 || !S_ISDIR(st.st_mode))
+        return;
+    if (lstat(dst, &st) == 0 && stat(dst, &st) != 0)
+        unlink(dst);            /* a dangling link (e.g. to systemd's resolver): a file instead */
+    if (lstat(dst, &st) != 0)
+        close(open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (mount(src, dst, NULL, MS_BIND, NULL) != 0)
+        warn("image mode: binding", dst);
+}
+
+/* In the new root: the kernel's file systems, /run/moat with the agent,
+ * the host name files. */
+static int image_mounts(struct image *im)
+{
+    char *agent;
+    size_t alen;
+
     mnt("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     mnt("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     mnt("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
-    mnt("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-        "gid=5,mode=0620,ptmxmode=0666");
+    mnt("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC, "gid=5,mode=0620,ptmxmode=0666");
     mnt("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-    mnt("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-    setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
-    setenv("HOME", "/root", 1);
-    if (!getenv("TERM"))
-        setenv("TERM", "linux", 1);
-    sethostname("moat", 4);
-    if_up("lo");
-    chdir("/root");
-    read_cmdline(cmdline, sizeof(cmdline));
+    mkdir_p(IMG_RUN);
+    if (mount("tmpfs", IMG_RUN, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64m") != 0) {
+        warn("image mode: mounting a tmpfs at", IMG_RUN);
+        return -1;
+    }
+    agent = im->agent_fd >= 0 ? read_fd(im->agent_fd, 64 << 20, &alen) : NULL;
+    if (agent) {
+        int fd = open(IMG_RUN "/moat-agent", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
 
-    /* Before ioperm: udhcpc and the agent must not inherit the port
-     * permission. */
-    net_setup(cmdline);
-    unsigned long aport = agent_port(cmdline);
-    pid_t agent = aport ? start_agent(aport) : -1;
+        if (fd < 0 || write(fd, agent, alen) != (ssize_t)alen)
+            warn("image mode: copying the agent to", IMG_RUN);
+        if (fd >= 0)
+            close(fd);
+        free(agent);
+        agent_path = IMG_RUN "/moat-agent";
+    }
+    image_etc("hostname", IMG_HOSTNAME "\n");
+    image_etc("hosts", "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+                       "127.0.1.1\t" IMG_HOSTNAME "\n");
+    if (im->resolv[0])
+        image_etc("resolv.conf", im->resolv);
+    return 0;
+}
 
-    tty = open_ctty();
-    have_ports = ioperm(PORT_STATUS, 2, 1) == 0;
-    port_write(1, EV_INIT);
+/* The user (the image's passwd and group), the environment, the working
+ * directory made. 0, or -1 after saying why. */
+static int image_user(struct image *im)
+{
+    char why[300];
+    char *pw = read_path("/etc/passwd", IMG_FILE_MAX, NULL);
+    char *gr = read_path("/etc/group", IMG_FILE_MAX, NULL);
+    int r = imgcfg_user(im->cfg.user, pw, gr, &im->user, why, sizeof(why));
 
-    if (aport && argc <= 1) {       /* agent only: no shell, run for it */
-        for (;;) {
-            pid_t w = waitpid(-1, NULL, 0);
+    free(pw);
+    free(gr);
+    if (r != 0) {
+        fprintf(stderr, "moat-init: %s\n", why);
+        return -1;
+    }
+    imgcfg_env_finish(&im->cfg, IMG_HOSTNAME, im->user.home, im->envspace, sizeof(im->envspace));
+    if (im->cfg.workdir)
+        mkdir_p(im->cfg.workdir);
+    return 0;
+}
 
-            if (w < 0 && errno != EINTR && errno != ECHILD)
-                warn("waitpid", NULL);
-            if (w < 0 && errno == ECHILD)
-                agent = -1;
-            if ((w == agent && w > 0) || agent < 0) {
-                sleep(1);
-                agent = start_agent(aport);
-            }
+/* Image mode up to the command (see the header): 0, or -1 after saying
+ * why. Before: the network (the initramfs's udhcpc wrote resolv.conf). */
+static int image_enter(struct image *im)
+{
+    char *rc = read_path("/etc/resolv.conf", sizeof(im->resolv) - 1, NULL);
+
+    snprintf(im->resolv, sizeof(im->resolv), "%s", rc ? rc : "");
+    free(rc);
+    im->agent_fd = open("/sbin/moat-agent", O_RDONLY | O_CLOEXEC);
+    if (image_switch() != 0 || image_mounts(im) != 0)
+        return -1;
+    if (im->agent_fd >= 0)
+        close(im->agent_fd);
+    sethostname(IMG_HOSTNAME, strlen(IMG_HOSTNAME));
+    return image_user(im);
+}
+
+/* In the command's child, image mode: groups, gid, uid, directory,
+ * environment. Exits 125 when one cannot be set. */
+static void image_child(struct image *im)
+{
+    extern char **environ;
+    const char *wd = im->cfg.workdir ? im->cfg.workdir : "/";
+
+    if (setgroups((size_t)im->user.ngroups, im->user.groups) != 0 || setgid(im->user.gid) != 0 ||
+        setuid(im->user.uid) != 0) {
+        warn("image mode: becoming the user", im->cfg.user ? im->cfg.user : "root");
+        _exit(ST_NOSTART);
+    }
+    if (chdir(wd) != 0) {
+        warn("image mode: the working directory", wd);
+        _exit(ST_NOSTART);
+    }
+    environ = im->cfg.env;
+}
+
+/* The agent only, for ever: reap orphans, restart the agent (after 1 s)
+ * when it exits. */
+static void agent_only(unsigned long aport, pid_t agent)
+{
+    for (;;) {
+        pid_t w = waitpid(-1, NULL, 0);
+
+        if (w < 0 && errno != EINTR && errno != ECHILD)
+            warn("waitpid", NULL);
+        if (w < 0 && errno == ECHILD)
+            agent = -1;
+        if ((w == agent && w > 0) || agent < 0) {
+            sleep(1);
+            agent = start_agent(aport);
         }
     }
+}
 
-    pid = fork();
+/* Run CMD (step 3, 4): its status. IM: image mode's (or NULL). */
+static int run_command(char **cmd, int tty, struct image *im)
+{
+    int status = ST_NOSTART;
+    pid_t pid = fork();
+
     if (pid == 0) {
         if (have_ports)
             ioperm(PORT_STATUS, 2, 0);
         setup_child_tty(tty);
+        if (im)
+            image_child(im);
         execvp(cmd[0], cmd);
         status = errno == ENOENT ? ST_NOTFOUND : ST_NOEXEC;
         fprintf(stderr, "moat-init: %s: %s\n", cmd[0],
@@ -455,7 +677,7 @@ int main(int argc, char **argv)
     }
     if (pid < 0) {
         warn("fork", NULL);
-        finish(tty, ST_NOSTART);
+        return ST_NOSTART;
     }
     port_write(1, EV_CMD);
 
@@ -477,6 +699,70 @@ int main(int argc, char **argv)
             status = 128 + WTERMSIG(st);
         break;
     }
-    finish(tty, status);
+    return status;
+}
+
+/* Step 1: the initramfs's own mounts and environment. */
+static void early_setup(void)
+{
+    chmod("/", 0755);           /* the initramfs root starts as 1777 */
+    mnt("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    mnt("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    mnt("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+    mnt("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+        "gid=5,mode=0620,ptmxmode=0666");
+    mnt("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+    mnt("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+    setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+    setenv("HOME", "/root", 1);
+    if (!getenv("TERM"))
+        setenv("TERM", "linux", 1);
+    sethostname("moat", 4);
+    if_up("lo");
+    chdir("/root");
+}
+
+int main(int argc, char **argv)
+{
+    static char *shell[] = { "/bin/sh", NULL };
+    static char cmdline[4096];
+    static struct image im;
+    char **cmd = argc > 1 ? argv + 1 : shell;
+    int tty, image, explicit_cmd = argc > 1;
+
+    if (getpid() != 1) {
+        fprintf(stderr, "moat-init: must run as PID 1\n");
+        return 1;
+    }
+    early_setup();
+    read_cmdline(cmdline, sizeof(cmdline));
+    image = image_load(&im);
+
+    /* Before ioperm: udhcpc and the agent must not inherit the port
+     * permission. */
+    net_setup(cmdline);
+    if (image > 0 && image_enter(&im) != 0)
+        image = -1;
+    if (image > 0) {
+        cmd = im.cfg.argv;
+        explicit_cmd = im.cfg.explicit_cmd;
+        agent_env = im.cfg.env;     /* moat exec's commands get the image's environment */
+    }
+    unsigned long aport = image >= 0 ? agent_port(cmdline) : 0;
+    pid_t agent = aport ? start_agent(aport) : -1;
+
+    tty = open_ctty();
+    have_ports = ioperm(PORT_STATUS, 2, 1) == 0;
+    port_write(1, EV_INIT);
+    if (image < 0)
+        finish(tty, ST_NOSTART);
+    if (aport && !explicit_cmd)     /* agent only: no shell, run for it */
+        agent_only(aport, agent);
+    if (!cmd[0]) {
+        fprintf(stderr, "moat-init: image mode: no command (the image has neither Entrypoint "
+                "nor Cmd, and none was given)\n");
+        finish(tty, ST_NOSTART);
+    }
+    finish(tty, run_command(cmd, tty, image > 0 ? &im : NULL));
     return 0;
 }

@@ -486,6 +486,42 @@ START_TEST(load_elf_placement_errors)
 }
 END_TEST
 
+/* An extra archive (moat_config.initrd_extra, image mode's run config)
+ * placed after the initrd at the next 4-byte boundary, zeros between, the
+ * whole as one initrd; alone, it is the initrd. */
+START_TEST(load_initrd_extra)
+{
+    struct guest g;
+    guest_init(&g, RAM_SIZE, 2 * MiB);
+    size_t n = vmlinux_elf(true, true, 16 * MiB + 0x80, true);
+    uint8_t initrd[5001], extra[7];
+    memset(initrd, 0x5A, sizeof(initrd));
+    memset(extra, 0xE7, sizeof(extra));
+    struct boot_config c = cfg_for(img, n);
+    c.initrd = initrd;
+    c.initrd_len = sizeof(initrd);
+    c.initrd_extra = extra;
+    c.initrd_extra_len = sizeof(extra);
+    struct boot_info bi;
+    memset(g.low + RAM_SIZE - 0x2000, 0xFF, 0x2000);  /* not zero: the padding is written */
+    ck_assert_int_eq(boot_load(&g.m, &c, &bi), 0);
+    ck_assert_uint_eq(bi.initrd_size, 5004 + sizeof(extra));
+    ck_assert_int_eq(memcmp(g.low + bi.initrd_start, initrd, sizeof(initrd)), 0);
+    for (int i = 5001; i < 5004; i++)
+        ck_assert_uint_eq(g.low[bi.initrd_start + i], 0);
+    ck_assert_int_eq(memcmp(g.low + bi.initrd_start + 5004, extra, sizeof(extra)), 0);
+    struct boot_params bp;
+    ck_assert_int_eq(gmem_read(&g.m, LAYOUT_ZERO_PAGE, &bp, sizeof(bp)), 0);
+    ck_assert_uint_eq(bp.hdr.ramdisk_size, bi.initrd_size);
+    c.initrd = NULL;
+    c.initrd_len = 0;
+    ck_assert_int_eq(boot_load(&g.m, &c, &bi), 0);
+    ck_assert_uint_eq(bi.initrd_size, sizeof(extra));
+    ck_assert_int_eq(memcmp(g.low + bi.initrd_start, extra, sizeof(extra)), 0);
+    guest_free(&g);
+}
+END_TEST
+
 START_TEST(load_vmlinux)
 {
     struct guest g;
@@ -1226,6 +1262,7 @@ int main(void)
     tcase_add_test(tc, load_plain_elf);
     tcase_add_test(tc, load_elf_placement_errors);
     tcase_add_test(tc, load_vmlinux);
+    tcase_add_test(tc, load_initrd_extra);
     tcase_add_test(tc, load_vmlinux_cmdline_limit);
     tcase_add_test(tc, load_pvh);
     tcase_add_test(tc, load_bzimage);

@@ -23,6 +23,7 @@
 
 #include "include/moat.h"
 #include "vmm/cli/cli.h"
+#include "vmm/cli/cli_imgrun.h"
 #include "vmm/api/control/vmrun.h"
 #include "vmm/base/log.h"
 
@@ -95,6 +96,16 @@ static const char usage_run[] =
     "  --metadata FILE  the metadata service at 169.254.169.254 with FILE's JSON\n"
     "  --control PATH   serve the control socket PATH (docs/control-socket.md)\n"
     "  --console-log F  append the serial console to F instead of stdout\n"
+    "  --rootfs FILE    image mode (docs/images.md): FILE, an ext4 root, is /dev/vda\n"
+    "                   on a temporary copy-on-write overlay (FILE is never written);\n"
+    "                   /init switches to it and runs CMD there, not /bin/sh\n"
+    "  --image-root     image mode with the first --drive as the root\n"
+    "  --image NAME     image mode with an image of the store: its root file system\n"
+    "                   (built once, cached; --disk-size S) and its config\n"
+    "  --image-config F the image's OCI config (JSON): Entrypoint, Cmd, Env, ...\n"
+    "  --entrypoint X, -e/--env K=V (or K: this K's value), -w/--workdir DIR,\n"
+    "  -u/--user USER[:GROUP]   the image mode's command, environment, working\n"
+    "                   directory and user (resolved in the root's /etc/passwd)\n"
     "  -v, --verbose    more log output (repeat for debug)\n"
     "  -h, --help       this help\n"
     "\n"
@@ -450,17 +461,21 @@ int cmd_run(int argc, char **argv)
         { "seccomp-audit", no_argument, NULL, OPT_SECCOMP_AUDIT },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
+        IMAGE_LONG_OPTS,
         { 0 },
     };
     struct moat_config cfg;
     moat_config_init(&cfg);
     static struct vm_opts o;
     static struct net_flags nf;
+    static struct image_opts io;
     o.ready_fd = -1;
     opterr = 0;
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "+:vh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+:vhe:w:u:", opts, NULL)) != -1) {
+        if (image_opt(&io, c, optarg))
+            continue;
         switch (c) {
         case 'k': cfg.kernel = optarg; break;
         case 'i': cfg.initrd = optarg; break;
@@ -481,7 +496,9 @@ int cmd_run(int argc, char **argv)
         default: vm_opt(&o, c, argv); break;
         }
     }
+    image_drive(&io, o.drives, o.overlays, &o.ndrives, &o.has_overlay);
     run_config(&cfg, &o, &nf, argc, argv);
+    image_config(&io, &cfg);
     char dk[PATH_MAX], di[PATH_MAX];
     if (!cfg.kernel)
         run_default_guest(&cfg, dk, di, sizeof(dk));
@@ -493,7 +510,9 @@ int cmd_run(int argc, char **argv)
     struct moat_vm *vm = NULL;
     struct moat_error err;
     cfg.flags |= seccomp_flags;
+    image_prepare(&io);
     int r = moat_create(&cfg, &vm, &err);
+    image_cleanup(&io);
     if (r < 0) {
         fprintf(stderr, "moat: %s\n", err.msg[0] ? err.msg : strerror(-r));
         return err.is_config ? EXIT_USAGE : EXIT_VMM_ERROR;

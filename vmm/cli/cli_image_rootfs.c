@@ -21,7 +21,7 @@ static const char usage[] =
     "  --out        write a new image file there instead of the cache\n";
 
 /* "4096", "512M", "8G", "1T" (also "8GiB", "8GB": binary units). */
-static int parse_size(const char *s, uint64_t *out)
+int image_parse_bytes(const char *s, uint64_t *out)
 {
     char *end;
     errno = 0;
@@ -87,7 +87,7 @@ int image_rootfs(struct img_store *s, int argc, char **argv)
     uint64_t size = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--disk-size") && i + 1 < argc) {
-            if (parse_size(argv[++i], &size) < 0 || !size) {
+            if (image_parse_bytes(argv[++i], &size) < 0 || !size) {
                 fprintf(stderr, "moat: image rootfs: --disk-size %s: not a size (e.g. 8G)\n", argv[i]);
                 return EXIT_USAGE;
             }

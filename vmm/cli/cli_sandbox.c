@@ -26,6 +26,7 @@
 #include "include/moat.h"
 #include "vmm/agent/agent_client.h"
 #include "vmm/cli/cli.h"
+#include "vmm/cli/cli_imgrun.h"
 #include "vmm/sandbox/device.h"
 #include "vmm/sandbox/jail_spec.h"
 #include "vmm/sandbox/sandbox.h"
@@ -64,6 +65,9 @@ static const char usage_sandbox[] =
     "is taken as given (its paths as they are: give absolute ones) and comes back\n"
     "from the sandbox's snapshots on start, reset and fork. --timings: the\n"
     "command's phases as one JSON object on stderr. See docs/sandboxes.md.\n"
+    "--image NAME [--disk-size S] or --rootfs FILE.ext4 (before any --drive):\n"
+    "image mode (docs/images.md): drive 0 is the image's root on the sandbox's\n"
+    "overlay; without -- CMD or --entrypoint only the agent runs in it.\n"
     "\n"
     "Jail options (root only; every start of the sandbox's VM runs it in the\n"
     "jail moat jail makes: docs/security.md, \"Jail\"):\n"
@@ -272,6 +276,7 @@ struct create_args {
     char **extra;                   /* moat run's arguments */
     int nextra;
     char *drives[MOAT_MAX_DRIVES];  /* the rewritten --drive specs */
+    char *image_config;             /* --image-config's absolute path */
     unsigned ndrive;
     char optbuf[64][24];            /* --NAME of --NAME=V arguments */
     unsigned nopt;
@@ -298,6 +303,60 @@ static int create_arg(struct create_args *c, char *a)
     return 0;
 }
 
+/* The sandbox's drive: SPEC (a --drive spec) as drive N, rewritten by
+ * sandbox_drive_spec (its overlay in the sandbox's directory) into
+ * c->drives: the spec, or NULL after saying why. */
+static char *create_drive(struct create_args *c, const char *v)
+{
+    char spec[8192];
+    struct sbx_err e = { 0 };
+    if (c->ndrive >= MOAT_MAX_DRIVES) {
+        fprintf(stderr, "moat create: too many --drive options\n");
+        return NULL;
+    }
+    if (sandbox_drive_spec(&c->s, c->ndrive, v, spec, sizeof spec, &c->o.rw_drive, &e) < 0) {
+        cli_say(&e);
+        return NULL;
+    }
+    if (!(c->drives[c->ndrive] = strdup(spec)))
+        return NULL;
+    return c->drives[c->ndrive++];
+}
+
+/* --rootfs FILE: the image mode's root as the sandbox's first drive, on
+ * its own overlay (--drive SPEC --image-root for moat run): 1, or -1
+ * after saying why. */
+static int create_rootfs(struct create_args *c, const char *v)
+{
+    if (c->ndrive) {
+        fprintf(stderr, "moat create: --rootfs must come before any --drive (it is the first drive)\n");
+        return -1;
+    }
+    char *spec = create_drive(c, v);
+    if (!spec)
+        return -1;
+    return create_arg(c, "--drive") < 0 || create_arg(c, spec) < 0 || create_arg(c, "--image-root") < 0 ? -1 : 1;
+}
+
+/* --image NAME: the store's image as --rootfs (its cached root filesystem,
+ * at the --disk-size given anywhere before "--") and its config blob as
+ * --image-config: 1, or -1 after saying why. */
+static int create_image(struct create_args *c, int argc, char **argv, const char *name)
+{
+    uint64_t size = 0;
+    for (int k = 2; k < argc && strcmp(argv[k], "--"); k++)
+        if (!strcmp(argv[k], "--disk-size") && k + 1 < argc)
+            size = image_parse_size(argv[k + 1]);
+        else if (!strncmp(argv[k], "--disk-size=", 12))
+            size = image_parse_size(argv[k] + 12);
+    char base[PATH_MAX], cfg[PATH_MAX];
+    image_from_store(name, size, base, sizeof base, cfg, sizeof cfg);
+    free(c->image_config);
+    if (create_rootfs(c, base) < 0 || !(c->image_config = strdup(cfg)))
+        return -1;
+    return create_arg(c, "--image-config") < 0 || create_arg(c, c->image_config) < 0 ? -1 : 1;
+}
+
 /* argv[*i], when it is one of moat run's options with a value (*i then
  * past the value), into c: 1, 0 when it is not one, -1 after saying why. */
 static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
@@ -314,21 +373,22 @@ static int create_run_opt(struct create_args *c, int argc, char **argv, int *i)
     if (!has_val || !(eq || *i + 1 < argc))
         return 0;
     char *v = eq ? (char *)eq + 1 : argv[++*i];     /* the value: not scanned as an option itself */
-    if (!strcmp(on, "drive")) {
-        char spec[8192];
-        struct sbx_err e = { 0 };
-        if (c->ndrive >= MOAT_MAX_DRIVES) {
-            fprintf(stderr, "moat create: too many --drive options\n");
+    if (!strcmp(on, "rootfs"))
+        return create_rootfs(c, v);
+    if (!strcmp(on, "image"))
+        return create_image(c, argc, argv, v);
+    if (!strcmp(on, "disk-size"))
+        return 1;   /* create_image's */
+    if (!strcmp(on, "image-config")) {     /* absolute: every boot reads it */
+        free(c->image_config);
+        if (!(c->image_config = realpath(v, NULL))) {
+            fprintf(stderr, "moat create: --image-config %s: %s\n", v, strerror(errno));
             return -1;
         }
-        if (sandbox_drive_spec(&c->s, c->ndrive, v, spec, sizeof spec, &c->o.rw_drive, &e) < 0) {
-            cli_say(&e);
-            return -1;
-        }
-        if (!(c->drives[c->ndrive] = strdup(spec)))
-            return -1;
-        v = c->drives[c->ndrive++];
+        v = c->image_config;
     }
+    if (!strcmp(on, "drive") && !(v = create_drive(c, v)))
+        return -1;
     if (strchr(v, '\n')) {
         fprintf(stderr, "moat create: arguments cannot contain newlines\n");
         return -1;
@@ -418,6 +478,7 @@ static void create_free(struct create_args *c)
     if (!c)
         return;
     free(c->extra);
+    free(c->image_config);
     for (unsigned k = 0; k < c->ndrive; k++)
         free(c->drives[k]);
     free(c);

@@ -752,6 +752,7 @@ int vm_create(const struct moat_config *cfg_in, struct moat_vm **out, struct moa
     struct boot_config bc = {
         .kernel = kernel.data, .kernel_len = kernel.len,
         .initrd = initrd.data, .initrd_len = initrd.len,
+        .initrd_extra = cfg.initrd_extra, .initrd_extra_len = cfg.initrd_extra_len,
         .cmdline = cmdline, .ncpus = cfg.cpus, .prefer_pvh = cfg.flags & MOAT_F_PVH,
         .ram_is_zero = true,   /* vm_setup_kvm(vm, -1, ...): fresh anonymous memory */
     };

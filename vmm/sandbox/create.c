@@ -23,6 +23,8 @@ static const struct { char name[24]; int has_val; } run_opts[] = {
     { "drive", 1 }, { "device", 1 }, { "net", 1 }, { "net-allow", 1 }, { "net-deny", 1 }, { "net-allow-domain", 1 },
     { "net-default", 1 }, { "net-no-preset", 0 }, { "metadata", 1 }, { "vsock", 1 }, { "control", 1 }, { "console-log", 1 }, { "pvh", 0 },
     { "no-pvm-compat", 0 }, { "no-seccomp", 0 }, { "seccomp-audit", 0 }, { "verbose", 0 }, { "help", 0 },
+    { "rootfs", 1 }, { "image-root", 0 }, { "image-config", 1 }, { "entrypoint", 1 }, { "env", 1 },
+    { "workdir", 1 }, { "user", 1 }, { "image", 1 }, { "disk-size", 1 },
 };
 
 const char *sandbox_run_opt(const char *a, int *has_val)

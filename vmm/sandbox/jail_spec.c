@@ -208,7 +208,7 @@ static int blk_spec_paths(const char *opt, const char *spec, struct jail_paths *
 
 int jail_inner_paths(int argc, char *const *argv, struct jail_paths *l, char *why, size_t wlen)
 {
-    static const char opts[][10] = { "--kernel", "--initrd", "--drive", "--device" };
+    static const char opts[][16] = { "--kernel", "--initrd", "--image-config", "--drive", "--device" };
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--"))
@@ -227,7 +227,7 @@ int jail_inner_paths(int argc, char *const *argv, struct jail_paths *l, char *wh
             }
             if (!val)
                 continue;
-            int r = k < 2 ? add_named(l, opts[k], val, 0, why, wlen)
+            int r = k < 3 ? add_named(l, opts[k], val, 0, why, wlen)
                           : blk_spec_paths(opts[k], val, l, why, wlen);
             if (r < 0)
                 return r;
