@@ -296,6 +296,7 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	    MOAT_BIN=$$bin tests/integration/image-store.sh || rc=1; \
 	    MOAT_BIN=$$bin tests/integration/image-pull.sh || rc=1; \
 	    MOAT_BIN=$$bin tests/integration/image-run.sh || rc=1; \
+	    MOAT_BIN=$$bin tests/integration/image-e2e.sh || rc=1; \
 	done; \
 	for t in $(B)/tests/test_api $(B)/tests-san/test_api; do \
 	    MOAT_GUESTS=$(B)/guests $$t || rc=1; \
