@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # Container images (issue 26; docs/BENCHMARKS.md, "Container images").
 #
 # convert: an image's layers -> one ext4 root filesystem (vmm/image/rootfs.c,
@@ -15,6 +15,18 @@
 #
 #   bench/image.sh [convert]      (after `make build/tests/image_rootfs`)
 # Env: B (build), WORK (build/bench-image), RUNS (5), IMAGE_DIRS1, IMAGE_DIRS2.
+#
+# pull: registry -> root filesystem. An image of 4 gzip layers made from
+# this host's files (PULL_DIRS1..4 under /usr, ~300 MB uncompressed), kept
+# in $WORK/pull-oci, pushed once with skopeo to a loopback docker-registry
+# (tests/integration/registry.sh). Then, RUNS times each (3 by default,
+# after one warm-up, medians): `moat image pull --insecure` + `moat image
+# rootfs` with a fresh MOAT_HOME each run, against `skopeo copy
+# docker://... oci:DIR` + `umoci unpack --rootless` + `mke2fs -t ext4 -d
+# ROOTFS` (the same size as moat's image) + `sync -f`. Target: moat <= 1.0x.
+#
+#   bench/image.sh pull           (after `make build/moat`)
+# Env: MOAT_BIN (build/moat), RUNS_PULL (3), PULL_DIRS1..PULL_DIRS4.
 set -eu
 B=${B:-build}
 WORK=${WORK:-$B/bench-image}
@@ -89,7 +101,97 @@ convert() {
     rm -rf "$tree" "$out" "$WORK/mke2fs.ext4"
 }
 
+# An OCI layout of the layer files $WORK/pull$n.tar.gz (tag bench).
+pull_layout() {
+    python3 - "$1" "$WORK"/pull[1-4].tar.gz <<'PY'
+import gzip, hashlib, json, os, shutil, sys
+out, layers = sys.argv[1], sys.argv[2:]
+os.makedirs(out + "/blobs/sha256", exist_ok=True)
+def put(b):
+    d = hashlib.sha256(b).hexdigest()
+    open(out + "/blobs/sha256/" + d, "wb").write(b)
+    return "sha256:" + d
+descs, diffs = [], []
+for l in layers:
+    h, u = hashlib.sha256(), hashlib.sha256()
+    with open(l, "rb") as f:
+        for c in iter(lambda: f.read(1 << 20), b""):
+            h.update(c)
+    with gzip.open(l, "rb") as f:
+        for c in iter(lambda: f.read(1 << 20), b""):
+            u.update(c)
+    shutil.copyfile(l, out + "/blobs/sha256/" + h.hexdigest())
+    descs.append({"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip",
+                  "digest": "sha256:" + h.hexdigest(), "size": os.path.getsize(l)})
+    diffs.append("sha256:" + u.hexdigest())
+cfg = json.dumps({"architecture": "amd64", "os": "linux", "config": {"Cmd": ["/bin/sh"]},
+                  "rootfs": {"type": "layers", "diff_ids": diffs}}).encode()
+man = json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                  "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": put(cfg),
+                             "size": len(cfg)}, "layers": descs}).encode()
+json.dump({"imageLayoutVersion": "1.0.0"}, open(out + "/oci-layout", "w"))
+json.dump({"schemaVersion": 2, "manifests": [{"mediaType": "application/vnd.oci.image.manifest.v1+json",
+           "digest": put(man), "size": len(man),
+           "annotations": {"org.opencontainers.image.ref.name": "bench"}}]}, open(out + "/index.json", "w"))
+PY
+}
+
+pull() {
+    MOAT=${MOAT_BIN:-$B/moat}
+    case $MOAT in /*) ;; *) MOAT=$PWD/$MOAT ;; esac
+    RUNS=${RUNS_PULL:-3}
+    for t in docker-registry skopeo umoci mke2fs python3 curl; do
+        command -v $t >/dev/null || { echo "SKIPPED: pull: no $t (scripts/deps.sh installs it)"; return 0; }
+    done
+    [ -x "$MOAT" ] || { echo "SKIPPED: pull: $MOAT missing (make build/moat)"; return 0; }
+    PULL_DIRS1=${PULL_DIRS1:-"usr/lib/python3.11 usr/lib/git-core"}
+    PULL_DIRS2=${PULL_DIRS2:-"usr/share/doc"}
+    PULL_DIRS3=${PULL_DIRS3:-"usr/share/perl usr/share/vim usr/share/i18n"}
+    PULL_DIRS4=${PULL_DIRS4:-"usr/lib/python3 usr/share/zoneinfo"}
+    mkdir -p "$WORK"
+    WORK=$(cd "$WORK" && pwd)
+    for n in 1 2 3 4; do
+        eval dirs=\$PULL_DIRS$n
+        if [ ! -s "$WORK/pull$n.tar.gz" ]; then
+            # shellcheck disable=SC2086
+            tar -C / --ignore-failed-read -cf "$WORK/pull$n.tar" $dirs 2>/dev/null || true
+            gzip -f "$WORK/pull$n.tar"
+        fi
+    done
+    [ -s "$WORK/pull-oci/index.json" ] || { rm -rf "$WORK/pull-oci"; pull_layout "$WORK/pull-oci"; }
+    SUITE=bench-pull
+    . "$(dirname "$0")/../tests/integration/checks.sh"
+    . "$(dirname "$0")/../tests/integration/registry.sh"
+    reg_init && reg_start plain && reg_push "oci:$WORK/pull-oci:bench" "$REG_ADDR/bench/img:1" ||
+        { echo "FAIL: pull: cannot start the registry or push the image"; return 1; }
+    ref=$REG_ADDR/bench/img:1
+    bytes=0
+    for n in 1 2 3 4; do bytes=$((bytes + $(gzip -dc "$WORK/pull$n.tar.gz" | wc -c))); done
+    gz=$(cat "$WORK"/pull[1-4].tar.gz | wc -c)
+    echo "pull: 4 gzip layers, $gz bytes compressed, $bytes uncompressed; registry $REG_ADDR (loopback);" \
+         "$RUNS runs each, medians; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+    H=$WORK/pull-home
+    moat_cmd="MOAT_HOME=$H $MOAT image pull --quiet --insecure $ref && MOAT_HOME=$H $MOAT image rootfs $ref"
+    t_moat=$(timed "$moat_cmd" "chmod -R u+w $H 2>/dev/null; rm -rf $H")
+    img=$(MOAT_HOME=$H "$MOAT" image rootfs "$ref")
+    size=$(stat -c %s "$img")
+    fsck=$(e2fsck -fn "$img" >/dev/null 2>&1 && echo clean || echo NOT-CLEAN)
+    D=$WORK/pull-skopeo U=$WORK/pull-bundle F=$WORK/pull-mke2fs.ext4
+    other_cmd="skopeo copy -q --src-tls-verify=false docker://$ref oci:$D:1 && umoci unpack --rootless --image $D:1 $U && mke2fs -q -F -t ext4 -d $U/rootfs $F $((size / 1024))k && sync -f $F"
+    t_other=$(timed "$other_cmd" "chmod -R u+w $D $U 2>/dev/null; rm -rf $D $U $F")
+    echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+    printf '%-60s %8s %8s\n' "way" "ms" "MB/s"
+    printf '%-60s %8s %8s\n' "moat image pull + moat image rootfs (fresh MOAT_HOME)" "$t_moat" "$(mbps $bytes $t_moat)"
+    printf '%-60s %8s %8s\n' "skopeo copy + umoci unpack --rootless + mke2fs -d + sync" "$t_other" "$(mbps $bytes $t_other)"
+    echo "moat's image: $size bytes apparent, $(du -k "$img" | cut -f1) KiB allocated, e2fsck -fn: $fsck"
+    awk -v m="$t_moat" -v o="$t_other" 'BEGIN {
+        printf "moat / (skopeo + umoci + mke2fs) time: %.2fx (target <= 1.0x: %s)\n", m / o, (m / o <= 1.0) ? "met" : "NOT met" }'
+    chmod -R u+w "$H" "$D" "$U" 2>/dev/null
+    rm -rf "$H" "$D" "$U" "$F"
+}
+
 case "${1:-convert}" in
 convert) convert ;;
-*) echo "usage: $0 [convert]" >&2; exit 2 ;;
+pull) pull ;;
+*) echo "usage: $0 [convert|pull]" >&2; exit 2 ;;
 esac
