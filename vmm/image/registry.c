@@ -275,7 +275,7 @@ static int get_once(struct reg *r, const char *url0, const char *accept, const c
             return img_err(r->err, -EPROTO, "%s: not https (plain HTTP only with --insecure)", url);
         if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE ||
             cc == CURLE_SSL_CONNECT_ERROR)
-            return img_err(r->err, -EPROTO, "%s: TLS: %s (--ca-cert FILE for a private CA)", url,
+            return img_err(r->err, -EPROTO, "%s: TLS: %s (a private CA: --ca-cert FILE; a plain-HTTP registry: --insecure)", url,
                            errbuf[0] ? errbuf : curl_easy_strerror(cc));
         if (cc == CURLE_WRITE_ERROR)
             return img_err(r->err, -EIO, "%s: cannot write what arrived", url);
