@@ -316,8 +316,8 @@ static int bearer_token(struct reg *r, const struct img_challenge *c)
     if (rc == 0) {
         rs->sk = &sk;
         rs->r = r;
-        /* The token service gets the user's credentials as Basic; never a
-         * token. r->auth is not sent: the realm is not the registry's origin. */
+        /* The token service gets the user's credentials as Basic (to its
+         * own URL only, not to where it redirects), never an older token. */
         char saved[sizeof r->auth];
         memcpy(saved, r->auth, sizeof saved);
         r->auth[0] = 0;
@@ -329,6 +329,8 @@ static int bearer_token(struct reg *r, const struct img_challenge *c)
         if (rc == -EAGAIN)
             rc = img_err(r->err, -ECONNREFUSED, "token service: %s", why);
         memcpy(r->auth, saved, sizeof saved);
+        explicit_bzero(saved, sizeof saved);
+        explicit_bzero(basic, sizeof basic);
     }
     if (rc == 0 && rs->status == 401)
         rc = img_err(r->err, -EACCES, "%s: the token service refused the credentials (401): wrong user name or password?",
@@ -340,6 +342,8 @@ static int bearer_token(struct reg *r, const struct img_challenge *c)
         rc = img_auth_token_parse(buf, sk.len, tok, sizeof tok, r->err);
     if (rc == 0)
         snprintf(r->auth, sizeof r->auth, "Authorization: Bearer %s", tok);
+    explicit_bzero(tok, sizeof tok);
+    explicit_bzero(buf, TOKEN_ANSWER_MAX);
     free(rs);
     free(buf);
     return rc;
@@ -599,6 +603,8 @@ static int creds_from_file(struct reg *r, const char *path)
         rc = img_err(r->err, -EFBIG, "%s: larger than %u bytes", path, IMG_AUTH_FILE_MAX);
     else
         rc = img_auth_file_lookup(buf, (size_t)n, r->ref.registry, &r->creds, r->err);
+    if (buf)
+        explicit_bzero(buf, IMG_AUTH_FILE_MAX + 1);
     free(buf);
     if (rc < 0)
         return img_err(r->err, rc, "in %s", path);
