@@ -178,6 +178,8 @@ check "  nothing in blobs/ but what was verified" bash -c '! [ -e "$0" ]' "$MOAT
 echo schema1 > "$PROXY_MODE"
 check "a Docker schema 1 manifest is refused" \
     fails_with "schema 1" --insecure "$PROXY/ns/app:v1"
+echo bigchallenge > "$PROXY_MODE"
+check "a WWW-Authenticate over 8 KiB is refused" fails_with "longer than moat reads" --insecure "$PROXY/ns/app:v1"
 echo bigmanifest > "$PROXY_MODE"
 check "a manifest over 4 MiB is refused" \
     fails_with "larger than" --insecure "$PROXY/ns/app:v1"

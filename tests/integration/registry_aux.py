@@ -12,7 +12,8 @@
       byte of each blob flipped) | extend (4 KiB more than each blob) |
       redirect (blob GETs 307 to REDIRECT) | slow (blobs trickled) |
       schema1 (manifests sent as Docker schema 1) | bigmanifest (5 MiB
-      of spaces after each manifest). LOG: "METHOD PATH RANGE" per request.
+      of spaces after each manifest) | bigchallenge (401 with a 9 KB
+      WWW-Authenticate). LOG: "METHOD PATH RANGE" per request.
   blobsrv PORT UPSTREAM USER:PASS LOG
       the second server of a redirect: logs each request's path and its
       Authorization header (or -), serves the blob from UPSTREAM with its
@@ -155,6 +156,9 @@ def proxy_main(port, upstream, modefile, logf, redirect=None):
                 if hit:
                     self.answer(429, [("Retry-After", "1")], b'{"errors":[{"code":"TOOMANYREQUESTS"}]}')
                     return
+            if mode == "bigchallenge":
+                self.answer(401, [("WWW-Authenticate", 'Bearer realm="http://127.0.0.1/%s"' % ("a" * 9000))], b"")
+                return
             if blob and mode == "redirect":
                 self.answer(307, [("Location", redirect + self.path)], b"")
                 return

@@ -61,7 +61,7 @@ struct resp {
     char www_auth[IMG_AUTH_HDR_MAX + 1];
     char errbody[ERRBODY_MAX + 1];
     size_t errlen;
-    bool body_started;
+    bool body_started, hdr_too_long;
     struct sink *sk;
     struct reg *r;
     const struct img_pull_progress *prog;   /* blob downloads: reported as bytes arrive */
@@ -96,6 +96,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
     };
     if (len >= 5 && !strncmp(p, "HTTP/", 5)) {     /* a new answer (after 1xx): forget the last */
         rs->ctype[0] = rs->retry_after[0] = rs->crange[0] = rs->www_auth[0] = 0;
+        rs->hdr_too_long = false;
         return len;
     }
     for (unsigned i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -108,6 +109,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
             size_t vn = len - k;
             while (vn && (*v == ' ' || *v == '\t'))
                 v++, vn--;
+            if (vn >= want[i].len)      /* cut short, it would say something else: refused */
+                rs->hdr_too_long = true;
             hdr_copy(dst, want[i].len, v, vn);
         }
     }
@@ -279,6 +282,9 @@ static int get_once(struct reg *r, const char *url0, const char *accept, const c
                            errbuf[0] ? errbuf : curl_easy_strerror(cc));
         if (cc == CURLE_WRITE_ERROR)
             return img_err(r->err, -EIO, "%s: cannot write what arrived", url);
+        if (cc == CURLE_OK && rs->hdr_too_long)
+            return img_err(r->err, -EPROTO, "%s: a Content-Type, Retry-After, Content-Range or WWW-Authenticate "
+                           "header longer than moat reads: refused", url);
         if (cc != CURLE_OK) {
             snprintf(why, whylen, "%s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(cc));
             return -EAGAIN;
@@ -290,7 +296,7 @@ static int get_once(struct reg *r, const char *url0, const char *accept, const c
         curl_easy_getinfo(r->h, CURLINFO_REDIRECT_URL, &loc);
         if (!loc || !loc[0])
             return img_err(r->err, -EPROTO, "%s: redirect (%ld) without a Location", url, rs->status);
-        if (hop + 1 >= IMG_PULL_REDIRECTS)
+        if (hop >= IMG_PULL_REDIRECTS)
             return img_err(r->err, -ELOOP, "%s: more than %d redirects", url0, IMG_PULL_REDIRECTS);
         if (strlen(loc) >= sizeof url)
             return img_err(r->err, -EPROTO, "%s: redirect to a URL longer than %zu bytes", url, sizeof url - 1);
