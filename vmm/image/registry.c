@@ -306,10 +306,13 @@ static int get_once(struct reg *r, const char *url0, const char *accept, const c
 
 /* ---- authentication ---- */
 
+static int fetch_url(struct reg *r, const char *url, const char *accept, const char *hop0_auth,
+                     bool meet_401, struct resp *rs);
+
 /* A Bearer token for challenge c into r->auth. */
 static int bearer_token(struct reg *r, const struct img_challenge *c)
 {
-    char url[2048], scope[600], why[512];
+    char url[2048], scope[600];
     snprintf(scope, sizeof scope, "repository:%s:pull", r->ref.repo);
     if (img_auth_token_url(c, scope, url, sizeof url) < 0)
         return img_err(r->err, -EPROTO, "the token service's URL is too long");
@@ -331,9 +334,9 @@ static int bearer_token(struct reg *r, const struct img_challenge *c)
         if (r->have_creds && img_auth_basic(&r->creds, basic + 15, sizeof basic - 15) < 0)
             rc = img_err(r->err, -EINVAL, "credentials too long");
         if (rc == 0)
-            rc = get_once(r, url, NULL, r->have_creds ? basic : NULL, rs, why, sizeof why);
-        if (rc == -EAGAIN)
-            rc = img_err(r->err, -ECONNREFUSED, "token service: %s", why);
+            rc = fetch_url(r, url, NULL, r->have_creds ? basic : NULL, false, rs);
+        if (rc < 0)
+            img_err(r->err, rc, "the token service %s did not answer", c->realm);
         memcpy(r->auth, saved, sizeof saved);
         explicit_bzero(saved, sizeof saved);
         explicit_bzero(basic, sizeof basic);
@@ -402,21 +405,21 @@ static void report_retry(struct reg *r, const struct img_pull_progress *prog, co
     r->o->progress(r->o->arg, &p);
 }
 
-/* GET the registry's path (or an absolute URL) into rs->sk: 401 met once
- * with the challenge, 429/5xx/broken connections tried again (up to
- * o->retries times, pauses doubling from o->backoff_ms, Retry-After when
- * given). 0 with rs->status (the caller judges it), or -errno. */
-static int fetch(struct reg *r, const char *path, const char *accept, struct resp *rs)
+/* GET url into rs->sk (hop0_auth: an Authorization line for url itself,
+ * not where it redirects): a 401 met once with its challenge when
+ * meet_401, 429/5xx/broken connections tried again (up to o->retries
+ * times, pauses doubling from o->backoff_ms, Retry-After when given).
+ * 0 with rs->status (the caller judges it), or -errno. */
+static int fetch_url(struct reg *r, const char *url, const char *accept, const char *hop0_auth,
+                     bool meet_401, struct resp *rs)
 {
-    char url[2048], why[2600];
+    char why[2600];
     unsigned retries = r->o->retries ? r->o->retries : IMG_PULL_RETRIES;
     unsigned backoff = r->o->backoff_ms ? r->o->backoff_ms : 500;
     bool authed = false;
-    if (snprintf(url, sizeof url, "%s%s", r->base, path) >= (int)sizeof url)
-        return img_err(r->err, -ENAMETOOLONG, "URL too long: %s%s", r->base, path);
     for (unsigned tries = 0;;) {
-        int rc = get_once(r, url, accept, NULL, rs, why, sizeof why);
-        if (rc == 0 && rs->status == 401) {
+        int rc = get_once(r, url, accept, hop0_auth, rs, why, sizeof why);
+        if (rc == 0 && rs->status == 401 && meet_401) {
             if (authed)
                 return img_err(r->err, -EACCES, "%s refused the credentials (401 Unauthorized)%s", r->ref.registry,
                                r->have_creds ? ": wrong user name or password?" : "");
@@ -442,6 +445,15 @@ static int fetch(struct reg *r, const char *path, const char *accept, struct res
         if (rc < 0)
             return rc;
     }
+}
+
+/* fetch_url of the registry's path, its 401s met. */
+static int fetch(struct reg *r, const char *path, const char *accept, struct resp *rs)
+{
+    char url[2048];
+    if (snprintf(url, sizeof url, "%s%s", r->base, path) >= (int)sizeof url)
+        return img_err(r->err, -ENAMETOOLONG, "URL too long: %s%s", r->base, path);
+    return fetch_url(r, url, accept, NULL, true, rs);
 }
 
 /* ---- manifests ---- */
