@@ -40,6 +40,10 @@ all_present() {   # every blob of manifest $1 in the store
     has_blob "$1" || return 1
     for d in $(manifest_blobs "$1"); do has_blob "$d" || return 1; done
 }
+fails_with() {   # fails_with MESSAGE ARGS...: moat image pull ARGS fails saying MESSAGE
+    local msg=$1; shift
+    ! "$MOAT" image pull "$@" >"$REG_TMP/out" 2>&1 && out_has "$msg"
+}
 out_has() { grep -q -- "$1" "$REG_TMP/out" || { sed 's/^/    /' "$REG_TMP/out"; return 1; }; }
 
 reg_layout "$REG_TMP/oci" || { echo "FAIL: $SUITE: cannot make the test images"; exit 1; }
@@ -68,18 +72,15 @@ fresh
 check "pull by digest" pull --insecure "$PLAIN/ns/app@$V1"
 check "  all blobs of it present" all_present "$V1"
 check "a digest the registry does not have: an error" \
-    bash -c '! "$0" image pull --insecure "$1" >/dev/null 2>&1' "$MOAT" \
-    "$PLAIN/ns/app@sha256:$(printf x | sha256sum | cut -c1-64)"
+    fails_with "manifest unknown" --insecure "$PLAIN/ns/app@sha256:$(printf x | sha256sum | cut -c1-64)"
 check "an unknown tag: manifest unknown" \
-    bash -c '! "$0" image pull --insecure "$1" 2>&1 | grep -q "manifest unknown"; [ "${PIPESTATUS[0]}" != 0 ]' \
-    "$MOAT" "$PLAIN/ns/app:nope"
+    fails_with "manifest unknown" --insecure "$PLAIN/ns/app:nope"
 check "zstd layers" pull --insecure "$PLAIN/ns/app:zstd"
 check "  its layers are zstd" grep -q 'tar+zstd' "$MOAT_HOME/images/blobs/sha256/${ZSTD#sha256:}"
 check "  all present" all_present "$ZSTD"
 check "uncompressed layers" pull --insecure "$PLAIN/ns/app:none"
 check "  all present" all_present "$NONE"
-check "without --insecure a plain HTTP registry is refused" bash -c '! "$0" image pull "$1" >/dev/null 2>&1' \
-    "$MOAT" "$PLAIN/ns/app:v1"
+check "without --insecure a plain HTTP registry is refused" fails_with "plain-HTTP registry: --insecure" "$PLAIN/ns/app:v1"
 
 # ---- the multi-arch index ----
 fresh
@@ -97,8 +98,7 @@ reg_start tls && reg_push "oci:$REG_TMP/oci:v1" "$REG_ADDR/ns/app:v1" ||
     { echo "FAIL: $SUITE: TLS registry"; exit 1; }
 TLS=$REG_ADDR
 fresh
-check "TLS: an unknown CA is refused" bash -c '! "$0" image pull "$1" 2>&1 | grep -qi "tls\|certificate"; [ "${PIPESTATUS[0]}" != 0 ]' \
-    "$MOAT" "$TLS/ns/app:v1"
+check "TLS: an unknown CA is refused" fails_with "TLS" "$TLS/ns/app:v1"
 check "TLS: --ca-cert" pull --ca-cert "$REG_CA" "$TLS/ns/app:v1"
 check "  all present" all_present "$V1"
 
@@ -108,11 +108,9 @@ reg_start basic && reg_push "oci:$REG_TMP/oci:v1" "$REG_ADDR/ns/app:v1" --dest-c
 BASIC=$REG_ADDR
 fresh
 check "Basic: no credentials: a clear error" \
-    bash -c '! "$0" image pull --insecure "$1" 2>&1 | grep -q "requires a user name and password"; [ "${PIPESTATUS[0]}" != 0 ]' \
-    "$MOAT" "$BASIC/ns/app:v1"
+    fails_with "requires a user name and password" --insecure "$BASIC/ns/app:v1"
 check "Basic: a wrong password: a clear error" \
-    bash -c '! "$0" image pull --insecure --creds "$2:wrong" "$1" 2>&1 | grep -q "refused the credentials"; [ "${PIPESTATUS[0]}" != 0 ]' \
-    "$MOAT" "$BASIC/ns/app:v1" "$REG_USER"
+    fails_with "refused the credentials" --insecure --creds "$REG_USER:wrong" "$BASIC/ns/app:v1"
 check "Basic: --creds" pull --insecure --creds "$REG_USER:$REG_PASS" "$BASIC/ns/app:v1"
 check "  all present" all_present "$V1"
 fresh
@@ -143,8 +141,7 @@ fresh
 check "Bearer: --creds sent as Basic to the token service" pull --insecure --creds "$REG_USER:$REG_PASS" "$TOKEN/ns/app:v1"
 check "  with Basic" grep -q "auth=basic" "$TOKEN_LOG"
 check "Bearer: a wrong password: a clear error" \
-    bash -c '! "$0" image pull --insecure --creds "$2:wrong" "$1" 2>&1 | grep -q "refused the credentials"; [ "${PIPESTATUS[0]}" != 0 ]' \
-    "$MOAT" "$TOKEN/ns/app:v1" "$REG_USER"
+    fails_with "refused the credentials" --insecure --creds "$REG_USER:wrong" "$TOKEN/ns/app:v1"
 
 # ---- faults (a proxy in front of the plain registry) ----
 reg_proxy "$PLAIN"
@@ -161,13 +158,11 @@ check "  with a Range request" grep -q "blobs/$LAYER bytes=" "$PROXY_LOG"
 check "  all present" all_present "$V1"
 fresh
 echo truncate > "$PROXY_MODE"
-check "a blob always cut: fails after its retries" bash -c '! "$0" image pull --insecure "$1" >/dev/null 2>&1' \
-    "$MOAT" "$PROXY/ns/app:v1"
+check "a blob always cut: fails after its retries" fails_with "gave up after 6 tries" --insecure "$PROXY/ns/app:v1"
 check "  the blob is not in the store" bash -c '! [ -e "$0" ]' "$MOAT_HOME/images/blobs/sha256/${LAYER#sha256:}"
 fresh
 echo corrupt > "$PROXY_MODE"
-check "a corrupted blob is refused" bash -c '! "$0" image pull --insecure "$1" >"$2" 2>&1' \
-    "$MOAT" "$PROXY/ns/app:v1" "$REG_TMP/out"
+check "a corrupted blob is refused" fails_with "nothing kept" --insecure "$PROXY/ns/app:v1"
 BAD=$(grep -o 'blob sha256:[0-9a-f]*: its content has digest' "$REG_TMP/out" | head -1 | cut -d' ' -f2 | cut -d: -f2)
 check "  the error names the blob, one of the image's" bash -c '[ -n "$1" ] && grep -q "$1" <<<"$0"' \
     "$V1_BLOBS" "$BAD"
@@ -175,6 +170,19 @@ check "  nothing of it kept (blobs/, tmp/)" \
     bash -c '[ -n "$1" ] && ! ls "$0"/blobs/sha256 "$0"/tmp 2>/dev/null | grep -q "$1"' "$MOAT_HOME/images" "$BAD"
 echo pass > "$PROXY_MODE"
 check "  a pull after it succeeds" pull --insecure "$PROXY/ns/app:v1"
+fresh
+echo extend > "$PROXY_MODE"
+check "a blob longer than its descriptor says is refused" \
+    fails_with "larger than its descriptor" --insecure "$PROXY/ns/app:v1"
+check "  nothing in blobs/ but what was verified" bash -c '! [ -e "$0" ]' "$MOAT_HOME/images/blobs/sha256/${LAYER#sha256:}"
+echo schema1 > "$PROXY_MODE"
+check "a Docker schema 1 manifest is refused" \
+    fails_with "schema 1" --insecure "$PROXY/ns/app:v1"
+echo bigchallenge > "$PROXY_MODE"
+check "a WWW-Authenticate over 8 KiB is refused" fails_with "longer than moat reads" --insecure "$PROXY/ns/app:v1"
+echo bigmanifest > "$PROXY_MODE"
+check "a manifest over 4 MiB is refused" \
+    fails_with "larger than" --insecure "$PROXY/ns/app:v1"
 
 # kill -9 in the middle of a download, then again
 fresh

@@ -9,8 +9,11 @@
       a fault proxy in front of a registry; MODEFILE (read per request)
       holds: pass | 429:N (the first N requests 429, Retry-After: 1) |
       truncate-once | truncate (blob GETs cut in half) | corrupt (one
-      byte of each blob flipped) | redirect (blob GETs 307 to REDIRECT) |
-      slow (blobs trickled). LOG: "METHOD PATH RANGE" per request.
+      byte of each blob flipped) | extend (4 KiB more than each blob) |
+      redirect (blob GETs 307 to REDIRECT) | slow (blobs trickled) |
+      schema1 (manifests sent as Docker schema 1) | bigmanifest (5 MiB
+      of spaces after each manifest) | bigchallenge (401 with a 9 KB
+      WWW-Authenticate). LOG: "METHOD PATH RANGE" per request.
   blobsrv PORT UPSTREAM USER:PASS LOG
       the second server of a redirect: logs each request's path and its
       Authorization header (or -), serves the blob from UPSTREAM with its
@@ -153,12 +156,22 @@ def proxy_main(port, upstream, modefile, logf, redirect=None):
                 if hit:
                     self.answer(429, [("Retry-After", "1")], b'{"errors":[{"code":"TOOMANYREQUESTS"}]}')
                     return
+            if mode == "bigchallenge":
+                self.answer(401, [("WWW-Authenticate", 'Bearer realm="http://127.0.0.1/%s"' % ("a" * 9000))], b"")
+                return
             if blob and mode == "redirect":
                 self.answer(307, [("Location", redirect + self.path)], b"")
                 return
             hdrs = {k: v for k, v in self.headers.items() if k.lower() not in HOP and k.lower() != "host"}
             status, headers, body = upstream_get(upstream, self.command, self.path, hdrs)
             cut = False
+            if "/manifests/" in self.path and status == 200 and mode == "schema1":
+                headers = [(k, "application/vnd.docker.distribution.manifest.v1+prettyjws"
+                            if k.lower() == "content-type" else v) for k, v in headers]
+            if "/manifests/" in self.path and status == 200 and mode == "bigmanifest":
+                body = body + b" " * (5 << 20)
+            if blob and status in (200, 206) and mode == "extend":
+                body = body + b"\0" * 4096
             if blob and status in (200, 206):
                 if mode == "corrupt" and body:
                     body = body[:len(body) // 2] + bytes([body[len(body) // 2] ^ 0xff]) + body[len(body) // 2 + 1:]

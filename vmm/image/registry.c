@@ -61,7 +61,7 @@ struct resp {
     char www_auth[IMG_AUTH_HDR_MAX + 1];
     char errbody[ERRBODY_MAX + 1];
     size_t errlen;
-    bool body_started;
+    bool body_started, hdr_too_long;
     struct sink *sk;
     struct reg *r;
     const struct img_pull_progress *prog;   /* blob downloads: reported as bytes arrive */
@@ -96,6 +96,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
     };
     if (len >= 5 && !strncmp(p, "HTTP/", 5)) {     /* a new answer (after 1xx): forget the last */
         rs->ctype[0] = rs->retry_after[0] = rs->crange[0] = rs->www_auth[0] = 0;
+        rs->hdr_too_long = false;
         return len;
     }
     for (unsigned i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -108,6 +109,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *arg)
             size_t vn = len - k;
             while (vn && (*v == ' ' || *v == '\t'))
                 v++, vn--;
+            if (vn >= want[i].len)      /* cut short, it would say something else: refused */
+                rs->hdr_too_long = true;
             hdr_copy(dst, want[i].len, v, vn);
         }
     }
@@ -275,10 +278,13 @@ static int get_once(struct reg *r, const char *url0, const char *accept, const c
             return img_err(r->err, -EPROTO, "%s: not https (plain HTTP only with --insecure)", url);
         if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_CACERT_BADFILE ||
             cc == CURLE_SSL_CONNECT_ERROR)
-            return img_err(r->err, -EPROTO, "%s: TLS: %s (--ca-cert FILE for a private CA)", url,
+            return img_err(r->err, -EPROTO, "%s: TLS: %s (a private CA: --ca-cert FILE; a plain-HTTP registry: --insecure)", url,
                            errbuf[0] ? errbuf : curl_easy_strerror(cc));
         if (cc == CURLE_WRITE_ERROR)
             return img_err(r->err, -EIO, "%s: cannot write what arrived", url);
+        if (cc == CURLE_OK && rs->hdr_too_long)
+            return img_err(r->err, -EPROTO, "%s: a Content-Type, Retry-After, Content-Range or WWW-Authenticate "
+                           "header longer than moat reads: refused", url);
         if (cc != CURLE_OK) {
             snprintf(why, whylen, "%s: %s", url, errbuf[0] ? errbuf : curl_easy_strerror(cc));
             return -EAGAIN;
@@ -290,7 +296,7 @@ static int get_once(struct reg *r, const char *url0, const char *accept, const c
         curl_easy_getinfo(r->h, CURLINFO_REDIRECT_URL, &loc);
         if (!loc || !loc[0])
             return img_err(r->err, -EPROTO, "%s: redirect (%ld) without a Location", url, rs->status);
-        if (hop + 1 >= IMG_PULL_REDIRECTS)
+        if (hop >= IMG_PULL_REDIRECTS)
             return img_err(r->err, -ELOOP, "%s: more than %d redirects", url0, IMG_PULL_REDIRECTS);
         if (strlen(loc) >= sizeof url)
             return img_err(r->err, -EPROTO, "%s: redirect to a URL longer than %zu bytes", url, sizeof url - 1);
@@ -300,10 +306,13 @@ static int get_once(struct reg *r, const char *url0, const char *accept, const c
 
 /* ---- authentication ---- */
 
+static int fetch_url(struct reg *r, const char *url, const char *accept, const char *hop0_auth,
+                     bool meet_401, struct resp *rs);
+
 /* A Bearer token for challenge c into r->auth. */
 static int bearer_token(struct reg *r, const struct img_challenge *c)
 {
-    char url[2048], scope[600], why[512];
+    char url[2048], scope[600];
     snprintf(scope, sizeof scope, "repository:%s:pull", r->ref.repo);
     if (img_auth_token_url(c, scope, url, sizeof url) < 0)
         return img_err(r->err, -EPROTO, "the token service's URL is too long");
@@ -316,8 +325,8 @@ static int bearer_token(struct reg *r, const struct img_challenge *c)
     if (rc == 0) {
         rs->sk = &sk;
         rs->r = r;
-        /* The token service gets the user's credentials as Basic; never a
-         * token. r->auth is not sent: the realm is not the registry's origin. */
+        /* The token service gets the user's credentials as Basic (to its
+         * own URL only, not to where it redirects), never an older token. */
         char saved[sizeof r->auth];
         memcpy(saved, r->auth, sizeof saved);
         r->auth[0] = 0;
@@ -325,10 +334,12 @@ static int bearer_token(struct reg *r, const struct img_challenge *c)
         if (r->have_creds && img_auth_basic(&r->creds, basic + 15, sizeof basic - 15) < 0)
             rc = img_err(r->err, -EINVAL, "credentials too long");
         if (rc == 0)
-            rc = get_once(r, url, NULL, r->have_creds ? basic : NULL, rs, why, sizeof why);
-        if (rc == -EAGAIN)
-            rc = img_err(r->err, -ECONNREFUSED, "token service: %s", why);
+            rc = fetch_url(r, url, NULL, r->have_creds ? basic : NULL, false, rs);
+        if (rc < 0)
+            img_err(r->err, rc, "the token service %s did not answer", c->realm);
         memcpy(r->auth, saved, sizeof saved);
+        explicit_bzero(saved, sizeof saved);
+        explicit_bzero(basic, sizeof basic);
     }
     if (rc == 0 && rs->status == 401)
         rc = img_err(r->err, -EACCES, "%s: the token service refused the credentials (401): wrong user name or password?",
@@ -340,6 +351,8 @@ static int bearer_token(struct reg *r, const struct img_challenge *c)
         rc = img_auth_token_parse(buf, sk.len, tok, sizeof tok, r->err);
     if (rc == 0)
         snprintf(r->auth, sizeof r->auth, "Authorization: Bearer %s", tok);
+    explicit_bzero(tok, sizeof tok);
+    explicit_bzero(buf, TOKEN_ANSWER_MAX);
     free(rs);
     free(buf);
     return rc;
@@ -392,21 +405,21 @@ static void report_retry(struct reg *r, const struct img_pull_progress *prog, co
     r->o->progress(r->o->arg, &p);
 }
 
-/* GET the registry's path (or an absolute URL) into rs->sk: 401 met once
- * with the challenge, 429/5xx/broken connections tried again (up to
- * o->retries times, pauses doubling from o->backoff_ms, Retry-After when
- * given). 0 with rs->status (the caller judges it), or -errno. */
-static int fetch(struct reg *r, const char *path, const char *accept, struct resp *rs)
+/* GET url into rs->sk (hop0_auth: an Authorization line for url itself,
+ * not where it redirects): a 401 met once with its challenge when
+ * meet_401, 429/5xx/broken connections tried again (up to o->retries
+ * times, pauses doubling from o->backoff_ms, Retry-After when given).
+ * 0 with rs->status (the caller judges it), or -errno. */
+static int fetch_url(struct reg *r, const char *url, const char *accept, const char *hop0_auth,
+                     bool meet_401, struct resp *rs)
 {
-    char url[2048], why[2600];
+    char why[2600];
     unsigned retries = r->o->retries ? r->o->retries : IMG_PULL_RETRIES;
     unsigned backoff = r->o->backoff_ms ? r->o->backoff_ms : 500;
     bool authed = false;
-    if (snprintf(url, sizeof url, "%s%s", r->base, path) >= (int)sizeof url)
-        return img_err(r->err, -ENAMETOOLONG, "URL too long: %s%s", r->base, path);
     for (unsigned tries = 0;;) {
-        int rc = get_once(r, url, accept, NULL, rs, why, sizeof why);
-        if (rc == 0 && rs->status == 401) {
+        int rc = get_once(r, url, accept, hop0_auth, rs, why, sizeof why);
+        if (rc == 0 && rs->status == 401 && meet_401) {
             if (authed)
                 return img_err(r->err, -EACCES, "%s refused the credentials (401 Unauthorized)%s", r->ref.registry,
                                r->have_creds ? ": wrong user name or password?" : "");
@@ -432,6 +445,15 @@ static int fetch(struct reg *r, const char *path, const char *accept, struct res
         if (rc < 0)
             return rc;
     }
+}
+
+/* fetch_url of the registry's path, its 401s met. */
+static int fetch(struct reg *r, const char *path, const char *accept, struct resp *rs)
+{
+    char url[2048];
+    if (snprintf(url, sizeof url, "%s%s", r->base, path) >= (int)sizeof url)
+        return img_err(r->err, -ENAMETOOLONG, "URL too long: %s%s", r->base, path);
+    return fetch_url(r, url, accept, NULL, true, rs);
 }
 
 /* ---- manifests ---- */
@@ -599,6 +621,8 @@ static int creds_from_file(struct reg *r, const char *path)
         rc = img_err(r->err, -EFBIG, "%s: larger than %u bytes", path, IMG_AUTH_FILE_MAX);
     else
         rc = img_auth_file_lookup(buf, (size_t)n, r->ref.registry, &r->creds, r->err);
+    if (buf)
+        explicit_bzero(buf, IMG_AUTH_FILE_MAX + 1);
     free(buf);
     if (rc < 0)
         return img_err(r->err, rc, "in %s", path);
