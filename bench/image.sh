@@ -7,14 +7,14 @@
 # unpacked tree. The layer set is made from this host's files: two gzip
 # layers of directories under /usr (IMAGE_DIRS1, IMAGE_DIRS2; ~300 MB
 # uncompressed with the defaults), kept in $WORK between runs. Each way runs
-# RUNS times (after one warm-up, page cache warm); medians are printed, with
+# RUNS times, interleaved (after one warm-up, page cache warm); medians are printed, with
 # the throughput in MB/s of uncompressed layer bytes (the tar streams'
 # sizes). Every way ends durable: the conversion fsyncs its image, tar -x
 # and mke2fs are followed by `sync -f`; tar -x without the sync is printed
 # too.
 #
 #   bench/image.sh [convert]      (after `make build/tests/image_rootfs`)
-# Env: B (build), WORK (build/bench-image), RUNS (5), IMAGE_DIRS1, IMAGE_DIRS2.
+# Env: B (build), WORK (build/bench-image), RUNS (5), SIZE (4 GiB), IMAGE_DIRS1, IMAGE_DIRS2.
 #
 # pull: registry -> root filesystem. An image of 4 gzip layers made from
 # this host's files (PULL_DIRS1..4 under /usr, ~300 MB uncompressed), kept
@@ -31,6 +31,7 @@ set -eu
 B=${B:-build}
 WORK=${WORK:-$B/bench-image}
 RUNS=${RUNS:-5}
+SIZE=${SIZE:-4294967296}        # the file system's size, both ways (the conversion's default here)
 CONV=${CONV:-$B/tests/image_rootfs}
 IMAGE_DIRS1=${IMAGE_DIRS1:-"usr/lib/python3.11 usr/share/vim usr/lib/git-core usr/share/perl"}
 IMAGE_DIRS2=${IMAGE_DIRS2:-"usr/share/doc usr/share/icons usr/lib/python3"}
@@ -38,20 +39,13 @@ IMAGE_DIRS2=${IMAGE_DIRS2:-"usr/share/doc usr/share/icons usr/lib/python3"}
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-# Time a shell command RUNS times (plus a warm-up); print the median ms.
-# $2 is run before each (not timed).
-timed() {
-    cmd=$1 prep=$2
-    sh -c "$prep" && sh -c "$cmd" >/dev/null
-    i=0
-    while [ $i -lt "$RUNS" ]; do
-        sh -c "$prep"
-        t0=$(now_ms)
-        sh -c "$cmd" >/dev/null
-        t1=$(now_ms)
-        echo $((t1 - t0))
-        i=$((i + 1))
-    done | median
+# Time one shell command once (after prep, untimed); print ms.
+once() {
+    sh -c "$2"
+    t0=$(now_ms)
+    sh -c "$1" >/dev/null
+    t1=$(now_ms)
+    echo $((t1 - t0))
 }
 
 mbps() { awk -v b="$1" -v ms="$2" 'BEGIN { printf "%.0f", b / 1e6 / (ms / 1000) }'; }
@@ -77,16 +71,27 @@ convert() {
     files=$(( $(tar -tzf "$L1" | wc -l) + $(tar -tzf "$L2" | wc -l) ))
     echo "convert: 2 gzip layers, $bytes bytes uncompressed, $files entries; $RUNS runs each, medians"
     out=$WORK/root.ext4 tree=$WORK/tree
-    t_conv=$(timed "$CONV $out $L1 $L2" "rm -f $out")
-    st=$(du -k "$out" | cut -f1)
-    fsck=$(e2fsck -fn "$out" >/dev/null 2>&1 && echo clean || echo NOT-CLEAN)
-    t_tar=$(timed "tar -C $tree -xzf $L1 && tar -C $tree -xzf $L2" "rm -rf $tree; mkdir -p $tree; sync")
-    t_tars=$(timed "tar -C $tree -xzf $L1 && tar -C $tree -xzf $L2 && sync -f $tree" "rm -rf $tree; mkdir -p $tree; sync")
-    # mke2fs -d of the unpacked tree (the tree from the last tar run), the
-    # same size as the conversion's image.
-    size=$(stat -c %s "$out")
-    t_mke2fs=$(timed "mke2fs -q -F -t ext4 -d $tree $WORK/mke2fs.ext4 $((size / 1024))k && sync -f $WORK" \
-               "rm -f $WORK/mke2fs.ext4")
+    size=$SIZE
+    conv="$CONV $out --disk-size $size $L1 $L2"
+    untar="tar -C $tree -xzf $L1 && tar -C $tree -xzf $L2"
+    fresh="rm -rf $tree $out $WORK/mke2fs.ext4; mkdir -p $tree; sync"
+    mkfs="mke2fs -q -F -t ext4 -d $tree $WORK/mke2fs.ext4 $((size / 1024))k && sync -f $WORK"
+    # The ways interleaved, run by run (a warm-up first): a busy host
+    # slows them alike.
+    : >"$WORK/times"
+    i=0
+    while [ $i -le "$RUNS" ]; do
+        c=$(once "$conv" "$fresh")
+        st=$(du -k "$out" | cut -f1)
+        fsck=$(e2fsck -fn "$out" >/dev/null 2>&1 && echo clean || echo NOT-CLEAN)
+        t=$(once "$untar" "$fresh")
+        ts=$(once "$untar && sync -f $tree" "$fresh")
+        m=$(once "$mkfs" "rm -f $WORK/mke2fs.ext4")
+        [ $i -gt 0 ] && echo "$c $t $ts $m" >>"$WORK/times"
+        i=$((i + 1))
+    done
+    col() { cut -d' ' -f"$1" "$WORK/times" | median; }
+    t_conv=$(col 1) t_tar=$(col 2) t_tars=$(col 3) t_mke2fs=$(col 4)
     printf '%-44s %8s %8s\n' "way" "ms" "MB/s"
     printf '%-44s %8s %8s\n' "moat conversion (image_rootfs, fsync)" "$t_conv" "$(mbps $bytes $t_conv)"
     printf '%-44s %8s %8s\n' "tar -x of the layers, then sync -f" "$t_tars" "$(mbps $bytes $t_tars)"

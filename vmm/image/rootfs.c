@@ -82,6 +82,13 @@ static void entry_meta(struct archive_entry *e, struct rfs_meta *m)
     m->rdev_minor = (uint32_t)archive_entry_rdevminor(e);
 }
 
+/* libarchive's last error, never NULL. */
+static const char *why(struct archive *a)
+{
+    const char *w = archive_error_string(a);
+    return w ? w : "not a readable tar stream";
+}
+
 static int check_bytes(struct build *b, struct archive *a)
 {
     int64_t n = archive_filter_bytes(a, 0);
@@ -99,8 +106,8 @@ static int data(struct build *b, struct archive *a, ext2_file_t f, const char *p
         int r = archive_read_data_block(a, &buf, &len, &off);
         if (r == ARCHIVE_EOF)
             return 0;
-        if (r < ARCHIVE_WARN)
-            return img_err(b->err, -EBADMSG, "\"%s\": %s", path, archive_error_string(a));
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
+            return img_err(b->err, -EBADMSG, "\"%s\": %s", path, why(a));
         int rc = check_bytes(b, a);
         if (rc < 0)
             return rc;
@@ -294,7 +301,7 @@ static struct archive *open_layer(struct build *b, const struct img_layer_in *l,
     archive_read_support_filter_none(a);
     archive_read_support_format_tar(a);
     if (archive_read_open_filename(a, l->path, 1 << 17) != ARCHIVE_OK) {
-        img_err(b->err, -EBADMSG, "layer %u (%s): %s", i + 1, l->path, archive_error_string(a));
+        img_err(b->err, -EBADMSG, "layer %u (%s): %s", i + 1, l->path, why(a));
         archive_read_free(a);
         return NULL;
     }
@@ -316,8 +323,8 @@ static int layer(struct build *b, const struct img_layer_in *l, unsigned i)
         if (r == ARCHIVE_EOF)
             break;
         /* ARCHIVE_WARN: a name not in this locale's charset (kept as bytes). */
-        if (r < ARCHIVE_WARN)
-            rc = img_err(b->err, -EBADMSG, "%s", archive_error_string(a));
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN)
+            rc = img_err(b->err, -EBADMSG, "%s", why(a));
         else if ((rc = check_bytes(b, a)) == 0 && (rc = img_tar_count_entry(&b->lim, &b->cnt, b->err)) == 0)
             rc = entry(b, a, e, t);
     }
