@@ -34,8 +34,8 @@
  *   guest/init/imgcfg.c), after 1b /init mounts /dev/vda (ext4) at
  *   /newroot, moves it onto / and chroots into it (the switch_root
  *   technique; pivot_root cannot leave an initramfs), mounts /proc, /sys,
- *   /dev, /dev/pts, /dev/shm there anew, a tmpfs at /run/moat holding a
- *   copy of the agent (started from there), /etc/hosts, /etc/hostname and
+ *   /dev, /dev/pts, /dev/shm there anew, a tmpfs at /run/moat holding
+ *   (with moat.agent=) a copy of the agent (started from there), /etc/hosts, /etc/hostname and
  *   (with an address) /etc/resolv.conf bound from files in it; the
  *   config's user is resolved in the image's /etc/passwd and /etc/group,
  *   its working directory made if missing, and its command runs (step 3)
@@ -603,15 +603,16 @@ static int image_user(struct image *im)
     return 0;
 }
 
-/* Image mode up to the command (see the header): 0, or -1 after saying
+/* Image mode up to the command (see the header); AGENT: the agent will
+ * run (it is copied into the new root only then). 0, or -1 after saying
  * why. Before: the network (the initramfs's udhcpc wrote resolv.conf). */
-static int image_enter(struct image *im)
+static int image_enter(struct image *im, int agent)
 {
     char *rc = read_path("/etc/resolv.conf", sizeof(im->resolv) - 1, NULL);
 
     snprintf(im->resolv, sizeof(im->resolv), "%s", rc ? rc : "");
     free(rc);
-    im->agent_fd = open("/sbin/moat-agent", O_RDONLY | O_CLOEXEC);
+    im->agent_fd = agent ? open("/sbin/moat-agent", O_RDONLY | O_CLOEXEC) : -1;
     if (image_switch() != 0 || image_mounts(im) != 0)
         return -1;
     if (im->agent_fd >= 0)
@@ -741,14 +742,16 @@ int main(int argc, char **argv)
     /* Before ioperm: udhcpc and the agent must not inherit the port
      * permission. */
     net_setup(cmdline);
-    if (image > 0 && image_enter(&im) != 0)
+    unsigned long aport = agent_port(cmdline);
+    if (image > 0 && image_enter(&im, aport != 0) != 0)
         image = -1;
     if (image > 0) {
         cmd = im.cfg.argv;
         explicit_cmd = im.cfg.explicit_cmd;
         agent_env = im.cfg.env;     /* moat exec's commands get the image's environment */
     }
-    unsigned long aport = image >= 0 ? agent_port(cmdline) : 0;
+    if (image < 0)
+        aport = 0;
     pid_t agent = aport ? start_agent(aport) : -1;
 
     tty = open_ctty();

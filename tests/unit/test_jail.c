@@ -216,6 +216,17 @@ START_TEST(inner_command)
     memset(&l, 0, sizeof l);
     ck_assert_int_eq(jail_inner_paths(4, ro_first, &l, why, sizeof why), 0);
     ck_assert_int_eq(find(&l, "/ro"), 1);
+    /* image mode: --image-config's file read-only, the root as a drive */
+    char *image[] = { "moat", "run", "--drive", "/i/root.ext4,overlay=/s/disk0.overlay", "--image-root",
+                      "--image-config", "/i/blobs/cfg", "-e", "A=1", "--", "--image-config", "/not/this" };
+    memset(&l, 0, sizeof l);
+    ck_assert_int_eq(jail_inner_paths(12, image, &l, why, sizeof why), 0);
+    ck_assert_int_eq(l.n, 3);
+    ck_assert_int_eq(find(&l, "/i/blobs/cfg"), 0);
+    ck_assert_int_eq(find(&l, "/s/disk0.overlay"), 1);
+    ck_assert_int_eq(find(&l, "/not/this"), -1);
+    char *relcfg[] = { "moat", "run", "--image-config=cfg.json" };
+    ck_assert_int_eq(jail_inner_paths(3, relcfg, &l, why, sizeof why), -EINVAL);
     char *missing[] = { "moat", "run", "--initrd" };
     why[0] = 0;
     ck_assert_int_eq(jail_inner_paths(3, missing, &l, why, sizeof why), -EINVAL);

@@ -12,7 +12,8 @@
 # root; a sandbox (moat create --rootfs) runs only the agent, from its
 # tmpfs, with the image's environment, and moat exec reaches it; an OCI
 # image (umoci) imported into a store on the host runs with --image, in
-# moat run and as a sandbox (its cached root filesystem as drive 0).
+# moat run, as a sandbox (its cached root filesystem as drive 0) and as a
+# template forked into a sandbox (how moat serve would start it).
 if [ -f build/guest/bzImage ] && [ -f image-boot.ext4 ]; then
 IB=/payload/image-boot.ext4
 t image-boot-config sh -c '
@@ -95,6 +96,14 @@ t image-boot-store sh -c '
     grep -qx v=from-oci /tmp/is2 && grep -qx 0 /tmp/is2 &&
     grep -q "^drive.0=$MOAT_HOME/images/rootfs/[0-9a-f]*\.67108864\.ext4,overlay=$MOAT_HOME/is1/disk0.overlay$" /tmp/is2c &&
     grep -q "^arg=$MOAT_HOME/images/blobs/sha256/" /tmp/is2c'
+t image-boot-template sh -c '
+    export MOAT_HOME=/payload/ibhome
+    M=./build/moat
+    $M template create ibt --wait 600 --mem 128 --image ibtest:1 --disk-size 64M; r1=$?
+    $M fork template.ibt --name ibf --wait 600; r2=$?
+    $M exec ibf -- /bin/sh -c "echo v=\$IMGVAR; cat /etc/passwd | grep -c app; echo f > /forked; cat /forked" >/tmp/it 2>&1; r3=$?
+    cat /tmp/it; $M rm -f ibf; $M template rm ibt; echo "rc $r1 $r2 $r3"
+    [ "$r1$r2$r3" = 000 ] && grep -qx v=from-oci /tmp/it && grep -qx 1 /tmp/it && grep -qx f /tmp/it'
 else
     echo "SKIPPED: image-boot-store: no imported image (umoci, moat image import on the host)"
 fi
