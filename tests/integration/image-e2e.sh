@@ -75,6 +75,14 @@ check "  setgid: /usr/bin/wall 02755 group 5" bash -c "$(declare -f dbg st has);
 check "  sticky /tmp 01777" has /tmp "Mode:  01777"
 check "  owner 1000:1000, 0640: /home/u/file" has /home/u/file "User:  1000   Group:  1000"
 check "  /home/u 0750 1000:1000 (its parent /home made implicitly)" has /home/u "Mode:  0750"
+check "  owner 165536:165537 (ids past 16 bits): /home/u/high" has /home/u/high "User: 165536   Group: 165537"
+check "  /secret 0700 1000:1000 and its file mode 0000" bash -c "$(declare -f dbg st has); has /secret 'Mode:  0700' &&
+    has /secret/none 'Mode:  0000'"
+check "  an empty file" has /empty "Size: 0"
+check "  mtime from the tar (2023-11-14 22:13:20 UTC)" has /etc/passwd "mtime: 0x6553f100"
+check "  a 3 MiB file's content (sha256 of a debugfs dump)" bash -c '
+    debugfs -R "dump /big.bin $0" "$IMG" >/dev/null 2>&1 && [ "$(sha256sum <"$0" | cut -c1-64)" = "$1" ]' \
+    "$REG_TMP/big.bin" "$(digest big.bin)"
 check "  owner 65534:65534 0700 from the uncompressed layer" has /usr/bin/late "User: 65534   Group: 65534"
 check "  char device /dev/null 1:3" dev_is /dev/null 1 3
 check "  block device /dev/sda1 8:1, group 6" dev_is /dev/sda1 8 1

@@ -30,6 +30,8 @@ CAP_NET_RAW = struct.pack("<IIIII", 0x02000001, 1 << 13, 0, 0, 0)
 LONG_DIR = "deep/" + "d" * 90 + "/" + "e" * 90
 LONG_NAME = "n" * 200
 UNICODE = "données/ファイル-ü.txt"
+# 3 MiB of reproducible bytes that do not compress (several extents' worth).
+BIG = b"".join(hashlib.sha256(b"%d" % i).digest() for i in range(3 << 15))
 
 
 def sha(b):
@@ -86,6 +88,11 @@ def layer1():
           pax={"SCHILY.xattr.security.capability": CAP_NET_RAW.decode("utf-8", "surrogateescape"),
                "SCHILY.xattr.user.moat": "e2e-value"})
     t.add("home/u/file", data=b"mine", mode=0o640, uid=1000, gid=1000)
+    t.add("home/u/high", data=b"high ids", uid=165536, gid=165537)
+    t.dir("secret", mode=0o700, uid=1000, gid=1000)
+    t.add("secret/none", data=b"no permissions", mode=0o000, uid=1000, gid=1000)
+    t.add("empty")
+    t.add("big.bin", data=BIG)
     t.add("dev/null", tarfile.CHRTYPE, mode=0o666, dev=(1, 3))
     t.add("dev/sda1", tarfile.BLKTYPE, mode=0o660, gid=6, dev=(8, 1))
     t.add("dev/big", tarfile.CHRTYPE, mode=0o600, dev=(511, 1048575))
@@ -216,6 +223,7 @@ def main(out):
     L.tag("main", man, d)
     L.as_dir(os.path.join(out, "dir-main"), man)
     print("main", d)
+    print("big.bin", hashlib.sha256(BIG).hexdigest())
     # The index: amd64 and arm64, each a marker file of its own.
     ms = [one_layer(L, None, [("arch-" + a, tarfile.REGTYPE, {"data": a.encode()})], arch=a)
           for a in ("amd64", "arm64")]
