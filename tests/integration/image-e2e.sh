@@ -118,6 +118,12 @@ check "  replaced file /etc/hostname: layer 2's content and mode 0600" bash -c "
     cat_is /etc/hostname layer2 && has /etc/hostname 'Mode:  0600'"
 check "  a file of layer 1 replaced by a directory in layer 2 (/swap/inner)" cat_is /swap/inner inner
 check "  layer 3's file" cat_is /layer3 3
+check "  a file hardlinked by layer 2, rewritten by layer 3: the link keeps v1" bash -c "$(declare -f dbg st has cat_is)
+    cat_is /hl/orig v2 && cat_is /hl/link v1 && has /hl/orig 'Links: 1' && has /hl/link 'Links: 1'"
+check "  an opaque marker after its layer's own file: that file kept, the lower one gone" bash -c "$(declare -f dbg st absent cat_is)
+    cat_is /opq2/new2 new2 && absent /opq2/old"
+check "  a directory given again by layer 2: its new mode and owner, layer 1's file kept" bash -c "$(declare -f dbg st has cat_is)
+    has /meta 'Mode:  0711' && has /meta 'User:     5   Group:     6' && cat_is /meta/kept kept"
 check "  ls -l / lists the tree" bash -c "debugfs -R 'ls -l /' '$IMG' 2>/dev/null | grep -q ' sparse1g'"
 check "  sparse file /sparse1g: 1 GiB" has /sparse1g "Size: 1073741824"
 blocks=$(st /sparse1g | sed -n 's/.*Blockcount: \([0-9]*\).*/\1/p')

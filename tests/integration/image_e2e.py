@@ -114,6 +114,9 @@ def layer1():
     t.add("wh/y", data=b"y\n")
     t.add("whdir/inner/f", data=b"f\n")
     t.add("swap", data=b"a file in layer 1, a directory in layer 2\n")
+    t.add("hl/orig", data=b"v1\n")
+    t.add("opq2/old", data=b"old\n")
+    t.add("meta/kept", data=b"kept\n")
     t.sparse("sparse1g", GIB, [(512 << 20, b"M" * 4096), (GIB - 4096, b"E" * 4096)])
     return t.bytes()
 
@@ -129,6 +132,12 @@ def layer2():
     t.dir("swap")
     t.add("swap/inner", data=b"inner\n")
     t.add("bin/sh", tarfile.LNKTYPE, link="bin/busybox")
+    t.add("hl/link", tarfile.LNKTYPE, link="hl/orig")
+    # The opaque marker after a file of its own layer: it hides the lower
+    # layers only, whatever the order in the tar.
+    t.add("opq2/new2", data=b"new2\n")
+    t.add("opq2/.wh..wh..opq")
+    t.dir("meta", mode=0o711, uid=5, gid=6)
     return t.bytes()
 
 
@@ -137,6 +146,7 @@ def layer3():
     t.add("bin/.wh.cat")
     t.add("usr/bin/late", data=b"late\n", mode=0o700, uid=65534, gid=65534)
     t.add("layer3", data=b"3\n")
+    t.add("hl/orig", data=b"v2\n")
     return t.bytes()
 
 
