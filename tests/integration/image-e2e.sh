@@ -8,7 +8,8 @@
 # docker-registry (skopeo copy; the zstd/uncompressed image as is through
 # the registry API), pulled with --insecure, converted, then checked inside
 # the ext4 with debugfs and e2fsck -fn. Hostile images (../, a symlink then
-# a file through it, a hardlink out, a 10 GiB zstd bomb) refused with a
+# a file through it, a hardlink out, a 10 GiB zstd bomb, a device number
+# past ext4's range) refused with a
 # message and nothing cached in images/rootfs/; a multi-arch index picks
 # linux/amd64.
 #   MOAT_BIN=build/moat tests/integration/image-e2e.sh
@@ -36,7 +37,7 @@ reg_start plain || { echo "FAIL: $SUITE: docker-registry did not start"; exit 1;
 R=$REG_ADDR/e2e/img
 push_ok=1
 reg_push "oci:$G/oci:multi" "$R:multi" --all || push_ok=0
-for t in dotdot symout symnone linkout; do reg_push "oci:$G/oci:$t" "$R:$t" || push_ok=0; done
+for t in dotdot symout symnone linkout devwrap; do reg_push "oci:$G/oci:$t" "$R:$t" || push_ok=0; done
 for t in main bomb; do   # skopeo would recompress the zstd and plain layers: pushed as they are
     python3 "$REG_AUX" pushdir "$REG_ADDR" "e2e/img:$t" "$G/dir-$t" >/dev/null || push_ok=0
 done
@@ -175,5 +176,8 @@ check "  /evil is still the symlink" bash -c "debugfs -R 'stat /evil' \"\$(tail 
     grep -q 'Fast link dest: \"/etc\"'"
 check "nothing written on this host by any of them" bash -c '[ ! -e /tmp/moat-e2e-out ] && [ ! -e "$0/escape" ] &&
     [ ! -e "$0/../escape" ]' "$MOAT_HOME/images"
+check "a device number ext4 cannot hold (char 1:1048577) refused, not wrapped (to 1:1, /dev/mem)" \
+    refused devwrap "device"
+shown
 echo "$SUITE: $fails failed"
 exit $((fails > 0))

@@ -10,6 +10,7 @@ writes OUT/oci (an OCI image layout) with the tags
   symout    a symlink to /etc then a file through it (lands inside the image)
   symnone   a symlink to a directory the image lacks, then a file through it
   linkout   a hardlink to ../../../etc/passwd
+  devwrap   a character device 1:1048577 (past ext4's 20-bit minors)
   bomb      one zstd layer: a 10 GiB file of zeros (a few hundred KiB)
 and, for the tags whose layers a registry push would recompress (zstd,
 uncompressed), OUT/dir-TAG: the same image as a skopeo dir: directory
@@ -250,6 +251,10 @@ def main(out):
                                             ("evil/moat-e2e-owned", f, {"data": b"owned?"})])[1])
     print("symnone", one_layer(L, "symnone", [("out", tarfile.SYMTYPE, {"link": "../../../../tmp/moat-e2e-out"}),
                                               ("out/escaped", f, {"data": b"out"})])[1])
+    # 1:1048577: ext4's new encoding holds 12-bit majors and 20-bit minors;
+    # wrapped, this minor is 1 (1:1 is /dev/mem).
+    print("devwrap", one_layer(L, "devwrap", [("dev", tarfile.DIRTYPE, {}),
+                                              ("dev/wrap", tarfile.CHRTYPE, {"dev": (1, 1048577)})])[1])
     print("linkout", one_layer(L, "linkout", [("h", tarfile.LNKTYPE, {"link": "../../../etc/passwd"})])[1])
     hdr = tarfile.TarInfo("zeros")
     hdr.size, hdr.mode, hdr.mtime = 10 * GIB, 0o644, 1700000000
