@@ -37,6 +37,7 @@ reg_start plain || { echo "FAIL: $SUITE: docker-registry did not start"; exit 1;
 R=$REG_ADDR/e2e/img
 push_ok=1
 reg_push "oci:$G/oci:multi" "$R:multi" --all || push_ok=0
+reg_push "oci:$G/oci:multi" "$R:v2s2" --all --format v2s2 || push_ok=0
 for t in dotdot symout symnone linkout devwrap; do reg_push "oci:$G/oci:$t" "$R:$t" || push_ok=0; done
 for t in main bomb; do   # skopeo would recompress the zstd and plain layers: pushed as they are
     python3 "$REG_AUX" pushdir "$REG_ADDR" "e2e/img:$t" "$G/dir-$t" >/dev/null || push_ok=0
@@ -145,6 +146,13 @@ check "  its root holds /arch-amd64, not /arch-arm64" bash -c '
     "$0" image rootfs "$1" >"$2" 2>&1 && img=$(tail -1 "$2") &&
     [ "$(debugfs -R "cat /arch-amd64" "$img" 2>/dev/null)" = amd64 ] &&
     ! debugfs -R "stat /arch-arm64" "$img" 2>/dev/null | grep -q Inode:' "$MOAT" "$R:multi" "$OUT"
+
+check "a Docker manifest list (skopeo --format v2s2) gives the amd64 root too" bash -c '
+    "$0" image pull --insecure "$1" >"$2" 2>&1 && "$0" image rootfs "$1" >"$2" 2>&1 && img=$(tail -1 "$2") &&
+    [ "$(debugfs -R "cat /arch-amd64" "$img" 2>/dev/null)" = amd64 ]' "$MOAT" "$R:v2s2" "$OUT"
+check "  its manifest is Docker's schema 2" bash -c '
+    curl -s -H "Accept: application/vnd.docker.distribution.manifest.list.v2+json" "http://$0/v2/e2e/img/manifests/v2s2" |
+    grep -q "manifest.list.v2+json"' "$REG_ADDR"
 
 # ---- hostile images: refused by pull or rootfs, nothing cached ----
 rm -rf "$MOAT_HOME/images/rootfs"
