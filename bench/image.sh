@@ -19,11 +19,12 @@
 # pull: registry -> root filesystem. An image of 4 gzip layers made from
 # this host's files (PULL_DIRS1..4 under /usr, ~300 MB uncompressed), kept
 # in $WORK/pull-oci, pushed once with skopeo to a loopback docker-registry
-# (tests/integration/registry.sh). Then, RUNS times each (3 by default,
-# after one warm-up, medians): `moat image pull --insecure` + `moat image
-# rootfs` with a fresh MOAT_HOME each run, against `skopeo copy
-# docker://... oci:DIR` + `umoci unpack --rootless` + `mke2fs -t ext4 -d
-# ROOTFS` (the same size as moat's image) + `sync -f`. Target: moat <= 1.0x.
+# (tests/integration/registry.sh). Then, RUNS_PULL times each (3 by
+# default, interleaved, after one warm-up, medians): `moat image pull
+# --insecure` + `moat image rootfs --disk-size SIZE` with a fresh MOAT_HOME
+# each run, against `skopeo copy docker://... oci:DIR` + `umoci unpack
+# --rootless` + `mke2fs -t ext4 -d ROOTFS` (SIZE) + `sync -f`. Target:
+# moat <= 1.0x.
 #
 #   bench/image.sh pull           (after `make build/moat`)
 # Env: MOAT_BIN (build/moat), RUNS_PULL (3), PULL_DIRS1..PULL_DIRS4.
@@ -176,14 +177,22 @@ pull() {
     echo "pull: 4 gzip layers, $gz bytes compressed, $bytes uncompressed; registry $REG_ADDR (loopback);" \
          "$RUNS runs each, medians; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
     H=$WORK/pull-home
-    moat_cmd="MOAT_HOME=$H $MOAT image pull --quiet --insecure $ref && MOAT_HOME=$H $MOAT image rootfs $ref"
-    t_moat=$(timed "$moat_cmd" "chmod -R u+w $H 2>/dev/null; rm -rf $H")
-    img=$(MOAT_HOME=$H "$MOAT" image rootfs "$ref")
+    moat_cmd="MOAT_HOME=$H $MOAT image pull --quiet --insecure $ref && MOAT_HOME=$H $MOAT image rootfs $ref --disk-size $SIZE"
+    D=$WORK/pull-skopeo U=$WORK/pull-bundle F=$WORK/pull-mke2fs.ext4
+    other_cmd="skopeo copy -q --src-tls-verify=false docker://$ref oci:$D:1 && umoci unpack --rootless --image $D:1 $U && mke2fs -q -F -t ext4 -d $U/rootfs $F $((SIZE / 1024))k && sync -f $F"
+    # Interleaved run by run (a warm-up first), like convert.
+    : >"$WORK/pull-times"
+    i=0
+    while [ $i -le "$RUNS" ]; do
+        m=$(once "$moat_cmd" "chmod -R u+w $H 2>/dev/null; rm -rf $H")
+        o=$(once "$other_cmd" "chmod -R u+w $D $U 2>/dev/null; rm -rf $D $U $F")
+        [ $i -gt 0 ] && echo "$m $o" >>"$WORK/pull-times"
+        i=$((i + 1))
+    done
+    t_moat=$(cut -d' ' -f1 "$WORK/pull-times" | median) t_other=$(cut -d' ' -f2 "$WORK/pull-times" | median)
+    img=$(MOAT_HOME=$H "$MOAT" image rootfs "$ref" --disk-size "$SIZE")
     size=$(stat -c %s "$img")
     fsck=$(e2fsck -fn "$img" >/dev/null 2>&1 && echo clean || echo NOT-CLEAN)
-    D=$WORK/pull-skopeo U=$WORK/pull-bundle F=$WORK/pull-mke2fs.ext4
-    other_cmd="skopeo copy -q --src-tls-verify=false docker://$ref oci:$D:1 && umoci unpack --rootless --image $D:1 $U && mke2fs -q -F -t ext4 -d $U/rootfs $F $((size / 1024))k && sync -f $F"
-    t_other=$(timed "$other_cmd" "chmod -R u+w $D $U 2>/dev/null; rm -rf $D $U $F")
     echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
     printf '%-60s %8s %8s\n' "way" "ms" "MB/s"
     printf '%-60s %8s %8s\n' "moat image pull + moat image rootfs (fresh MOAT_HOME)" "$t_moat" "$(mbps $bytes $t_moat)"
