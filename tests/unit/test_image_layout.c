@@ -14,6 +14,7 @@
 #include "vmm/image/layout.h"
 #include "vmm/image/store_int.h"
 #include "vmm/image/tar.h"
+#include "tests/unit/image_fixture.h"
 
 static void hdr(uint8_t h[TAR_BLOCK], const char *name, const char *size, char type)
 {
@@ -93,27 +94,6 @@ START_TEST(tar_pax_and_names)
 }
 END_TEST
 
-static char dir[256];
-static struct img_store st;
-
-static void setup(void)
-{
-    snprintf(dir, sizeof dir, "/tmp/moat-imglayout-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    struct img_err err = { 0 };
-    char home[300];
-    snprintf(home, sizeof home, "%s/home", dir);
-    ck_assert_int_eq(img_store_open(&st, home, &err), 0);
-}
-
-static void teardown(void)
-{
-    img_store_close(&st);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
-}
-
 static void file(const char *rel, const char *data)
 {
     char p[600], cmd[700];
@@ -128,13 +108,7 @@ static void file(const char *rel, const char *data)
 
 static int blobs(void)
 {
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "ls -A '%s/home/images/blobs/sha256' | wc -l", dir);
-    FILE *p = popen(cmd, "r");
-    int n = -1;
-    ck_assert_int_eq(fscanf(p, "%d", &n), 1);
-    pclose(p);
-    return n;
+    return count_dir("blobs/sha256");
 }
 
 /* A docker save folder D/: one plain-tar "layer" whose diff_id is given. */

@@ -14,42 +14,13 @@
 
 #include "vmm/image/store.h"
 #include "vmm/image/store_int.h"
-
-static char home[256];
-static struct img_store st;
-
-static void setup(void)
-{
-    snprintf(home, sizeof home, "/tmp/moat-imgstore-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(home));
-    struct img_err err = { 0 };
-    ck_assert_int_eq(img_store_open(&st, home, &err), 0);
-}
-
-static void teardown(void)
-{
-    img_store_close(&st);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", home);
-    ck_assert_int_eq(system(cmd), 0);
-}
+#include "tests/unit/image_fixture.h"
 
 static void put(const char *data, char digest[IMG_DIGEST_MAX])
 {
     struct img_err err = { 0 };
     img_sha256(data, strlen(data), digest);
     ck_assert_int_eq(img_blob_put(&st, digest, data, strlen(data), &err), 0);
-}
-
-static int count_dir(const char *sub)
-{
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "ls -A '%s/images/%s' | wc -l", home, sub);
-    FILE *p = popen(cmd, "r");
-    int n = -1;
-    ck_assert_int_eq(fscanf(p, "%d", &n), 1);
-    pclose(p);
-    return n;
 }
 
 START_TEST(put_read_verify)

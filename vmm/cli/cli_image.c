@@ -27,7 +27,10 @@ static int image_import(struct img_store *s, int argc, char **argv);
 static int image_export(struct img_store *s, int argc, char **argv);
 
 static const struct image_sub subs[] = {
-    /* moat image pull (the registry client) joins here. */
+    /* moat image pull (the registry client) joins here: one line
+     * { "pull", "pull [--platform OS/ARCH[/VARIANT]] REF", image_pull },
+     * with int image_pull(struct img_store *, int, char **) in a file of
+     * its own (argv[0] is "pull"; the store is open, closed after). */
     { "ls", "ls [--json]", image_ls },
     { "inspect", "inspect NAME...", image_inspect },
     { "rm", "rm NAME...", image_rm },
