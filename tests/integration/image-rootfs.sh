@@ -132,4 +132,8 @@ rc=$?
     || bad "unknown image: exit $rc $(cat "$W/err")"
 "$MOAT" image rootfs localhost/rootfs:1 --disk-size 12Q >/dev/null 2>&1
 [ $? = 2 ] && pass "--disk-size 12Q: a usage error" || bad "--disk-size 12Q accepted"
+"$MOAT" image prune --grace 0 >/dev/null 2>&1
+[ -f "$p1" ] && [ -f "$ps" ] && pass "prune keeps the roots of a referenced image" || bad "prune removed a used root"
+"$MOAT" image rm localhost/rootfs:1 >/dev/null 2>&1 && "$MOAT" image prune --grace 0 >/dev/null 2>&1
+[ ! -e "$p1" ] && [ ! -e "$ps" ] && pass "rm + prune remove its roots" || bad "roots left: $(ls "$MOAT_HOME/images/rootfs")"
 exit $fail
