@@ -297,6 +297,7 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	    MOAT_BIN=$$bin tests/integration/image-pull.sh || rc=1; \
 	    MOAT_BIN=$$bin tests/integration/image-run.sh || rc=1; \
 	    MOAT_BIN=$$bin tests/integration/image-e2e.sh || rc=1; \
+	    MOAT_BIN=$$bin B=$(B) tests/integration/image-rootfs.sh || rc=1; \
 	done; \
 	for t in $(B)/tests/test_api $(B)/tests-san/test_api; do \
 	    MOAT_GUESTS=$(B)/guests $$t || rc=1; \
@@ -306,7 +307,6 @@ test-integration: $(B)/moat $(B)/moat-san test-guests guest $(B)/tests/test_inte
 	done; \
 	B=$(B) tests/integration/serve-envd-sdk.sh || rc=1; \
 	MOAT_BIN=$(B)/moat MOAT_GUESTS=$(B)/guests tests/integration/jail.sh || rc=1; \
-	B=$(B) MOAT_BIN=$(B)/moat tests/integration/image-rootfs.sh || rc=1; \
 	exit $$rc
 
 test-linux: $(B)/moat guest

@@ -72,6 +72,23 @@ blocks=$(stat_of /sparse | sed -n 's/.*Blockcount: \([0-9]*\).*/\1/p')
 alloc=$(du -k "$out" | cut -f1)
 [ "$alloc" -lt 32768 ] && pass "256 MiB image file allocates ${alloc} KiB" || bad "image allocates ${alloc} KiB"
 
+# Layer 1 alone, dumped back out of the ext4 by debugfs: the same tree as
+# tar -x makes of it (content, symlinks, permission bits; debugfs's rdump
+# chowns after its chmod, which drops setuid: that bit is checked above).
+"$CONV" "$W/one.ext4" "$W/l1.tar.gz" >/dev/null 2>&1
+mkdir -p "$W/byTar" "$W/byDump"
+tar -C "$W/byTar" -xzf "$W/l1.tar.gz"
+debugfs -R "rdump / $W/byDump" "$W/one.ext4" >/dev/null 2>&1
+rm -rf "$W/byDump/lost+found"
+if diff -r --no-dereference "$W/byTar" "$W/byDump" >"$W/diff" 2>&1 &&
+   [ "$(cd "$W/byTar" && find . -printf '%p %m\n' | sed 's/ [0-7]*\([0-7][0-7][0-7]\)$/ \1/' | sort)" = \
+     "$(cd "$W/byDump" && find . -printf '%p %m\n' | sed 's/ [0-7]*\([0-7][0-7][0-7]\)$/ \1/' | sort)" ]; then
+    pass "layer 1 dumped from the ext4 = tar -x of it (content, symlinks, permissions)"
+else
+    bad "layer 1 differs from tar -x: $(head -5 "$W/diff")"
+fi
+rm -rf "$W/byTar" "$W/byDump" "$W/one.ext4"
+
 # Hostile: a path with .. (GNU tar keeps it with -P): refused, nothing left.
 mkdir -p "$W/h/a"
 echo evil >"$W/h/evil"
@@ -132,4 +149,8 @@ rc=$?
     || bad "unknown image: exit $rc $(cat "$W/err")"
 "$MOAT" image rootfs localhost/rootfs:1 --disk-size 12Q >/dev/null 2>&1
 [ $? = 2 ] && pass "--disk-size 12Q: a usage error" || bad "--disk-size 12Q accepted"
+"$MOAT" image prune --grace 0 >/dev/null 2>&1
+[ -f "$p1" ] && [ -f "$ps" ] && pass "prune keeps the roots of a referenced image" || bad "prune removed a used root"
+"$MOAT" image rm localhost/rootfs:1 >/dev/null 2>&1 && "$MOAT" image prune --grace 0 >/dev/null 2>&1
+[ ! -e "$p1" ] && [ ! -e "$ps" ] && pass "rm + prune remove its roots" || bad "roots left: $(ls "$MOAT_HOME/images/rootfs")"
 exit $fail

@@ -48,9 +48,10 @@ int img_rootfs_build(const struct img_layer_in *layers, unsigned n, const char *
 /* The root filesystem of image im from the store's cache,
  * rootfs/HEX.ext4 (HEX: the config digest's; disk_size 0: the default
  * size) or rootfs/HEX.SIZE.ext4 (SIZE: disk_size rounded up to 1 MiB, in
- * bytes), built once from the image's layer blobs if missing: under the
- * lock locks/rootfs-NAME.lock, so a second caller waits for the first and
- * uses its file; read-only (0444) once there. Its path into path. 0, or
+ * bytes), built once from the image's layer blobs if missing: under a
+ * lock of the store's (locks/HEX2.lock, HEX2 the SHA-256 of "moat rootfs
+ * NAME"), so a second caller waits for the first and uses its file;
+ * read-only (0444) once there. Its path into path. 0, or
  * -errno with why (-ENOENT: a layer blob is not in the store). */
 struct img_store;
 struct img_image;

@@ -76,7 +76,14 @@ int img_rootfs_get(struct img_store *s, const struct img_image *im, uint64_t dis
         return img_err(err, -errno, "%s/rootfs: %s", s->root, strerror(errno));
     /* One builder per root filesystem: a second caller waits here, then
      * finds the file the first one renamed into place. */
-    snprintf(lock, sizeof lock, "locks/rootfs-%s.lock", name);
+    /* Named like a blob's lock (locks/HEX.lock, HEX the SHA-256 of
+     * "moat rootfs NAME"), so that prune treats it as one: it removes it
+     * only when it can take it. */
+    char key[160], d[IMG_DIGEST_MAX];
+    snprintf(key, sizeof key, "moat rootfs %s", name);
+    img_sha256(key, strlen(key), d);
+    if ((rc = img_store_rel(lock, sizeof lock, "locks", d, ".lock")) < 0)
+        return img_err(err, rc, "rootfs lock name: %s", strerror(-rc));
     int lk = img_store_lock(s, lock, 0);
     if (lk < 0)
         return img_err(err, lk, "%s/%s: %s", s->root, lock, strerror(-lk));
