@@ -15,7 +15,7 @@ set -eu
 out=${1:?usage: rootfs-debian.sh OUTDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 ext4=$out/debian.ext4 oci=$out/debian-oci
-if [ "$ext4" -nt "$here/rootfs-debian.sh" ] && [ "$oci/index.json" -nt "$here/rootfs-debian.sh" ]; then
+if [ "$(find "$ext4" "$oci/index.json" -newer "$here/rootfs-debian.sh" 2>/dev/null | wc -l)" = 2 ]; then
     echo "rootfs-debian: $ext4 and $oci are up to date"
     exit 0
 fi
