@@ -68,7 +68,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t left = size - 3;
     if (plen > left)
         plen = left;
-    struct img_tarent_in in = { rest, plen, type, left > plen ? rest + plen : NULL, left - plen };
+    /* Owner and device numbers from the length bytes too: negative, in
+     * range and past it. */
+    struct img_tarent_in in = { rest, plen, type, left > plen ? rest + plen : NULL, left - plen,
+                                (int64_t)(int8_t)data[1] * (1ll << 25), (int64_t)data[2] << 24,
+                                (uint64_t)data[1] << 5, (uint64_t)data[2] << 13 };
     static struct img_tarent_out out;
     struct img_err err = { 0 };
     int rc = img_tarent_check(&in, &out, &err);
@@ -77,6 +81,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_ASSERT(err.code == rc && err.msg[0]);
     } else {
         FUZZ_ASSERT(rc == 0 && err.code == 0);
+        FUZZ_ASSERT(in.uid >= 0 && in.uid <= IMG_TAR_ID_MAX && in.gid >= 0 && in.gid <= IMG_TAR_ID_MAX);
+        FUZZ_ASSERT((type != IMG_TE_CHR && type != IMG_TE_BLK) ||
+                    (in.rdev_major <= IMG_TAR_MAJOR_MAX && in.rdev_minor <= IMG_TAR_MINOR_MAX));
         FUZZ_ASSERT(out.action >= IMG_TA_APPLY && out.action <= IMG_TA_SKIP);
         normalised(out.path, out.action != IMG_TA_WHITEOUT);
         if (out.action == IMG_TA_WHITEOUT) {

@@ -80,7 +80,7 @@ END_TEST
 
 static int check(const char *path, enum img_te_type t, const char *link, struct img_tarent_out *out)
 {
-    struct img_tarent_in in = { path, strlen(path), t, link, link ? strlen(link) : 0 };
+    struct img_tarent_in in = { path, strlen(path), t, link, link ? strlen(link) : 0, 0, 0, 0, 0 };
     struct img_err err = { 0 };
     int rc = img_tarent_check(&in, out, &err);
     if (rc < 0)
@@ -143,7 +143,7 @@ START_TEST(links)
     ck_assert_int_eq(check("l", IMG_TE_SYMLINK, t, &o), -ENAMETOOLONG);
     t[IMG_TAR_LINK_MAX] = '\0';
     ck_assert_int_eq(check("l", IMG_TE_SYMLINK, t, &o), 0);
-    struct img_tarent_in in = { "l", 1, IMG_TE_SYMLINK, "a\0b", 3 };
+    struct img_tarent_in in = { "l", 1, IMG_TE_SYMLINK, "a\0b", 3, 0, 0, 0, 0 };
     struct img_err err = { 0 };
     ck_assert_int_eq(img_tarent_check(&in, &o, &err), -EINVAL);
 }
@@ -159,7 +159,7 @@ START_TEST(types)
     ck_assert_int_eq(check("./", IMG_TE_REG, NULL, &o), -EINVAL);     /* the root as a file */
     ck_assert_int_eq(check(".", IMG_TE_SYMLINK, "x", &o), -EINVAL);
     ck_assert_int_eq(check("/abs", IMG_TE_DIR, NULL, &o), -EINVAL);
-    struct img_tarent_in in = { NULL, 0, IMG_TE_REG, NULL, 0 };
+    struct img_tarent_in in = { NULL, 0, IMG_TE_REG, NULL, 0, 0, 0, 0, 0 };
     struct img_err err = { 0 };
     ck_assert_int_eq(img_tarent_check(&in, &o, &err), -EINVAL);
     for (enum img_te_type t = IMG_TE_REG; t < IMG_TE_OTHER; t++) {
@@ -168,6 +168,40 @@ START_TEST(types)
         ck_assert_int_eq(check("dev/x", t, NULL, &o), 0);
         ck_assert_str_eq(o.path, "dev/x");
     }
+}
+END_TEST
+
+/* An entry of type t with owner uid:gid and device maj:min checked. */
+static int owned(enum img_te_type t, int64_t uid, int64_t gid, uint64_t maj, uint64_t min)
+{
+    struct img_tarent_in in = { "dev/x", 5, t, NULL, 0, uid, gid, maj, min };
+    struct img_tarent_out o;
+    struct img_err err = { 0 };
+    int rc = img_tarent_check(&in, &o, &err);
+    if (rc < 0)
+        ck_assert_msg(err.code == rc && strstr(err.msg, "dev/x"), "no reason: %s", err.msg);
+    return rc;
+}
+
+/* Owners and device numbers out of range are refused, never wrapped
+ * (a minor past 20 bits used to land on another device: 1:1048577 as
+ * 1:1, /dev/mem; an owner past 32 bits became root). */
+START_TEST(ids_and_devices)
+{
+    ck_assert_int_eq(owned(IMG_TE_REG, 0, 0, 0, 0), 0);
+    ck_assert_int_eq(owned(IMG_TE_REG, IMG_TAR_ID_MAX, IMG_TAR_ID_MAX, 0, 0), 0);
+    ck_assert_int_eq(owned(IMG_TE_REG, -1, 0, 0, 0), -EINVAL);
+    ck_assert_int_eq(owned(IMG_TE_REG, 0, -1, 0, 0), -EINVAL);
+    ck_assert_int_eq(owned(IMG_TE_REG, 0xffffffffll, 0, 0, 0), -EINVAL);
+    ck_assert_int_eq(owned(IMG_TE_REG, 1ll << 32, 0, 0, 0), -EINVAL);
+    ck_assert_int_eq(owned(IMG_TE_DIR, 0, 1ll << 40, 0, 0), -EINVAL);
+    ck_assert_int_eq(owned(IMG_TE_CHR, 0, 0, IMG_TAR_MAJOR_MAX, IMG_TAR_MINOR_MAX), 0);
+    ck_assert_int_eq(owned(IMG_TE_CHR, 0, 0, 1, IMG_TAR_MINOR_MAX + 1), -EINVAL);
+    ck_assert_int_eq(owned(IMG_TE_BLK, 0, 0, IMG_TAR_MAJOR_MAX + 1, 0), -EINVAL);
+    ck_assert_int_eq(owned(IMG_TE_BLK, 0, 0, 1ull << 40, 1), -EINVAL);
+    /* A file's (meaningless) device fields are not its business. */
+    ck_assert_int_eq(owned(IMG_TE_REG, 0, 0, 1ull << 40, 1ull << 40), 0);
+    ck_assert_int_eq(owned(IMG_TE_FIFO, 0, 0, 5000, 1), 0);
 }
 END_TEST
 
@@ -224,6 +258,7 @@ static Suite *suite(void)
     tcase_add_test(tc, whiteouts);
     tcase_add_test(tc, links);
     tcase_add_test(tc, types);
+    tcase_add_test(tc, ids_and_devices);
     tcase_add_test(tc, counts);
     tcase_add_test(tc, err_lines);
     suite_add_tcase(s, tc);

@@ -56,9 +56,12 @@ static void load_once(void)
         S(group_desc_csum_set, ext2fs_group_desc_csum_set),
         S(set_gdt_csum, ext2fs_set_gdt_csum),
         S(com_error_message, error_message),
+        S(init_error_table, initialize_ext2_error_table),
         S(unix_io_manager_p, unix_io_manager),
     };
     img_dyn_load(&state, EXT2FS_SONAME, "libext2fs2", syms, sizeof syms / sizeof syms[0], &ext2fs_fns);
+    if (state.result == 0)
+        ext2fs_fns.init_error_table();
 }
 
 int ext2fs_load(char *why, size_t len)

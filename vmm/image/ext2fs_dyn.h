@@ -47,6 +47,10 @@ struct ext2fs_fns {
     __typeof__(&ext2fs_group_desc_csum_set) group_desc_csum_set;
     __typeof__(&ext2fs_set_gdt_csum) set_gdt_csum;
     __typeof__(&error_message) com_error_message;
+    /* libext2fs's messages registered with com_err: without it (the
+     * library is dlopen'ed, so its constructor-less table is never added)
+     * error_message() says "Unknown code ext2 N". */
+    void (*init_error_table)(void);
     io_manager *unix_io_manager_p;
 };
 

@@ -61,8 +61,8 @@ static void entry_meta(struct archive_entry *e, struct rfs_meta *m)
     memset(m, 0, sizeof *m);
     m->mode = (t < IMG_TE_OTHER ? type[t] : 0) | (archive_entry_perm(e) & 07777);
     int64_t uid = archive_entry_uid(e), gid = archive_entry_gid(e);
-    m->uid = uid < 0 || uid > UINT32_MAX ? 0 : (uint32_t)uid;
-    m->gid = gid < 0 || gid > UINT32_MAX ? 0 : (uint32_t)gid;
+    m->uid = (uint32_t)uid;     /* in range: img_tarent_check refused others */
+    m->gid = (uint32_t)gid;
     if (archive_entry_mtime_is_set(e)) {
         m->mtime = archive_entry_mtime(e);
         m->mtime_ns = archive_entry_mtime_nsec(e);
@@ -270,7 +270,9 @@ static int entry(struct build *b, struct archive *a, struct archive_entry *e, st
     enum img_te_type type = entry_type(e);
     const char *link = type == IMG_TE_HARDLINK ? archive_entry_hardlink(e)
                        : type == IMG_TE_SYMLINK ? archive_entry_symlink(e) : NULL;
-    struct img_tarent_in in = { p, p ? strlen(p) : 0, type, link, link ? strlen(link) : 0 };
+    struct img_tarent_in in = { p, p ? strlen(p) : 0, type, link, link ? strlen(link) : 0,
+                                archive_entry_uid(e), archive_entry_gid(e),
+                                archive_entry_rdevmajor(e), archive_entry_rdevminor(e) };
     int rc = img_tarent_check(&in, t, b->err);
     if (rc < 0)
         return rc;

@@ -91,6 +91,14 @@ int img_tarent_check(const struct img_tarent_in *in, struct img_tarent_out *out,
         return rc;
     if (!out->path[0] && in->type != IMG_TE_DIR)
         return img_err(err, -EINVAL, "the root of a layer must be a directory");
+    if (in->uid < 0 || in->uid > IMG_TAR_ID_MAX || in->gid < 0 || in->gid > IMG_TAR_ID_MAX)
+        return img_err(err, -EINVAL, "\"%s\": owner %lld:%lld is not a Linux uid:gid (0 .. %u)", out->path,
+                       (long long)in->uid, (long long)in->gid, IMG_TAR_ID_MAX);
+    if ((in->type == IMG_TE_CHR || in->type == IMG_TE_BLK) &&
+        (in->rdev_major > IMG_TAR_MAJOR_MAX || in->rdev_minor > IMG_TAR_MINOR_MAX))
+        return img_err(err, -EINVAL, "\"%s\": device %llu:%llu is beyond what ext4 holds (major <= %u, minor <= %u)",
+                       out->path, (unsigned long long)in->rdev_major, (unsigned long long)in->rdev_minor,
+                       IMG_TAR_MAJOR_MAX, IMG_TAR_MINOR_MAX);
     if (in->type == IMG_TE_HARDLINK) {
         if (!in->link || !in->link_len)
             return img_err(err, -EINVAL, "hardlink \"%s\" has no target", out->path);

@@ -46,7 +46,17 @@ struct img_tarent_in {
     enum img_te_type type;
     const char *link;       /* hardlink or symlink target; NULL if none */
     size_t link_len;
+    /* Owner as the header gives it: 0 .. 2^32 - 2 (-1 is no id in Linux);
+     * anything else is refused, never mapped to another id (root). */
+    int64_t uid, gid;
+    /* Character and block devices: what ext4 (and Linux's dev_t) holds,
+     * a 12-bit major and a 20-bit minor; larger is refused, not wrapped
+     * into another device's number. */
+    uint64_t rdev_major, rdev_minor;
 };
+#define IMG_TAR_ID_MAX    0xfffffffeu
+#define IMG_TAR_MAJOR_MAX 0xfffu
+#define IMG_TAR_MINOR_MAX 0xfffffu
 
 enum img_te_action {
     IMG_TA_APPLY = 1,       /* create / update out->path */
