@@ -28,6 +28,23 @@
 #
 #   bench/image.sh pull           (after `make build/moat`)
 # Env: MOAT_BIN (build/moat), RUNS_PULL (3), PULL_DIRS1..PULL_DIRS4.
+#
+# run: what a cached image adds to a run. `moat run --image IMAGE -- true`
+# (image mode: the store's lookup, the cached root as drive 0 on a
+# throwaway overlay, the run config, /init switching root) against
+# `moat run -- true` (the default guest), RUNS_RUN times each, interleaved
+# after one warm-up each, medians and the difference. Needs a working
+# /dev/kvm (hardware, or the nested L1). IMAGE in $MOAT_HOME's store, its
+# root already built (`moat image rootfs IMAGE`); without IMAGE, a small
+# image is made here (this host's static busybox, umoci) and imported into
+# $WORK/run-home, its root built: that needs libext2fs and libarchive, so
+# in L1 prepare the store on the host and pass MOAT_HOME and IMAGE.
+# Target (issue 26): <= 5 ms more on hardware KVM; in L1 as a ratio.
+#
+#   bench/image.sh run            (after `make build/moat guest`)
+#   bench/image.sh run-prepare    (makes that store here: MOAT_HOME, default $WORK/run-home)
+# Env: MOAT_BIN (build/moat), RUNS_RUN (10), MOAT_HOME, IMAGE, RUN_DISK (the root's
+# --disk-size, 64M: small enough for L1's payload cpio).
 set -eu
 B=${B:-build}
 WORK=${WORK:-$B/bench-image}
@@ -204,8 +221,58 @@ pull() {
     rm -rf "$H" "$D" "$U" "$F"
 }
 
+# A small image (static busybox) imported into $MOAT_HOME as bench:run and
+# its root built; prints nothing, fails loudly.
+run_image() {
+    local d=$WORK/run-oci r=$WORK/run-root
+    rm -rf "$d" "$r" && mkdir -p "$r/bin" "$r/etc"
+    cp "${BUSYBOX:-/bin/busybox}" "$r/bin/busybox"
+    for a in sh true; do ln -s busybox "$r/bin/$a"; done
+    echo 'root:x:0:0:root:/root:/bin/sh' > "$r/etc/passwd"
+    echo 'root:x:0:' > "$r/etc/group"
+    umoci init --layout "$d"
+    umoci new --image "$d:run"
+    tar --numeric-owner -C "$r" -cf "$WORK/run-layer.tar" .
+    umoci raw add-layer --image "$d:run" "$WORK/run-layer.tar"
+    umoci config --image "$d:run" --config.cmd /bin/true
+    "$MOAT" image import "$d" --tag bench:run >/dev/null
+    "$MOAT" image rootfs bench:run --disk-size "${RUN_DISK:-64M}" >/dev/null
+}
+
+run() {
+    MOAT=${MOAT_BIN:-$B/moat}
+    case $MOAT in /*) ;; *) MOAT=$PWD/$MOAT ;; esac
+    [ -c /dev/kvm ] || { echo "SKIPPED: bench/image.sh run: no /dev/kvm (run it on a KVM host or in the nested L1)"; return 0; }
+    mkdir -p "$WORK"
+    if [ -z "${IMAGE:-}" ]; then
+        export MOAT_HOME=$PWD/$WORK/run-home
+        rm -rf "$MOAT_HOME"
+        run_image
+        IMAGE=bench:run
+    fi
+    local n=${RUNS_RUN:-10} i a=() b=()
+    "$MOAT" run -- true >/dev/null || { echo "FAIL: bench/image.sh run: moat run -- true failed"; return 1; }
+    "$MOAT" run --image "$IMAGE" --disk-size "${RUN_DISK:-64M}" -- true >/dev/null ||
+        { echo "FAIL: bench/image.sh run: moat run --image $IMAGE -- true failed"; return 1; }
+    for i in $(seq "$n"); do
+        a+=("$(once "$MOAT run -- true" :)")
+        b+=("$(once "$MOAT run --image $IMAGE --disk-size ${RUN_DISK:-64M} -- true" :)")
+    done
+    local ma mb
+    ma=$(printf '%s\n' "${a[@]}" | median)
+    mb=$(printf '%s\n' "${b[@]}" | median)
+    echo "moat run -- true:                 median $ma ms (${a[*]})"
+    echo "moat run --image $IMAGE -- true: median $mb ms (${b[*]})"
+    awk -v a="$ma" -v b="$mb" 'BEGIN { printf "the cached image adds %d ms, %.2fx (target <= 5 ms on hardware KVM)\n", b - a, b / a }'
+}
+
 case "${1:-convert}" in
 convert) convert ;;
 pull) pull ;;
-*) echo "usage: $0 [convert|pull]" >&2; exit 2 ;;
+run) run ;;
+run-prepare)    # the store of `run` made here, for a KVM host that lacks the libraries (L1)
+    MOAT=${MOAT_BIN:-$B/moat}; case $MOAT in /*) ;; *) MOAT=$PWD/$MOAT ;; esac
+    mkdir -p "$WORK"; export MOAT_HOME=${MOAT_HOME:-$PWD/$WORK/run-home}; run_image
+    echo "MOAT_HOME=$MOAT_HOME IMAGE=bench:run" ;;
+*) echo "usage: $0 [convert|pull|run|run-prepare]" >&2; exit 2 ;;
 esac
