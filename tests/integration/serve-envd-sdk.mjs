@@ -78,7 +78,39 @@ try {
   await a.files.remove(`${dir}/a`);
   ok(await a.files.exists(`${dir}/a`) === false, 'remove a tree');
   await throws(() => a.files.read(`${dir}/nope`), FileNotFoundError, 'reading a missing file is FileNotFoundError');
-  await throws(() => a.files.watchDir(dir, () => {}), null, 'watchDir is refused (unimplemented)');
+  // watchDir: recursive, events as envd names them (relative to the
+  // watched directory), through the agent's WATCH.
+  const wd = `${dir}/w`, evs = [];
+  await a.files.makeDir(`${wd}/sub`);
+  const until = async (want) => {
+    for (let t0 = Date.now(); !want.every((x) => evs.includes(x)); await new Promise((res) => setTimeout(res, 50)))
+      if (Date.now() - t0 > 10000) return false;
+    return true;
+  };
+  const wh = await a.files.watchDir(wd, (e) => evs.push(`${e.type}:${e.name}`), { recursive: true });
+  await a.files.write(`${wd}/f.txt`, 'x');
+  ok(await until(['create:f.txt', 'write:f.txt']), `watchDir: create and write (${evs.join(' ')})`);
+  await a.files.rename(`${wd}/f.txt`, `${wd}/sub/g.txt`);
+  await a.commands.run(`chmod 600 ${wd}/sub/g.txt`);
+  ok(await until(['rename:f.txt', 'create:sub/g.txt', 'chmod:sub/g.txt']), `watchDir: rename and chmod in a subdirectory (${evs.join(' ')})`);
+  await a.files.makeDir(`${wd}/new`);
+  ok(await until(['create:new']), 'watchDir: a new directory');
+  await a.files.write(`${wd}/new/h.txt`, 'h');
+  await a.files.remove(`${wd}/sub/g.txt`);
+  ok(await until(['create:new/h.txt', 'remove:sub/g.txt']), `watchDir: a file in the new directory, remove (${evs.join(' ')})`);
+  await wh.stop();
+  const n0 = evs.length;
+  await a.files.write(`${wd}/after.txt`, 'late');
+  await new Promise((res) => setTimeout(res, 300));
+  ok(evs.length === n0, 'watchDir: nothing after stop');
+  const flat = [];
+  const wf = await a.files.watchDir(wd, (e) => flat.push(`${e.type}:${e.name}`), { recursive: false });
+  await a.files.write(`${wd}/new/deep.txt`, 'd');
+  await a.files.write(`${wd}/top.txt`, 't');
+  for (let t0 = Date.now(); !flat.includes('create:top.txt') && Date.now() - t0 < 10000;) await new Promise((res) => setTimeout(res, 50));
+  ok(flat.includes('create:top.txt') && !flat.some((x) => x.includes('deep')), `watchDir without recursive: the directory only (${flat.join(' ')})`);
+  await wf.stop();
+  await throws(() => a.files.watchDir(`${dir}/nope`, () => {}), null, 'watchDir of a missing directory is refused');
   let tty = '';
   const dec = new TextDecoder(), enc = new TextEncoder();
   const seen = async (re) => {

@@ -1262,7 +1262,10 @@ END_TEST
  * (vmm/agent/agent_proto.h) badly on purpose; a server of its own with a
  * short op_timeout_ms. */
 
-enum evil_mode { EVIL_FLOOD, EVIL_SILENT, EVIL_LIST_BIG, EVIL_LIST_BAD };
+/* EVIL_OLD: an agent from before WATCH (ERROR TYPE "?" for it, as such an
+ * agent answers a type it does not know); EVIL_WATCH_BAD: WATCH answered
+ * OK, then an event whose name climbs out of the directory. */
+enum evil_mode { EVIL_FLOOD, EVIL_SILENT, EVIL_LIST_BIG, EVIL_LIST_BAD, EVIL_OLD, EVIL_WATCH_BAD };
 #define EVIL_BIG_N 6000u         /* x ~8 KiB of JSON each: over the 32 MiB budget */
 static int evil_lfd = -1;
 static enum evil_mode evil_mode;
@@ -1320,6 +1323,17 @@ static void *evil_conn(void *arg)
                     if (put_all(fd, &b) < 0)
                         goto out;
                 }
+            }
+            if (h.type == AGENT_T_WATCH && (evil_mode == EVIL_OLD || evil_mode == EVIL_WATCH_BAD)) {
+                if (evil_mode == EVIL_OLD) {
+                    agent_put_error(&b, h.id, AGENT_E_TYPE, 0, "?");
+                } else {
+                    agent_put_frame(&b, AGENT_T_OK, h.id, NULL, 0);
+                    agent_put_frame(&b, AGENT_T_WATCH_EVENT, h.id, "\1\0\0\0../x", 8);
+                }
+                if (put_all(fd, &b) < 0)
+                    goto out;
+                continue;
             }
             if (h.type != AGENT_T_LIST || (evil_mode != EVIL_LIST_BIG && evil_mode != EVIL_LIST_BAD))
                 continue;                /* EVIL_SILENT: never a word */
@@ -1506,6 +1520,61 @@ START_TEST(evil_list_not_utf8)
 }
 END_TEST
 
+/* WatchDir against the fake in mode m: the stream ends with code, after
+ * msgs messages (WatchDirResponse: no "event" wrapper, so not events_parse). */
+static void evil_watch(enum evil_mode m, const char *code, int msgs)
+{
+    evil_mode = m;
+    size_t n;
+    uint8_t *b = envelope("{\"path\":\"/d\",\"recursive\":true}", &n);
+    struct resp r;
+    read_response(request_send("POST", "/filesystem.Filesystem/WatchDir", evil_headers("application/connect+json"),
+                               b, n, 0), &r);
+    free(b);
+    ck_assert_int_eq(r.status, 200);
+    size_t off = 0;
+    int got = 0;
+    json_t *end = NULL;
+    while (!end && off + 5 <= r.len) {
+        uint32_t k = (uint32_t)r.body[off + 1] << 24 | (uint32_t)r.body[off + 2] << 16 |
+                     (uint32_t)r.body[off + 3] << 8 | r.body[off + 4];
+        ck_assert(off + 5 + k <= r.len);
+        json_t *j = json_loadb((const char *)r.body + off + 5, k, 0, NULL);
+        ck_assert(j != NULL);
+        if (r.body[off] == CX_FLAG_END)
+            end = j;
+        else {
+            ck_assert(json_object_get(j, "start") != NULL);
+            got++;
+            json_decref(j);
+        }
+        off += 5 + k;
+    }
+    ck_assert_msg(end != NULL, "no end-of-stream frame: %s", r.body);
+    const char *c = json_string_value(json_object_get(json_object_get(end, "error"), "code"));
+    ck_assert_msg(c && strcmp(c, code) == 0, "%s: %s", c ? c : "(none)", r.body);
+    ck_assert_int_eq(got, msgs);
+    json_decref(end);
+    resp_free(&r);
+}
+
+/* A template's agent from before WATCH: unimplemented, at once. */
+START_TEST(evil_watch_old_agent)
+{
+    int64_t t0 = mono_ms();
+    evil_watch(EVIL_OLD, "unimplemented", 0);
+    ck_assert_int_lt(mono_ms() - t0, EVIL_OP_MS);
+}
+END_TEST
+
+/* A malformed event ends the stream; silence ends it at the deadline. */
+START_TEST(evil_watch_bad_and_silent)
+{
+    evil_watch(EVIL_WATCH_BAD, "internal", 1);
+    evil_watch(EVIL_SILENT, "deadline_exceeded", 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("serve_envd");
@@ -1531,6 +1600,8 @@ static Suite *suite(void)
     tcase_add_test(ev, evil_silent_agent);
     tcase_add_test(ev, evil_list_too_big);
     tcase_add_test(ev, evil_list_not_utf8);
+    tcase_add_test(ev, evil_watch_old_agent);
+    tcase_add_test(ev, evil_watch_bad_and_silent);
     suite_add_tcase(s, ev);
     return s;
 }

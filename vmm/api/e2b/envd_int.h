@@ -128,6 +128,10 @@ int envd_parent_of(const char *path, char *out, size_t n);
 enum MHD_Result envd_do_fs(struct envd_server *s, struct MHD_Connection *c, struct req *q, const char *msg,
                            size_t mlen);
 
+/* envd_watch.c: WatchDir */
+enum MHD_Result envd_do_watch(struct envd_server *s, struct MHD_Connection *c, struct req *q, const char *msg,
+                              size_t mlen);
+
 /* envd_files.c */
 enum MHD_Result envd_do_download(struct envd_server *s, struct MHD_Connection *c, struct req *q);
 int envd_up_start(struct envd_server *s, struct MHD_Connection *c, struct req *q);

@@ -270,9 +270,10 @@ static enum MHD_Result dispatch(struct envd_server *s, struct MHD_Connection *c,
     case R_START: return envd_do_start(s, c, q, msg, mlen);
     case R_CONNECT: return envd_do_connect(s, c, q, msg, mlen);
     case R_WATCH_DIR:
-        return envd_reply_stream_error(c, CX_UNIMPLEMENTED, "moat serve does not watch directories yet");
+        return envd_do_watch(s, c, q, msg, mlen);
     case R_WATCH_UNARY:
-        return envd_reply_cx(c, CX_UNIMPLEMENTED, "moat serve does not watch directories yet");
+        return envd_reply_cx(c, CX_UNIMPLEMENTED,
+                             "moat serve watches directories through WatchDir (a stream) only, not polled watchers");
     case R_STREAM_INPUT:
         return envd_reply_cx(c, CX_UNIMPLEMENTED,
                              "StreamInput is a client stream, which HTTP/1.1 cannot carry: use SendInput");
