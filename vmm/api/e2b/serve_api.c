@@ -1357,6 +1357,32 @@ static int resolve(void *arg, const char *sandbox_id, const char *token, struct 
     return out->envs ? 0 : -ENOMEM;
 }
 
+/* Signed /files URLs: the sandbox (not a template) whose token signs it. */
+static int find_signed(void *arg, int (*match)(void *m, const char *id, const char *token), void *m, char *id,
+                       size_t idlen, char *token, size_t toklen)
+{
+    struct serve *s = arg;
+    size_t n;
+    int r = -ENOENT;
+    char **names = names_with(s, "serve.json", "", false, &n);
+    for (size_t i = 0; r < 0 && i < n; i++) {
+        struct serve_state st;
+        pthread_mutex_lock(&s->lock);
+        int lr = load_state(s, names[i], &st);
+        pthread_mutex_unlock(&s->lock);
+        if (lr < 0)
+            continue;
+        if (match(m, names[i], st.token) && strlen(names[i]) < idlen && strlen(st.token) < toklen) {
+            snprintf(id, idlen, "%s", names[i]);
+            snprintf(token, toklen, "%s", st.token);
+            r = 0;
+        }
+        serve_state_free(&st);
+    }
+    free_names(names, n);
+    return r;
+}
+
 static void release(void *arg, struct envd_sandbox *out)
 {
     (void)arg;
@@ -1509,7 +1535,7 @@ int serve_start(const struct serve_opts *o, struct serve **out, char *why, size_
         goto fail;
     }
     struct envd_opts eo = { .bind_addr = o->envd_addr, .port = o->envd_port, .resolve = resolve,
-                            .release = release, .arg = s, .max_body = SERVE_BODY_MAX };
+                            .find_signed = find_signed, .release = release, .arg = s, .max_body = SERVE_BODY_MAX };
     r = envd_start(&eo, &s->envd);
     if (r < 0) {
         snprintf(why, wlen, "the envd server cannot listen on %s:%u: %s", o->envd_addr, o->envd_port, strerror(-r));
