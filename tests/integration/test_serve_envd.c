@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -1083,6 +1084,36 @@ static json_t *entry_of(const struct resp *r)
     return e;
 }
 
+/* A WatchDir stream's messages (WatchDirResponse: no "event" wrapper, so
+ * not events_parse) into msgs (at most max, owned by the caller); it must
+ * end with the error code. Returns the count. */
+static int watch_msgs(const struct resp *r, json_t **msgs, int max, const char *code)
+{
+    ck_assert_int_eq(r->status, 200);
+    size_t off = 0;
+    int got = 0;
+    json_t *end = NULL;
+    while (!end && off + 5 <= r->len) {
+        uint32_t k = (uint32_t)r->body[off + 1] << 24 | (uint32_t)r->body[off + 2] << 16 |
+                     (uint32_t)r->body[off + 3] << 8 | r->body[off + 4];
+        ck_assert(off + 5 + k <= r->len);
+        json_t *j = json_loadb((const char *)r->body + off + 5, k, 0, NULL);
+        ck_assert(j != NULL);
+        if (r->body[off] == CX_FLAG_END) {
+            end = j;
+        } else {
+            ck_assert(got < max);
+            msgs[got++] = j;
+        }
+        off += 5 + k;
+    }
+    ck_assert_msg(end != NULL, "no end-of-stream frame: %s", r->body);
+    const char *c = json_string_value(json_object_get(json_object_get(end, "error"), "code"));
+    ck_assert_msg(c && strcmp(c, code) == 0, "%s: %s", c ? c : "(none)", r->body);
+    json_decref(end);
+    return got;
+}
+
 START_TEST(filesystem_rpcs)
 {
     char req[1200], a[400], b[400];
@@ -1149,13 +1180,30 @@ START_TEST(filesystem_rpcs)
     struct stat st;
     snprintf(a, sizeof a, "%s/fs", tmpdir);
     ck_assert_int_lt(stat(a, &st), 0);
-    /* Watching: unimplemented, as a unary call and as a stream. */
+    /* Polled watchers: unimplemented. WatchDir: the start, then a file
+     * created once the answer's head came, until Connect-Timeout-Ms. */
     expect_cx(0, "filesystem.Filesystem/CreateWatcher", "{\"path\":\"/tmp\"}", 501, "unimplemented");
-    read_response(stream_send(0, "filesystem.Filesystem/WatchDir", "{\"path\":\"/tmp\"}", NULL), &r);
-    struct events ev;
-    events_parse(&r, &ev);
-    ck_assert_str_eq(end_code(&ev), "unimplemented");
-    events_free(&ev);
+    char wd[300], body[400];
+    snprintf(wd, sizeof wd, "%s/w", tmpdir);
+    ck_assert_int_eq(mkdir(wd, 0755), 0);
+    snprintf(body, sizeof body, "{\"path\":\"%s\",\"recursive\":true}", wd);
+    int fd = stream_send_h(0, "filesystem.Filesystem/WatchDir", body, NULL, "Connect-Timeout-Ms: 1500\r\n");
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    ck_assert_int_eq(poll(&pf, 1, 10000), 1);
+    snprintf(a, sizeof a, "%s/new.txt", wd);
+    FILE *f = fopen(a, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    read_response(fd, &r);
+    json_t *m[16];
+    int k = watch_msgs(&r, m, 16, "deadline_exceeded");
+    ck_assert_int_ge(k, 2);
+    ck_assert(json_object_get(m[0], "start") != NULL);
+    json_t *fe = json_object_get(m[1], "filesystem");
+    ck_assert_str_eq(json_string_value(json_object_get(fe, "name")), "new.txt");
+    ck_assert_str_eq(json_string_value(json_object_get(fe, "type")), "EVENT_TYPE_CREATE");
+    for (int i = 0; i < k; i++)
+        json_decref(m[i]);
     resp_free(&r);
 }
 END_TEST
@@ -1521,7 +1569,7 @@ START_TEST(evil_list_not_utf8)
 END_TEST
 
 /* WatchDir against the fake in mode m: the stream ends with code, after
- * msgs messages (WatchDirResponse: no "event" wrapper, so not events_parse). */
+ * msgs messages, the first the start. */
 static void evil_watch(enum evil_mode m, const char *code, int msgs)
 {
     evil_mode = m;
@@ -1531,30 +1579,13 @@ static void evil_watch(enum evil_mode m, const char *code, int msgs)
     read_response(request_send("POST", "/filesystem.Filesystem/WatchDir", evil_headers("application/connect+json"),
                                b, n, 0), &r);
     free(b);
-    ck_assert_int_eq(r.status, 200);
-    size_t off = 0;
-    int got = 0;
-    json_t *end = NULL;
-    while (!end && off + 5 <= r.len) {
-        uint32_t k = (uint32_t)r.body[off + 1] << 24 | (uint32_t)r.body[off + 2] << 16 |
-                     (uint32_t)r.body[off + 3] << 8 | r.body[off + 4];
-        ck_assert(off + 5 + k <= r.len);
-        json_t *j = json_loadb((const char *)r.body + off + 5, k, 0, NULL);
-        ck_assert(j != NULL);
-        if (r.body[off] == CX_FLAG_END)
-            end = j;
-        else {
-            ck_assert(json_object_get(j, "start") != NULL);
-            got++;
-            json_decref(j);
-        }
-        off += 5 + k;
-    }
-    ck_assert_msg(end != NULL, "no end-of-stream frame: %s", r.body);
-    const char *c = json_string_value(json_object_get(json_object_get(end, "error"), "code"));
-    ck_assert_msg(c && strcmp(c, code) == 0, "%s: %s", c ? c : "(none)", r.body);
-    ck_assert_int_eq(got, msgs);
-    json_decref(end);
+    json_t *got[8];
+    int k = watch_msgs(&r, got, 8, code);
+    ck_assert_int_eq(k, msgs);
+    if (k)
+        ck_assert(json_object_get(got[0], "start") != NULL);
+    for (int i = 0; i < k; i++)
+        json_decref(got[i]);
     resp_free(&r);
 }
 
