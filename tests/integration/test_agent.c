@@ -1241,6 +1241,14 @@ START_TEST(fs_bad_requests)
     raw_expect_error(&r, 8, AGENT_E_PAYLOAD);
     raw_frame(&r, AGENT_T_STAT_INFO, 9, "", 0);                   /* agent's own type */
     raw_expect_error(&r, 9, AGENT_E_TYPE);
+    raw_frame(&r, AGENT_T_WATCH, 12, "\2\0\0\0/", 5);              /* bad WATCH flag */
+    raw_expect_error(&r, 12, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_WATCH, 13, "\1\0\0\0tmp", 7);            /* relative */
+    raw_expect_error(&r, 13, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_WATCH, 14, "\1\0\0\0/proc/self/status", 21);  /* not a directory */
+    raw_expect_error(&r, 14, AGENT_E_SYS);
+    raw_frame(&r, AGENT_T_WATCH_EVENT, 15, "\1\0\0\0a", 5);        /* agent's own type */
+    raw_expect_error(&r, 15, AGENT_E_TYPE);
     /* Well formed: a stat of / answers STAT_INFO. */
     raw_frame(&r, AGENT_T_STAT, 10, "\0\0\0\0/", 5);
     static struct agent_stat st;

@@ -116,22 +116,6 @@ static void ws_free(void *cls)
     free(w);
 }
 
-/* Keepalive-Ping-Interval and Connect-Timeout-Ms as process streams take them. */
-static void ws_timing(struct wstream *w, struct MHD_Connection *c)
-{
-    const char *ka = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Keepalive-Ping-Interval");
-    uint64_t v;
-    w->ka_every = KEEPALIVE_MAX_S * 1000;
-    if (ka && cx_timeout_parse(ka, &v) == 0 && v >= 1 && v < KEEPALIVE_MAX_S)
-        w->ka_every = (int64_t)v * 1000;
-    w->next_ka = clock_mono_ms() + w->ka_every;
-    const char *to = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
-    if (to && cx_timeout_parse(to, &v) == 0 && v > 0)
-        w->deadline = clock_mono_ms() + (int64_t)v;
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    w->client_fd = ci ? ci->connect_fd : -1;
-}
-
 /* WATCH's answer: 0 for OK; else an error message and code. An agent
  * from before WATCH answers ERROR TYPE: unimplemented, not a hang. */
 static int ws_answer(struct wstream *w, const char *path, enum cx_code *code, char *err, size_t el)
@@ -218,7 +202,7 @@ enum MHD_Result envd_do_watch(struct envd_server *s, struct MHD_Connection *c, s
     }
     if (ws_begin(w, c, q, path, fr->recursive, &res) < 0)
         goto fail;
-    ws_timing(w, c);
+    envd_stream_timing(c, &w->ka_every, &w->next_ka, &w->deadline, &w->client_fd);
     ws_msg(w, 0, cx_watch_start());
     free(fr);
     free(path);
