@@ -1,8 +1,8 @@
 /* envd's inside (vmm/api/e2b/): what serve_envd.c (the requests, the
  * libmicrohttpd glue, start/stop), envd_agent.c (agent connections),
  * envd_process.c (process.Process, the janitor), envd_fs.c
- * (filesystem.Filesystem) and envd_files.c (/files: downloads, uploads)
- * share. Not for use outside this folder. */
+ * (filesystem.Filesystem), envd_watch.c (WatchDir) and envd_files.c
+ * (/files: downloads, uploads) share. Not for use outside this folder. */
 #ifndef MOAT_ENVD_INT_H
 #define MOAT_ENVD_INT_H
 
