@@ -111,6 +111,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         FUZZ_ASSERT(q.limit >= 1 && q.limit <= SERVE_LIST_MAX);
         FUZZ_ASSERT(!q.next[0] || serve_valid_name(q.next));
+        FUZZ_ASSERT(q.order >= -1 && q.order <= 1);
+        if (q.next_usec >= 0) {  /* an ordered token: made again, it reads the same */
+            char tok[SERVE_NEXT_MAX + 1];
+            struct serve_list_q q2;
+            serve_list_init(&q2);
+            FUZZ_ASSERT(q.next[0]);
+            serve_next_make(q.next, q.next_usec, tok, sizeof tok);
+            FUZZ_ASSERT(serve_list_arg(&q2, "nextToken", tok, why, sizeof why) == 0);
+            FUZZ_ASSERT(q2.next_usec == q.next_usec && !strcmp(q2.next, q.next));
+            serve_list_free(&q2);
+        }
         FUZZ_ASSERT(!q.template_id[0] || serve_valid_template(q.template_id));
         FUZZ_ASSERT(!q.sandbox_id[0] || serve_valid_name(q.sandbox_id));
         if (q.metadata) {

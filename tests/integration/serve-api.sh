@@ -222,6 +222,23 @@ done
 sorted=$(echo $A $B $C | tr ' ' '\n' | sort | tr '\n' ' ')
 check "list: limit=1 pages by X-Next-Token through all three, each once ($pages pages)" \
     test "$(echo $ids | tr ' ' '\n' | sort | tr '\n' ' ')" = "$sorted" -a $pages = 3
+# order=asc|desc: by start time (A, B, C were created in turn), paged with limit=1
+for ord in asc desc; do
+    ids=""
+    next=""
+    pages=0
+    while :; do
+        req GET "/v2/sandboxes?order=$ord&limit=1${next:+&nextToken=$next}"
+        ids="$ids$(json "' '.join(x['sandboxID'] for x in d)") "
+        pages=$((pages + 1))
+        next=$(sed -n 's/^[Xx]-[Nn]ext-[Tt]oken: *\([^\r]*\).*/\1/p' "$T/hdr" | tr -d '\r')
+        [ -z "$next" ] || [ $pages -gt 5 ] && break
+    done
+    if [ $ord = asc ]; then want="$A $B $C "; else want="$C $B $A "; fi
+    check "list order=$ord: by start time across pages of one ($ids)" test "$ids" = "$want"
+done
+req GET "/v2/sandboxes?order=desc&nextToken=$A"
+check "list order=desc with a token of a listing by id: 400" is_err 400
 req GET '/v2/sandboxes?metadata=user%3Dalice'
 check "list: a metadata filter" test "$(json 'len(d)')" = 2
 req GET '/v2/sandboxes?metadata=user%3Dalice%26n%3D2'

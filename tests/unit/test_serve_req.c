@@ -315,6 +315,43 @@ START_TEST(list_queries)
         ck_assert(why[0]);
         serve_list_free(&q);
     }
+    /* order and an ordered listing's token */
+    serve_list_init(&q);
+    ck_assert_int_eq(q.order, 0);
+    ck_assert_int_eq(q.next_usec, -1);
+    ck_assert_int_eq(serve_list_arg(&q, "order", "asc", why, sizeof why), 0);
+    ck_assert_int_eq(q.order, 1);
+    ck_assert_int_eq(serve_list_arg(&q, "order", "desc", why, sizeof why), 0);
+    ck_assert_int_eq(q.order, -1);
+    ck_assert_int_eq(serve_list_arg(&q, "order", "", why, sizeof why), 0);
+    ck_assert_int_eq(q.order, 0);
+    char tok[SERVE_NEXT_MAX + 1];
+    serve_next_make("abc-1", serve_usec(1767323045.25), tok, sizeof tok);
+    ck_assert_str_eq(tok, "abc-1~1767323045250000");
+    ck_assert_int_eq(serve_list_arg(&q, "nextToken", tok, why, sizeof why), 0);
+    ck_assert_str_eq(q.next, "abc-1");
+    ck_assert_int_eq(q.next_usec, 1767323045250000);
+    ck_assert_int_eq(serve_list_arg(&q, "nextToken", "abc-1", why, sizeof why), 0);
+    ck_assert_int_eq(q.next_usec, -1);
+    char longid[SERVE_ID_MAX + 1];
+    memset(longid, 'a', SERVE_ID_MAX);
+    longid[SERVE_ID_MAX] = 0;
+    serve_next_make(longid, INT64_C(999999999999999999), tok, sizeof tok);
+    ck_assert_int_eq(serve_list_arg(&q, "nextToken", tok, why, sizeof why), 0);
+    ck_assert_int_eq(q.next_usec, INT64_C(999999999999999999));
+    static const char *const bad_tok[] = { "~1", "a~", "a~1x", "a~-1", "../x~1", "a~1234567890123456789", "a~1~2" };
+    for (size_t i = 0; i < sizeof bad_tok / sizeof bad_tok[0]; i++)
+        ck_assert_msg(serve_list_arg(&q, "nextToken", bad_tok[i], why, sizeof why) == -EINVAL, "%s", bad_tok[i]);
+    serve_list_free(&q);
+    ck_assert_int_lt(serve_list_order_cmp(1, 1, "b", 2, "a"), 0);    /* asc: earlier first */
+    ck_assert_int_gt(serve_list_order_cmp(-1, 1, "a", 2, "b"), 0);   /* desc: later first */
+    ck_assert_int_lt(serve_list_order_cmp(-1, 2, "b", 2, "c"), 0);   /* ties by id */
+    ck_assert_int_lt(serve_list_order_cmp(1, 2, "b", 2, "c"), 0);
+    ck_assert_int_eq(serve_list_order_cmp(1, 2, "b", 2, "b"), 0);
+    ck_assert_int_lt(serve_list_order_cmp(0, 9, "a", 1, "b"), 0);    /* none: by id */
+    ck_assert_int_eq(serve_usec(0), 0);
+    ck_assert_int_eq(serve_usec(-5), 0);
+    ck_assert_int_eq(serve_usec(1.5), 1500000);
     /* a NULL value (a key without '=') is an empty one */
     serve_list_init(&q);
     ck_assert_int_eq(serve_list_arg(&q, "nextToken", NULL, why, sizeof why), 0);

@@ -418,7 +418,7 @@ static const char *e2b_state(const char *moat_state)
 struct out {
     unsigned status;
     json_t *body;           /* NULL: no body */
-    char next[SERVE_ID_MAX + 1];   /* X-Next-Token */
+    char next[SERVE_NEXT_MAX + 1];   /* X-Next-Token */
 };
 
 __attribute__((format(printf, 3, 4))) static void fail(struct out *o, unsigned status, const char *fmt, ...)
@@ -896,7 +896,9 @@ static int list_begin(struct serve *s, struct MHD_Connection *c, struct out *o, 
 {
     if (read_query(c, q, o) < 0)
         return -1;
-    *names = names_with(s, file, q->next, tmpl, n);
+    if (tmpl)
+        q->order = 0;        /* snapshots: by id */
+    *names = names_with(s, file, q->order ? "" : q->next, tmpl, n);
     *arr = json_array();
     return 0;
 }
@@ -911,6 +913,64 @@ static void list_end(struct out *o, struct serve_list_q *q, char **names, size_t
     o->body = arr;
 }
 
+/* Does a sandbox in E2B state es (NULL: none) match the listing's query? */
+static bool list_wanted(const struct serve_list_q *q, const struct serve_state *st, const char *es)
+{
+    return es && ((!strcmp(es, "running") && q->running) || (!strcmp(es, "paused") && q->paused)) &&
+           serve_list_meta_match(q, st->metadata) && (!q->template_id[0] || !strcmp(q->template_id, st->template_id)) &&
+           st->started_at >= q->started_after;
+}
+
+struct ranked {
+    const char *id;
+    int64_t t;
+    json_t *item;
+};
+
+static int ranked_cmp(const void *a, const void *b, void *order)
+{
+    const struct ranked *x = a, *y = b;
+    return serve_list_order_cmp(*(const int *)order, x->t, x->id, y->t, y->id);
+}
+
+/* An ordered listing (order=asc|desc): every sandbox that matches, sorted
+ * by start time, the page after the token's (ID~USEC) place. */
+static void list_ordered(struct serve *s, struct out *o, struct serve_list_q *q, char **names, size_t n,
+                         json_t *arr)
+{
+    struct ranked *v = calloc(n ? n : 1, sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < n; i++) {
+        struct serve_state st;
+        char ms[32];
+        pthread_mutex_lock(&s->lock);
+        int r = load_state(s, names[i], &st);
+        pthread_mutex_unlock(&s->lock);
+        if (r < 0)
+            continue;
+        const char *es = s->sandbox_state(names[i], ms, sizeof ms) == 0 ? e2b_state(ms) : NULL;
+        if (list_wanted(q, &st, es))
+            v[k++] = (struct ranked){ names[i], serve_usec(st.started_at), listed_json(s, names[i], &st, es) };
+        serve_state_free(&st);
+    }
+    if (v)
+        qsort_r(v, k, sizeof *v, ranked_cmp, &q->order);
+    size_t taken = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (q->next[0] && serve_list_order_cmp(q->order, v[i].t, v[i].id, q->next_usec, q->next) <= 0)
+            continue;
+        if (taken == q->limit) {
+            serve_next_make(v[i - 1].id, v[i - 1].t, o->next, sizeof o->next);
+            break;
+        }
+        json_array_append(arr, v[i].item);
+        taken++;
+    }
+    for (size_t i = 0; i < k; i++)
+        json_decref(v[i].item);
+    free(v);
+}
+
 static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
 {
     struct serve_list_q q;
@@ -919,6 +979,19 @@ static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
     json_t *arr;
     if (list_begin(s, c, o, &q, "serve.json", false, &names, &n, &arr) < 0)
         return;
+    if (q.order && q.next[0] && q.next_usec < 0) {
+        free_names(names, n);
+        json_decref(arr);
+        serve_list_free(&q);
+        fail(o, 400, "nextToken: '%s' is not a token of an ordered listing", q.next);
+        return;
+    }
+    if (q.order) {
+        if (arr)
+            list_ordered(s, o, &q, names, n, arr);
+        list_end(o, &q, names, n, arr);
+        return;
+    }
     for (size_t i = 0; arr && i < n; i++) {
         struct serve_state st;
         char ms[32];
@@ -928,11 +1001,7 @@ static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
         if (r < 0)
             continue;
         const char *es = s->sandbox_state(names[i], ms, sizeof ms) == 0 ? e2b_state(ms) : NULL;
-        bool want = es && ((!strcmp(es, "running") && q.running) || (!strcmp(es, "paused") && q.paused)) &&
-                    serve_list_meta_match(&q, st.metadata) &&
-                    (!q.template_id[0] || !strcmp(q.template_id, st.template_id)) &&
-                    st.started_at >= q.started_after;
-        if (want) {
+        if (list_wanted(&q, &st, es)) {
             if (json_array_size(arr) == q.limit) {
                 snprintf(o->next, sizeof o->next, "%s", names[i - 1]);
                 serve_state_free(&st);

@@ -517,9 +517,57 @@ int serve_decode_snapshot(const char *body, size_t len, char *name, size_t nlen,
 
 /* ---- list queries ---- */
 
+int64_t serve_usec(double t)
+{
+    return t <= 0 ? 0 : t >= 9e12 ? (int64_t)9e18 : (int64_t)(t * 1e6 + 0.5);
+}
+
+void serve_next_make(const char *id, int64_t usec, char *out, size_t n)
+{
+    snprintf(out, n, "%s~%lld", id, (long long)usec);
+}
+
+int serve_list_order_cmp(int order, int64_t ta, const char *ia, int64_t tb, const char *ib)
+{
+    if (order && ta != tb)
+        return (ta < tb ? -1 : 1) * (order < 0 ? -1 : 1);
+    int c = strcmp(ia, ib);
+    return c < 0 ? -1 : c > 0;
+}
+
+/* nextToken: an id (a listing by id) or "ID~USEC" (an ordered one). */
+static int next_arg(struct serve_list_q *q, const char *v, char *why, size_t wlen)
+{
+    char id[SERVE_ID_MAX + 2];
+    const char *t = strrchr(v, '~');
+    size_t il = t ? (size_t)(t - v) : strlen(v);
+    int64_t us = -1;
+    bool ok = il <= SERVE_ID_MAX;
+    if (ok && t) {
+        size_t dl = strlen(t + 1);
+        ok = dl >= 1 && dl <= 18 && strspn(t + 1, "0123456789") == dl;
+        us = 0;
+        for (size_t i = 0; ok && i < dl; i++)
+            us = us * 10 + (t[1 + i] - '0');
+    }
+    if (ok) {
+        memcpy(id, v, il);
+        id[il] = 0;
+        ok = !*v || serve_valid_name(id);
+    } else {
+        il = 0;
+    }
+    if (!ok)
+        return bad(why, wlen, "nextToken: '%.64s' is not a token this server gave", v);
+    memcpy(q->next, id, il + 1);     /* il <= SERVE_ID_MAX */
+    q->next_usec = us;
+    return 0;
+}
+
 void serve_list_init(struct serve_list_q *q)
 {
     memset(q, 0, sizeof *q);
+    q->next_usec = -1;
     q->running = q->paused = true;
     q->limit = SERVE_LIST_MAX;
 }
@@ -652,12 +700,8 @@ int serve_list_arg(struct serve_list_q *q, const char *key, const char *value, c
         q->limit = (unsigned)l;
         return 0;
     }
-    if (!strcmp(key, "nextToken")) {
-        if (*v && !serve_valid_name(v))
-            return bad(why, wlen, "nextToken: '%.64s' is not a token this server gave", v);
-        snprintf(q->next, sizeof q->next, "%s", v);
-        return 0;
-    }
+    if (!strcmp(key, "nextToken"))
+        return next_arg(q, v, why, wlen);
     if (!strcmp(key, "template") || !strcmp(key, "name")) {
         if (*v && !serve_valid_template(v))
             return bad(why, wlen, "%s: '%.64s' is not a template name", key, v);
@@ -678,7 +722,8 @@ int serve_list_arg(struct serve_list_q *q, const char *key, const char *value, c
     if (!strcmp(key, "order")) {
         if (strcmp(v, "asc") && strcmp(v, "desc") && *v)
             return bad(why, wlen, "order: '%.16s' is not asc or desc", v);
-        return 0;   /* the order is always by id (docs/serve.md) */
+        q->order = !*v ? 0 : !strcmp(v, "asc") ? 1 : -1;
+        return 0;
     }
     return bad(why, wlen, "unknown query parameter '%.64s'", key);
 }

@@ -106,7 +106,18 @@ struct serve_list_q {
     double started_after;       /* startedAfter= as Unix seconds; 0 none */
     unsigned limit;             /* 1..SERVE_LIST_MAX, default SERVE_LIST_MAX */
     char next[SERVE_ID_MAX + 1];   /* nextToken=: the last id of the page before ("" first page) */
+    int64_t next_usec;          /* and its start time (an ordered listing's token "ID~USEC"); -1: none */
+    int order;                  /* order=: 1 asc, -1 desc by start time; 0 (none): by id */
 };
+#define SERVE_NEXT_MAX (SERVE_ID_MAX + 24)
+/* An ordered listing's page token: "ID~USEC", USEC the last sandbox's
+ * start time in microseconds (serve_usec; out: SERVE_NEXT_MAX + 1 bytes). */
+void serve_next_make(const char *id, int64_t usec, char *out, size_t n);
+/* A start time in the microseconds tokens and the ordering use. */
+int64_t serve_usec(double t);
+/* Where (ta, ia) goes before (tb, ib) in a listing of order (1 asc, -1
+ * desc by start time; ties by id ascending): < 0, 0 (the same), > 0. */
+int serve_list_order_cmp(int order, int64_t ta, const char *ia, int64_t tb, const char *ib);
 void serve_list_init(struct serve_list_q *q);
 int serve_list_arg(struct serve_list_q *q, const char *key, const char *value, char *why, size_t wlen);
 void serve_list_free(struct serve_list_q *q);
