@@ -34,6 +34,7 @@
 
 #include "vmm/base/fullio.h"
 #include "vmm/api/e2b/serve_api.h"
+#include "vmm/api/e2b/serve_metrics.h"
 #include "vmm/api/e2b/serve_envd.h"
 #include "vmm/api/e2b/serve_req.h"
 #include "vmm/sandbox/device.h"
@@ -65,6 +66,17 @@ struct serve {
     pthread_mutex_t vm_lock;
     pid_t *vms;
     size_t nvm, vm_cap;
+    /* Metrics kept per sandbox (serve_metrics.h), sampled by the reaper. */
+    pthread_mutex_t m_lock;
+    struct mseries *series;
+    double next_sample;             /* Unix seconds */
+};
+
+struct mseries {
+    struct mseries *next;
+    char id[SERVE_ID_MAX + 1];
+    double last_cpu, last_t;        /* the sandbox's CPU seconds at last_t (0: none yet) */
+    struct serve_ring ring;
 };
 
 /* ---- small helpers ---- */
@@ -921,6 +933,23 @@ static bool list_wanted(const struct serve_list_q *q, const struct serve_state *
            st->started_at >= q->started_after;
 }
 
+/* A sandbox's state for a listing: its E2B state when it matches q (st
+ * then to be freed), else NULL (nothing to free). */
+static const char *listed_state(struct serve *s, const struct serve_list_q *q, const char *id,
+                                struct serve_state *st, char *ms, size_t ml)
+{
+    pthread_mutex_lock(&s->lock);
+    int r = load_state(s, id, st);
+    pthread_mutex_unlock(&s->lock);
+    if (r < 0)
+        return NULL;
+    const char *es = s->sandbox_state(id, ms, ml) == 0 ? e2b_state(ms) : NULL;
+    if (list_wanted(q, st, es))
+        return es;
+    serve_state_free(st);
+    return NULL;
+}
+
 struct ranked {
     const char *id;
     int64_t t;
@@ -943,14 +972,10 @@ static void list_ordered(struct serve *s, struct out *o, struct serve_list_q *q,
     for (size_t i = 0; v && i < n; i++) {
         struct serve_state st;
         char ms[32];
-        pthread_mutex_lock(&s->lock);
-        int r = load_state(s, names[i], &st);
-        pthread_mutex_unlock(&s->lock);
-        if (r < 0)
+        const char *es = listed_state(s, q, names[i], &st, ms, sizeof ms);
+        if (!es)
             continue;
-        const char *es = s->sandbox_state(names[i], ms, sizeof ms) == 0 ? e2b_state(ms) : NULL;
-        if (list_wanted(q, &st, es))
-            v[k++] = (struct ranked){ names[i], serve_usec(st.started_at), listed_json(s, names[i], &st, es) };
+        v[k++] = (struct ranked){ names[i], serve_usec(st.started_at), listed_json(s, names[i], &st, es) };
         serve_state_free(&st);
     }
     if (v)
@@ -995,21 +1020,17 @@ static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
     for (size_t i = 0; arr && i < n; i++) {
         struct serve_state st;
         char ms[32];
-        pthread_mutex_lock(&s->lock);
-        int r = load_state(s, names[i], &st);
-        pthread_mutex_unlock(&s->lock);
-        if (r < 0)
+        const char *es = listed_state(s, &q, names[i], &st, ms, sizeof ms);
+        if (!es)
             continue;
-        const char *es = s->sandbox_state(names[i], ms, sizeof ms) == 0 ? e2b_state(ms) : NULL;
-        if (list_wanted(&q, &st, es)) {
-            if (json_array_size(arr) == q.limit) {
-                snprintf(o->next, sizeof o->next, "%s", names[i - 1]);
-                serve_state_free(&st);
-                break;
-            }
+        bool full = json_array_size(arr) == q.limit;
+        if (full)
+            snprintf(o->next, sizeof o->next, "%s", names[i - 1]);
+        else
             json_array_append_new(arr, listed_json(s, names[i], &st, es));
-        }
         serve_state_free(&st);
+        if (full)
+            break;
     }
     /* the token is the last id of this page: the next starts after it */
     if (o->next[0]) {
@@ -1183,43 +1204,156 @@ static double cpu_seconds(pid_t pid)
     return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
 }
 
-static void do_metrics(struct serve *s, const char *id, struct out *o)
+/* A running sandbox's VM process (its pid file), or 0. */
+static long vm_pid(const struct serve *s, const char *id)
 {
-    struct serve_state st;
-    char ms[32], p[PATH_MAX];
-    if (lookup(s, id, &st, ms, sizeof ms, false, o) < 0)
-        return;
-    serve_state_free(&st);
-    json_t *arr = json_array();
-    o->status = 200;
-    o->body = arr;
+    char p[PATH_MAX];
     path_of(s, id, "pid", p, sizeof p);
     char *t = read_text(p, 32, NULL);
     long pid = t ? strtol(t, NULL, 10) : 0;
     free(t);
-    if (strcmp(ms, "running") || pid <= 1 || !arr)
-        return;     /* a paused sandbox has no samples */
-    double c0 = cpu_seconds((pid_t)pid), t0 = now_unix();
-    usleep(100 * 1000);
-    double c1 = cpu_seconds((pid_t)pid), t1 = now_unix();
+    return pid > 1 ? pid : 0;
+}
+
+static unsigned long long rss_bytes(long pid)
+{
+    char p[64];
     snprintf(p, sizeof p, "/proc/%ld/status", pid);
     char *status = read_text(p, 8192, NULL);
     const char *rss = status ? strstr(status, "VmRSS:") : NULL;
-    unsigned long long rss_kb = rss ? strtoull(rss + 6, NULL, 10) : 0;
+    unsigned long long kb = rss ? strtoull(rss + 6, NULL, 10) : 0;
     free(status);
-    if (c0 < 0 || c1 < 0)
-        return;
+    return kb * 1024;
+}
+
+static json_t *sample_json(const struct serve *s, const char *id, const struct serve_sample *x)
+{
     unsigned mem, cpus;
     unsigned long long dsize, dused;
     sandbox_size(s, id, &mem, &cpus, &dsize, &dused);
-    double pct = (c1 - c0) / (t1 - t0) / cpus * 100.0;
     char ts[40];
-    serve_time_text(t1, ts, sizeof ts);
-    json_array_append_new(arr, json_pack("{s:s, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I}", "timestamp", ts,
-                                         "timestampUnix", (json_int_t)t1, "cpuCount", (int)cpus, "cpuUsedPct",
-                                         pct < 0 ? 0.0 : pct, "memUsed", (json_int_t)(rss_kb * 1024), "memTotal",
-                                         (json_int_t)mem << 20, "memCache", (json_int_t)0, "diskUsed",
-                                         (json_int_t)dused, "diskTotal", (json_int_t)dsize));
+    serve_time_text(x->t, ts, sizeof ts);
+    return json_pack("{s:s, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I}", "timestamp", ts, "timestampUnix",
+                     (json_int_t)x->t, "cpuCount", (int)cpus, "cpuUsedPct", x->cpu_pct, "memUsed",
+                     (json_int_t)x->mem_used, "memTotal", (json_int_t)mem << 20, "memCache", (json_int_t)0,
+                     "diskUsed", (json_int_t)dused, "diskTotal", (json_int_t)dsize);
+}
+
+/* One sample of a running sandbox: CPU over since the last one (or over
+ * 100 ms when there is none), resident memory. -1 when it cannot be read. */
+static int take_sample(const struct serve *s, const char *id, long pid, double *last_cpu, double *last_t,
+                       struct serve_sample *x)
+{
+    unsigned mem, cpus;
+    unsigned long long dsize, dused;
+    double c0 = *last_cpu, t0 = *last_t;
+    if (t0 <= 0) {
+        c0 = cpu_seconds((pid_t)pid), t0 = now_unix();
+        usleep(100 * 1000);
+    }
+    double c1 = cpu_seconds((pid_t)pid), t1 = now_unix();
+    if (c0 < 0 || c1 < 0 || t1 <= t0)
+        return -1;
+    sandbox_size(s, id, &mem, &cpus, &dsize, &dused);
+    double pct = (c1 - c0) / (t1 - t0) / (cpus ? cpus : 1) * 100.0;
+    *x = (struct serve_sample){ .t = t1, .cpu_pct = pct < 0 ? 0.0 : pct, .mem_used = rss_bytes(pid) };
+    *last_cpu = c1;
+    *last_t = t1;
+    return 0;
+}
+
+static struct mseries *series_of(struct serve *s, const char *id, bool make)
+{
+    for (struct mseries *m = s->series; m; m = m->next)
+        if (!strcmp(m->id, id))
+            return m;
+    struct mseries *m = make ? calloc(1, sizeof *m) : NULL;
+    if (m) {
+        snprintf(m->id, sizeof m->id, "%s", id);
+        m->next = s->series;
+        s->series = m;
+    }
+    return m;
+}
+
+/* The reaper's part: every SERVE_METRICS_EVERY seconds a sample of each
+ * running sandbox; the series of sandboxes that are gone dropped. */
+static void metrics_sample(struct serve *s)
+{
+    double now = now_unix();
+    if (now < s->next_sample)
+        return;
+    s->next_sample = now + SERVE_METRICS_EVERY;
+    size_t n;
+    char **names = names_with(s, "serve.json", "", false, &n);
+    pthread_mutex_lock(&s->m_lock);
+    for (struct mseries **pp = &s->series; *pp;) {
+        bool alive = false;
+        for (size_t i = 0; i < n && !alive; i++)
+            alive = !strcmp(names[i], (*pp)->id);
+        if (alive) {
+            pp = &(*pp)->next;
+        } else {
+            struct mseries *dead = *pp;
+            *pp = dead->next;
+            free(dead);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ms[32] = "";
+        long pid = vm_pid(s, names[i]);
+        struct mseries *m = series_of(s, names[i], pid && s->sandbox_state(names[i], ms, sizeof ms) == 0 &&
+                                                       !strcmp(ms, "running"));
+        struct serve_sample x;
+        if (!m || !pid || strcmp(ms, "running")) {
+            if (m)
+                m->last_t = 0;      /* paused: the next sample starts afresh */
+            continue;
+        }
+        if (m->last_t > 0 && take_sample(s, names[i], pid, &m->last_cpu, &m->last_t, &x) == 0)
+            serve_ring_push(&m->ring, &x);
+        else if (m->last_t <= 0)
+            m->last_cpu = cpu_seconds((pid_t)pid), m->last_t = now_unix();
+    }
+    pthread_mutex_unlock(&s->m_lock);
+    free_names(names, n);
+}
+
+/* getMetrics({start, end}): the samples kept in the range; a running
+ * sandbox with none yet gets one taken now. */
+static void do_metrics(struct serve *s, struct MHD_Connection *c, const char *id, struct out *o)
+{
+    struct serve_state st;
+    char ms[32];
+    double start = -1, end = -1;
+    const char *a = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "start");
+    const char *b = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "end");
+    if ((a && serve_metrics_time(a, &start) < 0) || (b && serve_metrics_time(b, &end) < 0)) {
+        fail(o, 400, "start and end are Unix seconds");
+        return;
+    }
+    if (lookup(s, id, &st, ms, sizeof ms, false, o) < 0)
+        return;
+    serve_state_free(&st);
+    json_t *arr = json_array();
+    struct serve_sample *v = malloc(SERVE_METRICS_KEEP * sizeof *v);
+    o->status = arr && v ? 200 : 500;
+    o->body = arr;
+    size_t k = 0;
+    pthread_mutex_lock(&s->m_lock);
+    struct mseries *m = v ? series_of(s, id, false) : NULL;
+    if (m)
+        k = serve_ring_range(&m->ring, start, end, v, SERVE_METRICS_KEEP);
+    bool had = m && m->ring.n;
+    pthread_mutex_unlock(&s->m_lock);
+    long pid = vm_pid(s, id);
+    double l_cpu = 0, l_t = 0;
+    if (v && !had && pid && !strcmp(ms, "running") && take_sample(s, id, pid, &l_cpu, &l_t, &v[0]) == 0 &&
+        (start < 0 || v[0].t >= start) && (end < 0 || v[0].t <= end + 1))
+        k = 1;
+    for (size_t i = 0; arr && i < k; i++)
+        json_array_append_new(arr, sample_json(s, id, &v[i]));
+    free(v);
 }
 
 /* ---- HTTP ---- */
@@ -1299,7 +1433,7 @@ static void dispatch(struct serve *s, struct MHD_Connection *c, const char *meth
     case SV_SNAPSHOT: do_snapshot(s, id, b, r->len, o); break;
     case SV_SNAPSHOTS: do_snapshots(s, c, o); break;
     case SV_FORK: do_fork(s, id, b, r->len, o); break;
-    case SV_METRICS: do_metrics(s, id, o); break;
+    case SV_METRICS: do_metrics(s, c, id, o); break;
     case SV_TEMPLATE_DELETE: do_template_delete(s, id, o); break;
     }
 }
@@ -1526,6 +1660,7 @@ static void *reaper(void *arg)
         pthread_mutex_unlock(&s->rlock);
         reap_once(s);
         vm_reap(s);
+        metrics_sample(s);
         pthread_mutex_lock(&s->rlock);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1578,6 +1713,7 @@ int serve_start(const struct serve_opts *o, struct serve **out, char *why, size_
     pthread_mutex_init(&s->tpl_lock, NULL);
     pthread_mutex_init(&s->rlock, NULL);
     pthread_mutex_init(&s->vm_lock, NULL);
+    pthread_mutex_init(&s->m_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1641,6 +1777,12 @@ void serve_stop(struct serve *s)
     pthread_mutex_destroy(&s->tpl_lock);
     pthread_mutex_destroy(&s->rlock);
     pthread_mutex_destroy(&s->vm_lock);
+    pthread_mutex_destroy(&s->m_lock);
+    while (s->series) {
+        struct mseries *m = s->series;
+        s->series = m->next;
+        free(m);
+    }
     pthread_cond_destroy(&s->rcond);
     free(s->vms);       /* those still running go on (no longer our children once we exit) */
     free(s);
