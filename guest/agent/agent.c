@@ -50,6 +50,7 @@
 #define STDIN_CAP   (8u << 20)   /* pending stdin bytes per process */
 #define STDIN_HIGH  (1u << 20)   /* stop reading the connection above this */
 #define MAX_WATCHES 64           /* WATCH requests at once */
+#define WATCH_MAX_DEPTH 128      /* directory levels a recursive WATCH follows */
 
 struct conn {
     int fd;
@@ -1062,8 +1063,8 @@ static int watch_add_tree(struct watcher *w, const char *rel, int level)
     int r = watch_add_one(w, rel);
     if (r < 0 || !w->recursive)
         return r;
-    if (level >= RM_MAX_DEPTH)
-        return -ENAMETOOLONG;
+    if (level >= WATCH_MAX_DEPTH)
+        return -ELOOP;           /* bounds the stack and the open directories */
     char path[AGENT_MAX_PATH + 1];
     if (watch_path(w, rel, path) < 0)
         return -ENAMETOOLONG;
@@ -1092,6 +1093,13 @@ static int watch_add_tree(struct watcher *w, const char *rel, int level)
     }
     closedir(d);
     return r;
+}
+
+/* A watch past its limits (-ENOSPC directories, -ELOOP depth). */
+static void watch_limit(struct conn *c, uint32_t id, int r)
+{
+    send_error(c, id, AGENT_E_LIMIT, 0,
+               r == -ELOOP ? "watch: directories nested over 128 levels" : "watch: over 8192 directories");
 }
 
 static void do_watch(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
@@ -1124,8 +1132,8 @@ static void do_watch(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
     watchers[slot] = w;
     w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
     int r = w->ifd < 0 ? -errno : watch_add_tree(w, "", 0);
-    if (r == -ENOSPC)
-        send_error(c, id, AGENT_E_LIMIT, 0, "watch: too many directories");
+    if (r == -ENOSPC || r == -ELOOP)
+        watch_limit(c, id, r);
     else if (r < 0)
         send_error(c, id, AGENT_E_SYS, -r, w->root);
     else
@@ -1187,9 +1195,12 @@ static int watch_event(struct watcher *w, const struct inotify_event *e)
     if (w->recursive && (e->mask & IN_ISDIR) && (e->mask & IN_MOVED_FROM))
         watch_drop_tree(w, name);
     if (w->recursive && (e->mask & IN_ISDIR) && (e->mask & (IN_CREATE | IN_MOVED_TO))) {
-        int r = watch_add_tree(w, name, 0);
-        if (r == -ENOSPC) {
-            send_error(w->c, w->id, AGENT_E_LIMIT, 0, "watch: too many directories");
+        int depth = 0;
+        for (const char *q = name; *q; q++)
+            depth += *q == '/';
+        int r = watch_add_tree(w, name, depth + 1);
+        if (r == -ENOSPC || r == -ELOOP) {
+            watch_limit(w->c, w->id, r);
             return -1;
         }
     }
