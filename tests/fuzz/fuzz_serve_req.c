@@ -98,6 +98,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 5: {   /* query arguments, one "key=value" a line */
         struct serve_list_q q;
+        /* the text as an E2B name: a moat name that shows as it was, or the
+         * name itself */
+        char m[SERVE_TEMPLATE_MAX + 1], m2[SERVE_TEMPLATE_MAX + 1], shown[3 * SERVE_TEMPLATE_MAX + 1];
+        if (serve_e2b_name_in(z, m) == 0) {
+            FUZZ_ASSERT(serve_valid_template(m));
+            serve_e2b_name_out(m, shown, sizeof shown);
+            FUZZ_ASSERT(!strcmp(shown, z) || !strcmp(m, z));
+            FUZZ_ASSERT(serve_e2b_name_in(shown, m2) == 0 && !strcmp(m2, m));
+        }
         serve_list_init(&q);
         for (char *line = z, *next; line; line = next) {
             next = strchr(line, '\n');

@@ -285,6 +285,18 @@ check "create from the snapshot" sh -c "[ $(st) = 201 ] && '$MOAT' ls | grep -q 
 req DELETE /templates/snapA
 check "delete the snapshot: 204, gone from moat template ls" \
     sh -c "[ $(st) = 204 ] && ! '$MOAT' template ls | grep -q snapA"
+# E2B's team/name:tag form: a moat template name, shown as asked
+req POST "/sandboxes/$A/snapshots" '{"name":"team/snap:v1"}'
+check "snapshot named team/snap:v1: 201, its id the moat name, its name as asked" \
+    sh -c "[ $(st) = 201 ] && grep -q '\"snapshotID\":\"team_2fsnap_3av1\"' '$T/body' && grep -q '\"names\":\[\"team/snap:v1\"\]' '$T/body'"
+req GET '/snapshots?name=team%2Fsnap%3Av1'
+check "GET /snapshots?name=team/snap:v1 lists it" test "$(json "','.join(x['names'][0] for x in d)")" = team/snap:v1
+req POST /v2/sandboxes '{"templateID":"team/snap:v1"}'
+S2=$(json "d.get('sandboxID','')" 2>/dev/null)
+check "create from team/snap:v1" sh -c "[ $(st) = 201 ] && '$MOAT' ls | grep -q '^$S2 .*running'"
+req DELETE "/sandboxes/$S2"
+req DELETE /templates/team_2fsnap_3av1
+check "delete it by its id: 204" test "$(st)" = 204
 
 # restart: the sandboxes survive, the reaper goes on from serve.json
 stop_serve

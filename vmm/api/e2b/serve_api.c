@@ -1041,6 +1041,15 @@ static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
     list_end(o, &q, names, n, arr);
 }
 
+/* A snapshot as E2B gives it: its id (the moat template name, which
+ * Sandbox.create takes), its name as it was asked for (team/name:tag). */
+static json_t *snapshot_json(const char *name)
+{
+    char shown[3 * SERVE_TEMPLATE_MAX + 1];
+    serve_e2b_name_out(name, shown, sizeof shown);
+    return json_pack("{s:s, s:[s]}", "snapshotID", name, "names", shown);
+}
+
 static void do_snapshot(struct serve *s, const char *id, const char *body, size_t len, struct out *o)
 {
     char name[SERVE_TEMPLATE_MAX + 1], why[512], ms[32];
@@ -1075,7 +1084,7 @@ static void do_snapshot(struct serve *s, const char *id, const char *body, size_
     snprintf(text, sizeof text, "%s\n", id);
     write_atomic(p, text, 0600);
     o->status = 201;
-    o->body = json_pack("{s:s, s:[s]}", "snapshotID", name, "names", name);
+    o->body = snapshot_json(name);
 }
 
 static void do_snapshots(struct serve *s, struct MHD_Connection *c, struct out *o)
@@ -1103,7 +1112,7 @@ static void do_snapshots(struct serve *s, struct MHD_Connection *c, struct out *
             snprintf(o->next, sizeof o->next, "%s", json_string_value(json_object_get(l, "snapshotID")));
             break;
         }
-        json_array_append_new(arr, json_pack("{s:s, s:[s]}", "snapshotID", names[i], "names", names[i]));
+        json_array_append_new(arr, snapshot_json(names[i]));
     }
     list_end(o, &q, names, n, arr);
 }

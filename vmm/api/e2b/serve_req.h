@@ -58,6 +58,18 @@ int serve_route(const char *method, const char *path, enum serve_ep *ep, char *i
 /* A moat sandbox name (docs/sandboxes.md Names): 1-63 of A-Z a-z 0-9 - _ .,
  * starting with a letter or digit. */
 bool serve_valid_name(const char *s);
+/* E2B template and snapshot names ("team/name:tag") as moat template
+ * names: a name that is one already is itself; one of A-Z a-z 0-9 - _ . /
+ * : (starting with a letter or digit) that has a '/' or ':' is written with
+ * '/', ':' and '_' as "_2f", "_3a", "_5f" ("team_2fname_3atag"). 0, or
+ * -EINVAL (another name, or one whose moat form is over
+ * SERVE_TEMPLATE_MAX bytes). out: SERVE_TEMPLATE_MAX + 1 bytes. */
+int serve_e2b_name_in(const char *in, char *out);
+/* The name to show for a moat template name: the E2B form when it is one
+ * serve_e2b_name_in wrote (it has "_2f" or "_3a" and every '_' starts one
+ * of the three escapes), else the name itself. out: 3 * SERVE_TEMPLATE_MAX
+ * bytes is always enough (n: its size). */
+void serve_e2b_name_out(const char *moat, char *out, size_t n);
 /* A template name: a valid name of at most SERVE_TEMPLATE_MAX bytes. */
 bool serve_valid_template(const char *s);
 
