@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -48,6 +49,8 @@
 #define OUT_HIGH    (4u << 20)   /* stop producing for a connection above this */
 #define STDIN_CAP   (8u << 20)   /* pending stdin bytes per process */
 #define STDIN_HIGH  (1u << 20)   /* stop reading the connection above this */
+#define MAX_WATCHES 64           /* WATCH requests at once */
+#define WATCH_MAX_DEPTH 128      /* directory levels a recursive WATCH follows */
 
 struct conn {
     int fd;
@@ -963,6 +966,293 @@ static void do_add_entropy(struct conn *c, uint32_t id, const uint8_t *pl, size_
     send_frame(c, AGENT_T_OK, id, NULL, 0);
 }
 
+/* ---- WATCH: inotify over a directory (and its subdirectories) ---------- */
+
+/* One WATCH: an inotify instance and the directories it follows, each by
+ * its watch descriptor and its path relative to the watched root ("" for
+ * the root). Events are read only while the connection's output is under
+ * OUT_HIGH; the kernel queues the rest (up to its max_queued_events), and
+ * a queue overflow ends the watch with ERROR LIMIT. */
+struct wdir {
+    int wd;
+    char *rel;
+};
+
+struct watcher {
+    struct conn *c;
+    uint32_t id;
+    int ifd, recursive, pi;
+    size_t n, cap;
+    struct wdir *d;
+    char root[AGENT_MAX_PATH + 1];
+};
+
+static struct watcher *watchers[MAX_WATCHES];
+
+#define WATCH_MASK (IN_CREATE | IN_MOVED_TO | IN_MODIFY | IN_DELETE | IN_MOVED_FROM | IN_ATTRIB | \
+                    IN_MOVE_SELF | IN_DONT_FOLLOW | IN_ONLYDIR)
+
+static void watch_free(int i)
+{
+    struct watcher *w = watchers[i];
+    for (size_t k = 0; k < w->n; k++)
+        free(w->d[k].rel);
+    free(w->d);
+    close(w->ifd);
+    free(w);
+    watchers[i] = NULL;
+}
+
+static struct wdir *watch_find(struct watcher *w, int wd)
+{
+    for (size_t k = 0; k < w->n; k++)
+        if (w->d[k].wd == wd)
+            return &w->d[k];
+    return NULL;
+}
+
+/* root/rel into path (AGENT_MAX_PATH + 1): 0 or -ENAMETOOLONG. */
+static int watch_path(const struct watcher *w, const char *rel, char *path)
+{
+    int k = snprintf(path, AGENT_MAX_PATH + 1, "%s%s%s", w->root, *rel ? "/" : "", rel);
+    return k < 0 || k > (int)AGENT_MAX_PATH ? -ENAMETOOLONG : 0;
+}
+
+/* Follow the directory rel (below root): 0, -ENOSPC past
+ * AGENT_WATCH_MAX_DIRS, or inotify_add_watch's -errno. */
+static int watch_add_one(struct watcher *w, const char *rel)
+{
+    char path[AGENT_MAX_PATH + 1];
+    if (watch_path(w, rel, path) < 0)
+        return -ENAMETOOLONG;
+    int wd = inotify_add_watch(w->ifd, path, WATCH_MASK);
+    if (wd < 0)
+        return -errno;
+    struct wdir *old = watch_find(w, wd);
+    if (old) {                   /* the same directory again (moved) */
+        char *r = strdup(rel);
+        if (!r)
+            return -ENOMEM;
+        free(old->rel);
+        old->rel = r;
+        return 0;
+    }
+    if (w->n >= AGENT_WATCH_MAX_DIRS) {
+        inotify_rm_watch(w->ifd, wd);
+        return -ENOSPC;
+    }
+    if (w->n == w->cap) {
+        size_t nc = w->cap ? 2 * w->cap : 16;
+        struct wdir *nd = realloc(w->d, nc * sizeof *nd);
+        if (!nd)
+            return -ENOMEM;
+        w->d = nd;
+        w->cap = nc;
+    }
+    if (!(w->d[w->n].rel = strdup(rel)))
+        return -ENOMEM;
+    w->d[w->n++].wd = wd;
+    return 0;
+}
+
+/* Follow rel and, for a recursive watch, every directory below it
+ * (symlinks are not followed); depth bounded by AGENT_MAX_PATH. Vanished
+ * subdirectories are skipped. */
+static int watch_add_tree(struct watcher *w, const char *rel, int level)
+{
+    int r = watch_add_one(w, rel);
+    if (r < 0 || !w->recursive)
+        return r;
+    if (level >= WATCH_MAX_DEPTH)
+        return -ELOOP;           /* bounds the stack and the open directories */
+    char path[AGENT_MAX_PATH + 1];
+    if (watch_path(w, rel, path) < 0)
+        return -ENAMETOOLONG;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    struct dirent *de;
+    while (r == 0 && (de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        struct stat st;
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+            continue;
+        char sub[AGENT_MAX_PATH + 1];
+        if ((size_t)snprintf(sub, sizeof sub, "%s%s%s", rel, *rel ? "/" : "", de->d_name) >= sizeof sub) {
+            r = -ENAMETOOLONG;
+            break;
+        }
+        r = watch_add_tree(w, sub, level + 1);
+        if (r == -ENOENT || r == -ENOTDIR)
+            r = 0;
+    }
+    closedir(d);
+    return r;
+}
+
+/* A watch past its limits (-ENOSPC directories, -ELOOP depth). */
+static void watch_limit(struct conn *c, uint32_t id, int r)
+{
+    send_error(c, id, AGENT_E_LIMIT, 0,
+               r == -ELOOP ? "watch: directories nested over 128 levels" : "watch: over 8192 directories");
+}
+
+static void do_watch(struct conn *c, uint32_t id, const uint8_t *pl, size_t n)
+{
+    struct agent_path_req rq;
+    enum agent_err err;
+    if (agent_watch_req_decode(pl, n, &rq, &err) < 0) {
+        send_error(c, id, err, 0, "watch");
+        return;
+    }
+    int slot = -1;
+    for (int i = 0; i < MAX_WATCHES && slot < 0; i++)
+        if (!watchers[i])
+            slot = i;
+    if (slot < 0) {
+        send_error(c, id, AGENT_E_LIMIT, 0, "watch: too many watches");
+        return;
+    }
+    struct watcher *w = calloc(1, sizeof *w);
+    if (!w) {
+        send_error(c, id, AGENT_E_SYS, ENOMEM, "watch");
+        return;
+    }
+    w->c = c;
+    w->id = id;
+    w->recursive = (rq.arg & AGENT_WATCH_RECURSIVE) != 0;
+    memcpy(w->root, rq.path, rq.path_len);
+    while (rq.path_len > 1 && w->root[rq.path_len - 1] == '/')
+        w->root[--rq.path_len] = 0;
+    watchers[slot] = w;
+    w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    int r = w->ifd < 0 ? -errno : watch_add_tree(w, "", 0);
+    if (r == -ENOSPC || r == -ELOOP)
+        watch_limit(c, id, r);
+    else if (r < 0)
+        send_error(c, id, AGENT_E_SYS, -r, w->root);
+    else
+        send_frame(c, AGENT_T_OK, id, NULL, 0);
+    if (r < 0)
+        watch_free(slot);
+}
+
+/* Forget rel and every directory below it (a directory moved away). */
+static void watch_drop_tree(struct watcher *w, const char *rel)
+{
+    size_t rl = strlen(rel);
+    for (size_t k = 0; k < w->n;) {
+        const char *x = w->d[k].rel;
+        if (!strcmp(x, rel) || (!strncmp(x, rel, rl) && x[rl] == '/')) {
+            inotify_rm_watch(w->ifd, w->d[k].wd);
+            free(w->d[k].rel);
+            w->d[k] = w->d[--w->n];
+        } else {
+            k++;
+        }
+    }
+}
+
+/* One inotify event as WATCH_EVENT frames (and the directories it adds or
+ * drops); -1 ends the watch. */
+static int watch_event(struct watcher *w, const struct inotify_event *e)
+{
+    if (e->mask & IN_Q_OVERFLOW) {
+        send_error(w->c, w->id, AGENT_E_LIMIT, 0, "watch: events queued past the kernel's limit");
+        return -1;
+    }
+    struct wdir *d = watch_find(w, e->wd);
+    if (!d)
+        return 0;
+    if (e->mask & IN_IGNORED) {
+        int root = !d->rel[0];
+        free(d->rel);
+        *d = w->d[--w->n];
+        if (root)
+            send_error(w->c, w->id, AGENT_E_SYS, ENOENT, "watch: the directory is gone");
+        return root ? -1 : 0;
+    }
+    if (!e->len)
+        return 0;                /* *_SELF: the parent reports it */
+    char name[AGENT_MAX_PATH + 1];
+    size_t nl = (size_t)snprintf(name, sizeof name, "%s%s%s", d->rel, *d->rel ? "/" : "", e->name);
+    if (nl >= sizeof name)
+        return 0;
+    uint32_t op = e->mask & (IN_CREATE | IN_MOVED_TO) ? AGENT_WATCH_CREATE
+                  : e->mask & IN_MODIFY ? AGENT_WATCH_WRITE
+                  : e->mask & IN_DELETE ? AGENT_WATCH_REMOVE
+                  : e->mask & IN_MOVED_FROM ? AGENT_WATCH_RENAME
+                  : e->mask & IN_ATTRIB ? AGENT_WATCH_CHMOD : 0;
+    if (!op)
+        return 0;
+    if (agent_put_watch_event(&w->c->out, w->id, op, name, nl) < 0)
+        return 0;
+    if (w->recursive && (e->mask & IN_ISDIR) && (e->mask & IN_MOVED_FROM))
+        watch_drop_tree(w, name);
+    if (w->recursive && (e->mask & IN_ISDIR) && (e->mask & (IN_CREATE | IN_MOVED_TO))) {
+        int depth = 0;
+        for (const char *q = name; *q; q++)
+            depth += *q == '/';
+        int r = watch_add_tree(w, name, depth + 1);
+        if (r == -ENOSPC || r == -ELOOP) {
+            watch_limit(w->c, w->id, r);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void watch_read(int i)
+{
+    struct watcher *w = watchers[i];
+    ssize_t k = read(w->ifd, iobuf, sizeof iobuf);
+    if (k <= 0)
+        return;
+    for (size_t off = 0; off + sizeof(struct inotify_event) <= (size_t)k;) {
+        const struct inotify_event *e = (const void *)(iobuf + off);
+        off += sizeof *e + e->len;
+        if (watch_event(w, e) < 0) {
+            watch_free(i);
+            return;
+        }
+    }
+}
+
+/* The pollset's watch entries (after build_pollset's). */
+static int watches_poll(struct pollfd *pfd, int np)
+{
+    for (int i = 0; i < MAX_WATCHES; i++) {
+        struct watcher *w = watchers[i];
+        if (!w)
+            continue;
+        w->pi = -1;
+        if (w->c->out.len < OUT_HIGH) {
+            w->pi = np;
+            pfd[np++] = (struct pollfd){ .fd = w->ifd, .events = POLLIN };
+        }
+    }
+    return np;
+}
+
+static void watches_step(const struct pollfd *pfd)
+{
+    for (int i = 0; i < MAX_WATCHES; i++)
+        if (watchers[i] && watchers[i]->pi >= 0 && pfd[watchers[i]->pi].revents)
+            watch_read(i);
+}
+
+static void watches_drop_conn(const struct conn *c)
+{
+    for (int i = 0; i < MAX_WATCHES; i++)
+        if (watchers[i] && watchers[i]->c == c)
+            watch_free(i);
+}
+
 static void handle_frame(struct conn *c, const struct agent_hdr *h, const uint8_t *pl)
 {
     struct proc *p;
@@ -1060,6 +1350,9 @@ static void handle_frame(struct conn *c, const struct agent_hdr *h, const uint8_
     case AGENT_T_ADD_ENTROPY:
         do_add_entropy(c, h->id, pl, h->len);
         break;
+    case AGENT_T_WATCH:
+        do_watch(c, h->id, pl, h->len);
+        break;
     default:
         send_error(c, h->id, AGENT_E_TYPE, 0, agent_type_name(h->type));
         break;
@@ -1129,6 +1422,7 @@ static void conn_free(int i)
     for (int k = 0; k < MAX_LISTS; k++)
         if (lists[k] && lists[k]->c == c)
             list_free(k);
+    watches_drop_conn(c);
     close(c->fd);
     agent_rx_free(&c->rx);
     agent_buf_free(&c->out);
@@ -1352,7 +1646,7 @@ static int build_pollset(struct pollfd *pfd, int lfd, int sfd, int *timeout)
     for (int i = 0; i < MAX_LISTS; i++)
         if (lists[i] && lists[i]->c->out.len < OUT_HIGH)
             *timeout = 0;
-    return np;
+    return watches_poll(pfd, np);
 }
 
 /* After poll: reap, kill what is past its deadline, move the processes'
@@ -1384,6 +1678,7 @@ static void serve_round(const struct pollfd *pfd, int lfd, int sfd)
     }
     freads_step();
     lists_step();
+    watches_step(pfd);
     for (int i = 0; i < MAX_CONNS; i++) {
         struct conn *c = conns[i];
         if (!c)
@@ -1426,7 +1721,7 @@ int main(int argc, char **argv)
         return 1;
     }
 
-    static struct pollfd pfd[2 + MAX_CONNS + 3 * MAX_PROCS];
+    static struct pollfd pfd[2 + MAX_CONNS + 3 * MAX_PROCS + MAX_WATCHES];
     for (;;) {
         int timeout;
         int np = build_pollset(pfd, lfd, sfd, &timeout);

@@ -53,12 +53,12 @@ static void check_fs(const struct agent_hdr *h, const uint8_t *pl, size_t n)
     enum agent_err err;
     uint32_t count;
     struct agent_buf b = { 0 };
-    int (*const dec[3])(const uint8_t *, size_t, struct agent_path_req *, enum agent_err *) = {
-        agent_stat_req_decode, agent_list_req_decode, agent_remove_req_decode };
-    int (*const enc[3])(struct agent_buf *, uint32_t, uint32_t, const char *) = {
-        agent_put_stat, agent_put_list, agent_put_remove };
+    int (*const dec[4])(const uint8_t *, size_t, struct agent_path_req *, enum agent_err *) = {
+        agent_stat_req_decode, agent_list_req_decode, agent_remove_req_decode, agent_watch_req_decode };
+    int (*const enc[4])(struct agent_buf *, uint32_t, uint32_t, const char *) = {
+        agent_put_stat, agent_put_list, agent_put_remove, agent_put_watch };
 
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         if (dec[i](pl, n, &q, &err) < 0) {
             FUZZ_ASSERT(err != AGENT_E_OK && err < AGENT_E__COUNT);
             continue;
@@ -99,6 +99,19 @@ static void check_fs(const struct agent_hdr *h, const uint8_t *pl, size_t n)
     }
     if (agent_list_end_decode(pl, n, &count, &err) == 0)
         FUZZ_ASSERT(n == 4 && count <= AGENT_LIST_MAX_ENTRIES);
+    /* WATCH_EVENT: a relative name without "." or ".." components that
+     * re-encodes to the same bytes. */
+    uint32_t op;
+    if (agent_watch_event_decode(pl, n, &op, path, &err) == 0) {
+        size_t nl = strlen(path);
+        FUZZ_ASSERT(op >= AGENT_WATCH_CREATE && op <= AGENT_WATCH_CHMOD && nl == n - 4 && path[0] != '/');
+        FUZZ_ASSERT(!strstr(path, "//") && strcmp(path, "..") && strncmp(path, "../", 3));
+        FUZZ_ASSERT(agent_put_watch_event(&b, h->id, op, path, nl) == 0);
+        FUZZ_ASSERT(b.len == AGENT_HDR_SIZE + n && !memcmp(b.p + AGENT_HDR_SIZE, pl, n));
+        b.len = 0;
+    } else {
+        FUZZ_ASSERT(err != AGENT_E_OK && path[0] == 0);
+    }
     /* The payload as /etc/passwd: a name found is 1..63 bytes, no NUL or ':'. */
     char name[AGENT_MAX_NAME + 1];
     if (agent_idname_lookup((const char *)pl, n, h->id, name) == 0)

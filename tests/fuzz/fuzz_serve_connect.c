@@ -140,12 +140,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     case 8: {
         static struct cx_fs f;
         enum cx_fs_kind k = data[0] % 14 == 6 ? CX_FS_PATH : data[0] % 14 == 7 ? CX_FS_LIST : CX_FS_MOVE;
+        if (k == CX_FS_PATH && (data[0] / 14) % 2)
+            k = CX_FS_WATCH;     /* half of the path cases: as WatchDir's */
         check_rc(rc = cx_fs_decode(k, b, n, &f, why, sizeof why));
         if (!rc) {
             FUZZ_ASSERT(memchr(f.path, 0, sizeof f.path) && memchr(f.dest, 0, sizeof f.dest));
             FUZZ_ASSERT(f.depth >= 1 && f.depth <= CX_MAX_DEPTH);
             if (k == CX_FS_MOVE)
                 FUZZ_ASSERT(f.path[0] && f.dest[0]);
+            FUZZ_ASSERT(f.recursive == 0 || (k == CX_FS_WATCH && f.recursive == 1));
         }
         break;
     }

@@ -98,6 +98,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     case 5: {   /* query arguments, one "key=value" a line */
         struct serve_list_q q;
+        /* the text as an E2B name: a moat name that shows as it was, or the
+         * name itself */
+        char m[SERVE_TEMPLATE_MAX + 1], m2[SERVE_TEMPLATE_MAX + 1], shown[3 * SERVE_TEMPLATE_MAX + 1];
+        if (serve_e2b_name_in(z, m) == 0) {
+            FUZZ_ASSERT(serve_valid_template(m));
+            serve_e2b_name_out(m, shown, sizeof shown);
+            FUZZ_ASSERT(!strcmp(shown, z) || !strcmp(m, z));
+            FUZZ_ASSERT(serve_e2b_name_in(shown, m2) == 0 && !strcmp(m2, m));
+        }
         serve_list_init(&q);
         for (char *line = z, *next; line; line = next) {
             next = strchr(line, '\n');
@@ -111,6 +120,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         FUZZ_ASSERT(q.limit >= 1 && q.limit <= SERVE_LIST_MAX);
         FUZZ_ASSERT(!q.next[0] || serve_valid_name(q.next));
+        FUZZ_ASSERT(q.order >= -1 && q.order <= 1);
+        if (q.next_usec >= 0) {  /* an ordered token: made again, it reads the same */
+            char tok[SERVE_NEXT_MAX + 1];
+            struct serve_list_q q2;
+            serve_list_init(&q2);
+            FUZZ_ASSERT(q.next[0]);
+            serve_next_make(q.next, q.next_usec, tok, sizeof tok);
+            FUZZ_ASSERT(serve_list_arg(&q2, "nextToken", tok, why, sizeof why) == 0);
+            FUZZ_ASSERT(q2.next_usec == q.next_usec && !strcmp(q2.next, q.next));
+            serve_list_free(&q2);
+        }
         FUZZ_ASSERT(!q.template_id[0] || serve_valid_template(q.template_id));
         FUZZ_ASSERT(!q.sandbox_id[0] || serve_valid_name(q.sandbox_id));
         if (q.metadata) {

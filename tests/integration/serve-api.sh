@@ -209,19 +209,32 @@ check "create with a domain name in allowOut: 400 naming it" sh -c "[ \$(cat '$T
 # list: all, paging by X-Next-Token, filters
 req GET /v2/sandboxes
 check "list: three" test "$(json 'len(d)')" = 3
-ids=""
-next=""
-pages=0
-while :; do
-    req GET "/v2/sandboxes?limit=1${next:+&nextToken=$next}"
-    ids="$ids $(json "' '.join(x['sandboxID'] for x in d)")"
-    pages=$((pages + 1))
-    next=$(sed -n 's/^[Xx]-[Nn]ext-[Tt]oken: *\([^\r]*\).*/\1/p' "$T/hdr" | tr -d '\r')
-    [ -z "$next" ] || [ $pages -gt 5 ] && break
-done
+# list_pages QUERY: every page of /v2/sandboxes?QUERYlimit=1 by X-Next-Token
+# (ids: the ids in page order, each followed by a space; pages: how many)
+list_pages() {
+    ids=""
+    next=""
+    pages=0
+    while :; do
+        req GET "/v2/sandboxes?${1}limit=1${next:+&nextToken=$next}"
+        ids="$ids$(json "' '.join(x['sandboxID'] for x in d)") "
+        pages=$((pages + 1))
+        next=$(sed -n 's/^[Xx]-[Nn]ext-[Tt]oken: *\([^\r]*\).*/\1/p' "$T/hdr" | tr -d '\r')
+        [ -z "$next" ] || [ $pages -gt 5 ] && break
+    done
+}
+list_pages ""
 sorted=$(echo $A $B $C | tr ' ' '\n' | sort | tr '\n' ' ')
 check "list: limit=1 pages by X-Next-Token through all three, each once ($pages pages)" \
     test "$(echo $ids | tr ' ' '\n' | sort | tr '\n' ' ')" = "$sorted" -a $pages = 3
+# order=asc|desc: by start time (A, B, C were created in turn), paged with limit=1
+for ord in asc desc; do
+    list_pages "order=$ord&"
+    if [ $ord = asc ]; then want="$A $B $C "; else want="$C $B $A "; fi
+    check "list order=$ord: by start time across pages of one ($ids)" test "$ids" = "$want"
+done
+req GET "/v2/sandboxes?order=desc&nextToken=$A"
+check "list order=desc with a token of a listing by id: 400" is_err 400
 req GET '/v2/sandboxes?metadata=user%3Dalice'
 check "list: a metadata filter" test "$(json 'len(d)')" = 2
 req GET '/v2/sandboxes?metadata=user%3Dalice%26n%3D2'
@@ -244,8 +257,16 @@ check "connect of a paused sandbox: 201, running again" \
 req POST "/v2/sandboxes/$B/connect" '{}'
 check "connect of a running sandbox: 200" test "$(st)" = 200
 req GET "/sandboxes/$B/metrics"
-check "metrics: one sample of the sandbox's moat process" \
-    sh -c "[ $(st) = 200 ] && [ \"\$(python3 -c \"import json; d=json.load(open('$T/body')); print(len(d), d[0]['memUsed'] > 0, d[0]['memTotal'])\")\" = '1 True 67108864' ]"
+check "metrics: samples of the sandbox's moat process (kept every 5 s, or one taken now), in time order" \
+    sh -c "[ $(st) = 200 ] && [ \"\$(python3 -c \"import json; d=json.load(open('$T/body')); t=[x['timestampUnix'] for x in d]; print(len(d) >= 1, all(x['memUsed'] > 0 and x['memTotal'] == 67108864 for x in d), t == sorted(t))\")\" = 'True True True' ]"
+now=$(date +%s)
+req GET "/sandboxes/$A/metrics?start=$((now - 3600))&end=$((now + 5))"
+check "metrics over a range that holds now: samples in it" \
+    sh -c "[ $(st) = 200 ] && python3 -c \"import json,sys; d=json.load(open('$T/body')); sys.exit(not d or not all($now - 3600 <= x['timestampUnix'] <= $now + 6 for x in d))\""
+req GET "/sandboxes/$A/metrics?start=$((now + 1000))"
+check "metrics over a range in the future: none" sh -c "[ $(st) = 200 ] && [ \"\$(cat '$T/body')\" = '[]' ]"
+req GET "/sandboxes/$A/metrics?start=yesterday"
+check "metrics with a start that is not Unix seconds: 400" is_err 400
 
 # fork, snapshots
 req POST "/sandboxes/$A/fork" '{"count":2,"timeout":300}'
@@ -264,6 +285,18 @@ check "create from the snapshot" sh -c "[ $(st) = 201 ] && '$MOAT' ls | grep -q 
 req DELETE /templates/snapA
 check "delete the snapshot: 204, gone from moat template ls" \
     sh -c "[ $(st) = 204 ] && ! '$MOAT' template ls | grep -q snapA"
+# E2B's team/name:tag form: a moat template name, shown as asked
+req POST "/sandboxes/$A/snapshots" '{"name":"team/snap:v1"}'
+check "snapshot named team/snap:v1: 201, its id the moat name, its name as asked" \
+    sh -c "[ $(st) = 201 ] && grep -q '\"snapshotID\":\"team_2fsnap_3av1\"' '$T/body' && grep -q '\"names\":\[\"team/snap:v1\"\]' '$T/body'"
+req GET '/snapshots?name=team%2Fsnap%3Av1'
+check "GET /snapshots?name=team/snap:v1 lists it" test "$(json "','.join(x['names'][0] for x in d)")" = team/snap:v1
+req POST /v2/sandboxes '{"templateID":"team/snap:v1"}'
+S2=$(json "d.get('sandboxID','')" 2>/dev/null)
+check "create from team/snap:v1" sh -c "[ $(st) = 201 ] && '$MOAT' ls | grep -q '^$S2 .*running'"
+req DELETE "/sandboxes/$S2"
+req DELETE /templates/team_2fsnap_3av1
+check "delete it by its id: 204" test "$(st)" = 204
 
 # restart: the sandboxes survive, the reaper goes on from serve.json
 stop_serve

@@ -6,6 +6,7 @@
 //
 // Env: E2B_SDK (the e2b package's directory), ENVD_URL, TESTDIR.
 import crypto from 'node:crypto';
+import { execFileSync } from 'node:child_process';
 
 const e2b = await import(`${process.env.E2B_SDK}/dist/index.mjs`);
 const { Sandbox, CommandExitError, FileNotFoundError, AuthenticationError, SandboxNotFoundError, TimeoutError } = e2b;
@@ -78,7 +79,63 @@ try {
   await a.files.remove(`${dir}/a`);
   ok(await a.files.exists(`${dir}/a`) === false, 'remove a tree');
   await throws(() => a.files.read(`${dir}/nope`), FileNotFoundError, 'reading a missing file is FileNotFoundError');
-  await throws(() => a.files.watchDir(dir, () => {}), null, 'watchDir is refused (unimplemented)');
+  // watchDir: recursive, events as envd names them (relative to the
+  // watched directory), through the agent's WATCH.
+  const wd = `${dir}/w`, evs = [];
+  await a.files.makeDir(`${wd}/sub`);
+  const until = async (want) => {
+    for (let t0 = Date.now(); !want.every((x) => evs.includes(x)); await new Promise((res) => setTimeout(res, 50)))
+      if (Date.now() - t0 > 10000) return false;
+    return true;
+  };
+  const wh = await a.files.watchDir(wd, (e) => evs.push(`${e.type}:${e.name}`), { recursive: true });
+  await a.files.write(`${wd}/f.txt`, 'x');
+  ok(await until(['create:f.txt', 'write:f.txt']), `watchDir: create and write (${evs.join(' ')})`);
+  await a.files.rename(`${wd}/f.txt`, `${wd}/sub/g.txt`);
+  await a.commands.run(`chmod 600 ${wd}/sub/g.txt`);
+  ok(await until(['rename:f.txt', 'create:sub/g.txt', 'chmod:sub/g.txt']), `watchDir: rename and chmod in a subdirectory (${evs.join(' ')})`);
+  await a.files.makeDir(`${wd}/new`);
+  ok(await until(['create:new']), 'watchDir: a new directory');
+  await a.files.write(`${wd}/new/h.txt`, 'h');
+  await a.files.remove(`${wd}/sub/g.txt`);
+  ok(await until(['create:new/h.txt', 'remove:sub/g.txt']), `watchDir: a file in the new directory, remove (${evs.join(' ')})`);
+  await wh.stop();
+  const n0 = evs.length;
+  await a.files.write(`${wd}/after.txt`, 'late');
+  await new Promise((res) => setTimeout(res, 300));
+  ok(evs.length === n0, 'watchDir: nothing after stop');
+  const flat = [];
+  const wf = await a.files.watchDir(wd, (e) => flat.push(`${e.type}:${e.name}`), { recursive: false });
+  await a.files.write(`${wd}/new/deep.txt`, 'd');
+  await a.files.write(`${wd}/top.txt`, 't');
+  for (let t0 = Date.now(); !flat.includes('create:top.txt') && Date.now() - t0 < 10000;) await new Promise((res) => setTimeout(res, 50));
+  ok(flat.includes('create:top.txt') && !flat.some((x) => x.includes('deep')), `watchDir without recursive: the directory only (${flat.join(' ')})`);
+  await wf.stop();
+  await throws(() => a.files.watchDir(`${dir}/nope`, () => {}), null, 'watchDir of a missing directory is refused');
+  // Signed URLs (uploadUrl/downloadUrl): curl with no token header; the
+  // sandbox is the one whose token signs the URL.
+  const curl = (args) => { try { return execFileSync('curl', ['-s', '-w', '\n%{http_code}', ...args]).toString(); } catch (e) { return `curl failed: ${e.message}`; } };
+  const code = (out) => out.slice(out.lastIndexOf('\n') + 1);
+  await a.files.write(`${dir}/up.txt`, 'placeholder');
+  const up = await a.uploadUrl(`${dir}/signed/up.txt`, { useSignatureExpiration: 120 });
+  ok(/signature=v1_[A-Za-z0-9+/]{43}(&|$)/.test(decodeURIComponent(up)) && up.includes('signature_expiration='), 'uploadUrl carries a v1_ signature and its expiration');
+  const upOut = curl(['-F', `file=@${dir}/up.txt`, up]);
+  ok(code(upOut) === '200' && (await a.files.read(`${dir}/signed/up.txt`)) === 'placeholder', `signed upload with curl (${upOut.replace(/\n/g, ' ')})`);
+  const down = await a.downloadUrl(`${dir}/signed/up.txt`);
+  const downOut = curl([down]);
+  ok(downOut === 'placeholder\n200', `signed download with curl, no expiration (${downOut.replace(/\n/g, ' ')})`);
+  const old = await a.downloadUrl(`${dir}/signed/up.txt`, { useSignatureExpiration: -10 });
+  ok(code(curl([old])) === '401', 'an expired signature is refused 401');
+  const wrong = new URL(down);
+  wrong.searchParams.set('signature', wrong.searchParams.get('signature').replace(/.$/, (ch) => (ch === 'A' ? 'B' : 'A')));
+  ok(code(curl([wrong.toString()])) === '401', 'a wrong signature is refused 401');
+  const other = new URL(down);
+  other.searchParams.set('path', `${dir}/m2.txt`);
+  ok(code(curl([other.toString()])) === '401', 'a signature for another path is refused 401');
+  const bare = curl([(await a.downloadUrl(`${dir}/signed/up.txt`)).replace(/signature=[^&]*/, 'x=1')]);
+  ok(/^4\d\d$/.test(code(bare)) && !bare.includes('placeholder'), `no signature, no token, no sandbox id: refused (${code(bare)})`);
+  const bs = await b.downloadUrl(`${dir}/signed/up.txt`);
+  ok(code(curl([bs])) === '200', "another sandbox's signed URL works with its own token");
   let tty = '';
   const dec = new TextDecoder(), enc = new TextEncoder();
   const seen = async (re) => {

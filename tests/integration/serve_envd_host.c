@@ -33,6 +33,20 @@ static int resolve(void *arg, const char *id, const char *token, struct envd_san
     return 0;
 }
 
+static int find_signed(void *arg, int (*match)(void *m, const char *id, const char *token), void *m, char *id,
+                       size_t idlen, char *token, size_t toklen)
+{
+    (void)arg;
+    static const char *const ids[] = { "sbx-a", "sbx-b" }, *const toks[] = { "tok-a", "tok-b" };
+    for (int i = 0; i < 2; i++)
+        if (match(m, ids[i], toks[i])) {
+            snprintf(id, idlen, "%s", ids[i]);
+            snprintf(token, toklen, "%s", toks[i]);
+            return 0;
+        }
+    return -ENOENT;
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 4) {
@@ -42,7 +56,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     socks[0] = argv[2];
     socks[1] = argv[3];
-    struct envd_opts o = { .bind_addr = "127.0.0.1", .port = (unsigned)atoi(argv[1]), .resolve = resolve };
+    struct envd_opts o = { .bind_addr = "127.0.0.1", .port = (unsigned)atoi(argv[1]), .resolve = resolve,
+                           .find_signed = find_signed };
     struct envd_server *s;
     int r = envd_start(&o, &s);
     if (r < 0) {

@@ -1241,6 +1241,32 @@ START_TEST(fs_bad_requests)
     raw_expect_error(&r, 8, AGENT_E_PAYLOAD);
     raw_frame(&r, AGENT_T_STAT_INFO, 9, "", 0);                   /* agent's own type */
     raw_expect_error(&r, 9, AGENT_E_TYPE);
+    raw_frame(&r, AGENT_T_WATCH, 12, "\2\0\0\0/", 5);              /* bad WATCH flag */
+    raw_expect_error(&r, 12, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_WATCH, 13, "\1\0\0\0tmp", 7);            /* relative */
+    raw_expect_error(&r, 13, AGENT_E_PAYLOAD);
+    raw_frame(&r, AGENT_T_WATCH, 14, "\1\0\0\0/proc/self/status", 21);  /* not a directory */
+    raw_expect_error(&r, 14, AGENT_E_SYS);
+    raw_frame(&r, AGENT_T_WATCH_EVENT, 15, "\1\0\0\0a", 5);        /* agent's own type */
+    raw_expect_error(&r, 15, AGENT_E_TYPE);
+    /* A tree deeper than a WATCH follows (128 levels): ERROR LIMIT. */
+    char deep[600];
+    snprintf(deep, sizeof deep, "/tmp/moat-watch-deep.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(deep));
+    size_t top = strlen(deep);
+    for (int i = 0; i < 130; i++) {
+        strcat(deep, "/d");
+        ck_assert_int_eq(mkdir(deep, 0755), 0);
+    }
+    deep[top] = 0;
+    struct agent_buf wb = { 0 };
+    ck_assert_int_eq(agent_put_watch(&wb, 16, AGENT_WATCH_RECURSIVE, deep), 0);
+    raw_frame(&r, AGENT_T_WATCH, 16, wb.p + AGENT_HDR_SIZE, wb.len - AGENT_HDR_SIZE);
+    agent_buf_free(&wb);
+    raw_expect_error(&r, 16, AGENT_E_LIMIT);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", deep);
+    ck_assert_int_eq(system(cmd), 0);
     /* Well formed: a stat of / answers STAT_INFO. */
     raw_frame(&r, AGENT_T_STAT, 10, "\0\0\0\0/", 5);
     static struct agent_stat st;

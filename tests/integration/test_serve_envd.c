@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -1083,6 +1084,36 @@ static json_t *entry_of(const struct resp *r)
     return e;
 }
 
+/* A WatchDir stream's messages (WatchDirResponse: no "event" wrapper, so
+ * not events_parse) into msgs (at most max, owned by the caller); it must
+ * end with the error code. Returns the count. */
+static int watch_msgs(const struct resp *r, json_t **msgs, int max, const char *code)
+{
+    ck_assert_int_eq(r->status, 200);
+    size_t off = 0;
+    int got = 0;
+    json_t *end = NULL;
+    while (!end && off + 5 <= r->len) {
+        uint32_t k = (uint32_t)r->body[off + 1] << 24 | (uint32_t)r->body[off + 2] << 16 |
+                     (uint32_t)r->body[off + 3] << 8 | r->body[off + 4];
+        ck_assert(off + 5 + k <= r->len);
+        json_t *j = json_loadb((const char *)r->body + off + 5, k, 0, NULL);
+        ck_assert(j != NULL);
+        if (r->body[off] == CX_FLAG_END) {
+            end = j;
+        } else {
+            ck_assert(got < max);
+            msgs[got++] = j;
+        }
+        off += 5 + k;
+    }
+    ck_assert_msg(end != NULL, "no end-of-stream frame: %s", r->body);
+    const char *c = json_string_value(json_object_get(json_object_get(end, "error"), "code"));
+    ck_assert_msg(c && strcmp(c, code) == 0, "%s: %s", c ? c : "(none)", r->body);
+    json_decref(end);
+    return got;
+}
+
 START_TEST(filesystem_rpcs)
 {
     char req[1200], a[400], b[400];
@@ -1149,13 +1180,30 @@ START_TEST(filesystem_rpcs)
     struct stat st;
     snprintf(a, sizeof a, "%s/fs", tmpdir);
     ck_assert_int_lt(stat(a, &st), 0);
-    /* Watching: unimplemented, as a unary call and as a stream. */
+    /* Polled watchers: unimplemented. WatchDir: the start, then a file
+     * created once the answer's head came, until Connect-Timeout-Ms. */
     expect_cx(0, "filesystem.Filesystem/CreateWatcher", "{\"path\":\"/tmp\"}", 501, "unimplemented");
-    read_response(stream_send(0, "filesystem.Filesystem/WatchDir", "{\"path\":\"/tmp\"}", NULL), &r);
-    struct events ev;
-    events_parse(&r, &ev);
-    ck_assert_str_eq(end_code(&ev), "unimplemented");
-    events_free(&ev);
+    char wd[300], body[400];
+    snprintf(wd, sizeof wd, "%s/w", tmpdir);
+    ck_assert_int_eq(mkdir(wd, 0755), 0);
+    snprintf(body, sizeof body, "{\"path\":\"%s\",\"recursive\":true}", wd);
+    int fd = stream_send_h(0, "filesystem.Filesystem/WatchDir", body, NULL, "Connect-Timeout-Ms: 1500\r\n");
+    struct pollfd pf = { .fd = fd, .events = POLLIN };
+    ck_assert_int_eq(poll(&pf, 1, 10000), 1);
+    snprintf(a, sizeof a, "%s/new.txt", wd);
+    FILE *f = fopen(a, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    read_response(fd, &r);
+    json_t *m[16];
+    int k = watch_msgs(&r, m, 16, "deadline_exceeded");
+    ck_assert_int_ge(k, 2);
+    ck_assert(json_object_get(m[0], "start") != NULL);
+    json_t *fe = json_object_get(m[1], "filesystem");
+    ck_assert_str_eq(json_string_value(json_object_get(fe, "name")), "new.txt");
+    ck_assert_str_eq(json_string_value(json_object_get(fe, "type")), "EVENT_TYPE_CREATE");
+    for (int i = 0; i < k; i++)
+        json_decref(m[i]);
     resp_free(&r);
 }
 END_TEST
@@ -1262,7 +1310,10 @@ END_TEST
  * (vmm/agent/agent_proto.h) badly on purpose; a server of its own with a
  * short op_timeout_ms. */
 
-enum evil_mode { EVIL_FLOOD, EVIL_SILENT, EVIL_LIST_BIG, EVIL_LIST_BAD };
+/* EVIL_OLD: an agent from before WATCH (ERROR TYPE "?" for it, as such an
+ * agent answers a type it does not know); EVIL_WATCH_BAD: WATCH answered
+ * OK, then an event whose name climbs out of the directory. */
+enum evil_mode { EVIL_FLOOD, EVIL_SILENT, EVIL_LIST_BIG, EVIL_LIST_BAD, EVIL_OLD, EVIL_WATCH_BAD };
 #define EVIL_BIG_N 6000u         /* x ~8 KiB of JSON each: over the 32 MiB budget */
 static int evil_lfd = -1;
 static enum evil_mode evil_mode;
@@ -1320,6 +1371,17 @@ static void *evil_conn(void *arg)
                     if (put_all(fd, &b) < 0)
                         goto out;
                 }
+            }
+            if (h.type == AGENT_T_WATCH && (evil_mode == EVIL_OLD || evil_mode == EVIL_WATCH_BAD)) {
+                if (evil_mode == EVIL_OLD) {
+                    agent_put_error(&b, h.id, AGENT_E_TYPE, 0, "?");
+                } else {
+                    agent_put_frame(&b, AGENT_T_OK, h.id, NULL, 0);
+                    agent_put_frame(&b, AGENT_T_WATCH_EVENT, h.id, "\1\0\0\0../x", 8);
+                }
+                if (put_all(fd, &b) < 0)
+                    goto out;
+                continue;
             }
             if (h.type != AGENT_T_LIST || (evil_mode != EVIL_LIST_BIG && evil_mode != EVIL_LIST_BAD))
                 continue;                /* EVIL_SILENT: never a word */
@@ -1506,6 +1568,44 @@ START_TEST(evil_list_not_utf8)
 }
 END_TEST
 
+/* WatchDir against the fake in mode m: the stream ends with code, after
+ * msgs messages, the first the start. */
+static void evil_watch(enum evil_mode m, const char *code, int msgs)
+{
+    evil_mode = m;
+    size_t n;
+    uint8_t *b = envelope("{\"path\":\"/d\",\"recursive\":true}", &n);
+    struct resp r;
+    read_response(request_send("POST", "/filesystem.Filesystem/WatchDir", evil_headers("application/connect+json"),
+                               b, n, 0), &r);
+    free(b);
+    json_t *got[8];
+    int k = watch_msgs(&r, got, 8, code);
+    ck_assert_int_eq(k, msgs);
+    if (k)
+        ck_assert(json_object_get(got[0], "start") != NULL);
+    for (int i = 0; i < k; i++)
+        json_decref(got[i]);
+    resp_free(&r);
+}
+
+/* A template's agent from before WATCH: unimplemented, at once. */
+START_TEST(evil_watch_old_agent)
+{
+    int64_t t0 = mono_ms();
+    evil_watch(EVIL_OLD, "unimplemented", 0);
+    ck_assert_int_lt(mono_ms() - t0, EVIL_OP_MS);
+}
+END_TEST
+
+/* A malformed event ends the stream; silence ends it at the deadline. */
+START_TEST(evil_watch_bad_and_silent)
+{
+    evil_watch(EVIL_WATCH_BAD, "internal", 1);
+    evil_watch(EVIL_SILENT, "deadline_exceeded", 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("serve_envd");
@@ -1531,6 +1631,8 @@ static Suite *suite(void)
     tcase_add_test(ev, evil_silent_agent);
     tcase_add_test(ev, evil_list_too_big);
     tcase_add_test(ev, evil_list_not_utf8);
+    tcase_add_test(ev, evil_watch_old_agent);
+    tcase_add_test(ev, evil_watch_bad_and_silent);
     suite_add_tcase(s, ev);
     return s;
 }

@@ -824,6 +824,63 @@ START_TEST(rename_round_trip_and_errors)
 }
 END_TEST
 
+START_TEST(watch_round_trip_and_errors)
+{
+    struct agent_buf b = { 0 };
+    struct agent_path_req q;
+    enum agent_err e;
+    size_t n;
+    ck_assert_int_eq(agent_put_watch(&b, 9, AGENT_WATCH_RECURSIVE, "/home/u"), 0);
+    const uint8_t *pl = only_frame(&b, AGENT_T_WATCH, 9, &n);
+    ck_assert_int_eq(agent_watch_req_decode(pl, n, &q, &e), 0);
+    ck_assert_uint_eq(q.arg, AGENT_WATCH_RECURSIVE);
+    ck_assert_uint_eq(q.path_len, 7);
+    agent_buf_free(&b);
+    ck_assert_int_eq(agent_put_watch(&b, 9, 2, "/a"), -EINVAL);         /* unknown flag */
+    ck_assert_int_eq(agent_put_watch(&b, 9, 0, "a"), -EINVAL);          /* relative */
+    ck_assert_uint_eq(b.len, 0);
+    struct pb *p = malloc(sizeof *p);
+    p->n = 0; pb_u32(p, 2); pb_bytes(p, "/a", 2);
+    ck_assert_int_eq(agent_watch_req_decode(p->p, p->n, &q, &e), -EINVAL);
+    ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+
+    char name[AGENT_MAX_PATH + 1];
+    uint32_t op;
+    ck_assert_int_eq(agent_put_watch_event(&b, 9, AGENT_WATCH_RENAME, "sub/f.txt", 9), 0);
+    pl = only_frame(&b, AGENT_T_WATCH_EVENT, 9, &n);
+    ck_assert_int_eq(agent_watch_event_decode(pl, n, &op, name, &e), 0);
+    ck_assert_uint_eq(op, AGENT_WATCH_RENAME);
+    ck_assert_str_eq(name, "sub/f.txt");
+    for (size_t k = 0; k < 5; k++)                       /* no name, or no op */
+        ck_assert_int_eq(agent_watch_event_decode(pl, k, &op, name, &e), -EINVAL);
+    agent_buf_free(&b);
+    static const char *const bad[] = { "/abs", "a//b", "a/", "./a", "a/..", "../x", ".", "..", "a\0b" };
+    static const size_t bl[] = { 4, 4, 2, 3, 4, 4, 1, 2, 3 };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p->n = 0; pb_u32(p, AGENT_WATCH_CREATE); pb_bytes(p, bad[i], bl[i]);
+        ck_assert_msg(agent_watch_event_decode(p->p, p->n, &op, name, &e) == -EINVAL, "%s", bad[i]);
+        ck_assert_int_eq(e, AGENT_E_PAYLOAD);
+        ck_assert_str_eq(name, "");
+        ck_assert_int_eq(agent_put_watch_event(&b, 1, AGENT_WATCH_CREATE, bad[i], bl[i]), -EINVAL);
+    }
+    for (uint32_t o = 0; o < 8; o += 6) {                /* ops 0 and 6 */
+        p->n = 0; pb_u32(p, o); pb_bytes(p, "a", 1);
+        ck_assert_int_eq(agent_watch_event_decode(p->p, p->n, &op, name, &e), -EINVAL);
+        ck_assert_int_eq(agent_put_watch_event(&b, 1, o, "a", 1), -EINVAL);
+    }
+    char *longn = malloc(AGENT_MAX_PATH + 1);
+    memset(longn, 'a', AGENT_MAX_PATH + 1);
+    p->n = 0; pb_u32(p, AGENT_WATCH_WRITE); pb_bytes(p, longn, AGENT_MAX_PATH);
+    ck_assert_int_eq(agent_watch_event_decode(p->p, p->n, &op, name, &e), 0);
+    ck_assert_uint_eq(strlen(name), AGENT_MAX_PATH);
+    p->n = 0; pb_u32(p, AGENT_WATCH_WRITE); pb_bytes(p, longn, AGENT_MAX_PATH + 1);
+    ck_assert_int_eq(agent_watch_event_decode(p->p, p->n, &op, name, &e), -EINVAL);   /* 4097 bytes */
+    ck_assert_uint_eq(b.len, 0);
+    free(longn);
+    free(p);
+}
+END_TEST
+
 START_TEST(entry_round_trip)
 {
     static struct agent_stat in, out;
@@ -1128,6 +1185,7 @@ static Suite *suite(void)
     tcase_add_test(tc, entry_malformed);
     tcase_add_test(tc, list_end_and_path_check);
     tcase_add_test(tc, idname_lookup);
+    tcase_add_test(tc, watch_round_trip_and_errors);
     suite_add_tcase(s, tc);
     return s;
 }

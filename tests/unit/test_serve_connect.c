@@ -505,6 +505,44 @@ START_TEST(entries_and_events)
 }
 END_TEST
 
+START_TEST(watch_requests_and_events)
+{
+    struct cx_fs f;
+    ck_assert_int_eq(cx_fs_decode(CX_FS_WATCH, S("{\"path\":\"/a\",\"recursive\":true}"), &f, why, sizeof why), 0);
+    ck_assert_str_eq(f.path, "/a");
+    ck_assert_int_eq(f.recursive, 1);
+    ck_assert_int_eq(cx_fs_decode(CX_FS_WATCH, S("{\"path\":\"/a\",\"includeEntry\":false,"
+                                                 "\"allowNetworkMounts\":false}"), &f, why, sizeof why), 0);
+    ck_assert_int_eq(f.recursive, 0);
+    BAD(cx_fs_decode(CX_FS_WATCH, S("{\"path\":\"/a\",\"recursive\":1}"), &f, why, sizeof why), "true or false");
+    BAD(cx_fs_decode(CX_FS_WATCH, S("{\"path\":\"/a\",\"includeEntry\":true}"), &f, why, sizeof why),
+        "includeEntry is not served");
+    BAD(cx_fs_decode(CX_FS_WATCH, S("{\"path\":\"/a\",\"allow_network_mounts\":true}"), &f, why, sizeof why),
+        "allowNetworkMounts is not served");
+    BAD(cx_fs_decode(CX_FS_WATCH, S("{\"path\":\"/a\",\"includeEntry\":\"no\"}"), &f, why, sizeof why),
+        "true or false");
+    char *e = cx_watch_start();
+    ck_assert_str_eq(e, "{\"start\":{}}");
+    free(e);
+    e = cx_watch_keepalive();
+    ck_assert_str_eq(e, "{\"keepalive\":{}}");
+    free(e);
+    static const char *const types[] = { "CREATE", "WRITE", "REMOVE", "RENAME", "CHMOD" };
+    for (uint32_t op = 1; op <= 5; op++) {
+        char want[128];
+        snprintf(want, sizeof want, "{\"filesystem\":{\"name\":\"d/\\u00E9\",\"type\":\"EVENT_TYPE_%s\"}}",
+                 types[op - 1]);
+        e = cx_watch_event(op, "d/\xc3\xa9");
+        ck_assert_str_eq(e, want);
+        free(e);
+    }
+    ck_assert_ptr_null(cx_watch_event(0, "a"));
+    ck_assert_ptr_null(cx_watch_event(6, "a"));
+    ck_assert_ptr_null(cx_watch_event(1, "bad\xff"));      /* not UTF-8: left out */
+    ck_assert_ptr_null(cx_watch_event(1, NULL));
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("serve_connect");
@@ -517,6 +555,7 @@ static Suite *suite(void)
     tcase_add_test(tc, process_requests);
     tcase_add_test(tc, fs_requests);
     tcase_add_test(tc, entries_and_events);
+    tcase_add_test(tc, watch_requests_and_events);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -264,9 +264,50 @@ START_TEST(small_bodies)
     ck_assert_int_eq(serve_decode_snapshot(B("{\"name\":\"my-snap\"}"), name, sizeof name, why, sizeof why), 0);
     ck_assert_str_eq(name, "my-snap");
     ck_assert_int_eq(serve_decode_snapshot(B("{\"name\":\"team/x:tag\"}"), name, sizeof name, why, sizeof why),
+                     0);                                        /* E2B's form, as a moat name */
+    ck_assert_str_eq(name, "team_2fx_3atag");
+    ck_assert_int_eq(serve_decode_snapshot(B("{\"name\":\"team/x y\"}"), name, sizeof name, why, sizeof why),
                      -EINVAL);
     ck_assert_int_eq(serve_decode_snapshot(B("{\"name\":5}"), name, sizeof name, why, sizeof why), -EINVAL);
     ck_assert_int_eq(serve_decode_snapshot(B("{\"name\":\"\"}"), name, sizeof name, why, sizeof why), -EINVAL);
+}
+END_TEST
+
+START_TEST(e2b_names)
+{
+    char m[SERVE_TEMPLATE_MAX + 1], back[3 * SERVE_TEMPLATE_MAX + 1];
+    static const char *const same[] = { "base", "my_snap", "a.b-c", "a_2fb_x" };
+    for (size_t i = 0; i < sizeof same / sizeof same[0]; i++) {
+        ck_assert_int_eq(serve_e2b_name_in(same[i], m), 0);    /* moat names are themselves */
+        ck_assert_str_eq(m, same[i]);
+    }
+    static const char *const e2b[][2] = {
+        { "team/name:tag", "team_2fname_3atag" }, { "my_team/snap", "my_5fteam_2fsnap" },
+        { "a:b", "a_3ab" }, { "t/../x", "t_2f.._2fx" }, { "t/", "t_2f" },
+    };
+    for (size_t i = 0; i < sizeof e2b / sizeof e2b[0]; i++) {
+        ck_assert_int_eq(serve_e2b_name_in(e2b[i][0], m), 0);
+        ck_assert_str_eq(m, e2b[i][1]);
+        ck_assert(serve_valid_template(m));
+        serve_e2b_name_out(m, back, sizeof back);            /* shown as asked */
+        ck_assert_str_eq(back, e2b[i][0]);
+    }
+    static const char *const bad[] = { "/abs", ":x", "_a/b", "a b/c", "a/b\n", "", "a/\xc3\xa9",
+        "team/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa" /* over 54 once written */ };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        ck_assert_msg(serve_e2b_name_in(bad[i], m) == -EINVAL, "%s", bad[i]);
+    /* shown as they are: plain names, and names with a '_' that no escape starts */
+    static const char *const plain[] = { "base", "my_snap", "a_2fb_x", "a_3", "x_5f" };
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++) {
+        serve_e2b_name_out(plain[i], back, sizeof back);
+        ck_assert_str_eq(back, plain[i]);
+    }
+    serve_e2b_name_out("a_2fb_5f", back, sizeof back);
+    ck_assert_str_eq(back, "a/b_");
+    ck_assert_int_eq(serve_e2b_name_in(back, m), 0);           /* and back again */
+    ck_assert_str_eq(m, "a_2fb_5f");
+    serve_e2b_name_out("team_2fname", back, 5);                /* truncated, terminated */
+    ck_assert_str_eq(back, "team");
 }
 END_TEST
 
@@ -286,6 +327,8 @@ START_TEST(list_queries)
     ck_assert_str_eq(q.next, "abc-1");
     ck_assert_int_eq(serve_list_arg(&q, "template", "base", why, sizeof why), 0);
     ck_assert_str_eq(q.template_id, "base");
+    ck_assert_int_eq(serve_list_arg(&q, "name", "team/x:tag", why, sizeof why), 0);   /* E2B's form */
+    ck_assert_str_eq(q.name, "team_2fx_3atag");
     ck_assert_int_eq(serve_list_arg(&q, "order", "desc", why, sizeof why), 0);
     ck_assert_int_eq(serve_list_arg(&q, "startedAfter", "2026-01-02T03:04:05.500Z", why, sizeof why), 0);
     ck_assert(q.started_after > 1767323045.0 && q.started_after < 1767323046.0);
@@ -302,7 +345,7 @@ START_TEST(list_queries)
 
     static const char *const bad[][2] = {
         { "state", "stopped" }, { "state", "" }, { "state", "running," }, { "limit", "0" }, { "limit", "101" },
-        { "limit", "1x" }, { "limit", "" }, { "limit", "-1" }, { "nextToken", "../x" }, { "template", "a/b" },
+        { "limit", "1x" }, { "limit", "" }, { "limit", "-1" }, { "nextToken", "../x" }, { "template", "a b" }, { "template", "/a" },
         { "sandboxID", ".." }, { "startedAfter", "yesterday" }, { "startedAfter", "2026-01-02T03:04:05+02:00" },
         { "order", "up" }, { "bogus", "1" }, { "metadata", "novalue" }, { "metadata", "=v" },
         { "metadata", "k=%zz" }, { "metadata", "k=%2" }, { "metadata", "k%00=v" }, { "metadata", "k=%2500" },
@@ -315,6 +358,43 @@ START_TEST(list_queries)
         ck_assert(why[0]);
         serve_list_free(&q);
     }
+    /* order and an ordered listing's token */
+    serve_list_init(&q);
+    ck_assert_int_eq(q.order, 0);
+    ck_assert_int_eq(q.next_usec, -1);
+    ck_assert_int_eq(serve_list_arg(&q, "order", "asc", why, sizeof why), 0);
+    ck_assert_int_eq(q.order, 1);
+    ck_assert_int_eq(serve_list_arg(&q, "order", "desc", why, sizeof why), 0);
+    ck_assert_int_eq(q.order, -1);
+    ck_assert_int_eq(serve_list_arg(&q, "order", "", why, sizeof why), 0);
+    ck_assert_int_eq(q.order, 0);
+    char tok[SERVE_NEXT_MAX + 1];
+    serve_next_make("abc-1", serve_usec(1767323045.25), tok, sizeof tok);
+    ck_assert_str_eq(tok, "abc-1~1767323045250000");
+    ck_assert_int_eq(serve_list_arg(&q, "nextToken", tok, why, sizeof why), 0);
+    ck_assert_str_eq(q.next, "abc-1");
+    ck_assert_int_eq(q.next_usec, 1767323045250000);
+    ck_assert_int_eq(serve_list_arg(&q, "nextToken", "abc-1", why, sizeof why), 0);
+    ck_assert_int_eq(q.next_usec, -1);
+    char longid[SERVE_ID_MAX + 1];
+    memset(longid, 'a', SERVE_ID_MAX);
+    longid[SERVE_ID_MAX] = 0;
+    serve_next_make(longid, INT64_C(999999999999999999), tok, sizeof tok);
+    ck_assert_int_eq(serve_list_arg(&q, "nextToken", tok, why, sizeof why), 0);
+    ck_assert_int_eq(q.next_usec, INT64_C(999999999999999999));
+    static const char *const bad_tok[] = { "~1", "a~", "a~1x", "a~-1", "../x~1", "a~1234567890123456789", "a~1~2" };
+    for (size_t i = 0; i < sizeof bad_tok / sizeof bad_tok[0]; i++)
+        ck_assert_msg(serve_list_arg(&q, "nextToken", bad_tok[i], why, sizeof why) == -EINVAL, "%s", bad_tok[i]);
+    serve_list_free(&q);
+    ck_assert_int_lt(serve_list_order_cmp(1, 1, "b", 2, "a"), 0);    /* asc: earlier first */
+    ck_assert_int_gt(serve_list_order_cmp(-1, 1, "a", 2, "b"), 0);   /* desc: later first */
+    ck_assert_int_lt(serve_list_order_cmp(-1, 2, "b", 2, "c"), 0);   /* ties by id */
+    ck_assert_int_lt(serve_list_order_cmp(1, 2, "b", 2, "c"), 0);
+    ck_assert_int_eq(serve_list_order_cmp(1, 2, "b", 2, "b"), 0);
+    ck_assert_int_lt(serve_list_order_cmp(0, 9, "a", 1, "b"), 0);    /* none: by id */
+    ck_assert_int_eq(serve_usec(0), 0);
+    ck_assert_int_eq(serve_usec(-5), 0);
+    ck_assert_int_eq(serve_usec(1.5), 1500000);
     /* a NULL value (a key without '=') is an empty one */
     serve_list_init(&q);
     ck_assert_int_eq(serve_list_arg(&q, "nextToken", NULL, why, sizeof why), 0);
@@ -499,6 +579,7 @@ int main(void)
     tcase_add_test(tc, create_bad);
     tcase_add_test(tc, small_bodies);
     tcase_add_test(tc, list_queries);
+    tcase_add_test(tc, e2b_names);
     tcase_add_test(tc, hostports);
     tcase_add_test(tc, network);
     tcase_add_test(tc, state_file);

@@ -74,6 +74,8 @@ const char *agent_type_name(uint32_t t)
     case AGENT_T_LIST: return "LIST";
     case AGENT_T_RENAME: return "RENAME";
     case AGENT_T_REMOVE: return "REMOVE";
+    case AGENT_T_WATCH: return "WATCH";
+    case AGENT_T_WATCH_EVENT: return "WATCH_EVENT";
     case AGENT_T_STAT_INFO: return "STAT_INFO";
     case AGENT_T_LIST_ENTRY: return "LIST_ENTRY";
     case AGENT_T_LIST_END: return "LIST_END";
@@ -718,6 +720,76 @@ int agent_remove_req_decode(const uint8_t *p, size_t n, struct agent_path_req *o
         return -EINVAL;
     if (out->arg & ~AGENT_RM_FLAGS)
         return fail(err, AGENT_E_PAYLOAD);
+    return 0;
+}
+
+int agent_put_watch(struct agent_buf *b, uint32_t id, uint32_t flags, const char *path)
+{
+    if (flags & ~AGENT_WATCH_FLAGS)
+        return -EINVAL;
+    return put_path_req(b, AGENT_T_WATCH, id, flags, path);
+}
+
+int agent_watch_req_decode(const uint8_t *p, size_t n, struct agent_path_req *out,
+                           enum agent_err *err)
+{
+    if (path_req_decode(p, n, out, err) < 0)
+        return -EINVAL;
+    if (out->arg & ~AGENT_WATCH_FLAGS)
+        return fail(err, AGENT_E_PAYLOAD);
+    return 0;
+}
+
+/* A relative name: 1..AGENT_MAX_PATH bytes, no NUL, components neither
+ * empty nor "." nor "..". */
+static bool rel_name_ok(const char *s, size_t n)
+{
+    if (n < 1 || n > AGENT_MAX_PATH || memchr(s, 0, n))
+        return false;
+    size_t i = 0;
+    while (i <= n) {
+        size_t j = i;
+        while (j < n && s[j] != '/')
+            j++;
+        size_t cl = j - i;
+        if (cl == 0 || (cl == 1 && s[i] == '.') || (cl == 2 && s[i] == '.' && s[i + 1] == '.'))
+            return false;
+        i = j + 1;
+    }
+    return true;
+}
+
+static bool watch_op_ok(uint32_t op)
+{
+    return op >= AGENT_WATCH_CREATE && op <= AGENT_WATCH_CHMOD;
+}
+
+int agent_put_watch_event(struct agent_buf *b, uint32_t id, uint32_t op, const char *name, size_t nl)
+{
+    if (!watch_op_ok(op) || !name || !rel_name_ok(name, nl))
+        return -EINVAL;
+    uint8_t *pl;
+    int r = frame_begin(b, AGENT_T_WATCH_EVENT, id, 4 + nl, &pl);
+    if (r < 0)
+        return r;
+    wr32(pl, op);
+    memcpy(pl + 4, name, nl);
+    frame_end(b, 4 + nl);
+    return 0;
+}
+
+int agent_watch_event_decode(const uint8_t *p, size_t n, uint32_t *op, char *name,
+                             enum agent_err *err)
+{
+    name[0] = 0;
+    if (n < 5)
+        return fail(err, AGENT_E_SHORT);
+    *op = rd32(p);
+    if (!watch_op_ok(*op) || !rel_name_ok((const char *)p + 4, n - 4))
+        return fail(err, AGENT_E_PAYLOAD);
+    memcpy(name, p + 4, n - 4);
+    name[n - 4] = 0;
+    ok(err);
     return 0;
 }
 

@@ -56,11 +56,14 @@ enum agent_type {
                               *       LIST_ENTRY* then LIST_END, or ERROR */
     AGENT_T_RENAME    = 41,  /* c->a  string src, string dst; OK/ERROR */
     AGENT_T_REMOVE    = 42,  /* c->a  u32 flags, rest = path; OK/ERROR */
+    AGENT_T_WATCH     = 43,  /* c->a  u32 flags, rest = directory path; OK then
+                              * WATCH_EVENT frames until the connection closes */
     AGENT_T_OK        = 48,  /* a->c  a file write chunk / mkdir succeeded; empty */
     AGENT_T_ERROR     = 49,  /* a->c  struct agent_error */
     AGENT_T_STAT_INFO = 50,  /* a->c  an entry (struct agent_stat) */
     AGENT_T_LIST_ENTRY= 51,  /* a->c  one entry of a LIST (struct agent_stat) */
     AGENT_T_LIST_END  = 52,  /* a->c  u32 count of the entries sent */
+    AGENT_T_WATCH_EVENT = 53,/* a->c  u32 op, rest = name below the watched directory */
 };
 
 /* Entry types (struct agent_stat.type). */
@@ -103,6 +106,14 @@ enum agent_err {
 
 #define AGENT_RM_RECURSIVE  1u /* remove: rm -rf (symlinks are not followed) */
 #define AGENT_RM_FLAGS      AGENT_RM_RECURSIVE
+#define AGENT_WATCH_RECURSIVE 1u      /* WATCH: subdirectories too */
+#define AGENT_WATCH_FLAGS   AGENT_WATCH_RECURSIVE
+#define AGENT_WATCH_MAX_DIRS 8192u    /* directories one WATCH follows, then ERROR LIMIT */
+/* WATCH_EVENT ops: envd's EventType numbers. */
+enum agent_watch_op {
+    AGENT_WATCH_CREATE = 1, AGENT_WATCH_WRITE = 2, AGENT_WATCH_REMOVE = 3,
+    AGENT_WATCH_RENAME = 4, AGENT_WATCH_CHMOD = 5,
+};
 
 #define AGENT_EXIT_CODE     0u  /* exit kind: exited with value */
 #define AGENT_EXIT_SIGNAL   1u  /* exit kind: killed by signal value */
@@ -240,6 +251,9 @@ int agent_put_stat(struct agent_buf *b, uint32_t id, uint32_t flags, const char 
 int agent_put_list(struct agent_buf *b, uint32_t id, uint32_t depth, const char *path);
 int agent_put_remove(struct agent_buf *b, uint32_t id, uint32_t flags, const char *path);
 int agent_put_rename(struct agent_buf *b, uint32_t id, const char *src, const char *dst);
+int agent_put_watch(struct agent_buf *b, uint32_t id, uint32_t flags, const char *path);
+/* WATCH_EVENT: -EINVAL for an op or name the decoder would refuse. */
+int agent_put_watch_event(struct agent_buf *b, uint32_t id, uint32_t op, const char *name, size_t nl);
 /* An entry as frame type (AGENT_T_STAT_INFO or AGENT_T_LIST_ENTRY);
  * -EINVAL for an entry the decoder would refuse. */
 int agent_put_entry(struct agent_buf *b, uint32_t type, uint32_t id, const struct agent_stat *st);
@@ -267,6 +281,14 @@ int agent_remove_req_decode(const uint8_t *p, size_t n, struct agent_path_req *o
                             enum agent_err *err);
 int agent_rename_decode(const uint8_t *p, size_t n, struct agent_rename *out,
                         enum agent_err *err);
+int agent_watch_req_decode(const uint8_t *p, size_t n, struct agent_path_req *out,
+                           enum agent_err *err);
+/* WATCH_EVENT (the guest's: refuses every malformed one): u32 op (1..5),
+ * then the name: 1..AGENT_MAX_PATH bytes, no NUL, relative (no leading
+ * '/'), no empty, "." or ".." component. Copied NUL-terminated into name
+ * (AGENT_MAX_PATH + 1). */
+int agent_watch_event_decode(const uint8_t *p, size_t n, uint32_t *op, char *name,
+                             enum agent_err *err);
 /* STAT_INFO / LIST_ENTRY payload (the guest's: refuses every malformed one). */
 int agent_entry_decode(const uint8_t *p, size_t n, struct agent_stat *out, enum agent_err *err);
 /* LIST_END: exactly 4 bytes, count <= AGENT_LIST_MAX_ENTRIES. */

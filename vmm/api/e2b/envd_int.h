@@ -1,8 +1,8 @@
 /* envd's inside (vmm/api/e2b/): what serve_envd.c (the requests, the
  * libmicrohttpd glue, start/stop), envd_agent.c (agent connections),
  * envd_process.c (process.Process, the janitor), envd_fs.c
- * (filesystem.Filesystem) and envd_files.c (/files: downloads, uploads)
- * share. Not for use outside this folder. */
+ * (filesystem.Filesystem), envd_watch.c (WatchDir) and envd_files.c
+ * (/files: downloads, uploads) share. Not for use outside this folder. */
 #ifndef MOAT_ENVD_INT_H
 #define MOAT_ENVD_INT_H
 
@@ -122,11 +122,20 @@ enum MHD_Result envd_do_proc_frame(struct envd_server *s, struct MHD_Connection 
 enum MHD_Result envd_do_update(struct envd_server *s, struct MHD_Connection *c, struct req *q, const char *msg,
                                size_t mlen);
 void *envd_janitor_main(void *arg);
+/* A stream's Keepalive-Ping-Interval (at most KEEPALIVE_MAX_S), the next
+ * keepalive's time, its Connect-Timeout-Ms deadline (0: none) and the
+ * client's socket (-1: unknown). */
+void envd_stream_timing(struct MHD_Connection *c, int64_t *ka_every, int64_t *next_ka, int64_t *deadline,
+                        int *client_fd);
 
 /* envd_fs.c */
 int envd_parent_of(const char *path, char *out, size_t n);
 enum MHD_Result envd_do_fs(struct envd_server *s, struct MHD_Connection *c, struct req *q, const char *msg,
                            size_t mlen);
+
+/* envd_watch.c: WatchDir */
+enum MHD_Result envd_do_watch(struct envd_server *s, struct MHD_Connection *c, struct req *q, const char *msg,
+                              size_t mlen);
 
 /* envd_files.c */
 enum MHD_Result envd_do_download(struct envd_server *s, struct MHD_Connection *c, struct req *q);

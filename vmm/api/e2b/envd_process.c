@@ -203,6 +203,23 @@ static void st_free(void *cls)
     free(st);
 }
 
+void envd_stream_timing(struct MHD_Connection *c, int64_t *ka_every, int64_t *next_ka, int64_t *deadline,
+                        int *client_fd)
+{
+    const char *ka = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Keepalive-Ping-Interval");
+    uint64_t v;
+    *ka_every = KEEPALIVE_MAX_S * 1000;
+    if (ka && cx_timeout_parse(ka, &v) == 0 && v >= 1 && v < KEEPALIVE_MAX_S)
+        *ka_every = (int64_t)v * 1000;
+    *next_ka = clock_mono_ms() + *ka_every;
+    const char *to = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
+    *deadline = 0;
+    if (to && cx_timeout_parse(to, &v) == 0 && v > 0)
+        *deadline = clock_mono_ms() + (int64_t)v;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    *client_fd = ci ? ci->connect_fd : -1;
+}
+
 static struct stream *st_new(struct envd_server *s, struct MHD_Connection *c, struct proc *p)
 {
     struct stream *st = calloc(1, sizeof *st);
@@ -210,17 +227,7 @@ static struct stream *st_new(struct envd_server *s, struct MHD_Connection *c, st
         return NULL;
     st->s = s;
     st->p = p;
-    const char *ka = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Keepalive-Ping-Interval");
-    uint64_t v;
-    st->ka_every = KEEPALIVE_MAX_S * 1000;
-    if (ka && cx_timeout_parse(ka, &v) == 0 && v >= 1 && v < KEEPALIVE_MAX_S)
-        st->ka_every = (int64_t)v * 1000;
-    st->next_ka = clock_mono_ms() + st->ka_every;
-    const char *to = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Connect-Timeout-Ms");
-    if (to && cx_timeout_parse(to, &v) == 0 && v > 0)
-        st->deadline = clock_mono_ms() + (int64_t)v;
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-    st->client_fd = ci ? ci->connect_fd : -1;
+    envd_stream_timing(c, &st->ka_every, &st->next_ka, &st->deadline, &st->client_fd);
     return st;
 }
 

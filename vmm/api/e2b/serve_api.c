@@ -34,6 +34,7 @@
 
 #include "vmm/base/fullio.h"
 #include "vmm/api/e2b/serve_api.h"
+#include "vmm/api/e2b/serve_metrics.h"
 #include "vmm/api/e2b/serve_envd.h"
 #include "vmm/api/e2b/serve_req.h"
 #include "vmm/sandbox/device.h"
@@ -65,6 +66,17 @@ struct serve {
     pthread_mutex_t vm_lock;
     pid_t *vms;
     size_t nvm, vm_cap;
+    /* Metrics kept per sandbox (serve_metrics.h), sampled by the reaper. */
+    pthread_mutex_t m_lock;
+    struct mseries *series;
+    double next_sample;             /* Unix seconds */
+};
+
+struct mseries {
+    struct mseries *next;
+    char id[SERVE_ID_MAX + 1];
+    double last_cpu, last_t;        /* the sandbox's CPU seconds at last_t (0: none yet) */
+    struct serve_ring ring;
 };
 
 /* ---- small helpers ---- */
@@ -418,7 +430,7 @@ static const char *e2b_state(const char *moat_state)
 struct out {
     unsigned status;
     json_t *body;           /* NULL: no body */
-    char next[SERVE_ID_MAX + 1];   /* X-Next-Token */
+    char next[SERVE_NEXT_MAX + 1];   /* X-Next-Token */
 };
 
 __attribute__((format(printf, 3, 4))) static void fail(struct out *o, unsigned status, const char *fmt, ...)
@@ -896,7 +908,9 @@ static int list_begin(struct serve *s, struct MHD_Connection *c, struct out *o, 
 {
     if (read_query(c, q, o) < 0)
         return -1;
-    *names = names_with(s, file, q->next, tmpl, n);
+    if (tmpl)
+        q->order = 0;        /* snapshots: by id */
+    *names = names_with(s, file, q->order ? "" : q->next, tmpl, n);
     *arr = json_array();
     return 0;
 }
@@ -911,6 +925,77 @@ static void list_end(struct out *o, struct serve_list_q *q, char **names, size_t
     o->body = arr;
 }
 
+/* Does a sandbox in E2B state es (NULL: none) match the listing's query? */
+static bool list_wanted(const struct serve_list_q *q, const struct serve_state *st, const char *es)
+{
+    return es && ((!strcmp(es, "running") && q->running) || (!strcmp(es, "paused") && q->paused)) &&
+           serve_list_meta_match(q, st->metadata) && (!q->template_id[0] || !strcmp(q->template_id, st->template_id)) &&
+           st->started_at >= q->started_after;
+}
+
+/* A sandbox's state for a listing: its E2B state when it matches q (st
+ * then to be freed), else NULL (nothing to free). */
+static const char *listed_state(struct serve *s, const struct serve_list_q *q, const char *id,
+                                struct serve_state *st, char *ms, size_t ml)
+{
+    pthread_mutex_lock(&s->lock);
+    int r = load_state(s, id, st);
+    pthread_mutex_unlock(&s->lock);
+    if (r < 0)
+        return NULL;
+    const char *es = s->sandbox_state(id, ms, ml) == 0 ? e2b_state(ms) : NULL;
+    if (list_wanted(q, st, es))
+        return es;
+    serve_state_free(st);
+    return NULL;
+}
+
+struct ranked {
+    const char *id;
+    int64_t t;
+    json_t *item;
+};
+
+static int ranked_cmp(const void *a, const void *b, void *order)
+{
+    const struct ranked *x = a, *y = b;
+    return serve_list_order_cmp(*(const int *)order, x->t, x->id, y->t, y->id);
+}
+
+/* An ordered listing (order=asc|desc): every sandbox that matches, sorted
+ * by start time, the page after the token's (ID~USEC) place. */
+static void list_ordered(struct serve *s, struct out *o, struct serve_list_q *q, char **names, size_t n,
+                         json_t *arr)
+{
+    struct ranked *v = calloc(n ? n : 1, sizeof *v);
+    size_t k = 0;
+    for (size_t i = 0; v && i < n; i++) {
+        struct serve_state st;
+        char ms[32];
+        const char *es = listed_state(s, q, names[i], &st, ms, sizeof ms);
+        if (!es)
+            continue;
+        v[k++] = (struct ranked){ names[i], serve_usec(st.started_at), listed_json(s, names[i], &st, es) };
+        serve_state_free(&st);
+    }
+    if (v)
+        qsort_r(v, k, sizeof *v, ranked_cmp, &q->order);
+    size_t taken = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (q->next[0] && serve_list_order_cmp(q->order, v[i].t, v[i].id, q->next_usec, q->next) <= 0)
+            continue;
+        if (taken == q->limit) {
+            serve_next_make(v[i - 1].id, v[i - 1].t, o->next, sizeof o->next);
+            break;
+        }
+        json_array_append(arr, v[i].item);
+        taken++;
+    }
+    for (size_t i = 0; i < k; i++)
+        json_decref(v[i].item);
+    free(v);
+}
+
 static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
 {
     struct serve_list_q q;
@@ -919,28 +1004,33 @@ static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
     json_t *arr;
     if (list_begin(s, c, o, &q, "serve.json", false, &names, &n, &arr) < 0)
         return;
+    if (q.order && q.next[0] && q.next_usec < 0) {
+        free_names(names, n);
+        json_decref(arr);
+        serve_list_free(&q);
+        fail(o, 400, "nextToken: '%s' is not a token of an ordered listing", q.next);
+        return;
+    }
+    if (q.order) {
+        if (arr)
+            list_ordered(s, o, &q, names, n, arr);
+        list_end(o, &q, names, n, arr);
+        return;
+    }
     for (size_t i = 0; arr && i < n; i++) {
         struct serve_state st;
         char ms[32];
-        pthread_mutex_lock(&s->lock);
-        int r = load_state(s, names[i], &st);
-        pthread_mutex_unlock(&s->lock);
-        if (r < 0)
+        const char *es = listed_state(s, &q, names[i], &st, ms, sizeof ms);
+        if (!es)
             continue;
-        const char *es = s->sandbox_state(names[i], ms, sizeof ms) == 0 ? e2b_state(ms) : NULL;
-        bool want = es && ((!strcmp(es, "running") && q.running) || (!strcmp(es, "paused") && q.paused)) &&
-                    serve_list_meta_match(&q, st.metadata) &&
-                    (!q.template_id[0] || !strcmp(q.template_id, st.template_id)) &&
-                    st.started_at >= q.started_after;
-        if (want) {
-            if (json_array_size(arr) == q.limit) {
-                snprintf(o->next, sizeof o->next, "%s", names[i - 1]);
-                serve_state_free(&st);
-                break;
-            }
+        bool full = json_array_size(arr) == q.limit;
+        if (full)
+            snprintf(o->next, sizeof o->next, "%s", names[i - 1]);
+        else
             json_array_append_new(arr, listed_json(s, names[i], &st, es));
-        }
         serve_state_free(&st);
+        if (full)
+            break;
     }
     /* the token is the last id of this page: the next starts after it */
     if (o->next[0]) {
@@ -949,6 +1039,15 @@ static void do_list(struct serve *s, struct MHD_Connection *c, struct out *o)
         snprintf(o->next, sizeof o->next, "%s", l ? json_string_value(json_object_get(l, "sandboxID")) : "");
     }
     list_end(o, &q, names, n, arr);
+}
+
+/* A snapshot as E2B gives it: its id (the moat template name, which
+ * Sandbox.create takes), its name as it was asked for (team/name:tag). */
+static json_t *snapshot_json(const char *name)
+{
+    char shown[3 * SERVE_TEMPLATE_MAX + 1];
+    serve_e2b_name_out(name, shown, sizeof shown);
+    return json_pack("{s:s, s:[s]}", "snapshotID", name, "names", shown);
 }
 
 static void do_snapshot(struct serve *s, const char *id, const char *body, size_t len, struct out *o)
@@ -985,7 +1084,7 @@ static void do_snapshot(struct serve *s, const char *id, const char *body, size_
     snprintf(text, sizeof text, "%s\n", id);
     write_atomic(p, text, 0600);
     o->status = 201;
-    o->body = json_pack("{s:s, s:[s]}", "snapshotID", name, "names", name);
+    o->body = snapshot_json(name);
 }
 
 static void do_snapshots(struct serve *s, struct MHD_Connection *c, struct out *o)
@@ -1013,7 +1112,7 @@ static void do_snapshots(struct serve *s, struct MHD_Connection *c, struct out *
             snprintf(o->next, sizeof o->next, "%s", json_string_value(json_object_get(l, "snapshotID")));
             break;
         }
-        json_array_append_new(arr, json_pack("{s:s, s:[s]}", "snapshotID", names[i], "names", names[i]));
+        json_array_append_new(arr, snapshot_json(names[i]));
     }
     list_end(o, &q, names, n, arr);
 }
@@ -1114,43 +1213,156 @@ static double cpu_seconds(pid_t pid)
     return (double)(ut + stt) / (double)sysconf(_SC_CLK_TCK);
 }
 
-static void do_metrics(struct serve *s, const char *id, struct out *o)
+/* A running sandbox's VM process (its pid file), or 0. */
+static long vm_pid(const struct serve *s, const char *id)
 {
-    struct serve_state st;
-    char ms[32], p[PATH_MAX];
-    if (lookup(s, id, &st, ms, sizeof ms, false, o) < 0)
-        return;
-    serve_state_free(&st);
-    json_t *arr = json_array();
-    o->status = 200;
-    o->body = arr;
+    char p[PATH_MAX];
     path_of(s, id, "pid", p, sizeof p);
     char *t = read_text(p, 32, NULL);
     long pid = t ? strtol(t, NULL, 10) : 0;
     free(t);
-    if (strcmp(ms, "running") || pid <= 1 || !arr)
-        return;     /* a paused sandbox has no samples */
-    double c0 = cpu_seconds((pid_t)pid), t0 = now_unix();
-    usleep(100 * 1000);
-    double c1 = cpu_seconds((pid_t)pid), t1 = now_unix();
+    return pid > 1 ? pid : 0;
+}
+
+static unsigned long long rss_bytes(long pid)
+{
+    char p[64];
     snprintf(p, sizeof p, "/proc/%ld/status", pid);
     char *status = read_text(p, 8192, NULL);
     const char *rss = status ? strstr(status, "VmRSS:") : NULL;
-    unsigned long long rss_kb = rss ? strtoull(rss + 6, NULL, 10) : 0;
+    unsigned long long kb = rss ? strtoull(rss + 6, NULL, 10) : 0;
     free(status);
-    if (c0 < 0 || c1 < 0)
-        return;
+    return kb * 1024;
+}
+
+static json_t *sample_json(const struct serve *s, const char *id, const struct serve_sample *x)
+{
     unsigned mem, cpus;
     unsigned long long dsize, dused;
     sandbox_size(s, id, &mem, &cpus, &dsize, &dused);
-    double pct = (c1 - c0) / (t1 - t0) / cpus * 100.0;
     char ts[40];
-    serve_time_text(t1, ts, sizeof ts);
-    json_array_append_new(arr, json_pack("{s:s, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I}", "timestamp", ts,
-                                         "timestampUnix", (json_int_t)t1, "cpuCount", (int)cpus, "cpuUsedPct",
-                                         pct < 0 ? 0.0 : pct, "memUsed", (json_int_t)(rss_kb * 1024), "memTotal",
-                                         (json_int_t)mem << 20, "memCache", (json_int_t)0, "diskUsed",
-                                         (json_int_t)dused, "diskTotal", (json_int_t)dsize));
+    serve_time_text(x->t, ts, sizeof ts);
+    return json_pack("{s:s, s:I, s:i, s:f, s:I, s:I, s:I, s:I, s:I}", "timestamp", ts, "timestampUnix",
+                     (json_int_t)x->t, "cpuCount", (int)cpus, "cpuUsedPct", x->cpu_pct, "memUsed",
+                     (json_int_t)x->mem_used, "memTotal", (json_int_t)mem << 20, "memCache", (json_int_t)0,
+                     "diskUsed", (json_int_t)dused, "diskTotal", (json_int_t)dsize);
+}
+
+/* One sample of a running sandbox: CPU over since the last one (or over
+ * 100 ms when there is none), resident memory. -1 when it cannot be read. */
+static int take_sample(const struct serve *s, const char *id, long pid, double *last_cpu, double *last_t,
+                       struct serve_sample *x)
+{
+    unsigned mem, cpus;
+    unsigned long long dsize, dused;
+    double c0 = *last_cpu, t0 = *last_t;
+    if (t0 <= 0) {
+        c0 = cpu_seconds((pid_t)pid), t0 = now_unix();
+        usleep(100 * 1000);
+    }
+    double c1 = cpu_seconds((pid_t)pid), t1 = now_unix();
+    if (c0 < 0 || c1 < 0 || t1 <= t0)
+        return -1;
+    sandbox_size(s, id, &mem, &cpus, &dsize, &dused);
+    double pct = (c1 - c0) / (t1 - t0) / (cpus ? cpus : 1) * 100.0;
+    *x = (struct serve_sample){ .t = t1, .cpu_pct = pct < 0 ? 0.0 : pct, .mem_used = rss_bytes(pid) };
+    *last_cpu = c1;
+    *last_t = t1;
+    return 0;
+}
+
+static struct mseries *series_of(struct serve *s, const char *id, bool make)
+{
+    for (struct mseries *m = s->series; m; m = m->next)
+        if (!strcmp(m->id, id))
+            return m;
+    struct mseries *m = make ? calloc(1, sizeof *m) : NULL;
+    if (m) {
+        snprintf(m->id, sizeof m->id, "%s", id);
+        m->next = s->series;
+        s->series = m;
+    }
+    return m;
+}
+
+/* The reaper's part: every SERVE_METRICS_EVERY seconds a sample of each
+ * running sandbox; the series of sandboxes that are gone dropped. */
+static void metrics_sample(struct serve *s)
+{
+    double now = now_unix();
+    if (now < s->next_sample)
+        return;
+    s->next_sample = now + SERVE_METRICS_EVERY;
+    size_t n;
+    char **names = names_with(s, "serve.json", "", false, &n);
+    pthread_mutex_lock(&s->m_lock);
+    for (struct mseries **pp = &s->series; *pp;) {
+        bool alive = false;
+        for (size_t i = 0; i < n && !alive; i++)
+            alive = !strcmp(names[i], (*pp)->id);
+        if (alive) {
+            pp = &(*pp)->next;
+        } else {
+            struct mseries *dead = *pp;
+            *pp = dead->next;
+            free(dead);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        char ms[32] = "";
+        long pid = vm_pid(s, names[i]);
+        struct mseries *m = series_of(s, names[i], pid && s->sandbox_state(names[i], ms, sizeof ms) == 0 &&
+                                                       !strcmp(ms, "running"));
+        struct serve_sample x;
+        if (!m || !pid || strcmp(ms, "running")) {
+            if (m)
+                m->last_t = 0;      /* paused: the next sample starts afresh */
+            continue;
+        }
+        if (m->last_t > 0 && take_sample(s, names[i], pid, &m->last_cpu, &m->last_t, &x) == 0)
+            serve_ring_push(&m->ring, &x);
+        else if (m->last_t <= 0)
+            m->last_cpu = cpu_seconds((pid_t)pid), m->last_t = now_unix();
+    }
+    pthread_mutex_unlock(&s->m_lock);
+    free_names(names, n);
+}
+
+/* getMetrics({start, end}): the samples kept in the range; a running
+ * sandbox with none yet gets one taken now. */
+static void do_metrics(struct serve *s, struct MHD_Connection *c, const char *id, struct out *o)
+{
+    struct serve_state st;
+    char ms[32];
+    double start = -1, end = -1;
+    const char *a = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "start");
+    const char *b = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "end");
+    if ((a && serve_metrics_time(a, &start) < 0) || (b && serve_metrics_time(b, &end) < 0)) {
+        fail(o, 400, "start and end are Unix seconds");
+        return;
+    }
+    if (lookup(s, id, &st, ms, sizeof ms, false, o) < 0)
+        return;
+    serve_state_free(&st);
+    json_t *arr = json_array();
+    struct serve_sample *v = malloc(SERVE_METRICS_KEEP * sizeof *v);
+    o->status = arr && v ? 200 : 500;
+    o->body = arr;
+    size_t k = 0;
+    pthread_mutex_lock(&s->m_lock);
+    struct mseries *m = v ? series_of(s, id, false) : NULL;
+    if (m)
+        k = serve_ring_range(&m->ring, start, end, v, SERVE_METRICS_KEEP);
+    bool had = m && m->ring.n;
+    pthread_mutex_unlock(&s->m_lock);
+    long pid = vm_pid(s, id);
+    double l_cpu = 0, l_t = 0;
+    if (v && !had && pid && !strcmp(ms, "running") && take_sample(s, id, pid, &l_cpu, &l_t, &v[0]) == 0 &&
+        (start < 0 || v[0].t >= start) && (end < 0 || v[0].t <= end + 1))
+        k = 1;
+    for (size_t i = 0; arr && i < k; i++)
+        json_array_append_new(arr, sample_json(s, id, &v[i]));
+    free(v);
 }
 
 /* ---- HTTP ---- */
@@ -1230,7 +1442,7 @@ static void dispatch(struct serve *s, struct MHD_Connection *c, const char *meth
     case SV_SNAPSHOT: do_snapshot(s, id, b, r->len, o); break;
     case SV_SNAPSHOTS: do_snapshots(s, c, o); break;
     case SV_FORK: do_fork(s, id, b, r->len, o); break;
-    case SV_METRICS: do_metrics(s, id, o); break;
+    case SV_METRICS: do_metrics(s, c, id, o); break;
     case SV_TEMPLATE_DELETE: do_template_delete(s, id, o); break;
     }
 }
@@ -1357,6 +1569,32 @@ static int resolve(void *arg, const char *sandbox_id, const char *token, struct 
     return out->envs ? 0 : -ENOMEM;
 }
 
+/* Signed /files URLs: the sandbox (not a template) whose token signs it. */
+static int find_signed(void *arg, int (*match)(void *m, const char *id, const char *token), void *m, char *id,
+                       size_t idlen, char *token, size_t toklen)
+{
+    struct serve *s = arg;
+    size_t n;
+    int r = -ENOENT;
+    char **names = names_with(s, "serve.json", "", false, &n);
+    for (size_t i = 0; r < 0 && i < n; i++) {
+        struct serve_state st;
+        pthread_mutex_lock(&s->lock);
+        int lr = load_state(s, names[i], &st);
+        pthread_mutex_unlock(&s->lock);
+        if (lr < 0)
+            continue;
+        if (match(m, names[i], st.token) && strlen(names[i]) < idlen && strlen(st.token) < toklen) {
+            snprintf(id, idlen, "%s", names[i]);
+            snprintf(token, toklen, "%s", st.token);
+            r = 0;
+        }
+        serve_state_free(&st);
+    }
+    free_names(names, n);
+    return r;
+}
+
 static void release(void *arg, struct envd_sandbox *out)
 {
     (void)arg;
@@ -1431,6 +1669,7 @@ static void *reaper(void *arg)
         pthread_mutex_unlock(&s->rlock);
         reap_once(s);
         vm_reap(s);
+        metrics_sample(s);
         pthread_mutex_lock(&s->rlock);
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -1483,6 +1722,7 @@ int serve_start(const struct serve_opts *o, struct serve **out, char *why, size_
     pthread_mutex_init(&s->tpl_lock, NULL);
     pthread_mutex_init(&s->rlock, NULL);
     pthread_mutex_init(&s->vm_lock, NULL);
+    pthread_mutex_init(&s->m_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -1509,7 +1749,7 @@ int serve_start(const struct serve_opts *o, struct serve **out, char *why, size_
         goto fail;
     }
     struct envd_opts eo = { .bind_addr = o->envd_addr, .port = o->envd_port, .resolve = resolve,
-                            .release = release, .arg = s, .max_body = SERVE_BODY_MAX };
+                            .find_signed = find_signed, .release = release, .arg = s, .max_body = SERVE_BODY_MAX };
     r = envd_start(&eo, &s->envd);
     if (r < 0) {
         snprintf(why, wlen, "the envd server cannot listen on %s:%u: %s", o->envd_addr, o->envd_port, strerror(-r));
@@ -1546,6 +1786,12 @@ void serve_stop(struct serve *s)
     pthread_mutex_destroy(&s->tpl_lock);
     pthread_mutex_destroy(&s->rlock);
     pthread_mutex_destroy(&s->vm_lock);
+    pthread_mutex_destroy(&s->m_lock);
+    while (s->series) {
+        struct mseries *m = s->series;
+        s->series = m->next;
+        free(m);
+    }
     pthread_cond_destroy(&s->rcond);
     free(s->vms);       /* those still running go on (no longer our children once we exit) */
     free(s);

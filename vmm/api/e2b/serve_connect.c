@@ -638,6 +638,21 @@ static int copy_path(json_t *root, const char *name, char out[CX_MAX_PATH + 1], 
     return 0;
 }
 
+static int watch_fields(json_t *root, struct cx_fs *out, char *err, size_t errlen)
+{
+    json_t *v = field(root, "recursive", NULL);
+    int r = v ? get_bool(v, "recursive", &out->recursive, err, errlen) : 0;
+    static const char *const unserved[][2] = { { "includeEntry", "include_entry" },
+                                                { "allowNetworkMounts", "allow_network_mounts" } };
+    for (size_t i = 0; !r && i < 2; i++) {
+        int on = 0;
+        if ((v = field(root, unserved[i][0], unserved[i][1])) && !(r = get_bool(v, unserved[i][0], &on, err, errlen)) &&
+            on)
+            r = fail(err, errlen, "%s is not served by moat serve", unserved[i][0]);
+    }
+    return r;
+}
+
 int cx_fs_decode(enum cx_fs_kind kind, const char *json, size_t n, struct cx_fs *out,
                  char *err, size_t errlen)
 {
@@ -655,6 +670,8 @@ int cx_fs_decode(enum cx_fs_kind kind, const char *json, size_t n, struct cx_fs 
             r = fail(err, errlen, "source and destination are required");
     } else {
         r = copy_path(root, "path", out->path, err, errlen);
+        if (!r && kind == CX_FS_WATCH)
+            r = watch_fields(root, out, err, errlen);
         json_t *d = kind == CX_FS_LIST ? field(root, "depth", NULL) : NULL;
         if (!r && d) {
             r = get_u32(d, "depth", &out->depth, err, errlen);
@@ -905,4 +922,35 @@ char *cx_event_end(uint32_t kind, uint32_t value)
 char *cx_event_keepalive(void)
 {
     return event("keepalive", json_object());
+}
+
+char *cx_watch_start(void)
+{
+    return dump(json_pack("{s:{}}", "start"));
+}
+
+char *cx_watch_keepalive(void)
+{
+    return dump(json_pack("{s:{}}", "keepalive"));
+}
+
+json_t *cx_watch_event_obj(uint32_t op, const char *name)
+{
+    static const char *const types[] = { NULL, "EVENT_TYPE_CREATE", "EVENT_TYPE_WRITE", "EVENT_TYPE_REMOVE",
+                                         "EVENT_TYPE_RENAME", "EVENT_TYPE_CHMOD" };
+    if (op < 1 || op > 5 || !name)
+        return NULL;
+    json_t *o = json_object();
+    if (!o || set_str(o, "name", name, strlen(name)) < 0 ||
+        json_object_set_new(o, "type", json_string(types[op])) < 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+char *cx_watch_event(uint32_t op, const char *name)
+{
+    json_t *o = cx_watch_event_obj(op, name);
+    return o ? dump(json_pack("{s:o}", "filesystem", o)) : NULL;
 }

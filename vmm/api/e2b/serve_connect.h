@@ -129,11 +129,14 @@ int cx_empty_decode(const char *json, size_t n, char *err, size_t errlen);
  * "depth"} (0 or absent: 1; at most CX_MAX_DEPTH), Move {"source",
  * "destination"}. Paths are as sent (1..CX_MAX_PATH bytes, no NUL; empty
  * allowed: it means home), resolved later by cx_path_resolve. */
-enum cx_fs_kind { CX_FS_PATH, CX_FS_LIST, CX_FS_MOVE };
+enum cx_fs_kind { CX_FS_PATH, CX_FS_LIST, CX_FS_MOVE, CX_FS_WATCH };
+/* CX_FS_WATCH: WatchDir / CreateWatcher {"path", "recursive"}; includeEntry
+ * and allowNetworkMounts true are refused (not served). */
 struct cx_fs {
     char path[CX_MAX_PATH + 1];
     char dest[CX_MAX_PATH + 1];
     uint32_t depth;
+    int recursive;
 };
 int cx_fs_decode(enum cx_fs_kind kind, const char *json, size_t n, struct cx_fs *out,
                  char *err, size_t errlen);
@@ -170,5 +173,13 @@ enum cx_data { CX_DATA_STDOUT, CX_DATA_STDERR, CX_DATA_PTY };
 char *cx_event_data(enum cx_data which, const void *p, size_t n);
 char *cx_event_end(uint32_t kind, uint32_t value);
 char *cx_event_keepalive(void);
+/* WatchDirResponse messages: {"start":{}}, {"keepalive":{}}, and
+ * {"filesystem":{"name":NAME,"type":"EVENT_TYPE_..."}} for an agent
+ * WATCH_EVENT op (1..5; NULL for another op or a name that is not UTF-8).
+ * cx_watch_event_obj: the FilesystemEvent object alone (GetWatcherEvents). */
+char *cx_watch_start(void);
+char *cx_watch_keepalive(void);
+char *cx_watch_event(uint32_t op, const char *name);
+json_t *cx_watch_event_obj(uint32_t op, const char *name);
 
 #endif

@@ -18,6 +18,7 @@
  * envd_agent.c; what they share in envd_int.h. */
 #include "vmm/api/e2b/serve_envd.h"
 #include "vmm/api/e2b/envd_int.h"
+#include "vmm/api/e2b/envd_sign.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -177,6 +178,53 @@ static void free_envs(struct req *q)
 
 /* Resolve the sandbox; copies what the module needs. 0 or an HTTP error
  * already queued (1) or MHD_NO (-1). */
+struct sig_match {
+    const char *sig, *exp, *path, *op, *user, *want_id;
+    int64_t now;
+    int result;
+};
+
+static int sig_match(void *m, const char *id, const char *token)
+{
+    struct sig_match *x = m;
+    if ((x->want_id && strcmp(id, x->want_id)) || !*token)
+        return 0;
+    int r = envd_sign_check(x->sig, x->exp, x->path, x->op, x->user, token, x->now);
+    if (r == 0 || r == -ETIMEDOUT) {
+        x->result = r;
+        return 1;
+    }
+    return 0;
+}
+
+/* A /files request with ?signature= and no X-Access-Token (uploadUrl,
+ * downloadUrl): the sandbox whose token signs it; E2b-Sandbox-Id, if
+ * sent, must name it. 0 (id, tok filled) or the 401 message. */
+static const char *signed_lookup(struct envd_server *s, struct MHD_Connection *c, struct req *q, const char *sb,
+                                 char *id, char *tok)
+{
+    struct sig_match x = {
+        .sig = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "signature"),
+        .exp = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "signature_expiration"),
+        .path = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path"),
+        .user = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "username"),
+        .op = q->route == R_FILES_POST ? "write" : "read",
+        .want_id = sb && *sb ? sb : NULL,
+        .now = (int64_t)time(NULL),
+    };
+    if (!x.path)
+        x.path = "";
+    if (!x.user)
+        x.user = "";
+    if (!s->o.find_signed)
+        return "signed URLs are not served here: send X-Access-Token";
+    if (x.exp && envd_sign_check(x.sig, x.exp, "", "", "", "", 0) == -EINVAL)
+        return "invalid signature_expiration";
+    if (s->o.find_signed(s->o.arg, sig_match, &x, id, SB_MAX, tok, TOKEN_MAX + 1) < 0)
+        return "invalid signature";
+    return x.result == -ETIMEDOUT ? "signature is already expired" : NULL;
+}
+
 static int resolve(struct envd_server *s, struct MHD_Connection *c, struct req *q)
 {
     const char *sb = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "E2b-Sandbox-Id");
@@ -184,7 +232,19 @@ static int resolve(struct envd_server *s, struct MHD_Connection *c, struct req *
     const char *msg = NULL;
     unsigned st = 0;
     enum cx_code code = CX_OK;
-    if (!sb || !*sb || strlen(sb) >= SB_MAX) {
+    char sid[SB_MAX], stok[TOKEN_MAX + 1];
+    if (!tok && (q->route == R_FILES_GET || q->route == R_FILES_POST) &&
+        MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "signature")) {
+        if ((msg = signed_lookup(s, c, q, sb, sid, stok))) {
+            st = 401, code = CX_UNAUTHENTICATED;
+        } else {
+            sb = sid;
+            tok = stok;
+        }
+    }
+    if (msg) {
+        /* answered below */
+    } else if (!sb || !*sb || strlen(sb) >= SB_MAX) {
         st = 400, code = CX_INVALID_ARGUMENT, msg = "missing or overlong E2b-Sandbox-Id header";
     } else if (tok && strlen(tok) > TOKEN_MAX) {
         st = 401, code = CX_UNAUTHENTICATED, msg = "invalid access token";
@@ -270,9 +330,10 @@ static enum MHD_Result dispatch(struct envd_server *s, struct MHD_Connection *c,
     case R_START: return envd_do_start(s, c, q, msg, mlen);
     case R_CONNECT: return envd_do_connect(s, c, q, msg, mlen);
     case R_WATCH_DIR:
-        return envd_reply_stream_error(c, CX_UNIMPLEMENTED, "moat serve does not watch directories yet");
+        return envd_do_watch(s, c, q, msg, mlen);
     case R_WATCH_UNARY:
-        return envd_reply_cx(c, CX_UNIMPLEMENTED, "moat serve does not watch directories yet");
+        return envd_reply_cx(c, CX_UNIMPLEMENTED,
+                             "moat serve watches directories through WatchDir (a stream) only, not polled watchers");
     case R_STREAM_INPUT:
         return envd_reply_cx(c, CX_UNIMPLEMENTED,
                              "StreamInput is a client stream, which HTTP/1.1 cannot carry: use SendInput");

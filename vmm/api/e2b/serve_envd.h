@@ -28,10 +28,18 @@ typedef int (*envd_resolve_fn)(void *arg, const char *sandbox_id, const char *to
                                struct envd_sandbox *out);
 /* called when the module is done with out (frees nothing owned by module) */
 typedef void (*envd_release_fn)(void *arg, struct envd_sandbox *out);
+/* Signed /files URLs (no X-Access-Token: ?signature=, see envd_sign.h):
+ * call match(m, id, token) for each sandbox that has a token until it
+ * returns 1; then copy that sandbox's id and token into id/token (idlen,
+ * toklen bytes) and return 0; -ENOENT when none matched. The request then
+ * goes through resolve with them. NULL: signed URLs are refused. */
+typedef int (*envd_find_fn)(void *arg, int (*match)(void *m, const char *id, const char *token), void *m,
+                            char *id, size_t idlen, char *token, size_t toklen);
 struct envd_opts {
     const char *bind_addr;   /* "127.0.0.1" */
     unsigned port;           /* 49983 */
     envd_resolve_fn resolve; envd_release_fn release; void *arg;
+    envd_find_fn find_signed;
     size_t max_body;         /* oversized unary bodies -> error (0: 1 MiB) */
     uint64_t max_inflate;    /* a Content-Encoding: gzip upload decoding to more -> 413 (0: 1 GiB) */
     int op_timeout_ms;       /* one agent call (a unary request, a process's start) in all (0: 30 s) */

@@ -41,6 +41,51 @@ bool serve_valid_template(const char *s)
     return serve_valid_name(s) && strlen(s) <= SERVE_TEMPLATE_MAX;
 }
 
+int serve_e2b_name_in(const char *in, char *out)
+{
+    size_t n = strlen(in), k = 0;
+    if (serve_valid_template(in)) {
+        memcpy(out, in, n + 1);
+        return 0;
+    }
+    if (!strpbrk(in, "/:") || !((in[0] >= 'a' && in[0] <= 'z') || (in[0] >= 'A' && in[0] <= 'Z') ||
+                                (in[0] >= '0' && in[0] <= '9')))
+        return -EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        char c = in[i];
+        const char *esc = c == '/' ? "_2f" : c == ':' ? "_3a" : c == '_' ? "_5f" : NULL;
+        bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+                     c == '.';
+        if (!esc && !plain)
+            return -EINVAL;
+        size_t add = esc ? 3 : 1;
+        if (k + add > SERVE_TEMPLATE_MAX)
+            return -EINVAL;
+        memcpy(out + k, esc ? esc : &in[i], add);
+        k += add;
+    }
+    out[k] = 0;
+    return serve_valid_template(out) ? 0 : -EINVAL;
+}
+
+void serve_e2b_name_out(const char *moat, char *out, size_t n)
+{
+    bool ns = strstr(moat, "_2f") || strstr(moat, "_3a");
+    for (const char *u = strchr(moat, '_'); ns && u; u = strchr(u + 1, '_'))
+        ns = !strncmp(u, "_2f", 3) || !strncmp(u, "_3a", 3) || !strncmp(u, "_5f", 3);
+    size_t k = 0;
+    for (size_t i = 0; moat[i] && k + 1 < n; i++) {
+        if (ns && moat[i] == '_') {
+            out[k++] = moat[i + 1] == '2' ? '/' : moat[i + 1] == '3' ? ':' : '_';
+            i += 2;
+        } else {
+            out[k++] = moat[i];
+        }
+    }
+    if (n)
+        out[k < n ? k : n - 1] = 0;
+}
+
 /* ---- routes ---- */
 
 struct route {
@@ -379,12 +424,12 @@ int serve_decode_create(const char *body, size_t len, struct serve_create *c, ch
         r = bad(why, wlen, "'templateID' (a string) is required");
         goto out;
     }
-    if (!serve_valid_template(json_string_value(t)) || strlen(json_string_value(t)) != json_string_length(t)) {
+    if (strlen(json_string_value(t)) != json_string_length(t) ||
+        serve_e2b_name_in(json_string_value(t), c->template_id) < 0) {
         r = bad(why, wlen, "'templateID' '%.64s' is not a template name (1-%d of A-Z a-z 0-9 - _ ., starting "
-                "with a letter or digit)", json_string_value(t), SERVE_TEMPLATE_MAX);
+                "with a letter or digit, or team/name:tag within that)", json_string_value(t), SERVE_TEMPLATE_MAX);
         goto out;
     }
-    snprintf(c->template_id, sizeof c->template_id, "%s", json_string_value(t));
     if ((r = get_timeout(o, "timeout", &c->timeout, why, wlen)) < 0)
         goto out;
     if ((r = get_bool(o, "autoPause", &c->auto_pause, why, wlen)) < 0)
@@ -504,12 +549,13 @@ int serve_decode_snapshot(const char *body, size_t len, char *name, size_t nlen,
     int r = 0;
     json_t *n = json_object_get(o, "name");
     if (n && !json_is_null(n)) {
+        char m[SERVE_TEMPLATE_MAX + 1];
         if (!json_is_string(n) || strlen(json_string_value(n)) != json_string_length(n) ||
-            !serve_valid_template(json_string_value(n)) || json_string_length(n) >= nlen)
+            serve_e2b_name_in(json_string_value(n), m) < 0 || strlen(m) >= nlen)
             r = bad(why, wlen, "'name' must be a template name (1-%d of A-Z a-z 0-9 - _ ., starting with a "
-                    "letter or digit)", SERVE_TEMPLATE_MAX);
+                    "letter or digit, or team/name:tag within that)", SERVE_TEMPLATE_MAX);
         else
-            memcpy(name, json_string_value(n), json_string_length(n) + 1);
+            memcpy(name, m, strlen(m) + 1);
     }
     json_decref(o);
     return r;
@@ -517,9 +563,57 @@ int serve_decode_snapshot(const char *body, size_t len, char *name, size_t nlen,
 
 /* ---- list queries ---- */
 
+int64_t serve_usec(double t)
+{
+    return t <= 0 ? 0 : t >= 9e12 ? (int64_t)9e18 : (int64_t)(t * 1e6 + 0.5);
+}
+
+void serve_next_make(const char *id, int64_t usec, char *out, size_t n)
+{
+    snprintf(out, n, "%s~%lld", id, (long long)usec);
+}
+
+int serve_list_order_cmp(int order, int64_t ta, const char *ia, int64_t tb, const char *ib)
+{
+    if (order && ta != tb)
+        return (ta < tb ? -1 : 1) * (order < 0 ? -1 : 1);
+    int c = strcmp(ia, ib);
+    return c < 0 ? -1 : c > 0;
+}
+
+/* nextToken: an id (a listing by id) or "ID~USEC" (an ordered one). */
+static int next_arg(struct serve_list_q *q, const char *v, char *why, size_t wlen)
+{
+    char id[SERVE_ID_MAX + 2];
+    const char *t = strrchr(v, '~');
+    size_t il = t ? (size_t)(t - v) : strlen(v);
+    int64_t us = -1;
+    bool ok = il <= SERVE_ID_MAX;
+    if (ok && t) {
+        size_t dl = strlen(t + 1);
+        ok = dl >= 1 && dl <= 18 && strspn(t + 1, "0123456789") == dl;
+        us = 0;
+        for (size_t i = 0; ok && i < dl; i++)
+            us = us * 10 + (t[1 + i] - '0');
+    }
+    if (ok) {
+        memcpy(id, v, il);
+        id[il] = 0;
+        ok = !*v || serve_valid_name(id);
+    } else {
+        il = 0;
+    }
+    if (!ok)
+        return bad(why, wlen, "nextToken: '%.64s' is not a token this server gave", v);
+    memcpy(q->next, id, il + 1);     /* il <= SERVE_ID_MAX */
+    q->next_usec = us;
+    return 0;
+}
+
 void serve_list_init(struct serve_list_q *q)
 {
     memset(q, 0, sizeof *q);
+    q->next_usec = -1;
     q->running = q->paused = true;
     q->limit = SERVE_LIST_MAX;
 }
@@ -652,16 +746,13 @@ int serve_list_arg(struct serve_list_q *q, const char *key, const char *value, c
         q->limit = (unsigned)l;
         return 0;
     }
-    if (!strcmp(key, "nextToken")) {
-        if (*v && !serve_valid_name(v))
-            return bad(why, wlen, "nextToken: '%.64s' is not a token this server gave", v);
-        snprintf(q->next, sizeof q->next, "%s", v);
-        return 0;
-    }
+    if (!strcmp(key, "nextToken"))
+        return next_arg(q, v, why, wlen);
     if (!strcmp(key, "template") || !strcmp(key, "name")) {
-        if (*v && !serve_valid_template(v))
+        char m[SERVE_TEMPLATE_MAX + 1] = "";
+        if (*v && serve_e2b_name_in(v, m) < 0)
             return bad(why, wlen, "%s: '%.64s' is not a template name", key, v);
-        snprintf(key[0] == 't' ? q->template_id : q->name, sizeof q->name, "%s", v);
+        snprintf(key[0] == 't' ? q->template_id : q->name, sizeof q->name, "%s", m);
         return 0;
     }
     if (!strcmp(key, "sandboxID")) {
@@ -678,7 +769,8 @@ int serve_list_arg(struct serve_list_q *q, const char *key, const char *value, c
     if (!strcmp(key, "order")) {
         if (strcmp(v, "asc") && strcmp(v, "desc") && *v)
             return bad(why, wlen, "order: '%.16s' is not asc or desc", v);
-        return 0;   /* the order is always by id (docs/serve.md) */
+        q->order = !*v ? 0 : !strcmp(v, "asc") ? 1 : -1;
+        return 0;
     }
     return bad(why, wlen, "unknown query parameter '%.64s'", key);
 }

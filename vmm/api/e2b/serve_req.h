@@ -58,6 +58,18 @@ int serve_route(const char *method, const char *path, enum serve_ep *ep, char *i
 /* A moat sandbox name (docs/sandboxes.md Names): 1-63 of A-Z a-z 0-9 - _ .,
  * starting with a letter or digit. */
 bool serve_valid_name(const char *s);
+/* E2B template and snapshot names ("team/name:tag") as moat template
+ * names: a name that is one already is itself; one of A-Z a-z 0-9 - _ . /
+ * : (starting with a letter or digit) that has a '/' or ':' is written with
+ * '/', ':' and '_' as "_2f", "_3a", "_5f" ("team_2fname_3atag"). 0, or
+ * -EINVAL (another name, or one whose moat form is over
+ * SERVE_TEMPLATE_MAX bytes). out: SERVE_TEMPLATE_MAX + 1 bytes. */
+int serve_e2b_name_in(const char *in, char *out);
+/* The name to show for a moat template name: the E2B form when it is one
+ * serve_e2b_name_in wrote (it has "_2f" or "_3a" and every '_' starts one
+ * of the three escapes), else the name itself. out: 3 * SERVE_TEMPLATE_MAX
+ * bytes is always enough (n: its size). */
+void serve_e2b_name_out(const char *moat, char *out, size_t n);
 /* A template name: a valid name of at most SERVE_TEMPLATE_MAX bytes. */
 bool serve_valid_template(const char *s);
 
@@ -106,7 +118,18 @@ struct serve_list_q {
     double started_after;       /* startedAfter= as Unix seconds; 0 none */
     unsigned limit;             /* 1..SERVE_LIST_MAX, default SERVE_LIST_MAX */
     char next[SERVE_ID_MAX + 1];   /* nextToken=: the last id of the page before ("" first page) */
+    int64_t next_usec;          /* and its start time (an ordered listing's token "ID~USEC"); -1: none */
+    int order;                  /* order=: 1 asc, -1 desc by start time; 0 (none): by id */
 };
+#define SERVE_NEXT_MAX (SERVE_ID_MAX + 24)
+/* An ordered listing's page token: "ID~USEC", USEC the last sandbox's
+ * start time in microseconds (serve_usec; out: SERVE_NEXT_MAX + 1 bytes). */
+void serve_next_make(const char *id, int64_t usec, char *out, size_t n);
+/* A start time in the microseconds tokens and the ordering use. */
+int64_t serve_usec(double t);
+/* Where (ta, ia) goes before (tb, ib) in a listing of order (1 asc, -1
+ * desc by start time; ties by id ascending): < 0, 0 (the same), > 0. */
+int serve_list_order_cmp(int order, int64_t ta, const char *ia, int64_t tb, const char *ib);
 void serve_list_init(struct serve_list_q *q);
 int serve_list_arg(struct serve_list_q *q, const char *key, const char *value, char *why, size_t wlen);
 void serve_list_free(struct serve_list_q *q);
