@@ -1,10 +1,11 @@
 /* libcurl loaded on first use (curl_dyn.h says why). */
 #include "vmm/image/curl_dyn.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+
+#include "vmm/image/dyn.h"
 
 #ifndef CURL_SONAME
 #define CURL_SONAME "libcurl.so.4"
@@ -14,14 +15,13 @@
  * dlopen'ed libraries' tables). */
 struct curl_fns curl_fns;
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static int curl_result;
-static char curl_why[256];
+static struct img_dyn_state state;
 
 #define SYM(field, name) { offsetof(struct curl_fns, field), #name }
 
 static void load_once(void)
 {
-    static const struct { size_t off; const char *name; } syms[] = {
+    static const struct img_dyn_sym syms[] = {
         SYM(global_init, curl_global_init),
         SYM(easy_init, curl_easy_init),
         SYM(easy_setopt, curl_easy_setopt),
@@ -34,36 +34,15 @@ static void load_once(void)
         SYM(slist_free_all, curl_slist_free_all),
     };
     /* Never unloaded: curl_global_init's state lives as long as moat. */
-    void *h = dlopen(CURL_SONAME, RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-        const char *e = dlerror();
-        snprintf(curl_why, sizeof curl_why, "cannot load %s (apt-get install libcurl4): %s", CURL_SONAME,
-                 e ? e : "not found");
-        curl_result = -ENOENT;
-        return;
+    img_dyn_load(&state, CURL_SONAME, "libcurl4", syms, sizeof syms / sizeof syms[0], &curl_fns);
+    if (state.result == 0 && curl_fns.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(state.why, sizeof state.why, "%s: curl_global_init failed", CURL_SONAME);
+        state.result = -EIO;
     }
-    struct curl_fns f;
-    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
-        void *p = dlsym(h, syms[i].name);
-        if (!p) {
-            snprintf(curl_why, sizeof curl_why, "%s has no %s", CURL_SONAME, syms[i].name);
-            curl_result = -ENOSYS;
-            return;
-        }
-        *(void **)((char *)&f + syms[i].off) = p;
-    }
-    if (f.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        snprintf(curl_why, sizeof curl_why, "%s: curl_global_init failed", CURL_SONAME);
-        curl_result = -EIO;
-        return;
-    }
-    curl_fns = f;
 }
 
 int curl_load(char *why, size_t len)
 {
     pthread_once(&curl_once, load_once);
-    if (curl_result < 0 && why && len)
-        snprintf(why, len, "%s", curl_why);
-    return curl_result;
+    return img_dyn_result(&state, why, len);
 }

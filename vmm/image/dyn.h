@@ -1,5 +1,5 @@
 /* Loading a shared library's functions into a table on first use
- * (vmm/image/dyn.c): the mechanism under archive_dyn.h and ext2fs_dyn.h.
+ * (vmm/image/dyn.c): the mechanism under archive_dyn.h, ext2fs_dyn.h and curl_dyn.h.
  * Each of those fills its table once (pthread_once) and never unloads the
  * library; this only opens it and resolves the names. */
 #ifndef MOAT_IMAGE_DYN_H
