@@ -151,6 +151,20 @@ rc=$?
 [ $? = 2 ] && pass "--disk-size 12Q: a usage error" || bad "--disk-size 12Q accepted"
 "$MOAT" image prune --grace 0 >/dev/null 2>&1
 [ -f "$p1" ] && [ -f "$ps" ] && pass "prune keeps the roots of a referenced image" || bad "prune removed a used root"
-"$MOAT" image rm localhost/rootfs:1 >/dev/null 2>&1 && "$MOAT" image prune --grace 0 >/dev/null 2>&1
-[ ! -e "$p1" ] && [ ! -e "$ps" ] && pass "rm + prune remove its roots" || bad "roots left: $(ls "$MOAT_HOME/images/rootfs")"
+# A (stopped) sandbox booting from the default-size root, as moat create
+# --image records it: its first drive is the store's root file. Once the
+# image's reference is gone, prune keeps that root (the sandbox would not
+# boot again without it) and removes the unused one.
+cfgblob=$("$MOAT" image inspect localhost/rootfs:1 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["config"]["digest"].split(":")[1])' 2>/dev/null)
+cfgblob=$MOAT_HOME/images/blobs/sha256/$cfgblob
+mkdir -p "$MOAT_HOME/sbimg"
+printf 'drive.0=%s,overlay=%s\narg=--image-config\narg=%s\n' "$p1" "$MOAT_HOME/sbimg/disk0.overlay" "$cfgblob" \
+    > "$MOAT_HOME/sbimg/config"
+"$MOAT" image rm localhost/rootfs:1 >/dev/null 2>&1 && "$MOAT" image prune --grace 0 >"$W/out" 2>&1
+[ -f "$p1" ] && [ -f "$cfgblob" ] && [ ! -e "$ps" ] &&
+    pass "rm + prune keep the root and config blob a sandbox boots from, remove the other root" ||
+    bad "rm + prune with a sandbox on $p1 and $cfgblob: $(ls "$MOAT_HOME/images/rootfs") $(cat "$W/out")"
+rm -rf "$MOAT_HOME/sbimg"
+"$MOAT" image prune --grace 0 >/dev/null 2>&1
+[ ! -e "$p1" ] && [ ! -e "$ps" ] && pass "the sandbox gone, prune removes its root" || bad "roots left: $(ls "$MOAT_HOME/images/rootfs")"
 exit $fail

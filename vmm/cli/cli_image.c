@@ -11,6 +11,7 @@
 #include "vmm/cli/cli_image_rootfs.h"
 #include "vmm/image/layout.h"
 #include "vmm/image/store.h"
+#include "vmm/sandbox/sandbox.h"
 
 #define PRUNE_GRACE_S 300
 
@@ -266,6 +267,59 @@ static int image_rm(struct img_store *s, int argc, char **argv)
     return rc;
 }
 
+/* The absolute paths among sandbox sb's recorded run arguments (its
+ * config's arg= lines: --image-config's blob among them) into v[*n..],
+ * at most max. */
+static void sandbox_arg_paths(const struct sbx *sb, char **v, size_t *n, size_t max)
+{
+    char p[PATH_MAX + 16], line[PATH_MAX + 8];
+    snprintf(p, sizeof p, "%s/config", sb->dir);
+    FILE *f = fopen(p, "re");
+    while (f && *n < max && fgets(line, sizeof line, f))
+        if (!strncmp(line, "arg=/", 5) && (v[*n] = strndup(line + 4, strcspn(line + 4, "\n"))))
+            (*n)++;
+    if (f)
+        fclose(f);
+}
+
+/* Every sandbox's files: its drives' (a drive spec's path, up to its
+ * first ',') and the paths among its run arguments. A sandbox made from
+ * an image boots from the store's root file and config blob, which prune
+ * must keep even once the image's reference is gone. A heap array of heap
+ * strings into *out, *n; 0 or -1 after saying why. */
+static int sandbox_drives(char ***out, size_t *n)
+{
+    struct sbx_info *info = NULL;
+    size_t ns = 0;
+    struct sbx_err e = { 0 };
+    *out = NULL;
+    *n = 0;
+    if (sandbox_list("", &info, &ns, &e) < 0) {
+        cli_say(&e);
+        return -1;
+    }
+    enum { PER = MOAT_MAX_DRIVES + 16 };    /* drives, then argument paths */
+    char **v = calloc(ns * PER + 1, sizeof *v);
+    for (size_t i = 0; v && i < ns; i++) {
+        int r;
+        struct sbx *sb = sandbox_open_alloc(info[i].name, 0, &r, NULL);
+        size_t end = *n + PER;
+        for (unsigned d = 0; sb && d < sb->ndrive; d++)
+            if (sb->drive[d] && (v[*n] = strndup(sb->drive[d], strcspn(sb->drive[d], ","))))
+                (*n)++;
+        if (sb)
+            sandbox_arg_paths(sb, v, n, end);
+        sandbox_free(sb);
+    }
+    free(info);
+    if (!v) {
+        fprintf(stderr, "moat: image prune: out of memory\n");
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 static int image_prune(struct img_store *s, int argc, char **argv)
 {
     unsigned grace = PRUNE_GRACE_S;
@@ -275,7 +329,15 @@ static int image_prune(struct img_store *s, int argc, char **argv)
         return usage_err();
     struct img_prune_result r;
     struct img_err err = { 0 };
-    if (img_store_prune(s, grace, &r, &err))
+    char **keep;
+    size_t nkeep;
+    if (sandbox_drives(&keep, &nkeep) < 0)
+        return 1;
+    int rc = img_store_prune_keep(s, grace, (const char *const *)keep, nkeep, &r, &err);
+    for (size_t i = 0; i < nkeep; i++)
+        free(keep[i]);
+    free(keep);
+    if (rc)
         return image_fail("prune", &err);
     char size[32];
     human_size(r.bytes, size, sizeof size);

@@ -18,7 +18,17 @@
 struct reach {
     char (*d)[IMG_DIGEST_MAX];
     size_t n, cap;
+    struct stat *keep;      /* files kept whatever reaches them */
+    size_t nkeep;
 };
+
+static int kept(const struct reach *r, const struct stat *st)
+{
+    for (size_t i = 0; i < r->nkeep; i++)
+        if (r->keep[i].st_dev == st->st_dev && r->keep[i].st_ino == st->st_ino)
+            return 1;
+    return 0;
+}
 
 static int reach_add(struct reach *r, const char *digest)
 {
@@ -122,9 +132,9 @@ static int may_go(const struct img_store *s, enum walk w, int dfd, const char *n
     if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) || st.st_mtime + (time_t)grace_s > time(NULL))
         return 0;
     if (w == W_BLOBS)
-        return hex64(name, 1) && !reached(r, name);
+        return hex64(name, 1) && !reached(r, name) && !kept(r, &st);
     if (w == W_ROOTFS)
-        return hex64(name, 0) && !reached(r, name);
+        return hex64(name, 0) && !reached(r, name) && !kept(r, &st);
     char lock[128];
     if (w == W_LOCKS || hex64(name, 1)) {   /* a blob being written: its lock */
         snprintf(lock, sizeof lock, "locks/%.64s.lock", name);
@@ -174,15 +184,29 @@ static int walk(const struct img_store *s, enum walk w, const struct reach *r, u
 int img_store_prune(struct img_store *s, unsigned grace_s, struct img_prune_result *res,
                     struct img_err *err)
 {
+    return img_store_prune_keep(s, grace_s, NULL, 0, res, err);
+}
+
+int img_store_prune_keep(struct img_store *s, unsigned grace_s, const char *const *keep, size_t nkeep,
+                         struct img_prune_result *res, struct img_err *err)
+{
     memset(res, 0, sizeof *res);
-    int lk = img_store_lock(s, "refs/lock", 0);
-    if (lk < 0)
-        return img_err(err, lk, "cannot lock %s/refs/lock: %s", s->root, strerror(-lk));
     struct reach r = { 0 };
+    if (nkeep && !(r.keep = calloc(nkeep, sizeof *r.keep)))
+        return img_err(err, -ENOMEM, "out of memory");
+    for (size_t i = 0; i < nkeep; i++)
+        if (!stat(keep[i], &r.keep[r.nkeep]))
+            r.nkeep++;
+    int lk = img_store_lock(s, "refs/lock", 0);
+    if (lk < 0) {
+        free(r.keep);
+        return img_err(err, lk, "cannot lock %s/refs/lock: %s", s->root, strerror(-lk));
+    }
     int rc = reach_all(s, &r, err);
     for (int w = W_BLOBS; !rc && w <= W_LOCKS; w++)
         rc = walk(s, (enum walk)w, &r, grace_s, res, err);
     free(r.d);
+    free(r.keep);
     close(lk);
     return rc;
 }

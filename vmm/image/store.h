@@ -113,5 +113,11 @@ struct img_prune_result {
 };
 int img_store_prune(struct img_store *s, unsigned grace_s, struct img_prune_result *r,
                     struct img_err *err);
+/* The same, also keeping every blob or root filesystem that is the same
+ * file (device and inode) as one of keep[0..nkeep) (paths; ones that do
+ * not exist are ignored): what sandboxes use, whose images' references
+ * may be gone (moat image prune passes their drives and the paths among their run arguments). */
+int img_store_prune_keep(struct img_store *s, unsigned grace_s, const char *const *keep, size_t nkeep,
+                         struct img_prune_result *r, struct img_err *err);
 
 #endif
