@@ -653,6 +653,8 @@ static void image_of_layer(struct img_store *s, struct img_image *im, const char
     im->manifest.layer[0].comp = IMG_COMP_GZIP;
     im->manifest.nlayer = 1;
     img_sha256("{}", 2, im->config_digest);
+    /* The manifest digest names the cached root: one per layer here. */
+    img_sha256(im->manifest.layer[0].digest, strlen(im->manifest.layer[0].digest), im->manifest_digest);
 }
 
 START_TEST(cache)
@@ -677,7 +679,7 @@ START_TEST(cache)
     }
     ck_assert_str_eq(g[0].path, g[1].path);
     char want[1024];
-    snprintf(want, sizeof want, "%s/images/rootfs/%s.ext4", home, im.config_digest + 7);
+    snprintf(want, sizeof want, "%s/images/rootfs/%.64s.ext4", home, im.manifest_digest + 7);
     ck_assert_str_eq(g[0].path, want);
     struct stat st;
     ck_assert_int_eq(stat(want, &st), 0);
@@ -706,10 +708,91 @@ START_TEST(cache)
     memset(&err, 0, sizeof err);
     img_sha256("other", 5, im.manifest.layer[0].digest);
     img_sha256("{\"x\":1}", 7, im.config_digest);
+    img_sha256("other manifest", 14, im.manifest_digest);
     ck_assert_int_eq(img_rootfs_get(&s, &im, 0, again, sizeof again, &err), -ENOENT);
     ck_assert_ptr_nonnull(strstr(err.msg, "not in the store"));
     ck_assert_int_ne(access(again, F_OK), 0);
     img_store_close(&s);
+}
+END_TEST
+
+
+
+START_TEST(cache_key_covers_layers)
+{
+    /* Two images with one config blob but other layers (the config's
+     * diff_ids are checked nowhere on pull or OCI import): the second must
+     * not get the first one's root from the cache. */
+    char l1[512], l2[512], home[512];
+    layer("one.tar", GZIP, l1, sizeof l1, (const struct ent[]){ { "etc/os", AE_IFREG, 0644, 0, 0, "trusted" }, { NULL } });
+    layer("two.tar", GZIP, l2, sizeof l2, (const struct ent[]){ { "etc/os", AE_IFREG, 0644, 0, 0, "evil" }, { NULL } });
+    snprintf(home, sizeof home, "%s/home", dir);
+    struct img_store s;
+    struct img_err err = { 0 };
+    ck_assert_int_eq(img_store_open(&s, home, &err), 0);
+    static struct img_image evil, trusted;
+    image_of_layer(&s, &evil, l2);
+    image_of_layer(&s, &trusted, l1);
+    char p1[4096], p2[4096];
+    ck_assert_int_eq(img_rootfs_get(&s, &evil, 0, p1, sizeof p1, &err), 0);
+    ck_assert_int_eq(img_rootfs_get(&s, &trusted, 0, p2, sizeof p2, &err), 0);
+    ext2_filsys fs = fs_open(p2);
+    has_content(fs, "etc/os", "trusted");
+    ext2fs_close_free(&fs);
+    img_store_close(&s);
+}
+END_TEST
+
+START_TEST(hardlink_into_replaced_dir)
+{
+    /* "d" replaced by a hardlink to "d/f": removing d frees f's inode
+     * before the link is made to it. Refused, or a clean file system. */
+    char lp[512], img[512];
+    layer("h.tar", PLAIN, lp, sizeof lp, (const struct ent[]){
+        { "d/", AE_IFDIR }, { "d/f", AE_IFREG, 0644, 0, 0, "x" }, { "d", .hardlink = "d/f" },
+        { "g", AE_IFREG, 0644, 0, 0, "new file reusing the inode?" }, { NULL } });
+    snprintf(img, sizeof img, "%s/root.ext4", dir);
+    struct img_err err;
+    ck_assert_int_eq(convert(img, NULL, &err, 1, lp), -ENOENT);
+    ck_assert_msg(strstr(err.msg, "is in no layer so far"), "%s", err.msg);
+    nothing_left();
+}
+END_TEST
+
+START_TEST(deep_tree_removed)
+{
+    /* A tree far deeper than a path can name, made through symlinks
+     * ("x" in each level's deepest directory leads 1000 further), then
+     * whited out: its removal must not recurse once per level. */
+    char lp[512], img[512];
+    struct archive *a = layer_open("deep.tar", PLAIN, lp, sizeof lp);
+    static char path[4096], target[2100];
+    target[0] = 0;
+    for (int i = 0; i < 1000; i++)
+        strcat(target, i ? "/a" : "a");
+    for (int k = 0; k < 20; k++) {
+        path[0] = 0;
+        for (int i = 0; i < k; i++)
+            strcat(path, "x/");
+        strcat(path, target);
+        put(a, &(struct ent){ path, AE_IFDIR });
+        path[0] = 0;
+        for (int i = 0; i < k; i++)
+            strcat(path, "x/");
+        strcat(path, "x");
+        put(a, &(struct ent){ path, AE_IFLNK, 0777, 0, 0, target });
+    }
+    put(a, &(struct ent){ ".wh.a", AE_IFREG });
+    layer_close(a);
+    snprintf(img, sizeof img, "%s/root.ext4", dir);
+    struct img_err err;
+    struct img_rootfs_opts o = { .disk_size = 1ull << 30 };
+    ck_assert_msg(convert(img, &o, &err, 1, lp) == 0, "%s", err.msg);
+    ext2_filsys fs = fs_open(img);
+    absent(fs, "a");
+    ext2_ino_t ino;
+    ck_assert_int_eq(ext2fs_namei(fs, EXT2_ROOT_INO, EXT2_ROOT_INO, "lost+found", &ino), 0);
+    ext2fs_close_free(&fs);
 }
 END_TEST
 
@@ -729,6 +812,9 @@ static Suite *suite(void)
     tcase_add_test(tc, bad_inputs);
     tcase_add_test(tc, default_size);
     tcase_add_test(tc, cache);
+    tcase_add_test(tc, cache_key_covers_layers);
+    tcase_add_test(tc, hardlink_into_replaced_dir);
+    tcase_add_test(tc, deep_tree_removed);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -222,6 +222,11 @@ static int apply(struct build *b, struct archive *a, struct archive_entry *e, co
     if (old && (rc = rfs_remove(&b->fs, dir, name, old, path)) < 0)
         return rc;
     if (type == IMG_TE_HARDLINK) {
+        /* Looked up again: removing old may have removed the target too
+         * (a hardlink replacing a directory, to a file under it), and a
+         * link to a freed inode would corrupt the file system. */
+        if (old && (rc = link_target(b, t->link, path, &target)) < 0)
+            return rc;
         b->st.hardlinks++;
         return rfs_hardlink(&b->fs, dir, name, target, path);
     }

@@ -46,7 +46,7 @@ int img_rootfs_build(const struct img_layer_in *layers, unsigned n, const char *
                      const struct img_rootfs_opts *o, struct img_rootfs_stats *st, struct img_err *err);
 
 /* The root filesystem of image im from the store's cache,
- * rootfs/HEX.ext4 (HEX: the config digest's; disk_size 0: the default
+ * rootfs/HEX.ext4 (HEX: the manifest digest's; disk_size 0: the default
  * size) or rootfs/HEX.SIZE.ext4 (SIZE: disk_size rounded up to 1 MiB, in
  * bytes), built once from the image's layer blobs if missing: under a
  * lock of the store's (locks/HEX2.lock, HEX2 the SHA-256 of "moat rootfs

@@ -13,12 +13,16 @@
 
 #define MIB (1ull << 20)
 
-/* "HEX.ext4" or "HEX.SIZE.ext4". */
+/* "HEX.ext4" or "HEX.SIZE.ext4", HEX the manifest digest's: it covers the
+ * config and every layer blob. Not the config digest: two images may share
+ * a config blob and differ in their layers (rootfs.diff_ids is checked
+ * neither on pull nor on import), and the second would get the first
+ * one's root. */
 static int cache_name(const struct img_image *im, uint64_t disk_size, char *name, size_t len, struct img_err *err)
 {
-    if (!img_digest_valid(im->config_digest))
-        return img_err(err, -EINVAL, "image %s: no valid config digest", im->ref[0] ? im->ref : im->manifest_digest);
-    const char *hex = im->config_digest + 7;
+    if (!img_digest_valid(im->manifest_digest))
+        return img_err(err, -EINVAL, "image %s: no valid manifest digest", im->ref[0] ? im->ref : im->manifest_digest);
+    const char *hex = im->manifest_digest + 7;
     int n = disk_size ? snprintf(name, len, "%s.%llu.ext4", hex, (unsigned long long)((disk_size + MIB - 1) / MIB * MIB))
                       : snprintf(name, len, "%s.ext4", hex);
     return n < 0 || (size_t)n >= len ? img_err(err, -ENAMETOOLONG, "rootfs name too long") : 0;

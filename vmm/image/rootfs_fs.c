@@ -327,8 +327,6 @@ static int list_children(struct rfs *r, ext2_ino_t dir, const char *path, struct
     return e ? rfs_fail(r, e, "reading a directory", path) : 0;
 }
 
-static int drop(struct rfs *r, ext2_ino_t ino, const char *path);
-
 /* Free the inode's blocks, xattrs and itself. */
 static int free_inode(struct rfs *r, ext2_ino_t ino, union rfs_inode *in, const char *path)
 {
@@ -349,29 +347,50 @@ static int free_inode(struct rfs *r, ext2_ino_t ino, union rfs_inode *in, const 
 }
 
 /* One link fewer to ino (its name is already gone): a directory goes with
- * all under it, anything else when its last link goes. */
+ * all under it, anything else when its last link goes. Iterative, with a
+ * stack of its own: a hostile layer can nest directories far deeper than
+ * a path can name (through symlinks), and one C frame per level would
+ * overflow moat's stack. A directory's children are listed before its
+ * blocks go; they need not be unnamed. */
 static int drop(struct rfs *r, ext2_ino_t ino, const char *path)
 {
-    union rfs_inode in;
-    int rc = rd(r, ino, &in, path);
-    if (rc < 0)
-        return rc;
-    if (LINUX_S_ISDIR(in.i.i_mode)) {
-        /* Its blocks go with it: the children need not be unnamed. */
-        struct list_ctx l = { 0 };
-        rc = list_children(r, ino, path, &l);
-        for (size_t i = 0; rc == 0 && i < l.n; i++)
-            rc = drop(r, l.v[i].ino, path);
-        free(l.v);
-        if (rc < 0 || (rc = rd(r, ino, &in, path)) < 0)
-            return rc;
-        return free_inode(r, ino, &in, path);
+    ext2_ino_t *st = malloc(64 * sizeof *st);
+    size_t n = 0, cap = 64;
+    int rc = st ? 0 : img_err(r->err, -ENOMEM, "out of memory");
+    if (st)
+        st[n++] = ino;
+    while (rc == 0 && n) {
+        ext2_ino_t x = st[--n];
+        union rfs_inode in;
+        if ((rc = rd(r, x, &in, path)) < 0)
+            break;
+        if (LINUX_S_ISDIR(in.i.i_mode)) {
+            struct list_ctx l = { 0 };
+            rc = list_children(r, x, path, &l);
+            if (rc == 0 && l.n > cap - n) {
+                size_t c = cap;
+                while (l.n > c - n)
+                    c *= 2;
+                ext2_ino_t *g = realloc(st, c * sizeof *st);
+                if (!g)
+                    rc = img_err(r->err, -ENOMEM, "out of memory");
+                else
+                    st = g, cap = c;
+            }
+            for (size_t i = 0; rc == 0 && i < l.n; i++)
+                st[n++] = l.v[i].ino;
+            free(l.v);
+            if (rc == 0)
+                rc = free_inode(r, x, &in, path);
+        } else if (in.i.i_links_count > 1) {
+            in.i.i_links_count--;
+            rc = wr(r, x, &in, path);
+        } else {
+            rc = free_inode(r, x, &in, path);
+        }
     }
-    if (in.i.i_links_count > 1) {
-        in.i.i_links_count--;
-        return wr(r, ino, &in, path);
-    }
-    return free_inode(r, ino, &in, path);
+    free(st);
+    return rc;
 }
 
 int rfs_remove(struct rfs *r, ext2_ino_t dir, const char *name, ext2_ino_t ino, const char *path)

@@ -103,7 +103,7 @@ int img_store_list(const struct img_store *s, img_ls_cb cb, void *arg, struct im
 int img_image_rm(struct img_store *s, const char *name, struct img_err *err);
 
 /* Remove blobs no reference reaches (index -> manifest -> config and
- * layers), rootfs/ entries named after a config digest no reference
+ * layers), rootfs/ entries named after a digest no reference
  * reaches ("rootfs/HEX" or "rootfs/HEX.*"), and tmp/ leftovers nobody
  * holds the lock of; anything modified in the last grace_s seconds stays
  * (a pull or import writes its blobs before it tags them). */
