@@ -441,13 +441,22 @@ static char *read_fd(int fd, size_t max, size_t *len)
     return b;
 }
 
+/* PATH's bytes when it is a regular file (else NULL, as if absent): in
+ * image mode /etc/passwd and /etc/group are the image's, and a FIFO there
+ * would block open() for ever, a terminal read() (PID 1 hung before the
+ * command and the agent). */
 static char *read_path(const char *path, size_t max, size_t *len)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+    struct stat st;
     char *b;
 
     if (fd < 0)
         return NULL;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return NULL;
+    }
     b = read_fd(fd, max, len);
     close(fd);
     return b;
