@@ -62,6 +62,7 @@ struct resp {
     char errbody[ERRBODY_MAX + 1];
     size_t errlen;
     bool body_started, hdr_too_long;
+    bool foreign;                       /* the answer came from another origin (a redirect's) */
     struct sink *sk;
     struct reg *r;
     const struct img_pull_progress *prog;   /* blob downloads: reported as bytes arrive */
@@ -290,6 +291,7 @@ static int get_once(struct reg *r, const char *url0, const char *accept, const c
             return -EAGAIN;
         }
         curl_easy_getinfo(r->h, CURLINFO_RESPONSE_CODE, &rs->status);
+        rs->foreign = !same_origin(r, url);
         if (rs->status / 100 != 3 || rs->status == 304)
             return 0;
         char *loc = NULL;
@@ -420,6 +422,12 @@ static int fetch_url(struct reg *r, const char *url, const char *accept, const c
     for (unsigned tries = 0;;) {
         int rc = get_once(r, url, accept, hop0_auth, rs, why, sizeof why);
         if (rc == 0 && rs->status == 401 && meet_401) {
+            /* Only the registry's own challenge is met: one from where a
+             * redirect led would have the user's credentials sent to a
+             * token realm that host names. */
+            if (rs->foreign)
+                return img_err(r->err, -EACCES, "%.2000s: a redirect's target answered 401 Unauthorized "
+                               "(credentials go only to %s)", url, r->ref.registry);
             if (authed)
                 return img_err(r->err, -EACCES, "%s refused the credentials (401 Unauthorized)%s", r->ref.registry,
                                r->have_creds ? ": wrong user name or password?" : "");
