@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -305,16 +306,30 @@ START_TEST(rm_and_prune_keep_shared)
     close(open(p, O_CREAT | O_WRONLY, 0600));
     snprintf(p, sizeof p, "%s/images/rootfs/%064d.ext4", home, 5);
     close(open(p, O_CREAT | O_WRONLY, 0600));
+    /* a killed build's temporary of the kept image: goes (nobody holds its
+     * lock); one whose builder holds the lock stays */
+    snprintf(p, sizeof p, "%s/images/rootfs/%.64s.ext4.tmp.AbC123", home, keep.manifest_digest + 7);
+    close(open(p, O_CREAT | O_WRONLY, 0600));
+    snprintf(p, sizeof p, "%s/images/rootfs/%.64s.1048576.ext4.tmp.XyZ789", home, keep.manifest_digest + 7);
+    close(open(p, O_CREAT | O_WRONLY, 0600));
+    char key[160], kd[IMG_DIGEST_MAX], lock[PATH_MAX];
+    snprintf(key, sizeof key, "moat rootfs %.64s.1048576.ext4", keep.manifest_digest + 7);
+    img_sha256(key, strlen(key), kd);
+    snprintf(lock, sizeof lock, "%s/images/locks/%.64s.lock", home, kd + 7);
+    int builder = open(lock, O_CREAT | O_RDWR, 0600);
+    ck_assert_int_ge(builder, 0);
+    ck_assert_int_eq(flock(builder, LOCK_EX), 0);
     img_image_free(&keep);
     /* grace: nothing this recent goes */
     ck_assert_int_eq(img_store_prune(&st, 3600, &r, &err), 0);
     ck_assert_int_eq(r.blobs + r.rootfs + r.tmp, 0);
     ck_assert_int_eq(img_store_prune(&st, 0, &r, &err), 0);
     ck_assert_int_eq(r.blobs, 3);   /* drop's manifest, config, own layer */
-    ck_assert_int_eq(r.rootfs, 1);
+    ck_assert_int_eq(r.rootfs, 2);   /* the dropped config's, the killed build's */
     ck_assert_int_eq(r.tmp, 1);
     ck_assert_int_eq(count_dir("blobs/sha256"), 4);
-    ck_assert_int_eq(count_dir("rootfs"), 1);
+    ck_assert_int_eq(count_dir("rootfs"), 2);   /* the kept one's, the build in progress */
+    close(builder);
     struct img_image im;
     ck_assert_int_eq(img_image_load(&st, "keep", &im, &err), 0);
     img_image_free(&im);

@@ -133,8 +133,23 @@ static int may_go(const struct img_store *s, enum walk w, int dfd, const char *n
         return 0;
     if (w == W_BLOBS)
         return hex64(name, 1) && !reached(r, name) && !kept(r, &st);
-    if (w == W_ROOTFS)
-        return hex64(name, 0) && !reached(r, name) && !kept(r, &st);
+    if (w == W_ROOTFS) {
+        const char *tmp = strstr(name, ".tmp.");
+        if (!hex64(name, 0))
+            return 0;
+        if (!tmp)
+            return !reached(r, name) && !kept(r, &st);
+        /* A build's temporary (rootfs_cache.c: "NAME.tmp.XXXXXX"), left by
+         * a build that was killed, reached or not: it goes unless its
+         * builder holds the lock of NAME (locks/SHA256("moat rootfs NAME")). */
+        char key[160], d[IMG_DIGEST_MAX], lock[128];
+        snprintf(key, sizeof key, "moat rootfs %.*s", (int)(tmp - name), name);
+        img_sha256(key, strlen(key), d);
+        if (img_store_rel(lock, sizeof lock, "locks", d, ".lock") < 0)
+            return 0;
+        *lockfd = img_store_lock(s, lock, 1);
+        return *lockfd >= 0;
+    }
     char lock[128];
     if (w == W_LOCKS || hex64(name, 1)) {   /* a blob being written: its lock */
         snprintf(lock, sizeof lock, "locks/%.64s.lock", name);

@@ -104,7 +104,8 @@ int img_image_rm(struct img_store *s, const char *name, struct img_err *err);
 
 /* Remove blobs no reference reaches (index -> manifest -> config and
  * layers), rootfs/ entries named after a digest no reference
- * reaches ("rootfs/HEX" or "rootfs/HEX.*"), and tmp/ leftovers nobody
+ * reaches ("rootfs/HEX" or "rootfs/HEX.*"; a killed build's
+ * "rootfs/NAME.tmp.*" whose builder's lock is free), and tmp/ leftovers nobody
  * holds the lock of; anything modified in the last grace_s seconds stays
  * (a pull or import writes its blobs before it tags them). */
 struct img_prune_result {
