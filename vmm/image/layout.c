@@ -81,6 +81,14 @@ static int layout_blob(int dfd, const struct img_desc *d, struct blob_src *b, st
     b->size = d->size;
     if (b->fd < 0)
         return img_err(err, -errno, "%s: %s", b->what, strerror(errno));
+    /* A folder's blob may be a link to anything: /dev/zero would be read
+     * for ever, a FIFO block. A file of the descriptor's size, first. */
+    struct stat st;
+    if (fstat(b->fd, &st) || !S_ISREG(st.st_mode))
+        return img_err(err, -EINVAL, "%s is not a file", b->what);
+    if ((uint64_t)st.st_size != d->size)
+        return img_err(err, -EBADMSG, "%s is %llu bytes, its descriptor says %llu", b->what,
+                       (unsigned long long)st.st_size, (unsigned long long)d->size);
     int rc = img_sha256_fd(b->fd, got, &size);
     if (rc)
         return img_err(err, rc, "cannot read %s: %s", b->what, strerror(-rc));
