@@ -268,6 +268,12 @@ START_TEST(oci_folder_refused)
     ck_assert_msg(strstr(err.msg, "is not a file"), "%s", err.msg);
     ck_assert_int_eq(blobs(), 0);
     ck_assert_int_eq(unlink(rel), 0);
+    /* a FIFO: refused, not waited on */
+    ck_assert_int_eq(mkfifo(rel, 0600), 0);
+    memset(&err, 0, sizeof err);
+    ck_assert_int_lt(img_import(&st, p, "localhost/x:1", NULL, NULL, NULL, &err), 0);
+    ck_assert_msg(strstr(err.msg, "is not a file"), "%s", err.msg);
+    ck_assert_int_eq(unlink(rel), 0);
     /* a wrong-content layer */
     file(rel + strlen(dir) + 1, "L2");
     memset(&err, 0, sizeof err);

@@ -42,7 +42,7 @@ static void srcs_free(struct blob_src *v, unsigned n)
 /* A small file of the archive (JSON) into a malloc'ed, NUL-ended buffer. */
 static int read_small(int dfd, const char *rel, char **buf, size_t *len, struct img_err *err)
 {
-    int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC);
+    int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
         return img_err(err, -errno, "the archive's %s: %s", rel, strerror(errno));
     struct stat st;
@@ -74,7 +74,7 @@ static int layout_blob(int dfd, const struct img_desc *d, struct blob_src *b, st
     char rel[128], got[IMG_DIGEST_MAX];
     uint64_t size;
     img_store_rel(rel, sizeof rel, "blobs/sha256", d->digest, "");
-    b->fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC);
+    b->fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     b->buf = NULL;
     snprintf(b->what, sizeof b->what, "the layout's %s", rel);
     strcpy(b->digest, d->digest);
@@ -301,7 +301,7 @@ static int docker_layer(int dfd, const char *path, const char *diff_id, struct b
     char named[IMG_DIGEST_MAX];
     struct stat st;
     snprintf(b->what, sizeof b->what, "the archive's %s", path);
-    b->fd = openat(dfd, path, O_RDONLY | O_CLOEXEC);
+    b->fd = openat(dfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (b->fd < 0 || fstat(b->fd, &st) || !S_ISREG(st.st_mode))
         return img_err(err, -EINVAL, "%s: %s", b->what, b->fd < 0 ? strerror(errno) : "not a file");
     int rc = img_sha256_fd(b->fd, b->digest, &b->size);
