@@ -75,7 +75,7 @@ static int export_tar(const struct img_store *s, const struct img_image *im, con
     char tmp[PATH_MAX];
     if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp", out) >= sizeof tmp)
         return img_err(err, -ENAMETOOLONG, "%s: path too long", out);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);   /* not through a planted link */
     if (fd < 0)
         return img_err(err, -errno, "cannot create %s: %s", tmp, strerror(errno));
     int rc = tar_put_mem(fd, "oci-layout", LAYOUT_FILE, strlen(LAYOUT_FILE), err);
