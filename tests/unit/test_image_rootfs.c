@@ -724,8 +724,10 @@ START_TEST(cache_key_covers_layers)
      * diff_ids are checked nowhere on pull or OCI import): the second must
      * not get the first one's root from the cache. */
     char l1[512], l2[512], home[512];
-    layer("one.tar", GZIP, l1, sizeof l1, (const struct ent[]){ { "etc/os", AE_IFREG, 0644, 0, 0, "trusted" }, { NULL } });
-    layer("two.tar", GZIP, l2, sizeof l2, (const struct ent[]){ { "etc/os", AE_IFREG, 0644, 0, 0, "evil" }, { NULL } });
+    layer("one.tar", GZIP, l1, sizeof l1,
+          (const struct ent[]){ { "etc/os", AE_IFREG, 0644, 0, 0, "trusted" }, { NULL } });
+    layer("two.tar", GZIP, l2, sizeof l2,
+          (const struct ent[]){ { "etc/os", AE_IFREG, 0644, 0, 0, "evil" }, { NULL } });
     snprintf(home, sizeof home, "%s/home", dir);
     struct img_store s;
     struct img_err err = { 0 };
