@@ -482,6 +482,29 @@ static void refused(const struct ent *xs, const char *want)
     unlink(lp);
 }
 
+/* An xattr name Linux cannot hold (over 255 bytes) is refused, not cut
+ * to what ext4's one-byte length keeps. */
+START_TEST(xattr_limits)
+{
+    char lp[512], img[512], name[300];
+    memset(name, 'n', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    memcpy(name, "user.", 5);
+    struct archive *a = layer_open("xattr.tar", GZIP, lp, sizeof lp);
+    struct archive_entry *e = mk(&(struct ent){ "f", AE_IFREG, 0644, 0, 0, "x" });
+    archive_entry_xattr_add_entry(e, name, "v", 1);
+    put_entry(a, e, "x");
+    layer_close(a);
+    snprintf(img, sizeof img, "%s/root.ext4", dir);
+    struct img_err err;
+    int rc = convert(img, NULL, &err, 1, lp);
+    ck_assert_int_eq(rc, -EINVAL);
+    ck_assert_msg(strstr(err.msg, "a name of 299 bytes"), "%s", err.msg);
+    nothing_left();
+    unlink(lp);
+}
+END_TEST
+
 START_TEST(hostile)
 {
     refused((const struct ent[]){ { "ok", AE_IFREG, 0, 0, 0, "x" }, { "../evil", AE_IFREG, 0, 0, 0, "x" }, { NULL } },
@@ -807,6 +830,7 @@ static Suite *suite(void)
     tcase_add_test(tc, one_layer_everything);
     tcase_add_test(tc, layers_in_order);
     tcase_add_test(tc, sparse_and_zeros);
+    tcase_add_test(tc, xattr_limits);
     tcase_add_test(tc, hostile);
     tcase_add_test(tc, symlink_then_file_through_it);
     tcase_add_test(tc, too_many_entries);

@@ -129,6 +129,14 @@ static int xattrs(struct build *b, struct archive_entry *e, ext2_ino_t ino, cons
     const void *val;
     size_t len;
     while (!x && archive_entry_xattr_next(e, &name, &val, &len) == ARCHIVE_OK) {
+        /* Linux's limits (XATTR_NAME_MAX, XATTR_SIZE_MAX): ext4 keeps a
+         * name's length in one byte, so a longer one would be cut. */
+        size_t nl = name ? strlen(name) : 0;
+        if (!nl || nl > 255 || len > 65536) {
+            ext2fs_xattrs_close(&h);
+            return img_err(b->err, -EINVAL, "\"%s\": xattr \"%.200s\": a name of %zu bytes (1 to 255) or a value "
+                           "of %zu (at most 65536)", path, name ? name : "", nl, len);
+        }
         x = ext2fs_xattr_set(h, name, val, len);
         if (x) {
             ext2fs_xattrs_close(&h);
