@@ -545,12 +545,19 @@ static void image_etc(const char *name, const char *text)
         warn("image mode: writing", src);
         return;
     }
-    if (stat("/etc", &st) != 0 || !S_ISDIR(st.st_mode))
+    /* The image's /etc as it is, never through a link: a link there (or at
+     * /etc/NAME, e.g. to systemd's resolver, or to /run/moat/moat-agent,
+     * which the bind would cover) is replaced by a file of its own. */
+    if (lstat("/etc", &st) != 0 || !S_ISDIR(st.st_mode))
         return;
-    if (lstat(dst, &st) == 0 && stat(dst, &st) != 0)
-        unlink(dst);            /* a dangling link (e.g. to systemd's resolver): a file instead */
+    if (lstat(dst, &st) == 0 && !S_ISREG(st.st_mode) && unlink(dst) != 0) {
+        warn("image mode: not a file, left as it is", dst);
+        return;
+    }
     if (lstat(dst, &st) != 0)
         close(open(dst, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (lstat(dst, &st) != 0 || !S_ISREG(st.st_mode))
+        return;
     if (mount(src, dst, NULL, MS_BIND, NULL) != 0)
         warn("image mode: binding", dst);
 }
