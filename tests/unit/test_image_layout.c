@@ -261,13 +261,31 @@ START_TEST(oci_folder_refused)
     ck_assert_int_lt(img_import(&st, p, "localhost/x:1", NULL, NULL, NULL, &err), 0);
     ck_assert_ptr_nonnull(strstr(err.msg, "No such file"));
     ck_assert_int_eq(blobs(), 0);
-    /* a layer that is a link to a device: refused, not read for ever */
+    /* a layer that is a link to a device, or to any file out of the
+     * folder: refused, not read (for ever: /dev/zero) */
     ck_assert_int_eq(symlink("/dev/zero", rel), 0);
+    memset(&err, 0, sizeof err);
+    ck_assert_int_lt(img_import(&st, p, "localhost/x:1", NULL, NULL, NULL, &err), 0);
+    ck_assert_msg(strstr(err.msg, "out of the folder"), "%s", err.msg);
+    ck_assert_int_eq(blobs(), 0);
+    ck_assert_int_eq(unlink(rel), 0);
+    ck_assert_int_eq(symlink("../../../L/blobs/../index.json", rel), 0);   /* ".." past the folder */
+    memset(&err, 0, sizeof err);
+    ck_assert_int_lt(img_import(&st, p, "localhost/x:1", NULL, NULL, NULL, &err), 0);
+    ck_assert_msg(strstr(err.msg, "out of the folder"), "%s", err.msg);
+    ck_assert_int_eq(blobs(), 0);
+    ck_assert_int_eq(unlink(rel), 0);
+    /* a link inside the folder to a device node there: not a file */
+    char dev[520];
+    snprintf(dev, sizeof dev, "%s/zero", p);
+    ck_assert_int_eq(mkfifo(dev, 0600), 0);
+    ck_assert_int_eq(symlink("../../zero", rel), 0);
     memset(&err, 0, sizeof err);
     ck_assert_int_lt(img_import(&st, p, "localhost/x:1", NULL, NULL, NULL, &err), 0);
     ck_assert_msg(strstr(err.msg, "is not a file"), "%s", err.msg);
     ck_assert_int_eq(blobs(), 0);
     ck_assert_int_eq(unlink(rel), 0);
+    ck_assert_int_eq(unlink(dev), 0);
     /* a FIFO: refused, not waited on */
     ck_assert_int_eq(mkfifo(rel, 0600), 0);
     memset(&err, 0, sizeof err);

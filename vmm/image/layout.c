@@ -2,11 +2,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "vmm/base/fullio.h"
@@ -39,12 +41,34 @@ static void srcs_free(struct blob_src *v, unsigned n)
     }
 }
 
+/* rel of the folder dfd, read-only and never blocking, resolved inside
+ * it: a symlink may lead elsewhere in the folder (docker save's duplicate
+ * layers are such links), never out of it (an absolute target, or ".."
+ * past the folder: -EXDEV), so a folder given to import cannot pull
+ * another of the host's files into the store. Kernels without openat2
+ * (before 5.6) get openat. */
+static int open_in(int dfd, const char *rel)
+{
+    struct open_how how = { .flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK,
+                            .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS };
+    int fd = (int)syscall(SYS_openat2, dfd, rel, &how, sizeof how);
+    if (fd < 0 && errno == ENOSYS)
+        fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    return fd;
+}
+
+/* Why open_in failed (errno e), as a message. */
+static const char *open_why(int e)
+{
+    return e == EXDEV ? "a link that leads out of the folder" : strerror(e);
+}
+
 /* A small file of the archive (JSON) into a malloc'ed, NUL-ended buffer. */
 static int read_small(int dfd, const char *rel, char **buf, size_t *len, struct img_err *err)
 {
-    int fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    int fd = open_in(dfd, rel);
     if (fd < 0)
-        return img_err(err, -errno, "the archive's %s: %s", rel, strerror(errno));
+        return img_err(err, -errno, "the archive's %s: %s", rel, open_why(errno));
     struct stat st;
     int rc = 0;
     *buf = NULL;
@@ -74,13 +98,13 @@ static int layout_blob(int dfd, const struct img_desc *d, struct blob_src *b, st
     char rel[128], got[IMG_DIGEST_MAX];
     uint64_t size;
     img_store_rel(rel, sizeof rel, "blobs/sha256", d->digest, "");
-    b->fd = openat(dfd, rel, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    b->fd = open_in(dfd, rel);
     b->buf = NULL;
     snprintf(b->what, sizeof b->what, "the layout's %s", rel);
     strcpy(b->digest, d->digest);
     b->size = d->size;
     if (b->fd < 0)
-        return img_err(err, -errno, "%s: %s", b->what, strerror(errno));
+        return img_err(err, -errno, "%s: %s", b->what, open_why(errno));
     /* A folder's blob may be a link to anything: /dev/zero would be read
      * for ever, a FIFO block. A file of the descriptor's size, first. */
     struct stat st;
@@ -301,9 +325,9 @@ static int docker_layer(int dfd, const char *path, const char *diff_id, struct b
     char named[IMG_DIGEST_MAX];
     struct stat st;
     snprintf(b->what, sizeof b->what, "the archive's %s", path);
-    b->fd = openat(dfd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    b->fd = open_in(dfd, path);
     if (b->fd < 0 || fstat(b->fd, &st) || !S_ISREG(st.st_mode))
-        return img_err(err, -EINVAL, "%s: %s", b->what, b->fd < 0 ? strerror(errno) : "not a file");
+        return img_err(err, -EINVAL, "%s: %s", b->what, b->fd < 0 ? open_why(errno) : "not a file");
     int rc = img_sha256_fd(b->fd, b->digest, &b->size);
     if (rc)
         return img_err(err, rc, "cannot read %s: %s", b->what, strerror(-rc));
