@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "vmm/image/rootfs.h"
+#include "vmm/image/rootfs_fs.h"
 #include "vmm/image/store.h"
 
 /* Entries below name only the fields they need. */
@@ -505,6 +506,31 @@ START_TEST(xattr_limits)
 }
 END_TEST
 
+/* The set of a layer's applied paths stops at its memory limit. */
+START_TEST(path_set_limit)
+{
+    struct rfs_pset p = { .max_bytes = 64 << 10 };
+    char path[1100];
+    int rc = 0, i;
+    memset(path, 'a', 1000);
+    for (i = 0; i < 1000 && rc == 0; i++) {
+        snprintf(path + 1000, 100, "/%d", i);
+        rc = rfs_pset_add(&p, path);
+    }
+    ck_assert_int_eq(rc, -E2BIG);
+    ck_assert_int_gt(i, 40);                    /* ~1 KiB each: about 60 fit */
+    ck_assert_int_lt(i, 70);
+    ck_assert_uint_le(p.bytes, 64 << 10);
+    snprintf(path + 1000, 100, "/%d", 0);
+    ck_assert(rfs_pset_has(&p, path));
+    ck_assert_int_eq(rfs_pset_add(&p, path), 0);    /* one there: no more memory */
+    rfs_pset_clear(&p);
+    ck_assert_uint_eq(p.bytes, 0);
+    ck_assert_int_eq(rfs_pset_add(&p, path), 0);
+    rfs_pset_clear(&p);
+}
+END_TEST
+
 START_TEST(hostile)
 {
     refused((const struct ent[]){ { "ok", AE_IFREG, 0, 0, 0, "x" }, { "../evil", AE_IFREG, 0, 0, 0, "x" }, { NULL } },
@@ -831,6 +857,7 @@ static Suite *suite(void)
     tcase_add_test(tc, layers_in_order);
     tcase_add_test(tc, sparse_and_zeros);
     tcase_add_test(tc, xattr_limits);
+    tcase_add_test(tc, path_set_limit);
     tcase_add_test(tc, hostile);
     tcase_add_test(tc, symlink_then_file_through_it);
     tcase_add_test(tc, too_many_entries);

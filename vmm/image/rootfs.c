@@ -295,7 +295,9 @@ static int entry(struct build *b, struct archive *a, struct archive_entry *e, st
     case IMG_TA_SKIP: break;
     default:
         if ((rc = apply(b, a, e, t)) == 0 && (rc = rfs_pset_add(&b->fs.seen, t->path)) < 0)
-            rc = img_err(b->err, rc, "out of memory");
+            rc = rc == -E2BIG ? img_err(b->err, rc, "\"%s\": the layer's paths take more than %u MiB (the limit)",
+                                        t->path, RFS_PSET_BYTES >> 20)
+                              : img_err(b->err, rc, "out of memory");
         break;
     }
     /* What the entry still holds (a regular file's data was read). */

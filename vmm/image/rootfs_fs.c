@@ -61,6 +61,9 @@ int rfs_pset_add(struct rfs_pset *s, const char *path)
 {
     if (rfs_pset_has(s, path))
         return 0;
+    size_t need = strlen(path) + 1 + 2 * sizeof *s->slot;    /* the string, its slot at half load */
+    if (s->bytes + need > (s->max_bytes ? s->max_bytes : RFS_PSET_BYTES))
+        return -E2BIG;
     if ((s->n + 1) * 2 > s->cap && pset_grow(s) < 0)
         return -ENOMEM;
     size_t j = hash(path) & (s->cap - 1);
@@ -69,6 +72,7 @@ int rfs_pset_add(struct rfs_pset *s, const char *path)
     if (!(s->slot[j] = strdup(path)))
         return -ENOMEM;
     s->n++;
+    s->bytes += need;
     return 0;
 }
 
@@ -78,7 +82,7 @@ void rfs_pset_clear(struct rfs_pset *s)
         free(s->slot[i]);
     free(s->slot);
     s->slot = NULL;
-    s->cap = s->n = 0;
+    s->cap = s->n = s->bytes = 0;
 }
 
 /* ---- errors ---- */

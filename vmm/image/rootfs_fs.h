@@ -16,7 +16,13 @@
 struct rfs_pset {
     char **slot;
     size_t cap, n;
+    size_t bytes;           /* the paths' memory so far */
+    size_t max_bytes;       /* its limit; 0: RFS_PSET_BYTES */
 };
+/* A layer's distinct paths are bounded by its entry count, not by its
+ * inodes: symlinks to "." make any number of long paths of one directory.
+ * Their memory is capped (-E2BIG past it). */
+#define RFS_PSET_BYTES (256u << 20)
 
 struct rfs {
     ext2_filsys fs;
